@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tally_client.h — the worker-side session with one appliance (all of its cores).
+ *
+ * "Allreduce this buffer under key K, round R": the session splits the buffer into the
+ * key's chunks, PUSHes them to the core that owns the key (key % ncores from JOIN_OK) with
+ * a window of chunks in flight per core, retransmits each chunk on its own timer (adaptive
+ * RTO from measured RTTs, starting at cfg.rto_init_us, doubling per retry up to rto_max_us),
+ * and writes each RESULT's payload into the output buffer. A chunk that gets no RESULT within
+ * cfg.give_up_ms fails the operation with -ETIMEDOUT and a message naming key, round, chunk.
+ *
+ * Quorum (eager-SGD): a RESULT without TALLY_F_INCLUDED means this worker's push was left
+ * out. The session keeps that chunk's contribution (in f32, or i32) and adds it into the
+ * next round's push of the same chunk, so no gradient is lost.
+ *
+ * Rounds of one key must be used in order (r, r+1, ...): pushing round r+1 acknowledges
+ * round r to the appliance. A session is used by one thread.
+ */
+#ifndef TALLY_CLIENT_H
+#define TALLY_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally_proto.h"
+#include "tally_xport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tally_client;
+
+struct tally_client_cfg {
+	uint32_t job_id;
+	uint64_t token;
+	uint32_t rank;
+	uint32_t world_size;
+	uint32_t max_chunk_bytes; /* default 8192; the appliance may lower it in JOIN_OK */
+	uint32_t window;          /* chunks in flight per appliance core, default 64 */
+	uint32_t rto_init_us;     /* default 500 */
+	uint32_t rto_max_us;      /* default 100000 */
+	uint32_t give_up_ms;      /* default 30000 */
+	uint32_t max_ops;         /* concurrent allreduce operations, default 256 */
+};
+
+struct tally_client_stats {
+	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes;
+	uint64_t pushes;          /* first transmissions of a chunk */
+	uint64_t retransmits;
+	uint64_t results;         /* RESULTs used */
+	uint64_t dup_results;     /* RESULTs for chunks already done */
+	uint64_t excluded;        /* chunks whose RESULT did not include us (folded forward) */
+	uint64_t errors;          /* ERROR packets received */
+	uint64_t drops[TALLY_R_COUNT]; /* received packets rejected, by reason */
+};
+
+void tally_client_cfg_defaults(struct tally_client_cfg *cfg);
+
+struct tally_client *tally_client_create(const struct tally_client_cfg *cfg,
+					 const struct tally_xport_ops *ops, void *xctx,
+					 int *err);
+void tally_client_destroy(struct tally_client *c);
+
+/* Blocking (drive the transport's poll). JOIN core 0 and learn ncores / max chunk; 0,
+ * -ETIMEDOUT, or -EACCES / -EPERM / -EBUSY etc. mapped from the appliance's ERROR. */
+int tally_client_join(struct tally_client *c, uint32_t timeout_ms);
+/* Register a key with the core that owns it (blocking, retried). reg->chunk_elems = 0
+ * picks the largest chunk that fits max_chunk_bytes. 0 or negative errno. */
+int tally_client_register(struct tally_client *c, uint32_t key, const struct tally_register *reg);
+
+/* Start an allreduce of a registered key: `in` and `out` hold nelems of the key's dtype and
+ * must stay valid until the operation completes (they may be the same buffer). Returns a
+ * handle >= 0 or a negative errno. */
+int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, const void *in,
+		       void *out);
+/* 1 done, 0 pending, negative errno failed (the handle is released when done or failed). */
+int tally_client_test(struct tally_client *c, int handle);
+/* Block until done: 0 or negative errno. */
+int tally_client_wait(struct tally_client *c, int handle);
+/* start + wait. */
+int tally_client_allreduce(struct tally_client *c, uint32_t key, uint32_t round,
+			   const void *in, void *out);
+
+/* Non-blocking driving, for transports that deliver packets themselves. */
+void tally_client_rx(struct tally_client *c, const void *buf, size_t len);
+/* Retransmit due chunks, send queued ones; returns the ns until the next timer (or
+ * UINT64_MAX when idle). */
+uint64_t tally_client_tick(struct tally_client *c);
+
+/* Leave the job (BYE to every core, best effort). */
+void tally_client_bye(struct tally_client *c);
+
+/* The last error's text (which key, round, chunk, appliance core), or "". */
+const char *tally_client_strerror(const struct tally_client *c);
+const struct tally_client_stats *tally_client_stats(const struct tally_client *c);
+uint16_t tally_client_ncores(const struct tally_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tally_engine.h — the appliance-side aggregation engine, one instance per datapath core.
+ * An instance is used by one thread only; readers on other threads may read the stats
+ * block (plain counters, summed by readers, torn reads tolerated).
+ *
+ * Rules (DESIGN.md "Aggregation"):
+ *  - Jobs: (job id, token, world size). Added by the operator (tally_engine_job_add) or, with
+ *    cfg.open_admission, by the first JOIN (its token and world size fix the job). Every
+ *    packet's job id and token are checked. JOIN binds rank → address; a JOIN for a rank bound
+ *    to a different address is refused (TALLY_R_RANK_TAKEN) unless nothing was heard from
+ *    that rank for cfg.rejoin_timeout_ns (worker restart). JOIN is answered with JOIN_OK.
+ *  - Keys: registered by REGISTER (first one creates, later identical ones are acked, a
+ *    different one gets ERROR KEY_CONFLICT) or by tally_engine_key_register(). Memory for
+ *    accumulators and chunk state comes from cfg.mem_budget at registration; exceeding it is
+ *    -ENOMEM / TALLY_R_NO_MEMORY. Nothing is allocated on the PUSH path.
+ *  - Per key: two parity slots (round & 1), each with an accumulator (f32; i32 for i32
+ *    keys), and per chunk a contributor bitmap, a "seen" bitmap (any push of that round,
+ *    late ones included), a count, a round number and a state.
+ *  - PUSH (key, round r, chunk c) from rank w, slot p = r & 1:
+ *      * slot holds round r, open: w's bit set → duplicate (count, ignore); else add (first
+ *        contribution loads), set bit; count == quorum → complete: RESULT to every joined
+ *        participant, flag INCLUDED per recipient, contrib = count.
+ *      * slot holds round r, complete: a RESULT unicast to w (RESEND flag if w was
+ *        included, i.e. a duplicate); w's push is NOT added (it is folded by the worker into
+ *        its next push, eager-SGD); mark w seen.
+ *      * slot holds round r-2 (or is unused): starting round r needs every participant to
+ *        have acknowledged round r-2, i.e. the other slot holds round r-1 with every
+ *        participant seen. Otherwise TALLY_R_TOO_EARLY (worker retransmits later). For
+ *        r < 2 an unused slot may start when the other slot is unused or holds r±1.
+ *      * slot holds a round > r, or < r-2: TALLY_R_STALE_ROUND.
+ *  - Deadline (key's deadline_us > 0): a chunk still open that long after its first push
+ *    completes with whatever it has (tally_engine_poll()).
+ *  - Deterministic keys: each push is staged in a buffer from a per-core pool
+ *    (cfg.det_pool_bytes; exhausted → TALLY_R_POOL_FULL, the worker retries) and the chunk is
+ *    reduced in rank order at completion, so its bits do not depend on arrival order.
+ *  - PULL (key, round, offset): re-sends that RESULT if the slot holds that round complete.
+ *  - BYE unbinds the rank.
+ *  - Every rejection returns its reason, is counted in drops[reason] and changes no state.
+ *    Rejected control requests (JOIN, REGISTER) are answered with ERROR when the sender's
+ *    address is known; data packets are dropped silently.
+ */
+#ifndef TALLY_ENGINE_H
+#define TALLY_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally_proto.h"
+#include "tally_xport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tally_engine;
+
+struct tally_engine_cfg {
+	uint16_t core_index;       /* this core's index (JOIN_OK) */
+	uint16_t ncores;           /* cores of the appliance (JOIN_OK) */
+	uint16_t base_port;        /* UDP base port (JOIN_OK) */
+	uint32_t max_chunk_bytes;  /* largest payload this appliance accepts (<= TALLY_MAX_PAYLOAD) */
+	size_t mem_budget;         /* bytes for keys: accumulators, result buffers, chunk state */
+	size_t det_pool_bytes;     /* staging pool for deterministic keys (0: none allowed) */
+	uint32_t max_jobs;         /* default 16 */
+	uint32_t max_keys;         /* default 65536 */
+	int open_admission;        /* first JOIN creates its job (embedded quick start only) */
+	uint64_t rejoin_timeout_ns;/* default 5 s */
+	/* Memory for accumulators (NUMA-local hugepages on DPDK). NULL: aligned_alloc/free. */
+	void *(*alloc)(void *actx, size_t size, size_t align);
+	void (*free)(void *actx, void *p);
+	void *alloc_ctx;
+};
+
+struct tally_engine_stats {
+	uint64_t rx_pkts, rx_bytes;
+	uint64_t tx_pkts, tx_bytes, tx_errors;
+	uint64_t joins, registers, pulls, byes;
+	uint64_t pushes;           /* pushes added to an accumulator */
+	uint64_t push_bytes;       /* payload bytes of those pushes (goodput) */
+	uint64_t duplicates;       /* pushes whose bit was already set */
+	uint64_t late_pushes;      /* pushes after completion (not added) */
+	uint64_t completions;      /* chunks completed */
+	uint64_t quorum_completions;   /* completed with count < participants by quorum */
+	uint64_t deadline_completions; /* completed by deadline */
+	uint64_t results;          /* RESULT packets sent (fan-out copies) */
+	uint64_t resends;          /* RESULT re-sent (duplicate push, late push, PULL) */
+	uint64_t drops[TALLY_R_COUNT];
+};
+
+/* Fills defaults for every zero field it can (max_jobs, max_keys, rejoin timeout,
+ * max_chunk_bytes = 8192). */
+void tally_engine_cfg_defaults(struct tally_engine_cfg *cfg);
+
+/* Returns NULL and sets *err (negative errno) on failure. ops/xctx are used for every send. */
+struct tally_engine *tally_engine_create(const struct tally_engine_cfg *cfg,
+					 const struct tally_xport_ops *ops, void *xctx,
+					 int *err);
+void tally_engine_destroy(struct tally_engine *e);
+
+/* Operator admission. 0, -EEXIST (same id, other token/world), -ENOSPC, -EINVAL. */
+int tally_engine_job_add(struct tally_engine *e, uint32_t job_id, uint64_t token,
+			 uint32_t world_size);
+/* Evict a job: its keys and memory are freed. 0 or -ENOENT. */
+int tally_engine_job_remove(struct tally_engine *e, uint32_t job_id);
+
+/* Register a key directly (same checks as REGISTER). 0, -EEXIST (conflicting), -ENOMEM,
+ * -ENOENT (no such job), -EINVAL (bad parameters), -ENOSPC (max_keys). */
+int tally_engine_key_register(struct tally_engine *e, uint32_t job_id, uint32_t key,
+			      const struct tally_register *reg);
+
+/* One received packet. Returns TALLY_OK or the reason it was rejected (also counted). */
+enum tally_reason tally_engine_rx(struct tally_engine *e, const void *buf, size_t len,
+				  const struct tally_addr *from);
+
+/* Timers (deadline completions). Call regularly from the core's loop. Returns the number
+ * of chunks completed by deadline. */
+unsigned tally_engine_poll(struct tally_engine *e);
+
+/* Live policy for a key (quorum 1..participants, deadline_us, deterministic is fixed at
+ * registration). Takes effect for chunks not yet complete. 0, -ENOENT, -EINVAL. */
+int tally_engine_key_policy(struct tally_engine *e, uint32_t job_id, uint32_t key,
+			    uint16_t quorum, uint32_t deadline_us);
+
+const struct tally_engine_stats *tally_engine_stats(const struct tally_engine *e);
+void tally_engine_stats_reset(struct tally_engine *e);
+/* Bytes of the memory budget in use. */
+size_t tally_engine_mem_used(const struct tally_engine *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tally_proto.h — wire protocol v1 between worker (client session) and appliance (engine).
+ *
+ * UDP/IPv4, default base port 9170, one port per appliance core (base + core index).
+ * Every packet: a fixed 64-byte little-endian header, then `payload_len` bytes of payload
+ * whose CRC32C (ISA-L crc32_iscsi, seed 0) is in the header.
+ */
+#ifndef TALLY_PROTO_H
+#define TALLY_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally_sum.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TALLY_MAGIC 0x31594c54u /* "TLY1" little-endian */
+#define TALLY_VERSION 1
+#define TALLY_DEFAULT_PORT 9170
+#define TALLY_HDR_LEN 64
+#define TALLY_MAX_PAYLOAD 9000u     /* largest payload accepted on any transport */
+#define TALLY_MAX_WORKERS 1024u     /* ranks 0..1023 */
+
+enum tally_op {
+	TALLY_OP_JOIN = 1,
+	TALLY_OP_JOIN_OK = 2,
+	TALLY_OP_REGISTER = 3, /* worker→appliance; echoed back with TALLY_F_ACK */
+	TALLY_OP_PUSH = 4,
+	TALLY_OP_RESULT = 5,
+	TALLY_OP_PULL = 6,
+	TALLY_OP_ERROR = 7,    /* reason in hdr.reason, the offending op in hdr.aux */
+	TALLY_OP_BYE = 8,
+	TALLY_OP_MAX = 8
+};
+
+/* hdr.flags */
+#define TALLY_F_ACK 0x0001u      /* REGISTER acknowledgement */
+#define TALLY_F_INCLUDED 0x0002u /* RESULT: the recipient's own push is in this sum */
+#define TALLY_F_RESEND 0x0004u   /* RESULT: a re-sent copy (duplicate push or PULL) */
+
+/* The wire header. Encoded/decoded field by field (never cast a packet buffer to it). */
+struct tally_hdr {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t op;
+	uint16_t flags;
+	uint32_t job_id;
+	uint32_t rank;        /* sender's rank (worker ops) or recipient's rank (RESULT, JOIN_OK) */
+	uint64_t token;       /* the job's 64-bit token */
+	uint32_t key;
+	uint32_t round;
+	uint32_t offset;      /* chunk offset within the key, in elements */
+	uint32_t count;       /* elements in this chunk */
+	uint8_t dtype;        /* enum tally_dtype (wire dtype of the payload) */
+	uint8_t reason;       /* ERROR: enum tally_reason */
+	uint16_t contrib;     /* RESULT: how many workers' pushes the sum holds */
+	uint32_t payload_len; /* bytes after the header */
+	uint32_t crc;         /* CRC32C of the payload (0 for an empty payload) */
+	uint32_t aux;         /* op-specific: ERROR: the rejected op */
+	uint64_t reserved;    /* zero on send, ignored on receive */
+};
+
+/* Payloads of the control ops (little-endian, fixed size). */
+#define TALLY_CAP_DETERMINISTIC 0x1u
+#define TALLY_CAP_QUORUM 0x2u
+
+struct tally_join {          /* JOIN payload, 16 bytes */
+	uint32_t world_size;
+	uint32_t caps;
+	uint32_t max_chunk_bytes; /* the worker's largest payload */
+	uint32_t reserved;
+};
+#define TALLY_JOIN_LEN 16
+
+struct tally_join_ok {       /* JOIN_OK payload, 16 bytes */
+	uint16_t base_port;
+	uint16_t ncores;
+	uint32_t max_chunk_bytes; /* min(worker's, appliance's) */
+	uint32_t caps;
+	uint32_t world_size;
+};
+#define TALLY_JOIN_OK_LEN 16
+
+#define TALLY_KEY_DETERMINISTIC 0x1u
+
+struct tally_register {      /* REGISTER payload, 32 bytes; hdr.key names the key */
+	uint32_t nelems;
+	uint32_t chunk_elems;     /* chunk i covers [i*chunk_elems, min(+chunk_elems, nelems)) */
+	uint8_t dtype;
+	uint8_t compression;      /* 0 = none (the only value v1 accepts) */
+	uint16_t flags;           /* TALLY_KEY_* */
+	uint16_t participants;    /* W for this key: ranks 0..participants-1 */
+	uint16_t quorum;          /* 1..participants; participants = wait for all */
+	uint32_t deadline_us;     /* 0 = none; else complete this long after the first push */
+	uint32_t reserved[3];
+};
+#define TALLY_REGISTER_LEN 32
+
+/* Why a packet was rejected. Every rejection has one; engines count them per reason. */
+enum tally_reason {
+	TALLY_OK = 0,
+	/* stateless (tally_proto_decode) */
+	TALLY_R_TRUNCATED,      /* shorter than the header */
+	TALLY_R_BAD_MAGIC,
+	TALLY_R_BAD_VERSION,
+	TALLY_R_BAD_OP,
+	TALLY_R_LEN_MISMATCH,   /* payload_len disagrees with the bytes received or the op */
+	TALLY_R_OVERSIZED,      /* payload_len > TALLY_MAX_PAYLOAD */
+	TALLY_R_BAD_DTYPE,
+	TALLY_R_BAD_COUNT,      /* count * dtype size != payload_len for data ops */
+	TALLY_R_BAD_CRC,
+	TALLY_R_BAD_RANK,       /* rank >= TALLY_MAX_WORKERS or >= the job's world size */
+	/* stateful (engine) */
+	TALLY_R_WRONG_JOB,
+	TALLY_R_WRONG_TOKEN,
+	TALLY_R_NOT_JOINED,     /* data op from a rank with no JOIN, or from another address */
+	TALLY_R_RANK_TAKEN,     /* JOIN for a rank bound to another live address */
+	TALLY_R_UNKNOWN_KEY,
+	TALLY_R_BAD_RANGE,      /* offset/count not a chunk of the key */
+	TALLY_R_CHUNK_MISMATCH, /* dtype differs from the key's */
+	TALLY_R_NOT_PARTICIPANT,
+	TALLY_R_STALE_ROUND,    /* a round whose result is gone (delayed duplicate) */
+	TALLY_R_TOO_EARLY,      /* round r+2 before every participant acknowledged round r */
+	TALLY_R_BAD_REGISTER,   /* malformed REGISTER payload */
+	TALLY_R_KEY_CONFLICT,   /* REGISTER disagrees with the key already registered */
+	TALLY_R_NO_MEMORY,      /* memory budget exceeded */
+	TALLY_R_POOL_FULL,      /* deterministic staging pool exhausted (worker retries) */
+	TALLY_R_UNSUPPORTED,    /* e.g. compression not offered */
+	TALLY_R_DRAINING,       /* appliance draining: no new rounds */
+	TALLY_R_UNEXPECTED_OP,  /* an op this side never receives */
+	TALLY_R_COUNT
+};
+
+const char *tally_reason_name(enum tally_reason r);
+const char *tally_op_name(uint8_t op);
+
+/* A decoded packet: header plus a pointer into the caller's buffer (zero copy). */
+struct tally_pkt {
+	struct tally_hdr hdr;
+	const uint8_t *payload;
+};
+
+/* Encode a header into 64 bytes at `out`. Sets magic/version; `hdr->payload_len` and
+ * `hdr->crc` are written as given (use tally_proto_finish()). */
+void tally_proto_encode_hdr(uint8_t out[TALLY_HDR_LEN], const struct tally_hdr *hdr);
+
+/* Fill payload_len and crc of `hdr` from a payload, then encode it. */
+void tally_proto_finish(uint8_t out[TALLY_HDR_LEN], struct tally_hdr *hdr,
+			const void *payload, size_t len);
+
+/* CRC32C (Castagnoli) of a buffer, as carried in hdr.crc. */
+uint32_t tally_crc32c(const void *buf, size_t len);
+
+/* Decode and validate everything that needs no state: length, magic, version, op, payload
+ * length (exact for control ops), dtype, count vs payload (PUSH/RESULT), CRC, rank bound.
+ * Returns TALLY_OK and fills *pkt, or the reason. Never reads past buf[len). */
+enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_pkt *pkt);
+
+/* Fixed payload (de)serialisers. decode_* return TALLY_OK or TALLY_R_BAD_REGISTER /
+ * TALLY_R_LEN_MISMATCH for a bad payload. */
+void tally_proto_put_join(uint8_t out[TALLY_JOIN_LEN], const struct tally_join *j);
+enum tally_reason tally_proto_get_join(const struct tally_pkt *pkt, struct tally_join *j);
+void tally_proto_put_join_ok(uint8_t out[TALLY_JOIN_OK_LEN], const struct tally_join_ok *j);
+enum tally_reason tally_proto_get_join_ok(const struct tally_pkt *pkt, struct tally_join_ok *j);
+void tally_proto_put_register(uint8_t out[TALLY_REGISTER_LEN], const struct tally_register *r);
+/* Also validates the fields: known dtype, compression 0, nelems >= 1, 1 <= chunk_elems and
+ * chunk_elems * dtype size <= TALLY_MAX_PAYLOAD, 1 <= participants <= TALLY_MAX_WORKERS,
+ * 1 <= quorum <= participants, known flags. */
+enum tally_reason tally_proto_get_register(const struct tally_pkt *pkt, struct tally_register *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tally_xport.h — the small interface between the transport-independent dataplane (engine,
+ * client session) and a transport (in-memory test network, kernel UDP, DPDK, verbs).
+ */
+#ifndef TALLY_XPORT_H
+#define TALLY_XPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A peer address, opaque to the engine, which stores the one a JOIN came from and hands
+ * it back for every packet to that rank. A client addresses an appliance core by `core`. */
+struct tally_addr {
+	uint32_t core;    /* appliance core index (client → appliance) */
+	uint32_t ip;      /* IPv4, network byte order (transports that use it) */
+	uint16_t port;    /* UDP port, network byte order */
+	uint8_t mac[6];
+	uint64_t cookie;  /* transport-private (in-memory network: node id) */
+};
+
+struct tally_xport_ops {
+	/* Send one packet: the 64-byte encoded header, then `len` payload bytes (payload may
+	 * be NULL when len is 0). The payload buffer stays valid and unchanged until the
+	 * engine's slot holding it is reused for round r+2, so a transport may reference it
+	 * (zero copy) instead of copying. Returns 0, or a negative errno (the packet is
+	 * dropped; protocols above retransmit). Never blocks. */
+	int (*send)(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
+		    const void *payload, size_t len);
+	/* Monotonic time in nanoseconds (virtual time in simulations). */
+	uint64_t (*now_ns)(void *ctx);
+	/* Client sessions only: wait up to timeout_ns for packets and deliver each with
+	 * tally_client_rx(); returns how many were delivered or a negative errno. A
+	 * simulation advances its virtual clock here. */
+	int (*poll)(void *ctx, uint64_t timeout_ns);
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif

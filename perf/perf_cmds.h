@@ -1,0 +1,11 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * perf_cmds.h — entry points of the tally-perf subcommands. Each parses its own options
+ * (argv[0] is the subcommand name), prints figures, returns 0 / 1 (failure) / 2 (usage).
+ */
+#ifndef PERF_CMDS_H
+#define PERF_CMDS_H
+
+int perf_sum_main(int argc, char **argv);
+int perf_engine_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * perf_util.h — shared helpers of the tally-perf subcommands (timing, statistics, output).
+ */
+#ifndef PERF_UTIL_H
+#define PERF_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Monotonic seconds. */
+double perf_now(void);
+/* Median of n doubles (sorts a copy). */
+double perf_median(const double *v, size_t n);
+/* Buffer of `bytes` aligned to 64, touched (faulted in); NULL on failure. free() it. */
+void *perf_alloc(size_t bytes);
+/* Parse "256K", "64M", "1G", "8192" (binary units); -EINVAL on junk. */
+int perf_parse_size(const char *s, size_t *out);
+/* memcpy rate of `bytes` from src to dst: median GB/s of source bytes over reps. */
+double perf_memcpy_gbps(void *dst, const void *src, size_t bytes, int reps);
+
+#endif

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tally_sum.h — the reducers every summation in Tally goes through.
+ *
+ * All operations take any n (0 included) and any alignment. Accumulation is always in
+ * f32 for floating types (f16/bf16 sources are widened) and in i32 (two's complement,
+ * wrapping) for integers. For the same summation order every ISA path produces the same
+ * bits as the scalar path: no FMA, no reassociation.
+ *
+ * The implementation is chosen once (first call or tally_sum_init()) from CPUID; the
+ * environment variable TALLY_ISA=scalar|avx2|avx512 forces a path.
+ */
+#ifndef TALLY_SUM_H
+#define TALLY_SUM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Wire/element types. Values are part of the wire protocol (tally_proto.h). */
+enum tally_dtype {
+	TALLY_DT_F32 = 0,
+	TALLY_DT_F16 = 1,
+	TALLY_DT_BF16 = 2,
+	TALLY_DT_I32 = 3,
+	TALLY_DT_COUNT
+};
+
+enum tally_isa {
+	TALLY_ISA_SCALAR = 0,
+	TALLY_ISA_AVX2 = 1,   /* AVX2 + F16C */
+	TALLY_ISA_AVX512 = 2, /* AVX-512 F/BW/VL (+BF16 where present) */
+	TALLY_ISA_COUNT
+};
+
+#define TALLY_SUM_MAX_WAYS 64
+
+/* Bytes per element of a dtype; 0 for an unknown dtype. */
+size_t tally_dtype_size(enum tally_dtype dt);
+const char *tally_dtype_name(enum tally_dtype dt);
+/* Parses "f32", "f16", "bf16", "i32"; returns the dtype or -EINVAL. */
+int tally_dtype_parse(const char *s);
+
+/* Select the implementation now (honours TALLY_ISA). Returns 0, or -EINVAL when TALLY_ISA
+ * names an unknown path, -ENOTSUP when it names a path this CPU lacks. Idempotent. */
+int tally_sum_init(void);
+/* The path in use. */
+enum tally_isa tally_sum_isa(void);
+const char *tally_sum_isa_name(enum tally_isa isa);
+/* Whether this CPU (and build) can run a path. */
+int tally_sum_isa_supported(enum tally_isa isa);
+/* Switch paths (tests and benchmarks); -ENOTSUP if unsupported. Not thread-safe against
+ * concurrent reducer calls: call it while no reducer runs. */
+int tally_sum_set_isa(enum tally_isa isa);
+
+/* ---- f32 / i32 ---- */
+void tally_sum_f32_acc(float *dst, const float *src, size_t n);                  /* dst += src */
+void tally_sum_f32_add(float *dst, const float *a, const float *b, size_t n);    /* dst = a + b */
+void tally_sum_i32_acc(int32_t *dst, const int32_t *src, size_t n);
+void tally_sum_i32_add(int32_t *dst, const int32_t *a, const int32_t *b, size_t n);
+
+/* ---- half precision sources into an f32 accumulator ---- */
+void tally_sum_f16_acc(float *dst, const uint16_t *src, size_t n);   /* dst += (f32)src */
+void tally_sum_bf16_acc(float *dst, const uint16_t *src, size_t n);
+void tally_sum_f16_to_f32(float *dst, const uint16_t *src, size_t n); /* dst = (f32)src */
+void tally_sum_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+
+/* ---- f32 accumulator out, round-to-nearest-even, NaN/Inf preserved, overflow to Inf,
+ * multiplied by scale first (scale 1.0f: plain conversion; averaging: 1/W) ---- */
+void tally_sum_f32_to_f16(uint16_t *dst, const float *src, size_t n, float scale);
+void tally_sum_f32_to_bf16(uint16_t *dst, const float *src, size_t n, float scale);
+void tally_sum_f32_scale(float *dst, const float *src, size_t n, float scale); /* dst = src*scale */
+
+/* ---- k-way: dst = ((src[0] + src[1]) + src[2]) + ... + src[k-1], left to right, in one
+ * pass over dst. 1 <= k <= TALLY_SUM_MAX_WAYS; dst may alias nothing in src. ---- */
+void tally_sum_f32_kway(float *dst, const float *const *src, unsigned k, size_t n);
+void tally_sum_i32_kway(int32_t *dst, const int32_t *const *src, unsigned k, size_t n);
+/* f16/bf16 sources widened to f32 and summed in the same order. */
+void tally_sum_f16_kway(float *dst, const uint16_t *const *src, unsigned k, size_t n);
+void tally_sum_bf16_kway(float *dst, const uint16_t *const *src, unsigned k, size_t n);
+
+/* ---- dtype-generic helpers used by the engine. `acc` is f32 for f32/f16/bf16 and i32 for
+ * i32; `src`/`dst` are in the wire dtype. ---- */
+void tally_sum_acc(enum tally_dtype dt, void *acc, const void *src, size_t n);   /* acc += src */
+void tally_sum_load(enum tally_dtype dt, void *acc, const void *src, size_t n);  /* acc = src */
+void tally_sum_store(enum tally_dtype dt, void *dst, const void *acc, size_t n); /* dst = acc */
+void tally_sum_kway(enum tally_dtype dt, void *acc, const void *const *src, unsigned k, size_t n);
+
+/* ---- scalar conversions (reference semantics of every path) ---- */
+float tally_f16_to_f32(uint16_t h);
+uint16_t tally_f32_to_f16(float f);
+float tally_bf16_to_f32(uint16_t h);
+uint16_t tally_f32_to_bf16(float f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
