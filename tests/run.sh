@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
 done
 
 # Debian packages: build, real dependencies, and what the tests drive (namespaces, nftables).
-pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3
+pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3 python3-numpy python3-torch python3-sklearn
       libdpdk-dev dpdk libisal-dev libibverbs-dev librdmacm-dev libnuma-dev
       libcmocka-dev libjansson-dev iproute2 nftables)
 missing=()
