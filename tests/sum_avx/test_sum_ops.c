@@ -247,10 +247,10 @@ static void check_kway(enum tally_dtype dt, enum tally_isa isa, unsigned k, size
 	long bad;
 
 	assert_non_null(ref);
-	gb_alloc(&d, 0, n * 4, gap);
+	gb_alloc(&d, 0, n * 4, gap * 4);
 	st_fill_f32((float *)d.p, n, &rs); /* garbage the k-way must overwrite */
 	for (unsigned j = 0; j < k; j++) {
-		gb_alloc(&s[j], 1 + (int)j, n * ssz, (gap + j) % 7);
+		gb_alloc(&s[j], 1 + (int)j, n * ssz, (gap + j) % 7 * ssz);
 		if (dt == TALLY_DT_I32)
 			st_fill_i32((int32_t *)s[j].p, n, &rs);
 		else if (ssz == 2)
@@ -271,7 +271,8 @@ static void check_kway(enum tally_dtype dt, enum tally_isa isa, unsigned k, size
 				: ((const float *)p)[i];
 
 			f = j ? f + x : x;
-			u += ((const uint32_t *)p)[i];
+			if (dt == TALLY_DT_I32)
+				u += ((const uint32_t *)p)[i];
 		}
 		ref[i] = dt == TALLY_DT_I32 ? u : st_bits(f);
 	}
