@@ -357,3 +357,23 @@ const struct sum_ops sum_ops_avx512 = {
 	.f16_kway = a5_f16_kway,
 	.bf16_kway = a5_bf16_kway,
 };
+
+#ifdef TALLY_HAVE_AVX512BF16
+const struct sum_ops sum_ops_avx512_bf16 = {
+	.f32_acc = a5_f32_acc,
+	.f32_add = a5_f32_add,
+	.i32_acc = a5_i32_acc,
+	.i32_add = a5_i32_add,
+	.f16_acc = a5_f16_acc,
+	.bf16_acc = a5_bf16_acc,
+	.f16_to_f32 = a5_f16_to_f32,
+	.bf16_to_f32 = a5_bf16_to_f32,
+	.f32_to_f16 = a5_f32_to_f16,
+	.f32_to_bf16 = sum_a5bf16_f32_to_bf16,
+	.f32_scale = a5_f32_scale,
+	.f32_kway = a5_f32_kway,
+	.i32_kway = a5_i32_kway,
+	.f16_kway = a5_f16_kway,
+	.bf16_kway = a5_bf16_kway,
+};
+#endif

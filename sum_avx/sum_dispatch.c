@@ -55,6 +55,11 @@ static const struct sum_ops *sum_table(enum tally_isa isa)
 #endif
 #ifdef TALLY_HAVE_AVX512
 	case TALLY_ISA_AVX512:
+#ifdef TALLY_HAVE_AVX512BF16
+		if ((sum_cpu_mask & SUM_CPU_BF16) && __builtin_cpu_supports("avx512bf16") &&
+		    __builtin_cpu_supports("avx512dq"))
+			return &sum_ops_avx512_bf16;
+#endif
 		return &sum_ops_avx512;
 #endif
 	default:

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "sum_impl.h" /* sum_test_set_cpu_mask */
 #include "sum_test_util.h"
 
 /* ---- guarded buffers ----
@@ -341,8 +342,13 @@ int main(int argc, char **argv)
 	for (int i = 0; argc > 1 && i < TALLY_ISA_COUNT; i++)
 		if (!strcmp(argv[1], tally_sum_isa_name((enum tally_isa)i)))
 			test_isa = (enum tally_isa)i;
+	/* "avx512-nobf16": the AVX-512 path as on a CPU without AVX512_BF16 */
+	if (argc > 1 && !strcmp(argv[1], "avx512-nobf16")) {
+		test_isa = TALLY_ISA_AVX512;
+		sum_test_set_cpu_mask(~SUM_CPU_BF16);
+	}
 	if (test_isa == TALLY_ISA_COUNT) {
-		fprintf(stderr, "usage: test_sum_ops scalar|avx2|avx512\n");
+		fprintf(stderr, "usage: test_sum_ops scalar|avx2|avx512|avx512-nobf16\n");
 		return 2;
 	}
 	if (!tally_sum_isa_supported(test_isa)) {
