@@ -234,7 +234,7 @@ enum tally_reason dp_rx_push(struct tally_engine *e, const struct tally_pkt *pkt
 	uint32_t r = h->round, p = r & 1;
 	uint32_t idx = p * k->nchunks + c;
 	struct dp_chunk *ch = &k->chunks[idx];
-	uint64_t now = dp_now(e);
+	uint64_t now = dp_now_cached(e);
 
 	if (ch->state == DP_CH_UNUSED || ch->round != r) {
 		rsn = may_start(k, ch, &k->chunks[(p ^ 1) * k->nchunks + c], r);
@@ -244,6 +244,7 @@ enum tally_reason dp_rx_push(struct tally_engine *e, const struct tally_pkt *pkt
 			return dp_drop(e, TALLY_R_DRAINING);
 		if (k->det && !dp_det_available(e))
 			return dp_drop(e, TALLY_R_POOL_FULL);
+		now = dp_now(e); /* deadline and stuck age count from here */
 		chunk_start(e, k, idx, r, now);
 	}
 
@@ -320,7 +321,7 @@ enum tally_reason dp_rx_pull(struct tally_engine *e, const struct tally_pkt *pkt
 		return dp_drop(e, TALLY_R_TOO_EARLY);
 	if (ch->round > h->round)
 		return dp_drop(e, TALLY_R_STALE_ROUND);
-	dp_heard(job, h->rank, dp_now(e), len);
+	dp_heard(job, h->rank, dp_now_cached(e), len);
 	e->st.pulls++;
 	if (ch->state == DP_CH_DONE)
 		result_unicast(e, k, idx, h->rank, 1);

@@ -150,7 +150,8 @@ struct tally_engine_worker_info {
 	uint32_t job_id;
 	uint32_t rank;
 	struct tally_addr addr;    /* learned from its JOIN */
-	uint64_t last_heard_ns;    /* now_ns() of its last accepted packet */
+	uint64_t last_heard_ns;    /* engine clock at its last accepted packet (the PUSH
+				    * path uses the clock as of the last poll/chunk start) */
 	uint64_t pkts;             /* packets accepted from it */
 	uint64_t bytes;            /* their bytes */
 };
