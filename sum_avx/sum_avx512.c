@@ -86,7 +86,9 @@ static inline size_t a5_head(const void *dst, size_t n)
 	return h < n ? h : n;
 }
 
-/* ---- dst += src (dst f32 or i32) ---- */
+/* ---- dst += src (dst f32 or i32), 8 vectors per step (measured a little faster than 2 or 4;
+ * software prefetch measured slower: the hardware prefetchers keep up with two streams) ---- */
+#define A5_AV 8
 A5_INLINE void a5_acc(enum a5_kind k, float *dst, const void *src, size_t n)
 {
 	const enum a5_kind ak = k == A5_I32 ? A5_I32 : A5_F32;
@@ -97,18 +99,18 @@ A5_INLINE void a5_acc(enum a5_kind k, float *dst, const void *src, size_t n)
 
 		_mm512_mask_storeu_ps(dst, m, a5_add(ak, a5_ldm(A5_F32, dst, 0, m), a5_ldm(k, src, 0, m)));
 	}
-	for (; i + 64 <= n; i += 64) {
-		__m512 d0 = a5_ld(A5_F32, dst, i), d1 = a5_ld(A5_F32, dst, i + 16);
-		__m512 d2 = a5_ld(A5_F32, dst, i + 32), d3 = a5_ld(A5_F32, dst, i + 48);
+	/* running pointers, constant offsets: the index form compiled to a lea per access and
+	 * measured ~1/3 slower for f16 */
+	for (float *dp = dst + i; i + 16 * A5_AV <= n; i += 16 * A5_AV, dp += 16 * A5_AV) {
+		const void *sp = (const char *)src + i * a5_esz(k);
+		__m512 d[A5_AV];
 
-		d0 = a5_add(ak, d0, a5_ld(k, src, i));
-		d1 = a5_add(ak, d1, a5_ld(k, src, i + 16));
-		d2 = a5_add(ak, d2, a5_ld(k, src, i + 32));
-		d3 = a5_add(ak, d3, a5_ld(k, src, i + 48));
-		_mm512_storeu_ps(dst + i, d0);
-		_mm512_storeu_ps(dst + i + 16, d1);
-		_mm512_storeu_ps(dst + i + 32, d2);
-		_mm512_storeu_ps(dst + i + 48, d3);
+#pragma GCC unroll 8
+		for (int j = 0; j < A5_AV; j++)
+			d[j] = a5_add(ak, a5_ld(A5_F32, dp, 16 * j), a5_ld(k, sp, 16 * j));
+#pragma GCC unroll 8
+		for (int j = 0; j < A5_AV; j++)
+			_mm512_storeu_ps(dp + 16 * j, d[j]);
 	}
 	for (; i + 16 <= n; i += 16)
 		_mm512_storeu_ps(dst + i, a5_add(ak, a5_ld(A5_F32, dst, i), a5_ld(k, src, i)));

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
  * test_sum_ops.c — every reducer × dtype × ISA path this CPU has, against a plain-C
  * reference computed here, bit for bit: n = 0..200 and large odd n, misaligned pointers,
- * edge values (NaN, ±Inf, denormals, overflow, ties), k = 1, 2, 3, 8, 64. Every buffer ends
- * at a PROT_NONE page, so a tail that reads or writes past n crashes the test; bytes between
- * the end and the page are checked unchanged.
+ * edge values (NaN, ±Inf, denormals, overflow, ties), k = 1, 2, 3, 8, 64. Buffers end at or
+ * just before a PROT_NONE page, so a tail that reads or writes past n crashes the test; bytes
+ * around each buffer are checked unchanged.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,28 +17,55 @@
 
 #include "sum_test_util.h"
 
-/* ---- guarded buffers ---- */
+/* ---- guarded buffers ----
+ * A few big regions, each ending at a PROT_NONE page, mapped once and reused: a buffer is
+ * placed so that it ends `gap` bytes before the guard page; the gap and the 64 bytes before
+ * the buffer hold patterns that must survive the call. */
+#define GB_REGIONS (TALLY_SUM_MAX_WAYS + 3)
+#define GB_BYTES ((size_t)8 << 20)
+#define GB_PRE 64
+
 struct gbuf {
-	uint8_t *map;
-	size_t maplen;
 	uint8_t *p;   /* the buffer */
 	size_t bytes; /* its size */
 	size_t gap;   /* bytes between its end and the guard page (pattern 0xa5) */
 };
 
-static void gb_alloc(struct gbuf *g, size_t bytes, size_t gap)
+static uint8_t *gb_region[GB_REGIONS]; /* first byte of each region's guard page */
+
+static int gb_setup(void **state)
 {
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	size_t body = (bytes + gap + pg - 1) / pg * pg;
 
-	g->maplen = body + pg;
-	g->map = mmap(NULL, g->maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	assert_true(g->map != MAP_FAILED);
-	assert_int_equal(mprotect(g->map + body, pg, PROT_NONE), 0);
-	g->p = g->map + body - gap - bytes;
+	(void)state;
+	for (int r = 0; r < GB_REGIONS; r++) {
+		uint8_t *m = mmap(NULL, GB_BYTES + pg, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (m == MAP_FAILED || mprotect(m + GB_BYTES, pg, PROT_NONE))
+			return -1;
+		gb_region[r] = m + GB_BYTES;
+	}
+	return 0;
+}
+
+static int gb_teardown(void **state)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	(void)state;
+	for (int r = 0; r < GB_REGIONS; r++)
+		munmap(gb_region[r] - GB_BYTES, GB_BYTES + pg);
+	return 0;
+}
+
+static void gb_alloc(struct gbuf *g, int region, size_t bytes, size_t gap)
+{
+	assert_true(bytes + gap + GB_PRE <= GB_BYTES);
+	g->p = gb_region[region] - gap - bytes;
 	g->bytes = bytes;
 	g->gap = gap;
-	memset(g->map, 0x5a, body);
+	memset(g->p - GB_PRE, 0x5a, GB_PRE);
 	memset(g->p + bytes, 0xa5, gap);
 }
 
@@ -47,11 +74,9 @@ static void gb_check_free(struct gbuf *g, const char *what)
 	for (size_t i = 0; i < g->gap; i++)
 		if (g->p[g->bytes + i] != 0xa5)
 			fail_msg("%s: byte %zu past the end overwritten", what, i);
-	/* and nothing before the buffer in its page */
-	for (uint8_t *q = g->map; q < g->p; q++)
-		if (*q != 0x5a)
-			fail_msg("%s: byte %td before the start overwritten", what, g->p - q);
-	munmap(g->map, g->maplen);
+	for (size_t i = 1; i <= GB_PRE; i++)
+		if (g->p[-(ptrdiff_t)i] != 0x5a)
+			fail_msg("%s: byte %zu before the start overwritten", what, i);
 }
 
 /* ---- the operations under test ---- */
@@ -146,9 +171,9 @@ static void check_op(enum op op, enum tally_isa isa, size_t n, size_t dgap, size
 	assert_non_null(ref);
 	assert_non_null(s0c);
 	assert_non_null(s1c);
-	gb_alloc(&d, n * dsz, dgap * dsz);
-	gb_alloc(&s0, n * ssz, sgap * ssz);
-	gb_alloc(&s1, n * ssz, (sgap + 1) * ssz);
+	gb_alloc(&d, 0, n * dsz, dgap * dsz);
+	gb_alloc(&s0, 1, n * ssz, sgap * ssz);
+	gb_alloc(&s1, 2, n * ssz, (sgap + 1) * ssz);
 	fill(op, d.p, n, &rs, 1);
 	fill(op, s0.p, n, &rs, 0);
 	fill(op, s1.p, n, &rs, 0);
@@ -220,10 +245,10 @@ static void check_kway(enum tally_dtype dt, enum tally_isa isa, unsigned k, size
 	long bad;
 
 	assert_non_null(ref);
-	gb_alloc(&d, n * 4, gap);
+	gb_alloc(&d, 0, n * 4, gap);
 	st_fill_f32((float *)d.p, n, &rs); /* garbage the k-way must overwrite */
 	for (unsigned j = 0; j < k; j++) {
-		gb_alloc(&s[j], n * ssz, (gap + j) % 7);
+		gb_alloc(&s[j], 1 + (int)j, n * ssz, (gap + j) % 7);
 		if (dt == TALLY_DT_I32)
 			st_fill_i32((int32_t *)s[j].p, n, &rs);
 		else if (ssz == 2)
@@ -312,5 +337,5 @@ int main(void)
 		cmocka_unit_test(test_kway_bad_k),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, gb_setup, gb_teardown);
 }
