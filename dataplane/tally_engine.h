@@ -28,7 +28,8 @@
  *        its next push, eager-SGD); mark w seen.
  *      * slot holds round r-2 (or is unused): starting round r needs every participant to
  *        have acknowledged round r-2, i.e. the other slot holds round r-1 with every
- *        participant seen. Otherwise TALLY_R_TOO_EARLY (worker retransmits later). For
+ *        participant seen (a participant not bound — left with BYE — does not count) and
+ *        round r-2 complete. Otherwise TALLY_R_TOO_EARLY (worker retransmits later). For
  *        r < 2 an unused slot may start when the other slot is unused or holds r±1
  *        (the same holds for any r, so a key may start at any round, e.g. after a
  *        failover).
