@@ -128,6 +128,9 @@ struct tally_dpdk_client_cfg {
 	uint8_t server_mac[6];           /* used when server_mac_set, else resolved by ARP */
 	int server_mac_set;
 	uint32_t flush_us;               /* TX deadline, default 5 */
+	uint16_t nb_rxq;                 /* poll RX queues rxq..rxq+nb_rxq-1 (0: 1). On
+					  * net_memif each appliance core answers on its own
+					  * queue pair, so open and poll as many as it has cores */
 };
 
 struct tally_dpdk_client_stats {

@@ -28,7 +28,7 @@ static int fail(const char *what, int rc)
 	return 1;
 }
 
-static int run(const char *server_ip, const char *local_ip)
+static int run(const char *server_ip, const char *local_ip, uint16_t nq)
 {
 	struct tally_dpdk_client_cfg xc;
 	struct tally_dpdk_port_cfg pc;
@@ -44,9 +44,10 @@ static int run(const char *server_ip, const char *local_ip)
 	if (tally_dpdk_port_find("net_memif0", &port))
 		return fail("no memif port", ENODEV);
 	memset(&pc, 0, sizeof(pc));
-	pc.nb_rxq = pc.nb_txq = 1;
+	struct rte_mempool *pools[8] = { pool, pool, pool, pool, pool, pool, pool, pool };
+	pc.nb_rxq = pc.nb_txq = nq;
 	pc.rx_desc = pc.tx_desc = 512;
-	pc.rx_pools = &pool;
+	pc.rx_pools = pools;
 	if ((rc = tally_dpdk_port_setup(port, &pc, err, sizeof(err)))) {
 		fprintf(stderr, "it_client: %s\n", err);
 		return 1;
@@ -64,6 +65,7 @@ static int run(const char *server_ip, const char *local_ip)
 	memset(&xc, 0, sizeof(xc));
 	xc.port_id = port;
 	xc.pool = pool;
+	xc.nb_rxq = nq;
 	if (tally_dpdk_parse_ipv4(server_ip, &xc.server_ip) ||
 	    tally_dpdk_parse_ipv4(local_ip, &xc.local_ip))
 		return fail("addresses", EINVAL);
@@ -130,8 +132,13 @@ int main(int argc, char **argv)
 {
 	char vdev[160];
 
-	if (argc != 5) {
-		fprintf(stderr, "usage: it_client SOCKET FILE_PREFIX SERVER_IP LOCAL_IP\n");
+	if (argc != 5 && argc != 6) {
+		fprintf(stderr, "usage: it_client SOCKET FILE_PREFIX SERVER_IP LOCAL_IP [QUEUES]\n");
+		return 2;
+	}
+	unsigned long nq = argc == 6 ? strtoul(argv[5], NULL, 10) : 1;
+	if (nq < 1 || nq > 8) {
+		fprintf(stderr, "it_client: QUEUES is 1..8\n");
 		return 2;
 	}
 	snprintf(vdev, sizeof(vdev), "net_memif0,role=client,socket=%s", argv[1]);
@@ -141,7 +148,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "it_client: EAL init failed\n");
 		return 1;
 	}
-	int rc = run(argv[3], argv[4]);
+	int rc = run(argv[3], argv[4], (uint16_t)nq);
 	rte_eal_cleanup();
 	return rc;
 }
