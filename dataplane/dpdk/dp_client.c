@@ -95,6 +95,11 @@ const struct tally_dpdk_client_stats *tally_dpdk_client_stats(const struct tally
 	return st;
 }
 
+const uint8_t *tally_dpdk_client_server_mac(const struct tally_dpdk_client *x)
+{
+	return x->server_mac;
+}
+
 static void dp_cli_arp_request(struct tally_dpdk_client *x)
 {
 	struct rte_mbuf *m = rte_pktmbuf_alloc(x->cfg.pool);
