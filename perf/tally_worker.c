@@ -43,6 +43,7 @@ static void wk_usage(FILE *f)
 		"  --port N             appliance UDP base port (default 9170)\n"
 		"  --transport T        udp (default) or dpdk\n"
 		"  --dpdk ARGS          EAL arguments for --transport dpdk (one string)\n"
+		"  --local-ip A/LEN     our address on the DPDK port; --dpdk-port NAME (default first)\n"
 		"  --bind ADDR          local address (udp)\n"
 		"  --gso / --no-gro     UDP segmentation offload on send / no GRO on receive\n"
 		"  --job N --token N    job id and 64-bit token (default 1, 1)\n"
@@ -107,7 +108,7 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 	enum { O_HOST = 256, O_PORT, O_TRANSPORT, O_DPDK, O_BIND, O_GSO, O_NOGRO, O_JOB,
 	       O_TOKEN, O_RANK, O_WORLD, O_BYTES, O_KEYS, O_KEYBASE, O_DTYPE, O_CHUNK, O_ROUNDS,
 	       O_WINDOW, O_SEED, O_VALUES, O_DET, O_NOVERIFY, O_JOINMS, O_GIVEUP, O_RTO, O_JSON,
-	       O_HELP };
+	       O_HELP, O_LOCALIP, O_DPDKPORT };
 	static const struct option lo[] = {
 		{ "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT },
 		{ "transport", 1, 0, O_TRANSPORT }, { "dpdk", 1, 0, O_DPDK },
@@ -120,7 +121,8 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 		{ "values", 1, 0, O_VALUES }, { "deterministic", 0, 0, O_DET },
 		{ "no-verify", 0, 0, O_NOVERIFY }, { "join-ms", 1, 0, O_JOINMS },
 		{ "give-up-ms", 1, 0, O_GIVEUP }, { "rto-us", 1, 0, O_RTO },
-		{ "json", 0, 0, O_JSON }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 } };
+		{ "json", 0, 0, O_JSON }, { "help", 0, 0, O_HELP },
+		{ "local-ip", 1, 0, O_LOCALIP }, { "dpdk-port", 1, 0, O_DPDKPORT }, { 0, 0, 0, 0 } };
 	uint32_t port = TALLY_DEFAULT_PORT;
 	int c, bad = 0;
 
@@ -137,6 +139,8 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 				bad = 1;
 			break;
 		case O_DPDK: o->x.eal_args = optarg; break;
+		case O_LOCALIP: o->x.local_ip = optarg; break;
+		case O_DPDKPORT: o->x.dpdk_port = optarg; break;
 		case O_BIND: o->x.bind = optarg; break;
 		case O_GSO: o->x.gso = 1; break;
 		case O_NOGRO: o->x.gro = 0; break;
@@ -188,7 +192,7 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 		fprintf(stderr, "tally-worker: unexpected argument '%s'\n", argv[optind]);
 		return -EINVAL;
 	}
-	if (o->x.kind == WX_UDP && !o->x.host) {
+	if (!o->x.host) {
 		fprintf(stderr, "tally-worker: --host is required\n");
 		return -EINVAL;
 	}

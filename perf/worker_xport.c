@@ -23,8 +23,12 @@ int wx_open(const struct wx_opts *o, struct worker_xport *wx, char *err, size_t 
 
 	wx->kind = o->kind;
 	if (o->kind == WX_DPDK) {
+#ifdef TALLY_WORKER_DPDK
+		return wx_dpdk_open(o, wx, err, errlen);
+#else
 		snprintf(err, errlen, "--transport dpdk: this build has no DPDK client transport");
 		return -ENOTSUP;
+#endif
 	}
 	uc.host = o->host;
 	uc.base_port = o->base_port;
@@ -42,18 +46,32 @@ void wx_attach(struct worker_xport *wx, struct tally_client *c)
 {
 	if (wx->kind == WX_UDP)
 		tally_udp_set_rx(wx->ctx, wx_udp_rx, c);
+#ifdef TALLY_WORKER_DPDK
+	else
+		wx_dpdk_attach(wx, c);
+#endif
 }
 
 void wx_flush(struct worker_xport *wx)
 {
 	if (wx->kind == WX_UDP && wx->ctx)
 		tally_udp_flush(wx->ctx);
+#ifdef TALLY_WORKER_DPDK
+	if (wx->kind == WX_DPDK)
+		wx_dpdk_flush(wx);
+#endif
 }
 
 void wx_json(struct worker_xport *wx)
 {
 	const struct tally_udp_stats *s;
 
+#ifdef TALLY_WORKER_DPDK
+	if (wx->kind == WX_DPDK) {
+		wx_dpdk_json(wx);
+		return;
+	}
+#endif
 	if (wx->kind != WX_UDP || !wx->ctx)
 		return;
 	s = tally_udp_stats(wx->ctx);
@@ -68,5 +86,9 @@ void wx_close(struct worker_xport *wx)
 {
 	if (wx->kind == WX_UDP && wx->ctx)
 		tally_udp_destroy(wx->ctx);
+#ifdef TALLY_WORKER_DPDK
+	if (wx->kind == WX_DPDK)
+		wx_dpdk_close(wx);
+#endif
 	wx->ctx = NULL;
 }

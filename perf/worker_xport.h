@@ -20,6 +20,8 @@ struct wx_opts {
 	const char *bind;      /* udp: local address */
 	int gso, gro;          /* udp offloads */
 	const char *eal_args;  /* dpdk: EAL arguments, space separated */
+	const char *local_ip;  /* dpdk: our address, ADDR/LEN */
+	const char *dpdk_port; /* dpdk: port name (default: the first port) */
 };
 
 struct worker_xport {
@@ -37,5 +39,14 @@ void wx_flush(struct worker_xport *wx);
 /* Print the transport's counters as JSON members (",\"udp\":{...}"), nothing if none. */
 void wx_json(struct worker_xport *wx);
 void wx_close(struct worker_xport *wx);
+
+#ifdef TALLY_WORKER_DPDK
+/* The DPDK side (worker_xport_dpdk.c), only in builds with the DPDK client transport. */
+int wx_dpdk_open(const struct wx_opts *o, struct worker_xport *wx, char *err, size_t errlen);
+void wx_dpdk_attach(struct worker_xport *wx, struct tally_client *c);
+void wx_dpdk_flush(struct worker_xport *wx);
+void wx_dpdk_json(struct worker_xport *wx);
+void wx_dpdk_close(struct worker_xport *wx);
+#endif
 
 #endif
