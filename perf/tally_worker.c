@@ -25,6 +25,9 @@ struct wk_opts {
 	size_t bytes;
 	uint32_t chunk_bytes;
 	uint32_t rounds;
+	double seconds;      /* stop starting rounds after this long (0: run all rounds) */
+	int blast;           /* forward baseline: blast PUSH frames, count what comes back */
+	uint32_t blast_cores;
 	uint32_t window;
 	uint32_t join_ms, give_up_ms, rto_us;
 	uint64_t seed;
@@ -60,6 +63,10 @@ static void wk_usage(FILE *f)
 		"  --no-verify          skip the check (benchmarking only)\n"
 		"  --join-ms N          JOIN timeout (default 10000); --give-up-ms N (default 30000)\n"
 		"  --rto-us N           initial retransmission timeout (default 500)\n"
+		"  --seconds T          stop starting rounds after T seconds (--rounds is the cap)\n"
+		"  --blast              I/O baseline against tallyd --io-forward: send PUSH frames of\n"
+		"                       one chunk for --seconds, count what comes back (no JOIN)\n"
+		"  --blast-cores N      appliance cores to spread the blast over (default 1)\n"
 		"  --json               one JSON object on stdout\n");
 }
 
@@ -108,7 +115,7 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 	enum { O_HOST = 256, O_PORT, O_TRANSPORT, O_DPDK, O_BIND, O_GSO, O_NOGRO, O_JOB,
 	       O_TOKEN, O_RANK, O_WORLD, O_BYTES, O_KEYS, O_KEYBASE, O_DTYPE, O_CHUNK, O_ROUNDS,
 	       O_WINDOW, O_SEED, O_VALUES, O_DET, O_NOVERIFY, O_JOINMS, O_GIVEUP, O_RTO, O_JSON,
-	       O_HELP, O_LOCALIP, O_DPDKPORT };
+	       O_HELP, O_LOCALIP, O_DPDKPORT, O_SECONDS, O_BLAST, O_BLASTCORES };
 	static const struct option lo[] = {
 		{ "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT },
 		{ "transport", 1, 0, O_TRANSPORT }, { "dpdk", 1, 0, O_DPDK },
@@ -122,7 +129,9 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 		{ "no-verify", 0, 0, O_NOVERIFY }, { "join-ms", 1, 0, O_JOINMS },
 		{ "give-up-ms", 1, 0, O_GIVEUP }, { "rto-us", 1, 0, O_RTO },
 		{ "json", 0, 0, O_JSON }, { "help", 0, 0, O_HELP },
-		{ "local-ip", 1, 0, O_LOCALIP }, { "dpdk-port", 1, 0, O_DPDKPORT }, { 0, 0, 0, 0 } };
+		{ "local-ip", 1, 0, O_LOCALIP }, { "dpdk-port", 1, 0, O_DPDKPORT },
+		{ "seconds", 1, 0, O_SECONDS }, { "blast", 0, 0, O_BLAST },
+		{ "blast-cores", 1, 0, O_BLASTCORES }, { 0, 0, 0, 0 } };
 	uint32_t port = TALLY_DEFAULT_PORT;
 	int c, bad = 0;
 
@@ -141,6 +150,18 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 		case O_DPDK: o->x.eal_args = optarg; break;
 		case O_LOCALIP: o->x.local_ip = optarg; break;
 		case O_DPDKPORT: o->x.dpdk_port = optarg; break;
+		case O_SECONDS: {
+			char *e;
+
+			o->seconds = strtod(optarg, &e);
+			bad = e == optarg || *e || !(o->seconds >= 0);
+			break;
+		}
+		case O_BLAST: o->blast = 1; break;
+		case O_BLASTCORES:
+			bad |= wk_u32(optarg, &o->blast_cores) || !o->blast_cores ||
+			       o->blast_cores > 256;
+			break;
 		case O_BIND: o->x.bind = optarg; break;
 		case O_GSO: o->x.gso = 1; break;
 		case O_NOGRO: o->x.gro = 0; break;
@@ -231,14 +252,16 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		     const char *err)
 {
 	const struct tally_client_stats *s = tally_client_stats(c);
-	double bytes = (double)o->bytes * o->rounds;
+	double bytes = o->blast ? (double)s->rx_pkts * (o->chunk_bytes / tally_dtype_size(o->dtype) *
+						     tally_dtype_size(o->dtype)) :
+		(double)o->bytes * o->rounds;
 	double gbps = secs > 0 ? bytes * 8 / secs / 1e9 : 0;
 	uint64_t drops = 0;
 
 	for (int r = 0; r < TALLY_R_COUNT; r++)
 		drops += s->drops[r];
 	if (o->json) {
-		printf("{\"rank\":%u,\"world\":%u,\"transport\":\"%s\",\"dtype\":\"%s\","
+		printf("{\"mode\":\"%s\",\"rank\":%u,\"world\":%u,\"transport\":\"%s\",\"dtype\":\"%s\","
 		       "\"values\":\"%s\",\"deterministic\":%s,\"bytes\":%zu,\"keys\":%u,"
 		       "\"rounds\":%u,\"chunk_bytes\":%u,\"seconds\":%.6f,\"verify_seconds\":%.6f,"
 		       "\"gbps\":%.3f,\"tx_pkts\":%" PRIu64 ",\"rx_pkts\":%" PRIu64
@@ -246,8 +269,8 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		       ",\"dup_results\":%" PRIu64 ",\"excluded\":%" PRIu64 ",\"errors\":%" PRIu64
 		       ",\"drops\":%" PRIu64 ",\"checked\":%" PRIu64 ",\"mismatches\":%" PRIu64
 		       ",\"max_err\":%.6g,\"max_err_ratio\":%.6g",
-		       o->rank, o->world, o->x.kind == WX_DPDK ? "dpdk" : "udp",
-		       tally_dtype_name(o->dtype), o->values == WD_EXACT ? "exact" : "random",
+		       o->blast ? "blast" : "allreduce", o->rank, o->world,
+		       o->x.kind == WX_DPDK ? "dpdk" : "udp", tally_dtype_name(o->dtype), o->values == WD_EXACT ? "exact" : "random",
 		       o->deterministic ? "true" : "false", o->bytes, o->nkeys, o->rounds,
 		       o->chunk_bytes, secs, verify_secs, gbps, s->tx_pkts, s->rx_pkts, s->pushes,
 		       s->retransmits, s->results, s->dup_results, s->excluded, s->errors, drops,
@@ -284,7 +307,7 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 
 static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally_client *c,
 		  struct wk_key *keys, void *in, void *out, double *secs, double *vsecs,
-		  struct wd_check *chk, char *err, size_t errlen)
+		  struct wd_check *chk, uint32_t *done, char *err, size_t errlen)
 {
 	struct wd_gen g = { .seed = o->seed, .dtype = o->dtype, .values = o->values };
 	size_t es = tally_dtype_size(o->dtype);
@@ -312,8 +335,14 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 			return rc;
 		}
 	}
+	double start = wk_now();
+
 	for (uint32_t r = 0; r < o->rounds; r++) {
 		double t0, t1;
+
+		if (o->seconds > 0 && wk_now() - start >= o->seconds)
+			break;
+		*done = r + 1;
 
 		for (uint32_t k = 0; k < o->nkeys; k++)
 			wd_fill(&g, o->rank, keys[k].id, r, 0, keys[k].n,
@@ -357,6 +386,47 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 	return 0;
 }
 
+/* Forward baseline: PUSH frames of one chunk to the appliance's cores, a window in flight,
+ * for o->seconds; tallyd --io-forward bounces them and the session counts them (rx_pkts) as
+ * it drops them. The frames are the same size as the aggregation run's, so the two rates
+ * compare packet for packet. */
+static int wk_blast(const struct wk_opts *o, struct worker_xport *wx, struct tally_client *c,
+		    const void *payload, double *secs)
+{
+	size_t es = tally_dtype_size(o->dtype), len = o->chunk_bytes / es * es;
+	struct tally_hdr h = { .op = TALLY_OP_PUSH, .job_id = o->job_id, .rank = o->rank,
+			       .token = o->token, .key = o->key_base, .count = (uint32_t)(len / es),
+			       .dtype = (uint8_t)o->dtype };
+	const struct tally_client_stats *st = tally_client_stats(c);
+	uint8_t hdr[TALLY_HDR_LEN];
+	uint64_t sent = 0, base_rx = st->rx_pkts, last_rx = 0, lost = 0;
+	uint32_t window = o->window * o->blast_cores;
+	double t0 = wk_now(), tlast = t0, dur = o->seconds > 0 ? o->seconds : 1.0, now;
+
+	tally_proto_finish(hdr, &h, payload, len);
+	while ((now = wk_now()) - t0 < dur) {
+		uint64_t rx = st->rx_pkts - base_rx;
+
+		while (sent - rx - lost < window) {
+			struct tally_addr to = { .core = (uint32_t)(sent % o->blast_cores) };
+
+			if (wx->ops->send(wx->ctx, &to, hdr, payload, len))
+				break;
+			sent++;
+		}
+		wx->ops->poll(wx->ctx, 0);
+		if (st->rx_pkts - base_rx != last_rx) {
+			last_rx = st->rx_pkts - base_rx;
+			tlast = now;
+		} else if (now - tlast > 0.002) {
+			lost = sent - last_rx; /* nothing came back for 2 ms: count the rest lost */
+			tlast = now;
+		}
+	}
+	*secs = now - t0;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct wk_opts o = {
@@ -364,6 +434,7 @@ int main(int argc, char **argv)
 		.job_id = 1, .token = 1, .world = 1, .nkeys = 16, .bytes = 64u << 20,
 		.chunk_bytes = 8192, .rounds = 3, .window = 64, .join_ms = 10000,
 		.give_up_ms = 30000, .rto_us = 500, .seed = 1, .dtype = TALLY_DT_F32, .verify = 1,
+		.blast_cores = 1,
 	};
 	struct tally_client_cfg cc = { 0 };
 	struct worker_xport wx = { 0 };
@@ -421,7 +492,16 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	wx_attach(&wx, c);
-	rc = wk_run(&o, &wx, c, keys, in, out, &secs, &vsecs, &chk, err, sizeof(err));
+	if (o.blast) {
+		rc = wk_blast(&o, &wx, c, in, &secs);
+		o.rounds = 0;
+	} else {
+		uint32_t done = 0;
+
+		rc = wk_run(&o, &wx, c, keys, in, out, &secs, &vsecs, &chk, &done, err,
+			    sizeof(err));
+		o.rounds = done;
+	}
 	tally_client_bye(c);
 	wx_flush(&wx);
 	wk_print(&o, &wx, c, secs, vsecs, &chk, rc, err);
