@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * tallyd_eal.c — completes the EAL arguments from the configuration before rte_eal_init:
- * devices (--vdev / -a), an lcore map when none is given, memory for --no-huge, and the
+ * devices (--vdev / -a; --no-pci when every port is virtual), an lcore map when none is given, memory for --no-huge, and the
  * hugepage check that turns "not enough memory" into "N hugepages needed".
  */
 #include <errno.h>
@@ -70,6 +70,14 @@ int tallyd_eal_prepare(struct tallyd_conf *c, const struct tallyd_sizing *s,
 		    tallyd_conf_eal_add(c, p->dev))
 			goto full;
 	}
+	int all_vdev = 1;
+	for (uint16_t i = 0; i < c->nports; i++)
+		all_vdev &= c->port[i].is_vdev;
+	/* virtual ports only: leave the host's PCI devices alone */
+	if (all_vdev && !eal_has_prefix(c, "-a") && !eal_has_prefix(c, "-b") &&
+	    !eal_has_prefix(c, "--allow") && !eal_has_prefix(c, "--block") &&
+	    tallyd_conf_eal_has(c, "--no-pci") < 0 && tallyd_conf_eal_add(c, "--no-pci"))
+		goto full;
 	if (!eal_has_core_list(c)) {
 		/* lcore ids: main first, then each port's (explicit, or the next free ids);
 		 * lcore k runs on cpus[k % ncpus]: oversubscribed cores share by back-off */

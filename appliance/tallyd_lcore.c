@@ -99,10 +99,8 @@ static int lc_exec(struct tallyd_lcore *lc, struct tallyd_cmd *c)
 	}
 	if (c->op == TALLYD_CMD_DRAIN) {
 		lc->draining = 1;
-#ifdef TALLYD_HAVE_ENGINE_DRAIN
 		if (e)
 			tally_engine_set_draining(e, 1);
-#endif
 		return 0;
 	}
 	if (!e)

@@ -25,7 +25,6 @@
 #include "tallyd_setup.h"
 
 #define LOG(lvl, ...) rte_log(RTE_LOG_##lvl, RTE_LOGTYPE_USER1, "tallyd: " __VA_ARGS__)
-#define DRAIN_QUIET_MS 200
 
 static struct tallyd *g_tallyd;
 static volatile sig_atomic_t g_signals;
@@ -79,14 +78,23 @@ static void print_config(const struct tallyd_conf *c, const struct tallyd_sizing
 	tallyd_size_print(s, stdout);
 }
 
-/* Ask every engine to stop starting rounds, then wait until the workers fall silent
- * (they keep retransmitting until every result of their open rounds arrived). */
+static int drain_query(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
+{
+	(void)arg;
+	if (len < sizeof(uint64_t))
+		return -EINVAL;
+	*(uint64_t *)buf = lc->engine ? tally_engine_open_rounds(lc->engine) : 0;
+	return 0;
+}
+
+/* Ask every engine to refuse new rounds, then wait until the open ones completed. */
 static void drain(struct tallyd *d)
 {
 	struct tallyd_cmd cmds[TALLYD_MAX_CORES];
-	struct tallyd_lcore_stats st;
+	uint64_t open[TALLYD_MAX_CORES];
 	uint64_t hz = rte_get_tsc_hz();
 	uint64_t end = rte_rdtsc() + hz / 1000 * d->conf.drain_timeout_ms;
+	uint64_t total = 0;
 
 	d->draining = 1;
 	memset(cmds, 0, sizeof(cmds));
@@ -95,29 +103,53 @@ static void drain(struct tallyd *d)
 	tallyd_cmd_exec_all(d, cmds);
 	LOG(NOTICE, "draining: waiting up to %u ms for open rounds\n", d->conf.drain_timeout_ms);
 	while (!d->stop) {
-		tallyd_stats_sum(d, &st);
-		uint64_t now = rte_rdtsc();
-		if (st.last_tally_tsc + hz / 1000 * DRAIN_QUIET_MS <= now)
+		memset(cmds, 0, sizeof(cmds));
+		for (unsigned i = 0; i < d->ncores; i++) {
+			cmds[i].op = TALLYD_CMD_QUERY;
+			cmds[i].fn = drain_query;
+			cmds[i].buf = &open[i];
+			cmds[i].len = sizeof(open[i]);
+			open[i] = 0;
+		}
+		tallyd_cmd_exec_all(d, cmds);
+		total = 0;
+		for (unsigned i = 0; i < d->ncores; i++)
+			total += open[i];
+		if (!total)
 			break;
-		if (now >= end) {
-			LOG(WARNING, "drain timeout: workers still sending after %u ms\n",
-			    d->conf.drain_timeout_ms);
+		if (rte_rdtsc() >= end) {
+			LOG(WARNING, "drain timeout after %u ms: %llu rounds still open\n",
+			    d->conf.drain_timeout_ms, (unsigned long long)total);
 			break;
 		}
 		tallyd_ctl_poll(d);
 		usleep(5000);
 	}
+	if (!total)
+		LOG(NOTICE, "drained: no round open\n");
 }
 
-static void log_stats(struct tallyd *d)
+static void log_stats(struct tallyd *d, int final)
 {
 	struct tallyd_lcore_stats st;
+	char drops[1024];
+	size_t n = 0;
 
 	tallyd_stats_sum(d, &st);
-	LOG(DEBUG, "rx %llu pkts, tally %llu, tx %llu, arp %llu, icmp %llu, idle sleeps %llu\n",
-	    (unsigned long long)st.rx_pkts, (unsigned long long)st.tally_pkts,
-	    (unsigned long long)st.tx_pkts, (unsigned long long)st.arp_replies,
-	    (unsigned long long)st.icmp_replies, (unsigned long long)st.idle_sleeps);
+	drops[0] = '\0';
+	for (unsigned k = 1; k < TALLY_DPDK_D_COUNT && n < sizeof(drops); k++)
+		if (st.drops[k])
+			n += (size_t)snprintf(drops + n, sizeof(drops) - n, " %s=%llu",
+					      tally_dpdk_drop_name(k),
+					      (unsigned long long)st.drops[k]);
+	rte_log(final ? RTE_LOG_NOTICE : RTE_LOG_DEBUG, RTE_LOGTYPE_USER1,
+		"tallyd: %s: rx=%llu tally=%llu engine_rejects=%llu tx=%llu arp=%llu icmp=%llu "
+		"dispatched=%llu idle_sleeps=%llu drops:%s\n", final ? "totals" : "stats",
+		(unsigned long long)st.rx_pkts, (unsigned long long)st.tally_pkts,
+		(unsigned long long)st.engine_rejects, (unsigned long long)st.tx_pkts,
+		(unsigned long long)st.arp_replies, (unsigned long long)st.icmp_replies,
+		(unsigned long long)st.dispatched_out, (unsigned long long)st.idle_sleeps,
+		n ? drops : " none");
 }
 
 static int run(struct tallyd *d)
@@ -203,7 +235,7 @@ static int run(struct tallyd *d)
 	while (!d->quit) {
 		tallyd_ctl_poll(d);
 		if (rte_rdtsc() >= next_log) {
-			log_stats(d);
+			log_stats(d, 0);
 			next_log = rte_rdtsc() + rte_get_tsc_hz() * 10;
 		}
 		usleep(1000);
@@ -212,7 +244,7 @@ static int run(struct tallyd *d)
 	tallyd_ctl_stop(d);
 	d->stop = 1;
 	rte_eal_mp_wait_lcore();
-	log_stats(d);
+	log_stats(d, 1);
 	LOG(NOTICE, "stopped\n");
 	rc = 0;
 out:
