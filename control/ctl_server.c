@@ -32,6 +32,7 @@ struct ctl_client {
 	uint64_t last_ms;      /* last byte received or sent */
 	uint64_t busy_ms;      /* a partial request or unsent answer since then; 0: none */
 	int closing;           /* close once the answer is sent */
+	int eof;               /* the client finished sending: answer what it sent, then close */
 	struct ctl_client *next;
 };
 
@@ -455,14 +456,20 @@ static int client_read(struct tally_ctl_server *s, struct ctl_client *c)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
-		if (n <= 0)
-			return -1; /* EOF or error: the client left */
+		if (n == 0) {
+			c->eof = 1; /* answer what it sent, then close */
+			break;
+		}
+		if (n < 0)
+			return -1;
 		c->in_len += (size_t)n;
 		c->last_ms = now_ms();
 		if (c->in_len > s->cfg.max_request)
 			break;
 	}
 	if (client_process(s, c))
+		return -1;
+	if (c->eof && c->out_off == c->out_len)
 		return -1;
 	if (c->in_len > s->cfg.max_request) {
 		char msg[128];
@@ -513,7 +520,8 @@ int tally_ctl_server_poll(struct tally_ctl_server *s, int timeout_ms)
 			continue;
 		}
 		if (evs[i].events & EPOLLOUT) {
-			if (client_flush(s, c) || (c->out_off == c->out_len && client_process(s, c))) {
+			if (client_flush(s, c) || (c->out_off == c->out_len && client_process(s, c)) ||
+			    (c->eof && c->out_off == c->out_len)) {
 				client_close(s, c);
 				continue;
 			}
