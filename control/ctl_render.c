@@ -155,7 +155,8 @@ void ctl_render_table(FILE *f, const json_t *rows, const char *indent)
 	}
 	fputs(indent, f);
 	for (size_t c = 0; c < ncols; c++)
-		fprintf(f, "%-*s%s", (int)w[c], cols[c], c + 1 < ncols ? "  " : "\n");
+		fprintf(f, "%-*s%s", c + 1 < ncols ? (int)w[c] : 0, cols[c],
+			c + 1 < ncols ? "  " : "\n");
 	json_array_foreach(rows, i, row) {
 		fputs(indent, f);
 		for (size_t c = 0; c < ncols; c++) {
@@ -165,7 +166,8 @@ void ctl_render_table(FILE *f, const json_t *rows, const char *indent)
 			if (v && json_is_number(v))
 				fprintf(f, "%*s%s", (int)w[c], buf, c + 1 < ncols ? "  " : "\n");
 			else
-				fprintf(f, "%-*s%s", (int)w[c], buf, c + 1 < ncols ? "  " : "\n");
+				fprintf(f, "%-*s%s", c + 1 < ncols ? (int)w[c] : 0, buf,
+					c + 1 < ncols ? "  " : "\n");
 		}
 	}
 }
