@@ -111,7 +111,10 @@ static void send_all(int fd, const char *buf, size_t len)
 	}
 }
 
-/* Reads until EOF or timeout; returns bytes read, *eof set if the server closed. */
+static int stop_at_nl;
+
+/* Reads until EOF or timeout (or a whole line when stop_at_nl); returns bytes read, *eof
+ * set if the server closed. */
 static size_t read_until(int fd, char *buf, size_t cap, int timeout_ms, int *eof)
 {
 	size_t have = 0;
@@ -126,7 +129,7 @@ static size_t read_until(int fd, char *buf, size_t cap, int timeout_ms, int *eof
 			break;
 		}
 		have += (size_t)n;
-		if (have == cap - 1)
+		if (have == cap - 1 || (stop_at_nl && memchr(buf, '\n', have)))
 			break;
 	}
 	buf[have] = '\0';
@@ -259,7 +262,9 @@ static void test_huge_request(void **state)
 	int fd = conn(), eof;
 	send_all(fd, big, strlen(big));
 	static char buf[4096];
-	read_until(fd, buf, sizeof(buf), 300, &eof);
+	stop_at_nl = 1;
+	read_until(fd, buf, sizeof(buf), 2000, &eof);
+	stop_at_nl = 0;
 	assert_false(eof);
 	assert_non_null(strstr(buf, "unknown parameter 'x'"));
 	close(fd);
@@ -299,7 +304,9 @@ static void test_slow_clients(void **state)
 	send_all(fd, req + 10, 12);
 	sleep_ms(50);
 	send_all(fd, req + 22, strlen(req) - 22);
-	read_until(fd, buf, sizeof(buf), 300, &eof);
+	stop_at_nl = 1;
+	read_until(fd, buf, sizeof(buf), 2000, &eof);
+	stop_at_nl = 0;
 	assert_non_null(strstr(buf, "\"id\":7"));
 	close(fd);
 
@@ -353,13 +360,15 @@ static void test_many_clients(void **state)
 			 "{\"job_id\":%d}}\n", 1000 + i, i);
 		send_all(fds[i], req, strlen(req));
 	}
+	stop_at_nl = 1;
 	for (int i = 0; i < N; i++) {
-		read_until(fds[i], buf, sizeof(buf), 200, &eof);
+		read_until(fds[i], buf, sizeof(buf), 2000, &eof);
 		json_t *r = json_loads(buf, JSON_DISABLE_EOF_CHECK, NULL);
 		assert_non_null(r);
 		assert_int_equal(json_integer_value(json_object_get(r, "id")), 1000 + i);
 		json_decref(r);
 	}
+	stop_at_nl = 0;
 	/* one more than max_clients (48): refused with BUSY, the others still served */
 	fds[N] = conn();
 	read_until(fds[N], buf, sizeof(buf), 2000, &eof);
