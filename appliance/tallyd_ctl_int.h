@@ -74,10 +74,6 @@ int ctl_job_keys(struct ctl *c, uint32_t job_id, struct ctl_key_ref *out, unsign
 /* Sum of tally_engine_open_rounds / open_chunks over the cores. */
 int ctl_open_work(struct ctl *c, uint64_t *rounds, uint64_t *chunks);
 
-/* Replays a config file ({"calls": [...]}) after tallyd_ctl_start. 0 or negative errno
- * with err saying which call failed and why. (To be declared in tallyd_ctl.h.) */
-int tallyd_ctl_replay(struct tallyd *d, const char *path, char *err, size_t errlen);
-
 /* DPDK telemetry: /tally/stats, /tally/status (read-only). */
 void ctl_telemetry_register(struct tallyd *d);
 void ctl_telemetry_unregister(void);
