@@ -211,6 +211,11 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 	if (c->joined)
 		return 0;
 	c->errmsg[0] = '\0';
+	if (c->nactive) {
+		cl_seterr(c, "JOIN: %u operations still running", c->nactive);
+		return -EBUSY;
+	}
+	cl_cores_free(c); /* a re-join (after BYE) may find another core count */
 	j.world_size = c->cfg.world_size;
 	j.caps = TALLY_CAP_DETERMINISTIC | TALLY_CAP_QUORUM;
 	j.max_chunk_bytes = c->cfg.max_chunk_bytes;
@@ -245,6 +250,8 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 	rc = cl_cores_init(c);
 	if (rc)
 		goto out;
+	for (uint32_t i = 0; i < c->nkeys; i++)
+		c->keys[i].core = c->keys[i].key % c->ncores;
 	c->joined = true;
 out:
 	if (rc == -ETIMEDOUT)
@@ -312,7 +319,7 @@ static int cl_key_add(struct tally_client *c, uint32_t key, const struct tally_r
 	k->key = key;
 	k->reg = *reg;
 	k->esize = tally_dtype_size((enum tally_dtype)reg->dtype);
-	k->nchunks = (reg->nelems + reg->chunk_elems - 1) / reg->chunk_elems;
+	k->nchunks = (uint32_t)(((uint64_t)reg->nelems + reg->chunk_elems - 1) / reg->chunk_elems);
 	k->core = key % c->ncores;
 	k->par_op[0] = k->par_op[1] = CL_NONE;
 	k->cst[0] = calloc(k->nchunks, sizeof(uint32_t));
@@ -390,7 +397,7 @@ int tally_client_register(struct tally_client *c, uint32_t key, const struct tal
 		reg.chunk_elems = c->max_chunk_bytes / es;
 	if (reg.chunk_elems > reg.nelems)
 		reg.chunk_elems = reg.nelems;
-	if (!reg.chunk_elems || reg.chunk_elems * es > c->max_chunk_bytes) {
+	if (!reg.chunk_elems || (uint64_t)reg.chunk_elems * es > c->max_chunk_bytes) {
 		cl_seterr(c, "register key %u: chunk of %u elements exceeds %u bytes", key,
 			  reg.chunk_elems, c->max_chunk_bytes);
 		return -EINVAL;

@@ -121,6 +121,7 @@ struct tally_client {
 	uint32_t khash_mask;
 
 	struct cl_op *ops_tab;     /* cfg.max_ops */
+	uint32_t nactive;          /* operations started and not finished */
 	uint32_t op_free_head;     /* via pend_next */
 };
 
@@ -150,6 +151,10 @@ void cl_op_fail(struct tally_client *c, uint32_t opi, int err);
  * dtype); fold keeps what the wire dtype could not carry (0 for f32/i32). Returns whether
  * a residual remains. */
 bool cl_fold_stage(enum tally_dtype dt, void *stage, const void *in, void *fold, size_t n);
+/* Undo cl_fold_stage for a push whose fate is unknown (failed operation):
+ * fold += stage - in. */
+void cl_fold_unstage(enum tally_dtype dt, void *fold, const void *stage, const void *in,
+		     size_t n);
 /* fold += the payload that was left out of the sum. */
 void cl_fold_add(enum tally_dtype dt, void *fold, const void *pushed, size_t n);
 

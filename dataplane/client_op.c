@@ -129,6 +129,7 @@ void cl_op_finish(struct tally_client *c, uint32_t opi)
 	k->done_valid[p] = true;
 	k->done_round[p] = op->round;
 	op->state = CL_OP_DONE;
+	c->nactive--;
 }
 
 /* Fail an operation: its chunks stop, its slots are freed. The round may be started again. */
@@ -140,6 +141,17 @@ void cl_op_fail(struct tally_client *c, uint32_t opi, int err)
 
 	for (uint32_t ch = 0; ch < k->nchunks; ch++)
 		if (CL_CH_STATE(cst[ch]) == CL_CH_INFLIGHT) {
+			struct cl_slot *sl = &c->cores[k->core].slots[CL_CH_SLOT(cst[ch])];
+			uint32_t off = ch * k->reg.chunk_elems;
+
+			/* what the push carried of earlier rounds is owed again */
+			if (sl->staged) {
+				cl_fold_unstage((enum tally_dtype)k->reg.dtype,
+						(uint8_t *)k->fold + (size_t)off * 4, sl->stage,
+						op->in + (size_t)off * k->esize,
+						cl_chunk_count(k, ch));
+				k->fold_pending[ch >> 3] |= (uint8_t)(1u << (ch & 7));
+			}
 			cl_slot_release(c, k->core, CL_CH_SLOT(cst[ch]));
 			cst[ch] = CL_CH_MAKE(CL_CH_DONE, 0);
 		}
@@ -149,6 +161,7 @@ void cl_op_fail(struct tally_client *c, uint32_t opi, int err)
 		k->next_round = op->round;
 	op->state = CL_OP_FAILED;
 	op->err = err;
+	c->nactive--;
 }
 
 static void cl_xmit(struct tally_client *c, uint32_t core, struct cl_slot *sl)
@@ -285,6 +298,7 @@ int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, con
 	c->op_free_head = op->pend_next;
 	op->state = CL_OP_ACTIVE;
 	op->gen++;
+	c->nactive++;
 	op->kidx = (uint32_t)(k - c->keys);
 	op->round = round;
 	op->in = in;

@@ -60,7 +60,9 @@ static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
 	par = h->round & 1;
 	opi = k->par_op[par];
 	if (opi == CL_NONE || c->ops_tab[opi].round != h->round) {
-		if (k->done_valid[par] && k->done_round[par] == h->round)
+		/* a late copy of a round we finished is harmless; one we have not started
+		 * (or a round that never was) is not */
+		if (k->done_valid[par] && (int32_t)(k->done_round[par] - h->round) >= 0)
 			c->st.dup_results++;
 		else
 			c->st.drops[TALLY_R_STALE_ROUND]++;

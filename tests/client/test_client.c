@@ -460,6 +460,31 @@ static void test_fold_f16_residual_carried(void **state)
 	fx_free(x);
 }
 
+/* A failed operation gives back what its pushes carried of earlier rounds. */
+static void test_fold_restored_on_failure(void **state)
+{
+	(void)state;
+	struct tally_client_cfg cfg = cfg_w2;
+	float in0[4] = { 1.5f, 2, 3, 4 }, in1[4] = { 10, 20, 30, 40 }, out[4];
+
+	cfg.give_up_ms = 10;
+	struct fx *x = fx_new(1, &cfg, 0);
+	assert_int_equal(tally_client_join(x->c, 100), 0);
+	reg_key(x, 4, 4, 4, TALLY_DT_F32, 2, 1);
+	x->fake[0]->mode = FAKE_EXCLUDE;
+	assert_int_equal(tally_client_allreduce(x->c, 4, 0, in0, out), 0);
+	x->fake[0]->mode = FAKE_SILENT;
+	assert_int_equal(tally_client_allreduce(x->c, 4, 1, in1, out), -ETIMEDOUT);
+	x->fake[0]->mode = FAKE_ECHO;
+	unsigned base = x->fake[0]->npush;
+	assert_int_equal(tally_client_allreduce(x->c, 4, 1, in1, out), 0);
+	for (unsigned i = base; i < x->fake[0]->npush; i++)
+		if (x->fake[0]->log[i].round == 1)
+			assert_true(x->fake[0]->log[i].first == in1[0] + in0[0]);
+	assert_true(out[3] == in1[3] + in0[3]);
+	fx_free(x);
+}
+
 /* Two rounds of one key may run at once; a third waits. */
 static void test_two_rounds_in_flight(void **state)
 {
@@ -497,6 +522,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_results_counted),
 		cmocka_unit_test(test_fold_f32_exact),
 		cmocka_unit_test(test_fold_f16_residual_carried),
+		cmocka_unit_test(test_fold_restored_on_failure),
 		cmocka_unit_test(test_two_rounds_in_flight),
 	};
 
