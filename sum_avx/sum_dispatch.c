@@ -109,7 +109,7 @@ int tally_sum_set_isa(enum tally_isa isa)
 		return -EINVAL;
 	if (!tally_sum_isa_supported(isa))
 		return -ENOTSUP;
-	sum_cur_isa = isa;
+	__atomic_store_n(&sum_cur_isa, isa, __ATOMIC_RELAXED);
 	__atomic_store_n(&sum_cur, sum_table(isa), __ATOMIC_RELEASE);
 	return 0;
 }
@@ -169,7 +169,7 @@ static inline const struct sum_ops *sum_ops(void)
 enum tally_isa tally_sum_isa(void)
 {
 	sum_ops();
-	return sum_cur_isa;
+	return __atomic_load_n(&sum_cur_isa, __ATOMIC_RELAXED);
 }
 
 /* ---- public entry points: one indirect call each ---- */
