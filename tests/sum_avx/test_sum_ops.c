@@ -260,22 +260,32 @@ static void check_kway(enum tally_dtype dt, enum tally_isa isa, unsigned k, size
 			st_fill_f32((float *)s[j].p, n, &rs);
 		sp[j] = s[j].p;
 	}
-	/* reference: ((s0 + s1) + s2) + ... per element */
+	/* reference: ((s0 + s1) + s2) + ... per element; the first term is taken as bits (k = 1
+	 * is an exact copy/widening: no arithmetic may touch it) */
 	for (size_t i = 0; i < n; i++) {
-		float f = 0;
-		uint32_t u = 0;
+		uint32_t first = 0, u = 0;
+		float f;
 
 		for (unsigned j = 0; j < k; j++) {
+			const void *p = sp[j];
+			uint32_t bits = dt == TALLY_DT_F16 ? st_bits(tally_f16_to_f32(((const uint16_t *)p)[i]))
+				: dt == TALLY_DT_BF16 ? st_bits(tally_bf16_to_f32(((const uint16_t *)p)[i]))
+				: ((const uint32_t *)p)[i];
+
+			if (j == 0)
+				first = bits;
+			u += bits;
+		}
+		f = st_float(first);
+		for (unsigned j = 1; j < k; j++) {
 			const void *p = sp[j];
 			float x = dt == TALLY_DT_F16 ? tally_f16_to_f32(((const uint16_t *)p)[i])
 				: dt == TALLY_DT_BF16 ? tally_bf16_to_f32(((const uint16_t *)p)[i])
 				: ((const float *)p)[i];
 
-			f = j ? f + x : x;
-			if (dt == TALLY_DT_I32)
-				u += ((const uint32_t *)p)[i];
+			f = f + x;
 		}
-		ref[i] = dt == TALLY_DT_I32 ? u : st_bits(f);
+		ref[i] = dt == TALLY_DT_I32 ? u : k == 1 ? first : st_bits(f);
 	}
 	assert_int_equal(tally_sum_set_isa(isa), 0);
 	switch (dt) {
