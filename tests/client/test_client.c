@@ -412,15 +412,22 @@ static void test_fold_f32_exact(void **state)
 	x->fake[0]->mode = FAKE_ECHO;
 	base = x->fake[0]->npush;
 	assert_int_equal(tally_client_allreduce(x->c, 4, 1, in1, out), 0);
-	/* round 1 pushes in1 + in0, nothing else */
-	assert_int_equal(x->fake[0]->npush - base, 2);
+	/* round 1 pushes in1 + in0; an answer to a re-sent push of round 0 might have been
+	 * a network duplicate, so each goes with a copy labelled round 0 (not added by the
+	 * appliance: that round is complete) until round 1's RESULT */
+	unsigned n1 = 0, n0 = 0;
 	for (unsigned i = base; i < x->fake[0]->npush; i++) {
 		const struct fake_push *p = &x->fake[0]->log[i];
 		float want = p->offset == 0 ? in1[0] + in0[0] : in1[3] + in0[3];
 
-		assert_int_equal(p->round, 1);
 		assert_true(p->first == want);
+		if (p->round == 1)
+			n1++;
+		else
+			n0++;
 	}
+	assert_int_equal(n1, 2);
+	assert_int_equal(n0, 2);
 	assert_true(out[0] == in1[0] + in0[0]);
 	assert_true(out[5] == in1[5] + in0[5]);
 	/* round 2: fold consumed and acks seen, plain pushes only */
