@@ -327,7 +327,8 @@ static void run_quorum(unsigned W, struct sys_cfg *cfg, struct straggle *g)
 			for (unsigned w = 0; w < W; w++) {
 				sys_gradient(s, w, k, r, g_in);
 				for (uint32_t i = 0; i < sk->nelems; i++) {
-					pi[i] += ((uint32_t *)g_in)[i];
+					if (sk->dtype == TALLY_DT_I32)
+						pi[i] += ((uint32_t *)g_in)[i];
 					pf[i] += sys_widen(sk->dtype, g_in, i);
 					ab[i] += fabs(sys_widen(sk->dtype, g_in, i));
 				}
@@ -340,7 +341,8 @@ static void run_quorum(unsigned W, struct sys_cfg *cfg, struct straggle *g)
 			for (uint32_t r = 0; r < QR; r++) {
 				double v = sys_widen(sk->dtype, g->res[k][r], i);
 
-				ri += ((uint32_t *)g->res[k][r])[i];
+				if (sk->dtype == TALLY_DT_I32)
+					ri += ((uint32_t *)g->res[k][r])[i];
 				rf += v;
 				/* f16/bf16: each result is rounded once to the wire dtype */
 				rounding += wire_ulp(sk->dtype, fabs(v));
