@@ -373,6 +373,21 @@ int ctl_h_policy(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 		snprintf(m, ml, "job %u has no key %lld", id, (long long)json_integer_value(jk));
 		return -ENOENT;
 	}
+	struct ctl_job *cj = ctl_job_find(c, id, 1);
+	if (jk && cj) { /* the key keeps its own policy from now on */
+		unsigned o;
+		for (o = 0; o < cj->n_own && cj->own_keys[o] != (uint32_t)json_integer_value(jk); o++)
+			;
+		if (o == cj->n_own) {
+			if (o == CTL_OWN_KEYS) {
+				free(keys);
+				snprintf(m, ml, "job %u: at most %d keys with a policy of their own", id,
+					 CTL_OWN_KEYS);
+				return -ENOSPC;
+			}
+			cj->own_keys[cj->n_own++] = (uint32_t)json_integer_value(jk);
+		}
+	}
 	for (int i = 0; i < n; i++) {
 		struct tallyd_cmd cmd = { .op = TALLYD_CMD_KEY_POLICY };
 		if (jk && keys[i].key != (uint32_t)json_integer_value(jk))
@@ -392,8 +407,8 @@ int ctl_h_policy(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 		changed++;
 	}
 	free(keys);
-	if (!jk) { /* remembered for config_save */
-		struct ctl_job *j = ctl_job_find(c, id, 1);
+	if (!jk) { /* remembered for later keys and config_save */
+		struct ctl_job *j = cj;
 		if (j && jq) {
 			j->has_quorum = 1;
 			j->quorum = (uint32_t)json_integer_value(jq);
@@ -409,6 +424,43 @@ int ctl_h_policy(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	if (jd)
 		json_object_set(*r, "deadline_us", (json_t *)jd);
 	return 0;
+}
+
+/* The job policies the operator set also govern keys registered afterwards (and a
+ * replayed config, whose policies come before any key): called every second, it applies
+ * them to keys that differ. Keys whose participants are fewer than the quorum get all. */
+void ctl_policy_enforce(struct ctl *c)
+{
+	struct ctl_key_ref keys[256];
+
+	for (int i = 0; i < CTL_MAX_JOBS; i++) {
+		const struct ctl_job *j = &c->jobs[i];
+		if (!j->used || (!j->has_quorum && !j->has_deadline))
+			continue;
+		int n = ctl_job_keys(c, j->job_id, keys, 256);
+		for (int k = 0; k < n; k++) {
+			struct tallyd_cmd cmd = { .op = TALLYD_CMD_KEY_POLICY };
+			unsigned o;
+			for (o = 0; o < j->n_own && j->own_keys[o] != keys[k].key; o++)
+				;
+			if (o < j->n_own)
+				continue;
+			uint16_t q = keys[k].quorum;
+			uint32_t dl = keys[k].deadline_us;
+			if (j->has_quorum)
+				q = j->quorum && j->quorum <= keys[k].participants ? (uint16_t)j->quorum
+									: keys[k].participants;
+			if (j->has_deadline)
+				dl = j->deadline_us;
+			if (q == keys[k].quorum && dl == keys[k].deadline_us)
+				continue;
+			cmd.u.policy.job_id = j->job_id;
+			cmd.u.policy.key = keys[k].key;
+			cmd.u.policy.quorum = q;
+			cmd.u.policy.deadline_us = dl;
+			tallyd_cmd_exec(c->d, keys[k].core, &cmd);
+		}
+	}
 }
 
 int ctl_h_drain(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)

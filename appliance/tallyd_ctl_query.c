@@ -216,8 +216,10 @@ static json_t *jobs_json(struct ctl *c, int has_job, uint32_t job_id, int *err)
 				all[nall++] = ji[k];
 				continue;
 			}
-			all[j].joined += ji[k].joined;
-			all[j].keys += ji[k].keys;
+			/* a rank may join on several cores: count it once */
+			if (ji[k].joined > all[j].joined)
+				all[j].joined = ji[k].joined;
+			all[j].keys += ji[k].keys; /* a key lives on one core */
 		}
 	}
 	for (unsigned j = 0; j < nall; j++) {
