@@ -125,7 +125,7 @@ static json_t *core_stats(const struct tallyd_lcore *lc, struct tally_engine_sta
 		"rx_pkts", (json_int_t)lc->st.rx_pkts, "rx_bytes", (json_int_t)lc->st.rx_bytes,
 		"tx_pkts", (json_int_t)tx_pkts, "tx_bytes", (json_int_t)tx_bytes,
 		"tally_pkts", (json_int_t)lc->st.tally_pkts, "pushes", (json_int_t)e->pushes,
-		"push_bytes", (json_int_t)e->push_bytes, "bytes_summed", (json_int_t)e->push_bytes,
+		"push_bytes", (json_int_t)e->push_bytes, "summed_bytes", (json_int_t)e->push_bytes,
 		"duplicates", (json_int_t)e->duplicates, "late_pushes", (json_int_t)e->late_pushes,
 		"completions", (json_int_t)e->completions, "results", (json_int_t)e->results,
 		"resends", (json_int_t)e->resends, "joins", (json_int_t)e->joins,
@@ -173,8 +173,10 @@ int ctl_h_stats(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	(void)p; (void)m; (void)ml;
 
 	for (unsigned i = 0; i < d->ncores; i++) {
-		json_t *o = core_stats(d->lcore[i], &et, &lt);
-		json_object_set_new(o, "core", json_integer(i));
+		json_t *o = json_pack("{s:i}", "core", (int)i); /* first column */
+		json_t *cs = core_stats(d->lcore[i], &et, &lt);
+		json_object_update(o, cs);
+		json_decref(cs);
 		json_array_append_new(cores, o);
 	}
 	for (int k = 0; k < TALLY_R_COUNT; k++)
@@ -195,7 +197,7 @@ int ctl_h_stats(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	}
 	/* rates over the last sampling interval (tallyd_ctl_poll samples every second) */
 	struct ctl_sample a = c->prev, b = c->last;
-	if (!b.ns) {
+	if (!b.ns || b.ns == a.ns) { /* no interval yet: since start */
 		ctl_sample(c, &b);
 		memset(&a, 0, sizeof(a));
 		a.ns = b.ns - (uint64_t)(tallyd_uptime(d) * 1e9);
@@ -206,7 +208,7 @@ int ctl_h_stats(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 		"rx_pkts", (json_int_t)lt.rx_pkts, "rx_bytes", (json_int_t)lt.rx_bytes,
 		"tx_pkts", (json_int_t)lt.tx_pkts, "tx_bytes", (json_int_t)lt.tx_bytes,
 		"tally_pkts", (json_int_t)lt.tally_pkts, "pushes", (json_int_t)et.pushes,
-		"push_bytes", (json_int_t)et.push_bytes, "bytes_summed", (json_int_t)et.push_bytes,
+		"push_bytes", (json_int_t)et.push_bytes, "summed_bytes", (json_int_t)et.push_bytes,
 		"duplicates", (json_int_t)et.duplicates, "late_pushes", (json_int_t)et.late_pushes,
 		"completions", (json_int_t)et.completions, "quorum_completions",
 		(json_int_t)et.quorum_completions, "deadline_completions",

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tally_sum.h"
 #include "tallyd_ctl_int.h"
 
 #define MISSING_WORDS ((TALLY_MAX_WORKERS + 63) / 64)
@@ -341,9 +342,9 @@ int ctl_h_keys(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 		}
 		for (size_t k = 0; k < q.n; k++) {
 			const struct tally_engine_key_info *ki = &keys[k].ki;
-			json_t *o = json_pack("{s:I, s:I, s:i, s:i, s:I, s:I, s:i, s:i, s:b, s:I, s:I}",
+			json_t *o = json_pack("{s:I, s:I, s:i, s:s, s:I, s:I, s:i, s:i, s:b, s:I, s:I}",
 				"job_id", (json_int_t)ki->job_id, "key", (json_int_t)ki->key,
-				"core", (int)i, "dtype", (int)ki->dtype, "elems",
+				"core", (int)i, "dtype", tally_dtype_name(ki->dtype), "elems",
 				(json_int_t)ki->nelems, "chunks", (json_int_t)ki->nchunks,
 				"participants", (int)ki->participants, "quorum", (int)ki->quorum,
 				"deterministic", ki->deterministic, "deadline_us",

@@ -93,9 +93,11 @@ static const struct tally_ctl_method methods[TALLY_CTL_M_COUNT] = {
 	  "jobs, keys, workers}", NULL, 0, 0, 0 },
 	{ TALLY_CTL_M_STATS_GET, "stats_get", "stats",
 	  "counters per core, per port and totals, with rates over the last interval",
-	  "{interval_s, totals:{...}, cores:[{core, ...}], ports:[{port, ...}]}; counters: "
-	  "rx/tx_pkts, rx/tx_bytes, pushes, push_bytes, results, resends, duplicates, "
-	  "late_pushes, completions, drops:{reason: n}; rates: *_pps, *_bps", P_END(p_stats),
+	  "{interval_s, rates:{rx/tx_pps, rx/tx_bps, pushes_pps, goodput_bps, results_pps}, "
+	  "totals:{...}, cores:[{core, ...}], ports:[{port, ...}]}; counters: rx/tx_pkts, "
+	  "rx/tx_bytes, pushes, summed_bytes, results, resends (retransmitted results), "
+	  "duplicates, late_pushes, completions, drops:{reason: n}, frame_drops:{reason: n}",
+	  P_END(p_stats),
 	  0, 0 },
 	{ TALLY_CTL_M_STATS_RESET, "stats_reset", "stats-reset", "zero every counter",
 	  "{reset: true}", NULL, 0, 0, 0 },

@@ -343,8 +343,22 @@ static void test_stuck_chunks(void **state)
 	assert_int_equal(geti(k, "open_rounds"), 1);
 	assert_int_equal(json_integer_value(json_array_get(json_object_get(k, "missing"), 0)), 1);
 	json_decref(ks);
-	assert_int_equal(ctl("stuck", "20", NULL), 0); /* human table */
+	/* human tables (CTL_SHOW=1 prints them) */
+	assert_int_equal(ctl("stuck", "20", NULL), 0);
 	assert_non_null(strstr(out, "missing"));
+	if (getenv("CTL_SHOW"))
+		fprintf(stderr, "%s", out);
+	assert_int_equal(ctl("keys", NULL), 0);
+	assert_non_null(strstr(out, "state=open"));
+	if (getenv("CTL_SHOW"))
+		fprintf(stderr, "%s", out);
+	assert_int_equal(ctl("workers", NULL), 0);
+	assert_non_null(strstr(out, my_ip));
+	if (getenv("CTL_SHOW"))
+		fprintf(stderr, "%s", out);
+	assert_int_equal(ctl("stats", NULL), 0);
+	if (getenv("CTL_SHOW"))
+		fprintf(stderr, "%s", out);
 
 	/* the rest of the round */
 	push_chunk(0, round, 1);
