@@ -25,6 +25,7 @@ struct ctl_job {
 	/* keys given their own policy (job_set_policy with key): left alone by the job's */
 	uint32_t own_keys[CTL_OWN_KEYS];
 	unsigned n_own;
+	uint32_t keys_enforced;    /* key count when the policy was last applied */
 };
 
 /* Counters of the last interval, for rates. */
@@ -77,6 +78,8 @@ struct ctl_key_ref {
 int ctl_job_keys(struct ctl *c, uint32_t job_id, struct ctl_key_ref *out, unsigned max);
 /* Applies the stored job policies to keys registered since (every second). */
 void ctl_policy_enforce(struct ctl *c);
+/* Keys of a job, summed over the cores (a walk of the jobs only: cheap on the lcores). */
+int ctl_job_key_count(struct ctl *c, uint32_t job_id, uint32_t *nkeys);
 /* Sum of tally_engine_open_rounds / open_chunks over the cores. */
 int ctl_open_work(struct ctl *c, uint64_t *rounds, uint64_t *chunks);
 

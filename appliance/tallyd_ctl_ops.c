@@ -409,8 +409,10 @@ int ctl_h_policy(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 		changed++;
 	}
 	free(keys);
-	if (!jk) { /* remembered for later keys and config_save */
+	if (!jk) { /* remembered for later keys and config_save; it overrode every key's own */
 		struct ctl_job *j = cj;
+		if (j)
+			j->n_own = 0;
 		if (j && jq) {
 			j->has_quorum = 1;
 			j->quorum = (uint32_t)json_integer_value(jq);
@@ -433,13 +435,20 @@ int ctl_h_policy(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
  * them to keys that differ. Keys whose participants are fewer than the quorum get all. */
 void ctl_policy_enforce(struct ctl *c)
 {
-	struct ctl_key_ref keys[256];
+	struct ctl_key_ref *keys = NULL;
 
 	for (int i = 0; i < CTL_MAX_JOBS; i++) {
-		const struct ctl_job *j = &c->jobs[i];
+		struct ctl_job *j = &c->jobs[i];
+		uint32_t nkeys;
 		if (!j->used || (!j->has_quorum && !j->has_deadline))
 			continue;
-		int n = ctl_job_keys(c, j->job_id, keys, 256);
+		/* walk the keys (datapath time) only when the job has new ones */
+		if (ctl_job_key_count(c, j->job_id, &nkeys) || nkeys == j->keys_enforced)
+			continue;
+		if (!keys && !(keys = calloc(MAX_POLICY_KEYS, sizeof(*keys))))
+			return;
+		j->keys_enforced = nkeys;
+		int n = ctl_job_keys(c, j->job_id, keys, MAX_POLICY_KEYS);
 		for (int k = 0; k < n; k++) {
 			struct tallyd_cmd cmd = { .op = TALLYD_CMD_KEY_POLICY };
 			unsigned o;
@@ -463,6 +472,7 @@ void ctl_policy_enforce(struct ctl *c)
 			tallyd_cmd_exec(c->d, keys[k].core, &cmd);
 		}
 	}
+	free(keys);
 }
 
 int ctl_h_drain(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)

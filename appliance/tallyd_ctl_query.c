@@ -138,6 +138,13 @@ static int q_keys(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
 	return rc ? rc : tally_engine_walk_stuck(lc->engine, 0, cb_key_missing, arg);
 }
 
+/* Keys only (no chunk walk): what policy changes need. */
+static int q_keys_plain(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
+{
+	(void)buf; (void)len;
+	return lc->engine ? tally_engine_walk_keys(lc->engine, cb_key, arg) : 0;
+}
+
 static int q_stuck(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
 {
 	struct q_arg *q = arg;
@@ -429,7 +436,7 @@ int ctl_job_keys(struct ctl *c, uint32_t job_id, struct ctl_key_ref *out, unsign
 		return -ENOMEM;
 	for (unsigned i = 0; i < c->d->ncores && n < max; i++) {
 		struct q_arg q = { .has_job = 1, .job_id = job_id, .cap = max - n, .buf = keys };
-		int rc = run_query(c, i, q_keys, &q);
+		int rc = run_query(c, i, q_keys_plain, &q);
 		if (rc < 0) {
 			free(keys);
 			return rc;
@@ -441,4 +448,19 @@ int ctl_job_keys(struct ctl *c, uint32_t job_id, struct ctl_key_ref *out, unsign
 	}
 	free(keys);
 	return (int)n;
+}
+
+int ctl_job_key_count(struct ctl *c, uint32_t job_id, uint32_t *nkeys)
+{
+	*nkeys = 0;
+	for (unsigned i = 0; i < c->d->ncores; i++) {
+		struct tally_engine_job_info ji;
+		struct q_arg q = { .has_job = 1, .job_id = job_id, .cap = 1, .buf = &ji };
+		int rc = run_query(c, i, q_jobs, &q);
+		if (rc < 0)
+			return rc;
+		if (q.n)
+			*nkeys += ji.keys;
+	}
+	return 0;
 }
