@@ -263,6 +263,8 @@ static void test_kernel_peer(void **state)
 	assert_int_equal(it_counter(&tallyd, "udp_port"), 1);
 	assert_true(it_counter(&tallyd, "engine_rejects") >= 2); /* wrong token, garbage */
 	assert_true(it_counter(&tallyd, "tally") >= 3); /* 2 JOINs, the garbage */
+	assert_int_equal(it_counter(&tallyd, "wrong_token"), 1);
+	assert_int_equal(it_counter(&tallyd, "truncated"), 1); /* 23 bytes: no header */
 }
 
 static int setup_memif(void **state)
@@ -307,6 +309,11 @@ static void run_memif(int cores)
 	assert_true(it_counter(&tallyd, "arp") >= 1);
 	assert_true(it_counter(&tallyd, "tally") >= 10);
 	assert_int_equal(it_counter(&tallyd, "engine_rejects"), 0);
+	/* 6 rounds of 3 chunks, each complete with its first push (one worker); retransmits
+	 * count as late pushes, never as sums */
+	assert_int_equal(it_counter(&tallyd, "pushes"), 18);
+	assert_int_equal(it_counter(&tallyd, "completions"), 18);
+	assert_true(it_counter(&tallyd, "results") >= 18);
 	if (cores > 1) {
 		assert_non_null(strstr(tallyd.log, "dispatched in software"));
 		assert_true(it_counter(&tallyd, "dispatched") >= 1);
