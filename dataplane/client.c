@@ -152,6 +152,7 @@ void tally_client_destroy(struct tally_client *c)
 		free(k->fold);
 		free(k->fold_pending);
 		free(k->unacked);
+		free(k->ackslot);
 	}
 	free(c->keys);
 	free(c->khash);
@@ -356,17 +357,20 @@ int cl_fold_alloc(struct tally_client *c, struct cl_key *k)
 	k->fold = calloc(k->reg.nelems, 4);
 	k->fold_pending = calloc((k->nchunks + 7) / 8, 1);
 	k->unacked = malloc(k->nchunks * sizeof(uint32_t));
-	if (!k->fold || !k->fold_pending || !k->unacked) {
+	k->ackslot = malloc(k->nchunks * sizeof(uint32_t));
+	if (!k->fold || !k->fold_pending || !k->unacked || !k->ackslot) {
 		free(k->fold);
 		free(k->fold_pending);
 		free(k->unacked);
+		free(k->ackslot);
 		k->fold = NULL;
 		k->fold_pending = NULL;
 		k->unacked = NULL;
+		k->ackslot = NULL;
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < k->nchunks; i++)
-		k->unacked[i] = CL_NONE;
+		k->unacked[i] = k->ackslot[i] = CL_NONE;
 	return 0;
 }
 

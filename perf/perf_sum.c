@@ -2,7 +2,8 @@
  * perf_sum.c — `tally-perf sum`: reducer rates against memcpy of the same bytes, measured in
  * the same run (repetitions interleaved: memcpy, +=, k-way, memcpy, ...), medians reported.
  *
- * For each dtype, size (bytes of ONE source buffer) and ways K:
+ * For each dtype, size and ways K (n = size / 4 elements: size is the f32 accumulator's bytes, so
+ * every dtype runs the same element count; a 16-bit source buffer is size / 2 bytes):
  *   op "acc":  the f32 accumulator += source, K-1 times (K-1 sources, K-1 passes over dst) —
  *              what the engine does with one push at a time; K = 2 is plain dst += src;
  *   op "kway": dst = src[0] + ... + src[K-1] into a fresh f32 dst, one pass.
@@ -31,6 +32,7 @@ struct psum_opts {
 	int reps; /* 0: by size */
 	int json;
 	int isa_forced;
+	int wall;
 };
 
 /* One measured line. */
@@ -47,12 +49,15 @@ static void psum_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tally-perf sum [--dtype f32|f16|bf16|i32] [--ways K] [--size BYTES] [--reps N]\n"
-		"                      [--isa scalar|avx2|avx512] [--json]\n"
+		"                      [--isa scalar|avx2|avx512] [--wall] [--json]\n"
 		"  Reducer rates vs memcpy of the same bytes, measured in one run (medians).\n"
 		"  --dtype, --ways, --size may be repeated; defaults: f32 f16 bf16, 2 and 4 ways,\n"
-		"  256K (cache) and 256M (DRAM). BYTES is one source buffer (K, M, G suffixes: binary).\n"
+		"  256K (cache) and 256M (DRAM). BYTES: the f32 accumulator, n = BYTES/4 elements for\n"
+		"  every dtype (a 16-bit source is BYTES/2); K, M, G suffixes are binary.\n"
 		"  K: 2..%d. --reps: 1..1000 (default 15 for sizes up to 8M, 7 above).\n"
-		"  --isa forces a reducer path (default: TALLY_ISA or the best this CPU has).\n",
+		"  --isa forces a reducer path (default: TALLY_ISA or the best this CPU has).\n"
+		"  Time is this thread's CPU time (robust when other jobs share the cores);\n"
+		"  --wall times with the wall clock instead.\n",
 		TALLY_SUM_MAX_WAYS);
 }
 
@@ -67,7 +72,7 @@ static int psum_bad(const char *fmt, const char *arg)
 
 static int psum_parse(int argc, char **argv, struct psum_opts *o)
 {
-	o->ndt = o->nsizes = o->nways = o->reps = o->json = o->isa_forced = 0;
+	o->ndt = o->nsizes = o->nways = o->reps = o->json = o->isa_forced = o->wall = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -77,6 +82,10 @@ static int psum_parse(int argc, char **argv, struct psum_opts *o)
 		}
 		if (!strcmp(a, "--json")) {
 			o->json = 1;
+			continue;
+		}
+		if (!strcmp(a, "--wall")) {
+			o->wall = 1;
 			continue;
 		}
 		if (strcmp(a, "--dtype") && strcmp(a, "--ways") && strcmp(a, "--size") &&
@@ -162,7 +171,7 @@ static void psum_fill(int dt, void *p, size_t n, uint64_t seed)
 	}
 }
 
-/* Buffers for one (size, ways): sources, the f32 dst (2 * size for 16-bit sources), and the
+/* Buffers for one (size, ways): sources (size bytes: room for f32), the f32 dst, and the
  * memcpy target. Allocated for the widest case and reused across dtypes. */
 struct psum_bufs {
 	void *src[TALLY_SUM_MAX_WAYS];
@@ -185,7 +194,7 @@ static int psum_alloc(struct psum_bufs *b, size_t size, unsigned k)
 	for (; b->k < k; b->k++)
 		if (!(b->src[b->k] = perf_alloc(size)))
 			goto fail;
-	b->dst = perf_alloc(2 * size + 64);
+	b->dst = perf_alloc(size);
 	b->mdst = perf_alloc(size);
 	if (!b->dst || !b->mdst)
 		goto fail;
@@ -214,10 +223,10 @@ static void psum_print(const struct psum_opts *o, const struct psum_res *r, doub
 		printf("{\"op\":\"%s\",\"dtype\":\"%s\",\"ways\":%u,\"size\":%zu,\"n\":%zu,\"isa\":\"%s\","
 		       "\"reps\":%d,\"gbps\":%.3f,\"gelems\":%.4f,\"traffic_gbps\":%.3f,"
 		       "\"memcpy_gbps\":%.3f,\"memcpy_traffic_gbps\":%.3f,\"ratio\":%.4f,"
-		       "\"traffic_ratio\":%.4f",
+		       "\"traffic_ratio\":%.4f,\"clock\":\"%s\"",
 		       r->op, tally_dtype_name((enum tally_dtype)r->dt), r->ways, r->size, r->n,
 		       tally_sum_isa_name(tally_sum_isa()), r->reps, r->gbps, r->gelems, r->traffic,
-		       r->mgbps, mtraffic, r->gbps / r->mgbps, r->traffic / mtraffic);
+		       r->mgbps, mtraffic, r->gbps / r->mgbps, r->traffic / mtraffic, o->wall ? "wall" : "cpu");
 		if (vs_f32 > 0)
 			printf(",\"gelems_vs_f32\":%.4f", vs_f32);
 		printf("}\n");
@@ -237,7 +246,7 @@ static void psum_print(const struct psum_opts *o, const struct psum_res *r, doub
 static int psum_measure(int dt, size_t size, unsigned k, int reps, struct psum_bufs *b,
 			struct psum_res out[2])
 {
-	const size_t es = tally_dtype_size((enum tally_dtype)dt), n = size / es, sb = n * es;
+	const size_t es = tally_dtype_size((enum tally_dtype)dt), n = size / 4, sb = n * es;
 	const size_t db = n * 4; /* accumulator bytes */
 	double *mc = calloc((size_t)reps, sizeof(double)), *ra = calloc((size_t)reps, sizeof(double));
 	double *rk = calloc((size_t)reps, sizeof(double));
@@ -257,10 +266,15 @@ static int psum_measure(int dt, size_t size, unsigned k, int reps, struct psum_b
 		mc[r] = perf_memcpy_gbps(b->mdst, b->src[0], sb, 1);
 		/* the accumulator starts from the data each time so it stays ordinary numbers */
 		tally_sum_load((enum tally_dtype)dt, b->dst, b->src[k - 1], n);
+		/* each timed block follows an untimed one, as perf_memcpy_gbps does for memcpy */
+		for (unsigned i = 0; i < ia; i++)
+			psum_run_op(dt, 0, b, k, n);
 		t0 = perf_now();
 		for (unsigned i = 0; i < ia; i++)
 			psum_run_op(dt, 0, b, k, n);
 		ra[r] = (double)(k - 1) * sb * ia / (perf_now() - t0) / 1e9;
+		for (unsigned i = 0; i < ik; i++)
+			psum_run_op(dt, 1, b, k, n);
 		t0 = perf_now();
 		for (unsigned i = 0; i < ik; i++)
 			psum_run_op(dt, 1, b, k, n);
@@ -275,7 +289,7 @@ static int psum_measure(int dt, size_t size, unsigned k, int reps, struct psum_b
 		x->op = i ? "kway" : "acc";
 		x->dt = dt;
 		x->ways = k;
-		x->size = sb;
+		x->size = size;
 		x->n = n;
 		x->reps = reps;
 		x->gbps = g;
@@ -298,14 +312,15 @@ int perf_sum_main(int argc, char **argv)
 
 	if (rc)
 		return rc == 1 ? 0 : rc;
+	perf_use_cpu_clock(!o.wall);
 	if (!o.isa_forced && (rc = tally_sum_init()) < 0) {
 		fprintf(stderr, "tally-perf sum: TALLY_ISA='%s' %s\n", getenv("TALLY_ISA"),
 			rc == -ENOTSUP ? "is not supported by this CPU" : "is unknown (scalar, avx2, avx512)");
 		return 2;
 	}
 	if (!o.json) {
-		printf("tally-perf sum: isa %s; rates are medians; size = bytes of one source buffer\n",
-		       tally_sum_isa_name(tally_sum_isa()));
+		printf("tally-perf sum: isa %s; medians of %s-time rates; size = f32 accumulator bytes (n = size/4)\n",
+		       tally_sum_isa_name(tally_sum_isa()), o.wall ? "wall" : "CPU");
 		printf("acc: f32 accumulator += source, ways-1 times; kway: fresh f32 dst = sum of ways sources\n");
 		printf("%-5s %-4s %4s %10s %8s %8s %8s %8s %8s %6s %6s %6s\n", "op", "dt", "ways", "size",
 		       "GB/s", "Gelem/s", "traffic", "memcpy", "mc_traf", "ratio", "t_rat", "vsf32");
