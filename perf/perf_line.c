@@ -194,7 +194,7 @@ static int ln_once(const struct ln_opts *o, int forward, struct ln_run *res)
 		a = 0;
 		snprintf(eal[i], sizeof(eal[i]),
 			 "--no-huge --no-pci -m 512 --file-prefix %sw%u --lcores 0@%u "
-			 "--vdev net_memif0,role=client,socket=%s/m%c%u.sock,socket-abstract=no,id=0",
+			 "--vdev net_memif0,role=client,socket=%s/m%c%u.sock,socket-abstract=no,bsize=9216,id=0",
 			 prefix, i, i % 2, ln_tmp, forward ? 'f' : 'a', i);
 		snprintf(lip[i], sizeof(lip[i]), "10.99.%u.2/24", i + 1);
 		snprintf(host[i], sizeof(host[i]), "10.99.%u.1", i + 1);
