@@ -152,6 +152,38 @@ static void log_stats(struct tallyd *d, int final)
 		n ? drops : " none");
 }
 
+/* After the lcores stopped: the engines' counters, summed, with rejections by reason. */
+static void log_engine_totals(struct tallyd *d)
+{
+	struct tally_engine_stats t;
+	char drops[1024];
+	size_t n = 0;
+
+	if (d->conf.io_forward)
+		return;
+	memset(&t, 0, sizeof(t));
+	for (unsigned i = 0; i < d->ncores; i++) {
+		const uint64_t *a = (const uint64_t *)tally_engine_stats(d->lcore[i]->engine);
+		uint64_t *o = (uint64_t *)&t;
+
+		for (size_t k = 0; k < sizeof(t) / sizeof(uint64_t); k++)
+			o[k] += a[k];
+	}
+	drops[0] = '\0';
+	for (unsigned k = 1; k < TALLY_R_COUNT && n < sizeof(drops); k++)
+		if (t.drops[k])
+			n += (size_t)snprintf(drops + n, sizeof(drops) - n, " %s=%llu",
+					      tally_reason_name(k), (unsigned long long)t.drops[k]);
+	LOG(NOTICE, "engine totals: joins=%llu registers=%llu pushes=%llu push_bytes=%llu "
+	    "duplicates=%llu late_pushes=%llu completions=%llu results=%llu resends=%llu "
+	    "pulls=%llu rejected:%s\n", (unsigned long long)t.joins,
+	    (unsigned long long)t.registers, (unsigned long long)t.pushes,
+	    (unsigned long long)t.push_bytes, (unsigned long long)t.duplicates,
+	    (unsigned long long)t.late_pushes, (unsigned long long)t.completions,
+	    (unsigned long long)t.results, (unsigned long long)t.resends,
+	    (unsigned long long)t.pulls, n ? drops : " none");
+}
+
 static int run(struct tallyd *d)
 {
 	char err[512];
@@ -245,6 +277,7 @@ static int run(struct tallyd *d)
 	d->stop = 1;
 	rte_eal_mp_wait_lcore();
 	log_stats(d, 1);
+	log_engine_totals(d);
 	LOG(NOTICE, "stopped\n");
 	rc = 0;
 out:

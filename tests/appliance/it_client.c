@@ -5,6 +5,7 @@
  * Resolves tallyd's MAC by ARP, JOINs (world 1), registers an f32 key of several chunks
  * and runs allreduce rounds; a single worker's sum is its own data, so every RESULT must
  * equal the input bit for bit. Prints "it_client: OK" and exits 0, else says what failed.
+ * With "blast SECONDS PAYLOAD" after QUEUES it measures tallyd --io-forward instead.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -28,7 +29,53 @@ static int fail(const char *what, int rc)
 	return 1;
 }
 
-static int run(const char *server_ip, const char *local_ip)
+/* --blast: the I/O baseline against tallyd --io-forward. Sends UDP frames with `payload`
+ * bytes to core 0's port, keeps at most `window` in flight, counts the bounced ones. */
+static int blast(uint16_t port, uint16_t nq, struct rte_mempool *pool, uint32_t sip,
+		 uint32_t dip, const uint8_t dmac[6], double seconds, uint32_t payload)
+{
+	struct rte_ether_addr smac;
+	struct rte_mbuf *tx[32], *rx[32];
+	uint8_t hdr[TALLY_DPDK_HDRS_LEN];
+	uint64_t sent = 0, got = 0, bytes = 0, hz = rte_get_tsc_hz();
+	const uint64_t window = 1024;
+
+	rte_eth_macaddr_get(port, &smac);
+	tally_dpdk_build_udp(hdr, smac.addr_bytes, dmac, sip, dip, rte_cpu_to_be_16(9169),
+			     rte_cpu_to_be_16(9170), payload, 0);
+	uint64_t t0 = rte_rdtsc(), end = t0 + (uint64_t)(seconds * (double)hz);
+	while (rte_rdtsc() < end) {
+		if (sent - got < window && rte_pktmbuf_alloc_bulk(pool, tx, 32) == 0) {
+			for (int i = 0; i < 32; i++) {
+				uint8_t *d = (uint8_t *)rte_pktmbuf_append(tx[i],
+					(uint16_t)(TALLY_DPDK_HDRS_LEN + payload));
+				memcpy(d, hdr, TALLY_DPDK_HDRS_LEN);
+			}
+			uint16_t n = rte_eth_tx_burst(port, 0, tx, 32);
+			sent += n;
+			if (n < 32)
+				rte_pktmbuf_free_bulk(tx + n, 32u - n);
+		}
+		for (uint16_t q = 0; q < nq; q++) {
+			uint16_t n = rte_eth_rx_burst(port, q, rx, 32);
+			for (uint16_t i = 0; i < n; i++)
+				bytes += rx[i]->pkt_len;
+			got += n;
+			rte_pktmbuf_free_bulk(rx, n);
+		}
+	}
+	double dt = (double)(rte_rdtsc() - t0) / (double)hz;
+	printf("it_client: blast payload=%u B frames=%u B sent=%llu bounced=%llu in %.2f s: "
+	       "%.3f Mpps, %.2f Gbit/s of frames back\n", payload,
+	       payload + TALLY_DPDK_HDRS_LEN, (unsigned long long)sent, (unsigned long long)got,
+	       dt, (double)got / dt / 1e6, (double)bytes * 8 / dt / 1e9);
+	return got ? 0 : 1;
+}
+
+static double g_blast_s;
+static uint32_t g_blast_payload;
+
+static int run(const char *server_ip, const char *local_ip, uint16_t nq)
 {
 	struct tally_dpdk_client_cfg xc;
 	struct tally_dpdk_port_cfg pc;
@@ -44,9 +91,10 @@ static int run(const char *server_ip, const char *local_ip)
 	if (tally_dpdk_port_find("net_memif0", &port))
 		return fail("no memif port", ENODEV);
 	memset(&pc, 0, sizeof(pc));
-	pc.nb_rxq = pc.nb_txq = 1;
+	struct rte_mempool *pools[8] = { pool, pool, pool, pool, pool, pool, pool, pool };
+	pc.nb_rxq = pc.nb_txq = nq;
 	pc.rx_desc = pc.tx_desc = 512;
-	pc.rx_pools = &pool;
+	pc.rx_pools = pools;
 	if ((rc = tally_dpdk_port_setup(port, &pc, err, sizeof(err)))) {
 		fprintf(stderr, "it_client: %s\n", err);
 		return 1;
@@ -64,6 +112,7 @@ static int run(const char *server_ip, const char *local_ip)
 	memset(&xc, 0, sizeof(xc));
 	xc.port_id = port;
 	xc.pool = pool;
+	xc.nb_rxq = nq;
 	if (tally_dpdk_parse_ipv4(server_ip, &xc.server_ip) ||
 	    tally_dpdk_parse_ipv4(local_ip, &xc.local_ip))
 		return fail("addresses", EINVAL);
@@ -72,6 +121,14 @@ static int run(const char *server_ip, const char *local_ip)
 		return fail("transport", rc);
 	if ((rc = tally_dpdk_client_resolve(x, 5000)))
 		return fail("ARP for the appliance", rc);
+	if (g_blast_s > 0) {
+		rc = blast(port, nq, pool, xc.local_ip, xc.server_ip, tally_dpdk_client_server_mac(x),
+			   g_blast_s, g_blast_payload);
+		tally_dpdk_client_destroy(x);
+		rte_eth_dev_stop(port);
+		rte_eth_dev_close(port);
+		return rc;
+	}
 
 	struct tally_client_cfg cc;
 	memset(&cc, 0, sizeof(cc));
@@ -130,8 +187,23 @@ int main(int argc, char **argv)
 {
 	char vdev[160];
 
-	if (argc != 5) {
-		fprintf(stderr, "usage: it_client SOCKET FILE_PREFIX SERVER_IP LOCAL_IP\n");
+	if (argc == 9 && !strcmp(argv[6], "blast")) {
+		g_blast_s = atof(argv[7]);
+		g_blast_payload = (uint32_t)strtoul(argv[8], NULL, 10);
+		if (g_blast_payload < 64 || g_blast_payload > 9000 || g_blast_s <= 0) {
+			fprintf(stderr, "it_client: blast SECONDS PAYLOAD(64..9000)\n");
+			return 2;
+		}
+		argc = 6;
+	}
+	if (argc != 5 && argc != 6) {
+		fprintf(stderr, "usage: it_client SOCKET FILE_PREFIX SERVER_IP LOCAL_IP [QUEUES "
+			"[blast SECONDS PAYLOAD]]\n");
+		return 2;
+	}
+	unsigned long nq = argc == 6 ? strtoul(argv[5], NULL, 10) : 1;
+	if (nq < 1 || nq > 8) {
+		fprintf(stderr, "it_client: QUEUES is 1..8\n");
 		return 2;
 	}
 	snprintf(vdev, sizeof(vdev), "net_memif0,role=client,socket=%s", argv[1]);
@@ -141,7 +213,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "it_client: EAL init failed\n");
 		return 1;
 	}
-	int rc = run(argv[3], argv[4]);
+	int rc = run(argv[3], argv[4], (uint16_t)nq);
 	rte_eal_cleanup();
 	return rc;
 }

@@ -6,7 +6,8 @@
  *    datagrams are dropped and counted by reason; SIGTERM drains and exits 0.
  *  - net_memif with a DPDK client process (it_client) running the client session over
  *    the DPDK client transport: ARP, JOIN, REGISTER and allreduce rounds with RESULTs sent
- *    as header + external-buffer chains.
+ *    as header + external-buffer chains; with one core, and with two cores where frames
+ *    for core 1 arrive on core 0's queue and are dispatched in software.
  * Needs root (namespaces, veth); skipped otherwise. Everything created is removed in the
  * teardown, which cmocka runs even when a test fails.
  */
@@ -262,6 +263,8 @@ static void test_kernel_peer(void **state)
 	assert_int_equal(it_counter(&tallyd, "udp_port"), 1);
 	assert_true(it_counter(&tallyd, "engine_rejects") >= 2); /* wrong token, garbage */
 	assert_true(it_counter(&tallyd, "tally") >= 3); /* 2 JOINs, the garbage */
+	assert_int_equal(it_counter(&tallyd, "wrong_token"), 1);
+	assert_int_equal(it_counter(&tallyd, "truncated"), 1); /* 23 bytes: no header */
 }
 
 static int setup_memif(void **state)
@@ -276,21 +279,23 @@ static int setup_memif(void **state)
 	return 0;
 }
 
-static void test_memif_dpdk_client(void **state)
+/* tallyd with `cores` cores on one memif port (no RSS, no rte_flow: every frame lands on
+ * queue 0 and frames for core 1 go through the software dispatch ring). */
+static void run_memif(int cores)
 {
-	(void)state;
-	char dev[128], eal[128], cprefix[48];
+	char dev[128], eal[128], cprefix[48], q[8];
 	snprintf(dev, sizeof(dev), "net_memif0,role=server,socket=%s", sock_path);
 	snprintf(eal, sizeof(eal), "--no-huge --file-prefix %s", prefix);
 	snprintf(cprefix, sizeof(cprefix), "%sc", prefix);
-	char *argv[] = { (char *)tallyd_bin, "--port", dev, "--ip", TALLYD_IP "/24",
+	snprintf(q, sizeof(q), "%d", cores);
+	char *argv[] = { (char *)tallyd_bin, "--port", dev, "--ip", TALLYD_IP "/24", "--queues", q,
 			 "--open-admission", "--mem", "16M", "--rx-desc", "512", "--tx-desc", "512",
 			 "--eal", eal, NULL };
 
 	assert_int_equal(it_start(&tallyd, argv), 0);
 	if (!it_wait_for(&tallyd, "tallyd: ready", 30000))
 		fail_msg("tallyd did not start:\n%s", tallyd.log);
-	char *cargv[] = { (char *)client_bin, sock_path, cprefix, TALLYD_IP, PEER_IP, NULL };
+	char *cargv[] = { (char *)client_bin, sock_path, cprefix, TALLYD_IP, PEER_IP, q, NULL };
 	assert_int_equal(it_start(&client, cargv), 0);
 	int rc = it_wait_exit(&client, 60000);
 	if (rc != 0)
@@ -304,6 +309,29 @@ static void test_memif_dpdk_client(void **state)
 	assert_true(it_counter(&tallyd, "arp") >= 1);
 	assert_true(it_counter(&tallyd, "tally") >= 10);
 	assert_int_equal(it_counter(&tallyd, "engine_rejects"), 0);
+	/* 6 rounds of 3 chunks, each complete with its first push (one worker); retransmits
+	 * count as late pushes, never as sums */
+	assert_int_equal(it_counter(&tallyd, "pushes"), 18);
+	assert_int_equal(it_counter(&tallyd, "completions"), 18);
+	assert_true(it_counter(&tallyd, "results") >= 18);
+	if (cores > 1) {
+		assert_non_null(strstr(tallyd.log, "dispatched in software"));
+		assert_true(it_counter(&tallyd, "dispatched") >= 1);
+	} else {
+		assert_int_equal(it_counter(&tallyd, "dispatched"), 0);
+	}
+}
+
+static void test_memif_dpdk_client(void **state)
+{
+	(void)state;
+	run_memif(1);
+}
+
+static void test_memif_two_cores_sw_dispatch(void **state)
+{
+	(void)state;
+	run_memif(2);
 }
 
 int main(void)
@@ -319,6 +347,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_kernel_peer, setup_netns, teardown),
 		cmocka_unit_test_setup_teardown(test_memif_dpdk_client, setup_memif, teardown),
+		cmocka_unit_test_setup_teardown(test_memif_two_cores_sw_dispatch, setup_memif,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
