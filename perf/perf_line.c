@@ -139,7 +139,7 @@ static int ln_once(const struct ln_opts *o, int forward, struct ln_run *res)
 {
 	char *argv[LN_MAX_ARGS], ports[LN_MAX_WORKERS][2][256], lcores[256], prefix[64];
 	char eal[LN_MAX_WORKERS][768], lip[LN_MAX_WORKERS][32], host[LN_MAX_WORKERS][32];
-	char dlog[128], wlog[LN_MAX_WORKERS][128], secs[32], chunk[32];
+	char dlog[128], wlog[LN_MAX_WORKERS][128], secs[32], chunk[32], ctl[128];
 	pid_t d, w[LN_MAX_WORKERS];
 	int a = 0, rc = 0;
 	size_t n;
@@ -160,6 +160,9 @@ static int ln_once(const struct ln_opts *o, int forward, struct ln_run *res)
 		argv[a++] = ports[i][1];
 		n += (size_t)snprintf(lcores + n, sizeof(lcores) - n, ",%u@%u", i + 1, (i + 1) % 2);
 	}
+	snprintf(ctl, sizeof(ctl), "%s/ctl-%s.sock", ln_tmp, forward ? "fwd" : "agg");
+	argv[a++] = (char *)"--ctl-socket"; /* not the system's default socket */
+	argv[a++] = ctl;
 	argv[a++] = (char *)"--idle-backoff";
 	argv[a++] = (char *)"off"; /* pure polling: this is the line-rate measurement */
 	argv[a++] = (char *)"--mem";

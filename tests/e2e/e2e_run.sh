@@ -87,7 +87,7 @@ afpacket)
 	e2e_bg a appliance "$TALLYD" \
 		--port "net_af_packet0,iface=${ID}a0,framesz=9216,blocksz=36864,framecnt=4096,qpairs=$cores" \
 		--ip $app_ip/24 --queues "$cores" --base-port $port --open-admission --mem 2G \
-		--log-level debug --idle-backoff on \
+		--log-level debug --idle-backoff on --ctl-socket "$E2E_TMP/ctl.sock" \
 		-- --no-huge --no-pci -m 3072 --file-prefix "$ID" --lcores "$lcores"
 	app_pid=$E2E_LAST_PID
 	;;
@@ -102,7 +102,7 @@ memif)
 		lc="$lc,$((r + 1))@$(( (r + 1) % 2 ))"
 	done
 	e2e_bg a appliance "$TALLYD" "${ports[@]}" --base-port $port --open-admission --mem 2G \
-		--log-level debug --idle-backoff on \
+		--log-level debug --idle-backoff on --ctl-socket "$E2E_TMP/ctl.sock" \
 		-- --no-huge --no-pci -m 3072 --file-prefix "$ID" --lcores "$lc"
 	app_pid=$E2E_LAST_PID
 	;;
@@ -217,7 +217,14 @@ case "$impair" in nft-*)
 esac
 e2e_stop "$app_pid" || { e2e_log "appliance exit status $?"; fail=1; }
 app_stats=$(cat "$E2E_TMP/appliance.json" 2>/dev/null)
-[ -n "$app_stats" ] || app_stats=$(grep -E "tallyd: totals:" "$E2E_TMP/appliance.log" | tail -n 1)
+if [ -z "$app_stats" ]; then
+	# tallyd logs its I/O and engine totals on exit: turn "k=v ..." into one JSON object.
+	e2e_log "appliance: $(grep -E "tallyd: totals:" "$E2E_TMP/appliance.log" | tail -n 1)"
+	app_stats=$(grep -E "engine totals:" "$E2E_TMP/appliance.log" | tail -n 1 | $PY -c '
+import json, re, sys
+line = sys.stdin.read()
+print(json.dumps({k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}) if line else "")')
+fi
 e2e_log "appliance: $app_stats"
 if [ "$expect_dups" = 1 ]; then
 	# A duplicate push is answered with a re-sent RESULT (a worker's dup_results); the
