@@ -86,7 +86,7 @@ afpacket)
 	[ "$cores" -ge 2 ] && lcores="0@0,$(seq -s, 1 "$cores" | sed 's/\([0-9]*\)/\1@1/g')"
 	e2e_bg a appliance "$TALLYD" \
 		--port "net_af_packet0,iface=${ID}a0,framesz=9216,blocksz=36864,framecnt=4096,qpairs=$cores" \
-		--ip $app_ip/24 --queues "$cores" --base-port $port --open-admission --mem 2G \
+		--ip $app_ip/24 --queues "$cores" --base-port $port --open-admission --mem 2G --det-pool 64M \
 		--log-level debug --idle-backoff on --ctl-socket "$E2E_TMP/ctl.sock" \
 		-- --no-huge --no-pci -m 3072 --file-prefix "$ID" --lcores "$lcores"
 	app_pid=$E2E_LAST_PID
@@ -101,7 +101,7 @@ memif)
 			--ip "10.99.$((r + 1)).1/24")
 		lc="$lc,$((r + 1))@$(( (r + 1) % 2 ))"
 	done
-	e2e_bg a appliance "$TALLYD" "${ports[@]}" --base-port $port --open-admission --mem 2G \
+	e2e_bg a appliance "$TALLYD" "${ports[@]}" --base-port $port --open-admission --mem 2G --det-pool 64M \
 		--log-level debug --idle-backoff on --ctl-socket "$E2E_TMP/ctl.sock" \
 		-- --no-huge --no-pci -m 3072 --file-prefix "$ID" --lcores "$lc"
 	app_pid=$E2E_LAST_PID
