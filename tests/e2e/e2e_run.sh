@@ -215,7 +215,9 @@ fi
 case "$impair" in nft-*)
 	ip netns exec "$ID"w nft list ruleset | grep -E 'counter packets' | sed 's/^[ \t]*/  nft: /' ;;
 esac
-e2e_stop "$app_pid" || { e2e_log "appliance exit status $?"; fail=1; }
+t0=$(date +%s)
+e2e_stop "$app_pid" || { e2e_log "appliance exit status $? after SIGTERM"; fail=1; }
+e2e_log "appliance stopped in $(( $(date +%s) - t0 )) s"
 app_stats=$(cat "$E2E_TMP/appliance.json" 2>/dev/null)
 if [ -z "$app_stats" ]; then
 	# tallyd logs its I/O and engine totals on exit: turn "k=v ..." into one JSON object.
