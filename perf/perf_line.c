@@ -44,7 +44,8 @@ struct ln_run {
 	double results_ps;    /* RESULTs (or echoed frames) received per second, summed */
 	double retx_ps;
 	double secs;          /* longest worker measurement */
-	char totals[512];     /* tallyd's totals line */
+	char totals[512];     /* tallyd's I/O totals line */
+	char engine[512];     /* and its engine totals (aggregation) */
 };
 
 static char ln_tmp[64];
@@ -192,7 +193,7 @@ static int ln_once(const struct ln_opts *o, int forward, struct ln_run *res)
 	snprintf(secs, sizeof(secs), "%.3f", o->seconds);
 	snprintf(chunk, sizeof(chunk), "%u", o->chunk);
 	for (unsigned i = 0; i < o->workers; i++) {
-		char rank[16], world[16];
+		char rank[16], world[16], bcores[16];
 
 		a = 0;
 		snprintf(eal[i], sizeof(eal[i]),
@@ -205,12 +206,14 @@ static int ln_once(const struct ln_opts *o, int forward, struct ln_run *res)
 			 forward ? "fwd" : "agg");
 		snprintf(rank, sizeof(rank), "%u", i);
 		snprintf(world, sizeof(world), "%u", o->workers);
+		snprintf(bcores, sizeof(bcores), "%u", o->workers); /* as keys spread over cores */
 		const char *wa[] = { o->worker, "--transport", "dpdk", "--dpdk", eal[i],
 				     "--local-ip", lip[i], "--host", host[i], "--rank", rank,
 				     "--world", world, "--seconds", secs, "--rounds", "1000000",
 				     "--chunk", chunk, "--dtype", o->dtype, "--bytes", o->bytes,
 				     "--no-verify", "--json", "--rto-us", o->rto_us, "--window",
-				     o->window, forward ? "--blast" : NULL, NULL };
+				     o->window, "--blast-cores", bcores, forward ? "--blast" : NULL,
+				     NULL };
 		for (a = 0; wa[a]; a++)
 			argv[a] = (char *)wa[a];
 		argv[a] = NULL;
@@ -248,7 +251,8 @@ static int ln_once(const struct ln_opts *o, int forward, struct ln_run *res)
 	if (drc != 0) /* the figures come from the workers; say so, do not hide it */
 		fprintf(stderr, "tally-perf line: warning: tallyd (%s) exited with status %d "
 			"after SIGTERM\n", forward ? "io-forward" : "aggregation", drc);
-	ln_grep(dlog, "totals:", res->totals, sizeof(res->totals));
+	ln_grep(dlog, "tallyd: totals:", res->totals, sizeof(res->totals));
+	ln_grep(dlog, "engine totals:", res->engine, sizeof(res->engine));
 	return rc;
 }
 
@@ -378,6 +382,7 @@ int perf_line_main(int argc, char **argv)
 	       "%.0f pkt/s in, %.0f results/s, %.0f retransmits/s\n",
 	       agg.gbps, per_core, agg.pps, agg.results_ps, agg.retx_ps);
 	printf("  ratio aggregation / forward: %.3f   cores per 100G port: %.1f\n", ratio, cp100);
-	printf("  tallyd (forward)   %s\n  tallyd (aggregate) %s\n", fwd.totals, agg.totals);
+	printf("  tallyd (forward)   %s\n  tallyd (aggregate) %s\n  %s\n", fwd.totals,
+	       agg.totals, agg.engine);
 	return 0;
 }
