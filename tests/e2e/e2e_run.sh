@@ -72,8 +72,8 @@ case "$appliance" in
 udpd)
 	[ -x "$UDPD" ] || e2e_fail "no tly_udpd at $UDPD"
 	e2e_addr a a0 $app_ip/24
-	e2e_bg a appliance "$UDPD" --addr $app_ip --port $port --cores "$cores" --job $job \
-		--token $token --world "$workers" --stats "$E2E_TMP/appliance.json"
+	e2e_bg a appliance "$UDPD" --addr $app_ip --port $port --cores "$cores" --open \
+		--stats "$E2E_TMP/appliance.json"
 	app_pid=$E2E_LAST_PID
 	;;
 afpacket)
@@ -167,7 +167,7 @@ for dt in $dtypes; do
 			xargs_=(--transport dpdk --local-ip "10.99.$((r + 1)).2/24" --dpdk
 				"--no-huge --no-pci -m 512 --file-prefix ${ID}w$r-$dt --lcores 0@$((r % 2)) --vdev net_memif0,role=client,socket=$E2E_TMP/m$r.sock,socket-abstract=no,bsize=9216,id=0")
 		fi
-		e2e_bg w "worker-$dt-$r" "$WORKER" "${xargs_[@]}" --host $host --port $port --job $job \
+		e2e_bg w "worker-$dt-$r" "$WORKER" "${xargs_[@]}" --host $host --port $port --job $((job + keybase / 1000)) \
 			--token $token --rank "$r" --world "$workers" --bytes "$bytes" --keys "$keys" \
 			--rounds "$rounds" --dtype "$dt" --key-base $keybase --json \
 			--seed $seed $worker_args
@@ -204,7 +204,8 @@ PY
 ) || fail=1
 	echo "$res"
 	summary+=("$res")
-	# Next dtype: new keys (a key's dtype is fixed), so shift key ids.
+	# Next dtype: new keys (a key's dtype is fixed) in a new job: a rank whose BYE was lost
+	# on an impaired link stays bound to its old address for the rejoin timeout.
 	keybase=$((keybase + 1000))
 done
 
