@@ -37,6 +37,7 @@
 #define PEER_IP "10.77.0.2"
 
 static char ns[32], veth_a[16], veth_b[16], sock_path[64], sock_path2[64], prefix[40];
+static char ctl_path[64]; /* each tallyd its own control socket */
 static struct it_proc tallyd, client, client2;
 static const char *tallyd_bin, *client_bin;
 
@@ -53,6 +54,7 @@ static void cleanup(void)
 		unlink(sock_path);
 	if (sock_path2[0])
 		unlink(sock_path2);
+	unlink(ctl_path);
 	it_sh("rm -rf /var/run/dpdk/%s /var/run/dpdk/%sc /var/run/dpdk/%sd 2>/dev/null", prefix,
 	      prefix, prefix);
 }
@@ -203,7 +205,7 @@ static void test_kernel_peer(void **state)
 	snprintf(eal, sizeof(eal), "--no-huge --file-prefix %s", prefix);
 	char *argv[] = { (char *)tallyd_bin, "--port", dev, "--ip", TALLYD_IP "/24",
 			 "--open-admission", "--mem", "8M", "--rx-desc", "256", "--tx-desc", "256",
-			 "--eal", eal, NULL };
+			 "--ctl-socket", ctl_path, "--eal", eal, NULL };
 
 	assert_int_equal(it_start(&tallyd, argv), 0);
 	if (!it_wait_for(&tallyd, "tallyd: ready", 30000))
@@ -295,7 +297,7 @@ static void run_memif(int cores)
 	snprintf(q, sizeof(q), "%d", cores);
 	char *argv[] = { (char *)tallyd_bin, "--port", dev, "--ip", TALLYD_IP "/24", "--queues", q,
 			 "--open-admission", "--mem", "16M", "--rx-desc", "512", "--tx-desc", "512",
-			 "--eal", eal, NULL };
+			 "--ctl-socket", ctl_path, "--eal", eal, NULL };
 
 	assert_int_equal(it_start(&tallyd, argv), 0);
 	if (!it_wait_for(&tallyd, "tallyd: ready", 30000))
@@ -354,7 +356,7 @@ static void test_memif_two_ports_relay(void **state)
 	snprintf(cprefix2, sizeof(cprefix2), "%sd", prefix);
 	char *argv[] = { (char *)tallyd_bin, "--port", dev, "--ip", TALLYD_IP "/24",
 			 "--port", dev2, "--ip", "10.78.0.1/24", "--open-admission", "--mem", "16M",
-			 "--rx-desc", "512", "--tx-desc", "512", "--eal", eal, NULL };
+			 "--rx-desc", "512", "--tx-desc", "512", "--ctl-socket", ctl_path, "--eal", eal, NULL };
 
 	assert_int_equal(it_start(&tallyd, argv), 0);
 	if (!it_wait_for(&tallyd, "tallyd: ready", 30000))
@@ -391,6 +393,7 @@ int main(void)
 	}
 	if (getenv("TALLYD_IT_FILTER")) /* run some tests only, e.g. "*memif*" */
 		cmocka_set_test_filter(getenv("TALLYD_IT_FILTER"));
+	snprintf(ctl_path, sizeof(ctl_path), "/tmp/tallyd-it%d.ctl", (int)getpid());
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 	const struct CMUnitTest tests[] = {
