@@ -64,20 +64,23 @@ struct cl_slot {
 	bool staged;              /* payload is this slot's staging buffer */
 	bool send_ack;            /* also (re)send ack_hdr (see client_op.c) */
 	uint64_t first_ns, sent_ns, due_ns;
+	uint64_t rto_ns;          /* this chunk's current timeout (doubles per retry) */
 	uint32_t next_free;
 	uint8_t *stage;           /* max_chunk_bytes */
 };
 
 struct cl_core {
-	struct cl_slot *slots;    /* cfg.window */
+	struct cl_slot *slots;    /* 2 * cfg.window (see cl_cores_init) */
 	uint8_t *stage_mem;
 	uint32_t free_head;
-	uint32_t inflight;
+	uint32_t inflight;        /* slots in use */
+	uint32_t data_inflight;   /* of which data pushes (at most cfg.window) */
 	uint32_t pend_head, pend_tail; /* operations with unsent chunks, FIFO */
 	uint64_t next_due;        /* earliest due_ns among in-flight slots (lower bound) */
 	/* RTO estimator (RFC 6298, in ns) */
 	bool have_rtt;
 	uint64_t srtt, rttvar, rto;
+	uint64_t est;             /* the estimator's RTO (rto may be backed off above it) */
 };
 
 enum cl_op_state { CL_OP_FREE = 0, CL_OP_ACTIVE, CL_OP_DONE, CL_OP_FAILED };
