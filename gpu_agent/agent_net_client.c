@@ -155,7 +155,7 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 	for (unsigned i = 0; i < cfg->nappliances; i++) {
 		const struct tally_agent_appliance *ap = &cfg->appliances[i];
 		struct tally_udp_cfg ucfg = {0};
-		struct tally_client_cfg ccfg;
+		struct tally_client_cfg ccfg = {0};
 		char uerr[256] = "";
 
 		tally_udp_cfg_defaults(&ucfg);
