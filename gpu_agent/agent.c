@@ -21,6 +21,7 @@ struct agent_tensor {
 	int priority;
 	unsigned first_part, nparts;
 	int busy;          /* a push_pull is in flight */
+	int average;       /* divide the sum by world_size */
 	void *host;        /* pinned staging for device tensors (CUDA) */
 };
 
@@ -279,6 +280,7 @@ int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, i
 	t->bytes = bytes;
 	t->dtype = dtype;
 	t->priority = priority;
+	t->average = a->cfg.average;
 	t->first_part = a->nparts;
 	t->nparts = np;
 	for (unsigned i = 0; i < np; i++) {
@@ -310,6 +312,19 @@ int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, i
 	pthread_cond_broadcast(&a->done);
 	pthread_mutex_unlock(&a->mu);
 	return rc ? rc : id;
+}
+
+int tally_agent_set_average(struct tally_agent *a, int tensor, int average)
+{
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&a->mu);
+	if (tensor >= 0 && (unsigned)tensor < a->ntensors) {
+		a->tensors[tensor].average = average != 0;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&a->mu);
+	return rc;
 }
 
 int tally_agent_partitions(struct tally_agent *a, int tensor, struct tally_agent_part *out,
@@ -608,6 +623,7 @@ static void do_register(struct tally_agent *a)
 			.nelems = (uint32_t)(p->bytes / esz),
 			.chunk_elems = 0,
 			.dtype = (uint8_t)t.dtype,
+			.flags = a->cfg.deterministic ? TALLY_KEY_DETERMINISTIC : 0,
 			.participants = (uint16_t)a->cfg.world_size,
 			.quorum = a->cfg.quorum ? a->cfg.quorum : (uint16_t)a->cfg.world_size,
 		};
@@ -701,7 +717,7 @@ static void *progress_main(void *arg)
 					   a->tensors[a->reqs[f->req].tensor].name, p->key, p->appl,
 					   a->cfg.appliances[p->appl].host, a->cfg.appliances[p->appl].port,
 					   a->net->strerror(a->net_ctx, p->appl));
-			else if (f->result == 1 && a->cfg.average) {
+			else if (f->result == 1 && a->tensors[a->reqs[f->req].tensor].average) {
 				struct agent_req *r = &a->reqs[f->req];
 				average(r->buf + p->off, p->bytes, a->tensors[r->tensor].dtype,
 					a->cfg.world_size);

@@ -160,6 +160,7 @@ int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errl
 	ENV("TALLY_PARTITION_BYTES", 1ull << 32, c.partition_bytes);
 	ENV("TALLY_CREDIT_BYTES", 1ull << 40, c.credit_bytes);
 	ENV("TALLY_AVERAGE", 1, c.average);
+	ENV("TALLY_DETERMINISTIC", 1, c.deterministic);
 	ENV("TALLY_CONNECT_TIMEOUT_MS", UINT32_MAX, c.connect_timeout_ms);
 	ENV("TALLY_OP_TIMEOUT_MS", UINT32_MAX, c.op_timeout_ms);
 	ENV("TALLY_QUORUM", 65535, c.quorum);

@@ -61,13 +61,14 @@ struct tally_agent_cfg {
 	uint16_t quorum;            /* per key: 0 = all workers (eager-SGD otherwise) */
 	unsigned max_tensors;       /* default 4096 */
 	unsigned max_handles;       /* concurrent push_pulls, default 1024 */
+	int deterministic;          /* keys summed in rank order: bits independent of arrival */
 };
 
 /* Defaults for everything; rank etc. set to -1 (resolved at create). */
 void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg);
 /* Overrides from the environment: TALLY_APPLIANCES=host[:port][@gbps][+colo],...,
  * TALLY_JOB_ID, TALLY_TOKEN (decimal or 0x hex), TALLY_PARTITION_BYTES, TALLY_CREDIT_BYTES,
- * TALLY_AVERAGE=0|1, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM, and the
+ * TALLY_AVERAGE=0|1, TALLY_DETERMINISTIC=0|1, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM, and the
  * ranks from TALLY_RANK/RANK, TALLY_WORLD_SIZE/WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE.
  * 0, or -EINVAL with a message naming the variable. */
 int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errlen);
@@ -99,6 +100,9 @@ void tally_agent_destroy(struct tally_agent *a);
  * bytes or dtype it is -EINVAL ("tensor 'x' changed shape: declared 400 bytes f32, now ..."). */
 int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, int dtype,
 			int priority);
+/* Per-tensor override of cfg.average (0 sum, 1 divide by world_size), e.g. a broadcast done
+ * as a sum with zeros from every non-root rank. 0 or -ENOENT. */
+int tally_agent_set_average(struct tally_agent *a, int tensor, int average);
 /* Look up a declared tensor by name: its id or -ENOENT. */
 int tally_agent_lookup(struct tally_agent *a, const char *name);
 

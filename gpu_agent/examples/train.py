@@ -1,0 +1,269 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Data-parallel training through Tally: an MLP on scikit-learn's digits (Debian's
+python3-sklearn ships the data set), PyTorch DDP on CPU workers, gradients averaged by a
+Tally appliance through the DDP communication hook (gloo only sets up and broadcasts).
+
+    /usr/bin/python3 gpu_agent/examples/train.py                 # 4 workers, Tally
+    /usr/bin/python3 gpu_agent/examples/train.py --backend gloo  # same run, plain DDP/gloo
+
+Without TALLY_APPLIANCES the launcher starts an appliance itself and says which: tallyd on a
+virtual DPDK device when a tallyd binary is found and --appliance=tallyd, else the software
+appliance over kernel UDP (the dataplane engine, tests/e2e/tly_udpd.c, built as agent_udpd).
+It then runs torchrun with --workers processes, prints loss and accuracy per epoch (rank 0)
+and the appliance's counters at the end. --drop PCT puts a seeded lossy relay between the
+workers and the appliance; --slow-rank R makes one worker sleep --slow-ms per step.
+--dump FILE writes rank 0's final parameters and per-step losses (JSON) for comparisons.
+"""
+import argparse
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+
+def args_parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", choices=("tally", "gloo"), default="tally")
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: all epochs)")
+    p.add_argument("--batch", type=int, default=32, help="per-worker batch size")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--appliance", choices=("auto", "udp", "tallyd"), default="auto")
+    p.add_argument("--udpd", default=None, help="software appliance binary (agent_udpd / tly_udpd)")
+    p.add_argument("--relay", default=None, help="impairment relay binary (agent_relay / tly_relay)")
+    p.add_argument("--drop", type=float, default=0.0, help="percent of packets dropped each way")
+    p.add_argument("--slow-rank", type=int, default=-1)
+    p.add_argument("--slow-ms", type=float, default=30.0)
+    p.add_argument("--deterministic", action="store_true", help="appliance sums in rank order")
+    p.add_argument("--dump", default=None, help="write final params + losses (rank 0) to this JSON file")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+# ---------------------------------------------------------------- launcher
+
+def find_binary(name, given):
+    if given:
+        return given
+    for pat in (f"build*/tests/agent/{name}", f"build*/tests/e2e/{name}", f"build*/appliance/{name}"):
+        hits = sorted(glob.glob(os.path.join(ROOT, pat)))
+        if hits:
+            return hits[0]
+    return None
+
+
+def free_port_block(n):
+    for _ in range(50):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("127.0.0.1", 0))
+        base = s.getsockname()[1]
+        s.close()
+        if base + n >= 65535:
+            continue
+        ok = True
+        for i in range(n):
+            t = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                t.bind(("127.0.0.1", base + i))
+            except OSError:
+                ok = False
+            t.close()
+        if ok:
+            return base
+    raise RuntimeError("no free UDP port block")
+
+
+def stop(proc):
+    if proc and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# torchrun, i.e. torch.distributed.run's main(). Debian's torch 1.13 under Python 3.11 fails to
+# parse its own default --redirects/--tee "0" (IntFlag iteration skips 0 since 3.11); the
+# shim maps a plain number to Std(number) where the original returns None, nothing else.
+TORCHRUN = """
+import sys
+import torch.distributed.elastic.multiprocessing.api as api
+_orig = api.Std.from_str.__func__
+def _from_str(cls, vm):
+    r = _orig(cls, vm)
+    return cls(int(vm)) if r is None and vm.isdigit() else r
+api.Std.from_str = classmethod(_from_str)
+from torch.distributed.run import main
+sys.argv[0] = "torchrun"
+main()
+"""
+
+
+def launch(a):
+    env = dict(os.environ)
+    env.setdefault("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.path.join(ROOT, "gpu_agent", "python") + (":" + env["PYTHONPATH"] if env["PYTHONPATH"] else "")
+    procs = []
+    stats_files = []
+    ncores = 2
+    try:
+        if a.backend == "tally" and not env.get("TALLY_APPLIANCES"):
+            if a.appliance == "tallyd":
+                raise SystemExit("train.py: --appliance tallyd: tallyd is not built in this tree yet; "
+                                 "use --appliance udp (software appliance over kernel UDP)")
+            udpd = find_binary("agent_udpd", a.udpd) or find_binary("tly_udpd", None)
+            if not udpd:
+                raise SystemExit("train.py: no appliance: build the tree (ninja -C build) or set TALLY_APPLIANCES")
+            port = free_port_block(ncores * (2 if a.drop > 0 else 1))
+            token = 0x5EED0000 + a.seed
+            st = f"/tmp/tally-train-appl-{os.getpid()}.json"
+            stats_files.append(("appliance", st))
+            cmd = [udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", str(ncores), "--job", "1",
+                   "--token", str(token), "--world", str(a.workers), "--stats", st]
+            if a.deterministic:
+                cmd += ["--det-pool", str(64 << 20)]
+            procs.append(subprocess.Popen(cmd))
+            print(f"appliance: software appliance over kernel UDP ({os.path.basename(udpd)}: dataplane engine, "
+                  f"{ncores} cores) on 127.0.0.1:{port}", flush=True)
+            worker_port = port
+            if a.drop > 0:
+                relay = find_binary("agent_relay", a.relay) or find_binary("tly_relay", None)
+                if not relay:
+                    raise SystemExit("train.py: --drop needs the relay binary (agent_relay)")
+                worker_port = port + ncores
+                rs = f"/tmp/tally-train-relay-{os.getpid()}.json"
+                stats_files.append(("relay", rs))
+                procs.append(subprocess.Popen([relay, "--listen", "127.0.0.1", "--to", "127.0.0.1",
+                                               "--base", str(worker_port), "--to-base", str(port),
+                                               "--ncores", str(ncores), "--seed", str(a.seed + 1),
+                                               "--drop", str(a.drop), "--stats", rs]))
+                print(f"impaired link: relay on 127.0.0.1:{worker_port} dropping {a.drop}% each way", flush=True)
+            time.sleep(0.3)
+            for p in procs:
+                if p.poll() is not None:
+                    raise SystemExit(f"train.py: {p.args[0]} exited with {p.returncode}")
+            env["TALLY_APPLIANCES"] = f"127.0.0.1:{worker_port}"
+            env["TALLY_JOB_ID"] = "1"
+            env["TALLY_TOKEN"] = str(token)
+            if a.deterministic:
+                env["TALLY_DETERMINISTIC"] = "1"
+        cmd = [sys.executable, "-c", TORCHRUN, "--standalone", f"--nproc_per_node={a.workers}",
+               os.path.abspath(__file__), "--worker"] + [x for x in sys.argv[1:] if x != "--worker"]
+        rc = subprocess.call(cmd, env=env)
+    finally:
+        for p in reversed(procs):
+            stop(p)
+    for what, f in stats_files:
+        try:
+            with open(f) as fh:
+                print(f"{what} counters: {fh.read().strip()}")
+            os.unlink(f)
+        except OSError:
+            pass
+    return rc
+
+
+# ---------------------------------------------------------------- worker
+
+def worker(a):
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from sklearn.datasets import load_digits
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.set_num_threads(1)
+    torch.manual_seed(a.seed)
+
+    d = load_digits()
+    X = torch.tensor(d.data, dtype=torch.float32) / 16.0
+    y = torch.tensor(d.target, dtype=torch.int64)
+    perm = torch.randperm(len(X), generator=torch.Generator().manual_seed(a.seed))
+    X, y = X[perm], y[perm]
+    ntrain = 1500
+    Xtr, ytr, Xte, yte = X[:ntrain], y[:ntrain], X[ntrain:], y[ntrain:]
+
+    model = nn.Sequential(nn.Linear(64, a.hidden), nn.ReLU(), nn.Linear(a.hidden, a.hidden // 2), nn.ReLU(),
+                          nn.Linear(a.hidden // 2, 10))
+    ddp = DDP(model)
+    if a.backend == "tally":
+        import tally.torch as tt
+        state = tt.TallyState()
+        ddp.register_comm_hook(state, tt.comm_hook)
+        if rank == 0:
+            print(f"gradients: Tally DDP comm hook, appliances {state.agent.appliances}, "
+                  f"{world} workers", flush=True)
+    elif rank == 0:
+        print(f"gradients: DDP allreduce over gloo, {world} workers", flush=True)
+    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum)
+    lossf = nn.CrossEntropyLoss()
+
+    per = ntrain // world  # equal shards: every worker takes the same number of steps
+    steps, losses = 0, []
+    t0 = time.time()
+    for epoch in range(a.epochs):
+        g = torch.Generator().manual_seed(a.seed * 1000 + epoch)
+        order = torch.randperm(ntrain, generator=g)[rank * per:(rank + 1) * per]
+        ddp.train()
+        tot, nb = 0.0, 0
+        for b in range(0, per - a.batch + 1, a.batch):
+            idx = order[b:b + a.batch]
+            opt.zero_grad()
+            loss = lossf(ddp(Xtr[idx]), ytr[idx])
+            loss.backward()
+            opt.step()
+            if rank == a.slow_rank:
+                time.sleep(a.slow_ms / 1000.0)
+            tot += loss.item()
+            nb += 1
+            losses.append(loss.item())
+            steps += 1
+            if a.max_steps and steps >= a.max_steps:
+                break
+        model.eval()
+        with torch.no_grad():
+            acc = (model(Xte).argmax(1) == yte).float().mean().item()
+        if rank == 0:
+            print(f"epoch {epoch + 1:2d}  loss {tot / max(nb, 1):.4f}  test accuracy {acc:.4f}  "
+                  f"({steps} steps, {time.time() - t0:.1f} s)", flush=True)
+        if a.max_steps and steps >= a.max_steps:
+            break
+    if a.backend == "tally" and rank == 0:
+        print(f"agent counters (rank 0): {state.agent.stats()}", flush=True)
+    if a.dump and rank == 0:
+        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        with open(a.dump, "w") as f:
+            json.dump({"backend": a.backend, "steps": steps, "losses": losses, "accuracy": acc,
+                       "params": flat.tolist()}, f)
+    dist.barrier()
+    if a.backend == "tally":
+        import tally
+        tally.shutdown()
+    dist.destroy_process_group()
+    return 0
+
+
+def main():
+    a = args_parser().parse_args()
+    if a.worker:
+        return worker(a)
+    return launch(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
