@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent_internal.h"
 #include "tally_agent.h"
@@ -79,6 +80,7 @@ struct tally_agent {
 	unsigned nflight, flight_cap;
 	size_t inflight_bytes;
 	int credit_blocked;
+	uint64_t last_progress_ns; /* last partition completion (or overdraft) */
 
 	int reg_tensor;         /* declaration waiting for REGISTER, -1 none */
 	int reg_rc;
@@ -648,6 +650,14 @@ static int ensure_flight_cap(struct tally_agent *a)
 	return 0;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *progress_main(void *arg)
 {
 	struct tally_agent *a = arg;
@@ -666,10 +676,20 @@ static void *progress_main(void *arg)
 		while ((top = agent_sched_peek(&a->sched))) {
 			const struct agent_part *p = part_at(a, top->part);
 			if (!agent_sched_may_start(a->inflight_bytes, p->bytes, a->cfg.credit_bytes)) {
-				if (!a->credit_blocked)
-					a->st.credit_waits++;
-				a->credit_blocked = 1;
-				break;
+				/* Every partition completes only when all workers pushed it. Workers whose
+				 * priority order differed (a higher-priority tensor arrived before or after
+				 * credits freed) can each hold the window with partitions the other has
+				 * queued behind its own: a deadlock. So when nothing completed for
+				 * credit_stall_ms, one more partition starts (an overdraft). */
+				uint64_t now = now_ns();
+				if (now - a->last_progress_ns < (uint64_t)a->cfg.credit_stall_ms * 1000000u) {
+					if (!a->credit_blocked)
+						a->st.credit_waits++;
+					a->credit_blocked = 1;
+					break;
+				}
+				a->st.credit_overdrafts++;
+				a->last_progress_ns = now;
 			}
 			if (ensure_flight_cap(a))
 				break;
@@ -678,6 +698,7 @@ static void *progress_main(void *arg)
 			a->flight[a->nflight++] = (struct agent_flight){-1, it.req, it.part, 0};
 			a->inflight_bytes += p->bytes;
 			a->credit_blocked = 0;
+			a->last_progress_ns = now_ns();
 			if (a->inflight_bytes > a->st.max_inflight_bytes)
 				a->st.max_inflight_bytes = a->inflight_bytes;
 		}
@@ -739,6 +760,7 @@ static void *progress_main(void *arg)
 			}
 			a->flight[i] = a->flight[--a->nflight];
 			a->inflight_bytes -= part_at(a, f.part)->bytes;
+			a->last_progress_ns = now_ns();
 			a->st.partitions++;
 			a->st.bytes += part_at(a, f.part)->bytes;
 			if (f.result < 0 && !r->status)

@@ -33,6 +33,7 @@ void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg)
 	cfg->op_timeout_ms = 30000;
 	cfg->max_tensors = 4096;
 	cfg->max_handles = 1024;
+	cfg->credit_stall_ms = 10;
 }
 
 /* Strict unsigned parse: the whole string, base 10 or 0x. */
@@ -164,6 +165,7 @@ int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errl
 	ENV("TALLY_CONNECT_TIMEOUT_MS", UINT32_MAX, c.connect_timeout_ms);
 	ENV("TALLY_OP_TIMEOUT_MS", UINT32_MAX, c.op_timeout_ms);
 	ENV("TALLY_QUORUM", 65535, c.quorum);
+	ENV("TALLY_CREDIT_STALL_MS", 1u << 30, c.credit_stall_ms);
 	ENV("TALLY_WINDOW", 65536, c.window);
 	ENV("TALLY_MAX_CHUNK_BYTES", 65536, c.max_chunk_bytes);
 	ENV("TALLY_GPU_HOSTS", 1u << 20, c.gpu_hosts);
@@ -195,6 +197,8 @@ int agent_cfg_resolve(struct tally_agent_cfg *c, char *err, size_t errlen)
 		c->max_tensors = 4096;
 	if (!c->max_handles)
 		c->max_handles = 1024;
+	if (!c->credit_stall_ms)
+		c->credit_stall_ms = 10;
 	return tally_agent_cfg_check(c, err, errlen);
 }
 

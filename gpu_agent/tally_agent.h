@@ -9,7 +9,10 @@
  *    rank computes the same placement; each key is REGISTERed with its appliance at declare.
  *  - Scheduling (ByteScheduler): ready partitions start in priority order (lower priority
  *    value = lower layer index first; ties: submission order, then partition order) while
- *    the bytes in flight stay within credit_bytes (one partition may always start).
+ *    the bytes in flight stay within credit_bytes (one partition may always start). A
+ *    partition completes only when every worker pushed it, so workers that ordered their
+ *    partitions differently could hold each other's windows: when the window is full and
+ *    nothing completed for credit_stall_ms, one more partition starts (counted).
  *  - A progress thread owns the client sessions and drives them; push_pull returns at once.
  *  - Averaging divides every sum by world_size (f32, f16, bf16; not i32).
  *  - Devices: TALLY_AGENT_CPU buffers are used in place. TALLY_AGENT_CUDA buffers (builds
@@ -62,6 +65,8 @@ struct tally_agent_cfg {
 	unsigned max_tensors;       /* default 4096 */
 	unsigned max_handles;       /* concurrent push_pulls, default 1024 */
 	int deterministic;          /* keys summed in rank order: bits independent of arrival */
+	uint32_t credit_stall_ms;   /* window full and nothing completed this long: start one
+				     * more partition anyway (deadlock avoidance), default 10 */
 };
 
 /* Defaults for everything; rank etc. set to -1 (resolved at create). */
@@ -141,6 +146,7 @@ struct tally_agent_stats {
 	uint64_t bytes;           /* gradient bytes summed (partition bytes, this worker) */
 	uint64_t max_inflight_bytes;
 	uint64_t credit_waits;    /* times a ready partition waited for credits */
+	uint64_t credit_overdrafts; /* partitions started past a full window after a stall */
 	uint64_t retransmits;     /* sum over client sessions */
 	uint64_t excluded;        /* chunks left out by a quorum (folded forward) */
 };

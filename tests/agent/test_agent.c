@@ -337,6 +337,7 @@ static void test_priority_and_credits(void **state)
 
 	base_cfg(&c, 0, 1);
 	c.credit_bytes = 2 * 4096; /* two partitions in flight */
+	c.credit_stall_ms = 600000; /* completions are held on purpose: no overdraft */
 	a = mk(h, &c);
 	int tc = tally_agent_declare(a, "first", 2 * 4096, TALLY_DT_F32, 0);   /* keys 0,1 */
 	int tl = tally_agent_declare(a, "late", 3 * 4096, TALLY_DT_F32, 5);    /* keys 2,3,4 */
@@ -397,6 +398,57 @@ static void test_big_partition_still_goes(void **state)
 	assert_int_equal(tally_agent_wait(a, hd), 0);
 	assert_float_equal(buf[1023], 1023.0, 0);
 	tally_agent_destroy(a);
+	loophub_destroy(h);
+}
+
+/* Two workers submit the same tensors in opposite orders with a one-partition window: each
+ * holds the window with a partition the other has queued. The stall rule breaks it. */
+struct xworker {
+	struct loophub *h;
+	int rank, rc;
+	struct tally_agent_stats st;
+};
+
+static void *xworker_main(void *arg)
+{
+	struct xworker *w = arg;
+	struct tally_agent_cfg c;
+	static __thread float b1[2048], b2[2048];
+
+	base_cfg(&c, w->rank, 2);
+	c.credit_bytes = 4096;
+	c.credit_stall_ms = 5;
+	struct tally_agent *a = mk(w->h, &c);
+	int t1 = tally_agent_declare(a, "t1", 8192, TALLY_DT_F32, 0);
+	int t2 = tally_agent_declare(a, "t2", 8192, TALLY_DT_F32, 0);
+	for (int i = 0; i < 2048; i++)
+		b1[i] = b2[i] = 1.0f;
+	int first = w->rank ? t2 : t1, second = w->rank ? t1 : t2;
+	int h1 = tally_agent_push_pull(a, first, w->rank ? b2 : b1, 8192, TALLY_AGENT_CPU, NULL, NULL, NULL);
+	int h2 = tally_agent_push_pull(a, second, w->rank ? b1 : b2, 8192, TALLY_AGENT_CPU, NULL, NULL, NULL);
+	w->rc = tally_agent_wait(a, h1) | tally_agent_wait(a, h2);
+	for (int i = 0; i < 2048 && !w->rc; i++)
+		if (b1[i] != 2.0f || b2[i] != 2.0f)
+			w->rc = -100;
+	tally_agent_get_stats(a, &w->st);
+	tally_agent_destroy(a);
+	return NULL;
+}
+
+static void test_credit_deadlock_avoided(void **state)
+{
+	(void)state;
+	struct loophub *h = loophub_create(2);
+	struct xworker w[2] = {{h, 0, 0, {0}}, {h, 1, 0, {0}}};
+	pthread_t t[2];
+
+	for (int r = 0; r < 2; r++)
+		pthread_create(&t[r], NULL, xworker_main, &w[r]);
+	for (int r = 0; r < 2; r++)
+		pthread_join(t[r], NULL);
+	assert_int_equal(w[0].rc, 0);
+	assert_int_equal(w[1].rc, 0);
+	assert_true(w[0].st.credit_overdrafts + w[1].st.credit_overdrafts >= 1);
 	loophub_destroy(h);
 }
 
@@ -528,6 +580,7 @@ int main(void)
 		cmocka_unit_test(test_average_4_workers),
 		cmocka_unit_test(test_priority_and_credits),
 		cmocka_unit_test(test_big_partition_still_goes),
+		cmocka_unit_test(test_credit_deadlock_avoided),
 		cmocka_unit_test(test_callback_and_cancel),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_cuda_tensor),

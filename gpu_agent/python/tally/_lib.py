@@ -93,12 +93,12 @@ class AgentCfg(ctypes.Structure):
                 ("window", ctypes.c_uint32), ("max_chunk_bytes", ctypes.c_uint32),
                 ("rto_init_us", ctypes.c_uint32), ("quorum", ctypes.c_uint16),
                 ("max_tensors", ctypes.c_uint), ("max_handles", ctypes.c_uint),
-                ("deterministic", ctypes.c_int)]
+                ("deterministic", ctypes.c_int), ("credit_stall_ms", ctypes.c_uint32)]
 
 
 class AgentStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in ("push_pulls", "failed", "partitions", "bytes",
-                                                "max_inflight_bytes", "credit_waits", "retransmits",
+                                                "max_inflight_bytes", "credit_waits", "credit_overdrafts", "retransmits",
                                                 "excluded")]
 
 
