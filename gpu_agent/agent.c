@@ -161,13 +161,33 @@ struct tally_agent *tally_agent_create(const struct tally_agent_cfg *cfg, int *e
 	void *ctx;
 	int rc;
 
-	if ((rc = agent_cfg_resolve(&c, errbuf, errlen)) ||
-	    (rc = agent_net_client_create(&c, &ops, &ctx, errbuf, errlen))) {
-		if (err)
-			*err = rc;
-		return NULL;
+	if ((rc = agent_cfg_resolve(&c, errbuf, errlen)))
+		goto fail;
+	if (c.local_agg && c.local_size > 1) {
+		/* local rank 0 pushes for the machine: rank = machine index among the machines */
+		struct tally_agent_cfg node = c;
+		const char *id = getenv("TALLY_LOCAL_ID");
+
+		node.rank = c.rank / c.local_size;
+		node.world_size = c.world_size / c.local_size;
+		ops = NULL;
+		ctx = NULL;
+		if (c.local_rank == 0 &&
+		    (rc = agent_net_client_create(&node, &ops, &ctx, errbuf, errlen)))
+			goto fail;
+		if (!id)
+			id = getenv("TORCHELASTIC_RUN_ID");
+		if ((rc = agent_net_local_create(&c, ops, ctx, id, c.local_shm_bytes, &ops, &ctx,
+						 errbuf, errlen)))
+			goto fail;
+	} else if ((rc = agent_net_client_create(&c, &ops, &ctx, errbuf, errlen))) {
+		goto fail;
 	}
 	return agent_create_net(&c, ops, ctx, err, errbuf, errlen);
+fail:
+	if (err)
+		*err = rc;
+	return NULL;
 }
 
 static void fail_all_locked(struct tally_agent *a, int status);

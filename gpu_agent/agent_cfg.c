@@ -162,6 +162,8 @@ int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errl
 	ENV("TALLY_CREDIT_BYTES", 1ull << 40, c.credit_bytes);
 	ENV("TALLY_AVERAGE", 1, c.average);
 	ENV("TALLY_DETERMINISTIC", 1, c.deterministic);
+	ENV("TALLY_LOCAL_AGG", 1, c.local_agg);
+	ENV("TALLY_LOCAL_SHM_BYTES", 1ull << 44, c.local_shm_bytes);
 	ENV("TALLY_CONNECT_TIMEOUT_MS", UINT32_MAX, c.connect_timeout_ms);
 	ENV("TALLY_OP_TIMEOUT_MS", UINT32_MAX, c.op_timeout_ms);
 	ENV("TALLY_QUORUM", 65535, c.quorum);
@@ -242,6 +244,11 @@ int tally_agent_cfg_check(const struct tally_agent_cfg *c, char *err, size_t err
 			agent_errf(err, errlen, "appliance %u: empty host or non-positive rate", i);
 			return -EINVAL;
 		}
+	if (c->local_agg && c->local_size > 1 && c->world_size % c->local_size) {
+		agent_errf(err, errlen, "local aggregation needs world size %d to be a multiple of the "
+			   "local size %d", c->world_size, c->local_size);
+		return -EINVAL;
+	}
 	if (c->connect_timeout_ms == 0 || c->op_timeout_ms == 0) {
 		agent_errf(err, errlen, "timeouts must be > 0 ms");
 		return -EINVAL;

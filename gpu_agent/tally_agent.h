@@ -15,6 +15,9 @@
  *    nothing completed for credit_stall_ms, one more partition starts (counted).
  *  - A progress thread owns the client sessions and drives them; push_pull returns at once.
  *  - Averaging divides every sum by world_size (f32, f16, bf16; not i32).
+ *  - Intra-machine aggregation (cfg.local_agg, CPU backend): local ranks sum through shared
+ *    memory with sum_avx, the machine's sum is pushed once by local rank 0 (rank = machine
+ *    index among world_size / local_size machines), the result is shared back.
  *  - Devices: TALLY_AGENT_CPU buffers are used in place. TALLY_AGENT_CUDA buffers (builds
  *    with CUDA) are copied to pinned host memory on `stream`, pushed, and copied back.
  * All functions return 0 / an id >= 0, or a negative errno; the text of the last error is in
@@ -67,13 +70,18 @@ struct tally_agent_cfg {
 	int deterministic;          /* keys summed in rank order: bits independent of arrival */
 	uint32_t credit_stall_ms;   /* window full and nothing completed this long: start one
 				     * more partition anyway (deadlock avoidance), default 10 */
+	int local_agg;              /* sum the local ranks in shared memory first; only local
+				     * rank 0 of each machine talks to the appliances (needs
+				     * world_size % local_size == 0, ranks contiguous per machine) */
+	size_t local_shm_bytes;     /* sparse shared segment, default 4 GiB */
 };
 
 /* Defaults for everything; rank etc. set to -1 (resolved at create). */
 void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg);
 /* Overrides from the environment: TALLY_APPLIANCES=host[:port][@gbps][+colo],...,
  * TALLY_JOB_ID, TALLY_TOKEN (decimal or 0x hex), TALLY_PARTITION_BYTES, TALLY_CREDIT_BYTES,
- * TALLY_AVERAGE=0|1, TALLY_DETERMINISTIC=0|1, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM, and the
+ * TALLY_AVERAGE=0|1, TALLY_DETERMINISTIC=0|1, TALLY_LOCAL_AGG=0|1,
+ * TALLY_LOCAL_SHM_BYTES, TALLY_CREDIT_STALL_MS, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM, and the
  * ranks from TALLY_RANK/RANK, TALLY_WORLD_SIZE/WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE.
  * 0, or -EINVAL with a message naming the variable. */
 int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errlen);

@@ -93,7 +93,8 @@ class AgentCfg(ctypes.Structure):
                 ("window", ctypes.c_uint32), ("max_chunk_bytes", ctypes.c_uint32),
                 ("rto_init_us", ctypes.c_uint32), ("quorum", ctypes.c_uint16),
                 ("max_tensors", ctypes.c_uint), ("max_handles", ctypes.c_uint),
-                ("deterministic", ctypes.c_int), ("credit_stall_ms", ctypes.c_uint32)]
+                ("deterministic", ctypes.c_int), ("credit_stall_ms", ctypes.c_uint32),
+                ("local_agg", ctypes.c_int), ("local_shm_bytes", ctypes.c_size_t)]
 
 
 class AgentStats(ctypes.Structure):
