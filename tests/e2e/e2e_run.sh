@@ -79,13 +79,31 @@ udpd)
 afpacket)
 	[ -x "$TALLYD" ] || e2e_fail "no tallyd at $TALLYD"
 	# tallyd owns a0 through AF_PACKET: the kernel must not hold the address (it would
-	# answer with ICMP port unreachable), tallyd answers ARP for it.
-	ip -n "$ID"a link set "$ID"a0 promisc on
-	lcores=$cores
-	e2e_bg a appliance "$TALLYD" --no-huge --file-prefix "$ID" --log-level info \
-		--vdev "net_af_packet0,iface=${ID}a0,framesz=9216,blocksz=9216,framecnt=2048,qpairs=1" \
-		--ip $app_ip/24 --port $port --cores "$lcores" --job $job --token $token \
-		--world "$workers" --mem 2G --stats "$E2E_TMP/appliance.json"
+	# answer with ICMP port unreachable); tallyd answers ARP for it. framesz must fit the
+	# mbuf, blocksz be a multiple of the page size.
+	# One datapath lcore per queue; EAL lcore 0 is the main thread.
+	lcores="0-$cores"
+	[ "$cores" -ge 2 ] && lcores="0@0,$(seq -s, 1 "$cores" | sed 's/\([0-9]*\)/\1@1/g')"
+	e2e_bg a appliance "$TALLYD" \
+		--port "net_af_packet0,iface=${ID}a0,framesz=9216,blocksz=36864,framecnt=4096,qpairs=$cores" \
+		--ip $app_ip/24 --queues "$cores" --base-port $port --open-admission --mem 2G \
+		--log-level debug --idle-backoff on \
+		-- --no-huge --no-pci -m 3072 --file-prefix "$ID" --lcores "$lcores"
+	app_pid=$E2E_LAST_PID
+	;;
+memif)
+	[ -x "$TALLYD" ] || e2e_fail "no tallyd at $TALLYD"
+	# One memif port per DPDK worker (a memif connects one pair); one datapath lcore per
+	# port, spread over the CPUs; the sockets live in this test's temporary directory.
+	ports=() lc="0@0"
+	for r in $(seq 0 $((workers - 1))); do
+		ports+=(--port "net_memif$r,role=server,socket=$E2E_TMP/m$r.sock,socket-abstract=no,bsize=9216,id=0"
+			--ip "10.99.$((r + 1)).1/24")
+		lc="$lc,$((r + 1))@$(( (r + 1) % 2 ))"
+	done
+	e2e_bg a appliance "$TALLYD" "${ports[@]}" --base-port $port --open-admission --mem 2G \
+		--log-level debug --idle-backoff on \
+		-- --no-huge --no-pci -m 3072 --file-prefix "$ID" --lcores "$lc"
 	app_pid=$E2E_LAST_PID
 	;;
 *)
@@ -129,8 +147,10 @@ none|relay:*) ;;
 *) e2e_fail "unknown impairment '$impair'" ;;
 esac
 
-sleep 0.5
-kill -0 "$app_pid" 2>/dev/null || e2e_fail "the appliance exited at start"
+case "$appliance" in
+udpd) e2e_wait_log appliance "cores on port" 20 "$app_pid" ;;
+*) e2e_wait_log appliance "ready" 30 "$app_pid" ;;
+esac
 
 fail=0
 summary=()
@@ -140,7 +160,14 @@ for dt in $dtypes; do
 	seed=$((RANDOM + 1)) # one seed for all ranks: each computes the others' data from it
 	for r in $(seq 0 $((workers - 1))); do
 		# shellcheck disable=SC2086
-		e2e_bg w "worker-$dt-$r" "$WORKER" --host $target --port $port --job $job \
+		xargs_=()
+		host=$target
+		if [ "$appliance" = memif ]; then
+			host=10.99.$((r + 1)).1
+			xargs_=(--transport dpdk --local-ip "10.99.$((r + 1)).2/24" --dpdk
+				"--no-huge --no-pci -m 512 --file-prefix ${ID}w$r-$dt --lcores 0@$((r % 2)) --vdev net_memif0,role=client,socket=$E2E_TMP/m$r.sock,socket-abstract=no,bsize=9216,id=0")
+		fi
+		e2e_bg w "worker-$dt-$r" "$WORKER" "${xargs_[@]}" --host $host --port $port --job $job \
 			--token $token --rank "$r" --world "$workers" --bytes "$bytes" --keys "$keys" \
 			--rounds "$rounds" --dtype "$dt" --key-base $keybase --json \
 			--seed $seed $worker_args
@@ -190,15 +217,23 @@ case "$impair" in nft-*)
 esac
 e2e_stop "$app_pid" || { e2e_log "appliance exit status $?"; fail=1; }
 app_stats=$(cat "$E2E_TMP/appliance.json" 2>/dev/null)
+[ -n "$app_stats" ] || app_stats=$(grep -E "tallyd: totals:" "$E2E_TMP/appliance.log" | tail -n 1)
 e2e_log "appliance: $app_stats"
 if [ "$expect_dups" = 1 ]; then
-	$PY - "$app_stats" "$E2E_TMP/relay.json" <<'PY' || fail=1
-import json, sys
-s = json.loads(sys.argv[1] or "{}")
-d = s.get("duplicates", 0) + s.get("late_pushes", 0) + s.get("resends", 0)
-print(f"appliance duplicates={s.get('duplicates', 0)} late_pushes={s.get('late_pushes', 0)} resends={s.get('resends', 0)}")
-if d == 0:
-    print("expected the appliance to count duplicate pushes on this link, saw none"); sys.exit(1)
+	# A duplicate push is answered with a re-sent RESULT (a worker's dup_results); the
+	# software appliance also counts them itself.
+	$PY - "$app_stats" "$E2E_TMP" <<'PY' || fail=1
+import glob, json, sys
+s = json.loads(sys.argv[1]) if sys.argv[1].startswith("{") else {}
+dup_results = 0
+for f in glob.glob(sys.argv[2] + "/worker-*.log"):
+    lines = [l for l in open(f) if l.startswith("{")]
+    if lines:
+        dup_results += json.loads(lines[-1]).get("dup_results", 0)
+print(f"duplicates: appliance duplicates={s.get('duplicates', 'n/a')} resends={s.get('resends', 'n/a')} "
+      f"worker dup_results={dup_results}")
+if dup_results == 0 or s.get("duplicates", 1) == 0:
+    print("expected duplicates to be counted on this link, saw none"); sys.exit(1)
 PY
 fi
 [ $fail = 0 ] && e2e_log PASS || e2e_log FAIL
