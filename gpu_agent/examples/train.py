@@ -8,8 +8,9 @@ Tally appliance through the DDP communication hook (gloo only sets up and broadc
     /usr/bin/python3 gpu_agent/examples/train.py --backend gloo  # same run, plain DDP/gloo
 
 Without TALLY_APPLIANCES the launcher starts an appliance itself and says which: tallyd on a
-virtual DPDK device when a tallyd binary is found and --appliance=tallyd, else the software
-appliance over kernel UDP (the dataplane engine, tests/e2e/tly_udpd.c, built as agent_udpd).
+virtual DPDK device (net_af_packet on a veth, workers in a network namespace) when tallyd is
+built and we are root, else the software appliance over kernel UDP (the dataplane engine,
+tests/e2e/tly_udpd.c, built as agent_udpd); --appliance forces one.
 It then runs torchrun with --workers processes, prints loss and accuracy per epoch (rank 0)
 and the appliance's counters at the end. --drop PCT puts a seeded lossy relay between the
 workers and the appliance; --slow-rank R makes one worker sleep --slow-ms per step.
@@ -40,8 +41,10 @@ def args_parser():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--appliance", choices=("auto", "udp", "tallyd"), default="auto")
+    p.add_argument("--appliance", choices=("auto", "udp", "tallyd"), default="auto",
+                   help="auto: tallyd when built and running as root (and no --drop), else udp")
     p.add_argument("--udpd", default=None, help="software appliance binary (agent_udpd / tly_udpd)")
+    p.add_argument("--tallyd", default=None, help="tallyd binary (default: build*/appliance/tallyd)")
     p.add_argument("--relay", default=None, help="impairment relay binary (agent_relay / tly_relay)")
     p.add_argument("--drop", type=float, default=0.0, help="percent of packets dropped each way")
     p.add_argument("--slow-rank", type=int, default=-1)
@@ -57,7 +60,8 @@ def args_parser():
 def find_binary(name, given):
     if given:
         return given
-    for pat in (f"build*/tests/agent/{name}", f"build*/tests/e2e/{name}", f"build*/appliance/{name}"):
+    for pat in (f"build*/tests/agent/{name}", f"build*/tests/e2e/{name}", f"build*/appliance/{name}",
+                f"build*/control/{name}"):
         hits = sorted(glob.glob(os.path.join(ROOT, pat)))
         if hits:
             return hits[0]
@@ -112,18 +116,75 @@ main()
 """
 
 
+TALLYD_IP = "10.77.0.1"
+
+
+def start_tallyd(a, tallyd, cleanups):
+    """tallyd on a virtual DPDK device: net_af_packet on one end of a veth pair, the workers
+    in a network namespace on the other end (kernel UDP). Names carry this helper's prefix
+    and are removed at the end, also on failure."""
+    tag = f"agent{os.getpid() % 100000}"
+    ns, va, vb = f"{tag}-ns", f"{tag}a", f"{tag}b"
+    cleanups.append(f"ip link del {va}")
+    cleanups.append(f"ip netns del {ns}")
+    sh = (f"ip netns add {ns} && ip link add {va} type veth peer name {vb} && ip link set {vb} netns {ns} && "
+          f"ip link set {va} up && ip -n {ns} addr add 10.77.0.2/24 dev {vb} && ip -n {ns} link set {vb} up && "
+          f"ip -n {ns} link set lo up")
+    if subprocess.call(sh, shell=True) != 0:
+        raise SystemExit("train.py: cannot create the namespace / veth for tallyd (needs root and iproute2)")
+    ctl = f"/tmp/{tag}-tallyd.sock"
+    log = open(f"/tmp/{tag}-tallyd.log", "w+")
+    cleanups.append(f"rm -f {ctl} /tmp/{tag}-tallyd.log")
+    cmd = [tallyd, "--port", f"net_af_packet0,iface={va}", "--ip", f"{TALLYD_IP}/24", "--open-admission",
+           "--mem", "256M", "--max-chunk", "1024", "--mtu", "0", "--ctl-socket", ctl,
+           "--eal", f"--no-huge --file-prefix {tag}"]
+    if a.deterministic:
+        cmd += ["--det-pool", "64M"]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(600):
+        log.seek(0)
+        text = log.read()
+        if "tallyd: ready" in text:
+            break
+        if proc.poll() is not None:
+            raise SystemExit(f"train.py: tallyd exited ({proc.returncode}):\n{text}")
+        time.sleep(0.1)
+    else:
+        stop(proc)
+        raise SystemExit("train.py: tallyd did not become ready in 60 s")
+    print(f"appliance: tallyd on a virtual DPDK device (net_af_packet on veth {va}, {TALLYD_IP}); "
+          f"workers in network namespace {ns}", flush=True)
+    return ns, ctl, proc
+
+
 def launch(a):
     env = dict(os.environ)
     env.setdefault("PYTHONPATH", "")
     env["PYTHONPATH"] = os.path.join(ROOT, "gpu_agent", "python") + (":" + env["PYTHONPATH"] if env["PYTHONPATH"] else "")
     procs = []
     stats_files = []
+    stats_ctl = []
+    cleanups = []
+    wrap = []
     ncores = 2
     try:
         if a.backend == "tally" and not env.get("TALLY_APPLIANCES"):
-            if a.appliance == "tallyd":
-                raise SystemExit("train.py: --appliance tallyd: tallyd is not built in this tree yet; "
-                                 "use --appliance udp (software appliance over kernel UDP)")
+            tallyd = find_binary("tallyd", a.tallyd)
+            use_tallyd = a.appliance == "tallyd" or (a.appliance == "auto" and tallyd and os.geteuid() == 0
+                                                     and a.drop == 0)
+            if use_tallyd:
+                if not tallyd:
+                    raise SystemExit("train.py: --appliance tallyd: no tallyd binary (build the tree)")
+                ns, ctl, proc = start_tallyd(a, tallyd, cleanups)
+                procs.append(proc)
+                stats_ctl.append(ctl)
+                env["TALLY_APPLIANCES"] = f"{TALLYD_IP}:9170"
+                env["TALLY_JOB_ID"] = "1"
+                env["TALLY_TOKEN"] = str(0x5EED0000 + a.seed)
+                if a.deterministic:
+                    env["TALLY_DETERMINISTIC"] = "1"
+                wrap = ["ip", "netns", "exec", ns]
+        if a.backend == "tally" and not env.get("TALLY_APPLIANCES"):
             udpd = find_binary("agent_udpd", a.udpd) or find_binary("tly_udpd", None)
             if not udpd:
                 raise SystemExit("train.py: no appliance: build the tree (ninja -C build) or set TALLY_APPLIANCES")
@@ -162,10 +223,17 @@ def launch(a):
                 env["TALLY_DETERMINISTIC"] = "1"
         cmd = [sys.executable, "-c", TORCHRUN, "--standalone", f"--nproc_per_node={a.workers}",
                os.path.abspath(__file__), "--worker"] + [x for x in sys.argv[1:] if x != "--worker"]
-        rc = subprocess.call(cmd, env=env)
+        rc = subprocess.call(wrap + cmd, env=env)
+        for ctl in stats_ctl:
+            tallyctl = find_binary("tallyctl", None)
+            if tallyctl:
+                print("tallyctl stats:", flush=True)
+                subprocess.call([tallyctl, "--socket", ctl, "stats"])
     finally:
         for p in reversed(procs):
             stop(p)
+        for c in reversed(cleanups):
+            subprocess.call(c, shell=True, stderr=subprocess.DEVNULL)
     for what, f in stats_files:
         try:
             with open(f) as fh:
