@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """4 workers training through Tally vs the same run with plain DDP over gloo (same seeds,
 same data order), and the Tally run again under 3% packet loss each way with one worker
-30 ms slow per step. gpu_agent/examples/train.py does the runs (torchrun, software
-appliance over kernel UDP, seeded lossy relay); rank 0 dumps its final parameters and
-per-step losses.
+30 ms slow per step. gpu_agent/examples/train.py does the runs (torchrun; the clean Tally
+run goes through tallyd on a virtual DPDK device when tallyd is built and we are root, else
+through the software appliance over kernel UDP; the lossy run through the software appliance
+behind the seeded lossy relay); rank 0 dumps its final parameters and per-step losses.
 
 Pass: after 33 steps (3 epochs) the parameters of every Tally run agree with gloo's within
 |diff| <= 1e-4 + 1e-3*|gloo| element-wise (the sums are the same numbers added in another
