@@ -5,7 +5,9 @@ same data order), and the Tally run again under 3% packet loss each way with one
 30 ms slow per step. gpu_agent/examples/train.py does the runs (torchrun; the clean Tally
 run goes through tallyd on a virtual DPDK device when tallyd is built and we are root, else
 through the software appliance over kernel UDP; the lossy run through the software appliance
-behind the seeded lossy relay); rank 0 dumps its final parameters and per-step losses.
+behind the seeded lossy relay), and once more with intra-machine aggregation (the 4 local
+workers sum in shared memory, local rank 0 alone pushes); rank 0 dumps its final parameters
+and per-step losses.
 
 Pass: after 33 steps (3 epochs) the parameters of every Tally run agree with gloo's within
 |diff| <= 1e-4 + 1e-3*|gloo| element-wise (the sums are the same numbers added in another
@@ -43,6 +45,7 @@ def run(tag, extra, tmp):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=400)
     for line in p.stdout.splitlines():
         if line.startswith(("epoch", "gradients", "appliance", "impaired", "agent counters", "relay", "Traceback",
+                            "intra-machine",
                             "tally", "RuntimeError")) or "Error" in line:
             print("   ", line)
     if p.returncode != 0:
@@ -71,12 +74,14 @@ def main():
         tally = run("tally", ["--backend", "tally"], tmp)
         impaired = run("tally-loss-slow", ["--backend", "tally", "--drop", "3", "--slow-rank", "2",
                                            "--slow-ms", "30"], tmp)
+        local = run("tally-local-agg", ["--backend", "tally", "--appliance", "udp", "--local-agg"], tmp)
     print("loss curves (rank 0, per step):")
     print(f"{'step':>4} {'gloo':>9} {'tally':>9} {'loss+slow':>9}")
     for i, (g, t, m) in enumerate(zip(gloo["losses"], tally["losses"], impaired["losses"])):
         print(f"{i + 1:4d} {g:9.5f} {t:9.5f} {m:9.5f}")
     ok = compare("tally vs gloo", tally, gloo)
     ok &= compare("tally (3% loss, slow rank 2) vs gloo", impaired, gloo)
+    ok &= compare("tally with intra-machine aggregation (shared memory, one push) vs gloo", local, gloo)
     return 0 if ok else 1
 
 
