@@ -91,6 +91,17 @@ def free_port_block(n):
     raise RuntimeError("no free UDP port block")
 
 
+def torchrun_args(nproc):
+    """torchrun on one machine. Not --standalone: in torch 1.13 that always rendezvouses on
+    port 29400, so two launches at once would join each other; a free port and id instead."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return ["--nnodes=1", f"--nproc_per_node={nproc}", "--rdzv_backend=c10d",
+            f"--rdzv_endpoint=127.0.0.1:{port}", f"--rdzv_id=tally{os.getpid()}"]
+
+
 def stop(proc):
     if proc and proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -229,7 +240,7 @@ def launch(a):
             env["TALLY_LOCAL_AGG"] = "1"
             print("intra-machine aggregation: local workers summed in shared memory, local rank 0 pushes",
                   flush=True)
-        cmd = [sys.executable, "-c", TORCHRUN, "--standalone", f"--nproc_per_node={a.workers}",
+        cmd = [sys.executable, "-c", TORCHRUN] + torchrun_args(a.workers) + [
                os.path.abspath(__file__), "--worker"] + [x for x in sys.argv[1:] if x != "--worker"]
         rc = subprocess.call(wrap + cmd, env=env)
         for ctl in stats_ctl:
