@@ -139,10 +139,13 @@ def main():
             env.update(TALLY_APPLIANCES=f"127.0.0.1:{port}", TALLY_JOB_ID="1", TALLY_TOKEN="77")
             if not a.json:
                 print(f"appliance: software appliance over kernel UDP ({a.cores} cores) on 127.0.0.1:{port}")
-        cmd = [sys.executable, "-c", launcher.TORCHRUN, "--standalone", f"--nproc_per_node={a.workers}",
+        cmd = [sys.executable, "-c", launcher.TORCHRUN] + launcher.torchrun_args(a.workers) + [
                os.path.abspath(__file__), "--worker", "--out", out] + [x for x in sys.argv[1:] if x != "--json"]
-        rc = subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL if a.json else None,
-                             stderr=subprocess.DEVNULL if a.json else None)
+        log = open(out + ".log", "w+") if a.json else None
+        rc = subprocess.call(cmd, env=env, stdout=log, stderr=subprocess.STDOUT if log else None)
+        if log and rc != 0:
+            log.seek(0)
+            sys.stderr.write(log.read()[-6000:])
     finally:
         launcher.stop(appl)
     if rc != 0 or not os.path.exists(out):
@@ -151,6 +154,8 @@ def main():
     with open(out) as f:
         r = json.load(f)
     os.unlink(out)
+    if os.path.exists(out + ".log"):
+        os.unlink(out + ".log")
     if a.json:
         print(json.dumps(r))
     else:
