@@ -171,6 +171,7 @@ int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errl
 	ENV("TALLY_WINDOW", 65536, c.window);
 	ENV("TALLY_MAX_CHUNK_BYTES", 65536, c.max_chunk_bytes);
 	ENV("TALLY_RTO_INIT_US", 10000000, c.rto_init_us);
+	ENV("TALLY_RTO_MAX_US", 100000000, c.rto_max_us);
 	ENV("TALLY_GPU_HOSTS", 1u << 20, c.gpu_hosts);
 	/* Ranks: ours first, then torchrun's. */
 	ENV("RANK", 1u << 20, c.rank);

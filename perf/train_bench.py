@@ -32,7 +32,7 @@ def parser():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--threads", type=int, default=1, help="torch threads per worker")
     p.add_argument("--partition-bytes", type=int, default=4 << 20)
-    p.add_argument("--credit-bytes", type=int, default=16 << 20)
+    p.add_argument("--credit-bytes", type=int, default=8 << 20)
     p.add_argument("--bucket-mb", type=int, default=25, help="DDP bucket_cap_mb")
     p.add_argument("--cores", type=int, default=2, help="appliance cores (UDP ports)")
     p.add_argument("--tally-first", action="store_true")
@@ -123,6 +123,11 @@ def main():
     env["TALLY_PARTITION_BYTES"] = str(a.partition_bytes)
     env["TALLY_CREDIT_BYTES"] = str(a.credit_bytes)
     env["TALLY_AVERAGE"] = "1"
+    # A loaded machine with one software appliance thread: back off retransmissions (chunks
+    # wait for the slowest worker, not for the network) and allow slow steps.
+    env.setdefault("TALLY_RTO_INIT_US", "5000")
+    env.setdefault("TALLY_RTO_MAX_US", "1000000")
+    env.setdefault("TALLY_OP_TIMEOUT_MS", "600000")
     out = f"/tmp/tally-train-bench-{os.getpid()}.json"
     appl = None
     try:

@@ -94,7 +94,8 @@ class AgentCfg(ctypes.Structure):
                 ("rto_init_us", ctypes.c_uint32), ("quorum", ctypes.c_uint16),
                 ("max_tensors", ctypes.c_uint), ("max_handles", ctypes.c_uint),
                 ("deterministic", ctypes.c_int), ("credit_stall_ms", ctypes.c_uint32),
-                ("local_agg", ctypes.c_int), ("local_shm_bytes", ctypes.c_size_t)]
+                ("local_agg", ctypes.c_int), ("local_shm_bytes", ctypes.c_size_t),
+                ("rto_max_us", ctypes.c_uint32)]
 
 
 class AgentStats(ctypes.Structure):
