@@ -54,7 +54,7 @@ static void psum_usage(FILE *f)
 		"  --dtype, --ways, --size may be repeated; defaults: f32 f16 bf16, 2 and 4 ways,\n"
 		"  256K (cache) and 256M (DRAM). BYTES: the f32 accumulator, n = BYTES/4 elements for\n"
 		"  every dtype (a 16-bit source is BYTES/2); K, M, G suffixes are binary.\n"
-		"  K: 2..%d. --reps: 1..1000 (default 15 for sizes up to 8M, 7 above).\n"
+		"  K: 2..%d. --reps: 1..1000 (default 15 for sizes up to 8M, 5 above).\n"
 		"  --isa forces a reducer path (default: TALLY_ISA or the best this CPU has).\n"
 		"  Time is this thread's CPU time (robust when other jobs share the cores);\n"
 		"  --wall times with the wall clock instead.\n",
@@ -154,19 +154,28 @@ static int psum_parse(int argc, char **argv, struct psum_opts *o)
 	return 0;
 }
 
-/* Ordinary values in [-1, 1) of the dtype (no NaN or subnormal to skew timings). */
-static void psum_fill(int dt, void *p, size_t n, uint64_t seed)
+/* Source j: ordinary values in [-1, 1) / (j + 1) of the dtype, no NaN or subnormal to skew
+ * timings. Random f32 values are generated once into `tmp` (n floats) and converted with the
+ * reducers themselves, so filling 1 GiB takes a moment, not seconds. */
+static void psum_fill(int dt, void *const *src, unsigned k, size_t n, float *tmp)
 {
-	for (size_t i = 0; i < n; i++) {
-		float f;
+	uint64_t seed = 0x9e3779b97f4a7c15ULL;
 
+	for (size_t i = 0; i < n; i++) {
 		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-		f = (float)((int32_t)(seed >> 32)) * 0x1p-31f;
+		tmp[i] = (float)((int32_t)(seed >> 32)) * 0x1p-31f;
+	}
+	for (unsigned j = 0; j < k; j++) {
+		float sc = 1.0f / (float)(j + 1);
+
 		switch (dt) {
-		case TALLY_DT_F16: ((uint16_t *)p)[i] = tally_f32_to_f16(f); break;
-		case TALLY_DT_BF16: ((uint16_t *)p)[i] = tally_f32_to_bf16(f); break;
-		case TALLY_DT_I32: ((int32_t *)p)[i] = (int32_t)(seed >> 40); break;
-		default: ((float *)p)[i] = f; break;
+		case TALLY_DT_F16: tally_sum_f32_to_f16(src[j], tmp, n, sc); break;
+		case TALLY_DT_BF16: tally_sum_f32_to_bf16(src[j], tmp, n, sc); break;
+		case TALLY_DT_I32:
+			for (size_t i = 0; i < n; i++)
+				((int32_t *)src[j])[i] = (int32_t)(tmp[i] * 1e6f) + (int32_t)j;
+			break;
+		default: tally_sum_f32_scale(src[j], tmp, n, sc); break;
 		}
 	}
 }
@@ -255,8 +264,7 @@ static int psum_measure(int dt, size_t size, unsigned k, int reps, struct psum_b
 
 	if (!mc || !ra || !rk)
 		goto out;
-	for (unsigned j = 0; j < k; j++)
-		psum_fill(dt, b->src[j], n, 0x9e3779b97f4a7c15ULL * (j + 1));
+	psum_fill(dt, b->src, k, n, b->dst);
 	tally_sum_load((enum tally_dtype)dt, b->dst, b->src[0], n);
 	psum_run_op(dt, 0, b, k, n); /* warm-up: pages, caches, branch predictors */
 	psum_run_op(dt, 1, b, k, n);
@@ -267,13 +275,13 @@ static int psum_measure(int dt, size_t size, unsigned k, int reps, struct psum_b
 		/* the accumulator starts from the data each time so it stays ordinary numbers */
 		tally_sum_load((enum tally_dtype)dt, b->dst, b->src[k - 1], n);
 		/* each timed block follows an untimed one, as perf_memcpy_gbps does for memcpy */
-		for (unsigned i = 0; i < ia; i++)
+		for (unsigned i = 0; size <= PERF_WARM_MAX && i < ia; i++)
 			psum_run_op(dt, 0, b, k, n);
 		t0 = perf_now();
 		for (unsigned i = 0; i < ia; i++)
 			psum_run_op(dt, 0, b, k, n);
 		ra[r] = (double)(k - 1) * sb * ia / (perf_now() - t0) / 1e9;
-		for (unsigned i = 0; i < ik; i++)
+		for (unsigned i = 0; size <= PERF_WARM_MAX && i < ik; i++)
 			psum_run_op(dt, 1, b, k, n);
 		t0 = perf_now();
 		for (unsigned i = 0; i < ik; i++)
@@ -339,7 +347,7 @@ int perf_sum_main(int argc, char **argv)
 			double f32_gelems[2] = { 0, 0 };
 
 			for (int di = 0; di < o.ndt; di++) {
-				int reps = o.reps ? o.reps : o.sizes[si] <= (8u << 20) ? 15 : 7;
+				int reps = o.reps ? o.reps : o.sizes[si] <= (8u << 20) ? 15 : 5;
 				struct psum_res res[2];
 
 				if (psum_measure(o.dts[di], o.sizes[si], o.ways[wi], reps, &b, res) < 0) {

@@ -20,6 +20,8 @@ int perf_parse_size(const char *s, size_t *out);
 /* One timed repetition moves at least this many source bytes (small buffers are looped over,
  * staying in cache) so clock resolution does not matter. */
 #define PERF_MIN_BYTES_PER_REP (8u << 20)
+/* Above this many bytes a buffer is DRAM-sized: timed blocks get no warm-up block. */
+#define PERF_WARM_MAX (64u << 20)
 /* How many passes over a buffer of `bytes` one repetition makes (>= 1). */
 unsigned perf_inner_iters(size_t bytes);
 /* memcpy rate of `bytes` from src to dst: median GB/s of source bytes over reps; each timed

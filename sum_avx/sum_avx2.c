@@ -15,6 +15,11 @@
 
 enum a2_kind { A2_F32, A2_F16, A2_BF16, A2_I32 };
 
+static inline size_t a2_esz(enum a2_kind k)
+{
+	return (k == A2_F16 || k == A2_BF16) ? 2 : 4;
+}
+
 A2_INLINE __m256 a2_ld(enum a2_kind k, const void *p, size_t i)
 {
 	switch (k) {
@@ -57,18 +62,20 @@ A2_INLINE void a2_acc(enum a2_kind k, float *dst, const void *src, size_t n)
 	const enum a2_kind ak = k == A2_I32 ? A2_I32 : A2_F32;
 	size_t i = 0;
 
-	for (; i + 32 <= n; i += 32) {
-		__m256 d0 = a2_ld(A2_F32, dst, i), d1 = a2_ld(A2_F32, dst, i + 8);
-		__m256 d2 = a2_ld(A2_F32, dst, i + 16), d3 = a2_ld(A2_F32, dst, i + 24);
+	/* running pointers with constant offsets (the index form costs a lea per access) */
+	for (float *dp = dst; i + 32 <= n; i += 32, dp += 32) {
+		const void *sp = (const char *)src + i * a2_esz(k);
+		__m256 d0 = a2_ld(A2_F32, dp, 0), d1 = a2_ld(A2_F32, dp, 8);
+		__m256 d2 = a2_ld(A2_F32, dp, 16), d3 = a2_ld(A2_F32, dp, 24);
 
-		d0 = a2_add(ak, d0, a2_ld(k, src, i));
-		d1 = a2_add(ak, d1, a2_ld(k, src, i + 8));
-		d2 = a2_add(ak, d2, a2_ld(k, src, i + 16));
-		d3 = a2_add(ak, d3, a2_ld(k, src, i + 24));
-		_mm256_storeu_ps(dst + i, d0);
-		_mm256_storeu_ps(dst + i + 8, d1);
-		_mm256_storeu_ps(dst + i + 16, d2);
-		_mm256_storeu_ps(dst + i + 24, d3);
+		d0 = a2_add(ak, d0, a2_ld(k, sp, 0));
+		d1 = a2_add(ak, d1, a2_ld(k, sp, 8));
+		d2 = a2_add(ak, d2, a2_ld(k, sp, 16));
+		d3 = a2_add(ak, d3, a2_ld(k, sp, 24));
+		_mm256_storeu_ps(dp, d0);
+		_mm256_storeu_ps(dp + 8, d1);
+		_mm256_storeu_ps(dp + 16, d2);
+		_mm256_storeu_ps(dp + 24, d3);
 	}
 	for (; i + 8 <= n; i += 8)
 		_mm256_storeu_ps(dst + i, a2_add(ak, a2_ld(A2_F32, dst, i), a2_ld(k, src, i)));
@@ -81,8 +88,13 @@ A2_INLINE void a2_kway_body(enum a2_kind k, float *dst, const void *const *src, 
 			    size_t n, int nt)
 {
 	const enum a2_kind ak = k == A2_I32 ? A2_I32 : A2_F32;
+	const char *sp[TALLY_SUM_MAX_WAYS]; /* in registers: vector stores may alias src[] */
 	size_t i = 0;
 
+	sp[0] = src[0]; /* k >= 1 (checked by the dispatcher) */
+	for (unsigned w = 1; w < kk; w++)
+		sp[w] = src[w];
+	src = (const void *const *)sp;
 	/* streaming stores need 32-byte alignment: peel scalar elements until dst is aligned */
 	if (nt)
 		for (; i < n && ((uintptr_t)(dst + i) & 31); i++) {
@@ -131,12 +143,24 @@ A2_INLINE void a2_kway_body(enum a2_kind k, float *dst, const void *const *src, 
 		_mm_sfence();
 }
 
+/* copies with the source loop unrolled for the common small k */
+A2_INLINE void a2_kway_nt(enum a2_kind k, float *dst, const void *const *src, unsigned kk,
+			  size_t n, int nt)
+{
+	switch (kk) {
+	case 1: a2_kway_body(k, dst, src, 1, n, nt); break;
+	case 2: a2_kway_body(k, dst, src, 2, n, nt); break;
+	case 4: a2_kway_body(k, dst, src, 4, n, nt); break;
+	default: a2_kway_body(k, dst, src, kk, n, nt); break;
+	}
+}
+
 A2_INLINE void a2_kway(enum a2_kind k, float *dst, const void *const *src, unsigned kk, size_t n)
 {
 	if (n * 4 >= A2_NT_BYTES && !((uintptr_t)dst & 3))
-		a2_kway_body(k, dst, src, kk, n, 1);
+		a2_kway_nt(k, dst, src, kk, n, 1);
 	else
-		a2_kway_body(k, dst, src, kk, n, 0);
+		a2_kway_nt(k, dst, src, kk, n, 0);
 }
 
 /* f32 → bf16, round to nearest even on the bits; NaN kept quiet. 8 results in 128 bits. */

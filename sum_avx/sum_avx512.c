@@ -132,52 +132,72 @@ A5_INLINE void a5_kway_body(enum a5_kind k, float *dst, const void *const *src, 
 			    size_t n, int nt)
 {
 	const enum a5_kind ak = k == A5_I32 ? A5_I32 : A5_F32;
+	const size_t es = a5_esz(k);
+	/* a local copy of the source pointers: the vector stores may alias anything, so reading
+	 * src[] would reload every pointer every step; these stay in registers */
+	const char *sp[TALLY_SUM_MAX_WAYS];
 	size_t i = a5_head(dst, n);
 
+	sp[0] = src[0]; /* k >= 1 (checked by the dispatcher) */
+	for (unsigned w = 1; w < kk; w++)
+		sp[w] = src[w];
 	if (i) {
 		__mmask16 m = a5_mask(i);
-		__m512 a = a5_ldm(k, src[0], 0, m);
+		__m512 a = a5_ldm(k, sp[0], 0, m);
 
 		for (unsigned w = 1; w < kk; w++)
-			a = a5_add(ak, a, a5_ldm(k, src[w], 0, m));
+			a = a5_add(ak, a, a5_ldm(k, sp[w], 0, m));
 		_mm512_mask_storeu_ps(dst, m, a);
 	}
-	for (; i + 16 * A5_KV <= n; i += 16 * A5_KV) {
+	for (float *dp = dst + i; i + 16 * A5_KV <= n; i += 16 * A5_KV, dp += 16 * A5_KV) {
+		const size_t off = i * es;
 		__m512 a[A5_KV];
 
 #pragma GCC unroll 8
 		for (int j = 0; j < A5_KV; j++)
-			a[j] = a5_ld(k, src[0], i + 16 * j);
+			a[j] = a5_ld(k, sp[0] + off, 16 * j);
 		for (unsigned w = 1; w < kk; w++) {
-			const void *p = src[w];
-
 #pragma GCC unroll 8
 			for (int j = 0; j < A5_KV; j++)
-				a[j] = a5_add(ak, a[j], a5_ld(k, p, i + 16 * j));
+				a[j] = a5_add(ak, a[j], a5_ld(k, sp[w] + off, 16 * j));
 		}
 #pragma GCC unroll 8
 		for (int j = 0; j < A5_KV; j++)
-			a5_st(dst + i + 16 * j, a[j], nt);
+			a5_st(dp + 16 * j, a[j], nt);
 	}
 	for (; i < n; i += 16) {
 		__mmask16 m = n - i >= 16 ? (__mmask16)0xffff : a5_mask(n - i);
-		__m512 a = a5_ldm(k, src[0], i, m);
+		__m512 a = a5_ldm(k, sp[0], i, m);
 
 		for (unsigned w = 1; w < kk; w++)
-			a = a5_add(ak, a, a5_ldm(k, src[w], i, m));
+			a = a5_add(ak, a, a5_ldm(k, sp[w], i, m));
 		_mm512_mask_storeu_ps(dst + i, m, a);
 	}
 	if (nt)
 		_mm_sfence(); /* streaming stores visible before anyone reads dst */
 }
 
+/* Small k (the common 2..4-way sums, and k = 1 conversions) get their own copies with the
+ * source loop fully unrolled. */
+A5_INLINE void a5_kway_nt(enum a5_kind k, float *dst, const void *const *src, unsigned kk,
+			  size_t n, int nt)
+{
+	switch (kk) {
+	case 1: a5_kway_body(k, dst, src, 1, n, nt); break;
+	case 2: a5_kway_body(k, dst, src, 2, n, nt); break;
+	case 3: a5_kway_body(k, dst, src, 3, n, nt); break;
+	case 4: a5_kway_body(k, dst, src, 4, n, nt); break;
+	default: a5_kway_body(k, dst, src, kk, n, nt); break;
+	}
+}
+
 A5_INLINE void a5_kway(enum a5_kind k, float *dst, const void *const *src, unsigned kk, size_t n)
 {
 	/* streaming only where the main loop's stores are 64-byte aligned */
 	if (n * 4 >= A5_NT_BYTES && !((uintptr_t)dst & 3))
-		a5_kway_body(k, dst, src, kk, n, 1);
+		a5_kway_nt(k, dst, src, kk, n, 1);
 	else
-		a5_kway_body(k, dst, src, kk, n, 0);
+		a5_kway_nt(k, dst, src, kk, n, 0);
 }
 
 /* ---- f32 → f16 / bf16 / f32 with a scale ---- */
@@ -337,3 +357,23 @@ const struct sum_ops sum_ops_avx512 = {
 	.f16_kway = a5_f16_kway,
 	.bf16_kway = a5_bf16_kway,
 };
+
+#ifdef TALLY_HAVE_AVX512BF16
+const struct sum_ops sum_ops_avx512_bf16 = {
+	.f32_acc = a5_f32_acc,
+	.f32_add = a5_f32_add,
+	.i32_acc = a5_i32_acc,
+	.i32_add = a5_i32_add,
+	.f16_acc = a5_f16_acc,
+	.bf16_acc = a5_bf16_acc,
+	.f16_to_f32 = a5_f16_to_f32,
+	.bf16_to_f32 = a5_bf16_to_f32,
+	.f32_to_f16 = a5_f32_to_f16,
+	.f32_to_bf16 = sum_a5bf16_f32_to_bf16,
+	.f32_scale = a5_f32_scale,
+	.f32_kway = a5_f32_kway,
+	.i32_kway = a5_i32_kway,
+	.f16_kway = a5_f16_kway,
+	.bf16_kway = a5_bf16_kway,
+};
+#endif

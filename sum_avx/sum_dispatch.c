@@ -2,6 +2,7 @@
  * sum_dispatch.c — picks the reducer path once (CPUID, TALLY_ISA) and routes every public
  * call through that path's table; dtype helpers and the dtype-generic entry points.
  */
+#include <cpuid.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,27 @@ const char *tally_sum_isa_name(enum tally_isa isa)
 	return (unsigned)isa < TALLY_ISA_COUNT ? sum_isa_names[isa] : "unknown";
 }
 
+/* F16C and AVX512_BF16 straight from CPUID: not every compiler's __builtin_cpu_supports knows
+ * them (clang 14 does not). The OS-state checks come with the AVX2 / AVX-512F builtins. */
+static int sum_cpu_f16c(void)
+{
+	unsigned a, b, c, d;
+
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
+#ifdef TALLY_HAVE_AVX512BF16
+static int sum_cpu_avx512bf16(void)
+{
+	unsigned a, b, c, d;
+
+	/* leaf 7 subleaf 1, EAX bit 5; subleaf 0 EBX bit 17: AVX512DQ */
+	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & (1u << 17)))
+		return 0;
+	return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+}
+#endif
+
 static const struct sum_ops *sum_table(enum tally_isa isa)
 {
 	switch (isa) {
@@ -55,6 +77,10 @@ static const struct sum_ops *sum_table(enum tally_isa isa)
 #endif
 #ifdef TALLY_HAVE_AVX512
 	case TALLY_ISA_AVX512:
+#ifdef TALLY_HAVE_AVX512BF16
+		if ((sum_cpu_mask & SUM_CPU_BF16) && sum_cpu_avx512bf16())
+			return &sum_ops_avx512_bf16;
+#endif
 		return &sum_ops_avx512;
 #endif
 	default:
@@ -69,10 +95,10 @@ static int sum_cpu_has(enum tally_isa isa)
 		return 1;
 	case TALLY_ISA_AVX2:
 		/* libgcc's checks include the OS enabling the YMM/ZMM state (XGETBV). */
-		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+		return __builtin_cpu_supports("avx2") && sum_cpu_f16c();
 	case TALLY_ISA_AVX512:
 		return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c");
+		       __builtin_cpu_supports("avx512vl") && sum_cpu_f16c();
 	default:
 		return 0;
 	}
@@ -104,7 +130,7 @@ int tally_sum_set_isa(enum tally_isa isa)
 		return -EINVAL;
 	if (!tally_sum_isa_supported(isa))
 		return -ENOTSUP;
-	sum_cur_isa = isa;
+	__atomic_store_n(&sum_cur_isa, isa, __ATOMIC_RELAXED);
 	__atomic_store_n(&sum_cur, sum_table(isa), __ATOMIC_RELEASE);
 	return 0;
 }
@@ -164,7 +190,7 @@ static inline const struct sum_ops *sum_ops(void)
 enum tally_isa tally_sum_isa(void)
 {
 	sum_ops();
-	return sum_cur_isa;
+	return __atomic_load_n(&sum_cur_isa, __ATOMIC_RELAXED);
 }
 
 /* ---- public entry points: one indirect call each ---- */

@@ -37,9 +37,20 @@ extern const struct sum_ops sum_ops_avx2;
 #ifdef TALLY_HAVE_AVX512
 extern const struct sum_ops sum_ops_avx512;
 #endif
+#ifdef TALLY_HAVE_AVX512BF16
+/* The AVX-512 table with the f32 → bf16 output of sum_avx512_bf16.c (CPUs with
+ * AVX512_BF16 + AVX512DQ); still reported as the "avx512" path. */
+extern const struct sum_ops sum_ops_avx512_bf16;
+void sum_a5bf16_f32_to_bf16(uint16_t *dst, const float *src, size_t n, float scale);
+#endif
+
+/* Bit of the CPU mask (see sum_test_set_cpu_mask) for the AVX512_BF16 extension. */
+#define SUM_CPU_BF16 (1u << TALLY_ISA_COUNT)
 
 /* Tests only: pretend the CPU lacks the paths whose bit (1 << isa) is clear in mask, so the
- * -ENOTSUP handling can be exercised on a CPU that has everything. ~0u restores. */
+ * -ENOTSUP handling can be exercised on a CPU that has everything; with SUM_CPU_BF16 clear
+ * the avx512 path uses its plain AVX-512F table. ~0u restores. Takes effect at the next
+ * tally_sum_set_isa() / tally_sum_init(). */
 void sum_test_set_cpu_mask(unsigned mask);
 
 static inline uint32_t sum_f32_bits(float f)

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "sum_impl.h" /* sum_test_set_cpu_mask */
 #include "sum_test_util.h"
 
 /* ---- guarded buffers ----
@@ -247,10 +248,10 @@ static void check_kway(enum tally_dtype dt, enum tally_isa isa, unsigned k, size
 	long bad;
 
 	assert_non_null(ref);
-	gb_alloc(&d, 0, n * 4, gap);
+	gb_alloc(&d, 0, n * 4, gap * 4);
 	st_fill_f32((float *)d.p, n, &rs); /* garbage the k-way must overwrite */
 	for (unsigned j = 0; j < k; j++) {
-		gb_alloc(&s[j], 1 + (int)j, n * ssz, (gap + j) % 7);
+		gb_alloc(&s[j], 1 + (int)j, n * ssz, (gap + j) % 7 * ssz);
 		if (dt == TALLY_DT_I32)
 			st_fill_i32((int32_t *)s[j].p, n, &rs);
 		else if (ssz == 2)
@@ -259,21 +260,32 @@ static void check_kway(enum tally_dtype dt, enum tally_isa isa, unsigned k, size
 			st_fill_f32((float *)s[j].p, n, &rs);
 		sp[j] = s[j].p;
 	}
-	/* reference: ((s0 + s1) + s2) + ... per element */
+	/* reference: ((s0 + s1) + s2) + ... per element; the first term is taken as bits (k = 1
+	 * is an exact copy/widening: no arithmetic may touch it) */
 	for (size_t i = 0; i < n; i++) {
-		float f = 0;
-		uint32_t u = 0;
+		uint32_t first = 0, u = 0;
+		float f;
 
 		for (unsigned j = 0; j < k; j++) {
+			const void *p = sp[j];
+			uint32_t bits = dt == TALLY_DT_F16 ? st_bits(tally_f16_to_f32(((const uint16_t *)p)[i]))
+				: dt == TALLY_DT_BF16 ? st_bits(tally_bf16_to_f32(((const uint16_t *)p)[i]))
+				: ((const uint32_t *)p)[i];
+
+			if (j == 0)
+				first = bits;
+			u += bits;
+		}
+		f = st_float(first);
+		for (unsigned j = 1; j < k; j++) {
 			const void *p = sp[j];
 			float x = dt == TALLY_DT_F16 ? tally_f16_to_f32(((const uint16_t *)p)[i])
 				: dt == TALLY_DT_BF16 ? tally_bf16_to_f32(((const uint16_t *)p)[i])
 				: ((const float *)p)[i];
 
-			f = j ? f + x : x;
-			u += ((const uint32_t *)p)[i];
+			f = f + x;
 		}
-		ref[i] = dt == TALLY_DT_I32 ? u : st_bits(f);
+		ref[i] = dt == TALLY_DT_I32 ? u : k == 1 ? first : st_bits(f);
 	}
 	assert_int_equal(tally_sum_set_isa(isa), 0);
 	switch (dt) {
@@ -340,8 +352,13 @@ int main(int argc, char **argv)
 	for (int i = 0; argc > 1 && i < TALLY_ISA_COUNT; i++)
 		if (!strcmp(argv[1], tally_sum_isa_name((enum tally_isa)i)))
 			test_isa = (enum tally_isa)i;
+	/* "avx512-nobf16": the AVX-512 path as on a CPU without AVX512_BF16 */
+	if (argc > 1 && !strcmp(argv[1], "avx512-nobf16")) {
+		test_isa = TALLY_ISA_AVX512;
+		sum_test_set_cpu_mask(~SUM_CPU_BF16);
+	}
 	if (test_isa == TALLY_ISA_COUNT) {
-		fprintf(stderr, "usage: test_sum_ops scalar|avx2|avx512\n");
+		fprintf(stderr, "usage: test_sum_ops scalar|avx2|avx512|avx512-nobf16\n");
 		return 2;
 	}
 	if (!tally_sum_isa_supported(test_isa)) {
