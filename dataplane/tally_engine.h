@@ -36,9 +36,11 @@
  *      * slot holds a round > r, or < r-2: TALLY_R_STALE_ROUND.
  *  - Deadline (key's deadline_us > 0): a chunk still open that long after its first push
  *    completes with whatever it has (tally_engine_poll()).
- *  - Deterministic keys: each push is staged in a buffer from a per-core pool
- *    (cfg.det_pool_bytes; exhausted → TALLY_R_POOL_FULL, the worker retries) and the chunk is
- *    reduced in rank order at completion, so its bits do not depend on arrival order.
+ *  - Deterministic keys: a chunk is summed in rank order, left to right, so its bits do not
+ *    depend on arrival order. A push whose lower-ranked contributions are all in goes
+ *    straight into the accumulator; any other push is staged in a buffer from a per-core
+ *    pool (cfg.det_pool_bytes; exhausted → TALLY_R_POOL_FULL, the worker retries) and
+ *    added in rank order as soon as its turn comes or at completion.
  *  - PULL (key, round, offset): re-sends that RESULT if the slot holds that round complete.
  *  - BYE unbinds the rank.
  *  - Every rejection returns its reason, is counted in drops[reason] and changes no state.

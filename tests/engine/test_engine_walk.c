@@ -294,6 +294,14 @@ static void test_drain(void **state)
 	assert_int_equal(h_push(&h, 0, 1, 0, 4, TALLY_DT_F32, v, 4), TALLY_OK);
 	assert_int_equal(tally_engine_open_rounds(h.e), 0);
 	assert_int_equal(tally_engine_open_chunks(h.e), 0);
+	struct walk_out o;
+	memset(&o, 0, sizeof(o));
+	tally_engine_walk_keys(h.e, w_key, &o);
+	assert_int_equal(o.n, 1);
+	assert_int_equal(o.key[0].parity[0].state, TALLY_SLOT_COMPLETE);
+	assert_int_equal(o.key[0].parity[0].chunks_complete, 2);
+	assert_int_equal(o.key[0].parity[0].chunks_open, 0);
+	assert_int_equal(o.key[0].rounds_open, 0);
 	/* a new round is refused; late and duplicate pushes still get their RESULT */
 	H_EXPECT_REJECT(&h, h_push(&h, 0, 1, 1, 0, TALLY_DT_F32, v, 4), TALLY_R_DRAINING, 0);
 	h_clear(&h);
