@@ -64,6 +64,7 @@ struct cl_slot {
 	bool staged;              /* payload is this slot's staging buffer */
 	bool send_ack;            /* also (re)send ack_hdr (see client_op.c) */
 	uint64_t first_ns, sent_ns, due_ns;
+	uint64_t rto_ns;          /* this chunk's current timeout (doubles per retry) */
 	uint32_t next_free;
 	uint8_t *stage;           /* max_chunk_bytes */
 };
@@ -79,6 +80,7 @@ struct cl_core {
 	/* RTO estimator (RFC 6298, in ns) */
 	bool have_rtt;
 	uint64_t srtt, rttvar, rto;
+	uint64_t est;             /* the estimator's RTO (rto may be backed off above it) */
 };
 
 enum cl_op_state { CL_OP_FREE = 0, CL_OP_ACTIVE, CL_OP_DONE, CL_OP_FAILED };

@@ -56,7 +56,7 @@ int cl_cores_init(struct tally_client *c)
 		cc->free_head = 0;
 		cc->pend_head = cc->pend_tail = CL_NONE;
 		cc->next_due = UINT64_MAX;
-		cc->rto = (uint64_t)c->cfg.rto_init_us * 1000;
+		cc->rto = cc->est = (uint64_t)c->cfg.rto_init_us * 1000;
 	}
 	return 0;
 }
@@ -95,7 +95,8 @@ void cl_rtt_sample(struct cl_core *cc, uint64_t r, const struct tally_client_cfg
 	rto = cc->srtt + (var > CL_CLOCK_G_NS ? var : CL_CLOCK_G_NS);
 	if (rto < CL_RTO_MIN_NS)
 		rto = CL_RTO_MIN_NS;
-	cc->rto = rto > max ? max : rto;
+	cc->est = rto > max ? max : rto;
+	cc->rto = cc->est;
 }
 
 static void cl_pend_unlink(struct tally_client *c, struct cl_core *cc, uint32_t opi)
@@ -228,6 +229,7 @@ static void cl_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch, uin
 		}
 	}
 	sl->first_ns = sl->sent_ns = now;
+	sl->rto_ns = cc->rto;
 	sl->due_ns = now + cc->rto;
 	if (sl->due_ns < cc->next_due)
 		cc->next_due = sl->due_ns;
@@ -275,6 +277,7 @@ void cl_ackwait_start(struct tally_client *c, struct cl_key *k, uint32_t ch, uin
 	tally_proto_finish(sl->hdr, &h, sl->payload, sl->len);
 	now = cl_now(c);
 	sl->first_ns = sl->sent_ns = now;
+	sl->rto_ns = cc->rto;
 	sl->due_ns = now + cc->rto;
 	if (sl->due_ns < cc->next_due)
 		cc->next_due = sl->due_ns;
@@ -429,7 +432,7 @@ uint64_t tally_client_tick(struct tally_client *c)
 
 			for (uint32_t s = 0; s < 2 * c->cfg.window && cc->inflight; s++) {
 				struct cl_slot *sl = &cc->slots[s];
-				uint64_t rto;
+				uint64_t rto, cap;
 
 				if (sl->op == CL_NONE)
 					continue;
@@ -454,8 +457,18 @@ uint64_t tally_client_tick(struct tally_client *c)
 				}
 				if (sl->due_ns <= now) {
 					sl->retries++;
-					rto = sl->retries >= 40 ? max : cc->rto << sl->retries;
-					sl->due_ns = now + (rto > max ? max : rto);
+					rto = sl->rto_ns * 2 > max ? max : sl->rto_ns * 2;
+					sl->rto_ns = rto;
+					sl->due_ns = now + rto;
+					/* Karn: a backed-off RTO stays for new chunks until a
+					 * chunk sent once gives a sample (chunks sent together back
+					 * off to the same value, no compounding). Capped at 4x the
+					 * estimate: most timeouts here are another worker's loss,
+					 * not a short estimate, and an estimate that is short
+					 * still gets samples from chunks that make it within 4x. */
+					cap = 4 * cc->est;
+					if (rto > cc->rto && cc->rto < cap)
+						cc->rto = rto < cap ? rto : cap;
 					sl->sent_ns = now;
 					if (sl->op == CL_ACKWAIT)
 						c->st.ack_pushes++;
@@ -487,14 +500,25 @@ int tally_client_wait(struct tally_client *c, int handle)
 
 		if (rc)
 			return rc < 0 ? rc : 0;
+		if (!c->ops->poll)
+			return -ENOTSUP;
+		/* Take in what already arrived before deciding that anything is late: after
+		 * the process was descheduled, RESULTs wait in the socket, and timers alone
+		 * would re-send chunks that are done (measured: 3-4x spurious retransmits on
+		 * a loaded host). */
+		for (int i = 0; i < 16 && c->ops->poll(c->xctx, 0) > 0; i++)
+			;
+		rc = tally_client_test(c, handle);
+		if (rc)
+			return rc < 0 ? rc : 0;
 		next = tally_client_tick(c);
 		rc = tally_client_test(c, handle);
 		if (rc)
 			return rc < 0 ? rc : 0;
-		if (!c->ops->poll)
-			return -ENOTSUP;
 		if (next > 10000000ull)
 			next = 10000000ull; /* wake at least every 10 ms */
+		if (!next)
+			next = 1;
 		rc = c->ops->poll(c->xctx, next);
 		if (rc < 0 && rc != -EINTR && rc != -EAGAIN)
 			return rc;

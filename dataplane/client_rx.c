@@ -109,8 +109,10 @@ static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		uint32_t s = CL_CH_SLOT(w);
 		struct cl_slot *sl = &cc->slots[s];
 
+		uint64_t now = c->ops->now_ns(c->xctx);
+
 		if (sl->retries == 0) /* Karn: no samples from retransmitted chunks */
-			cl_rtt_sample(cc, c->ops->now_ns(c->xctx) - sl->first_ns, &c->cfg);
+			cl_rtt_sample(cc, now - sl->first_ns, &c->cfg);
 		if (!(h->flags & TALLY_F_INCLUDED)) {
 			if (cl_exclude(c, k, ch, h->round, sl->payload)) {
 				cl_seterr(c, "allreduce key %u round %u chunk %u: no memory to keep "

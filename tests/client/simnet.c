@@ -475,12 +475,14 @@ static int sn_poll(void *ctx, uint64_t timeout_ns)
 {
 	struct sn_ep *ep = ctx;
 	struct simnet *net = ep->net;
-	uint64_t deadline = net->now + (timeout_ns ? timeout_ns : 1);
+	uint64_t deadline = net->now + timeout_ns;
 	unsigned saved = net->polling_node, hits;
 
 	net->polling_node = ep->node;
 	net->poll_hits = 0;
-	for (;;) {
+	if (!timeout_ns) /* non-blocking: what is due now, time stands still */
+		sn_deliver(net);
+	while (timeout_ns) {
 		sn_advance(net, sn_next_time(net, deadline));
 		sn_deliver(net);
 		if (net->poll_hits || net->now >= deadline)

@@ -242,10 +242,20 @@ static void test_adaptive_rto_karn(void **state)
 	assert_true(tally_client_stats(x->c)->retransmits >= 3);
 	fake_release(x->fake[0]);
 	assert_int_equal(drive(x, h, 10 * MS), 1);
+	/* the backed-off RTO stays for new chunks until a clean sample, up to 4x the
+	 * estimate */
 	x->fake[0]->mode = FAKE_ECHO;
 	x->fake[0]->silent_first = 1;
 	base = x->fake[0]->npush;
 	assert_int_equal(tally_client_allreduce(x->c, 0, 22, in, out), 0);
+	uint64_t rto_b = x->fake[0]->log[base + 1].t - x->fake[0]->log[base].t;
+	assert_int_equal(rto_b, 4 * rto1);
+	/* one chunk answered at once: the estimator is back, and the 3 ms wait was never
+	 * taken as an RTT */
+	assert_int_equal(tally_client_allreduce(x->c, 0, 23, in, out), 0);
+	x->fake[0]->silent_first = 1;
+	base = x->fake[0]->npush;
+	assert_int_equal(tally_client_allreduce(x->c, 0, 24, in, out), 0);
 	uint64_t rto2 = x->fake[0]->log[base + 1].t - x->fake[0]->log[base].t;
 	assert_int_equal(rto2, rto1); /* the 3 ms "RTT" was not sampled */
 	fx_free(x);
