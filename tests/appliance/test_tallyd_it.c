@@ -72,7 +72,7 @@ static int setup_netns(void **state)
 	client.pid = client2.pid = tallyd.pid = -1;
 	client.out = client2.out = tallyd.out = -1;
 	if (geteuid() != 0)
-		skip();
+		return 0; /* the test skips */
 	snprintf(ns, sizeof(ns), "tallyd-it%d", (int)getpid());
 	snprintf(veth_a, sizeof(veth_a), "tallyd%da", (int)getpid() % 1000000);
 	snprintf(veth_b, sizeof(veth_b), "tallyd%db", (int)getpid() % 1000000);
@@ -198,6 +198,8 @@ static ssize_t tally_request(int s, uint16_t port, uint8_t op, uint64_t token, c
 static void test_kernel_peer(void **state)
 {
 	(void)state;
+	if (geteuid() != 0)
+		skip();
 	char dev[96], mac[64], neigh[256];
 	snprintf(dev, sizeof(dev), "net_af_packet0,iface=%s", veth_a);
 	snprintf(prefix, sizeof(prefix), "tallyd-it%d", (int)getpid());
@@ -279,7 +281,7 @@ static int setup_memif(void **state)
 	client.pid = client2.pid = tallyd.pid = -1;
 	client.out = client2.out = tallyd.out = -1;
 	if (geteuid() != 0)
-		skip(); /* memif sockets and DPDK runtime directories */
+		return 0; /* the test skips: memif sockets and DPDK runtime directories */
 	snprintf(sock_path, sizeof(sock_path), "/tmp/tallyd-it%d.sock", (int)getpid());
 	snprintf(sock_path2, sizeof(sock_path2), "/tmp/tallyd-it%d-2.sock", (int)getpid());
 	snprintf(prefix, sizeof(prefix), "tallyd-itm%d", (int)getpid());
@@ -290,6 +292,8 @@ static int setup_memif(void **state)
  * queue 0 and frames for core 1 go through the software dispatch ring). */
 static void run_memif(int cores)
 {
+	if (geteuid() != 0)
+		skip();
 	char dev[128], eal[128], cprefix[48], q[8];
 	snprintf(dev, sizeof(dev), "net_memif0,role=server,socket=%s", sock_path);
 	snprintf(eal, sizeof(eal), "--no-huge --file-prefix %s", prefix);
@@ -348,6 +352,8 @@ static void test_memif_two_cores_sw_dispatch(void **state)
 static void test_memif_two_ports_relay(void **state)
 {
 	(void)state;
+	if (geteuid() != 0)
+		skip();
 	char dev[128], dev2[128], eal[128], cprefix[48], cprefix2[48];
 	snprintf(dev, sizeof(dev), "net_memif0,role=server,socket=%s", sock_path);
 	snprintf(dev2, sizeof(dev2), "net_memif1,role=server,socket=%s", sock_path2);
