@@ -1,3 +1,520 @@
-/* SPDX-License-Identifier: Apache-2.0 */
-/* placeholder until the client component lands */
-#include "tally_proto.h"
+/* SPDX-License-Identifier: Apache-2.0
+ * client.c — worker-side session: lifecycle, blocking control requests (JOIN, REGISTER,
+ * BYE), error texts and errno mapping. Data operations live in client_op.c.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_int.h"
+
+void tally_client_cfg_defaults(struct tally_client_cfg *cfg)
+{
+	if (!cfg->max_chunk_bytes)
+		cfg->max_chunk_bytes = 8192;
+	if (!cfg->window)
+		cfg->window = 64;
+	if (!cfg->rto_init_us)
+		cfg->rto_init_us = 500;
+	if (!cfg->rto_max_us)
+		cfg->rto_max_us = 100000;
+	if (!cfg->give_up_ms)
+		cfg->give_up_ms = 30000;
+	if (!cfg->max_ops)
+		cfg->max_ops = 256;
+}
+
+/* The appliance's reason → errno (what tally_client_* return). */
+int cl_err_from_reason(unsigned reason)
+{
+	switch (reason) {
+	case TALLY_R_WRONG_TOKEN: return -EACCES;
+	case TALLY_R_WRONG_JOB: return -EPERM;
+	case TALLY_R_RANK_TAKEN: return -EBUSY;
+	case TALLY_R_BAD_RANK: return -ERANGE;
+	case TALLY_R_NOT_JOINED: return -ENOTCONN;
+	case TALLY_R_NOT_PARTICIPANT: return -EPERM;
+	case TALLY_R_UNKNOWN_KEY: return -ENOENT;
+	case TALLY_R_KEY_CONFLICT: return -EEXIST;
+	case TALLY_R_NO_MEMORY: return -ENOMEM;
+	case TALLY_R_POOL_FULL: return -EAGAIN;
+	case TALLY_R_TOO_EARLY: return -EAGAIN;
+	case TALLY_R_UNSUPPORTED: return -EOPNOTSUPP;
+	case TALLY_R_DRAINING: return -ESHUTDOWN;
+	case TALLY_R_BAD_REGISTER: return -EINVAL;
+	case TALLY_R_BAD_RANGE: return -EINVAL;
+	case TALLY_R_CHUNK_MISMATCH: return -EINVAL;
+	case TALLY_R_OVERSIZED: return -EMSGSIZE;
+	default: return -EPROTO;
+	}
+}
+
+void cl_seterr(struct tally_client *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+	va_end(ap);
+}
+
+const char *tally_client_strerror(const struct tally_client *c)
+{
+	return c ? c->errmsg : "";
+}
+
+const struct tally_client_stats *tally_client_stats(const struct tally_client *c)
+{
+	return &c->st;
+}
+
+uint16_t tally_client_ncores(const struct tally_client *c)
+{
+	return c->ncores;
+}
+
+void cl_fill_hdr(const struct tally_client *c, struct tally_hdr *h, uint8_t op)
+{
+	memset(h, 0, sizeof(*h));
+	h->op = op;
+	h->job_id = c->cfg.job_id;
+	h->rank = c->cfg.rank;
+	h->token = c->cfg.token;
+}
+
+int cl_send(struct tally_client *c, uint32_t core, const uint8_t *hdr, const void *payload,
+	    size_t len)
+{
+	struct tally_addr to;
+	int rc;
+
+	memset(&to, 0, sizeof(to));
+	to.core = core;
+	rc = c->ops->send(c->xctx, &to, hdr, payload, len);
+	if (rc == 0) {
+		c->st.tx_pkts++;
+		c->st.tx_bytes += TALLY_HDR_LEN + len;
+	}
+	return rc;
+}
+
+struct tally_client *tally_client_create(const struct tally_client_cfg *cfg,
+					 const struct tally_xport_ops *ops, void *xctx,
+					 int *err)
+{
+	struct tally_client *c = NULL;
+	int rc = -EINVAL;
+
+	if (!cfg || !ops || !ops->send || !ops->now_ns)
+		goto fail;
+	if (cfg->world_size < 1 || cfg->world_size > TALLY_MAX_WORKERS ||
+	    cfg->rank >= cfg->world_size)
+		goto fail;
+	rc = -ENOMEM;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto fail;
+	c->cfg = *cfg;
+	tally_client_cfg_defaults(&c->cfg);
+	rc = -EINVAL;
+	if (c->cfg.max_chunk_bytes > TALLY_MAX_PAYLOAD || c->cfg.max_chunk_bytes < 4 ||
+	    c->cfg.window > (1u << 20) || c->cfg.max_ops > 32768 ||
+	    c->cfg.rto_max_us < c->cfg.rto_init_us)
+		goto fail;
+	c->ops = ops;
+	c->xctx = xctx;
+	c->errmsg[0] = '\0';
+	rc = cl_ops_init(c);
+	if (rc)
+		goto fail;
+	if (err)
+		*err = 0;
+	return c;
+fail:
+	tally_client_destroy(c);
+	if (err)
+		*err = rc;
+	return NULL;
+}
+
+void tally_client_destroy(struct tally_client *c)
+{
+	if (!c)
+		return;
+	cl_cores_free(c);
+	for (uint32_t i = 0; i < c->nkeys; i++) {
+		struct cl_key *k = &c->keys[i];
+
+		free(k->cst[0]);
+		free(k->cst[1]);
+		free(k->fold);
+		free(k->fold_pending);
+		free(k->unacked);
+	}
+	free(c->keys);
+	free(c->khash);
+	free(c->ops_tab);
+	free(c->wait_core_ok);
+	free(c);
+}
+
+/* ---- blocking control requests ---- */
+
+static uint64_t cl_now(struct tally_client *c)
+{
+	return c->ops->now_ns(c->xctx);
+}
+
+/* Send a request and poll until answered, retrying with exponential backoff. */
+static int cl_request(struct tally_client *c, uint32_t core, const uint8_t *hdr,
+		      const void *payload, size_t len, uint64_t timeout_ns)
+{
+	uint64_t start = cl_now(c), rto = (uint64_t)c->cfg.rto_init_us * 1000;
+	uint64_t rto_max = (uint64_t)c->cfg.rto_max_us * 1000;
+
+	c->wait_done = false;
+	c->wait_err = 0;
+	for (;;) {
+		uint64_t now = cl_now(c), due;
+
+		if (now - start >= timeout_ns)
+			return -ETIMEDOUT;
+		cl_send(c, core, hdr, payload, len);
+		due = now + rto;
+		if (due > start + timeout_ns)
+			due = start + timeout_ns;
+		while (!c->wait_done && (now = cl_now(c)) < due) {
+			int rc;
+
+			if (!c->ops->poll)
+				return -ENOTSUP;
+			rc = c->ops->poll(c->xctx, due - now);
+			if (rc < 0 && rc != -EINTR && rc != -EAGAIN)
+				return rc;
+		}
+		if (c->wait_done)
+			return c->wait_err;
+		rto = rto * 2 > rto_max ? rto_max : rto * 2;
+	}
+}
+
+int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
+{
+	uint8_t hdr[TALLY_HDR_LEN], pl[TALLY_JOIN_LEN];
+	struct tally_join j = {0};
+	struct tally_hdr h;
+	uint64_t timeout_ns = (uint64_t)timeout_ms * 1000000u;
+	int rc;
+
+	if (c->joined)
+		return 0;
+	c->errmsg[0] = '\0';
+	j.world_size = c->cfg.world_size;
+	j.caps = TALLY_CAP_DETERMINISTIC | TALLY_CAP_QUORUM;
+	j.max_chunk_bytes = c->cfg.max_chunk_bytes;
+	tally_proto_put_join(pl, &j);
+	cl_fill_hdr(c, &h, TALLY_OP_JOIN);
+	tally_proto_finish(hdr, &h, pl, sizeof(pl));
+
+	/* Core 0 tells us how many cores there are; every core keeps its own job table,
+	 * so the others are joined too (one at a time: JOIN_OK names its core in aux). */
+	c->wait = CL_W_JOIN;
+	c->wait_key = 0;
+	rc = cl_request(c, 0, hdr, pl, sizeof(pl), timeout_ns);
+	if (rc)
+		goto out;
+	if (c->jok.ncores < 1 || c->jok.max_chunk_bytes < 4 ||
+	    c->jok.max_chunk_bytes > TALLY_MAX_PAYLOAD) {
+		rc = -EPROTO;
+		cl_seterr(c, "JOIN_OK from core 0 with %u cores, max chunk %u bytes",
+			  c->jok.ncores, c->jok.max_chunk_bytes);
+		goto out;
+	}
+	c->ncores = c->jok.ncores;
+	c->caps = c->jok.caps;
+	c->max_chunk_bytes = c->jok.max_chunk_bytes < c->cfg.max_chunk_bytes ?
+			     c->jok.max_chunk_bytes : c->cfg.max_chunk_bytes;
+	for (uint32_t core = 1; core < c->ncores; core++) {
+		c->wait_key = core;
+		rc = cl_request(c, core, hdr, pl, sizeof(pl), timeout_ns);
+		if (rc)
+			goto out;
+	}
+	rc = cl_cores_init(c);
+	if (rc)
+		goto out;
+	c->joined = true;
+out:
+	if (rc == -ETIMEDOUT)
+		cl_seterr(c, "JOIN of job %u rank %u: no answer from appliance core %u within %u ms",
+			  c->cfg.job_id, c->cfg.rank, c->wait_key, timeout_ms);
+	else if (rc && !c->errmsg[0])
+		cl_seterr(c, "JOIN of job %u rank %u refused by appliance core %u (%s)",
+			  c->cfg.job_id, c->cfg.rank, c->wait_key, strerror(-rc));
+	c->wait = CL_W_NONE;
+	return rc;
+}
+
+static uint32_t cl_hash(uint32_t key)
+{
+	return key * 2654435761u;
+}
+
+struct cl_key *cl_key_find(const struct tally_client *c, uint32_t key)
+{
+	if (!c->khash)
+		return NULL;
+	for (uint32_t i = cl_hash(key) & c->khash_mask;; i = (i + 1) & c->khash_mask) {
+		uint32_t v = c->khash[i];
+
+		if (!v)
+			return NULL;
+		if (c->keys[v - 1].key == key)
+			return &c->keys[v - 1];
+	}
+}
+
+static int cl_key_add(struct tally_client *c, uint32_t key, const struct tally_register *reg,
+		      struct cl_key **out)
+{
+	struct cl_key *k;
+
+	if (c->nkeys == c->keys_cap) {
+		uint32_t cap = c->keys_cap ? c->keys_cap * 2 : 16;
+		struct cl_key *nk = realloc(c->keys, cap * sizeof(*nk));
+
+		if (!nk)
+			return -ENOMEM;
+		c->keys = nk;
+		c->keys_cap = cap;
+	}
+	if ((c->nkeys + 1) * 2 > c->khash_mask + 1 || !c->khash) {
+		uint32_t size = c->khash ? (c->khash_mask + 1) * 2 : 64;
+		uint32_t *h = calloc(size, sizeof(*h));
+
+		if (!h)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < c->nkeys; i++) {
+			uint32_t s = cl_hash(c->keys[i].key) & (size - 1);
+
+			while (h[s])
+				s = (s + 1) & (size - 1);
+			h[s] = i + 1;
+		}
+		free(c->khash);
+		c->khash = h;
+		c->khash_mask = size - 1;
+	}
+	k = &c->keys[c->nkeys];
+	memset(k, 0, sizeof(*k));
+	k->key = key;
+	k->reg = *reg;
+	k->esize = tally_dtype_size((enum tally_dtype)reg->dtype);
+	k->nchunks = (reg->nelems + reg->chunk_elems - 1) / reg->chunk_elems;
+	k->core = key % c->ncores;
+	k->par_op[0] = k->par_op[1] = CL_NONE;
+	k->cst[0] = calloc(k->nchunks, sizeof(uint32_t));
+	k->cst[1] = calloc(k->nchunks, sizeof(uint32_t));
+	if (!k->cst[0] || !k->cst[1]) {
+		free(k->cst[0]);
+		free(k->cst[1]);
+		return -ENOMEM;
+	}
+	/* Keys that can complete without us get their fold buffer now. */
+	if (reg->quorum < reg->participants || reg->deadline_us) {
+		int rc = cl_fold_alloc(c, k);
+
+		if (rc) {
+			free(k->cst[0]);
+			free(k->cst[1]);
+			return rc;
+		}
+	}
+	uint32_t s = cl_hash(key) & c->khash_mask;
+
+	while (c->khash[s])
+		s = (s + 1) & c->khash_mask;
+	c->khash[s] = ++c->nkeys;
+	*out = k;
+	return 0;
+}
+
+int cl_fold_alloc(struct tally_client *c, struct cl_key *k)
+{
+	(void)c;
+	if (k->fold)
+		return 0;
+	k->fold = calloc(k->reg.nelems, 4);
+	k->fold_pending = calloc((k->nchunks + 7) / 8, 1);
+	k->unacked = malloc(k->nchunks * sizeof(uint32_t));
+	if (!k->fold || !k->fold_pending || !k->unacked) {
+		free(k->fold);
+		free(k->fold_pending);
+		free(k->unacked);
+		k->fold = NULL;
+		k->fold_pending = NULL;
+		k->unacked = NULL;
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < k->nchunks; i++)
+		k->unacked[i] = CL_NONE;
+	return 0;
+}
+
+int tally_client_register(struct tally_client *c, uint32_t key, const struct tally_register *in)
+{
+	uint8_t hdr[TALLY_HDR_LEN], pl[TALLY_REGISTER_LEN];
+	struct tally_register reg;
+	struct tally_pkt pkt;
+	struct tally_hdr h;
+	struct cl_key *k;
+	size_t es;
+	int rc;
+
+	if (!c->joined) {
+		cl_seterr(c, "register key %u: not joined", key);
+		return -ENOTCONN;
+	}
+	reg = *in;
+	es = tally_dtype_size((enum tally_dtype)reg.dtype);
+	if (!es || !reg.nelems || reg.compression || !reg.participants ||
+	    reg.participants > c->cfg.world_size || !reg.quorum ||
+	    reg.quorum > reg.participants || (reg.flags & ~TALLY_KEY_DETERMINISTIC) ||
+	    c->cfg.rank >= reg.participants) {
+		cl_seterr(c, "register key %u: invalid parameters", key);
+		return -EINVAL;
+	}
+	if (!reg.chunk_elems)
+		reg.chunk_elems = c->max_chunk_bytes / es;
+	if (reg.chunk_elems > reg.nelems)
+		reg.chunk_elems = reg.nelems;
+	if (!reg.chunk_elems || reg.chunk_elems * es > c->max_chunk_bytes) {
+		cl_seterr(c, "register key %u: chunk of %u elements exceeds %u bytes", key,
+			  reg.chunk_elems, c->max_chunk_bytes);
+		return -EINVAL;
+	}
+	memset(reg.reserved, 0, sizeof(reg.reserved));
+	/* Validate what we would send exactly as the appliance will. */
+	tally_proto_put_register(pl, &reg);
+	cl_fill_hdr(c, &h, TALLY_OP_REGISTER);
+	h.key = key;
+	tally_proto_finish(hdr, &h, pl, sizeof(pl));
+	pkt.hdr = h;
+	pkt.payload = pl;
+	if (tally_proto_get_register(&pkt, &reg) != TALLY_OK) {
+		cl_seterr(c, "register key %u: invalid parameters", key);
+		return -EINVAL;
+	}
+	k = cl_key_find(c, key);
+	if (k) {
+		if (memcmp(&k->reg, &reg, sizeof(reg)) != 0) {
+			cl_seterr(c, "register key %u: already registered differently", key);
+			return -EEXIST;
+		}
+	}
+	c->wait = CL_W_REGISTER;
+	c->wait_key = key;
+	rc = cl_request(c, key % c->ncores, hdr, pl, sizeof(pl),
+			(uint64_t)c->cfg.give_up_ms * 1000000u);
+	c->wait = CL_W_NONE;
+	if (rc == -ETIMEDOUT) {
+		cl_seterr(c, "register key %u: no answer from appliance core %u within %u ms", key,
+			  key % c->ncores, c->cfg.give_up_ms);
+		return rc;
+	}
+	if (rc) {
+		if (!c->wait_done) /* else the ERROR's text is already there */
+			cl_seterr(c, "register key %u: appliance core %u: %s", key,
+				  key % c->ncores, strerror(-rc));
+		return rc;
+	}
+	if (k)
+		return 0;
+	rc = cl_key_add(c, key, &reg, &k);
+	if (rc)
+		cl_seterr(c, "register key %u: out of memory", key);
+	return rc;
+}
+
+void tally_client_bye(struct tally_client *c)
+{
+	uint8_t hdr[TALLY_HDR_LEN];
+	struct tally_hdr h;
+
+	if (!c->joined)
+		return;
+	cl_fill_hdr(c, &h, TALLY_OP_BYE);
+	tally_proto_finish(hdr, &h, NULL, 0);
+	for (uint32_t core = 0; core < c->ncores; core++)
+		cl_send(c, core, hdr, NULL, 0);
+	c->joined = false;
+}
+
+/* JOIN_OK, REGISTER acks and ERRORs for the blocking request in progress. */
+void cl_rx_control(struct tally_client *c, const struct tally_pkt *p)
+{
+	const struct tally_hdr *h = &p->hdr;
+
+	switch (h->op) {
+	case TALLY_OP_JOIN_OK: {
+		struct tally_join_ok jok;
+
+		if (c->wait != CL_W_JOIN || c->wait_done) {
+			c->st.dup_results++;
+			return;
+		}
+		/* aux names the answering core; an appliance that leaves it 0 is accepted
+		 * for whichever core we are waiting on. */
+		if (h->aux != c->wait_key && h->aux != 0) {
+			c->st.drops[TALLY_R_UNEXPECTED_OP]++;
+			return;
+		}
+		if (tally_proto_get_join_ok(p, &jok) != TALLY_OK) {
+			c->st.drops[TALLY_R_LEN_MISMATCH]++;
+			return;
+		}
+		if (c->wait_key == 0)
+			c->jok = jok;
+		else if (jok.ncores != c->ncores) {
+			c->wait_err = -EPROTO;
+			cl_seterr(c, "JOIN_OK from core %u says %u cores, core 0 said %u",
+				  c->wait_key, jok.ncores, c->ncores);
+		}
+		c->wait_done = true;
+		return;
+	}
+	case TALLY_OP_REGISTER:
+		if (!(h->flags & TALLY_F_ACK)) {
+			c->st.drops[TALLY_R_UNEXPECTED_OP]++;
+			return;
+		}
+		if (c->wait != CL_W_REGISTER || h->key != c->wait_key || c->wait_done) {
+			c->st.dup_results++;
+			return;
+		}
+		c->wait_done = true;
+		return;
+	case TALLY_OP_ERROR:
+		c->st.errors++;
+		if (h->aux == TALLY_OP_JOIN && c->wait == CL_W_JOIN && !c->wait_done) {
+			c->wait_err = cl_err_from_reason(h->reason);
+			cl_seterr(c, "JOIN of job %u rank %u refused by appliance core %u: %s",
+				  c->cfg.job_id, c->cfg.rank, c->wait_key,
+				  tally_reason_name((enum tally_reason)h->reason));
+			c->wait_done = true;
+		} else if (h->aux == TALLY_OP_REGISTER && c->wait == CL_W_REGISTER &&
+			   h->key == c->wait_key && !c->wait_done) {
+			c->wait_err = cl_err_from_reason(h->reason);
+			cl_seterr(c, "register key %u refused by appliance core %u: %s", h->key,
+				  h->key % c->ncores,
+				  tally_reason_name((enum tally_reason)h->reason));
+			c->wait_done = true;
+		}
+		return;
+	default:
+		c->st.drops[TALLY_R_UNEXPECTED_OP]++;
+		return;
+	}
+}

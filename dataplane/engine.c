@@ -1,3 +1,212 @@
-/* SPDX-License-Identifier: Apache-2.0 */
-/* placeholder until the engine component lands */
-#include "tally_proto.h"
+/* SPDX-License-Identifier: Apache-2.0
+ * engine.c — the aggregation engine's core: creation, packet dispatch, sends, counters,
+ * drain. The rules are in tally_engine.h; jobs, keys, chunks and the deterministic pool
+ * live in engine_job.c, engine_key.c, engine_chunk.c and engine_det.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_int.h"
+
+void tally_engine_cfg_defaults(struct tally_engine_cfg *cfg)
+{
+	if (!cfg->ncores)
+		cfg->ncores = 1;
+	if (!cfg->base_port)
+		cfg->base_port = TALLY_DEFAULT_PORT;
+	if (!cfg->max_chunk_bytes)
+		cfg->max_chunk_bytes = 8192;
+	if (!cfg->mem_budget)
+		cfg->mem_budget = (size_t)256 << 20;
+	if (!cfg->max_jobs)
+		cfg->max_jobs = 16;
+	if (!cfg->max_keys)
+		cfg->max_keys = 65536;
+	if (!cfg->rejoin_timeout_ns)
+		cfg->rejoin_timeout_ns = 5000000000ull;
+}
+
+void *dp_mem_alloc(struct tally_engine *e, size_t size)
+{
+	size = (size + 63) & ~(size_t)63;
+	if (size == 0)
+		size = 64;
+	if (e->cfg.alloc)
+		return e->cfg.alloc(e->cfg.alloc_ctx, size, 64);
+	return aligned_alloc(64, size);
+}
+
+void dp_mem_free(struct tally_engine *e, void *p)
+{
+	if (!p)
+		return;
+	if (e->cfg.free)
+		e->cfg.free(e->cfg.alloc_ctx, p);
+	else
+		free(p);
+}
+
+struct tally_engine *tally_engine_create(const struct tally_engine_cfg *cfg_in,
+					 const struct tally_xport_ops *ops, void *xctx,
+					 int *err)
+{
+	struct tally_engine *e = NULL;
+	int rc = -EINVAL;
+
+	if (!cfg_in || !ops || !ops->send || !ops->now_ns)
+		goto fail;
+	struct tally_engine_cfg cfg = *cfg_in;
+	tally_engine_cfg_defaults(&cfg);
+	if (cfg.max_chunk_bytes > TALLY_MAX_PAYLOAD || cfg.max_keys > (1u << 30) ||
+	    cfg.max_jobs > 65536 || (!cfg.alloc != !cfg.free))
+		goto fail;
+	rc = tally_sum_init();
+	if (rc < 0)
+		goto fail;
+	rc = -ENOMEM;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		goto fail;
+	e->cfg = cfg;
+	e->ops = ops;
+	e->xctx = xctx;
+	e->jobs = calloc(cfg.max_jobs, sizeof(*e->jobs));
+	if (!e->jobs)
+		goto fail;
+	rc = dp_keys_init(e);
+	if (rc < 0)
+		goto fail;
+	rc = dp_det_init(e);
+	if (rc < 0)
+		goto fail;
+	return e;
+fail:
+	if (e)
+		tally_engine_destroy(e);
+	if (err)
+		*err = rc;
+	return NULL;
+}
+
+void tally_engine_destroy(struct tally_engine *e)
+{
+	if (!e)
+		return;
+	if (e->jobs) {
+		for (uint32_t i = 0; i < e->cfg.max_jobs; i++)
+			if (e->jobs[i].in_use)
+				tally_engine_job_remove(e, e->jobs[i].id);
+	}
+	dp_keys_fini(e);
+	dp_det_fini(e);
+	dp_jobs_free(e);
+	free(e);
+}
+
+enum tally_reason dp_drop(struct tally_engine *e, enum tally_reason r)
+{
+	e->st.drops[r]++;
+	return r;
+}
+
+void dp_send(struct tally_engine *e, const struct tally_addr *to, const struct tally_hdr *h,
+	     const void *payload, size_t len)
+{
+	uint8_t hb[TALLY_HDR_LEN];
+	tally_proto_encode_hdr(hb, h);
+	int rc = e->ops->send(e->xctx, to, hb, len ? payload : NULL, len);
+	if (rc < 0) {
+		e->st.tx_errors++;
+		return;
+	}
+	e->st.tx_pkts++;
+	e->st.tx_bytes += TALLY_HDR_LEN + len;
+}
+
+enum tally_reason dp_reject(struct tally_engine *e, const struct tally_hdr *req,
+			    const struct tally_addr *from, enum tally_reason r)
+{
+	dp_drop(e, r);
+	if (!from)
+		return r;
+	struct tally_hdr h;
+	memset(&h, 0, sizeof(h));
+	h.op = TALLY_OP_ERROR;
+	h.reason = (uint8_t)r;
+	h.aux = req->op;
+	h.job_id = req->job_id;
+	h.rank = req->rank;
+	h.token = req->token;
+	h.key = req->key;
+	h.round = req->round;
+	h.offset = req->offset;
+	h.count = req->count;
+	h.dtype = req->dtype;
+	dp_send(e, from, &h, NULL, 0);
+	return r;
+}
+
+enum tally_reason tally_engine_rx(struct tally_engine *e, const void *buf, size_t len,
+				  const struct tally_addr *from)
+{
+	static const struct tally_addr noaddr;
+	struct tally_pkt pkt;
+
+	e->st.rx_pkts++;
+	e->st.rx_bytes += len;
+	enum tally_reason r = tally_proto_decode(buf, len, &pkt);
+	if (r != TALLY_OK)
+		return dp_drop(e, r);
+	switch (pkt.hdr.op) {
+	case TALLY_OP_PUSH:
+		return dp_rx_push(e, &pkt, from ? from : &noaddr, len);
+	case TALLY_OP_JOIN:
+		return dp_rx_join(e, &pkt, from, len);
+	case TALLY_OP_REGISTER:
+		if (pkt.hdr.flags & TALLY_F_ACK)
+			return dp_drop(e, TALLY_R_UNEXPECTED_OP);
+		return dp_rx_register(e, &pkt, from, len);
+	case TALLY_OP_PULL:
+		return dp_rx_pull(e, &pkt, from ? from : &noaddr, len);
+	case TALLY_OP_BYE:
+		return dp_rx_bye(e, &pkt, from ? from : &noaddr);
+	default: /* JOIN_OK, RESULT, ERROR: only the worker side receives them */
+		return dp_drop(e, TALLY_R_UNEXPECTED_OP);
+	}
+}
+
+const struct tally_engine_stats *tally_engine_stats(const struct tally_engine *e)
+{
+	return &e->st;
+}
+
+void tally_engine_stats_reset(struct tally_engine *e)
+{
+	memset(&e->st, 0, sizeof(e->st));
+}
+
+size_t tally_engine_mem_used(const struct tally_engine *e)
+{
+	return e->mem_used;
+}
+
+void tally_engine_set_draining(struct tally_engine *e, int on)
+{
+	e->draining = on ? 1 : 0;
+}
+
+int tally_engine_draining(const struct tally_engine *e)
+{
+	return e->draining;
+}
+
+uint64_t tally_engine_open_rounds(const struct tally_engine *e)
+{
+	return e->open_rounds;
+}
+
+uint64_t tally_engine_open_chunks(const struct tally_engine *e)
+{
+	return e->open_chunks;
+}

@@ -9,6 +9,9 @@
  *    packet's job id and token are checked. JOIN binds rank → address; a JOIN for a rank bound
  *    to a different address is refused (TALLY_R_RANK_TAKEN) unless nothing was heard from
  *    that rank for cfg.rejoin_timeout_ns (worker restart). JOIN is answered with JOIN_OK.
+ *    Each core's engine binds ranks on its own: a worker JOINs every core it uses, or a
+ *    REGISTER from an unbound rank (valid job and token) binds it as a JOIN would.
+ *    A JOIN whose world_size is non-zero and differs from the job's is TALLY_R_BAD_RANK.
  *  - Keys: registered by REGISTER (first one creates, later identical ones are acked, a
  *    different one gets ERROR KEY_CONFLICT) or by tally_engine_key_register(). Memory for
  *    accumulators and chunk state comes from cfg.mem_budget at registration; exceeding it is
@@ -26,7 +29,9 @@
  *      * slot holds round r-2 (or is unused): starting round r needs every participant to
  *        have acknowledged round r-2, i.e. the other slot holds round r-1 with every
  *        participant seen. Otherwise TALLY_R_TOO_EARLY (worker retransmits later). For
- *        r < 2 an unused slot may start when the other slot is unused or holds r±1.
+ *        r < 2 an unused slot may start when the other slot is unused or holds r±1
+ *        (the same holds for any r, so a key may start at any round, e.g. after a
+ *        failover).
  *      * slot holds a round > r, or < r-2: TALLY_R_STALE_ROUND.
  *  - Deadline (key's deadline_us > 0): a chunk still open that long after its first push
  *    completes with whatever it has (tally_engine_poll()).
@@ -88,7 +93,7 @@ struct tally_engine_stats {
 };
 
 /* Fills defaults for every zero field it can (max_jobs, max_keys, rejoin timeout,
- * max_chunk_bytes = 8192). */
+ * max_chunk_bytes = 8192, mem_budget = 256 MiB, ncores = 1, base_port = 9170). */
 void tally_engine_cfg_defaults(struct tally_engine_cfg *cfg);
 
 /* Returns NULL and sets *err (negative errno) on failure. ops/xctx are used for every send. */
@@ -125,6 +130,86 @@ const struct tally_engine_stats *tally_engine_stats(const struct tally_engine *e
 void tally_engine_stats_reset(struct tally_engine *e);
 /* Bytes of the memory budget in use. */
 size_t tally_engine_mem_used(const struct tally_engine *e);
+
+/* ---- Introspection and drain, for the control plane. Call on the engine's own thread
+ * (the appliance marshals control requests there). Walkers call cb once per item in a
+ * stable order; a non-zero return from cb stops the walk and is returned. ---- */
+
+struct tally_engine_job_info {
+	uint32_t job_id;
+	uint32_t world_size;
+	uint32_t joined;           /* ranks bound to an address */
+	uint32_t keys;             /* keys registered */
+	int open_admission;        /* created by the first JOIN */
+};
+int tally_engine_walk_jobs(const struct tally_engine *e,
+			   int (*cb)(void *arg, const struct tally_engine_job_info *ji),
+			   void *arg);
+
+struct tally_engine_worker_info {
+	uint32_t job_id;
+	uint32_t rank;
+	struct tally_addr addr;    /* learned from its JOIN */
+	uint64_t last_heard_ns;    /* now_ns() of its last accepted packet */
+	uint64_t pkts;             /* packets accepted from it */
+	uint64_t bytes;            /* their bytes */
+};
+/* Bound ranks only, job by job, rank order. */
+int tally_engine_walk_workers(const struct tally_engine *e,
+			      int (*cb)(void *arg, const struct tally_engine_worker_info *wi),
+			      void *arg);
+
+enum tally_slot_state {
+	TALLY_SLOT_UNUSED = 0,     /* no round ever started in this parity */
+	TALLY_SLOT_OPEN = 1,       /* its round has chunks not yet complete */
+	TALLY_SLOT_COMPLETE = 2,   /* every chunk of its round complete */
+};
+
+struct tally_engine_key_info {
+	uint32_t job_id, key;
+	uint32_t nelems, chunk_elems, nchunks;
+	uint8_t dtype;             /* enum tally_dtype */
+	uint8_t deterministic;
+	uint16_t participants, quorum;
+	uint32_t deadline_us;
+	uint32_t rounds_open;      /* 0..2: parities whose round is still open */
+	struct {
+		uint32_t round;            /* the round this parity holds (last started) */
+		uint8_t state;             /* enum tally_slot_state */
+		uint32_t chunks_open;      /* started, not complete */
+		uint32_t chunks_complete;  /* complete in this round */
+	} parity[2];
+	size_t mem_bytes;          /* budget charged for this key */
+};
+int tally_engine_walk_keys(const struct tally_engine *e,
+			   int (*cb)(void *arg, const struct tally_engine_key_info *ki),
+			   void *arg);
+
+struct tally_engine_stuck_info {
+	uint32_t job_id, key, round;
+	uint32_t offset;           /* chunk offset in elements */
+	uint32_t count;            /* chunk elements */
+	uint64_t age_ns;           /* since the chunk's first push */
+	uint16_t contrib;          /* pushes summed so far */
+	uint16_t participants;
+	/* Bitmap of participant ranks whose push is missing (bit r of word r/64); valid only
+	 * during the callback. */
+	const uint64_t *missing;
+	uint32_t missing_words;
+};
+/* Chunks open for at least min_age_ns, oldest first within each key. */
+int tally_engine_walk_stuck(const struct tally_engine *e, uint64_t min_age_ns,
+			    int (*cb)(void *arg, const struct tally_engine_stuck_info *si),
+			    void *arg);
+
+/* Drain: while set, a push that would start a new round of a key is refused with
+ * TALLY_R_DRAINING (counted, dropped); rounds already open finish normally. */
+void tally_engine_set_draining(struct tally_engine *e, int on);
+int tally_engine_draining(const struct tally_engine *e);
+/* What is still open: rounds (key parities with chunks not yet complete) and chunks
+ * (started, not complete). Drain is done when both are 0. */
+uint64_t tally_engine_open_rounds(const struct tally_engine *e);
+uint64_t tally_engine_open_chunks(const struct tally_engine *e);
 
 #ifdef __cplusplus
 }

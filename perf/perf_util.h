@@ -15,6 +15,11 @@ double perf_median(const double *v, size_t n);
 void *perf_alloc(size_t bytes);
 /* Parse "256K", "64M", "1G", "8192" (binary units); -EINVAL on junk. */
 int perf_parse_size(const char *s, size_t *out);
+/* One timed repetition moves at least this many source bytes (small buffers are looped over,
+ * staying in cache) so clock resolution does not matter. */
+#define PERF_MIN_BYTES_PER_REP (8u << 20)
+/* How many passes over a buffer of `bytes` one repetition makes (>= 1). */
+unsigned perf_inner_iters(size_t bytes);
 /* memcpy rate of `bytes` from src to dst: median GB/s of source bytes over reps. */
 double perf_memcpy_gbps(void *dst, const void *src, size_t bytes, int reps);
 

@@ -1,3 +1,321 @@
-/* SPDX-License-Identifier: Apache-2.0 */
-/* placeholder until the reducers land */
-#include "tally_sum.h"
+/* SPDX-License-Identifier: Apache-2.0
+ * sum_dispatch.c — picks the reducer path once (CPUID, TALLY_ISA) and routes every public
+ * call through that path's table; dtype helpers and the dtype-generic entry points.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sum_impl.h"
+
+static const char *const sum_isa_names[TALLY_ISA_COUNT] = { "scalar", "avx2", "avx512" };
+static const char *const sum_dt_names[TALLY_DT_COUNT] = { "f32", "f16", "bf16", "i32" };
+static const size_t sum_dt_sizes[TALLY_DT_COUNT] = { 4, 2, 2, 4 };
+
+/* The table in use; NULL until the first call or tally_sum_init(). Read with acquire so a
+ * thread that sees the pointer sees a fully selected path (the tables are constant). */
+static const struct sum_ops *sum_cur;
+static enum tally_isa sum_cur_isa;
+static unsigned sum_cpu_mask = ~0u;
+
+size_t tally_dtype_size(enum tally_dtype dt)
+{
+	return (unsigned)dt < TALLY_DT_COUNT ? sum_dt_sizes[dt] : 0;
+}
+
+const char *tally_dtype_name(enum tally_dtype dt)
+{
+	return (unsigned)dt < TALLY_DT_COUNT ? sum_dt_names[dt] : "unknown";
+}
+
+int tally_dtype_parse(const char *s)
+{
+	if (!s)
+		return -EINVAL;
+	for (int i = 0; i < TALLY_DT_COUNT; i++)
+		if (!strcmp(s, sum_dt_names[i]))
+			return i;
+	return -EINVAL;
+}
+
+const char *tally_sum_isa_name(enum tally_isa isa)
+{
+	return (unsigned)isa < TALLY_ISA_COUNT ? sum_isa_names[isa] : "unknown";
+}
+
+static const struct sum_ops *sum_table(enum tally_isa isa)
+{
+	switch (isa) {
+	case TALLY_ISA_SCALAR:
+		return &sum_ops_scalar;
+#ifdef TALLY_HAVE_AVX2
+	case TALLY_ISA_AVX2:
+		return &sum_ops_avx2;
+#endif
+#ifdef TALLY_HAVE_AVX512
+	case TALLY_ISA_AVX512:
+		return &sum_ops_avx512;
+#endif
+	default:
+		return NULL;
+	}
+}
+
+static int sum_cpu_has(enum tally_isa isa)
+{
+	switch (isa) {
+	case TALLY_ISA_SCALAR:
+		return 1;
+	case TALLY_ISA_AVX2:
+		/* libgcc's checks include the OS enabling the YMM/ZMM state (XGETBV). */
+		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+	case TALLY_ISA_AVX512:
+		return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c");
+	default:
+		return 0;
+	}
+}
+
+int tally_sum_isa_supported(enum tally_isa isa)
+{
+	if ((unsigned)isa >= TALLY_ISA_COUNT || !(sum_cpu_mask & (1u << isa)))
+		return 0;
+	return sum_table(isa) != NULL && sum_cpu_has(isa);
+}
+
+void sum_test_set_cpu_mask(unsigned mask)
+{
+	sum_cpu_mask = mask | (1u << TALLY_ISA_SCALAR);
+}
+
+static enum tally_isa sum_best(void)
+{
+	for (int i = TALLY_ISA_COUNT - 1; i > 0; i--)
+		if (tally_sum_isa_supported((enum tally_isa)i))
+			return (enum tally_isa)i;
+	return TALLY_ISA_SCALAR;
+}
+
+int tally_sum_set_isa(enum tally_isa isa)
+{
+	if ((unsigned)isa >= TALLY_ISA_COUNT)
+		return -EINVAL;
+	if (!tally_sum_isa_supported(isa))
+		return -ENOTSUP;
+	sum_cur_isa = isa;
+	__atomic_store_n(&sum_cur, sum_table(isa), __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* TALLY_ISA: unset, empty or "auto" means the best path; otherwise a path name. */
+static int sum_env_isa(enum tally_isa *out)
+{
+	const char *s = getenv("TALLY_ISA");
+
+	if (!s || !*s || !strcmp(s, "auto")) {
+		*out = sum_best();
+		return 0;
+	}
+	for (int i = 0; i < TALLY_ISA_COUNT; i++) {
+		if (!strcmp(s, sum_isa_names[i])) {
+			if (!tally_sum_isa_supported((enum tally_isa)i))
+				return -ENOTSUP;
+			*out = (enum tally_isa)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int tally_sum_init(void)
+{
+	enum tally_isa isa;
+	int rc = sum_env_isa(&isa);
+
+	if (rc < 0)
+		return rc; /* the selection stays as it was */
+	return tally_sum_set_isa(isa);
+}
+
+/* First reducer call without tally_sum_init(): a bad TALLY_ISA cannot be returned, so it is
+ * reported once on stderr and the best path is used. */
+static const struct sum_ops *sum_lazy_init(void)
+{
+	int rc = tally_sum_init();
+
+	if (rc < 0) {
+		fprintf(stderr, "tally_sum: TALLY_ISA='%s' %s; using %s\n", getenv("TALLY_ISA"),
+			rc == -ENOTSUP ? "is not supported by this CPU" : "is unknown (scalar|avx2|avx512)",
+			sum_isa_names[sum_best()]);
+		tally_sum_set_isa(sum_best());
+	}
+	return __atomic_load_n(&sum_cur, __ATOMIC_ACQUIRE);
+}
+
+static inline const struct sum_ops *sum_ops(void)
+{
+	const struct sum_ops *o = __atomic_load_n(&sum_cur, __ATOMIC_ACQUIRE);
+
+	return __builtin_expect(o != NULL, 1) ? o : sum_lazy_init();
+}
+
+enum tally_isa tally_sum_isa(void)
+{
+	sum_ops();
+	return sum_cur_isa;
+}
+
+/* ---- public entry points: one indirect call each ---- */
+void tally_sum_f32_acc(float *dst, const float *src, size_t n)
+{
+	sum_ops()->f32_acc(dst, src, n);
+}
+
+void tally_sum_f32_add(float *dst, const float *a, const float *b, size_t n)
+{
+	sum_ops()->f32_add(dst, a, b, n);
+}
+
+void tally_sum_i32_acc(int32_t *dst, const int32_t *src, size_t n)
+{
+	sum_ops()->i32_acc(dst, src, n);
+}
+
+void tally_sum_i32_add(int32_t *dst, const int32_t *a, const int32_t *b, size_t n)
+{
+	sum_ops()->i32_add(dst, a, b, n);
+}
+
+void tally_sum_f16_acc(float *dst, const uint16_t *src, size_t n)
+{
+	sum_ops()->f16_acc(dst, src, n);
+}
+
+void tally_sum_bf16_acc(float *dst, const uint16_t *src, size_t n)
+{
+	sum_ops()->bf16_acc(dst, src, n);
+}
+
+void tally_sum_f16_to_f32(float *dst, const uint16_t *src, size_t n)
+{
+	sum_ops()->f16_to_f32(dst, src, n);
+}
+
+void tally_sum_bf16_to_f32(float *dst, const uint16_t *src, size_t n)
+{
+	sum_ops()->bf16_to_f32(dst, src, n);
+}
+
+void tally_sum_f32_to_f16(uint16_t *dst, const float *src, size_t n, float scale)
+{
+	sum_ops()->f32_to_f16(dst, src, n, scale);
+}
+
+void tally_sum_f32_to_bf16(uint16_t *dst, const float *src, size_t n, float scale)
+{
+	sum_ops()->f32_to_bf16(dst, src, n, scale);
+}
+
+void tally_sum_f32_scale(float *dst, const float *src, size_t n, float scale)
+{
+	sum_ops()->f32_scale(dst, src, n, scale);
+}
+
+/* k outside 1..TALLY_SUM_MAX_WAYS is a caller bug: nothing is written. */
+void tally_sum_f32_kway(float *dst, const float *const *src, unsigned k, size_t n)
+{
+	if (k >= 1 && k <= TALLY_SUM_MAX_WAYS)
+		sum_ops()->f32_kway(dst, src, k, n);
+}
+
+void tally_sum_i32_kway(int32_t *dst, const int32_t *const *src, unsigned k, size_t n)
+{
+	if (k >= 1 && k <= TALLY_SUM_MAX_WAYS)
+		sum_ops()->i32_kway(dst, src, k, n);
+}
+
+void tally_sum_f16_kway(float *dst, const uint16_t *const *src, unsigned k, size_t n)
+{
+	if (k >= 1 && k <= TALLY_SUM_MAX_WAYS)
+		sum_ops()->f16_kway(dst, src, k, n);
+}
+
+void tally_sum_bf16_kway(float *dst, const uint16_t *const *src, unsigned k, size_t n)
+{
+	if (k >= 1 && k <= TALLY_SUM_MAX_WAYS)
+		sum_ops()->bf16_kway(dst, src, k, n);
+}
+
+/* ---- dtype-generic helpers (unknown dtype: nothing is touched) ---- */
+void tally_sum_acc(enum tally_dtype dt, void *acc, const void *src, size_t n)
+{
+	switch (dt) {
+	case TALLY_DT_F32: tally_sum_f32_acc(acc, src, n); break;
+	case TALLY_DT_F16: tally_sum_f16_acc(acc, src, n); break;
+	case TALLY_DT_BF16: tally_sum_bf16_acc(acc, src, n); break;
+	case TALLY_DT_I32: tally_sum_i32_acc(acc, src, n); break;
+	default: break;
+	}
+}
+
+void tally_sum_load(enum tally_dtype dt, void *acc, const void *src, size_t n)
+{
+	switch (dt) {
+	case TALLY_DT_F32:
+	case TALLY_DT_I32:
+		if (n)
+			memmove(acc, src, n * 4);
+		break;
+	case TALLY_DT_F16: tally_sum_f16_to_f32(acc, src, n); break;
+	case TALLY_DT_BF16: tally_sum_bf16_to_f32(acc, src, n); break;
+	default: break;
+	}
+}
+
+void tally_sum_store(enum tally_dtype dt, void *dst, const void *acc, size_t n)
+{
+	switch (dt) {
+	case TALLY_DT_F32:
+	case TALLY_DT_I32:
+		if (n)
+			memmove(dst, acc, n * 4);
+		break;
+	case TALLY_DT_F16: tally_sum_f32_to_f16(dst, acc, n, 1.0f); break;
+	case TALLY_DT_BF16: tally_sum_f32_to_bf16(dst, acc, n, 1.0f); break;
+	default: break;
+	}
+}
+
+void tally_sum_kway(enum tally_dtype dt, void *acc, const void *const *src, unsigned k, size_t n)
+{
+	switch (dt) {
+	case TALLY_DT_F32: tally_sum_f32_kway(acc, (const float *const *)src, k, n); break;
+	case TALLY_DT_F16: tally_sum_f16_kway(acc, (const uint16_t *const *)src, k, n); break;
+	case TALLY_DT_BF16: tally_sum_bf16_kway(acc, (const uint16_t *const *)src, k, n); break;
+	case TALLY_DT_I32: tally_sum_i32_kway(acc, (const int32_t *const *)src, k, n); break;
+	default: break;
+	}
+}
+
+/* ---- scalar conversions ---- */
+float tally_f16_to_f32(uint16_t h)
+{
+	return sum_f16_to_f32(h);
+}
+
+uint16_t tally_f32_to_f16(float f)
+{
+	return sum_f32_to_f16(f);
+}
+
+float tally_bf16_to_f32(uint16_t h)
+{
+	return sum_bf16_to_f32(h);
+}
+
+uint16_t tally_f32_to_bf16(float f)
+{
+	return sum_f32_to_bf16(f);
+}

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tallyd.h — the appliance's state, shared by the datapath lcores (tallyd_lcore.c), the
+ * main thread (tallyd_main.c) and the control plane (tallyd_ctl.c).
+ *
+ * Threads: each datapath lcore owns its struct tallyd_lcore (engine, TX buffers, rings'
+ * consumer side). The main thread never touches an engine: it posts a struct tallyd_cmd on
+ * the lcore's SP/SC command ring and the lcore executes it between bursts and posts it back
+ * on its SP/SC ack ring. Statistics are plain per-lcore counters that readers sum (torn
+ * reads tolerated; tally_engine_stats() may also be read from the main thread).
+ */
+#ifndef TALLYD_H
+#define TALLYD_H
+
+#include <stdint.h>
+
+#include <rte_common.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include "tally_engine.h"
+#include "tally_xport_dpdk.h"
+#include "tallyd_config.h"
+#include "tallyd_size.h"
+
+#define TALLYD_CMD_RING 64
+
+struct tallyd;
+struct tallyd_lcore;
+
+enum tallyd_cmd_op {
+	TALLYD_CMD_NOP = 0,
+	TALLYD_CMD_JOB_ADD,      /* u.job */
+	TALLYD_CMD_JOB_REMOVE,   /* u.job.job_id */
+	TALLYD_CMD_KEY_REGISTER, /* u.key */
+	TALLYD_CMD_KEY_POLICY,   /* u.policy */
+	TALLYD_CMD_DRAIN,        /* stop starting new rounds (engine drain where offered) */
+	TALLYD_CMD_STATS_RESET,  /* engine and lcore counters */
+	TALLYD_CMD_QUERY,        /* run fn on the lcore: it may read the engine, fill buf */
+};
+
+struct tallyd_cmd {
+	enum tallyd_cmd_op op;
+	int result;              /* set by the lcore: 0 or a negative errno */
+	union {
+		struct {
+			uint32_t job_id;
+			uint64_t token;
+			uint32_t world_size;
+		} job;
+		struct {
+			uint32_t job_id, key;
+			struct tally_register reg;
+		} key;
+		struct {
+			uint32_t job_id, key;
+			uint16_t quorum;
+			uint32_t deadline_us;
+		} policy;
+	} u;
+	int (*fn)(struct tallyd_lcore *lc, void *buf, size_t len, void *arg);
+	void *arg;
+	void *buf;
+	size_t len;
+};
+
+struct tallyd_lcore_stats {
+	uint64_t loops, busy_loops, idle_sleeps;
+	uint64_t rx_pkts, rx_bytes;     /* frames received on this lcore's queue */
+	uint64_t tally_pkts;            /* Tally datagrams handed to the engine (or bounced) */
+	uint64_t engine_rejects;        /* of those, rejected by the engine (it counts why) */
+	uint64_t arp_replies, icmp_replies;
+	uint64_t dispatched_out;        /* sent to the owning core's ring */
+	uint64_t dispatched_in;         /* taken from this core's ring */
+	uint64_t cmds;
+	uint64_t last_tally_tsc;        /* TSC of the last Tally datagram (drain) */
+	uint64_t tx_pkts, tx_bytes;     /* filled by tallyd_stats_sum from the TX buffers */
+	uint64_t drops[TALLY_DPDK_D_COUNT];
+};
+
+struct tallyd_lcore {
+	struct tallyd *d;
+	unsigned idx;                   /* core index: owns UDP port base + idx */
+	unsigned lcore_id;
+	int socket;
+	uint16_t port_idx, rxq;         /* the RX queue it polls */
+	struct tally_engine *engine;    /* NULL with --io-forward */
+	struct rte_mempool *rx_pool, *hdr_pool;
+	struct rte_ring *dispatch;      /* MP/SC: frames for this core from other cores */
+	struct rte_ring *cmd, *ack;     /* SP/SC: main → lcore, lcore → main */
+	volatile int running;
+	volatile int draining;
+	struct tally_dpdk_tx tx;        /* TX queue idx on every port */
+	struct tallyd_lcore_stats st;
+} __rte_cache_aligned;
+
+struct tallyd_port {
+	uint16_t port_id;
+	int socket;
+	uint16_t nrxq, ntxq;
+	int steered;                    /* rte_flow rules steer each core's port */
+	struct tally_dpdk_ifaddr ifa;
+	char driver[32];
+};
+
+struct tallyd {
+	struct tallyd_conf conf;
+	struct tallyd_sizing size;
+	struct tallyd_port port[TALLYD_MAX_PORTS];
+	uint16_t nports;
+	uint16_t pidx[RTE_MAX_ETHPORTS]; /* ethdev port id → index in port[] */
+	struct tallyd_lcore *lcore[TALLYD_MAX_CORES];
+	unsigned ncores;
+	unsigned main_lcore;
+	uint64_t start_ns;              /* CLOCK_REALTIME at start */
+	uint64_t start_tsc;
+	volatile int quit;              /* SIGTERM/SIGINT or a control-plane shutdown */
+	volatile int stop;              /* lcores leave their loops */
+	volatile int draining;
+	void *ctl;                      /* the control plane's state */
+};
+
+/* Main thread: post cmd to core `idx` and wait for the lcore's acknowledgement (it polls
+ * its command ring every loop, at most idle-max-us apart). Returns cmd->result, or -ENODEV
+ * (no such core) / -ESHUTDOWN (the lcore is not running). */
+int tallyd_cmd_exec(struct tallyd *d, unsigned idx, struct tallyd_cmd *cmd);
+/* The same command to every core (cmds[ncores], each a copy), posted at once. Returns 0
+ * or the first core's negative result. */
+int tallyd_cmd_exec_all(struct tallyd *d, struct tallyd_cmd *cmds);
+
+/* Non-blocking halves: post returns 0 or -ENOBUFS; reap returns 1 with *cmd, or 0. */
+int tallyd_cmd_post(struct tallyd *d, unsigned idx, struct tallyd_cmd *cmd);
+int tallyd_cmd_reap(struct tallyd *d, unsigned idx, struct tallyd_cmd **cmd);
+
+/* Lcore side (tallyd_lcore.c). */
+int tallyd_lcore_main(void *arg);
+/* Sum of the counters of every lcore, TX counters and TX drops included (any thread). */
+void tallyd_stats_sum(const struct tallyd *d, struct tallyd_lcore_stats *out);
+
+/* Seconds since start. */
+double tallyd_uptime(const struct tallyd *d);
+
+#endif

@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tallyd_ctl.h — the control plane's entry points, called from tallyd's main thread.
+ * start after the lcores are launched, poll from the main loop (must not block), stop
+ * before the lcores are stopped. Each returns 0 or a negative errno.
+ */
+#ifndef TALLYD_CTL_H
+#define TALLYD_CTL_H
+
+struct tallyd;
+
+int tallyd_ctl_start(struct tallyd *d);
+int tallyd_ctl_poll(struct tallyd *d);
+int tallyd_ctl_stop(struct tallyd *d);
+
+#endif

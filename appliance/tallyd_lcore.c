@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tallyd_lcore.c — one datapath lcore: rx burst → validate → engine (or bounce) → tx burst,
+ * software dispatch to the owning core, engine timers, commands from the main thread, and
+ * idle back-off (pause, then growing sleeps after a run of empty polls, as l3fwd-power).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_pause.h>
+#include <rte_ring.h>
+
+#include "tallyd.h"
+
+#define LC_ENGINE_POLL_US 50
+
+/* The engine path for a frame this core owns; takes the mbuf. */
+static void lc_deliver(struct tallyd_lcore *lc, struct rte_mbuf *m, uint16_t pi,
+		       const struct tally_dpdk_parsed *p)
+{
+	lc->st.tally_pkts++;
+	lc->st.last_tally_tsc = rte_rdtsc();
+	if (!lc->engine) { /* --io-forward: the I/O baseline */
+		tally_dpdk_udp_bounce(rte_pktmbuf_mtod(m, uint8_t *));
+		m->ol_flags = 0;
+		tally_dpdk_tx_enqueue(&lc->tx, pi, m);
+		return;
+	}
+	struct tally_addr from;
+
+	tally_dpdk_addr_from(&from, p, pi);
+	/* zero copy: the engine sums straight from the mbuf */
+	if (tally_engine_rx(lc->engine, rte_pktmbuf_mtod_offset(m, const uint8_t *, p->l4_off),
+			    p->l4_len, &from) != TALLY_OK)
+		lc->st.engine_rejects++;
+	rte_pktmbuf_free(m);
+}
+
+static void lc_drop(struct tallyd_lcore *lc, struct rte_mbuf *m, enum tally_dpdk_drop why)
+{
+	lc->st.drops[why]++;
+	rte_pktmbuf_free(m);
+}
+
+/* Classify one frame; `mine` is set for frames taken from this core's dispatch ring. */
+static void lc_handle(struct tallyd_lcore *lc, struct rte_mbuf *m, int mine)
+{
+	struct tallyd *d = lc->d;
+	struct tally_dpdk_parsed p;
+
+	if (m->nb_segs != 1)
+		return lc_drop(lc, m, TALLY_DPDK_D_MULTISEG);
+	if ((m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD ||
+	    (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD)
+		return lc_drop(lc, m, TALLY_DPDK_D_HW_CSUM_BAD);
+	uint16_t pi = d->pidx[m->port];
+	switch (tally_dpdk_parse(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len,
+				 &d->port[pi].ifa, &p)) {
+	case TALLY_DPDK_C_UDP: {
+		unsigned owner = (unsigned)(rte_be_to_cpu_16(p.dport) - d->conf.base_port);
+
+		if (mine || owner == lc->idx)
+			return lc_deliver(lc, m, pi, &p);
+		/* the device could not steer this port to its core's queue */
+		if (rte_ring_mp_enqueue(d->lcore[owner]->dispatch, m))
+			return lc_drop(lc, m, TALLY_DPDK_D_RING_FULL);
+		lc->st.dispatched_out++;
+		return;
+	}
+	case TALLY_DPDK_C_ARP_REQ:
+		lc->st.arp_replies++;
+		return tally_dpdk_answer(&lc->tx, pi, m, TALLY_DPDK_C_ARP_REQ);
+	case TALLY_DPDK_C_ICMP_ECHO:
+		lc->st.icmp_replies++;
+		return tally_dpdk_answer(&lc->tx, pi, m, TALLY_DPDK_C_ICMP_ECHO);
+	case TALLY_DPDK_C_ARP_REPLY:
+		return lc_drop(lc, m, TALLY_DPDK_D_ARP_OTHER);
+	default:
+		return lc_drop(lc, m, p.drop);
+	}
+}
+
+static int lc_exec(struct tallyd_lcore *lc, struct tallyd_cmd *c)
+{
+	struct tally_engine *e = lc->engine;
+
+	if (c->op == TALLYD_CMD_NOP)
+		return 0;
+	if (c->op == TALLYD_CMD_QUERY)
+		return c->fn ? c->fn(lc, c->buf, c->len, c->arg) : -EINVAL;
+	if (c->op == TALLYD_CMD_STATS_RESET) {
+		memset(&lc->st, 0, sizeof(lc->st));
+		memset(&lc->tx.st, 0, sizeof(lc->tx.st));
+		if (e)
+			tally_engine_stats_reset(e);
+		return 0;
+	}
+	if (c->op == TALLYD_CMD_DRAIN) {
+		lc->draining = 1;
+		if (e)
+			tally_engine_set_draining(e, 1);
+		return 0;
+	}
+	if (!e)
+		return -ENOTSUP; /* --io-forward runs no engine */
+	switch (c->op) {
+	case TALLYD_CMD_JOB_ADD:
+		return tally_engine_job_add(e, c->u.job.job_id, c->u.job.token,
+					    c->u.job.world_size);
+	case TALLYD_CMD_JOB_REMOVE:
+		return tally_engine_job_remove(e, c->u.job.job_id);
+	case TALLYD_CMD_KEY_REGISTER:
+		return tally_engine_key_register(e, c->u.key.job_id, c->u.key.key, &c->u.key.reg);
+	case TALLYD_CMD_KEY_POLICY:
+		return tally_engine_key_policy(e, c->u.policy.job_id, c->u.policy.key,
+					       c->u.policy.quorum, c->u.policy.deadline_us);
+	default:
+		return -EINVAL;
+	}
+}
+
+static unsigned lc_commands(struct tallyd_lcore *lc, int shutting_down)
+{
+	void *objs[8];
+	unsigned n = rte_ring_sc_dequeue_burst(lc->cmd, objs, 8, NULL);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct tallyd_cmd *c = objs[i];
+
+		c->result = shutting_down ? -ESHUTDOWN : lc_exec(lc, c);
+		lc->st.cmds++;
+		/* the ack ring is as large as the command ring: it has room */
+		while (rte_ring_sp_enqueue(lc->ack, c))
+			rte_pause();
+	}
+	return n;
+}
+
+int tallyd_lcore_main(void *arg)
+{
+	struct tallyd_lcore *lc = arg;
+	struct tallyd *d = lc->d;
+	const struct tallyd_port *port = &d->port[lc->port_idx];
+	struct rte_mbuf *pkts[TALLY_DPDK_BURST];
+	uint64_t hz = rte_get_tsc_hz();
+	uint64_t poll_cycles = hz / 1000000 * LC_ENGINE_POLL_US, next_poll = 0;
+	uint32_t idle = 0, sleep_us = 1;
+	uint32_t idle_polls = d->conf.idle_polls, pause_after = idle_polls / 10;
+
+	lc->running = 1;
+	while (!d->stop) {
+		unsigned work = 0;
+		uint16_t n = rte_eth_rx_burst(port->port_id, lc->rxq, pkts, TALLY_DPDK_BURST);
+
+		lc->st.loops++;
+		for (uint16_t i = 0; i < n; i++) {
+			lc->st.rx_pkts++;
+			lc->st.rx_bytes += pkts[i]->pkt_len;
+			lc_handle(lc, pkts[i], 0);
+		}
+		work += n;
+		if (lc->dispatch) {
+			n = (uint16_t)rte_ring_sc_dequeue_burst(lc->dispatch, (void **)pkts,
+								TALLY_DPDK_BURST, NULL);
+			lc->st.dispatched_in += n;
+			for (uint16_t i = 0; i < n; i++)
+				lc_handle(lc, pkts[i], 1);
+			work += n;
+		}
+		uint64_t now = rte_rdtsc();
+		if (lc->engine && now >= next_poll) {
+			work += tally_engine_poll(lc->engine);
+			next_poll = now + poll_cycles;
+		}
+		work += lc_commands(lc, 0);
+		tally_dpdk_tx_flush(&lc->tx, 0);
+		if (work) {
+			lc->st.busy_loops++;
+			idle = 0;
+			sleep_us = 1;
+			continue;
+		}
+		if (!d->conf.idle_backoff)
+			continue;
+		if (++idle < pause_after)
+			continue;
+		if (idle < idle_polls) {
+			rte_pause();
+			continue;
+		}
+		/* idle: nothing buffered may wait through a sleep */
+		tally_dpdk_tx_flush(&lc->tx, 1);
+		rte_delay_us_sleep(sleep_us);
+		lc->st.idle_sleeps++;
+		if (sleep_us < d->conf.idle_max_us)
+			sleep_us = sleep_us * 2 < d->conf.idle_max_us ? sleep_us * 2 :
+				   d->conf.idle_max_us;
+	}
+	tally_dpdk_tx_flush(&lc->tx, 1);
+	lc->running = 0;
+	lc_commands(lc, 1);
+	return 0;
+}
+
+int tallyd_cmd_post(struct tallyd *d, unsigned idx, struct tallyd_cmd *cmd)
+{
+	if (idx >= d->ncores)
+		return -ENODEV;
+	return rte_ring_sp_enqueue(d->lcore[idx]->cmd, cmd) ? -ENOBUFS : 0;
+}
+
+int tallyd_cmd_reap(struct tallyd *d, unsigned idx, struct tallyd_cmd **cmd)
+{
+	void *o;
+
+	if (idx >= d->ncores || rte_ring_sc_dequeue(d->lcore[idx]->ack, &o))
+		return 0;
+	*cmd = o;
+	return 1;
+}
+
+/* Wait for `cmd`'s acknowledgement from core idx (acks come back in posting order). */
+static int lc_wait(struct tallyd *d, unsigned idx, struct tallyd_cmd *cmd)
+{
+	struct tallyd_lcore *lc = d->lcore[idx];
+	struct tallyd_cmd *got;
+
+	for (;;) {
+		if (tallyd_cmd_reap(d, idx, &got)) {
+			if (got == cmd)
+				return cmd->result;
+			continue;
+		}
+		if (!lc->running && !rte_ring_count(lc->ack)) {
+			/* an lcore that stopped answers what it finds; take ours back if there */
+			if (rte_ring_count(lc->cmd) == 0 && !lc->running)
+				return -ESHUTDOWN;
+		}
+		rte_delay_us_sleep(10);
+	}
+}
+
+int tallyd_cmd_exec(struct tallyd *d, unsigned idx, struct tallyd_cmd *cmd)
+{
+	int rc;
+
+	if (idx >= d->ncores)
+		return -ENODEV;
+	if (!d->lcore[idx]->running)
+		return -ESHUTDOWN;
+	while ((rc = tallyd_cmd_post(d, idx, cmd)) == -ENOBUFS)
+		rte_delay_us_sleep(10);
+	return lc_wait(d, idx, cmd);
+}
+
+int tallyd_cmd_exec_all(struct tallyd *d, struct tallyd_cmd *cmds)
+{
+	unsigned char posted[TALLYD_MAX_CORES] = { 0 };
+	int first = 0;
+
+	for (unsigned i = 0; i < d->ncores; i++) {
+		if (!d->lcore[i]->running) {
+			cmds[i].result = -ESHUTDOWN;
+			continue;
+		}
+		while (tallyd_cmd_post(d, i, &cmds[i]) == -ENOBUFS)
+			rte_delay_us_sleep(10);
+		posted[i] = 1;
+	}
+	for (unsigned i = 0; i < d->ncores; i++) {
+		int rc = posted[i] ? lc_wait(d, i, &cmds[i]) : cmds[i].result;
+
+		if (rc && !first)
+			first = rc;
+	}
+	return first;
+}
+
+void tallyd_stats_sum(const struct tallyd *d, struct tallyd_lcore_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (unsigned i = 0; i < d->ncores; i++) {
+		const struct tallyd_lcore *lc = d->lcore[i];
+		const uint64_t *a = (const uint64_t *)&lc->st;
+		uint64_t *o = (uint64_t *)out;
+		uint64_t last = out->last_tally_tsc;
+
+		/* every field is a uint64_t counter but last_tally_tsc, which takes the latest */
+		for (size_t k = 0; k < sizeof(lc->st) / sizeof(uint64_t); k++)
+			o[k] += a[k];
+		out->last_tally_tsc = RTE_MAX(last, lc->st.last_tally_tsc);
+		out->tx_pkts += lc->tx.st.tx_pkts;
+		out->tx_bytes += lc->tx.st.tx_bytes;
+		for (unsigned k = 0; k < TALLY_DPDK_D_COUNT; k++)
+			out->drops[k] += lc->tx.st.drops[k];
+	}
+}
+
+double tallyd_uptime(const struct tallyd *d)
+{
+	return (double)(rte_rdtsc() - d->start_tsc) / (double)rte_get_tsc_hz();
+}

@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tallyd — the Tally appliance: configuration → EAL → ports, lcores, engines → per-lcore
+ * poll loops; the main thread runs the control plane and, on SIGTERM/SIGINT, drains open
+ * rounds and exits 0. Exit status: 0 ok, 1 runtime failure, 2 bad configuration.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_log.h>
+
+#include "tallyd.h"
+#include "tallyd_ctl.h"
+#include "tallyd_eal.h"
+#include "tallyd_setup.h"
+
+#define LOG(lvl, ...) rte_log(RTE_LOG_##lvl, RTE_LOGTYPE_USER1, "tallyd: " __VA_ARGS__)
+
+static struct tallyd *g_tallyd;
+static volatile sig_atomic_t g_signals;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	g_signals++;
+	if (g_tallyd)
+		g_tallyd->quit = 1;
+	if (g_signals > 1 && g_tallyd) /* a second signal skips the drain */
+		g_tallyd->stop = 1;
+}
+
+static void print_config(const struct tallyd_conf *c, const struct tallyd_sizing *s)
+{
+	char ip[INET_ADDRSTRLEN];
+
+	printf("tallyd configuration: %u port(s), %u datapath core(s), UDP ports %u..%u%s\n",
+	       c->nports, s->ncores, c->base_port, c->base_port + s->ncores - 1,
+	       c->io_forward ? ", io-forward (no engine)" : "");
+	for (uint16_t i = 0; i < c->nports; i++) {
+		const struct tallyd_port_conf *p = &c->port[i];
+		uint32_t m = ntohl(p->mask);
+		int len = 0;
+
+		while (m & 0x80000000u) {
+			len++;
+			m <<= 1;
+		}
+		inet_ntop(AF_INET, &p->ip, ip, sizeof(ip));
+		printf("  port %u: %s %s/%d", i, p->dev, ip, len);
+		if (p->mac_set)
+			printf(" mac %02x:%02x:%02x:%02x:%02x:%02x", p->mac[0], p->mac[1],
+			       p->mac[2], p->mac[3], p->mac[4], p->mac[5]);
+		printf(" lcores");
+		for (uint16_t j = 0; j < p->nlcores; j++)
+			printf("%s%u", j ? "," : " ", p->lcores[j]);
+		if (!p->nlcores)
+			printf(" (EAL workers)");
+		printf("\n");
+	}
+	printf("  mem %llu MiB, max chunk %u B, frames %u B, rx/tx desc %u/%u, idle back-off %s, "
+	       "open admission %s\n", (unsigned long long)(c->mem_budget >> 20), c->max_chunk,
+	       c->frame_room, c->rx_desc, c->tx_desc, c->idle_backoff ? "on" : "off",
+	       c->open_admission ? "on" : "off");
+	printf("  EAL:");
+	for (int i = 0; i < c->eal_argc; i++)
+		printf(" %s", c->eal_argv[i]);
+	printf("\n");
+	tallyd_size_print(s, stdout);
+}
+
+static int drain_query(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
+{
+	(void)arg;
+	if (len < sizeof(uint64_t))
+		return -EINVAL;
+	*(uint64_t *)buf = lc->engine ? tally_engine_open_rounds(lc->engine) : 0;
+	return 0;
+}
+
+/* Ask every engine to refuse new rounds, then wait until the open ones completed. */
+static void drain(struct tallyd *d)
+{
+	struct tallyd_cmd cmds[TALLYD_MAX_CORES];
+	uint64_t open[TALLYD_MAX_CORES];
+	uint64_t hz = rte_get_tsc_hz();
+	uint64_t end = rte_rdtsc() + hz / 1000 * d->conf.drain_timeout_ms;
+	uint64_t total = 0;
+
+	d->draining = 1;
+	memset(cmds, 0, sizeof(cmds));
+	for (unsigned i = 0; i < d->ncores; i++)
+		cmds[i].op = TALLYD_CMD_DRAIN;
+	tallyd_cmd_exec_all(d, cmds);
+	LOG(NOTICE, "draining: waiting up to %u ms for open rounds\n", d->conf.drain_timeout_ms);
+	while (!d->stop) {
+		memset(cmds, 0, sizeof(cmds));
+		for (unsigned i = 0; i < d->ncores; i++) {
+			cmds[i].op = TALLYD_CMD_QUERY;
+			cmds[i].fn = drain_query;
+			cmds[i].buf = &open[i];
+			cmds[i].len = sizeof(open[i]);
+			open[i] = 0;
+		}
+		tallyd_cmd_exec_all(d, cmds);
+		total = 0;
+		for (unsigned i = 0; i < d->ncores; i++)
+			total += open[i];
+		if (!total)
+			break;
+		if (rte_rdtsc() >= end) {
+			LOG(WARNING, "drain timeout after %u ms: %llu rounds still open\n",
+			    d->conf.drain_timeout_ms, (unsigned long long)total);
+			break;
+		}
+		tallyd_ctl_poll(d);
+		usleep(5000);
+	}
+	if (!total)
+		LOG(NOTICE, "drained: no round open\n");
+}
+
+static void log_stats(struct tallyd *d)
+{
+	struct tallyd_lcore_stats st;
+
+	tallyd_stats_sum(d, &st);
+	LOG(DEBUG, "rx %llu pkts, tally %llu, tx %llu, arp %llu, icmp %llu, idle sleeps %llu\n",
+	    (unsigned long long)st.rx_pkts, (unsigned long long)st.tally_pkts,
+	    (unsigned long long)st.tx_pkts, (unsigned long long)st.arp_replies,
+	    (unsigned long long)st.icmp_replies, (unsigned long long)st.idle_sleeps);
+}
+
+static int run(struct tallyd *d)
+{
+	char err[512];
+	unsigned cpus[1024];
+	size_t hpsz = 2u << 20;
+	unsigned long hpfree = 0;
+	char *argv[TALLYD_MAX_EAL_ARGS + 1];
+	int ncpus, rc;
+
+	if ((rc = tallyd_conf_validate(&d->conf, err, sizeof(err)))) {
+		fprintf(stderr, "tallyd: %s\n", err);
+		return 2;
+	}
+	tallyd_hugepages(NULL, &hpsz, &hpfree);
+	if ((rc = tallyd_size(&d->conf, hpsz, &d->size, err, sizeof(err)))) {
+		fprintf(stderr, "tallyd: %s\n", err);
+		return 2;
+	}
+	ncpus = tallyd_eal_cpus(cpus, 1024);
+	if (ncpus <= 0 ||
+	    (rc = tallyd_eal_prepare(&d->conf, &d->size, cpus, (unsigned)ncpus, err, sizeof(err)))) {
+		fprintf(stderr, "tallyd: %s\n", ncpus <= 0 ? "cannot read the CPU affinity" : err);
+		return 2;
+	}
+	if (d->conf.check_config) {
+		print_config(&d->conf, &d->size);
+		if (tallyd_eal_check_memory(&d->conf, &d->size, hpfree, err, sizeof(err)))
+			printf("  warning: %s\n", err);
+		printf("configuration OK\n");
+		return 0;
+	}
+	if (tallyd_eal_check_memory(&d->conf, &d->size, hpfree, err, sizeof(err))) {
+		fprintf(stderr, "tallyd: %s\n", err);
+		return 1;
+	}
+	static char prog[] = "tallyd";
+
+	argv[0] = prog;
+	for (int i = 0; i < d->conf.eal_argc; i++)
+		argv[i + 1] = d->conf.eal_argv[i];
+	if (rte_eal_init(d->conf.eal_argc + 1, argv) < 0) {
+		fprintf(stderr, "tallyd: EAL init failed: %s (EAL arguments:", rte_strerror(rte_errno));
+		for (int i = 0; i < d->conf.eal_argc; i++)
+			fprintf(stderr, " %s", d->conf.eal_argv[i]);
+		fprintf(stderr, ")\n");
+		return 1;
+	}
+	rte_log_set_level(RTE_LOGTYPE_USER1, d->conf.log_level);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	d->start_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	d->start_tsc = rte_rdtsc();
+	rc = tallyd_setup(d, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "tallyd: %s\n", err);
+		goto out;
+	}
+	for (unsigned i = 0; i < d->ncores; i++)
+		rte_eal_remote_launch(tallyd_lcore_main, d->lcore[i], d->lcore[i]->lcore_id);
+	for (unsigned i = 0; i < d->ncores; i++)
+		while (!d->lcore[i]->running)
+			usleep(100);
+	if ((rc = tallyd_ctl_start(d))) {
+		fprintf(stderr, "tallyd: control plane: %s\n", strerror(-rc));
+		d->stop = 1;
+		rte_eal_mp_wait_lcore();
+		goto out;
+	}
+	for (uint16_t i = 0; i < d->nports; i++) {
+		char ip[INET_ADDRSTRLEN];
+		const uint8_t *m = d->port[i].ifa.mac;
+
+		inet_ntop(AF_INET, &d->port[i].ifa.ip, ip, sizeof(ip));
+		LOG(INFO, "port %u (%s): %s %02x:%02x:%02x:%02x:%02x:%02x, %u RX queues\n", i,
+		    d->port[i].driver, ip, m[0], m[1], m[2], m[3], m[4], m[5], d->port[i].nrxq);
+	}
+	printf("tallyd: ready: %u cores, UDP ports %u..%u%s\n", d->ncores, d->conf.base_port,
+	       d->conf.base_port + d->ncores - 1, d->conf.io_forward ? ", io-forward" : "");
+	fflush(stdout);
+	uint64_t next_log = rte_rdtsc();
+	while (!d->quit) {
+		tallyd_ctl_poll(d);
+		if (rte_rdtsc() >= next_log) {
+			log_stats(d);
+			next_log = rte_rdtsc() + rte_get_tsc_hz() * 10;
+		}
+		usleep(1000);
+	}
+	drain(d);
+	tallyd_ctl_stop(d);
+	d->stop = 1;
+	rte_eal_mp_wait_lcore();
+	log_stats(d);
+	LOG(NOTICE, "stopped\n");
+	rc = 0;
+out:
+	tallyd_teardown(d);
+	rte_eal_cleanup();
+	return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct tallyd d; /* large; zeroed */
+	char err[512];
+	struct sigaction sa;
+
+	tallyd_conf_init(&d.conf);
+	if (tallyd_conf_args(&d.conf, argc, argv, err, sizeof(err))) {
+		fprintf(stderr, "tallyd: %s\n", err);
+		return 2;
+	}
+	if (d.conf.help) {
+		tallyd_usage(stdout);
+		return 0;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	g_tallyd = &d;
+	return run(&d);
+}

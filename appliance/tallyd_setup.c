@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tallyd_setup.c — after rte_eal_init: find the ports, give each queue its lcore, build
+ * NUMA-local mempools, rings and engines, start the ports and steer each core's UDP port to
+ * its queue (rte_flow), or say that frames are dispatched in software.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_ethdev.h>
+#include <rte_flow.h>
+#include <rte_lcore.h>
+#include <rte_log.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "tallyd.h"
+#include "tallyd_setup.h"
+
+#define LOG(lvl, ...) rte_log(RTE_LOG_##lvl, RTE_LOGTYPE_USER1, "tallyd: " __VA_ARGS__)
+
+static void *setup_alloc(void *actx, size_t size, size_t align)
+{
+	const struct tallyd_lcore *lc = actx;
+
+	return rte_malloc_socket("tally_engine", size, (unsigned)align, lc->socket);
+}
+
+static void setup_free(void *actx, void *p)
+{
+	(void)actx;
+	rte_free(p);
+}
+
+static int setup_ports_find(struct tallyd *d, char *err, size_t errlen)
+{
+	for (uint16_t i = 0; i < d->conf.nports; i++) {
+		struct tallyd_port *p = &d->port[i];
+		struct rte_eth_dev_info info;
+
+		if (tally_dpdk_port_find(d->conf.port[i].dev, &p->port_id)) {
+			snprintf(err, errlen, "port %u (%s): no such device after EAL init (%u ports "
+				 "found; a PCI device must be bound to vfio-pci or be an mlx5)", i,
+				 d->conf.port[i].dev, rte_eth_dev_count_avail());
+			return -ENODEV;
+		}
+		d->pidx[p->port_id] = i;
+		p->socket = rte_eth_dev_socket_id(p->port_id);
+		if (p->socket < 0)
+			p->socket = (int)rte_socket_id();
+		if (rte_eth_dev_info_get(p->port_id, &info) == 0)
+			snprintf(p->driver, sizeof(p->driver), "%s", info.driver_name);
+	}
+	d->nports = d->conf.nports;
+	return 0;
+}
+
+/* Lcore ids per port: explicit, or EAL's worker lcores in order. */
+static int setup_lcores(struct tallyd *d, char *err, size_t errlen)
+{
+	unsigned next = rte_get_next_lcore(-1, 1, 0);
+
+	d->main_lcore = rte_get_main_lcore();
+	for (uint16_t i = 0; i < d->conf.nports; i++) {
+		struct tallyd_port_conf *p = &d->conf.port[i];
+		uint16_t q = p->queues ? p->queues : (p->nlcores ? p->nlcores : 1);
+
+		for (uint16_t j = p->nlcores; j < q; j++) {
+			while (next < RTE_MAX_LCORE) {
+				int taken = 0;
+
+				for (uint16_t a = 0; a < d->conf.nports; a++)
+					for (uint16_t b = 0; b < d->conf.port[a].nlcores; b++)
+						taken |= d->conf.port[a].lcores[b] == next;
+				if (!taken)
+					break;
+				next = rte_get_next_lcore(next, 1, 0);
+			}
+			if (next >= RTE_MAX_LCORE) {
+				snprintf(err, errlen, "%u datapath lcores needed but EAL has only %u "
+					 "worker lcores: add cores to the EAL core list (-l)",
+					 tallyd_conf_ncores(&d->conf), rte_lcore_count() - 1);
+				return -EINVAL;
+			}
+			p->lcores[p->nlcores++] = (uint16_t)next;
+			next = rte_get_next_lcore(next, 1, 0);
+		}
+		for (uint16_t j = 0; j < p->nlcores; j++) {
+			unsigned id = p->lcores[j];
+
+			if (id == d->main_lcore || id >= RTE_MAX_LCORE || !rte_lcore_is_enabled(id)) {
+				snprintf(err, errlen, "port %u: lcore %u %s", i, id,
+					 id == d->main_lcore ? "is the main lcore (it runs the "
+					 "control plane): pick another" :
+					 "is not in the EAL core list (-l / --lcores)");
+				return -EINVAL;
+			}
+		}
+	}
+	return 0;
+}
+
+static struct tallyd_lcore *setup_lcore(struct tallyd *d, unsigned idx, uint16_t pi,
+					uint16_t q, unsigned lcore_id, char *err, size_t errlen)
+{
+	const struct tallyd_sizing *s = &d->size;
+	int socket = d->port[pi].socket;
+	char name[RTE_MEMZONE_NAMESIZE];
+	struct tallyd_lcore *lc;
+
+	lc = rte_zmalloc_socket("tallyd_lcore", sizeof(*lc), RTE_CACHE_LINE_SIZE, socket);
+	if (!lc) {
+		snprintf(err, errlen, "core %u: no memory for its state", idx);
+		return NULL;
+	}
+	lc->d = d;
+	lc->idx = idx;
+	lc->lcore_id = lcore_id;
+	lc->socket = socket;
+	lc->port_idx = pi;
+	lc->rxq = q;
+	snprintf(name, sizeof(name), "tallyd_rx%u", idx);
+	lc->rx_pool = rte_pktmbuf_pool_create(name, s->rx_mbufs, TALLYD_POOL_CACHE, 0,
+					      (uint16_t)(RTE_PKTMBUF_HEADROOM + d->conf.frame_room),
+					      socket);
+	snprintf(name, sizeof(name), "tallyd_hdr%u", idx);
+	if (lc->rx_pool)
+		lc->hdr_pool = rte_pktmbuf_pool_create(name, s->hdr_mbufs, TALLYD_POOL_CACHE, 0,
+						       TALLY_DPDK_HDR_ROOM, socket);
+	if (!lc->rx_pool || !lc->hdr_pool) {
+		snprintf(err, errlen, "core %u: cannot create its mempools (%u x %u B + %u x %u B "
+			 "on socket %d): %s. The whole configuration needs %lu hugepages of %zu kB "
+			 "(%.1f MiB; tallyd --check-config prints the sizing)", idx, s->rx_mbufs,
+			 s->rx_elt, s->hdr_mbufs, s->hdr_elt, socket, rte_strerror(rte_errno),
+			 s->hugepages, s->hugepage_size >> 10, s->total / 1048576.0);
+		return NULL;
+	}
+	snprintf(name, sizeof(name), "tallyd_cmd%u", idx);
+	lc->cmd = rte_ring_create(name, TALLYD_CMD_RING, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+	snprintf(name, sizeof(name), "tallyd_ack%u", idx);
+	lc->ack = rte_ring_create(name, TALLYD_CMD_RING, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+	if (d->conf.nports > 1 || tallyd_conf_ncores(&d->conf) > 1) {
+		snprintf(name, sizeof(name), "tallyd_disp%u", idx);
+		lc->dispatch = rte_ring_create(name, TALLYD_RING_SIZE, socket, RING_F_SC_DEQ);
+		if (!lc->dispatch)
+			goto ring_fail;
+	}
+	if (!lc->cmd || !lc->ack)
+		goto ring_fail;
+	return lc;
+ring_fail:
+	snprintf(err, errlen, "core %u: cannot create its rings: %s", idx, rte_strerror(rte_errno));
+	return NULL;
+}
+
+static int setup_engine(struct tallyd *d, struct tallyd_lcore *lc, char *err, size_t errlen)
+{
+	struct tally_engine_cfg ec;
+	int rc = 0;
+
+	tally_dpdk_tx_init(&lc->tx, (uint16_t)lc->idx, lc->hdr_pool, d->conf.tx_flush_us);
+	for (uint16_t i = 0; i < d->nports; i++)
+		tally_dpdk_tx_add_port(&lc->tx, d->port[i].port_id, (uint16_t)lc->idx,
+				       &d->port[i].ifa);
+	if (d->conf.io_forward)
+		return 0;
+	memset(&ec, 0, sizeof(ec));
+	ec.core_index = (uint16_t)lc->idx;
+	ec.ncores = (uint16_t)d->ncores;
+	ec.base_port = d->conf.base_port;
+	ec.max_chunk_bytes = d->conf.max_chunk;
+	ec.mem_budget = (size_t)(d->conf.mem_budget / d->ncores);
+	ec.det_pool_bytes = (size_t)d->conf.det_pool;
+	ec.open_admission = d->conf.open_admission;
+	ec.alloc = setup_alloc;
+	ec.free = setup_free;
+	ec.alloc_ctx = lc;
+	tally_engine_cfg_defaults(&ec);
+	lc->engine = tally_engine_create(&ec, &tally_dpdk_engine_ops, &lc->tx, &rc);
+	if (!lc->engine) {
+		snprintf(err, errlen, "core %u: engine not created: %s", lc->idx,
+			 rte_strerror(rc < 0 ? -rc : EINVAL));
+		return rc < 0 ? rc : -EINVAL;
+	}
+	return 0;
+}
+
+static int setup_port_start(struct tallyd *d, uint16_t pi, char *err, size_t errlen)
+{
+	struct tallyd_port *p = &d->port[pi];
+	const struct tallyd_port_conf *pc = &d->conf.port[pi];
+	struct rte_mempool *pools[TALLYD_MAX_CORES];
+	uint16_t queue_of_core[TALLYD_MAX_CORES];
+	struct tally_dpdk_port_cfg cfg;
+	struct rte_ether_addr mac;
+	char why[256];
+	int rc;
+
+	p->nrxq = 0;
+	for (unsigned c = 0; c < d->ncores; c++) {
+		queue_of_core[c] = UINT16_MAX;
+		if (d->lcore[c]->port_idx == pi) {
+			queue_of_core[c] = d->lcore[c]->rxq;
+			pools[d->lcore[c]->rxq] = d->lcore[c]->rx_pool;
+			p->nrxq++;
+		}
+	}
+	p->ntxq = (uint16_t)d->ncores; /* every core answers on every port */
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.nb_rxq = p->nrxq;
+	cfg.nb_txq = p->ntxq;
+	cfg.rx_desc = d->conf.rx_desc;
+	cfg.tx_desc = d->conf.tx_desc;
+	cfg.rx_pools = pools;
+	cfg.mtu = d->conf.mtu;
+	cfg.mac = pc->mac_set ? pc->mac : NULL;
+	cfg.rss = d->conf.rss;
+	rc = tally_dpdk_port_setup(p->port_id, &cfg, err, errlen);
+	if (rc)
+		return rc;
+	rte_eth_macaddr_get(p->port_id, &mac);
+	p->ifa.ip = pc->ip;
+	p->ifa.mask = pc->mask;
+	memcpy(p->ifa.mac, pc->mac_set ? pc->mac : mac.addr_bytes, 6);
+	p->ifa.base_port = d->conf.base_port;
+	p->ifa.nports = (uint16_t)d->ncores;
+	if (d->ncores == 1 && p->nrxq == 1) {
+		p->steered = 1; /* one core: nothing to steer */
+		return 0;
+	}
+	rc = tally_dpdk_steer(p->port_id, d->conf.base_port, queue_of_core, (uint16_t)d->ncores,
+			      why, sizeof(why));
+	p->steered = rc >= 0;
+	if (rc >= 0)
+		LOG(INFO, "port %u (%s): rte_flow steers %d core ports to their queues\n", pi,
+		    p->driver, rc);
+	else
+		LOG(NOTICE, "port %u (%s): %s; frames for another core are dispatched in software "
+		    "over lockless rings%s\n", pi, p->driver, why,
+		    p->nrxq > 1 && d->conf.rss ? " (RSS spreads them over the queues)" : "");
+	return 0;
+}
+
+int tallyd_setup(struct tallyd *d, char *err, size_t errlen)
+{
+	int rc = setup_ports_find(d, err, errlen);
+
+	if (rc || (rc = setup_lcores(d, err, errlen)))
+		return rc;
+	d->ncores = 0;
+	for (uint16_t pi = 0; pi < d->conf.nports; pi++) {
+		const struct tallyd_port_conf *pc = &d->conf.port[pi];
+
+		for (uint16_t q = 0; q < pc->nlcores; q++) {
+			unsigned idx = d->ncores;
+			struct tallyd_lcore *lc = setup_lcore(d, idx, pi, q, pc->lcores[q], err,
+							      errlen);
+			if (!lc)
+				return -ENOMEM;
+			d->lcore[d->ncores++] = lc;
+		}
+	}
+	for (uint16_t pi = 0; pi < d->nports; pi++)
+		if ((rc = setup_port_start(d, pi, err, errlen)))
+			return rc;
+	for (unsigned i = 0; i < d->ncores; i++)
+		if ((rc = setup_engine(d, d->lcore[i], err, errlen)))
+			return rc;
+	return 0;
+}
+
+void tallyd_teardown(struct tallyd *d)
+{
+	for (uint16_t pi = 0; pi < d->nports; pi++) {
+		struct rte_flow_error ferr;
+
+		rte_flow_flush(d->port[pi].port_id, &ferr);
+		rte_eth_dev_stop(d->port[pi].port_id);
+		rte_eth_dev_close(d->port[pi].port_id);
+	}
+	for (unsigned i = 0; i < d->ncores; i++) {
+		struct tallyd_lcore *lc = d->lcore[i];
+
+		for (uint16_t p = 0; p < lc->tx.nports; p++)
+			for (uint16_t k = 0; k < lc->tx.port[p].n; k++)
+				rte_pktmbuf_free(lc->tx.port[p].buf[k]);
+		if (lc->engine)
+			tally_engine_destroy(lc->engine);
+		rte_ring_free(lc->dispatch);
+		rte_ring_free(lc->cmd);
+		rte_ring_free(lc->ack);
+		rte_mempool_free(lc->hdr_pool);
+		rte_mempool_free(lc->rx_pool);
+		rte_free(lc);
+		d->lcore[i] = NULL;
+	}
+	d->ncores = 0;
+}

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * client_int.h — internal state of the worker-side client session (tally_client.h).
+ *
+ * Split by responsibility:
+ *   client.c       lifecycle, JOIN / REGISTER / BYE (blocking control), errors, stats
+ *   client_op.c    operations: start/test/wait, chunk windows, (re)transmission, RTO
+ *   client_rx.c    packet intake: validation, RESULT reassembly, quorum fold
+ *   client_fold.c  the quorum fold arithmetic per dtype
+ *
+ * Memory: key state at registration, window slots (with their staging buffers) at JOIN,
+ * operation slots at creation. The packet paths never allocate (a key registered without
+ * quorum allocates its fold buffer the first time a RESULT leaves this worker out).
+ */
+#ifndef TALLY_CLIENT_INT_H
+#define TALLY_CLIENT_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally_client.h"
+
+#define CL_NONE UINT32_MAX
+#define CL_ERRLEN 256
+
+/* Per-chunk state word of an operation: low 2 bits the state, the rest the window slot. */
+enum cl_chunk_state { CL_CH_QUEUED = 0, CL_CH_INFLIGHT = 1, CL_CH_DONE = 2 };
+#define CL_CH_STATE(w) ((w) & 3u)
+#define CL_CH_SLOT(w) ((w) >> 2)
+#define CL_CH_MAKE(st, slot) (((uint32_t)(slot) << 2) | (uint32_t)(st))
+
+struct cl_key {
+	uint32_t key;
+	struct tally_register reg;
+	uint32_t nchunks;
+	uint32_t core;           /* owner core: key % ncores */
+	size_t esize;            /* wire bytes per element */
+	bool started;            /* a round was started */
+	uint32_t next_round;     /* the round start() accepts next */
+	uint32_t par_op[2];      /* active operation per round parity, CL_NONE when none */
+	bool done_valid[2];
+	uint32_t done_round[2];  /* last finished round per parity (duplicate RESULTs) */
+	uint32_t *cst[2];        /* per parity: per-chunk state words of the active op */
+	/* Quorum fold: what this worker still owes the sum, in f32 (i32 for i32 keys). */
+	void *fold;
+	uint8_t *fold_pending;   /* bitmap per chunk */
+	uint32_t *unacked;       /* per chunk: a round whose RESULT excluded us, CL_NONE */
+};
+
+/* One chunk in flight to an appliance core. */
+struct cl_slot {
+	uint8_t hdr[TALLY_HDR_LEN];
+	uint8_t ack_hdr[TALLY_HDR_LEN]; /* same payload labelled with the excluded round */
+	const void *payload;
+	uint32_t len;
+	uint32_t op;
+	uint32_t chunk;
+	uint32_t retries;
+	bool staged;              /* payload is this slot's staging buffer */
+	bool send_ack;            /* also (re)send ack_hdr (see client_op.c) */
+	uint64_t first_ns, sent_ns, due_ns;
+	uint32_t next_free;
+	uint8_t *stage;           /* max_chunk_bytes */
+};
+
+struct cl_core {
+	struct cl_slot *slots;    /* cfg.window */
+	uint8_t *stage_mem;
+	uint32_t free_head;
+	uint32_t inflight;
+	uint32_t pend_head, pend_tail; /* operations with unsent chunks, FIFO */
+	uint64_t next_due;        /* earliest due_ns among in-flight slots (lower bound) */
+	/* RTO estimator (RFC 6298, in ns) */
+	bool have_rtt;
+	uint64_t srtt, rttvar, rto;
+};
+
+enum cl_op_state { CL_OP_FREE = 0, CL_OP_ACTIVE, CL_OP_DONE, CL_OP_FAILED };
+
+struct cl_op {
+	uint8_t state;
+	uint16_t gen;
+	uint32_t kidx;
+	uint32_t round;
+	const uint8_t *in;
+	uint8_t *out;
+	uint32_t next_chunk;      /* send cursor */
+	uint32_t remaining;       /* chunks without a RESULT */
+	bool pending;             /* linked in its core's pending list */
+	uint32_t pend_prev, pend_next;
+	int err;
+};
+
+enum cl_wait { CL_W_NONE = 0, CL_W_JOIN, CL_W_REGISTER };
+
+struct tally_client {
+	struct tally_client_cfg cfg;
+	const struct tally_xport_ops *ops;
+	void *xctx;
+	struct tally_client_stats st;
+	char errmsg[CL_ERRLEN];
+
+	bool joined;
+	uint16_t ncores;
+	uint32_t max_chunk_bytes;
+	uint32_t caps;
+	struct cl_core *cores;
+
+	/* blocking control request in progress */
+	enum cl_wait wait;
+	uint32_t wait_key;
+	uint8_t *wait_core_ok;     /* JOIN: per core answered */
+	bool join_ok0;
+	struct tally_join_ok jok;
+	int wait_err;
+	bool wait_done;
+
+	struct cl_key *keys;
+	uint32_t nkeys, keys_cap;
+	uint32_t *khash;           /* open addressing: key index + 1, 0 empty */
+	uint32_t khash_mask;
+
+	struct cl_op *ops_tab;     /* cfg.max_ops */
+	uint32_t op_free_head;     /* via pend_next */
+};
+
+/* client.c */
+int cl_err_from_reason(unsigned reason);
+void cl_seterr(struct tally_client *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+struct cl_key *cl_key_find(const struct tally_client *c, uint32_t key);
+void cl_fill_hdr(const struct tally_client *c, struct tally_hdr *h, uint8_t op);
+int cl_send(struct tally_client *c, uint32_t core, const uint8_t *hdr, const void *payload,
+	    size_t len);
+void cl_rx_control(struct tally_client *c, const struct tally_pkt *p);
+int cl_fold_alloc(struct tally_client *c, struct cl_key *k);
+
+/* client_op.c */
+int cl_cores_init(struct tally_client *c);
+void cl_cores_free(struct tally_client *c);
+int cl_ops_init(struct tally_client *c);
+void cl_pump(struct tally_client *c, uint32_t core);
+void cl_slot_release(struct tally_client *c, uint32_t core, uint32_t slot);
+void cl_rtt_sample(struct cl_core *cc, uint64_t rtt_ns, const struct tally_client_cfg *cfg);
+void cl_op_finish(struct tally_client *c, uint32_t opi);
+void cl_op_fail(struct tally_client *c, uint32_t opi, int err);
+
+/* client_fold.c */
+/* Build the push payload of a chunk whose fold is pending: stage = in + fold (in the wire
+ * dtype); fold keeps what the wire dtype could not carry (0 for f32/i32). Returns whether
+ * a residual remains. */
+bool cl_fold_stage(enum tally_dtype dt, void *stage, const void *in, void *fold, size_t n);
+/* fold += the payload that was left out of the sum. */
+void cl_fold_add(enum tally_dtype dt, void *fold, const void *pushed, size_t n);
+
+static inline uint32_t cl_chunk_count(const struct cl_key *k, uint32_t ch)
+{
+	uint32_t off = ch * k->reg.chunk_elems;
+	uint32_t left = k->reg.nelems - off;
+	return left < k->reg.chunk_elems ? left : k->reg.chunk_elems;
+}
+
+#endif

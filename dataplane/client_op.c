@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * client_op.c — allreduce operations: chunking, per-core windows, per-chunk retransmission
+ * timers with an adaptive RTO (RFC 6298 estimator, Karn's rule), exponential backoff,
+ * give-up. All state is preallocated: operation slots at creation, window slots and their
+ * staging buffers at JOIN, per-chunk state words at key registration.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_int.h"
+
+#define CL_RTO_MIN_NS 20000ull   /* floor of the adaptive RTO */
+#define CL_CLOCK_G_NS 10000ull   /* RFC 6298 "G": our timer granularity */
+
+static uint64_t cl_now(struct tally_client *c)
+{
+	return c->ops->now_ns(c->xctx);
+}
+
+int cl_ops_init(struct tally_client *c)
+{
+	c->ops_tab = calloc(c->cfg.max_ops, sizeof(*c->ops_tab));
+	if (!c->ops_tab)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->cfg.max_ops; i++)
+		c->ops_tab[i].pend_next = i + 1 < c->cfg.max_ops ? i + 1 : CL_NONE;
+	c->op_free_head = 0;
+	return 0;
+}
+
+int cl_cores_init(struct tally_client *c)
+{
+	uint32_t w = c->cfg.window;
+
+	c->cores = calloc(c->ncores, sizeof(*c->cores));
+	if (!c->cores)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->ncores; i++) {
+		struct cl_core *cc = &c->cores[i];
+
+		cc->slots = calloc(w, sizeof(*cc->slots));
+		/* 64-byte aligned staging so reducers run on aligned data */
+		cc->stage_mem = aligned_alloc(64, (size_t)w * ((c->max_chunk_bytes + 63) & ~63u));
+		if (!cc->slots || !cc->stage_mem)
+			return -ENOMEM;
+		for (uint32_t s = 0; s < w; s++) {
+			cc->slots[s].op = CL_NONE;
+			cc->slots[s].next_free = s + 1 < w ? s + 1 : CL_NONE;
+			cc->slots[s].stage = cc->stage_mem +
+					     (size_t)s * ((c->max_chunk_bytes + 63) & ~63u);
+		}
+		cc->free_head = 0;
+		cc->pend_head = cc->pend_tail = CL_NONE;
+		cc->next_due = UINT64_MAX;
+		cc->rto = (uint64_t)c->cfg.rto_init_us * 1000;
+	}
+	return 0;
+}
+
+void cl_cores_free(struct tally_client *c)
+{
+	if (!c->cores)
+		return;
+	for (uint32_t i = 0; i < c->ncores; i++) {
+		free(c->cores[i].slots);
+		free(c->cores[i].stage_mem);
+	}
+	free(c->cores);
+	c->cores = NULL;
+}
+
+void cl_rtt_sample(struct cl_core *cc, uint64_t r, const struct tally_client_cfg *cfg)
+{
+	uint64_t var, rto, max = (uint64_t)cfg->rto_max_us * 1000;
+
+	if (!cc->have_rtt) {
+		cc->srtt = r;
+		cc->rttvar = r / 2;
+		cc->have_rtt = true;
+	} else {
+		uint64_t d = cc->srtt > r ? cc->srtt - r : r - cc->srtt;
+
+		cc->rttvar = (3 * cc->rttvar + d) / 4;
+		cc->srtt = (7 * cc->srtt + r) / 8;
+	}
+	var = 4 * cc->rttvar;
+	rto = cc->srtt + (var > CL_CLOCK_G_NS ? var : CL_CLOCK_G_NS);
+	if (rto < CL_RTO_MIN_NS)
+		rto = CL_RTO_MIN_NS;
+	cc->rto = rto > max ? max : rto;
+}
+
+static void cl_pend_unlink(struct tally_client *c, struct cl_core *cc, uint32_t opi)
+{
+	struct cl_op *op = &c->ops_tab[opi];
+
+	if (!op->pending)
+		return;
+	if (op->pend_prev != CL_NONE)
+		c->ops_tab[op->pend_prev].pend_next = op->pend_next;
+	else
+		cc->pend_head = op->pend_next;
+	if (op->pend_next != CL_NONE)
+		c->ops_tab[op->pend_next].pend_prev = op->pend_prev;
+	else
+		cc->pend_tail = op->pend_prev;
+	op->pending = false;
+}
+
+void cl_slot_release(struct tally_client *c, uint32_t core, uint32_t s)
+{
+	struct cl_core *cc = &c->cores[core];
+
+	cc->slots[s].op = CL_NONE;
+	cc->slots[s].next_free = cc->free_head;
+	cc->free_head = s;
+	cc->inflight--;
+}
+
+void cl_op_finish(struct tally_client *c, uint32_t opi)
+{
+	struct cl_op *op = &c->ops_tab[opi];
+	struct cl_key *k = &c->keys[op->kidx];
+	uint32_t p = op->round & 1;
+
+	cl_pend_unlink(c, &c->cores[k->core], opi);
+	k->par_op[p] = CL_NONE;
+	k->done_valid[p] = true;
+	k->done_round[p] = op->round;
+	op->state = CL_OP_DONE;
+}
+
+/* Fail an operation: its chunks stop, its slots are freed. The round may be started again. */
+void cl_op_fail(struct tally_client *c, uint32_t opi, int err)
+{
+	struct cl_op *op = &c->ops_tab[opi];
+	struct cl_key *k = &c->keys[op->kidx];
+	uint32_t p = op->round & 1, *cst = k->cst[p];
+
+	for (uint32_t ch = 0; ch < k->nchunks; ch++)
+		if (CL_CH_STATE(cst[ch]) == CL_CH_INFLIGHT) {
+			cl_slot_release(c, k->core, CL_CH_SLOT(cst[ch]));
+			cst[ch] = CL_CH_MAKE(CL_CH_DONE, 0);
+		}
+	cl_pend_unlink(c, &c->cores[k->core], opi);
+	k->par_op[p] = CL_NONE;
+	if (k->next_round == op->round + 1 && k->par_op[p ^ 1] == CL_NONE)
+		k->next_round = op->round;
+	op->state = CL_OP_FAILED;
+	op->err = err;
+}
+
+static void cl_xmit(struct tally_client *c, uint32_t core, struct cl_slot *sl)
+{
+	if (sl->send_ack)
+		cl_send(c, core, sl->ack_hdr, sl->payload, sl->len);
+	cl_send(c, core, sl->hdr, sl->payload, sl->len);
+}
+
+/* First transmission of chunk `ch` of operation `opi` in window slot `s`. */
+static void cl_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch, uint32_t s,
+			  uint64_t now)
+{
+	struct cl_op *op = &c->ops_tab[opi];
+	struct cl_key *k = &c->keys[op->kidx];
+	struct cl_core *cc = &c->cores[k->core];
+	struct cl_slot *sl = &cc->slots[s];
+	uint32_t off = ch * k->reg.chunk_elems, n = cl_chunk_count(k, ch);
+	struct tally_hdr h;
+
+	sl->op = opi;
+	sl->chunk = ch;
+	sl->retries = 0;
+	sl->len = n * (uint32_t)k->esize;
+	sl->payload = op->in + (size_t)off * k->esize;
+	sl->staged = false;
+	sl->send_ack = false;
+	if (k->fold && (k->fold_pending[ch >> 3] & (1u << (ch & 7)))) {
+		bool left = cl_fold_stage((enum tally_dtype)k->reg.dtype, sl->stage, sl->payload,
+					  (uint8_t *)k->fold + (size_t)off * 4, n);
+
+		if (!left)
+			k->fold_pending[ch >> 3] &= (uint8_t)~(1u << (ch & 7));
+		sl->payload = sl->stage;
+		sl->staged = true;
+	}
+	cl_fill_hdr(c, &h, TALLY_OP_PUSH);
+	h.key = k->key;
+	h.round = op->round;
+	h.offset = off;
+	h.count = n;
+	h.dtype = k->reg.dtype;
+	tally_proto_finish(sl->hdr, &h, sl->payload, sl->len);
+	/* Our push of the previous round was answered by a RESULT that left us out: the
+	 * appliance may never have seen it, and cannot start this round until it has. So a
+	 * copy labelled with that round goes along (it is not added: that chunk is complete)
+	 * until a RESULT of this round proves the appliance moved on. */
+	if (k->unacked && k->unacked[ch] != CL_NONE) {
+		if (k->unacked[ch] == op->round - 1) {
+			h.round = op->round - 1;
+			tally_proto_encode_hdr(sl->ack_hdr, &h);
+			sl->send_ack = true;
+		} else {
+			k->unacked[ch] = CL_NONE;
+		}
+	}
+	sl->first_ns = sl->sent_ns = now;
+	sl->due_ns = now + cc->rto;
+	if (sl->due_ns < cc->next_due)
+		cc->next_due = sl->due_ns;
+	k->cst[op->round & 1][ch] = CL_CH_MAKE(CL_CH_INFLIGHT, s);
+	c->st.pushes++;
+	cl_xmit(c, k->core, sl);
+}
+
+void cl_pump(struct tally_client *c, uint32_t core)
+{
+	struct cl_core *cc = &c->cores[core];
+	uint64_t now = 0;
+	bool have_now = false;
+
+	while (cc->free_head != CL_NONE && cc->pend_head != CL_NONE) {
+		uint32_t opi = cc->pend_head, s;
+		struct cl_op *op = &c->ops_tab[opi];
+		struct cl_key *k = &c->keys[op->kidx];
+		const uint32_t *cst = k->cst[op->round & 1];
+		uint32_t ch = op->next_chunk;
+
+		while (ch < k->nchunks && CL_CH_STATE(cst[ch]) != CL_CH_QUEUED)
+			ch++;
+		if (ch >= k->nchunks) {
+			op->next_chunk = ch;
+			cl_pend_unlink(c, cc, opi);
+			continue;
+		}
+		if (!have_now) {
+			now = cl_now(c);
+			have_now = true;
+		}
+		s = cc->free_head;
+		cc->free_head = cc->slots[s].next_free;
+		cc->inflight++;
+		op->next_chunk = ch + 1;
+		cl_send_chunk(c, opi, ch, s, now);
+	}
+}
+
+int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, const void *in,
+		       void *out)
+{
+	struct cl_key *k;
+	struct cl_core *cc;
+	struct cl_op *op;
+	uint32_t opi, p = round & 1;
+
+	if (!c->joined) {
+		cl_seterr(c, "start key %u round %u: not joined", key, round);
+		return -ENOTCONN;
+	}
+	k = cl_key_find(c, key);
+	if (!k) {
+		cl_seterr(c, "start key %u round %u: key not registered", key, round);
+		return -ENOENT;
+	}
+	if (!in || !out)
+		return -EINVAL;
+	if (k->started && round != k->next_round) {
+		cl_seterr(c, "start key %u round %u: rounds must be used in order (next is %u)",
+			  key, round, k->next_round);
+		return -EINVAL;
+	}
+	if (k->par_op[p] != CL_NONE) {
+		cl_seterr(c, "start key %u round %u: round %u of this key still running", key,
+			  round, round - 2);
+		return -EBUSY;
+	}
+	if (c->op_free_head == CL_NONE) {
+		cl_seterr(c, "start key %u round %u: %u operations already running", key, round,
+			  c->cfg.max_ops);
+		return -EAGAIN;
+	}
+	opi = c->op_free_head;
+	op = &c->ops_tab[opi];
+	c->op_free_head = op->pend_next;
+	op->state = CL_OP_ACTIVE;
+	op->gen++;
+	op->kidx = (uint32_t)(k - c->keys);
+	op->round = round;
+	op->in = in;
+	op->out = out;
+	op->next_chunk = 0;
+	op->remaining = k->nchunks;
+	op->err = 0;
+	memset(k->cst[p], 0, k->nchunks * sizeof(uint32_t));
+	k->par_op[p] = opi;
+	k->started = true;
+	k->next_round = round + 1;
+	/* append to the owner core's FIFO of operations with unsent chunks */
+	cc = &c->cores[k->core];
+	op->pending = true;
+	op->pend_next = CL_NONE;
+	op->pend_prev = cc->pend_tail;
+	if (cc->pend_tail != CL_NONE)
+		c->ops_tab[cc->pend_tail].pend_next = opi;
+	else
+		cc->pend_head = opi;
+	cc->pend_tail = opi;
+	cl_pump(c, k->core);
+	return (int)(((uint32_t)op->gen << 15) | opi);
+}
+
+static struct cl_op *cl_handle_op(struct tally_client *c, int handle, uint32_t *opi)
+{
+	uint32_t i = (uint32_t)handle & 0x7fffu;
+	struct cl_op *op;
+
+	if (handle < 0 || i >= c->cfg.max_ops)
+		return NULL;
+	op = &c->ops_tab[i];
+	if (op->state == CL_OP_FREE || op->gen != (uint16_t)((uint32_t)handle >> 15))
+		return NULL;
+	*opi = i;
+	return op;
+}
+
+int tally_client_test(struct tally_client *c, int handle)
+{
+	uint32_t opi;
+	struct cl_op *op = cl_handle_op(c, handle, &opi);
+	int rc;
+
+	if (!op)
+		return -EINVAL;
+	if (op->state == CL_OP_ACTIVE)
+		return 0;
+	rc = op->state == CL_OP_DONE ? 1 : op->err;
+	op->state = CL_OP_FREE;
+	op->pend_next = c->op_free_head;
+	c->op_free_head = opi;
+	return rc;
+}
+
+uint64_t tally_client_tick(struct tally_client *c)
+{
+	uint64_t now, next = UINT64_MAX, max = (uint64_t)c->cfg.rto_max_us * 1000;
+	uint64_t give_up = (uint64_t)c->cfg.give_up_ms * 1000000u;
+
+	if (!c->joined)
+		return UINT64_MAX;
+	now = cl_now(c);
+	for (uint32_t core = 0; core < c->ncores; core++) {
+		struct cl_core *cc = &c->cores[core];
+
+		if (cc->inflight && now >= cc->next_due) {
+			uint64_t nd = UINT64_MAX;
+
+			for (uint32_t s = 0; s < c->cfg.window && cc->inflight; s++) {
+				struct cl_slot *sl = &cc->slots[s];
+				uint64_t rto;
+
+				if (sl->op == CL_NONE)
+					continue;
+				if (now - sl->first_ns >= give_up) {
+					struct cl_op *op = &c->ops_tab[sl->op];
+					struct cl_key *k = &c->keys[op->kidx];
+
+					cl_seterr(c, "allreduce key %u round %u: chunk %u (offset %u, "
+						  "%u elements) got no RESULT from appliance core "
+						  "%u within %u ms (%u retransmits)",
+						  k->key, op->round, sl->chunk,
+						  sl->chunk * k->reg.chunk_elems,
+						  cl_chunk_count(k, sl->chunk), core,
+						  c->cfg.give_up_ms, sl->retries);
+					cl_op_fail(c, sl->op, -ETIMEDOUT);
+					continue;
+				}
+				if (sl->due_ns <= now) {
+					sl->retries++;
+					rto = sl->retries >= 40 ? max : cc->rto << sl->retries;
+					sl->due_ns = now + (rto > max ? max : rto);
+					sl->sent_ns = now;
+					c->st.retransmits++;
+					cl_xmit(c, core, sl);
+				}
+				if (sl->first_ns + give_up < sl->due_ns)
+					sl->due_ns = sl->first_ns + give_up;
+				if (sl->due_ns < nd)
+					nd = sl->due_ns;
+			}
+			cc->next_due = nd;
+		}
+		cl_pump(c, core);
+		if (cc->inflight && cc->next_due < next)
+			next = cc->next_due;
+	}
+	if (next == UINT64_MAX)
+		return UINT64_MAX;
+	return next > now ? next - now : 0;
+}
+
+int tally_client_wait(struct tally_client *c, int handle)
+{
+	for (;;) {
+		int rc = tally_client_test(c, handle);
+		uint64_t next;
+
+		if (rc)
+			return rc < 0 ? rc : 0;
+		next = tally_client_tick(c);
+		rc = tally_client_test(c, handle);
+		if (rc)
+			return rc < 0 ? rc : 0;
+		if (!c->ops->poll)
+			return -ENOTSUP;
+		if (next > 10000000ull)
+			next = 10000000ull; /* wake at least every 10 ms */
+		rc = c->ops->poll(c->xctx, next);
+		if (rc < 0 && rc != -EINTR && rc != -EAGAIN)
+			return rc;
+	}
+}
+
+int tally_client_allreduce(struct tally_client *c, uint32_t key, uint32_t round,
+			   const void *in, void *out)
+{
+	int h = tally_client_start(c, key, round, in, out);
+
+	if (h < 0)
+		return h;
+	return tally_client_wait(c, h);
+}

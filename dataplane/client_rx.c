@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * client_rx.c — what the session receives: every packet decoded and validated, RESULTs
+ * checked against the operation they claim to answer (job, token, rank, key, round,
+ * offset, count, dtype) and written into its output buffer; a RESULT that left this worker
+ * out folds the contribution forward (quorum, eager-SGD). Rejections are counted by reason.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "client_int.h"
+
+static void cl_set_bit(uint8_t *bm, uint32_t i)
+{
+	bm[i >> 3] |= (uint8_t)(1u << (i & 7));
+}
+
+/* Keep a contribution the appliance did not add: it goes into our next push of the chunk. */
+static int cl_exclude(struct tally_client *c, struct cl_key *k, uint32_t ch, uint32_t round,
+		      const void *pushed)
+{
+	uint32_t off = ch * k->reg.chunk_elems;
+
+	if (!k->fold && cl_fold_alloc(c, k) != 0)
+		return -ENOMEM;
+	cl_fold_add((enum tally_dtype)k->reg.dtype, (uint8_t *)k->fold + (size_t)off * 4, pushed,
+		    cl_chunk_count(k, ch));
+	cl_set_bit(k->fold_pending, ch);
+	k->unacked[ch] = round;
+	c->st.excluded++;
+	return 0;
+}
+
+static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
+{
+	const struct tally_hdr *h = &p->hdr;
+	struct cl_key *k = cl_key_find(c, h->key);
+	uint32_t ch, par, opi, w, *cst;
+	struct cl_op *op;
+	const uint8_t *mine;
+	size_t len;
+
+	if (!k) {
+		c->st.drops[TALLY_R_UNKNOWN_KEY]++;
+		return;
+	}
+	if (h->dtype != k->reg.dtype) {
+		c->st.drops[TALLY_R_CHUNK_MISMATCH]++;
+		return;
+	}
+	if (h->offset % k->reg.chunk_elems || h->offset >= k->reg.nelems ||
+	    h->count != cl_chunk_count(k, h->offset / k->reg.chunk_elems) ||
+	    h->contrib < 1 || h->contrib > k->reg.participants) {
+		c->st.drops[TALLY_R_BAD_RANGE]++;
+		return;
+	}
+	ch = h->offset / k->reg.chunk_elems;
+	/* A RESULT of round r+1 proves the appliance saw our push of round r. */
+	if (k->unacked && k->unacked[ch] == h->round - 1)
+		k->unacked[ch] = CL_NONE;
+	par = h->round & 1;
+	opi = k->par_op[par];
+	if (opi == CL_NONE || c->ops_tab[opi].round != h->round) {
+		if (k->done_valid[par] && k->done_round[par] == h->round)
+			c->st.dup_results++;
+		else
+			c->st.drops[TALLY_R_STALE_ROUND]++;
+		return;
+	}
+	op = &c->ops_tab[opi];
+	cst = k->cst[par];
+	w = cst[ch];
+	len = (size_t)h->count * k->esize;
+	switch (CL_CH_STATE(w)) {
+	case CL_CH_DONE:
+		c->st.dup_results++;
+		return;
+	case CL_CH_QUEUED:
+		/* Completed without us before we pushed (quorum/deadline). */
+		if (h->flags & TALLY_F_INCLUDED) {
+			c->st.drops[TALLY_R_UNEXPECTED_OP]++;
+			return;
+		}
+		mine = op->in + (size_t)h->offset * k->esize;
+		if (cl_exclude(c, k, ch, h->round, mine)) {
+			cl_seterr(c, "allreduce key %u round %u chunk %u: no memory to keep the "
+				  "excluded contribution", k->key, h->round, ch);
+			cl_op_fail(c, opi, -ENOMEM);
+			return;
+		}
+		break;
+	default: {
+		struct cl_core *cc = &c->cores[k->core];
+		uint32_t s = CL_CH_SLOT(w);
+		struct cl_slot *sl = &cc->slots[s];
+
+		if (sl->retries == 0) /* Karn: no samples from retransmitted chunks */
+			cl_rtt_sample(cc, c->ops->now_ns(c->xctx) - sl->first_ns, &c->cfg);
+		if (!(h->flags & TALLY_F_INCLUDED) &&
+		    cl_exclude(c, k, ch, h->round, sl->payload)) {
+			cl_seterr(c, "allreduce key %u round %u chunk %u: no memory to keep the "
+				  "excluded contribution", k->key, h->round, ch);
+			cl_op_fail(c, opi, -ENOMEM);
+			return;
+		}
+		cl_slot_release(c, k->core, s);
+		break;
+	}
+	}
+	memcpy(op->out + (size_t)h->offset * k->esize, p->payload, len);
+	cst[ch] = CL_CH_MAKE(CL_CH_DONE, 0);
+	c->st.results++;
+	if (--op->remaining == 0)
+		cl_op_finish(c, opi);
+	cl_pump(c, k->core);
+}
+
+/* An ERROR answering one of our PUSHes. Transient reasons are left to retransmission. */
+static void cl_rx_push_error(struct tally_client *c, const struct tally_hdr *h)
+{
+	struct cl_key *k = cl_key_find(c, h->key);
+	uint32_t opi;
+
+	switch (h->reason) {
+	case TALLY_R_POOL_FULL:
+	case TALLY_R_TOO_EARLY:
+	case TALLY_R_STALE_ROUND:
+		return;
+	default:
+		break;
+	}
+	if (!k || h->reason >= TALLY_R_COUNT)
+		return;
+	opi = k->par_op[h->round & 1];
+	if (opi == CL_NONE || c->ops_tab[opi].round != h->round)
+		return;
+	cl_seterr(c, "allreduce key %u round %u: appliance core %u rejected chunk at offset %u: %s",
+		  h->key, h->round, k->core, h->offset,
+		  tally_reason_name((enum tally_reason)h->reason));
+	cl_op_fail(c, opi, cl_err_from_reason(h->reason));
+}
+
+void tally_client_rx(struct tally_client *c, const void *buf, size_t len)
+{
+	struct tally_pkt p;
+	enum tally_reason r;
+
+	c->st.rx_pkts++;
+	c->st.rx_bytes += len;
+	r = tally_proto_decode(buf, len, &p);
+	if (r != TALLY_OK) {
+		c->st.drops[r < TALLY_R_COUNT ? r : TALLY_R_BAD_OP]++;
+		return;
+	}
+	if (p.hdr.job_id != c->cfg.job_id) {
+		c->st.drops[TALLY_R_WRONG_JOB]++;
+		return;
+	}
+	if (p.hdr.token != c->cfg.token) {
+		c->st.drops[TALLY_R_WRONG_TOKEN]++;
+		return;
+	}
+	if (p.hdr.rank != c->cfg.rank) {
+		c->st.drops[TALLY_R_BAD_RANK]++;
+		return;
+	}
+	if (p.hdr.op == TALLY_OP_RESULT) {
+		if (!c->joined) {
+			c->st.drops[TALLY_R_NOT_JOINED]++;
+			return;
+		}
+		cl_rx_result(c, &p);
+	} else if (p.hdr.op == TALLY_OP_ERROR && p.hdr.aux == TALLY_OP_PUSH) {
+		c->st.errors++;
+		if (c->joined)
+			cl_rx_push_error(c, &p.hdr);
+	} else {
+		cl_rx_control(c, &p);
+	}
+}

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tally_xport_dpdk.h — the DPDK transport: port setup, buffered transmit, the engine-side
+ * tally_xport_ops (one per appliance lcore), and the client-side tally_xport_ops that lets a
+ * worker run the client session over a DPDK port (e.g. the client side of net_memif).
+ *
+ * Engine side, zero copy both ways: the engine sums straight from the received mbuf's
+ * payload, and each packet it sends is a small header mbuf (Ethernet + IPv4 + UDP + Tally
+ * header) chained to an mbuf that references the engine's payload as an external buffer.
+ * tally_xport.h guarantees the payload stays unchanged until its slot is reused for round
+ * r+2, which is after the transmit completed, so the external buffer's free callback has
+ * nothing to free. Small payloads (control replies, possibly on the engine's stack) are
+ * copied into the header mbuf instead.
+ *
+ * Every function is used by one lcore (thread) at a time per object; no locks.
+ */
+#ifndef TALLY_XPORT_DPDK_H
+#define TALLY_XPORT_DPDK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include "tally_client.h"
+#include "tally_dpdk_pkt.h"
+#include "tally_xport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TALLY_DPDK_BURST 32
+#define TALLY_DPDK_MAX_PORTS 8
+#define TALLY_DPDK_TXBUF 64          /* packets buffered per port before a forced flush */
+#define TALLY_DPDK_COPY_MAX 256      /* payloads up to this size are copied, not attached */
+
+/* ---- ports ---- */
+
+struct tally_dpdk_port_cfg {
+	uint16_t nb_rxq, nb_txq;
+	uint16_t rx_desc, tx_desc;       /* 0: 1024 */
+	struct rte_mempool **rx_pools;   /* nb_rxq pools (NUMA-local to the port) */
+	uint32_t mtu;                    /* 0: leave alone; else set if the device allows it */
+	const uint8_t *mac;              /* NULL: keep the device's address */
+	int rss;                         /* spread RX over the queues with RSS if offered */
+};
+
+/* Port id of a device named as EAL knows it ("0000:3b:00.0", "net_memif0"). 0 or -ENODEV. */
+int tally_dpdk_port_find(const char *name, uint16_t *port_id);
+
+/* Configure queues, set MTU/MAC, start the port. On failure returns a negative errno and
+ * writes a sentence saying what failed into err. Notes that are not failures (MTU left
+ * alone, RSS not offered) go to the log. */
+int tally_dpdk_port_setup(uint16_t port_id, const struct tally_dpdk_port_cfg *cfg,
+			  char *err, size_t errlen);
+
+/* Steer UDP destination port base + core to RX queue queue_of_core[core] (skipping cores
+ * with queue_of_core[core] == UINT16_MAX) with rte_flow. Returns the number of rules
+ * installed, or a negative errno and a reason in why (the device has no such flow
+ * support): the caller then dispatches in software. */
+int tally_dpdk_steer(uint16_t port_id, uint16_t base_port, const uint16_t *queue_of_core,
+		     uint16_t ncores, char *why, size_t whylen);
+
+/* ---- buffered transmit (one per lcore; a queue on each of its ports) ---- */
+
+struct tally_dpdk_txport {
+	uint16_t port_id, queue;
+	struct tally_dpdk_ifaddr ifa;
+	uint16_t n;
+	uint64_t deadline;               /* TSC: flush by then */
+	struct rte_mbuf *buf[TALLY_DPDK_TXBUF];
+};
+
+struct tally_dpdk_tx_stats {
+	uint64_t tx_pkts, tx_bytes;
+	uint64_t drops[TALLY_DPDK_D_COUNT]; /* TX_FULL, NO_MBUF */
+};
+
+struct tally_dpdk_tx {
+	uint16_t core;                   /* this lcore's core index: UDP source port base+core */
+	uint16_t nports;
+	uint16_t ip_id;
+	uint64_t flush_cycles;           /* TSC cycles a buffered packet may wait */
+	struct rte_mempool *hdr_pool;    /* small mbufs: headers and extbuf carriers */
+	struct rte_mbuf_ext_shared_info shinfo;
+	struct tally_dpdk_tx_stats st;
+	struct tally_dpdk_txport port[TALLY_DPDK_MAX_PORTS];
+};
+
+/* hdr_pool's data room must hold RTE_PKTMBUF_HEADROOM + 42 + 64 + TALLY_DPDK_COPY_MAX. */
+#define TALLY_DPDK_HDR_ROOM (RTE_PKTMBUF_HEADROOM + TALLY_DPDK_HDRS_LEN + 64 + TALLY_DPDK_COPY_MAX)
+
+void tally_dpdk_tx_init(struct tally_dpdk_tx *tx, uint16_t core, struct rte_mempool *hdr_pool,
+			uint32_t flush_us);
+/* Add a port (index = order of calls). 0 or -ENOSPC. */
+int tally_dpdk_tx_add_port(struct tally_dpdk_tx *tx, uint16_t port_id, uint16_t queue,
+			   const struct tally_dpdk_ifaddr *ifa);
+/* Queue a finished frame for port index pi (takes the mbuf; counts and frees it when the
+ * buffer stays full). */
+void tally_dpdk_tx_enqueue(struct tally_dpdk_tx *tx, uint16_t pi, struct rte_mbuf *m);
+/* Transmit what is buffered: every port when force, else those past their deadline.
+ * Unsent packets stay buffered for the next call. */
+void tally_dpdk_tx_flush(struct tally_dpdk_tx *tx, int force);
+/* Packets still buffered (drain). */
+unsigned tally_dpdk_tx_pending(const struct tally_dpdk_tx *tx);
+
+/* The engine's transport: ctx is a struct tally_dpdk_tx; tally_addr.cookie is the port
+ * index a peer was heard on, mac/ip/port its addresses. */
+extern const struct tally_xport_ops tally_dpdk_engine_ops;
+
+/* Fill the peer address of a parsed UDP frame heard on port index pi. */
+void tally_dpdk_addr_from(struct tally_addr *a, const struct tally_dpdk_parsed *p, uint16_t pi);
+
+/* Answer an ARP request or ICMP echo in place and queue it (m classified as such). */
+void tally_dpdk_answer(struct tally_dpdk_tx *tx, uint16_t pi, struct rte_mbuf *m,
+		       enum tally_dpdk_class cls);
+
+/* ---- client side (a worker's session over DPDK) ---- */
+
+struct tally_dpdk_client_cfg {
+	uint16_t port_id, rxq, txq;
+	struct rte_mempool *pool;        /* mbufs for transmit (data room >= 42+64+chunk) */
+	uint32_t local_ip, local_mask;   /* network order */
+	uint16_t local_port;             /* host order; 0: 9169 */
+	uint32_t server_ip;              /* network order */
+	uint16_t base_port;              /* host order; 0: TALLY_DEFAULT_PORT */
+	uint8_t server_mac[6];           /* used when server_mac_set, else resolved by ARP */
+	int server_mac_set;
+	uint32_t flush_us;               /* TX deadline, default 5 */
+};
+
+struct tally_dpdk_client_stats {
+	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
+	uint64_t arp_replies, icmp_replies, delivered;
+	uint64_t drops[TALLY_DPDK_D_COUNT];
+};
+
+struct tally_dpdk_client;
+
+/* NULL and *err (negative errno) on failure. The port must be started. */
+struct tally_dpdk_client *tally_dpdk_client_create(const struct tally_dpdk_client_cfg *cfg,
+						   int *err);
+void tally_dpdk_client_destroy(struct tally_dpdk_client *x);
+/* The session poll() delivers to (create the session with tally_dpdk_client_ops and x). */
+void tally_dpdk_client_bind(struct tally_dpdk_client *x, struct tally_client *c);
+/* ARP for the server's MAC unless configured; 0 or -ETIMEDOUT. */
+int tally_dpdk_client_resolve(struct tally_dpdk_client *x, uint32_t timeout_ms);
+const struct tally_dpdk_client_stats *tally_dpdk_client_stats(const struct tally_dpdk_client *x);
+
+/* send/now_ns/poll over the port; send copies the payload into an mbuf from cfg.pool. */
+extern const struct tally_xport_ops tally_dpdk_client_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * engine_int.h — internal state of the aggregation engine, shared by engine*.c only.
+ *
+ * Files: engine.c (create, rx dispatch, sends, stats, drain), engine_job.c (jobs, ranks,
+ * JOIN/BYE, authentication), engine_key.c (key table, registration, memory budget),
+ * engine_chunk.c (PUSH, completion and fan-out, PULL, deadlines), engine_det.c
+ * (deterministic staging pool).
+ */
+#ifndef DP_ENGINE_INT_H
+#define DP_ENGINE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally_engine.h"
+
+#define DP_NIL UINT32_MAX
+#define DP_BM_WORDS_MAX ((TALLY_MAX_WORKERS + 63) / 64)
+
+enum { DP_CH_UNUSED = 0, DP_CH_OPEN = 1, DP_CH_DONE = 2 };
+enum { DP_HOW_QUORUM = 0, DP_HOW_DEADLINE = 1 };
+
+/* One chunk in one parity slot. */
+struct dp_chunk {
+	uint32_t round;
+	uint8_t state;        /* DP_CH_* */
+	uint8_t pad;
+	uint16_t count;       /* contributions summed (or staged) */
+	uint16_t nseen;       /* participants seen in this round, contributors included */
+	uint16_t pad2;
+	uint32_t prev, next;  /* the key's open list (index into key->chunks) */
+	uint32_t det_head;    /* staged pushes (deterministic keys), DP_NIL when none */
+	uint32_t crc;         /* CRC32C of the RESULT payload, once complete */
+	uint64_t first_ns;    /* now_ns() of the first push (deadline, stuck age) */
+};
+
+/* Key-level view of one parity: the round last started there. */
+struct dp_par {
+	uint32_t round;
+	uint8_t started;
+	uint8_t open;          /* counted in e->open_rounds */
+	uint32_t chunks_open;  /* open chunks in this parity (any round) */
+	uint32_t chunks_done;  /* chunks of `round` complete */
+};
+
+struct dp_job;
+
+struct dp_key {
+	uint32_t job_id, key;
+	struct dp_job *job;
+	struct tally_register reg; /* as registered (REGISTER conflict check) */
+	uint16_t quorum;           /* live policy */
+	uint32_t deadline_us;
+	uint64_t deadline_ns;
+	uint32_t nchunks;
+	uint32_t bm_words;         /* 64-bit words per bitmap */
+	uint8_t dtype;
+	uint8_t det;
+	uint32_t esize;            /* wire bytes per element */
+	void *acc[2];              /* f32 (or i32) accumulators, one per parity */
+	void *res[2];              /* wire-dtype result buffers (f16/bf16 keys), else NULL */
+	struct dp_chunk *chunks;   /* [2 * nchunks], parity-major */
+	uint64_t *bits;            /* per chunk: contributors then seen, bm_words each */
+	uint32_t open_head, open_tail;
+	struct dp_key *dl_prev, *dl_next; /* engine list of deadline keys with open chunks */
+	uint8_t on_dl;
+	struct dp_par par[2];
+	uint32_t vidx;             /* index in e->keys */
+	size_t mem;                /* budget charged */
+};
+
+struct dp_rank {
+	struct tally_addr addr;
+	uint8_t bound;
+	uint64_t last_ns, pkts, bytes;
+};
+
+struct dp_job {
+	uint32_t id;
+	uint64_t token;
+	uint32_t world;
+	uint8_t in_use, open_adm;
+	uint32_t joined, nkeys;
+	struct dp_rank *ranks;     /* [world] */
+};
+
+struct dp_stage {                  /* one staged push in the deterministic pool */
+	uint32_t next;
+	uint32_t rank;
+};
+
+struct tally_engine {
+	struct tally_engine_cfg cfg;
+	const struct tally_xport_ops *ops;
+	void *xctx;
+	struct tally_engine_stats st;
+
+	struct dp_job *jobs;       /* [cfg.max_jobs] */
+	struct dp_job *last_job;   /* lookup cache */
+
+	struct dp_key **ktab;      /* open addressing, linear probing */
+	uint32_t kmask;
+	struct dp_key **keys;      /* registration order, [cfg.max_keys] */
+	uint32_t nkeys;
+	size_t mem_used;
+
+	struct dp_key *dl_head;
+	uint64_t open_rounds, open_chunks;
+	int draining;
+
+	/* deterministic staging pool */
+	uint8_t *det_mem;
+	uint32_t det_nslots, det_slot_bytes, det_nfree;
+	uint32_t *det_free;        /* stack of free slot indices */
+	struct dp_stage *det_meta;
+	const void *det_src[TALLY_MAX_WORKERS]; /* scratch: staged payloads by rank */
+};
+
+/* engine.c */
+enum tally_reason dp_drop(struct tally_engine *e, enum tally_reason r);
+void dp_send(struct tally_engine *e, const struct tally_addr *to, const struct tally_hdr *h,
+	     const void *payload, size_t len);
+/* A rejected control request: counted, and answered with ERROR to `from`. */
+enum tally_reason dp_reject(struct tally_engine *e, const struct tally_hdr *req,
+			    const struct tally_addr *from, enum tally_reason r);
+void *dp_mem_alloc(struct tally_engine *e, size_t size);
+void dp_mem_free(struct tally_engine *e, void *p);
+static inline uint64_t dp_now(struct tally_engine *e)
+{
+	return e->ops->now_ns(e->xctx);
+}
+
+/* engine_job.c */
+struct dp_job *dp_job_find(struct tally_engine *e, uint32_t id);
+int dp_addr_eq(const struct tally_addr *a, const struct tally_addr *b);
+/* Job, token, rank < world, rank bound to `from`. On success *jobp is set. */
+enum tally_reason dp_auth(struct tally_engine *e, const struct tally_hdr *h,
+			  const struct tally_addr *from, struct dp_job **jobp);
+/* Bind rank to `from` (JOIN rules: RANK_TAKEN unless silent for rejoin_timeout). */
+enum tally_reason dp_bind(struct tally_engine *e, struct dp_job *job, uint32_t rank,
+			  const struct tally_addr *from, uint64_t now);
+static inline void dp_heard(struct dp_job *job, uint32_t rank, uint64_t now, size_t bytes)
+{
+	struct dp_rank *r = &job->ranks[rank];
+	r->last_ns = now;
+	r->pkts++;
+	r->bytes += bytes;
+}
+enum tally_reason dp_rx_join(struct tally_engine *e, const struct tally_pkt *pkt,
+			     const struct tally_addr *from, size_t len);
+enum tally_reason dp_rx_bye(struct tally_engine *e, const struct tally_pkt *pkt,
+			    const struct tally_addr *from);
+void dp_jobs_free(struct tally_engine *e);
+
+/* engine_key.c */
+int dp_keys_init(struct tally_engine *e);
+void dp_keys_fini(struct tally_engine *e);
+struct dp_key *dp_key_find(const struct tally_engine *e, uint32_t job_id, uint32_t key);
+enum tally_reason dp_rx_register(struct tally_engine *e, const struct tally_pkt *pkt,
+				 const struct tally_addr *from, size_t len);
+void dp_keys_remove_job(struct tally_engine *e, struct dp_job *job);
+static inline uint32_t dp_chunk_len(const struct dp_key *k, uint32_t c)
+{
+	uint32_t off = c * k->reg.chunk_elems;
+	uint32_t left = k->reg.nelems - off;
+	return left < k->reg.chunk_elems ? left : k->reg.chunk_elems;
+}
+static inline uint64_t *dp_contrib_bm(const struct dp_key *k, uint32_t idx)
+{
+	return k->bits + (size_t)idx * 2 * k->bm_words;
+}
+static inline uint64_t *dp_seen_bm(const struct dp_key *k, uint32_t idx)
+{
+	return k->bits + (size_t)idx * 2 * k->bm_words + k->bm_words;
+}
+static inline int dp_bit(const uint64_t *bm, uint32_t r)
+{
+	return (int)((bm[r >> 6] >> (r & 63)) & 1u);
+}
+static inline void dp_setbit(uint64_t *bm, uint32_t r)
+{
+	bm[r >> 6] |= 1ull << (r & 63);
+}
+
+/* engine_chunk.c */
+enum tally_reason dp_rx_push(struct tally_engine *e, const struct tally_pkt *pkt,
+			     const struct tally_addr *from, size_t len);
+enum tally_reason dp_rx_pull(struct tally_engine *e, const struct tally_pkt *pkt,
+			     const struct tally_addr *from, size_t len);
+void dp_complete(struct tally_engine *e, struct dp_key *k, uint32_t idx, int how);
+void dp_open_unlink(struct tally_engine *e, struct dp_key *k, uint32_t idx);
+void dp_dl_update(struct tally_engine *e, struct dp_key *k);
+
+/* engine_det.c */
+int dp_det_init(struct tally_engine *e);
+void dp_det_fini(struct tally_engine *e);
+static inline int dp_det_available(const struct tally_engine *e)
+{
+	return e->det_nfree > 0;
+}
+/* Copy a push into a free slot, linked to the chunk (caller checked availability). */
+void dp_det_stage(struct tally_engine *e, struct dp_chunk *ch, uint32_t rank,
+		  const void *payload, size_t bytes);
+/* Sum the chunk's staged pushes in rank order into acc, and free their slots. */
+void dp_det_reduce(struct tally_engine *e, struct dp_key *k, struct dp_chunk *ch,
+		   void *acc, uint32_t n);
+void dp_det_release(struct tally_engine *e, struct dp_chunk *ch);
+
+#endif

@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * engine_job.c — jobs and ranks: operator and open admission, JOIN binding with the
+ * rejoin timeout, BYE, per-packet authentication, and the job/worker walkers.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_int.h"
+
+struct dp_job *dp_job_find(struct tally_engine *e, uint32_t id)
+{
+	struct dp_job *j = e->last_job;
+	if (j && j->in_use && j->id == id)
+		return j;
+	for (uint32_t i = 0; i < e->cfg.max_jobs; i++) {
+		j = &e->jobs[i];
+		if (j->in_use && j->id == id) {
+			e->last_job = j;
+			return j;
+		}
+	}
+	return NULL;
+}
+
+/* Transport address identity: IP, UDP port and the transport's cookie. The core index
+ * and MAC are not part of a worker's identity (routers rewrite MACs). */
+int dp_addr_eq(const struct tally_addr *a, const struct tally_addr *b)
+{
+	return a->ip == b->ip && a->port == b->port && a->cookie == b->cookie;
+}
+
+static struct dp_job *job_new(struct tally_engine *e, uint32_t id, uint64_t token,
+			      uint32_t world, int *err)
+{
+	struct dp_job *free_slot = NULL;
+	for (uint32_t i = 0; i < e->cfg.max_jobs; i++) {
+		if (!e->jobs[i].in_use) {
+			free_slot = &e->jobs[i];
+			break;
+		}
+	}
+	if (!free_slot) {
+		*err = -ENOSPC;
+		return NULL;
+	}
+	struct dp_rank *ranks = calloc(world, sizeof(*ranks));
+	if (!ranks) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	memset(free_slot, 0, sizeof(*free_slot));
+	free_slot->id = id;
+	free_slot->token = token;
+	free_slot->world = world;
+	free_slot->ranks = ranks;
+	free_slot->in_use = 1;
+	return free_slot;
+}
+
+int tally_engine_job_add(struct tally_engine *e, uint32_t job_id, uint64_t token,
+			 uint32_t world_size)
+{
+	if (!e || world_size == 0 || world_size > TALLY_MAX_WORKERS)
+		return -EINVAL;
+	struct dp_job *j = dp_job_find(e, job_id);
+	if (j)
+		return (j->token == token && j->world == world_size) ? 0 : -EEXIST;
+	int err = 0;
+	return job_new(e, job_id, token, world_size, &err) ? 0 : err;
+}
+
+int tally_engine_job_remove(struct tally_engine *e, uint32_t job_id)
+{
+	struct dp_job *j = dp_job_find(e, job_id);
+	if (!j)
+		return -ENOENT;
+	dp_keys_remove_job(e, j);
+	free(j->ranks);
+	memset(j, 0, sizeof(*j));
+	if (e->last_job == j)
+		e->last_job = NULL;
+	return 0;
+}
+
+void dp_jobs_free(struct tally_engine *e)
+{
+	if (!e->jobs)
+		return;
+	for (uint32_t i = 0; i < e->cfg.max_jobs; i++)
+		free(e->jobs[i].ranks);
+	free(e->jobs);
+	e->jobs = NULL;
+}
+
+enum tally_reason dp_auth(struct tally_engine *e, const struct tally_hdr *h,
+			  const struct tally_addr *from, struct dp_job **jobp)
+{
+	struct dp_job *j = dp_job_find(e, h->job_id);
+	if (!j)
+		return TALLY_R_WRONG_JOB;
+	if (j->token != h->token)
+		return TALLY_R_WRONG_TOKEN;
+	if (h->rank >= j->world)
+		return TALLY_R_BAD_RANK;
+	const struct dp_rank *r = &j->ranks[h->rank];
+	if (!r->bound || !dp_addr_eq(&r->addr, from))
+		return TALLY_R_NOT_JOINED;
+	*jobp = j;
+	return TALLY_OK;
+}
+
+enum tally_reason dp_bind(struct tally_engine *e, struct dp_job *job, uint32_t rank,
+			  const struct tally_addr *from, uint64_t now)
+{
+	struct dp_rank *r = &job->ranks[rank];
+	if (r->bound) {
+		if (dp_addr_eq(&r->addr, from)) {
+			r->addr = *from;
+			return TALLY_OK;
+		}
+		/* Another address: only a restarted worker, silent long enough. */
+		if (now - r->last_ns < e->cfg.rejoin_timeout_ns)
+			return TALLY_R_RANK_TAKEN;
+	} else {
+		job->joined++;
+	}
+	r->bound = 1;
+	r->addr = *from;
+	r->last_ns = now;
+	return TALLY_OK;
+}
+
+enum tally_reason dp_rx_join(struct tally_engine *e, const struct tally_pkt *pkt,
+			     const struct tally_addr *from, size_t len)
+{
+	static const struct tally_addr noaddr;
+	const struct tally_hdr *h = &pkt->hdr;
+	struct tally_join jn;
+	enum tally_reason r = tally_proto_get_join(pkt, &jn);
+	if (r != TALLY_OK)
+		return dp_reject(e, h, from, r);
+	const struct tally_addr *src = from ? from : &noaddr;
+
+	struct dp_job *job = dp_job_find(e, h->job_id);
+	int created = 0;
+	if (!job) {
+		if (!e->cfg.open_admission)
+			return dp_reject(e, h, from, TALLY_R_WRONG_JOB);
+		if (jn.world_size == 0 || jn.world_size > TALLY_MAX_WORKERS ||
+		    h->rank >= jn.world_size)
+			return dp_reject(e, h, from, TALLY_R_BAD_RANK);
+		int err = 0;
+		job = job_new(e, h->job_id, h->token, jn.world_size, &err);
+		if (!job)
+			return dp_reject(e, h, from, TALLY_R_NO_MEMORY);
+		job->open_adm = 1;
+		created = 1;
+	}
+	if (job->token != h->token)
+		return dp_reject(e, h, from, TALLY_R_WRONG_TOKEN);
+	if (h->rank >= job->world || (jn.world_size && jn.world_size != job->world))
+		return dp_reject(e, h, from, TALLY_R_BAD_RANK);
+	uint64_t now = dp_now(e);
+	r = dp_bind(e, job, h->rank, src, now);
+	if (r != TALLY_OK) {
+		if (created)
+			tally_engine_job_remove(e, job->id);
+		return dp_reject(e, h, from, r);
+	}
+	dp_heard(job, h->rank, now, len);
+	e->st.joins++;
+
+	struct tally_join_ok ok;
+	memset(&ok, 0, sizeof(ok));
+	ok.base_port = e->cfg.base_port;
+	ok.ncores = e->cfg.ncores;
+	ok.max_chunk_bytes = e->cfg.max_chunk_bytes;
+	if (jn.max_chunk_bytes && jn.max_chunk_bytes < ok.max_chunk_bytes)
+		ok.max_chunk_bytes = jn.max_chunk_bytes;
+	ok.caps = TALLY_CAP_QUORUM | (e->det_nslots ? TALLY_CAP_DETERMINISTIC : 0);
+	ok.world_size = job->world;
+	uint8_t pl[TALLY_JOIN_OK_LEN];
+	tally_proto_put_join_ok(pl, &ok);
+
+	struct tally_hdr oh;
+	memset(&oh, 0, sizeof(oh));
+	oh.op = TALLY_OP_JOIN_OK;
+	oh.job_id = job->id;
+	oh.token = job->token;
+	oh.rank = h->rank;
+	oh.payload_len = TALLY_JOIN_OK_LEN;
+	oh.crc = tally_crc32c(pl, sizeof(pl));
+	dp_send(e, src, &oh, pl, sizeof(pl));
+	return TALLY_OK;
+}
+
+enum tally_reason dp_rx_bye(struct tally_engine *e, const struct tally_pkt *pkt,
+			    const struct tally_addr *from)
+{
+	struct dp_job *job;
+	enum tally_reason r = dp_auth(e, &pkt->hdr, from, &job);
+	if (r != TALLY_OK)
+		return dp_drop(e, r);
+	struct dp_rank *rk = &job->ranks[pkt->hdr.rank];
+	rk->bound = 0;
+	job->joined--;
+	e->st.byes++;
+	return TALLY_OK;
+}
+
+int tally_engine_walk_jobs(const struct tally_engine *e,
+			   int (*cb)(void *arg, const struct tally_engine_job_info *ji),
+			   void *arg)
+{
+	for (uint32_t i = 0; i < e->cfg.max_jobs; i++) {
+		const struct dp_job *j = &e->jobs[i];
+		if (!j->in_use)
+			continue;
+		struct tally_engine_job_info ji = {
+			.job_id = j->id,
+			.world_size = j->world,
+			.joined = j->joined,
+			.keys = j->nkeys,
+			.open_admission = j->open_adm,
+		};
+		int rc = cb(arg, &ji);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int tally_engine_walk_workers(const struct tally_engine *e,
+			      int (*cb)(void *arg, const struct tally_engine_worker_info *wi),
+			      void *arg)
+{
+	for (uint32_t i = 0; i < e->cfg.max_jobs; i++) {
+		const struct dp_job *j = &e->jobs[i];
+		if (!j->in_use)
+			continue;
+		for (uint32_t r = 0; r < j->world; r++) {
+			const struct dp_rank *rk = &j->ranks[r];
+			if (!rk->bound)
+				continue;
+			struct tally_engine_worker_info wi = {
+				.job_id = j->id,
+				.rank = r,
+				.addr = rk->addr,
+				.last_heard_ns = rk->last_ns,
+				.pkts = rk->pkts,
+				.bytes = rk->bytes,
+			};
+			int rc = cb(arg, &wi);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}

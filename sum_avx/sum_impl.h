@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * sum_impl.h — internal to libtally_sum: the per-ISA operation table, and the scalar
+ * conversions every path must match bit for bit (inline so the scalar loops stay tight).
+ */
+#ifndef SUM_IMPL_H
+#define SUM_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tally_sum.h"
+
+/* One table per ISA; the dispatcher picks one at init and every public call goes through it. */
+struct sum_ops {
+	void (*f32_acc)(float *dst, const float *src, size_t n);
+	void (*f32_add)(float *dst, const float *a, const float *b, size_t n);
+	void (*i32_acc)(int32_t *dst, const int32_t *src, size_t n);
+	void (*i32_add)(int32_t *dst, const int32_t *a, const int32_t *b, size_t n);
+	void (*f16_acc)(float *dst, const uint16_t *src, size_t n);
+	void (*bf16_acc)(float *dst, const uint16_t *src, size_t n);
+	void (*f16_to_f32)(float *dst, const uint16_t *src, size_t n);
+	void (*bf16_to_f32)(float *dst, const uint16_t *src, size_t n);
+	void (*f32_to_f16)(uint16_t *dst, const float *src, size_t n, float scale);
+	void (*f32_to_bf16)(uint16_t *dst, const float *src, size_t n, float scale);
+	void (*f32_scale)(float *dst, const float *src, size_t n, float scale);
+	void (*f32_kway)(float *dst, const float *const *src, unsigned k, size_t n);
+	void (*i32_kway)(int32_t *dst, const int32_t *const *src, unsigned k, size_t n);
+	void (*f16_kway)(float *dst, const uint16_t *const *src, unsigned k, size_t n);
+	void (*bf16_kway)(float *dst, const uint16_t *const *src, unsigned k, size_t n);
+};
+
+extern const struct sum_ops sum_ops_scalar;
+#ifdef TALLY_HAVE_AVX2
+extern const struct sum_ops sum_ops_avx2;
+#endif
+#ifdef TALLY_HAVE_AVX512
+extern const struct sum_ops sum_ops_avx512;
+#endif
+
+/* Tests only: pretend the CPU lacks the paths whose bit (1 << isa) is clear in mask, so the
+ * -ENOTSUP handling can be exercised on a CPU that has everything. ~0u restores. */
+void sum_test_set_cpu_mask(unsigned mask);
+
+static inline uint32_t sum_f32_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static inline float sum_bits_f32(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/* Exact widening; NaNs come out quiet with the payload kept (as VCVTPH2PS does). */
+static inline float sum_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+	uint32_t exp = (h >> 10) & 0x1fu;
+	uint32_t frac = h & 0x3ffu;
+
+	if (exp == 0x1f)
+		return sum_bits_f32(sign | 0x7f800000u | (frac << 13) | (frac ? 0x00400000u : 0));
+	if (exp != 0)
+		return sum_bits_f32(sign | ((exp + 112u) << 23) | (frac << 13));
+	if (frac == 0)
+		return sum_bits_f32(sign);
+	/* subnormal: normalise */
+	exp = 113;
+	while (!(frac & 0x400u)) {
+		frac <<= 1;
+		exp--;
+	}
+	return sum_bits_f32(sign | (exp << 23) | ((frac & 0x3ffu) << 13));
+}
+
+/* Round to nearest even; overflow to Inf; NaN stays NaN (quiet, top payload bits kept, as
+ * VCVTPS2PH does); subnormal results exact-rounded. */
+static inline uint16_t sum_f32_to_f16(float f)
+{
+	uint32_t x = sum_f32_bits(f);
+	uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+
+	x &= 0x7fffffffu;
+	if (x > 0x7f800000u)
+		return (uint16_t)(sign | 0x7e00u | ((x >> 13) & 0x3ffu));
+	if (x >= 0x477ff000u) /* >= 65520: rounds to Inf (ties to even: 65536) */
+		return (uint16_t)(sign | 0x7c00u);
+	if (x >= 0x38800000u) { /* normal result */
+		uint32_t h = ((x >> 23) - 112u) << 10 | ((x >> 13) & 0x3ffu);
+		uint32_t rem = x & 0x1fffu;
+
+		if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+			h++;
+		return (uint16_t)(sign | h);
+	}
+	if (x <= 0x33000000u) /* <= 2^-25: rounds to zero (tie goes to even 0) */
+		return sign;
+	{
+		uint32_t e = x >> 23;
+		uint32_t m = (x & 0x7fffffu) | 0x800000u;
+		uint32_t shift = 126u - e;
+		uint32_t r = m >> shift;
+		uint32_t rem = m & ((1u << shift) - 1u);
+		uint32_t half = 1u << (shift - 1u);
+
+		if (rem > half || (rem == half && (r & 1u)))
+			r++;
+		return (uint16_t)(sign | r);
+	}
+}
+
+static inline float sum_bf16_to_f32(uint16_t h)
+{
+	return sum_bits_f32((uint32_t)h << 16);
+}
+
+/* Round to nearest even (subnormals kept, unlike VCVTNEPS2BF16), overflow to Inf, NaN quiet. */
+static inline uint16_t sum_f32_to_bf16(float f)
+{
+	uint32_t x = sum_f32_bits(f);
+
+	if ((x & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((x >> 16) | 0x0040u);
+	x += 0x7fffu + ((x >> 16) & 1u);
+	return (uint16_t)(x >> 16);
+}
+
+#endif
