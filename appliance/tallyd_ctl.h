@@ -12,4 +12,10 @@ int tallyd_ctl_start(struct tallyd *d);
 int tallyd_ctl_poll(struct tallyd *d);
 int tallyd_ctl_stop(struct tallyd *d);
 
+#include <stddef.h>
+/* Replays a control config file ({"calls": [...]}, as `tallyctl config-save` writes it)
+ * through the control methods; call after tallyd_ctl_start. 0, or a negative errno with
+ * err saying which call failed and why. */
+int tallyd_ctl_replay(struct tallyd *d, const char *path, char *err, size_t errlen);
+
 #endif
