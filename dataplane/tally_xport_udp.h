@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tally_xport_udp.h — kernel UDP transport (tally_xport_ops) for client sessions, and a
+ * listening mode for a software appliance (tests, fallback).
+ *
+ * Client mode: one connected socket per appliance core (destination port base + core),
+ * opened on first use, so NIC flow rules / RSS on the appliance steer each core's traffic.
+ * send() queues packets per socket and sendmmsg()s them in batches (flushed when a batch is
+ * full and at every poll()); poll() recvmmsg()s every socket and hands each datagram to the
+ * rx callback (e.g. tally_client_rx). UDP GSO (UDP_SEGMENT) and GRO (UDP_GRO) are used where
+ * the kernel has them and the configuration asks for them, and switched off cleanly (counted,
+ * logged once in the error text) when the kernel refuses.
+ *
+ * Listen mode: sockets bound to base + core for core < ncores; send() goes to the address in
+ * `to` (ip/port, as learned from a received packet) through socket `to->core`.
+ *
+ * An instance is used by one thread.
+ */
+#ifndef TALLY_XPORT_UDP_H
+#define TALLY_XPORT_UDP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally_xport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TALLY_UDP_MAX_CORES 256
+
+struct tally_udp;
+
+struct tally_udp_cfg {
+	const char *host;      /* client: appliance IPv4 address or name; listen: bind address
+				* (NULL or "" = any) */
+	uint16_t base_port;    /* default TALLY_DEFAULT_PORT */
+	uint16_t ncores;       /* listen: sockets to bind (required); client: upper bound on the
+				* core index (default TALLY_UDP_MAX_CORES) */
+	int listen;            /* 0 client, 1 listen */
+	const char *bind_host; /* client: local address to bind (NULL = any) */
+	int sock_buf;          /* SO_SNDBUF/SO_RCVBUF bytes, default 32 MiB (FORCE when root) */
+	uint32_t batch;        /* sendmmsg/recvmmsg batch, default 64, max 1024 */
+	int gso;               /* UDP_SEGMENT on send: 0 off (default), 1 on when the kernel has it */
+	int gro;               /* UDP_GRO on receive: 0 off, 1 on when available (default 1) */
+};
+
+struct tally_udp_stats {
+	uint64_t tx_pkts, tx_bytes, tx_calls, tx_errors, tx_gso_sends;
+	uint64_t rx_pkts, rx_bytes, rx_calls, rx_gro_batches;
+	uint64_t rx_truncated;    /* datagrams larger than the receive buffer (dropped) */
+};
+
+/* Fills defaults for every zero field. */
+void tally_udp_cfg_defaults(struct tally_udp_cfg *cfg);
+
+/* Called for each received datagram (buf valid only during the call). from->core is the
+ * socket (appliance core) it arrived on; from->ip/port are the sender's. */
+typedef void (*tally_udp_rx_fn)(void *arg, const void *buf, size_t len,
+				const struct tally_addr *from);
+
+/* Resolves the host, opens (listen mode: binds) the sockets. Returns NULL on failure with
+ * *err set to a negative errno and a message ("udp: bind 10.0.0.1:9170: Address in use")
+ * in errbuf. */
+struct tally_udp *tally_udp_create(const struct tally_udp_cfg *cfg, tally_udp_rx_fn rx,
+				   void *rx_arg, int *err, char *errbuf, size_t errlen);
+void tally_udp_destroy(struct tally_udp *u);
+
+/* Set or change the rx callback (e.g. once the client session exists). */
+void tally_udp_set_rx(struct tally_udp *u, tally_udp_rx_fn rx, void *rx_arg);
+
+/* The ops to hand to tally_client_create()/tally_engine_create() with `u` as context. */
+const struct tally_xport_ops *tally_udp_ops(void);
+
+/* Send everything queued. 0 or the first negative errno (the packets are dropped). */
+int tally_udp_flush(struct tally_udp *u);
+
+const struct tally_udp_stats *tally_udp_stats(const struct tally_udp *u);
+/* The last error's text, or "". */
+const char *tally_udp_strerror(const struct tally_udp *u);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
