@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * sum_avx512.c — AVX-512 F/BW/VL path. Built as its own static library with
+ * -mavx512f -mavx512bw -mavx512vl -mf16c -ffp-contract=off (never the global flags), and only
+ * ever called after the dispatcher checked CPUID.
+ *
+ * One generic kernel per operation, specialised at compile time by the source kind (always
+ * inlined with a constant kind): f32/i32 sources load as they are, f16 widens with VCVTPH2PS
+ * (exact), bf16 widens by a 16-bit shift (exact). Adds are one VADDPS/VPADDD per lane in the
+ * scalar path's order, so results are bit-identical to sum_scalar.c. Heads are peeled with a
+ * masked op so the destination is 64-byte aligned in the main loop; tails are masked.
+ */
+#include <immintrin.h>
+
+#include "sum_impl.h"
+
+#define A5_INLINE static inline __attribute__((always_inline))
+
+/* Destinations at least this big are written with streaming stores when the operation does
+ * not read them (k-way, conversions into a fresh buffer): they would only evict the sources
+ * from the caches, and skipping the read-for-ownership saves a third of the traffic. */
+#define A5_NT_BYTES (4u << 20)
+/* Software prefetch distance of the k-way sources, in bytes (only above A5_NT_BYTES). */
+#define A5_PF_DIST 1024
+
+enum a5_kind { A5_F32, A5_F16, A5_BF16, A5_I32 };
+
+static inline size_t a5_esz(enum a5_kind k)
+{
+	return (k == A5_F16 || k == A5_BF16) ? 2 : 4;
+}
+
+static inline __mmask16 a5_mask(size_t r)
+{
+	return (__mmask16)((1u << r) - 1u);
+}
+
+/* 16 elements of kind k at element index i, widened to f32 (i32 kept as bits). */
+A5_INLINE __m512 a5_ld(enum a5_kind k, const void *p, size_t i)
+{
+	switch (k) {
+	case A5_F16:
+		return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i)));
+	case A5_BF16:
+		return _mm512_castsi512_ps(_mm512_slli_epi32(
+			_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i))),
+			16));
+	default:
+		return _mm512_loadu_ps((const float *)p + i);
+	}
+}
+
+/* Masked variant: lanes outside m read nothing (no fault past the end) and are zero. */
+A5_INLINE __m512 a5_ldm(enum a5_kind k, const void *p, size_t i, __mmask16 m)
+{
+	switch (k) {
+	case A5_F16:
+		return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i));
+	case A5_BF16:
+		return _mm512_castsi512_ps(_mm512_slli_epi32(
+			_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i)), 16));
+	default:
+		return _mm512_maskz_loadu_ps(m, (const float *)p + i);
+	}
+}
+
+A5_INLINE __m512 a5_add(enum a5_kind k, __m512 a, __m512 b)
+{
+	if (k == A5_I32)
+		return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+	return _mm512_add_ps(a, b);
+}
+
+A5_INLINE void a5_st(float *p, __m512 v, int nt)
+{
+	if (nt)
+		_mm512_stream_ps(p, v);
+	else
+		_mm512_storeu_ps(p, v);
+}
+
+/* Elements before dst is 64-byte aligned (0 when dst is not even 4-byte aligned). */
+static inline size_t a5_head(const void *dst, size_t n)
+{
+	size_t h = ((uintptr_t)dst & 3) ? 0 : ((-(uintptr_t)dst) & 63) / 4;
+
+	return h < n ? h : n;
+}
+
+/* ---- dst += src (dst f32 or i32) ---- */
+A5_INLINE void a5_acc(enum a5_kind k, float *dst, const void *src, size_t n)
+{
+	const enum a5_kind ak = k == A5_I32 ? A5_I32 : A5_F32;
+	size_t i = a5_head(dst, n);
+
+	if (i) {
+		__mmask16 m = a5_mask(i);
+
+		_mm512_mask_storeu_ps(dst, m, a5_add(ak, a5_ldm(A5_F32, dst, 0, m), a5_ldm(k, src, 0, m)));
+	}
+	for (; i + 64 <= n; i += 64) {
+		__m512 d0 = a5_ld(A5_F32, dst, i), d1 = a5_ld(A5_F32, dst, i + 16);
+		__m512 d2 = a5_ld(A5_F32, dst, i + 32), d3 = a5_ld(A5_F32, dst, i + 48);
+
+		d0 = a5_add(ak, d0, a5_ld(k, src, i));
+		d1 = a5_add(ak, d1, a5_ld(k, src, i + 16));
+		d2 = a5_add(ak, d2, a5_ld(k, src, i + 32));
+		d3 = a5_add(ak, d3, a5_ld(k, src, i + 48));
+		_mm512_storeu_ps(dst + i, d0);
+		_mm512_storeu_ps(dst + i + 16, d1);
+		_mm512_storeu_ps(dst + i + 32, d2);
+		_mm512_storeu_ps(dst + i + 48, d3);
+	}
+	for (; i + 16 <= n; i += 16)
+		_mm512_storeu_ps(dst + i, a5_add(ak, a5_ld(A5_F32, dst, i), a5_ld(k, src, i)));
+	if (i < n) {
+		__mmask16 m = a5_mask(n - i);
+
+		_mm512_mask_storeu_ps(dst + i, m, a5_add(ak, a5_ldm(A5_F32, dst, i, m), a5_ldm(k, src, i, m)));
+	}
+}
+
+/* ---- k-way into a fresh dst: 8 vectors of every source per step, summed left to right in
+ * registers, dst written once. k == 2 with a == src[0], b == src[1] is dst = a + b. ---- */
+#define A5_KV 8
+A5_INLINE void a5_kway_body(enum a5_kind k, float *dst, const void *const *src, unsigned kk,
+			    size_t n, int nt)
+{
+	const enum a5_kind ak = k == A5_I32 ? A5_I32 : A5_F32;
+	const size_t es = a5_esz(k);
+	size_t i = a5_head(dst, n);
+
+	if (i) {
+		__mmask16 m = a5_mask(i);
+		__m512 a = a5_ldm(k, src[0], 0, m);
+
+		for (unsigned w = 1; w < kk; w++)
+			a = a5_add(ak, a, a5_ldm(k, src[w], 0, m));
+		_mm512_mask_storeu_ps(dst, m, a);
+	}
+	for (; i + 16 * A5_KV <= n; i += 16 * A5_KV) {
+		__m512 a[A5_KV];
+
+#pragma GCC unroll 8
+		for (int j = 0; j < A5_KV; j++)
+			a[j] = a5_ld(k, src[0], i + 16 * j);
+		if (nt)
+			for (int j = 0; j < A5_KV * 16 * (int)es; j += 64)
+				_mm_prefetch((const char *)src[0] + i * es + A5_PF_DIST + j, _MM_HINT_T0);
+		for (unsigned w = 1; w < kk; w++) {
+			const void *p = src[w];
+
+#pragma GCC unroll 8
+			for (int j = 0; j < A5_KV; j++)
+				a[j] = a5_add(ak, a[j], a5_ld(k, p, i + 16 * j));
+			if (nt)
+				for (int j = 0; j < A5_KV * 16 * (int)es; j += 64)
+					_mm_prefetch((const char *)p + i * es + A5_PF_DIST + j, _MM_HINT_T0);
+		}
+#pragma GCC unroll 8
+		for (int j = 0; j < A5_KV; j++)
+			a5_st(dst + i + 16 * j, a[j], nt);
+	}
+	for (; i < n; i += 16) {
+		__mmask16 m = n - i >= 16 ? (__mmask16)0xffff : a5_mask(n - i);
+		__m512 a = a5_ldm(k, src[0], i, m);
+
+		for (unsigned w = 1; w < kk; w++)
+			a = a5_add(ak, a, a5_ldm(k, src[w], i, m));
+		_mm512_mask_storeu_ps(dst + i, m, a);
+	}
+	if (nt)
+		_mm_sfence(); /* streaming stores visible before anyone reads dst */
+}
+
+A5_INLINE void a5_kway(enum a5_kind k, float *dst, const void *const *src, unsigned kk, size_t n)
+{
+	/* streaming only where the main loop's stores are 64-byte aligned */
+	if (n * 4 >= A5_NT_BYTES && !((uintptr_t)dst & 3))
+		a5_kway_body(k, dst, src, kk, n, 1);
+	else
+		a5_kway_body(k, dst, src, kk, n, 0);
+}
+
+/* ---- f32 → f16 / bf16 / f32 with a scale ---- */
+A5_INLINE __m256i a5_bf16_rne(__m512 v)
+{
+	const __m512i x = _mm512_castps_si512(v);
+	const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+	__m512i r = _mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+		_mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1))));
+
+	r = _mm512_srli_epi32(r, 16);
+	r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
+	return _mm512_cvtepi32_epi16(r);
+}
+
+A5_INLINE __m256i a5_cvt_out(int bf, __m512 v)
+{
+	return bf ? a5_bf16_rne(v) : _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+A5_INLINE void a5_to_half(int bf, uint16_t *dst, const float *src, size_t n, float scale)
+{
+	const __m512 s = _mm512_set1_ps(scale);
+	size_t i = 0;
+
+	for (; i + 32 <= n; i += 32) {
+		__m256i h0 = a5_cvt_out(bf, _mm512_mul_ps(_mm512_loadu_ps(src + i), s));
+		__m256i h1 = a5_cvt_out(bf, _mm512_mul_ps(_mm512_loadu_ps(src + i + 16), s));
+
+		_mm256_storeu_si256((__m256i *)(dst + i), h0);
+		_mm256_storeu_si256((__m256i *)(dst + i + 16), h1);
+	}
+	for (; i < n; i += 16) {
+		__mmask16 m = n - i >= 16 ? (__mmask16)0xffff : a5_mask(n - i);
+
+		_mm256_mask_storeu_epi16(dst + i, m,
+			a5_cvt_out(bf, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + i), s)));
+	}
+}
+
+static void a5_f32_to_f16(uint16_t *dst, const float *src, size_t n, float scale)
+{
+	a5_to_half(0, dst, src, n, scale);
+}
+
+static void a5_f32_to_bf16(uint16_t *dst, const float *src, size_t n, float scale)
+{
+	a5_to_half(1, dst, src, n, scale);
+}
+
+static void a5_f32_scale(float *dst, const float *src, size_t n, float scale)
+{
+	const __m512 s = _mm512_set1_ps(scale);
+	size_t i = 0;
+
+	for (; i + 64 <= n; i += 64) {
+		__m512 v0 = _mm512_mul_ps(_mm512_loadu_ps(src + i), s);
+		__m512 v1 = _mm512_mul_ps(_mm512_loadu_ps(src + i + 16), s);
+		__m512 v2 = _mm512_mul_ps(_mm512_loadu_ps(src + i + 32), s);
+		__m512 v3 = _mm512_mul_ps(_mm512_loadu_ps(src + i + 48), s);
+
+		_mm512_storeu_ps(dst + i, v0);
+		_mm512_storeu_ps(dst + i + 16, v1);
+		_mm512_storeu_ps(dst + i + 32, v2);
+		_mm512_storeu_ps(dst + i + 48, v3);
+	}
+	for (; i < n; i += 16) {
+		__mmask16 m = n - i >= 16 ? (__mmask16)0xffff : a5_mask(n - i);
+
+		_mm512_mask_storeu_ps(dst + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + i), s));
+	}
+}
+
+/* ---- the table ---- */
+static void a5_f32_acc(float *dst, const float *src, size_t n)
+{
+	a5_acc(A5_F32, dst, src, n);
+}
+
+static void a5_i32_acc(int32_t *dst, const int32_t *src, size_t n)
+{
+	a5_acc(A5_I32, (float *)dst, src, n);
+}
+
+static void a5_f16_acc(float *dst, const uint16_t *src, size_t n)
+{
+	a5_acc(A5_F16, dst, src, n);
+}
+
+static void a5_bf16_acc(float *dst, const uint16_t *src, size_t n)
+{
+	a5_acc(A5_BF16, dst, src, n);
+}
+
+static void a5_f32_add(float *dst, const float *a, const float *b, size_t n)
+{
+	const void *s[2] = { a, b };
+
+	a5_kway(A5_F32, dst, s, 2, n);
+}
+
+static void a5_i32_add(int32_t *dst, const int32_t *a, const int32_t *b, size_t n)
+{
+	const void *s[2] = { a, b };
+
+	a5_kway(A5_I32, (float *)dst, s, 2, n);
+}
+
+static void a5_f16_to_f32(float *dst, const uint16_t *src, size_t n)
+{
+	const void *s[1] = { src };
+
+	a5_kway(A5_F16, dst, s, 1, n);
+}
+
+static void a5_bf16_to_f32(float *dst, const uint16_t *src, size_t n)
+{
+	const void *s[1] = { src };
+
+	a5_kway(A5_BF16, dst, s, 1, n);
+}
+
+static void a5_f32_kway(float *dst, const float *const *src, unsigned k, size_t n)
+{
+	a5_kway(A5_F32, dst, (const void *const *)src, k, n);
+}
+
+static void a5_i32_kway(int32_t *dst, const int32_t *const *src, unsigned k, size_t n)
+{
+	a5_kway(A5_I32, (float *)dst, (const void *const *)src, k, n);
+}
+
+static void a5_f16_kway(float *dst, const uint16_t *const *src, unsigned k, size_t n)
+{
+	a5_kway(A5_F16, dst, (const void *const *)src, k, n);
+}
+
+static void a5_bf16_kway(float *dst, const uint16_t *const *src, unsigned k, size_t n)
+{
+	a5_kway(A5_BF16, dst, (const void *const *)src, k, n);
+}
+
+const struct sum_ops sum_ops_avx512 = {
+	.f32_acc = a5_f32_acc,
+	.f32_add = a5_f32_add,
+	.i32_acc = a5_i32_acc,
+	.i32_add = a5_i32_add,
+	.f16_acc = a5_f16_acc,
+	.bf16_acc = a5_bf16_acc,
+	.f16_to_f32 = a5_f16_to_f32,
+	.bf16_to_f32 = a5_bf16_to_f32,
+	.f32_to_f16 = a5_f32_to_f16,
+	.f32_to_bf16 = a5_f32_to_bf16,
+	.f32_scale = a5_f32_scale,
+	.f32_kway = a5_f32_kway,
+	.i32_kway = a5_i32_kway,
+	.f16_kway = a5_f16_kway,
+	.bf16_kway = a5_bf16_kway,
+};
