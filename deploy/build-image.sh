@@ -45,6 +45,11 @@ deps=$("$top/deploy/deb-deps.sh" "$debs"/tally-appliance_*.deb "$debs"/tally-too
 # mkosi runs parts of the build in systemd-nspawn; without systemd as PID 1 (containers, CI
 # runners) nspawn cannot register a scope unit, so it reuses the caller's.
 [ -d /run/systemd/system ] || mkosi_args=(--nspawn-keep-unit "${mkosi_args[@]}")
+# --incremental: mkosi 14 reuses its cached tree only when a "cache-pre-dev" exists too, which
+# it writes only for recipes with a build script (this one has none): an empty stand-in.
+for a in "${mkosi_args[@]}"; do
+	[ "$a" = --incremental ] && mkdir -p "$output/debian~bookworm/tally-appliance.cache-pre-dev"
+done
 cd "$top/deploy/mkosi"
 mkosi --force --format "$format" --bootable "$bootable" --output-dir "$output" \
 	--cache "$cache" --finalize-script "$top/deploy/mkosi/mkosi.finalize" \
