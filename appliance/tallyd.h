@@ -98,6 +98,7 @@ struct tallyd_port {
 	int socket;
 	uint16_t nrxq, ntxq;
 	int steered;                    /* rte_flow rules steer each core's port */
+	int multiseg;                   /* transmits mbuf chains (zero-copy RESULTs) */
 	struct tally_dpdk_ifaddr ifa;
 	char driver[32];
 };

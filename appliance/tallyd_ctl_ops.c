@@ -426,7 +426,8 @@ int ctl_h_drain(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 		return rc;
 	}
 	/* waiting here holds other control clients, never the datapath */
-	while ((rc = ctl_open_work(c, &rounds, &chunks)) == 0 && rounds && ctl_now_ns() < end)
+	while ((rc = ctl_open_work(c, &rounds, &chunks)) == 0 && rounds && ctl_now_ns() < end &&
+	       !c->d->quit)
 		usleep(5000);
 	if (rc) {
 		snprintf(m, ml, "drain: %s", strerror(-rc));

@@ -129,15 +129,59 @@ static void drain(struct tallyd *d)
 		LOG(NOTICE, "drained: no round open\n");
 }
 
-static void log_stats(struct tallyd *d)
+static void log_stats(struct tallyd *d, int final)
 {
 	struct tallyd_lcore_stats st;
+	char drops[1024];
+	size_t n = 0;
 
 	tallyd_stats_sum(d, &st);
-	LOG(DEBUG, "rx %llu pkts, tally %llu, tx %llu, arp %llu, icmp %llu, idle sleeps %llu\n",
-	    (unsigned long long)st.rx_pkts, (unsigned long long)st.tally_pkts,
-	    (unsigned long long)st.tx_pkts, (unsigned long long)st.arp_replies,
-	    (unsigned long long)st.icmp_replies, (unsigned long long)st.idle_sleeps);
+	drops[0] = '\0';
+	for (unsigned k = 1; k < TALLY_DPDK_D_COUNT && n < sizeof(drops); k++)
+		if (st.drops[k])
+			n += (size_t)snprintf(drops + n, sizeof(drops) - n, " %s=%llu",
+					      tally_dpdk_drop_name(k),
+					      (unsigned long long)st.drops[k]);
+	rte_log(final ? RTE_LOG_NOTICE : RTE_LOG_DEBUG, RTE_LOGTYPE_USER1,
+		"tallyd: %s: rx=%llu tally=%llu engine_rejects=%llu tx=%llu arp=%llu icmp=%llu "
+		"dispatched=%llu idle_sleeps=%llu drops:%s\n", final ? "totals" : "stats",
+		(unsigned long long)st.rx_pkts, (unsigned long long)st.tally_pkts,
+		(unsigned long long)st.engine_rejects, (unsigned long long)st.tx_pkts,
+		(unsigned long long)st.arp_replies, (unsigned long long)st.icmp_replies,
+		(unsigned long long)st.dispatched_out, (unsigned long long)st.idle_sleeps,
+		n ? drops : " none");
+}
+
+/* After the lcores stopped: the engines' counters, summed, with rejections by reason. */
+static void log_engine_totals(struct tallyd *d)
+{
+	struct tally_engine_stats t;
+	char drops[1024];
+	size_t n = 0;
+
+	if (d->conf.io_forward)
+		return;
+	memset(&t, 0, sizeof(t));
+	for (unsigned i = 0; i < d->ncores; i++) {
+		const uint64_t *a = (const uint64_t *)tally_engine_stats(d->lcore[i]->engine);
+		uint64_t *o = (uint64_t *)&t;
+
+		for (size_t k = 0; k < sizeof(t) / sizeof(uint64_t); k++)
+			o[k] += a[k];
+	}
+	drops[0] = '\0';
+	for (unsigned k = 1; k < TALLY_R_COUNT && n < sizeof(drops); k++)
+		if (t.drops[k])
+			n += (size_t)snprintf(drops + n, sizeof(drops) - n, " %s=%llu",
+					      tally_reason_name(k), (unsigned long long)t.drops[k]);
+	LOG(NOTICE, "engine totals: joins=%llu registers=%llu pushes=%llu push_bytes=%llu "
+	    "duplicates=%llu late_pushes=%llu completions=%llu results=%llu resends=%llu "
+	    "pulls=%llu rejected:%s\n", (unsigned long long)t.joins,
+	    (unsigned long long)t.registers, (unsigned long long)t.pushes,
+	    (unsigned long long)t.push_bytes, (unsigned long long)t.duplicates,
+	    (unsigned long long)t.late_pushes, (unsigned long long)t.completions,
+	    (unsigned long long)t.results, (unsigned long long)t.resends,
+	    (unsigned long long)t.pulls, n ? drops : " none");
 }
 
 static int run(struct tallyd *d)
@@ -223,7 +267,7 @@ static int run(struct tallyd *d)
 	while (!d->quit) {
 		tallyd_ctl_poll(d);
 		if (rte_rdtsc() >= next_log) {
-			log_stats(d);
+			log_stats(d, 0);
 			next_log = rte_rdtsc() + rte_get_tsc_hz() * 10;
 		}
 		usleep(1000);
@@ -232,7 +276,8 @@ static int run(struct tallyd *d)
 	tallyd_ctl_stop(d);
 	d->stop = 1;
 	rte_eal_mp_wait_lcore();
-	log_stats(d);
+	log_stats(d, 1);
+	log_engine_totals(d);
 	LOG(NOTICE, "stopped\n");
 	rc = 0;
 out:

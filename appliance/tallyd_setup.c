@@ -160,9 +160,13 @@ static int setup_engine(struct tallyd *d, struct tallyd_lcore *lc, char *err, si
 	int rc = 0;
 
 	tally_dpdk_tx_init(&lc->tx, (uint16_t)lc->idx, lc->hdr_pool, d->conf.tx_flush_us);
-	for (uint16_t i = 0; i < d->nports; i++)
+	for (uint16_t i = 0; i < d->nports; i++) {
 		tally_dpdk_tx_add_port(&lc->tx, d->port[i].port_id, (uint16_t)lc->idx,
 				       &d->port[i].ifa);
+		/* a device without TX chains gets each RESULT copied into one RX-sized mbuf */
+		if (!d->port[i].multiseg)
+			lc->tx.port[i].copy_pool = lc->rx_pool;
+	}
 	if (d->conf.io_forward)
 		return 0;
 	memset(&ec, 0, sizeof(ec));
@@ -220,6 +224,10 @@ static int setup_port_start(struct tallyd *d, uint16_t pi, char *err, size_t err
 	if (rc)
 		return rc;
 	rte_eth_macaddr_get(p->port_id, &mac);
+	p->multiseg = tally_dpdk_port_multiseg(p->port_id);
+	if (!p->multiseg)
+		LOG(NOTICE, "port %u (%s): no multi-segment transmit; RESULT payloads are copied "
+		    "(no zero-copy fan-out)\n", pi, p->driver);
 	p->ifa.ip = pc->ip;
 	p->ifa.mask = pc->mask;
 	memcpy(p->ifa.mac, pc->mac_set ? pc->mac : mac.addr_bytes, 6);

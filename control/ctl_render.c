@@ -126,6 +126,12 @@ static int is_table(const json_t *v)
 	return json_is_array(v) && json_array_size(v) > 0 && json_is_object(json_array_get(v, 0));
 }
 
+/* A section of its own: a table or a non-empty object (empty ones print as "-"). */
+static int is_section(const json_t *v)
+{
+	return is_table(v) || (json_is_object(v) && json_object_size(v) > 0);
+}
+
 void ctl_render_table(FILE *f, const json_t *rows, const char *indent)
 {
 	const char *cols[32];
@@ -181,17 +187,17 @@ static void render_object(FILE *f, const json_t *obj, int depth)
 
 	snprintf(indent, sizeof(indent), "%*s", depth * 2, "");
 	json_object_foreach((json_t *)obj, k, v)
-		if (!is_table(v) && !json_is_object(v) && strlen(k) > w)
+		if (!is_section(v) && strlen(k) > w)
 			w = strlen(k);
 	/* scalars first, aligned; then nested objects and tables as sections */
 	json_object_foreach((json_t *)obj, k, v) {
-		if (is_table(v) || json_is_object(v))
+		if (is_section(v))
 			continue;
 		cell(k, v, buf, sizeof(buf));
 		fprintf(f, "%s%-*s  %s\n", indent, (int)w, k, buf);
 	}
 	json_object_foreach((json_t *)obj, k, v) {
-		if (json_is_object(v)) {
+		if (json_is_object(v) && json_object_size(v) > 0) {
 			fprintf(f, "%s%s:\n", indent, k);
 			render_object(f, v, depth + 1);
 		} else if (is_table(v)) {

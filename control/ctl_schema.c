@@ -65,7 +65,7 @@ static const struct tally_ctl_param p_policy[] = {
 };
 
 static const struct tally_ctl_param p_drain[] = {
-	{ .name = "timeout_ms", .type = TALLY_CTL_T_UINT, .max = 3600000, .def = "0",
+	{ .name = "timeout_ms", .type = TALLY_CTL_T_UINT, .max = 600000, .def = "0",
 	  .help = "wait up to this long for open rounds to finish (0: answer at once)" },
 };
 

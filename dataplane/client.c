@@ -152,6 +152,7 @@ void tally_client_destroy(struct tally_client *c)
 		free(k->fold);
 		free(k->fold_pending);
 		free(k->unacked);
+		free(k->ackslot);
 	}
 	free(c->keys);
 	free(c->khash);
@@ -211,6 +212,11 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 	if (c->joined)
 		return 0;
 	c->errmsg[0] = '\0';
+	if (c->nactive) {
+		cl_seterr(c, "JOIN: %u operations still running", c->nactive);
+		return -EBUSY;
+	}
+	cl_cores_free(c); /* a re-join (after BYE) may find another core count */
 	j.world_size = c->cfg.world_size;
 	j.caps = TALLY_CAP_DETERMINISTIC | TALLY_CAP_QUORUM;
 	j.max_chunk_bytes = c->cfg.max_chunk_bytes;
@@ -245,6 +251,8 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 	rc = cl_cores_init(c);
 	if (rc)
 		goto out;
+	for (uint32_t i = 0; i < c->nkeys; i++)
+		c->keys[i].core = c->keys[i].key % c->ncores;
 	c->joined = true;
 out:
 	if (rc == -ETIMEDOUT)
@@ -312,7 +320,7 @@ static int cl_key_add(struct tally_client *c, uint32_t key, const struct tally_r
 	k->key = key;
 	k->reg = *reg;
 	k->esize = tally_dtype_size((enum tally_dtype)reg->dtype);
-	k->nchunks = (reg->nelems + reg->chunk_elems - 1) / reg->chunk_elems;
+	k->nchunks = (uint32_t)(((uint64_t)reg->nelems + reg->chunk_elems - 1) / reg->chunk_elems);
 	k->core = key % c->ncores;
 	k->par_op[0] = k->par_op[1] = CL_NONE;
 	k->cst[0] = calloc(k->nchunks, sizeof(uint32_t));
@@ -349,17 +357,20 @@ int cl_fold_alloc(struct tally_client *c, struct cl_key *k)
 	k->fold = calloc(k->reg.nelems, 4);
 	k->fold_pending = calloc((k->nchunks + 7) / 8, 1);
 	k->unacked = malloc(k->nchunks * sizeof(uint32_t));
-	if (!k->fold || !k->fold_pending || !k->unacked) {
+	k->ackslot = malloc(k->nchunks * sizeof(uint32_t));
+	if (!k->fold || !k->fold_pending || !k->unacked || !k->ackslot) {
 		free(k->fold);
 		free(k->fold_pending);
 		free(k->unacked);
+		free(k->ackslot);
 		k->fold = NULL;
 		k->fold_pending = NULL;
 		k->unacked = NULL;
+		k->ackslot = NULL;
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < k->nchunks; i++)
-		k->unacked[i] = CL_NONE;
+		k->unacked[i] = k->ackslot[i] = CL_NONE;
 	return 0;
 }
 
@@ -390,7 +401,7 @@ int tally_client_register(struct tally_client *c, uint32_t key, const struct tal
 		reg.chunk_elems = c->max_chunk_bytes / es;
 	if (reg.chunk_elems > reg.nelems)
 		reg.chunk_elems = reg.nelems;
-	if (!reg.chunk_elems || reg.chunk_elems * es > c->max_chunk_bytes) {
+	if (!reg.chunk_elems || (uint64_t)reg.chunk_elems * es > c->max_chunk_bytes) {
 		cl_seterr(c, "register key %u: chunk of %u elements exceeds %u bytes", key,
 			  reg.chunk_elems, c->max_chunk_bytes);
 		return -EINVAL;

@@ -82,3 +82,34 @@ void cl_fold_add(enum tally_dtype dt, void *fold, const void *pushed, size_t n)
 {
 	tally_sum_acc(dt, fold, pushed, n);
 }
+
+void cl_fold_unstage(enum tally_dtype dt, void *fold, const void *stage, const void *in,
+		     size_t n)
+{
+	float *f = fold;
+
+	if (dt == TALLY_DT_I32) {
+		uint32_t *fi = fold;
+		const uint32_t *s = stage, *x = in;
+
+		for (size_t i = 0; i < n; i++)
+			fi[i] += s[i] - x[i];
+		return;
+	}
+	/* in double: exact for the operands the stage step produced */
+	for (size_t i = 0; i < n; i++) {
+		double s, x;
+
+		if (dt == TALLY_DT_F32) {
+			s = ((const float *)stage)[i];
+			x = ((const float *)in)[i];
+		} else if (dt == TALLY_DT_F16) {
+			s = tally_f16_to_f32(((const uint16_t *)stage)[i]);
+			x = tally_f16_to_f32(((const uint16_t *)in)[i]);
+		} else {
+			s = tally_bf16_to_f32(((const uint16_t *)stage)[i]);
+			x = tally_bf16_to_f32(((const uint16_t *)in)[i]);
+		}
+		f[i] = isfinite(s) ? (float)((double)f[i] + (s - x)) : f[i];
+	}
+}

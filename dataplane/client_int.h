@@ -21,6 +21,9 @@
 #include "tally_client.h"
 
 #define CL_NONE UINT32_MAX
+/* A slot that re-sends a push whose RESULT left us out until the appliance proves it saw
+ * it (see client_rx.c); it belongs to no operation. */
+#define CL_ACKWAIT (UINT32_MAX - 1)
 #define CL_ERRLEN 256
 
 /* Per-chunk state word of an operation: low 2 bits the state, the rest the window slot. */
@@ -45,6 +48,7 @@ struct cl_key {
 	void *fold;
 	uint8_t *fold_pending;   /* bitmap per chunk */
 	uint32_t *unacked;       /* per chunk: a round whose RESULT excluded us, CL_NONE */
+	uint32_t *ackslot;       /* per chunk: window slot re-sending that push, CL_NONE */
 };
 
 /* One chunk in flight to an appliance core. */
@@ -53,7 +57,8 @@ struct cl_slot {
 	uint8_t ack_hdr[TALLY_HDR_LEN]; /* same payload labelled with the excluded round */
 	const void *payload;
 	uint32_t len;
-	uint32_t op;
+	uint32_t op;              /* operation index, CL_ACKWAIT, or CL_NONE (free) */
+	uint32_t kidx, round;     /* CL_ACKWAIT: which key and round */
 	uint32_t chunk;
 	uint32_t retries;
 	bool staged;              /* payload is this slot's staging buffer */
@@ -121,6 +126,7 @@ struct tally_client {
 	uint32_t khash_mask;
 
 	struct cl_op *ops_tab;     /* cfg.max_ops */
+	uint32_t nactive;          /* operations started and not finished */
 	uint32_t op_free_head;     /* via pend_next */
 };
 
@@ -144,12 +150,18 @@ void cl_slot_release(struct tally_client *c, uint32_t core, uint32_t slot);
 void cl_rtt_sample(struct cl_core *cc, uint64_t rtt_ns, const struct tally_client_cfg *cfg);
 void cl_op_finish(struct tally_client *c, uint32_t opi);
 void cl_op_fail(struct tally_client *c, uint32_t opi, int err);
+void cl_ackwait_start(struct tally_client *c, struct cl_key *k, uint32_t ch, uint32_t round,
+		      const void *payload);
 
 /* client_fold.c */
 /* Build the push payload of a chunk whose fold is pending: stage = in + fold (in the wire
  * dtype); fold keeps what the wire dtype could not carry (0 for f32/i32). Returns whether
  * a residual remains. */
 bool cl_fold_stage(enum tally_dtype dt, void *stage, const void *in, void *fold, size_t n);
+/* Undo cl_fold_stage for a push whose fate is unknown (failed operation):
+ * fold += stage - in. */
+void cl_fold_unstage(enum tally_dtype dt, void *fold, const void *stage, const void *in,
+		     size_t n);
 /* fold += the payload that was left out of the sum. */
 void cl_fold_add(enum tally_dtype dt, void *fold, const void *pushed, size_t n);
 

@@ -62,6 +62,10 @@ void cl_cores_free(struct tally_client *c)
 {
 	if (!c->cores)
 		return;
+	for (uint32_t i = 0; i < c->nkeys; i++)
+		if (c->keys[i].ackslot)
+			for (uint32_t ch = 0; ch < c->keys[i].nchunks; ch++)
+				c->keys[i].ackslot[ch] = CL_NONE;
 	for (uint32_t i = 0; i < c->ncores; i++) {
 		free(c->cores[i].slots);
 		free(c->cores[i].stage_mem);
@@ -129,6 +133,7 @@ void cl_op_finish(struct tally_client *c, uint32_t opi)
 	k->done_valid[p] = true;
 	k->done_round[p] = op->round;
 	op->state = CL_OP_DONE;
+	c->nactive--;
 }
 
 /* Fail an operation: its chunks stop, its slots are freed. The round may be started again. */
@@ -140,6 +145,17 @@ void cl_op_fail(struct tally_client *c, uint32_t opi, int err)
 
 	for (uint32_t ch = 0; ch < k->nchunks; ch++)
 		if (CL_CH_STATE(cst[ch]) == CL_CH_INFLIGHT) {
+			struct cl_slot *sl = &c->cores[k->core].slots[CL_CH_SLOT(cst[ch])];
+			uint32_t off = ch * k->reg.chunk_elems;
+
+			/* what the push carried of earlier rounds is owed again */
+			if (sl->staged) {
+				cl_fold_unstage((enum tally_dtype)k->reg.dtype,
+						(uint8_t *)k->fold + (size_t)off * 4, sl->stage,
+						op->in + (size_t)off * k->esize,
+						cl_chunk_count(k, ch));
+				k->fold_pending[ch >> 3] |= (uint8_t)(1u << (ch & 7));
+			}
 			cl_slot_release(c, k->core, CL_CH_SLOT(cst[ch]));
 			cst[ch] = CL_CH_MAKE(CL_CH_DONE, 0);
 		}
@@ -149,6 +165,7 @@ void cl_op_fail(struct tally_client *c, uint32_t opi, int err)
 		k->next_round = op->round;
 	op->state = CL_OP_FAILED;
 	op->err = err;
+	c->nactive--;
 }
 
 static void cl_xmit(struct tally_client *c, uint32_t core, struct cl_slot *sl)
@@ -212,6 +229,53 @@ static void cl_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch, uin
 	k->cst[op->round & 1][ch] = CL_CH_MAKE(CL_CH_INFLIGHT, s);
 	c->st.pushes++;
 	cl_xmit(c, k->core, sl);
+}
+
+/* Re-send a push whose RESULT left us out until a RESULT proves the appliance saw it: the
+ * RESULT may have been the fan-out of a chunk completed before our push arrived (or with
+ * our push lost), and the appliance starts the next round of the chunk only once every
+ * participant was seen in this one. Best effort: no free slot, no re-send (the next
+ * round's push carries a copy anyway). */
+void cl_ackwait_start(struct tally_client *c, struct cl_key *k, uint32_t ch, uint32_t round,
+		      const void *payload)
+{
+	struct cl_core *cc = &c->cores[k->core];
+	uint32_t s, n = cl_chunk_count(k, ch);
+	struct cl_slot *sl;
+	struct tally_hdr h;
+	uint64_t now;
+
+	if (cc->free_head == CL_NONE || k->ackslot[ch] != CL_NONE)
+		return;
+	s = cc->free_head;
+	sl = &cc->slots[s];
+	cc->free_head = sl->next_free;
+	cc->inflight++;
+	sl->len = n * (uint32_t)k->esize;
+	memmove(sl->stage, payload, sl->len);
+	sl->payload = sl->stage;
+	sl->staged = true;
+	sl->send_ack = false;
+	sl->op = CL_ACKWAIT;
+	sl->kidx = (uint32_t)(k - c->keys);
+	sl->round = round;
+	sl->chunk = ch;
+	sl->retries = 0;
+	cl_fill_hdr(c, &h, TALLY_OP_PUSH);
+	h.key = k->key;
+	h.round = round;
+	h.offset = ch * k->reg.chunk_elems;
+	h.count = n;
+	h.dtype = k->reg.dtype;
+	tally_proto_finish(sl->hdr, &h, sl->payload, sl->len);
+	now = cl_now(c);
+	sl->first_ns = sl->sent_ns = now;
+	sl->due_ns = now + cc->rto;
+	if (sl->due_ns < cc->next_due)
+		cc->next_due = sl->due_ns;
+	k->ackslot[ch] = s;
+	c->st.ack_pushes++;
+	cl_send(c, k->core, sl->hdr, sl->payload, sl->len);
 }
 
 void cl_pump(struct tally_client *c, uint32_t core)
@@ -285,6 +349,7 @@ int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, con
 	c->op_free_head = op->pend_next;
 	op->state = CL_OP_ACTIVE;
 	op->gen++;
+	c->nactive++;
 	op->kidx = (uint32_t)(k - c->keys);
 	op->round = round;
 	op->in = in;
@@ -361,6 +426,11 @@ uint64_t tally_client_tick(struct tally_client *c)
 
 				if (sl->op == CL_NONE)
 					continue;
+				if (sl->op == CL_ACKWAIT && now - sl->first_ns >= give_up) {
+					c->keys[sl->kidx].ackslot[sl->chunk] = CL_NONE;
+					cl_slot_release(c, core, s);
+					continue;
+				}
 				if (now - sl->first_ns >= give_up) {
 					struct cl_op *op = &c->ops_tab[sl->op];
 					struct cl_key *k = &c->keys[op->kidx];
@@ -380,7 +450,10 @@ uint64_t tally_client_tick(struct tally_client *c)
 					rto = sl->retries >= 40 ? max : cc->rto << sl->retries;
 					sl->due_ns = now + (rto > max ? max : rto);
 					sl->sent_ns = now;
-					c->st.retransmits++;
+					if (sl->op == CL_ACKWAIT)
+						c->st.ack_pushes++;
+					else
+						c->st.retransmits++;
 					cl_xmit(c, core, sl);
 				}
 				if (sl->first_ns + give_up < sl->due_ns)

@@ -54,13 +54,27 @@ static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		return;
 	}
 	ch = h->offset / k->reg.chunk_elems;
-	/* A RESULT of round r+1 proves the appliance saw our push of round r. */
+	/* A RESULT of round r+1 proves the appliance saw our push of round r; one of round r
+	 * after our re-sent push most likely answers it. */
 	if (k->unacked && k->unacked[ch] == h->round - 1)
 		k->unacked[ch] = CL_NONE;
+	if (k->ackslot && k->ackslot[ch] != CL_NONE) {
+		struct cl_slot *as = &c->cores[k->core].slots[k->ackslot[ch]];
+
+		if (h->round == as->round || h->round == as->round + 1) {
+			if (k->unacked[ch] == as->round)
+				k->unacked[ch] = CL_NONE;
+			cl_slot_release(c, k->core, k->ackslot[ch]);
+			k->ackslot[ch] = CL_NONE;
+			cl_pump(c, k->core);
+		}
+	}
 	par = h->round & 1;
 	opi = k->par_op[par];
 	if (opi == CL_NONE || c->ops_tab[opi].round != h->round) {
-		if (k->done_valid[par] && k->done_round[par] == h->round)
+		/* a late copy of a round we finished is harmless; one we have not started
+		 * (or a round that never was) is not */
+		if (k->done_valid[par] && (int32_t)(k->done_round[par] - h->round) >= 0)
 			c->st.dup_results++;
 		else
 			c->st.drops[TALLY_R_STALE_ROUND]++;
@@ -87,6 +101,7 @@ static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
 			cl_op_fail(c, opi, -ENOMEM);
 			return;
 		}
+		cl_ackwait_start(c, k, ch, h->round, mine);
 		break;
 	default: {
 		struct cl_core *cc = &c->cores[k->core];
@@ -95,14 +110,19 @@ static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
 
 		if (sl->retries == 0) /* Karn: no samples from retransmitted chunks */
 			cl_rtt_sample(cc, c->ops->now_ns(c->xctx) - sl->first_ns, &c->cfg);
-		if (!(h->flags & TALLY_F_INCLUDED) &&
-		    cl_exclude(c, k, ch, h->round, sl->payload)) {
-			cl_seterr(c, "allreduce key %u round %u chunk %u: no memory to keep the "
-				  "excluded contribution", k->key, h->round, ch);
-			cl_op_fail(c, opi, -ENOMEM);
-			return;
+		if (!(h->flags & TALLY_F_INCLUDED)) {
+			if (cl_exclude(c, k, ch, h->round, sl->payload)) {
+				cl_seterr(c, "allreduce key %u round %u chunk %u: no memory to keep "
+					  "the excluded contribution", k->key, h->round, ch);
+				cl_op_fail(c, opi, -ENOMEM);
+				return;
+			}
+			cl_slot_release(c, k->core, s);
+			/* the slot's contents stay intact: it may be the one taken again */
+			cl_ackwait_start(c, k, ch, h->round, sl->payload);
+		} else {
+			cl_slot_release(c, k->core, s);
 		}
-		cl_slot_release(c, k->core, s);
 		break;
 	}
 	}

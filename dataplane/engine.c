@@ -71,6 +71,7 @@ struct tally_engine *tally_engine_create(const struct tally_engine_cfg *cfg_in,
 	e->cfg = cfg;
 	e->ops = ops;
 	e->xctx = xctx;
+	e->now = ops->now_ns(xctx);
 	e->jobs = calloc(cfg.max_jobs, sizeof(*e->jobs));
 	if (!e->jobs)
 		goto fail;

@@ -165,9 +165,23 @@ void dp_complete(struct tally_engine *e, struct dp_key *k, uint32_t idx, int how
 
 /* ---- PUSH ---- */
 
+/* Has every participant acknowledged the other slot's round (pushed it)? A participant
+ * that is not bound (left with BYE) cannot acknowledge and does not hold the others back. */
+static int all_acked(const struct dp_key *k, const struct dp_chunk *other, uint32_t oidx)
+{
+	if (other->nseen >= k->reg.participants)
+		return 1;
+	const uint64_t *seen = dp_seen_bm(k, oidx);
+	const struct dp_rank *ranks = k->job->ranks;
+	for (uint32_t w = 0; w < k->reg.participants; w++)
+		if (ranks[w].bound && !dp_bit(seen, w))
+			return 0;
+	return 1;
+}
+
 /* May chunk slot `ch` start round r, given the other parity's slot `other`? */
 static enum tally_reason may_start(const struct dp_key *k, const struct dp_chunk *ch,
-				   const struct dp_chunk *other, uint32_t r)
+				   const struct dp_chunk *other, uint32_t oidx, uint32_t r)
 {
 	if (ch->state == DP_CH_UNUSED) {
 		if (other->state == DP_CH_UNUSED || other->round == r + 1 ||
@@ -180,7 +194,7 @@ static enum tally_reason may_start(const struct dp_key *k, const struct dp_chunk
 	/* ch holds r-2: reusable once every participant acknowledged it by pushing r-1,
 	 * and never while r-2 itself is still open. */
 	if (ch->state != DP_CH_DONE || other->state == DP_CH_UNUSED || other->round != r - 1 ||
-	    other->nseen < k->reg.participants)
+	    !all_acked(k, other, oidx))
 		return TALLY_R_TOO_EARLY;
 	return TALLY_OK;
 }
@@ -234,16 +248,18 @@ enum tally_reason dp_rx_push(struct tally_engine *e, const struct tally_pkt *pkt
 	uint32_t r = h->round, p = r & 1;
 	uint32_t idx = p * k->nchunks + c;
 	struct dp_chunk *ch = &k->chunks[idx];
-	uint64_t now = dp_now(e);
+	uint64_t now = dp_now_cached(e);
 
 	if (ch->state == DP_CH_UNUSED || ch->round != r) {
-		rsn = may_start(k, ch, &k->chunks[(p ^ 1) * k->nchunks + c], r);
+		uint32_t oidx = (p ^ 1) * k->nchunks + c;
+		rsn = may_start(k, ch, &k->chunks[oidx], oidx, r);
 		if (rsn != TALLY_OK)
 			return dp_drop(e, rsn);
 		if (e->draining && (!k->par[p].started || k->par[p].round != r))
 			return dp_drop(e, TALLY_R_DRAINING);
 		if (k->det && !dp_det_available(e))
 			return dp_drop(e, TALLY_R_POOL_FULL);
+		now = dp_now(e); /* deadline and stuck age count from here */
 		chunk_start(e, k, idx, r, now);
 	}
 
@@ -320,7 +336,7 @@ enum tally_reason dp_rx_pull(struct tally_engine *e, const struct tally_pkt *pkt
 		return dp_drop(e, TALLY_R_TOO_EARLY);
 	if (ch->round > h->round)
 		return dp_drop(e, TALLY_R_STALE_ROUND);
-	dp_heard(job, h->rank, dp_now(e), len);
+	dp_heard(job, h->rank, dp_now_cached(e), len);
 	e->st.pulls++;
 	if (ch->state == DP_CH_DONE)
 		result_unicast(e, k, idx, h->rank, 1);

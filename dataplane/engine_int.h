@@ -104,6 +104,7 @@ struct tally_engine {
 	uint32_t nkeys;
 	size_t mem_used;
 
+	uint64_t now;              /* last clock read */
 	struct dp_key *dl_head;
 	uint64_t open_rounds, open_chunks;
 	int draining;
@@ -125,9 +126,17 @@ enum tally_reason dp_reject(struct tally_engine *e, const struct tally_hdr *req,
 			    const struct tally_addr *from, enum tally_reason r);
 void *dp_mem_alloc(struct tally_engine *e, size_t size);
 void dp_mem_free(struct tally_engine *e, void *p);
+/* A fresh clock read (also cached in e->now for dp_now_cached()). */
 static inline uint64_t dp_now(struct tally_engine *e)
 {
-	return e->ops->now_ns(e->xctx);
+	e->now = e->ops->now_ns(e->xctx);
+	return e->now;
+}
+/* The last clock read (poll, chunk start, control ops): for "last heard" on the PUSH
+ * path, where a clock read per packet would cost more than the bookkeeping is worth. */
+static inline uint64_t dp_now_cached(const struct tally_engine *e)
+{
+	return e->now;
 }
 
 /* engine_job.c */

@@ -140,6 +140,9 @@ static int reg_check(const struct tally_engine *e, const struct dp_job *job,
 	size_t esize = tally_dtype_size((enum tally_dtype)reg->dtype);
 	if ((uint64_t)reg->chunk_elems * esize > e->cfg.max_chunk_bytes)
 		return -EINVAL;
+	/* Chunk indices of both parities must fit 32 bits (and never be DP_NIL). */
+	if (((uint64_t)reg->nelems + reg->chunk_elems - 1) / reg->chunk_elems > (1u << 30))
+		return -EINVAL;
 	if ((reg->flags & TALLY_KEY_DETERMINISTIC) && e->det_nslots == 0) {
 		*why = TALLY_R_UNSUPPORTED;
 		return -EINVAL;

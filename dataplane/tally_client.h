@@ -50,6 +50,8 @@ struct tally_client_stats {
 	uint64_t results;         /* RESULTs used */
 	uint64_t dup_results;     /* RESULTs for chunks already done */
 	uint64_t excluded;        /* chunks whose RESULT did not include us (folded forward) */
+	uint64_t ack_pushes;      /* pushes re-sent after such a RESULT until the appliance
+				   * shows it saw them (it cannot start the next round before) */
 	uint64_t errors;          /* ERROR packets received */
 	uint64_t drops[TALLY_R_COUNT]; /* received packets rejected, by reason */
 };

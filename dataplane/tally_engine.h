@@ -28,7 +28,8 @@
  *        its next push, eager-SGD); mark w seen.
  *      * slot holds round r-2 (or is unused): starting round r needs every participant to
  *        have acknowledged round r-2, i.e. the other slot holds round r-1 with every
- *        participant seen. Otherwise TALLY_R_TOO_EARLY (worker retransmits later). For
+ *        participant seen (a participant not bound — left with BYE — does not count) and
+ *        round r-2 complete. Otherwise TALLY_R_TOO_EARLY (worker retransmits later). For
  *        r < 2 an unused slot may start when the other slot is unused or holds r±1
  *        (the same holds for any r, so a key may start at any round, e.g. after a
  *        failover).
@@ -150,7 +151,8 @@ struct tally_engine_worker_info {
 	uint32_t job_id;
 	uint32_t rank;
 	struct tally_addr addr;    /* learned from its JOIN */
-	uint64_t last_heard_ns;    /* now_ns() of its last accepted packet */
+	uint64_t last_heard_ns;    /* engine clock at its last accepted packet (the PUSH
+				    * path uses the clock as of the last poll/chunk start) */
 	uint64_t pkts;             /* packets accepted from it */
 	uint64_t bytes;            /* their bytes */
 };

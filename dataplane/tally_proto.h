@@ -3,7 +3,9 @@
  *
  * UDP/IPv4, default base port 9170, one port per appliance core (base + core index).
  * Every packet: a fixed 64-byte little-endian header, then `payload_len` bytes of payload
- * whose CRC32C (ISA-L crc32_iscsi, seed 0) is in the header.
+ * whose CRC32C is in the header: the standard CRC-32C (Castagnoli, initial value and final
+ * XOR 0xFFFFFFFF, check value 0xE3069283 for "123456789"; 0 for an empty payload),
+ * computed with ISA-L's crc32_iscsi.
  */
 #ifndef TALLY_PROTO_H
 #define TALLY_PROTO_H
@@ -155,12 +157,15 @@ void tally_proto_finish(uint8_t out[TALLY_HDR_LEN], struct tally_hdr *hdr,
 uint32_t tally_crc32c(const void *buf, size_t len);
 
 /* Decode and validate everything that needs no state: length, magic, version, op, payload
- * length (exact for control ops), dtype, count vs payload (PUSH/RESULT), CRC, rank bound.
+ * length (exact for control ops: JOIN, JOIN_OK 16; REGISTER 32; PULL, ERROR, BYE 0), dtype
+ * (PUSH, RESULT, PULL), count >= 1 and count * dtype size == payload (PUSH/RESULT), rank
+ * bound, CRC (checked last). The reserved field is ignored.
  * Returns TALLY_OK and fills *pkt, or the reason. Never reads past buf[len). */
 enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_pkt *pkt);
 
-/* Fixed payload (de)serialisers. decode_* return TALLY_OK or TALLY_R_BAD_REGISTER /
- * TALLY_R_LEN_MISMATCH for a bad payload. */
+/* Fixed payload (de)serialisers. get_* return TALLY_OK or TALLY_R_BAD_REGISTER /
+ * TALLY_R_LEN_MISMATCH for a bad payload (or a packet of another op), and
+ * TALLY_R_UNSUPPORTED for a REGISTER asking for compression. */
 void tally_proto_put_join(uint8_t out[TALLY_JOIN_LEN], const struct tally_join *j);
 enum tally_reason tally_proto_get_join(const struct tally_pkt *pkt, struct tally_join *j);
 void tally_proto_put_join_ok(uint8_t out[TALLY_JOIN_OK_LEN], const struct tally_join_ok *j);

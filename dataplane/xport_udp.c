@@ -455,8 +455,11 @@ static int udp_poll(void *ctx, uint64_t timeout_ns)
 	tally_udp_flush(u);
 	for (uint16_t i = 0; i < u->npfd; i++)
 		n += udp_rx_sock(u, u->pfd_core[i]);
-	if (n || !timeout_ns)
+	if (n || !timeout_ns) {
+		if (n) /* what the rx callbacks queued (next chunks, RESULTs) goes out now */
+			tally_udp_flush(u);
 		return n;
+	}
 	if (!u->npfd) {
 		struct timespec ts = { (time_t)(timeout_ns / 1000000000ull),
 				       (long)(timeout_ns % 1000000000ull) };

@@ -7,5 +7,6 @@
 
 int perf_sum_main(int argc, char **argv);
 int perf_engine_main(int argc, char **argv);
+int perf_line_main(int argc, char **argv);
 
 #endif

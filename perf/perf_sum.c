@@ -1,5 +1,361 @@
-/* SPDX-License-Identifier: Apache-2.0 */
-/* placeholder until this benchmark lands */
-#include "perf_cmds.h"
+/* SPDX-License-Identifier: Apache-2.0
+ * perf_sum.c — `tally-perf sum`: reducer rates against memcpy of the same bytes, measured in
+ * the same run (repetitions interleaved: memcpy, +=, k-way, memcpy, ...), medians reported.
+ *
+ * For each dtype, size and ways K (n = size / 4 elements: size is the f32 accumulator's bytes, so
+ * every dtype runs the same element count; a 16-bit source buffer is size / 2 bytes):
+ *   op "acc":  the f32 accumulator += source, K-1 times (K-1 sources, K-1 passes over dst) —
+ *              what the engine does with one push at a time; K = 2 is plain dst += src;
+ *   op "kway": dst = src[0] + ... + src[K-1] into a fresh f32 dst, one pass.
+ * Rates: GB/s of source bytes consumed, G source elements/s, and traffic (bytes read +
+ * written, the accumulator's read counted for "acc"); memcpy of `size` bytes moves 2*size.
+ */
 #include <errno.h>
-int perf_sum_main(int argc, char **argv) { (void)argc; (void)argv; return -ENOSYS; }
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf_cmds.h"
+#include "perf_util.h"
+#include "tally_sum.h"
+
+#define PSUM_MAX_DT 4
+#define PSUM_MAX_SIZES 8
+#define PSUM_MAX_WAYS_ARGS 8
+
+struct psum_opts {
+	int dts[PSUM_MAX_DT], ndt;
+	size_t sizes[PSUM_MAX_SIZES];
+	int nsizes;
+	unsigned ways[PSUM_MAX_WAYS_ARGS];
+	int nways;
+	int reps; /* 0: by size */
+	int json;
+	int isa_forced;
+	int wall;
+};
+
+/* One measured line. */
+struct psum_res {
+	const char *op;
+	int dt;
+	unsigned ways;
+	size_t size, n;
+	int reps;
+	double gbps, gelems, traffic, mgbps;
+};
+
+static void psum_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tally-perf sum [--dtype f32|f16|bf16|i32] [--ways K] [--size BYTES] [--reps N]\n"
+		"                      [--isa scalar|avx2|avx512] [--wall] [--json]\n"
+		"  Reducer rates vs memcpy of the same bytes, measured in one run (medians).\n"
+		"  --dtype, --ways, --size may be repeated; defaults: f32 f16 bf16, 2 and 4 ways,\n"
+		"  256K (cache) and 256M (DRAM). BYTES: the f32 accumulator, n = BYTES/4 elements for\n"
+		"  every dtype (a 16-bit source is BYTES/2); K, M, G suffixes are binary.\n"
+		"  K: 2..%d. --reps: 1..1000 (default 15 for sizes up to 8M, 7 above).\n"
+		"  --isa forces a reducer path (default: TALLY_ISA or the best this CPU has).\n"
+		"  Time is this thread's CPU time (robust when other jobs share the cores);\n"
+		"  --wall times with the wall clock instead.\n",
+		TALLY_SUM_MAX_WAYS);
+}
+
+static int psum_bad(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "tally-perf sum: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n");
+	psum_usage(stderr);
+	return 2;
+}
+
+static int psum_parse(int argc, char **argv, struct psum_opts *o)
+{
+	o->ndt = o->nsizes = o->nways = o->reps = o->json = o->isa_forced = o->wall = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			psum_usage(stdout);
+			return 1;
+		}
+		if (!strcmp(a, "--json")) {
+			o->json = 1;
+			continue;
+		}
+		if (!strcmp(a, "--wall")) {
+			o->wall = 1;
+			continue;
+		}
+		if (strcmp(a, "--dtype") && strcmp(a, "--ways") && strcmp(a, "--size") &&
+		    strcmp(a, "--reps") && strcmp(a, "--isa"))
+			return psum_bad("unknown option '%s'", a);
+		if (!v)
+			return psum_bad("%s needs a value", a);
+		i++;
+		if (!strcmp(a, "--dtype")) {
+			int dt = tally_dtype_parse(v);
+
+			if (dt < 0)
+				return psum_bad("unknown dtype '%s' (f32, f16, bf16, i32)", v);
+			if (o->ndt == PSUM_MAX_DT)
+				return psum_bad("too many --dtype (%s)", v);
+			o->dts[o->ndt++] = dt;
+		} else if (!strcmp(a, "--ways")) {
+			char *end;
+			unsigned long k = strtoul(v, &end, 10);
+
+			if (*v < '0' || *v > '9' || *end || k < 2 || k > TALLY_SUM_MAX_WAYS)
+				return psum_bad("--ways '%s': want an integer 2..64", v);
+			if (o->nways == PSUM_MAX_WAYS_ARGS)
+				return psum_bad("too many --ways (%s)", v);
+			o->ways[o->nways++] = (unsigned)k;
+		} else if (!strcmp(a, "--size")) {
+			size_t sz;
+
+			if (perf_parse_size(v, &sz) < 0 || sz < 64 || sz > (8ULL << 30))
+				return psum_bad("--size '%s': want 64 .. 8G bytes (e.g. 262144, 256K, 64M)", v);
+			if (o->nsizes == PSUM_MAX_SIZES)
+				return psum_bad("too many --size (%s)", v);
+			o->sizes[o->nsizes++] = sz;
+		} else if (!strcmp(a, "--reps")) {
+			char *end;
+			long r = strtol(v, &end, 10);
+
+			if (*v < '0' || *v > '9' || *end || r < 1 || r > 1000)
+				return psum_bad("--reps '%s': want an integer 1..1000", v);
+			o->reps = (int)r;
+		} else {
+			int isa = -1;
+
+			for (int j = 0; j < TALLY_ISA_COUNT; j++)
+				if (!strcmp(v, tally_sum_isa_name((enum tally_isa)j)))
+					isa = j;
+			if (isa < 0)
+				return psum_bad("unknown --isa '%s' (scalar, avx2, avx512)", v);
+			if (tally_sum_set_isa((enum tally_isa)isa) < 0)
+				return psum_bad("--isa %s: this CPU (or build) lacks it", v);
+			o->isa_forced = 1;
+		}
+	}
+	if (!o->ndt) {
+		o->dts[0] = TALLY_DT_F32, o->dts[1] = TALLY_DT_F16, o->dts[2] = TALLY_DT_BF16;
+		o->ndt = 3;
+	}
+	if (!o->nsizes) {
+		o->sizes[0] = 256u << 10, o->sizes[1] = 256u << 20;
+		o->nsizes = 2;
+	}
+	if (!o->nways) {
+		o->ways[0] = 2, o->ways[1] = 4;
+		o->nways = 2;
+	}
+	return 0;
+}
+
+/* Ordinary values in [-1, 1) of the dtype (no NaN or subnormal to skew timings). */
+static void psum_fill(int dt, void *p, size_t n, uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		float f;
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		f = (float)((int32_t)(seed >> 32)) * 0x1p-31f;
+		switch (dt) {
+		case TALLY_DT_F16: ((uint16_t *)p)[i] = tally_f32_to_f16(f); break;
+		case TALLY_DT_BF16: ((uint16_t *)p)[i] = tally_f32_to_bf16(f); break;
+		case TALLY_DT_I32: ((int32_t *)p)[i] = (int32_t)(seed >> 40); break;
+		default: ((float *)p)[i] = f; break;
+		}
+	}
+}
+
+/* Buffers for one (size, ways): sources (size bytes: room for f32), the f32 dst, and the
+ * memcpy target. Allocated for the widest case and reused across dtypes. */
+struct psum_bufs {
+	void *src[TALLY_SUM_MAX_WAYS];
+	void *dst, *mdst;
+	unsigned k;
+};
+
+static void psum_free(struct psum_bufs *b)
+{
+	for (unsigned j = 0; j < b->k; j++)
+		free(b->src[j]);
+	free(b->dst);
+	free(b->mdst);
+	memset(b, 0, sizeof(*b));
+}
+
+static int psum_alloc(struct psum_bufs *b, size_t size, unsigned k)
+{
+	memset(b, 0, sizeof(*b));
+	for (; b->k < k; b->k++)
+		if (!(b->src[b->k] = perf_alloc(size)))
+			goto fail;
+	b->dst = perf_alloc(size);
+	b->mdst = perf_alloc(size);
+	if (!b->dst || !b->mdst)
+		goto fail;
+	return 0;
+fail:
+	psum_free(b);
+	return -ENOMEM;
+}
+
+static void psum_run_op(int dt, int kway, struct psum_bufs *b, unsigned k, size_t n)
+{
+	if (kway) {
+		tally_sum_kway((enum tally_dtype)dt, b->dst, (const void *const *)b->src, k, n);
+	} else {
+		for (unsigned j = 0; j + 1 < k; j++)
+			tally_sum_acc((enum tally_dtype)dt, b->dst, b->src[j], n);
+	}
+	__asm__ volatile("" : : "r"(b->dst) : "memory");
+}
+
+static void psum_print(const struct psum_opts *o, const struct psum_res *r, double vs_f32)
+{
+	double mtraffic = 2 * r->mgbps;
+
+	if (o->json) {
+		printf("{\"op\":\"%s\",\"dtype\":\"%s\",\"ways\":%u,\"size\":%zu,\"n\":%zu,\"isa\":\"%s\","
+		       "\"reps\":%d,\"gbps\":%.3f,\"gelems\":%.4f,\"traffic_gbps\":%.3f,"
+		       "\"memcpy_gbps\":%.3f,\"memcpy_traffic_gbps\":%.3f,\"ratio\":%.4f,"
+		       "\"traffic_ratio\":%.4f,\"clock\":\"%s\"",
+		       r->op, tally_dtype_name((enum tally_dtype)r->dt), r->ways, r->size, r->n,
+		       tally_sum_isa_name(tally_sum_isa()), r->reps, r->gbps, r->gelems, r->traffic,
+		       r->mgbps, mtraffic, r->gbps / r->mgbps, r->traffic / mtraffic, o->wall ? "wall" : "cpu");
+		if (vs_f32 > 0)
+			printf(",\"gelems_vs_f32\":%.4f", vs_f32);
+		printf("}\n");
+	} else {
+		char vs[16] = "-";
+
+		if (vs_f32 > 0)
+			snprintf(vs, sizeof(vs), "%.2f", vs_f32);
+		printf("%-5s %-4s %4u %10zu %8.2f %8.3f %8.2f %8.2f %8.2f %6.3f %6.3f %6s\n", r->op,
+		       tally_dtype_name((enum tally_dtype)r->dt), r->ways, r->size, r->gbps, r->gelems,
+		       r->traffic, r->mgbps, mtraffic, r->gbps / r->mgbps, r->traffic / mtraffic, vs);
+	}
+	fflush(stdout);
+}
+
+/* Measure acc and kway of one dtype; memcpy interleaved rep by rep. */
+static int psum_measure(int dt, size_t size, unsigned k, int reps, struct psum_bufs *b,
+			struct psum_res out[2])
+{
+	const size_t es = tally_dtype_size((enum tally_dtype)dt), n = size / 4, sb = n * es;
+	const size_t db = n * 4; /* accumulator bytes */
+	double *mc = calloc((size_t)reps, sizeof(double)), *ra = calloc((size_t)reps, sizeof(double));
+	double *rk = calloc((size_t)reps, sizeof(double));
+	unsigned ia = perf_inner_iters((k - 1) * sb), ik = perf_inner_iters(k * sb);
+	int rc = -ENOMEM;
+
+	if (!mc || !ra || !rk)
+		goto out;
+	for (unsigned j = 0; j < k; j++)
+		psum_fill(dt, b->src[j], n, 0x9e3779b97f4a7c15ULL * (j + 1));
+	tally_sum_load((enum tally_dtype)dt, b->dst, b->src[0], n);
+	psum_run_op(dt, 0, b, k, n); /* warm-up: pages, caches, branch predictors */
+	psum_run_op(dt, 1, b, k, n);
+	for (int r = 0; r < reps; r++) {
+		double t0;
+
+		mc[r] = perf_memcpy_gbps(b->mdst, b->src[0], sb, 1);
+		/* the accumulator starts from the data each time so it stays ordinary numbers */
+		tally_sum_load((enum tally_dtype)dt, b->dst, b->src[k - 1], n);
+		/* each timed block follows an untimed one, as perf_memcpy_gbps does for memcpy */
+		for (unsigned i = 0; i < ia; i++)
+			psum_run_op(dt, 0, b, k, n);
+		t0 = perf_now();
+		for (unsigned i = 0; i < ia; i++)
+			psum_run_op(dt, 0, b, k, n);
+		ra[r] = (double)(k - 1) * sb * ia / (perf_now() - t0) / 1e9;
+		for (unsigned i = 0; i < ik; i++)
+			psum_run_op(dt, 1, b, k, n);
+		t0 = perf_now();
+		for (unsigned i = 0; i < ik; i++)
+			psum_run_op(dt, 1, b, k, n);
+		rk[r] = (double)k * sb * ik / (perf_now() - t0) / 1e9;
+	}
+	for (int i = 0; i < 2; i++) {
+		struct psum_res *x = &out[i];
+		double g = perf_median(i ? rk : ra, (size_t)reps);
+		double src_bytes = i ? (double)k * sb : (double)(k - 1) * sb;
+		double traffic_bytes = i ? (double)k * sb + db : (double)(k - 1) * (sb + 2.0 * db);
+
+		x->op = i ? "kway" : "acc";
+		x->dt = dt;
+		x->ways = k;
+		x->size = size;
+		x->n = n;
+		x->reps = reps;
+		x->gbps = g;
+		x->gelems = g / (double)es;
+		x->traffic = g * traffic_bytes / src_bytes;
+		x->mgbps = perf_median(mc, (size_t)reps);
+	}
+	rc = 0;
+out:
+	free(mc);
+	free(ra);
+	free(rk);
+	return rc;
+}
+
+int perf_sum_main(int argc, char **argv)
+{
+	struct psum_opts o;
+	int rc = psum_parse(argc, argv, &o);
+
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	perf_use_cpu_clock(!o.wall);
+	if (!o.isa_forced && (rc = tally_sum_init()) < 0) {
+		fprintf(stderr, "tally-perf sum: TALLY_ISA='%s' %s\n", getenv("TALLY_ISA"),
+			rc == -ENOTSUP ? "is not supported by this CPU" : "is unknown (scalar, avx2, avx512)");
+		return 2;
+	}
+	if (!o.json) {
+		printf("tally-perf sum: isa %s; medians of %s-time rates; size = f32 accumulator bytes (n = size/4)\n",
+		       tally_sum_isa_name(tally_sum_isa()), o.wall ? "wall" : "CPU");
+		printf("acc: f32 accumulator += source, ways-1 times; kway: fresh f32 dst = sum of ways sources\n");
+		printf("%-5s %-4s %4s %10s %8s %8s %8s %8s %8s %6s %6s %6s\n", "op", "dt", "ways", "size",
+		       "GB/s", "Gelem/s", "traffic", "memcpy", "mc_traf", "ratio", "t_rat", "vsf32");
+	}
+	for (int si = 0; si < o.nsizes; si++) {
+		unsigned kmax = 0;
+		struct psum_bufs b;
+
+		for (int wi = 0; wi < o.nways; wi++)
+			kmax = o.ways[wi] > kmax ? o.ways[wi] : kmax;
+		if (psum_alloc(&b, o.sizes[si], kmax) < 0) {
+			fprintf(stderr, "tally-perf sum: cannot allocate %u x %zu bytes\n", kmax + 3, o.sizes[si]);
+			return 1;
+		}
+		for (int wi = 0; wi < o.nways; wi++) {
+			double f32_gelems[2] = { 0, 0 };
+
+			for (int di = 0; di < o.ndt; di++) {
+				int reps = o.reps ? o.reps : o.sizes[si] <= (8u << 20) ? 15 : 7;
+				struct psum_res res[2];
+
+				if (psum_measure(o.dts[di], o.sizes[si], o.ways[wi], reps, &b, res) < 0) {
+					fprintf(stderr, "tally-perf sum: out of memory\n");
+					psum_free(&b);
+					return 1;
+				}
+				for (int i = 0; i < 2; i++) {
+					if (o.dts[di] == TALLY_DT_F32)
+						f32_gelems[i] = res[i].gelems;
+					psum_print(&o, &res[i], o.dts[di] != TALLY_DT_F32 && f32_gelems[i] > 0
+						   ? res[i].gelems / f32_gelems[i] : 0);
+				}
+			}
+		}
+		psum_free(&b);
+	}
+	return rc;
+}

@@ -7,8 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Monotonic seconds. */
+/* Seconds: monotonic wall clock, or after perf_use_cpu_clock(1) this thread's CPU time (on a
+ * machine shared with other jobs it leaves out the time other processes ran in our place). */
 double perf_now(void);
+void perf_use_cpu_clock(int on);
 /* Median of n doubles (sorts a copy). */
 double perf_median(const double *v, size_t n);
 /* Buffer of `bytes` aligned to 64, touched (faulted in); NULL on failure. free() it. */
@@ -20,7 +22,8 @@ int perf_parse_size(const char *s, size_t *out);
 #define PERF_MIN_BYTES_PER_REP (8u << 20)
 /* How many passes over a buffer of `bytes` one repetition makes (>= 1). */
 unsigned perf_inner_iters(size_t bytes);
-/* memcpy rate of `bytes` from src to dst: median GB/s of source bytes over reps. */
+/* memcpy rate of `bytes` from src to dst: median GB/s of source bytes over reps; each timed
+ * block of perf_inner_iters(bytes) copies follows an untimed one (steady state). */
 double perf_memcpy_gbps(void *dst, const void *src, size_t bytes, int reps);
 
 #endif

@@ -13,6 +13,7 @@ static const struct {
 } perf_cmds[] = {
 	{ "sum", perf_sum_main, "reducer rates vs memcpy (sum_avx)" },
 	{ "engine", perf_engine_main, "one engine instance fed prebuilt PUSH packets" },
+	{ "line", perf_line_main, "tallyd + DPDK workers on net_memif: aggregation vs --io-forward" },
 };
 
 static void perf_usage(FILE *f)

@@ -10,15 +10,10 @@
 #include "sum_impl.h"
 
 #define A2_INLINE static inline __attribute__((always_inline))
-#define A2_NT_BYTES (4u << 20)
-#define A2_PF_DIST 1024
+/* streaming stores for big fresh destinations, no software prefetch: see sum_avx512.c */
+#define A2_NT_BYTES (8u << 20)
 
 enum a2_kind { A2_F32, A2_F16, A2_BF16, A2_I32 };
-
-static inline size_t a2_esz(enum a2_kind k)
-{
-	return (k == A2_F16 || k == A2_BF16) ? 2 : 4;
-}
 
 A2_INLINE __m256 a2_ld(enum a2_kind k, const void *p, size_t i)
 {
@@ -86,7 +81,6 @@ A2_INLINE void a2_kway_body(enum a2_kind k, float *dst, const void *const *src, 
 			    size_t n, int nt)
 {
 	const enum a2_kind ak = k == A2_I32 ? A2_I32 : A2_F32;
-	const size_t es = a2_esz(k);
 	size_t i = 0;
 
 	/* streaming stores need 32-byte alignment: peel scalar elements until dst is aligned */
@@ -110,9 +104,6 @@ A2_INLINE void a2_kway_body(enum a2_kind k, float *dst, const void *const *src, 
 #pragma GCC unroll 8
 			for (int j = 0; j < A2_KV; j++)
 				a[j] = a2_add(ak, a[j], a2_ld(k, p, i + 8 * j));
-			if (nt)
-				for (int j = 0; j < A2_KV * 8 * (int)es; j += 64)
-					_mm_prefetch((const char *)p + i * es + A2_PF_DIST + j, _MM_HINT_T0);
 		}
 #pragma GCC unroll 8
 		for (int j = 0; j < A2_KV; j++) {

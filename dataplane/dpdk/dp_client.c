@@ -95,6 +95,11 @@ const struct tally_dpdk_client_stats *tally_dpdk_client_stats(const struct tally
 	return st;
 }
 
+const uint8_t *tally_dpdk_client_server_mac(const struct tally_dpdk_client *x)
+{
+	return x->server_mac;
+}
+
 static void dp_cli_arp_request(struct tally_dpdk_client *x)
 {
 	struct rte_mbuf *m = rte_pktmbuf_alloc(x->cfg.pool);
@@ -158,10 +163,22 @@ static uint64_t dp_cli_now_ns(void *ctx)
 }
 
 /* One RX burst; returns datagrams delivered to the session. */
+static int dp_cli_rx_queue(struct tally_dpdk_client *x, uint16_t q);
+
 static int dp_cli_rx_burst(struct tally_dpdk_client *x)
 {
+	int delivered = 0;
+	uint16_t nq = x->cfg.nb_rxq ? x->cfg.nb_rxq : 1;
+
+	for (uint16_t q = 0; q < nq; q++)
+		delivered += dp_cli_rx_queue(x, (uint16_t)(x->cfg.rxq + q));
+	return delivered;
+}
+
+static int dp_cli_rx_queue(struct tally_dpdk_client *x, uint16_t q)
+{
 	struct rte_mbuf *pkts[TALLY_DPDK_BURST];
-	uint16_t n = rte_eth_rx_burst(x->cfg.port_id, x->cfg.rxq, pkts, TALLY_DPDK_BURST);
+	uint16_t n = rte_eth_rx_burst(x->cfg.port_id, q, pkts, TALLY_DPDK_BURST);
 	int delivered = 0;
 
 	for (uint16_t i = 0; i < n; i++) {

@@ -105,6 +105,15 @@ unsigned tally_dpdk_tx_pending(const struct tally_dpdk_tx *tx)
 	return n;
 }
 
+int tally_dpdk_port_multiseg(uint16_t port_id)
+{
+	struct rte_eth_dev_info info;
+
+	if (rte_eth_dev_info_get(port_id, &info))
+		return 0;
+	return !!(info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS);
+}
+
 static rte_iova_t dp_iova(const void *va)
 {
 	if (rte_eal_iova_mode() == RTE_IOVA_VA)
@@ -122,7 +131,10 @@ static int dp_engine_send(void *ctx, const struct tally_addr *to, const uint8_t 
 		return -EINVAL;
 	uint16_t pi = (uint16_t)to->cookie;
 	const struct tally_dpdk_txport *p = &tx->port[pi];
-	struct rte_mbuf *m = rte_pktmbuf_alloc(tx->hdr_pool);
+	if (p->copy_pool)
+		copy = 1; /* no chains on this device: one linear frame */
+	struct rte_mbuf *m = rte_pktmbuf_alloc(copy && len > TALLY_DPDK_COPY_MAX ? p->copy_pool :
+					       tx->hdr_pool);
 
 	if (!m)
 		goto nombuf;

@@ -67,6 +67,8 @@ int tally_dpdk_steer(uint16_t port_id, uint16_t base_port, const uint16_t *queue
 struct tally_dpdk_txport {
 	uint16_t port_id, queue;
 	struct tally_dpdk_ifaddr ifa;
+	struct rte_mempool *copy_pool;   /* set when the device cannot send mbuf chains: the
+					  * payload is copied into one mbuf from this pool */
 	uint16_t n;
 	uint64_t deadline;               /* TSC: flush by then */
 	struct rte_mbuf *buf[TALLY_DPDK_TXBUF];
@@ -93,7 +95,10 @@ struct tally_dpdk_tx {
 
 void tally_dpdk_tx_init(struct tally_dpdk_tx *tx, uint16_t core, struct rte_mempool *hdr_pool,
 			uint32_t flush_us);
-/* Add a port (index = order of calls). 0 or -ENOSPC. */
+/* Does the device transmit mbuf chains (RTE_ETH_TX_OFFLOAD_MULTI_SEGS)? */
+int tally_dpdk_port_multiseg(uint16_t port_id);
+/* Add a port (index = order of calls). 0 or -ENOSPC. When the device cannot transmit
+ * chains, give tx->port[i].copy_pool a pool whose mbufs hold a whole frame. */
 int tally_dpdk_tx_add_port(struct tally_dpdk_tx *tx, uint16_t port_id, uint16_t queue,
 			   const struct tally_dpdk_ifaddr *ifa);
 /* Queue a finished frame for port index pi (takes the mbuf; counts and frees it when the
@@ -128,6 +133,9 @@ struct tally_dpdk_client_cfg {
 	uint8_t server_mac[6];           /* used when server_mac_set, else resolved by ARP */
 	int server_mac_set;
 	uint32_t flush_us;               /* TX deadline, default 5 */
+	uint16_t nb_rxq;                 /* poll RX queues rxq..rxq+nb_rxq-1 (0: 1). On
+					  * net_memif each appliance core answers on its own
+					  * queue pair, so open and poll as many as it has cores */
 };
 
 struct tally_dpdk_client_stats {
@@ -147,6 +155,8 @@ void tally_dpdk_client_bind(struct tally_dpdk_client *x, struct tally_client *c)
 /* ARP for the server's MAC unless configured; 0 or -ETIMEDOUT. */
 int tally_dpdk_client_resolve(struct tally_dpdk_client *x, uint32_t timeout_ms);
 const struct tally_dpdk_client_stats *tally_dpdk_client_stats(const struct tally_dpdk_client *x);
+/* The appliance's MAC (configured or resolved; zero before). */
+const uint8_t *tally_dpdk_client_server_mac(const struct tally_dpdk_client *x);
 
 /* send/now_ns/poll over the port; send copies the payload into an mbuf from cfg.pool. */
 extern const struct tally_xport_ops tally_dpdk_client_ops;

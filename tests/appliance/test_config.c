@@ -221,6 +221,23 @@ static void test_config_file(void **state)
 	unlink(path);
 }
 
+/* The example shipped in appliance/ stays valid. */
+static void test_example_config(void **state)
+{
+	(void)state;
+	struct tallyd_conf c;
+	const char *path = getenv("TALLYD_EXAMPLE_CONF");
+
+	assert_non_null(path);
+	const char *a[] = { "--config", path, NULL };
+	if (args_valid(&c, a))
+		fail_msg("%s", err);
+	assert_int_equal(c.nports, 1);
+	assert_false(c.port[0].is_vdev);
+	assert_int_equal(c.port[0].queues, 2);
+	assert_int_equal(c.mem_budget, 2ull << 30);
+}
+
 static void test_parse_helpers(void **state)
 {
 	(void)state;
@@ -371,6 +388,7 @@ int main(void)
 		cmocka_unit_test(test_bad_flags),
 		cmocka_unit_test(test_bad_combinations),
 		cmocka_unit_test(test_config_file),
+		cmocka_unit_test(test_example_config),
 		cmocka_unit_test(test_parse_helpers),
 		cmocka_unit_test(test_sizing),
 		cmocka_unit_test(test_hugepage_check),

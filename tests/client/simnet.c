@@ -285,10 +285,11 @@ static void sn_pkt_put(struct simnet *net, struct sn_pkt *p)
 /* ---- sending ---- */
 
 static int sn_enqueue(struct simnet *net, unsigned src, unsigned dst, const uint8_t *hdr,
-		      size_t hlen, const void *payload, size_t len)
+		      size_t hlen, const void *payload, size_t len, bool clean)
 {
 	bool up = src >= net->cfg.nengines;
 	const struct simnet_link *l = up ? &net->cfg.up : &net->cfg.down;
+	struct simnet_link plain = { .delay_ns = l->delay_ns };
 	unsigned copies = 1;
 
 	net->st.sent++;
@@ -296,7 +297,9 @@ static int sn_enqueue(struct simnet *net, unsigned src, unsigned dst, const uint
 		net->st.down_drops++;
 		return 0;
 	}
-	if (l->loss > 0 && sn_unit(net) < l->loss) {
+	if (clean) {
+		l = &plain;
+	} else if (l->loss > 0 && sn_unit(net) < l->loss) {
 		net->st.lost++;
 		return 0;
 	}
@@ -355,7 +358,7 @@ static int sn_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
 		}
 		dst = (unsigned)(to->cookie - 1);
 	}
-	return sn_enqueue(net, ep->node, dst, hdr, TALLY_HDR_LEN, payload, len);
+	return sn_enqueue(net, ep->node, dst, hdr, TALLY_HDR_LEN, payload, len, false);
 }
 
 int simnet_inject(struct simnet *net, unsigned from_node, const struct tally_addr *to,
@@ -368,7 +371,7 @@ int simnet_inject(struct simnet *net, unsigned from_node, const struct tally_add
 	dst = from_node >= net->cfg.nengines ? to->core : (unsigned)(to->cookie - 1);
 	if (dst >= net->nnodes)
 		return -EHOSTUNREACH;
-	return sn_enqueue(net, from_node, dst, buf, len, NULL, 0);
+	return sn_enqueue(net, from_node, dst, buf, len, NULL, 0, true);
 }
 
 static uint64_t sn_now(void *ctx)

@@ -78,7 +78,8 @@ void simnet_attach(struct simnet *net, unsigned node, const struct simnet_node_o
 void simnet_attach_client(struct simnet *net, unsigned client, struct tally_client *c);
 void simnet_attach_engine(struct simnet *net, unsigned core, struct tally_engine *e);
 
-/* Inject a packet as if `from_node` had sent it (hostile-input tests). */
+/* Inject a packet as if `from_node` had sent it (hostile-input tests): delivered exactly
+ * once after the base delay, whatever the link's impairments. */
 int simnet_inject(struct simnet *net, unsigned from_node, const struct tally_addr *to,
 		  const void *buf, size_t len);
 

@@ -270,41 +270,41 @@ void sys_run(struct sys *s, uint32_t rounds, uint64_t max_ns, const struct sys_h
 			struct sys_slot *x = &sl[i];
 			int rc;
 
-			if (x->h < 0) {
-				if (x->next >= rounds)
+			if (x->h >= 0) {
+				rc = tally_client_test(s->cl[w], x->h);
+				if (rc == 0)
 					continue;
-				if (hk && hk->may_start && !hk->may_start(hk->arg, s, w, k, x->next))
-					continue;
-				sys_gradient(s, w, k, x->next, x->in);
-				x->h = tally_client_start(s->cl[w], s->cfg.keys[k].key, x->next,
-							  x->in, x->out);
-				if (x->h < 0)
-					fail_msg("start rank %u key %u round %u: %d %s", w,
-						 s->cfg.keys[k].key, x->next, x->h,
+				if (rc < 0)
+					fail_msg("rank %u key %u round %u failed: %d %s", w,
+						 s->cfg.keys[k].key, x->next, rc,
 						 tally_client_strerror(s->cl[w]));
-				continue;
-			}
-			rc = tally_client_test(s->cl[w], x->h);
-			if (rc == 0)
-				continue;
-			if (rc < 0)
-				fail_msg("rank %u key %u round %u failed: %d %s", w,
-					 s->cfg.keys[k].key, x->next, rc,
-					 tally_client_strerror(s->cl[w]));
-			if (!(hk && hk->no_check)) {
-				long bad = sys_check(s, k, x->next, x->out, &s->worst_rel);
+				if (!(hk && hk->no_check)) {
+					long bad = sys_check(s, k, x->next, x->out, &s->worst_rel);
 
-				if (bad >= 0)
-					fail_msg("rank %u key %u (%s, %u elements) round %u: "
-						 "element %ld wrong", w, s->cfg.keys[k].key,
-						 tally_dtype_name((enum tally_dtype)s->cfg.keys[k].dtype),
-						 s->cfg.keys[k].nelems, x->next, bad);
+					if (bad >= 0)
+						fail_msg("rank %u key %u (%s, %u elements) round %u: "
+							 "element %ld wrong", w, s->cfg.keys[k].key,
+							 tally_dtype_name((enum tally_dtype)s->cfg.keys[k].dtype),
+							 s->cfg.keys[k].nelems, x->next, bad);
+				}
+				if (hk && hk->result)
+					hk->result(hk->arg, s, w, k, x->next, x->out);
+				x->h = -1;
+				if (++x->next == rounds)
+					left--;
 			}
-			if (hk && hk->result)
-				hk->result(hk->arg, s, w, k, x->next, x->out);
-			x->h = -1;
-			if (++x->next == rounds)
-				left--;
+			/* the next round starts at once (before time moves on) */
+			if (x->next >= rounds)
+				continue;
+			if (hk && hk->may_start && !hk->may_start(hk->arg, s, w, k, x->next))
+				continue;
+			sys_gradient(s, w, k, x->next, x->in);
+			x->h = tally_client_start(s->cl[w], s->cfg.keys[k].key, x->next, x->in,
+						  x->out);
+			if (x->h < 0)
+				fail_msg("start rank %u key %u round %u: %d %s", w,
+					 s->cfg.keys[k].key, x->next, x->h,
+					 tally_client_strerror(s->cl[w]));
 		}
 		if (!left)
 			break;

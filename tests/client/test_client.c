@@ -402,25 +402,25 @@ static void test_fold_f32_exact(void **state)
 	for (int i = 0; i < 6; i++)
 		assert_true(out[i] == 10.0f); /* the others' sum */
 	assert_int_equal(tally_client_stats(x->c)->excluded, 2);
-	x->fake[0]->mode = FAKE_ECHO;
+	/* the appliance may not have seen our pushes (the RESULT could be the fan-out of a
+	 * quorum reached before they arrived): each is re-sent until answered */
 	unsigned base = x->fake[0]->npush;
+	simnet_run_for(x->net, 1 * MS);
+	assert_int_equal(x->fake[0]->npush - base, 2);
+	assert_int_equal(x->fake[0]->log[base].round, 0);
+	assert_int_equal(tally_client_stats(x->c)->ack_pushes, 2);
+	x->fake[0]->mode = FAKE_ECHO;
+	base = x->fake[0]->npush;
 	assert_int_equal(tally_client_allreduce(x->c, 4, 1, in1, out), 0);
-	/* chunk 0 pushes in1 + in0; each goes with a round-0 copy (ack of the exclusion) */
-	unsigned n1 = 0, n0 = 0;
+	/* round 1 pushes in1 + in0, nothing else */
+	assert_int_equal(x->fake[0]->npush - base, 2);
 	for (unsigned i = base; i < x->fake[0]->npush; i++) {
 		const struct fake_push *p = &x->fake[0]->log[i];
+		float want = p->offset == 0 ? in1[0] + in0[0] : in1[3] + in0[3];
 
-		if (p->round == 1) {
-			float want = p->offset == 0 ? in1[0] + in0[0] : in1[3] + in0[3];
-			assert_true(p->first == want);
-			n1++;
-		} else {
-			assert_int_equal(p->round, 0);
-			n0++;
-		}
+		assert_int_equal(p->round, 1);
+		assert_true(p->first == want);
 	}
-	assert_int_equal(n1, 2);
-	assert_int_equal(n0, 2);
 	assert_true(out[0] == in1[0] + in0[0]);
 	assert_true(out[5] == in1[5] + in0[5]);
 	/* round 2: fold consumed and acks seen, plain pushes only */
@@ -428,6 +428,48 @@ static void test_fold_f32_exact(void **state)
 	assert_int_equal(tally_client_allreduce(x->c, 4, 2, in1, out), 0);
 	assert_int_equal(x->fake[0]->npush - base, 2);
 	assert_memory_equal(in1, out, sizeof(in1));
+	fx_free(x);
+}
+
+/* An exclusion nobody confirmed: the next round's push goes with a copy labelled with the
+ * excluded round, so the appliance can start the new round. */
+static void test_unconfirmed_exclusion_acked_by_next_round(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(1, &cfg_w2, 0);
+	float in0[3] = { 1, 2, 3 }, in1[3] = { 4, 5, 6 }, out[3];
+
+	assert_int_equal(tally_client_join(x->c, 100), 0);
+	reg_key(x, 4, 3, 3, TALLY_DT_F32, 2, 1);
+	x->fake[0]->mode = FAKE_EXCLUDE;
+	int h = tally_client_start(x->c, 4, 0, in0, out);
+	while (tally_client_test(x->c, h) == 0)
+		simnet_step(x->net, 1 * MS);
+	x->fake[0]->mode = FAKE_SILENT;     /* the re-sent pushes go unanswered */
+	simnet_run_for(x->net, 2 * MS);
+	assert_true(tally_client_stats(x->c)->ack_pushes >= 2);
+	x->fake[0]->mode = FAKE_ECHO;
+	unsigned base = x->fake[0]->npush;
+	h = tally_client_start(x->c, 4, 1, in1, out);
+	simnet_run_for(x->net, 30 * US);   /* the first transmission only */
+	unsigned r0 = 0, r1 = 0;
+	for (unsigned i = base; i < x->fake[0]->npush; i++) {
+		const struct fake_push *p = &x->fake[0]->log[i];
+
+		assert_true(p->first == in1[0] + in0[0]);
+		if (p->round == 0)
+			r0++;
+		else
+			r1++;
+	}
+	assert_int_equal(r0, 1);
+	assert_int_equal(r1, 1);
+	while (tally_client_test(x->c, h) == 0)
+		simnet_step(x->net, 1 * MS);
+	/* both answered: nothing more goes out */
+	base = x->fake[0]->npush;
+	simnet_run_for(x->net, 200 * MS);
+	assert_int_equal(x->fake[0]->npush, base);
 	fx_free(x);
 }
 
@@ -457,6 +499,31 @@ static void test_fold_f16_residual_carried(void **state)
 	assert_int_equal(x->fake[0]->npush - base, 1);
 	assert_true(x->fake[0]->log[base].first == 1.0f);
 	assert_true(tally_f16_to_f32(out[0]) == 1.0f);
+	fx_free(x);
+}
+
+/* A failed operation gives back what its pushes carried of earlier rounds. */
+static void test_fold_restored_on_failure(void **state)
+{
+	(void)state;
+	struct tally_client_cfg cfg = cfg_w2;
+	float in0[4] = { 1.5f, 2, 3, 4 }, in1[4] = { 10, 20, 30, 40 }, out[4];
+
+	cfg.give_up_ms = 10;
+	struct fx *x = fx_new(1, &cfg, 0);
+	assert_int_equal(tally_client_join(x->c, 100), 0);
+	reg_key(x, 4, 4, 4, TALLY_DT_F32, 2, 1);
+	x->fake[0]->mode = FAKE_EXCLUDE;
+	assert_int_equal(tally_client_allreduce(x->c, 4, 0, in0, out), 0);
+	x->fake[0]->mode = FAKE_SILENT;
+	assert_int_equal(tally_client_allreduce(x->c, 4, 1, in1, out), -ETIMEDOUT);
+	x->fake[0]->mode = FAKE_ECHO;
+	unsigned base = x->fake[0]->npush;
+	assert_int_equal(tally_client_allreduce(x->c, 4, 1, in1, out), 0);
+	for (unsigned i = base; i < x->fake[0]->npush; i++)
+		if (x->fake[0]->log[i].round == 1)
+			assert_true(x->fake[0]->log[i].first == in1[0] + in0[0]);
+	assert_true(out[3] == in1[3] + in0[3]);
 	fx_free(x);
 }
 
@@ -496,7 +563,9 @@ int main(void)
 		cmocka_unit_test(test_errors_map_to_errno),
 		cmocka_unit_test(test_hostile_results_counted),
 		cmocka_unit_test(test_fold_f32_exact),
+		cmocka_unit_test(test_unconfirmed_exclusion_acked_by_next_round),
 		cmocka_unit_test(test_fold_f16_residual_carried),
+		cmocka_unit_test(test_fold_restored_on_failure),
 		cmocka_unit_test(test_two_rounds_in_flight),
 	};
 

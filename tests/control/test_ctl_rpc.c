@@ -354,6 +354,49 @@ static void test_config_roundtrip(void **state)
 	json_decref(cfg);
 }
 
+/* Mutated valid requests (fixed seed): every one that parses gets a well-formed answer
+ * (an error or a result, with the jsonrpc tag), or none for a notification. */
+static void test_mutated_requests(void **state)
+{
+	static const char *seeds[] = {
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"job_add\",\"params\":"
+		"{\"job_id\":1,\"token\":\"0x10\",\"world_size\":4}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":\"job_set_policy\",\"params\":"
+		"{\"job_id\":1,\"quorum\":2,\"deterministic\":false}}",
+		"[{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"chunks_stuck\",\"params\":"
+		"{\"threshold_ms\":5}},{\"jsonrpc\":\"2.0\",\"method\":\"stats_reset\"}]",
+	};
+	static const char alphabet[] = "{}[]\":,0123456789-.eE \\tfnu_abcxyz";
+	unsigned seed = 12345, parsed = 0;
+	(void)state;
+
+	for (int it = 0; it < 20000; it++) {
+		char buf[512];
+		const char *src = seeds[it % 3];
+		size_t len = strlen(src);
+		memcpy(buf, src, len + 1);
+		for (int k = 0; k < 1 + it % 4; k++) {
+			seed = seed * 1103515245u + 12345u;
+			size_t pos = (seed >> 8) % len;
+			buf[pos] = alphabet[(seed >> 20) % (sizeof(alphabet) - 1)];
+		}
+		json_t *req = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, NULL);
+		if (!req)
+			continue;
+		parsed++;
+		json_t *r = tally_ctl_handle(&B, req);
+		json_t *one = json_is_array(r) ? json_array_get(r, 0) : r;
+		if (one) {
+			assert_string_equal(json_string_value(json_object_get(one, "jsonrpc")), "2.0");
+			assert_true((json_object_get(one, "result") != NULL) !=
+				    (json_object_get(one, "error") != NULL));
+		}
+		json_decref(r);
+		json_decref(req);
+	}
+	assert_true(parsed > 1000); /* the mutations did reach the dispatcher */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -368,6 +411,7 @@ int main(void)
 		cmocka_unit_test_setup(test_notification_and_batch, setup),
 		cmocka_unit_test_setup(test_replay, setup),
 		cmocka_unit_test_setup(test_config_roundtrip, setup),
+		cmocka_unit_test_setup(test_mutated_requests, setup),
 	};
 	return cmocka_run_group_tests_name("ctl_rpc", tests, NULL, NULL);
 }

@@ -91,6 +91,21 @@ afpacket)
 		-- --no-huge --no-pci -m 3072 --file-prefix "$ID" --lcores "$lcores"
 	app_pid=$E2E_LAST_PID
 	;;
+memif)
+	[ -x "$TALLYD" ] || e2e_fail "no tallyd at $TALLYD"
+	# One memif port per DPDK worker (a memif connects one pair); one datapath lcore per
+	# port, spread over the CPUs; the sockets live in this test's temporary directory.
+	ports=() lc="0@0"
+	for r in $(seq 0 $((workers - 1))); do
+		ports+=(--port "net_memif$r,role=server,socket=$E2E_TMP/m$r.sock,socket-abstract=no,bsize=9216,id=0"
+			--ip "10.99.$((r + 1)).1/24")
+		lc="$lc,$((r + 1))@$(( (r + 1) % 2 ))"
+	done
+	e2e_bg a appliance "$TALLYD" "${ports[@]}" --base-port $port --open-admission --mem 2G \
+		--log-level debug --idle-backoff on \
+		-- --no-huge --no-pci -m 3072 --file-prefix "$ID" --lcores "$lc"
+	app_pid=$E2E_LAST_PID
+	;;
 *)
 	e2e_fail "appliance '$appliance' not handled by this script"
 	;;
@@ -145,7 +160,14 @@ for dt in $dtypes; do
 	seed=$((RANDOM + 1)) # one seed for all ranks: each computes the others' data from it
 	for r in $(seq 0 $((workers - 1))); do
 		# shellcheck disable=SC2086
-		e2e_bg w "worker-$dt-$r" "$WORKER" --host $target --port $port --job $job \
+		xargs_=()
+		host=$target
+		if [ "$appliance" = memif ]; then
+			host=10.99.$((r + 1)).1
+			xargs_=(--transport dpdk --local-ip "10.99.$((r + 1)).2/24" --dpdk
+				"--no-huge --no-pci -m 512 --file-prefix ${ID}w$r-$dt --lcores 0@$((r % 2)) --vdev net_memif0,role=client,socket=$E2E_TMP/m$r.sock,socket-abstract=no,bsize=9216,id=0")
+		fi
+		e2e_bg w "worker-$dt-$r" "$WORKER" "${xargs_[@]}" --host $host --port $port --job $job \
 			--token $token --rank "$r" --world "$workers" --bytes "$bytes" --keys "$keys" \
 			--rounds "$rounds" --dtype "$dt" --key-base $keybase --json \
 			--seed $seed $worker_args
@@ -195,7 +217,7 @@ case "$impair" in nft-*)
 esac
 e2e_stop "$app_pid" || { e2e_log "appliance exit status $?"; fail=1; }
 app_stats=$(cat "$E2E_TMP/appliance.json" 2>/dev/null)
-[ -n "$app_stats" ] || app_stats=$(grep -E "tallyd: rx [0-9]+ pkts" "$E2E_TMP/appliance.log" | tail -n 1)
+[ -n "$app_stats" ] || app_stats=$(grep -E "tallyd: totals:" "$E2E_TMP/appliance.log" | tail -n 1)
 e2e_log "appliance: $app_stats"
 if [ "$expect_dups" = 1 ]; then
 	# A duplicate push is answered with a re-sent RESULT (a worker's dup_results); the

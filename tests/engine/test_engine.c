@@ -171,6 +171,8 @@ static void test_register(void **state)
 	c = r;
 	c.compression = 1;
 	H_EXPECT_REJECT(&h, h_register(&h, 2, 6, &c), TALLY_R_UNSUPPORTED, 1);
+	c = h_reg(0x80000001u, 1, TALLY_DT_F32, 4, 4); /* more than 2^30 chunks */
+	H_EXPECT_REJECT(&h, h_register(&h, 2, 6, &c), TALLY_R_BAD_REGISTER, 1);
 	/* Over the budget: a clear NO_MEMORY, nothing charged. */
 	c = h_reg(1u << 20, 2048, TALLY_DT_F32, 4, 4);
 	H_EXPECT_REJECT(&h, h_register(&h, 2, 6, &c), TALLY_R_NO_MEMORY, 1);

@@ -268,6 +268,11 @@ static void test_bye(void **state)
 	round_all(&h, 2, 1, 0, v, 4);
 	assert_int_equal(h_count(&h, TALLY_OP_RESULT, 1, 0, 0), 2);
 	assert_null(h_result(&h, 2, 1, 0, 0));
+	/* quorum 2 of 3: the two others go on for many rounds without the one that left */
+	for (uint32_t rd = 1; rd < 8; rd++) {
+		round_all(&h, 2, 1, rd, v, 4);
+		assert_int_equal(h_count(&h, TALLY_OP_RESULT, 1, rd, 0), 2);
+	}
 	/* it may come back, from another address too (it was unbound) */
 	struct tally_hdr hd = h_hdr(TALLY_OP_JOIN, 2);
 	struct tally_join j = { .world_size = 3 };

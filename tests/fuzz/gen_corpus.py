@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/{proto,engine}/).
+
+proto: valid packets of every op and a few malformed ones.
+engine: command programs for fuzz_engine.c (see its cmd_packet() for the byte format):
+whole jobs with JOIN, REGISTER, rounds of PUSHes in varied orders, duplicates, replays,
+PULL, BYE, quorum, deadlines with clock ticks, deterministic keys, drain, policy, job
+removal and open admission.
+Run from anywhere: python3 tests/fuzz/gen_corpus.py
+"""
+import os
+import random
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def packet(op, payload=b"", flags=0, job=7, rank=0, token=0x1122334455667788, key=0,
+           rnd=0, offset=0, count=0, dtype=0, reason=0, contrib=0, aux=0):
+    hdr = struct.pack("<IBBHIIQIIIIBBHIII8x", 0x31594C54, 1, op, flags, job, rank, token,
+                      key, rnd, offset, count, dtype, reason, contrib, len(payload),
+                      crc32c(payload) if payload else 0, aux)
+    assert len(hdr) == 64
+    return hdr + payload
+
+
+def proto_corpus():
+    out = {}
+    out["join"] = packet(1, struct.pack("<IIII", 4, 3, 8192, 0), rank=2)
+    out["join_ok"] = packet(2, struct.pack("<HHIII", 9170, 4, 8192, 3, 4))
+    out["register"] = packet(3, struct.pack("<IIBBHHHI12x", 1000, 256, 0, 0, 1, 4, 3, 500),
+                             key=9)
+    out["register_ack"] = packet(3, struct.pack("<IIBBHHHI12x", 10, 10, 1, 0, 0, 2, 2, 0),
+                                 flags=1)
+    out["push_f32"] = packet(4, struct.pack("<8f", *range(8)), count=8, offset=16, rnd=3)
+    out["push_f16"] = packet(4, bytes(range(32)), count=16, dtype=1)
+    out["push_i32"] = packet(4, struct.pack("<4i", -1, 2, -3, 4), count=4, dtype=3)
+    out["result"] = packet(5, struct.pack("<4f", 1, 2, 3, 4), count=4, flags=3, contrib=4)
+    out["pull"] = packet(6, key=3, rnd=2, offset=128)
+    out["error"] = packet(7, reason=20, aux=4)
+    out["bye"] = packet(8, rank=5)
+    out["bad_crc"] = bytearray(out["push_f32"])
+    out["bad_crc"][70] ^= 1
+    out["truncated"] = out["join"][:40]
+    return out
+
+
+class Prog:
+    def __init__(self, open_admission=0):
+        self.b = bytearray([open_admission])
+
+    def pkt(self, cmd, rank, sel=0, extra=b""):
+        self.b += bytes([cmd, sel, rank]) + extra
+
+    def join(self, rank, world=None):
+        if world is None:
+            self.pkt(1, rank, 0, struct.pack("<H", 8192))
+        else:
+            self.pkt(1, rank, 0x10, bytes([world]) + struct.pack("<H", 8192))
+
+    def register(self, rank, key, nelems, chunk_half, dtype, parts, quorum, flags=0,
+                 deadline10=0):
+        self.pkt(2, rank, 0, bytes([key]) + struct.pack("<H", nelems) +
+                 bytes([chunk_half, dtype, parts, quorum, flags, deadline10]))
+
+    def push(self, rank, key, rnd, idx):
+        self.pkt(3, rank, 0, bytes([key, rnd, idx]))
+
+    def pull(self, rank, key, rnd, idx):
+        self.pkt(4, rank, 0, bytes([key, rnd, idx]))
+
+    def bye(self, rank):
+        self.pkt(5, rank)
+
+    def tick(self, n, big=0):
+        self.b += bytes([6, n, big])
+
+    def drain(self):
+        self.b += bytes([7])
+
+    def policy(self, key, q, dl10):
+        self.b += bytes([8, key, q, dl10])
+
+    def job(self, add):
+        self.b += bytes([9, 0 if add else 1])
+
+    def replay(self, slot):
+        self.b += bytes([10, slot])
+
+
+def engine_corpus():
+    rng = random.Random(7)
+    out = {}
+
+    # All-reduce rounds, 4 of 6 ranks participate, f32, 3 chunks, random orders.
+    p = Prog()
+    for r in range(6):
+        p.join(r)
+    p.register(0, 0, 300, 64, 0, 4, 4)
+    for rnd in range(4):
+        for idx in range(3):
+            ranks = list(range(4))
+            rng.shuffle(ranks)
+            for r in ranks:
+                p.push(r, 0, rnd, idx)
+            p.replay(rng.randrange(8))
+    p.pull(1, 0, 3, 2)
+    out["rounds_f32"] = bytes(p.b)
+
+    # Quorum 3 of 4 with a straggler, f16, deadlines and ticks.
+    p = Prog()
+    for r in range(4):
+        p.join(r)
+    p.register(0, 1, 200, 100, 1, 4, 3, 0, 5)
+    for rnd in range(3):
+        for idx in range(2):
+            for r in (0, 2, 1):
+                p.push(r, 1, rnd, idx)
+            p.push(3, 1, rnd, idx)
+    p.register(1, 2, 50, 20, 2, 4, 4, 0, 10)
+    p.push(0, 2, 0, 0)
+    p.tick(20)
+    p.push(1, 2, 0, 1)
+    p.tick(200)
+    p.push(2, 2, 0, 1)
+    out["quorum_deadline"] = bytes(p.b)
+
+    # Deterministic i32 and bf16 keys, duplicates, BYE and rejoin.
+    p = Prog()
+    for r in range(5):
+        p.join(r)
+    p.register(0, 3, 100, 32, 3, 5, 5, 1)
+    p.register(0, 2, 64, 64, 2, 3, 3, 1)
+    for rnd in range(2):
+        for idx in range(2):
+            for r in (4, 1, 3, 0, 2):
+                p.push(r, 3, rnd, idx)
+                p.replay(0)
+        for r in (2, 0, 1):
+            p.push(r, 2, rnd, 0)
+    p.bye(4)
+    p.push(4, 3, 2, 0)
+    p.join(4)
+    out["det_i32_bf16"] = bytes(p.b)
+
+    # Drain, policy changes, job removal and re-add.
+    p = Prog()
+    for r in range(3):
+        p.join(r)
+    p.register(0, 0, 128, 64, 0, 3, 3)
+    p.push(0, 0, 0, 0)
+    p.drain()
+    p.push(1, 0, 0, 0)
+    p.push(2, 0, 0, 0)
+    p.push(0, 0, 1, 0)
+    p.drain()
+    p.push(0, 0, 1, 0)
+    p.policy(0, 1, 0)
+    p.push(1, 0, 1, 1)
+    p.job(False)
+    p.push(2, 0, 1, 1)
+    p.job(True)
+    p.join(0)
+    p.register(0, 0, 128, 64, 0, 1, 1)
+    p.push(0, 0, 0, 0)
+    out["drain_policy_remove"] = bytes(p.b)
+
+    # Open admission: the first JOIN creates the job.
+    p = Prog(open_admission=1)
+    p.join(0, 3)
+    p.join(1, 3)
+    p.join(2, 4)
+    p.register(1, 1, 10, 5, 0, 2, 2)
+    p.push(0, 1, 0, 0)
+    p.push(1, 1, 0, 0)
+    p.push(1, 1, 0, 1)
+    out["open_admission"] = bytes(p.b)
+    return out
+
+
+def write(sub, items):
+    d = os.path.join(HERE, "corpus", sub)
+    os.makedirs(d, exist_ok=True)
+    for name, data in items.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(bytes(data))
+
+
+if __name__ == "__main__":
+    write("proto", proto_corpus())
+    write("engine", engine_corpus())
