@@ -1,100 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0
- * agent.c — the agent core: tensor registry and partitions, push_pull requests and handles,
- * and the progress thread that schedules partitions (priority + credits) onto the network
- * and completes requests. One mutex guards the tables; the network is touched only by the
- * progress thread (and by create before it starts). */
+ * agent.c — the agent's API side: create/destroy, tensor registry and partitions, push_pull
+ * requests and handles, wait/test. The progress thread (agent_progress.c) schedules the
+ * partitions onto the network. One mutex guards the tables; the network is touched only by
+ * the progress thread (and by create before it starts). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent_core.h"
 #include "agent_internal.h"
 #include "tally_agent.h"
 #include "tally_sum.h"
 
-enum { REQ_FREE = 0, REQ_PENDING, REQ_DONE };
-
-struct agent_tensor {
-	char name[TALLY_AGENT_NAME_MAX];
-	size_t bytes;
-	int dtype;
-	int priority;
-	unsigned first_part, nparts;
-	int busy;          /* a push_pull is in flight */
-	void *host;        /* pinned staging for device tensors (CUDA) */
-};
-
-#define AGENT_PART_BLOCK 1024u
-#define AGENT_PART_BLOCKS 4096u
-
-struct agent_part {
-	uint32_t key, appl;
-	size_t off, bytes;
-	uint32_t round;    /* next round of this key (progress thread) */
-};
-
-struct agent_req {
-	int state;
-	uint32_t gen;
-	int tensor;
-	uint8_t *buf;      /* host bytes summed in place */
-	void *user;        /* the caller's pointer (device tensors: copied back at the end) */
-	int device;
-	void *stream;
-	unsigned left;
-	int status;
-	tally_agent_cb cb;
-	void *cb_arg;
-};
-
-struct agent_flight {
-	int op;            /* network op id; -1 before start */
-	uint32_t req, part;
-	int result;        /* 0 pending, 1 done, < 0 failed */
-};
-
-struct tally_agent {
-	struct tally_agent_cfg cfg;
-	const struct agent_net_ops *net;
-	void *net_ctx;
-	struct agent_plan plan;
-
-	pthread_mutex_t mu;
-	pthread_cond_t wake;    /* progress thread */
-	pthread_cond_t done;    /* waiters (requests, declarations) */
-	pthread_t thr;
-	int thr_started, stop;
-
-	struct agent_tensor *tensors;
-	unsigned ntensors;
-	/* partitions in blocks that never move: the progress thread reads them unlocked
-	 * while a declaration appends */
-	struct agent_part *pblk[AGENT_PART_BLOCKS];
-	unsigned nparts;
-	struct agent_req *reqs;
-	uint64_t seq;
-	struct agent_sched sched;
-	struct agent_flight *flight;
-	unsigned nflight, flight_cap;
-	size_t inflight_bytes;
-	int credit_blocked;
-
-	int reg_tensor;         /* declaration waiting for REGISTER, -1 none */
-	int reg_rc;
-	char reg_err[256];
-
-	char err[512];
-	struct tally_agent_stats st;
-};
-
-static void *progress_main(void *arg);
-
-static inline struct agent_part *part_at(struct tally_agent *a, unsigned i)
-{
-	return &a->pblk[i / AGENT_PART_BLOCK][i % AGENT_PART_BLOCK];
-}
-
-static void set_err(struct tally_agent *a, const char *fmt, const char *s)
+void agent_set_err(struct tally_agent *a, const char *fmt, const char *s)
 {
 	agent_errf(a->err, sizeof(a->err), fmt, s);
 }
@@ -136,7 +55,7 @@ struct tally_agent *agent_create_net(const struct tally_agent_cfg *cfg,
 		if (rc)
 			goto fail_free;
 	}
-	if ((rc = -pthread_create(&a->thr, NULL, progress_main, a))) {
+	if ((rc = -pthread_create(&a->thr, NULL, agent_progress_main, a))) {
 		agent_errf(errbuf, errlen, "cannot start the progress thread");
 		goto fail_free;
 	}
@@ -158,16 +77,34 @@ struct tally_agent *tally_agent_create(const struct tally_agent_cfg *cfg, int *e
 	void *ctx;
 	int rc;
 
-	if ((rc = agent_cfg_resolve(&c, errbuf, errlen)) ||
-	    (rc = agent_net_client_create(&c, &ops, &ctx, errbuf, errlen))) {
-		if (err)
-			*err = rc;
-		return NULL;
+	if ((rc = agent_cfg_resolve(&c, errbuf, errlen)))
+		goto fail;
+	if (c.local_agg && c.local_size > 1) {
+		/* local rank 0 pushes for the machine: rank = machine index among the machines */
+		struct tally_agent_cfg node = c;
+		const char *id = getenv("TALLY_LOCAL_ID");
+
+		node.rank = c.rank / c.local_size;
+		node.world_size = c.world_size / c.local_size;
+		ops = NULL;
+		ctx = NULL;
+		if (c.local_rank == 0 &&
+		    (rc = agent_net_client_create(&node, &ops, &ctx, errbuf, errlen)))
+			goto fail;
+		if (!id)
+			id = getenv("TORCHELASTIC_RUN_ID");
+		if ((rc = agent_net_local_create(&c, ops, ctx, id, c.local_shm_bytes, &ops, &ctx,
+						 errbuf, errlen)))
+			goto fail;
+	} else if ((rc = agent_net_client_create(&c, &ops, &ctx, errbuf, errlen))) {
+		goto fail;
 	}
 	return agent_create_net(&c, ops, ctx, err, errbuf, errlen);
+fail:
+	if (err)
+		*err = rc;
+	return NULL;
 }
-
-static void fail_all_locked(struct tally_agent *a, int status);
 
 void tally_agent_destroy(struct tally_agent *a)
 {
@@ -181,7 +118,7 @@ void tally_agent_destroy(struct tally_agent *a)
 		pthread_join(a->thr, NULL);
 	}
 	pthread_mutex_lock(&a->mu);
-	fail_all_locked(a, -ECANCELED);
+	agent_fail_all_locked(a, -ECANCELED);
 	pthread_mutex_unlock(&a->mu);
 	if (a->net)
 		a->net->destroy(a->net_ctx);
@@ -228,7 +165,7 @@ int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, i
 	int rc, id;
 
 	if (!name || !*name || strlen(name) >= TALLY_AGENT_NAME_MAX) {
-		set_err(a, "declare: tensor name empty or longer than 127 bytes%s", "");
+		agent_set_err(a, "declare: tensor name empty or longer than 127 bytes%s", "");
 		return -EINVAL;
 	}
 	if (!esz || bytes == 0 || bytes % esz) {
@@ -279,6 +216,7 @@ int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, i
 	t->bytes = bytes;
 	t->dtype = dtype;
 	t->priority = priority;
+	t->average = a->cfg.average;
 	t->first_part = a->nparts;
 	t->nparts = np;
 	for (unsigned i = 0; i < np; i++) {
@@ -312,6 +250,19 @@ int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, i
 	return rc ? rc : id;
 }
 
+int tally_agent_set_average(struct tally_agent *a, int tensor, int average)
+{
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&a->mu);
+	if (tensor >= 0 && (unsigned)tensor < a->ntensors) {
+		a->tensors[tensor].average = average != 0;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&a->mu);
+	return rc;
+}
+
 int tally_agent_partitions(struct tally_agent *a, int tensor, struct tally_agent_part *out,
 			   unsigned max)
 {
@@ -333,11 +284,6 @@ int tally_agent_partitions(struct tally_agent *a, int tensor, struct tally_agent
 }
 
 /* ---- requests ---- */
-
-static int handle_of(const struct tally_agent *a, unsigned slot)
-{
-	return (int)(a->reqs[slot].gen * a->cfg.max_handles + slot);
-}
 
 static struct agent_req *req_of(struct tally_agent *a, int handle)
 {
@@ -394,13 +340,13 @@ int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t b
 		char e[256];
 
 		if (!t->host && (rc = agent_dev_alloc_host(&t->host, t->bytes, e, sizeof(e)))) {
-			set_err(a, "push_pull: %s", e);
+			agent_set_err(a, "push_pull: %s", e);
 			goto out;
 		}
 		/* blocking copy on the caller's stream, outside the lock would be nicer; the
 		 * copy is short and the progress thread only needs the lock between polls */
 		if ((rc = agent_dev_to_host(t->host, ptr, bytes, stream, e, sizeof(e)))) {
-			set_err(a, "push_pull: %s", e);
+			agent_set_err(a, "push_pull: %s", e);
 			goto out;
 		}
 		r->buf = t->host;
@@ -510,251 +456,4 @@ void tally_agent_ranks(struct tally_agent *a, int *rank, int *world, int *local_
 		*local_rank = a->cfg.local_rank;
 	if (local_size)
 		*local_size = a->cfg.local_size;
-}
-
-/* ---- progress thread ---- */
-
-/* A request's last partition is in: copy back to the device, then publish. Called with
- * the lock held; returns 1 when a callback must run (after unlocking). */
-static int complete_req_locked(struct tally_agent *a, struct agent_req *r)
-{
-	a->tensors[r->tensor].busy = 0;
-	if (r->status)
-		a->st.failed++;
-	else
-		a->st.push_pulls++;
-	r->state = REQ_DONE;
-	if (r->cb)
-		return 1;
-	pthread_cond_broadcast(&a->done);
-	return 0;
-}
-
-static void fail_all_locked(struct tally_agent *a, int status)
-{
-	struct agent_sched_item it;
-
-	while (a->sched.n) {
-		agent_sched_pop(&a->sched, &it);
-		struct agent_req *r = &a->reqs[it.req];
-		if (!r->status)
-			r->status = status;
-		if (--r->left == 0 && complete_req_locked(a, r)) {
-			tally_agent_cb cb = r->cb;
-			void *arg = r->cb_arg;
-			int h = handle_of(a, it.req), st = r->status;
-
-			r->state = REQ_FREE;
-			pthread_mutex_unlock(&a->mu);
-			cb(arg, h, st);
-			pthread_mutex_lock(&a->mu);
-		}
-	}
-	for (unsigned i = 0; i < a->nflight; i++) {
-		struct agent_req *r = &a->reqs[a->flight[i].req];
-		if (!r->status)
-			r->status = status;
-		if (--r->left == 0 && complete_req_locked(a, r)) {
-			tally_agent_cb cb = r->cb;
-			void *arg = r->cb_arg;
-			int h = handle_of(a, a->flight[i].req), st = r->status;
-
-			r->state = REQ_FREE;
-			pthread_mutex_unlock(&a->mu);
-			cb(arg, h, st);
-			pthread_mutex_lock(&a->mu);
-		}
-	}
-	a->nflight = 0;
-	a->inflight_bytes = 0;
-}
-
-static void average(void *buf, size_t bytes, int dtype, int world)
-{
-	float s = 1.0f / (float)world;
-
-	switch (dtype) {
-	case TALLY_DT_F32:
-		for (size_t i = 0; i < bytes / 4; i++)
-			((float *)buf)[i] *= s;
-		break;
-	case TALLY_DT_F16:
-		for (size_t i = 0; i < bytes / 2; i++) {
-			uint16_t *h = (uint16_t *)buf + i;
-			*h = tally_f32_to_f16(tally_f16_to_f32(*h) * s);
-		}
-		break;
-	case TALLY_DT_BF16:
-		for (size_t i = 0; i < bytes / 2; i++) {
-			uint16_t *h = (uint16_t *)buf + i;
-			*h = tally_f32_to_bf16(tally_bf16_to_f32(*h) * s);
-		}
-		break;
-	default: /* integers are not averaged */
-		break;
-	}
-}
-
-static void do_register(struct tally_agent *a)
-{
-	struct agent_tensor t = a->tensors[a->reg_tensor];
-	int rc = 0;
-
-	pthread_mutex_unlock(&a->mu);
-	for (unsigned i = 0; i < t.nparts && !rc; i++) {
-		const struct agent_part *p = part_at(a, t.first_part + i); /* blocks never move */
-		size_t esz = tally_dtype_size(t.dtype);
-		struct tally_register reg = {
-			.nelems = (uint32_t)(p->bytes / esz),
-			.chunk_elems = 0,
-			.dtype = (uint8_t)t.dtype,
-			.participants = (uint16_t)a->cfg.world_size,
-			.quorum = a->cfg.quorum ? a->cfg.quorum : (uint16_t)a->cfg.world_size,
-		};
-		rc = a->net->register_key(a->net_ctx, p->appl, p->key, &reg, a->reg_err,
-					  sizeof(a->reg_err));
-	}
-	pthread_mutex_lock(&a->mu);
-	a->reg_rc = rc;
-	pthread_cond_broadcast(&a->done);
-}
-
-static int ensure_flight_cap(struct tally_agent *a)
-{
-	if (a->nflight < a->flight_cap)
-		return 0;
-	unsigned cap = a->flight_cap ? a->flight_cap * 2 : 64;
-	struct agent_flight *n = realloc(a->flight, cap * sizeof(*n));
-	if (!n)
-		return -ENOMEM;
-	a->flight = n;
-	a->flight_cap = cap;
-	return 0;
-}
-
-static void *progress_main(void *arg)
-{
-	struct tally_agent *a = arg;
-
-	pthread_mutex_lock(&a->mu);
-	for (;;) {
-		if (a->reg_tensor >= 0 && a->reg_rc == 1) {
-			do_register(a);
-			continue;
-		}
-		if (a->stop)
-			break;
-		/* start what the scheduler allows */
-		unsigned first_new = a->nflight;
-		const struct agent_sched_item *top;
-		while ((top = agent_sched_peek(&a->sched))) {
-			const struct agent_part *p = part_at(a, top->part);
-			if (!agent_sched_may_start(a->inflight_bytes, p->bytes, a->cfg.credit_bytes)) {
-				if (!a->credit_blocked)
-					a->st.credit_waits++;
-				a->credit_blocked = 1;
-				break;
-			}
-			if (ensure_flight_cap(a))
-				break;
-			struct agent_sched_item it;
-			agent_sched_pop(&a->sched, &it);
-			a->flight[a->nflight++] = (struct agent_flight){-1, it.req, it.part, 0};
-			a->inflight_bytes += p->bytes;
-			a->credit_blocked = 0;
-			if (a->inflight_bytes > a->st.max_inflight_bytes)
-				a->st.max_inflight_bytes = a->inflight_bytes;
-		}
-		if (a->nflight == 0) {
-			pthread_cond_wait(&a->wake, &a->mu);
-			continue;
-		}
-		unsigned nflight = a->nflight;
-		pthread_mutex_unlock(&a->mu);
-
-		/* Network work without the lock: the flight array is only resized or reordered by
-		 * this thread, and entries [0, nflight) stay put until we relock. */
-		for (unsigned i = first_new; i < nflight; i++) {
-			struct agent_flight *f = &a->flight[i];
-			struct agent_part *p = part_at(a, f->part);
-			uint8_t *b = a->reqs[f->req].buf + p->off;
-
-			f->op = a->net->start(a->net_ctx, p->appl, p->key, p->round, b, b);
-			if (f->op < 0) {
-				f->result = f->op;
-				agent_errf(a->err, sizeof(a->err), "key %u round %u on appliance %u: %s",
-					   p->key, p->round, p->appl,
-					   a->net->strerror(a->net_ctx, p->appl));
-			}
-			p->round++;
-		}
-		a->net->progress(a->net_ctx, 200000);
-		for (unsigned i = 0; i < nflight; i++) {
-			struct agent_flight *f = &a->flight[i];
-			struct agent_part *p = part_at(a, f->part);
-
-			if (f->result)
-				continue;
-			f->result = a->net->test(a->net_ctx, p->appl, f->op);
-			if (f->result < 0)
-				agent_errf(a->err, sizeof(a->err), "tensor '%s' key %u on appliance %u (%s:%u): %s",
-					   a->tensors[a->reqs[f->req].tensor].name, p->key, p->appl,
-					   a->cfg.appliances[p->appl].host, a->cfg.appliances[p->appl].port,
-					   a->net->strerror(a->net_ctx, p->appl));
-			else if (f->result == 1 && a->cfg.average) {
-				struct agent_req *r = &a->reqs[f->req];
-				average(r->buf + p->off, p->bytes, a->tensors[r->tensor].dtype,
-					a->cfg.world_size);
-			}
-		}
-		/* requests whose last partition is in: copy device tensors back (no lock) */
-		pthread_mutex_lock(&a->mu);
-		uint64_t rtx = 0, excl = 0;
-		a->net->stats(a->net_ctx, &rtx, &excl);
-		a->st.retransmits = rtx;
-		a->st.excluded = excl;
-		for (unsigned i = 0; i < a->nflight;) {
-			struct agent_flight f = a->flight[i];
-			struct agent_req *r = &a->reqs[f.req];
-
-			if (f.result == 0) {
-				i++;
-				continue;
-			}
-			a->flight[i] = a->flight[--a->nflight];
-			a->inflight_bytes -= part_at(a, f.part)->bytes;
-			a->st.partitions++;
-			a->st.bytes += part_at(a, f.part)->bytes;
-			if (f.result < 0 && !r->status)
-				r->status = f.result;
-			if (--r->left)
-				continue;
-			if (r->device == TALLY_AGENT_CUDA && !r->status) {
-				char e[256];
-				int rc;
-
-				pthread_mutex_unlock(&a->mu);
-				rc = agent_dev_to_device(r->user, r->buf, a->tensors[r->tensor].bytes,
-							 r->stream, e, sizeof(e));
-				pthread_mutex_lock(&a->mu);
-				if (rc) {
-					r->status = rc;
-					set_err(a, "%s", e);
-				}
-			}
-			if (complete_req_locked(a, r)) {
-				tally_agent_cb cb = r->cb;
-				void *cb_arg = r->cb_arg;
-				int h = handle_of(a, f.req), st = r->status;
-
-				r->state = REQ_FREE;
-				pthread_mutex_unlock(&a->mu);
-				cb(cb_arg, h, st);
-				pthread_mutex_lock(&a->mu);
-			}
-		}
-	}
-	fail_all_locked(a, -ECANCELED);
-	pthread_mutex_unlock(&a->mu);
-	return NULL;
 }

@@ -33,6 +33,7 @@ void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg)
 	cfg->op_timeout_ms = 30000;
 	cfg->max_tensors = 4096;
 	cfg->max_handles = 1024;
+	cfg->credit_stall_ms = 10;
 }
 
 /* Strict unsigned parse: the whole string, base 10 or 0x. */
@@ -160,11 +161,16 @@ int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errl
 	ENV("TALLY_PARTITION_BYTES", 1ull << 32, c.partition_bytes);
 	ENV("TALLY_CREDIT_BYTES", 1ull << 40, c.credit_bytes);
 	ENV("TALLY_AVERAGE", 1, c.average);
+	ENV("TALLY_DETERMINISTIC", 1, c.deterministic);
+	ENV("TALLY_LOCAL_AGG", 1, c.local_agg);
+	ENV("TALLY_LOCAL_SHM_BYTES", 1ull << 44, c.local_shm_bytes);
 	ENV("TALLY_CONNECT_TIMEOUT_MS", UINT32_MAX, c.connect_timeout_ms);
 	ENV("TALLY_OP_TIMEOUT_MS", UINT32_MAX, c.op_timeout_ms);
 	ENV("TALLY_QUORUM", 65535, c.quorum);
+	ENV("TALLY_CREDIT_STALL_MS", 1u << 30, c.credit_stall_ms);
 	ENV("TALLY_WINDOW", 65536, c.window);
 	ENV("TALLY_MAX_CHUNK_BYTES", 65536, c.max_chunk_bytes);
+	ENV("TALLY_RTO_INIT_US", 10000000, c.rto_init_us);
 	ENV("TALLY_GPU_HOSTS", 1u << 20, c.gpu_hosts);
 	/* Ranks: ours first, then torchrun's. */
 	ENV("RANK", 1u << 20, c.rank);
@@ -194,6 +200,8 @@ int agent_cfg_resolve(struct tally_agent_cfg *c, char *err, size_t errlen)
 		c->max_tensors = 4096;
 	if (!c->max_handles)
 		c->max_handles = 1024;
+	if (!c->credit_stall_ms)
+		c->credit_stall_ms = 10;
 	return tally_agent_cfg_check(c, err, errlen);
 }
 
@@ -237,6 +245,11 @@ int tally_agent_cfg_check(const struct tally_agent_cfg *c, char *err, size_t err
 			agent_errf(err, errlen, "appliance %u: empty host or non-positive rate", i);
 			return -EINVAL;
 		}
+	if (c->local_agg && c->local_size > 1 && c->world_size % c->local_size) {
+		agent_errf(err, errlen, "local aggregation needs world size %d to be a multiple of the "
+			   "local size %d", c->world_size, c->local_size);
+		return -EINVAL;
+	}
 	if (c->connect_timeout_ms == 0 || c->op_timeout_ms == 0) {
 		agent_errf(err, errlen, "timeouts must be > 0 ms");
 		return -EINVAL;

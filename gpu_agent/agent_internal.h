@@ -41,6 +41,12 @@ struct agent_net_ops {
 int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agent_net_ops **ops,
 			    void **ctx, char *err, size_t errlen);
 
+/* Intra-machine aggregation over shared memory, wrapping the local root's network (inner:
+ * rank = node, world = nodes; NULL on the other local ranks). Takes ownership of ictx. */
+int agent_net_local_create(const struct tally_agent_cfg *cfg, const struct agent_net_ops *inner,
+			   void *ictx, const char *launch_id, size_t shm_bytes,
+			   const struct agent_net_ops **ops, void **ctx, char *err, size_t errlen);
+
 /* Create an agent over a given network (tests); takes ownership of ctx (destroyed on
  * failure too). */
 struct tally_agent *agent_create_net(const struct tally_agent_cfg *cfg,

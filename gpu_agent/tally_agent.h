@@ -9,9 +9,15 @@
  *    rank computes the same placement; each key is REGISTERed with its appliance at declare.
  *  - Scheduling (ByteScheduler): ready partitions start in priority order (lower priority
  *    value = lower layer index first; ties: submission order, then partition order) while
- *    the bytes in flight stay within credit_bytes (one partition may always start).
+ *    the bytes in flight stay within credit_bytes (one partition may always start). A
+ *    partition completes only when every worker pushed it, so workers that ordered their
+ *    partitions differently could hold each other's windows: when the window is full and
+ *    nothing completed for credit_stall_ms, one more partition starts (counted).
  *  - A progress thread owns the client sessions and drives them; push_pull returns at once.
  *  - Averaging divides every sum by world_size (f32, f16, bf16; not i32).
+ *  - Intra-machine aggregation (cfg.local_agg, CPU backend): local ranks sum through shared
+ *    memory with sum_avx, the machine's sum is pushed once by local rank 0 (rank = machine
+ *    index among world_size / local_size machines), the result is shared back.
  *  - Devices: TALLY_AGENT_CPU buffers are used in place. TALLY_AGENT_CUDA buffers (builds
  *    with CUDA) are copied to pinned host memory on `stream`, pushed, and copied back.
  * All functions return 0 / an id >= 0, or a negative errno; the text of the last error is in
@@ -61,13 +67,21 @@ struct tally_agent_cfg {
 	uint16_t quorum;            /* per key: 0 = all workers (eager-SGD otherwise) */
 	unsigned max_tensors;       /* default 4096 */
 	unsigned max_handles;       /* concurrent push_pulls, default 1024 */
+	int deterministic;          /* keys summed in rank order: bits independent of arrival */
+	uint32_t credit_stall_ms;   /* window full and nothing completed this long: start one
+				     * more partition anyway (deadlock avoidance), default 10 */
+	int local_agg;              /* sum the local ranks in shared memory first; only local
+				     * rank 0 of each machine talks to the appliances (needs
+				     * world_size % local_size == 0, ranks contiguous per machine) */
+	size_t local_shm_bytes;     /* sparse shared segment, default 4 GiB */
 };
 
 /* Defaults for everything; rank etc. set to -1 (resolved at create). */
 void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg);
 /* Overrides from the environment: TALLY_APPLIANCES=host[:port][@gbps][+colo],...,
  * TALLY_JOB_ID, TALLY_TOKEN (decimal or 0x hex), TALLY_PARTITION_BYTES, TALLY_CREDIT_BYTES,
- * TALLY_AVERAGE=0|1, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM, and the
+ * TALLY_AVERAGE=0|1, TALLY_DETERMINISTIC=0|1, TALLY_LOCAL_AGG=0|1,
+ * TALLY_LOCAL_SHM_BYTES, TALLY_CREDIT_STALL_MS, TALLY_WINDOW, TALLY_MAX_CHUNK_BYTES, TALLY_RTO_INIT_US, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM, and the
  * ranks from TALLY_RANK/RANK, TALLY_WORLD_SIZE/WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE.
  * 0, or -EINVAL with a message naming the variable. */
 int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errlen);
@@ -99,6 +113,9 @@ void tally_agent_destroy(struct tally_agent *a);
  * bytes or dtype it is -EINVAL ("tensor 'x' changed shape: declared 400 bytes f32, now ..."). */
 int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, int dtype,
 			int priority);
+/* Per-tensor override of cfg.average (0 sum, 1 divide by world_size), e.g. a broadcast done
+ * as a sum with zeros from every non-root rank. 0 or -ENOENT. */
+int tally_agent_set_average(struct tally_agent *a, int tensor, int average);
 /* Look up a declared tensor by name: its id or -ENOENT. */
 int tally_agent_lookup(struct tally_agent *a, const char *name);
 
@@ -137,6 +154,7 @@ struct tally_agent_stats {
 	uint64_t bytes;           /* gradient bytes summed (partition bytes, this worker) */
 	uint64_t max_inflight_bytes;
 	uint64_t credit_waits;    /* times a ready partition waited for credits */
+	uint64_t credit_overdrafts; /* partitions started past a full window after a stall */
 	uint64_t retransmits;     /* sum over client sessions */
 	uint64_t excluded;        /* chunks left out by a quorum (folded forward) */
 };

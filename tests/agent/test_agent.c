@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -337,6 +338,7 @@ static void test_priority_and_credits(void **state)
 
 	base_cfg(&c, 0, 1);
 	c.credit_bytes = 2 * 4096; /* two partitions in flight */
+	c.credit_stall_ms = 600000; /* completions are held on purpose: no overdraft */
 	a = mk(h, &c);
 	int tc = tally_agent_declare(a, "first", 2 * 4096, TALLY_DT_F32, 0);   /* keys 0,1 */
 	int tl = tally_agent_declare(a, "late", 3 * 4096, TALLY_DT_F32, 5);    /* keys 2,3,4 */
@@ -397,6 +399,151 @@ static void test_big_partition_still_goes(void **state)
 	assert_int_equal(tally_agent_wait(a, hd), 0);
 	assert_float_equal(buf[1023], 1023.0, 0);
 	tally_agent_destroy(a);
+	loophub_destroy(h);
+}
+
+/* Two workers submit the same tensors in opposite orders with a one-partition window: each
+ * holds the window with a partition the other has queued. The stall rule breaks it. */
+struct xworker {
+	struct loophub *h;
+	int rank, rc;
+	struct tally_agent_stats st;
+};
+
+static void *xworker_main(void *arg)
+{
+	struct xworker *w = arg;
+	struct tally_agent_cfg c;
+	static __thread float b1[2048], b2[2048];
+
+	base_cfg(&c, w->rank, 2);
+	c.credit_bytes = 4096;
+	c.credit_stall_ms = 5;
+	struct tally_agent *a = mk(w->h, &c);
+	int t1 = tally_agent_declare(a, "t1", 8192, TALLY_DT_F32, 0);
+	int t2 = tally_agent_declare(a, "t2", 8192, TALLY_DT_F32, 0);
+	for (int i = 0; i < 2048; i++)
+		b1[i] = b2[i] = 1.0f;
+	int first = w->rank ? t2 : t1, second = w->rank ? t1 : t2;
+	int h1 = tally_agent_push_pull(a, first, w->rank ? b2 : b1, 8192, TALLY_AGENT_CPU, NULL, NULL, NULL);
+	int h2 = tally_agent_push_pull(a, second, w->rank ? b1 : b2, 8192, TALLY_AGENT_CPU, NULL, NULL, NULL);
+	w->rc = tally_agent_wait(a, h1) | tally_agent_wait(a, h2);
+	for (int i = 0; i < 2048 && !w->rc; i++)
+		if (b1[i] != 2.0f || b2[i] != 2.0f)
+			w->rc = -100;
+	tally_agent_get_stats(a, &w->st);
+	tally_agent_destroy(a);
+	return NULL;
+}
+
+static void test_credit_deadlock_avoided(void **state)
+{
+	(void)state;
+	struct loophub *h = loophub_create(2);
+	struct xworker w[2] = {{h, 0, 0, {0}}, {h, 1, 0, {0}}};
+	pthread_t t[2];
+
+	for (int r = 0; r < 2; r++)
+		pthread_create(&t[r], NULL, xworker_main, &w[r]);
+	for (int r = 0; r < 2; r++)
+		pthread_join(t[r], NULL);
+	assert_int_equal(w[0].rc, 0);
+	assert_int_equal(w[1].rc, 0);
+	assert_true(w[0].st.credit_overdrafts + w[1].st.credit_overdrafts >= 1);
+	loophub_destroy(h);
+}
+
+/* ---- intra-machine aggregation: 2 machines x 2 local ranks (threads), shared memory ---- */
+
+struct lworker {
+	struct loophub *h;
+	int rank, rc;
+	char id[32];
+	float *x;
+	int32_t *k;
+};
+
+static void *lworker_main(void *arg)
+{
+	struct lworker *w = arg;
+	struct tally_agent_cfg c;
+	const struct agent_net_ops *ops;
+	void *ctx;
+	char e[256] = "";
+	int err = 0;
+
+	base_cfg(&c, w->rank, 4);
+	c.local_rank = w->rank % 2;
+	c.local_size = 2;
+	c.local_agg = 1;
+	c.average = 1;
+	c.connect_timeout_ms = 5000;
+	c.local_shm_bytes = 64u << 20;
+	void *inner = c.local_rank == 0 ? loopnet_create(w->h, (unsigned)(w->rank / 2)) : NULL;
+	w->rc = agent_net_local_create(&c, inner ? &loopnet_ops : NULL, inner, w->id, c.local_shm_bytes,
+				       &ops, &ctx, e, sizeof(e));
+	if (w->rc) {
+		fprintf(stderr, "rank %d: %s\n", w->rank, e);
+		return NULL;
+	}
+	struct tally_agent *a = agent_create_net(&c, ops, ctx, &err, e, sizeof(e));
+	if (!a) {
+		w->rc = err ? err : -1;
+		return NULL;
+	}
+	int tf = tally_agent_declare(a, "grad", N * 4, TALLY_DT_F32, 1);
+	int ti = tally_agent_declare(a, "count", 64 * 4, TALLY_DT_I32, 0);
+	for (int it = 0; it < 3 && !w->rc; it++) {
+		for (int i = 0; i < N; i++)
+			w->x[i] = (float)(w->rank + 1) * (float)(i % 97) + (float)it;
+		for (int i = 0; i < 64; i++)
+			w->k[i] = w->rank * 1000 + i;
+		int hf = tally_agent_push_pull(a, tf, w->x, N * 4, TALLY_AGENT_CPU, NULL, NULL, NULL);
+		int hi = tally_agent_push_pull(a, ti, w->k, 64 * 4, TALLY_AGENT_CPU, NULL, NULL, NULL);
+		if (hf < 0 || hi < 0 || tally_agent_wait(a, hf) || tally_agent_wait(a, hi)) {
+			fprintf(stderr, "rank %d it %d: %d %d %s\n", w->rank, it, tf, ti, tally_agent_strerror(a));
+			w->rc = -2;
+		}
+	}
+	tally_agent_destroy(a);
+	return NULL;
+}
+
+static void test_local_aggregation(void **state)
+{
+	(void)state;
+	struct loophub *h = loophub_create(2); /* the appliance sees 2 machines */
+	struct lworker w[4];
+	pthread_t t[4];
+
+	for (int r = 0; r < 4; r++) {
+		w[r] = (struct lworker){.h = h, .rank = r, .x = calloc(N, 4), .k = calloc(64, 4)};
+		snprintf(w[r].id, sizeof(w[r].id), "unit%d", (int)getpid());
+		pthread_create(&t[r], NULL, lworker_main, &w[r]);
+	}
+	for (int r = 0; r < 4; r++)
+		pthread_join(t[r], NULL);
+	for (int r = 0; r < 4; r++) {
+		assert_int_equal(w[r].rc, 0);
+		for (int i = 0; i < N; i++)
+			assert_float_equal(w[r].x[i], (10.0f * (float)(i % 97) + 8.0f) / 4.0f, 1e-3);
+		for (int i = 0; i < 64; i++)
+			assert_int_equal(w[r].k[i], 6000 + 4 * i);
+		free(w[r].x);
+		free(w[r].k);
+	}
+	/* only the two local roots pushed: one op per key and round each */
+	unsigned n0, n1, n2;
+	loophub_starts(h, 0, &n0);
+	loophub_starts(h, 1, &n1);
+	loophub_starts(h, 2, &n2);
+	assert_int_equal(n0, 3 * 5); /* 4 f32 partitions + 1 i32 per iteration */
+	assert_int_equal(n1, 3 * 5);
+	assert_int_equal(n2, 0);
+	/* the roots removed their segments */
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm/tally-agent-1-00000000-n0-unit%d", (int)getpid());
+	assert_int_not_equal(access(path, F_OK), 0);
 	loophub_destroy(h);
 }
 
@@ -528,6 +675,8 @@ int main(void)
 		cmocka_unit_test(test_average_4_workers),
 		cmocka_unit_test(test_priority_and_credits),
 		cmocka_unit_test(test_big_partition_still_goes),
+		cmocka_unit_test(test_credit_deadlock_avoided),
+		cmocka_unit_test(test_local_aggregation),
 		cmocka_unit_test(test_callback_and_cancel),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_cuda_tensor),

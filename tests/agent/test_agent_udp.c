@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,19 +30,59 @@ static const char *udpd;
 static pid_t appl_pid;
 static unsigned port;
 
+/* A free block of two UDP ports on loopback (the appliance binds base and base + 1). */
+static unsigned free_ports(void)
+{
+	for (int tries = 0; tries < 50; tries++) {
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		socklen_t l = sizeof(a);
+		int s = socket(AF_INET, SOCK_DGRAM, 0), t;
+		unsigned p;
+
+		bind(s, (struct sockaddr *)&a, sizeof(a));
+		getsockname(s, (struct sockaddr *)&a, &l);
+		p = ntohs(a.sin_port);
+		close(s);
+		if (p + 1 > 65535)
+			continue;
+		t = socket(AF_INET, SOCK_DGRAM, 0);
+		a.sin_port = htons((uint16_t)(p + 1));
+		int ok = bind(t, (struct sockaddr *)&a, sizeof(a)) == 0;
+		close(t);
+		if (ok)
+			return p;
+	}
+	return 0;
+}
+
+/* Start the appliance and wait for its "N cores on port" line (machines here are loaded:
+ * seconds, not milliseconds). */
 static void start_appliance(void)
 {
-	char p[16];
+	char p[16], line[256];
+	int fds[2];
 
-	port = 20000 + (unsigned)(getpid() % 20000);
+	port = free_ports();
 	snprintf(p, sizeof(p), "%u", port);
+	if (pipe(fds))
+		exit(1);
 	appl_pid = fork();
 	if (appl_pid == 0) {
+		dup2(fds[1], 2);
+		close(fds[0]);
 		execl(udpd, udpd, "--addr", "127.0.0.1", "--port", p, "--cores", "2", "--job", "7",
 		      "--token", "1234", "--world", "4", (char *)NULL);
 		_exit(127);
 	}
-	usleep(300000);
+	close(fds[1]);
+	FILE *f = fdopen(fds[0], "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		fputs(line, stderr);
+		if (strstr(line, "cores on port"))
+			break;
+	}
+	/* keep draining its stderr in the background would need a thread: the appliance writes
+	 * nothing more to stderr until it exits, and its stats go to stdout */
 }
 
 static void stop_appliance(void)
@@ -67,7 +110,7 @@ static void cfg_for(struct tally_agent_cfg *c, int rank, uint64_t token, unsigne
 	c->partition_bytes = 64 * 1024;
 	c->credit_bytes = 256 * 1024;
 	c->average = 1;
-	c->connect_timeout_ms = 3000;
+	c->connect_timeout_ms = 15000;
 	c->op_timeout_ms = 10000;
 }
 
