@@ -74,6 +74,7 @@ struct tallyd_lcore_stats {
 	uint64_t cmds;
 	uint64_t last_tally_tsc;        /* TSC of the last Tally datagram (drain) */
 	uint64_t tx_pkts, tx_bytes;     /* filled by tallyd_stats_sum from the TX buffers */
+	uint64_t tx_relayed;            /* same: frames sent through another core's port */
 	uint64_t drops[TALLY_DPDK_D_COUNT];
 };
 
@@ -86,10 +87,12 @@ struct tallyd_lcore {
 	struct tally_engine *engine;    /* NULL with --io-forward */
 	struct rte_mempool *rx_pool, *hdr_pool;
 	struct rte_ring *dispatch;      /* MP/SC: frames for this core from other cores */
+	struct rte_ring *txin;          /* MP/SC: frames other cores want sent on our port */
+	uint16_t txq;                   /* our TX queue on our port (= rxq) */
 	struct rte_ring *cmd, *ack;     /* SP/SC: main → lcore, lcore → main */
 	volatile int running;
 	volatile int draining;
-	struct tally_dpdk_tx tx;        /* TX queue idx on every port */
+	struct tally_dpdk_tx tx;        /* our TX queue on our port; other ports via txin */
 	struct tallyd_lcore_stats st;
 } __rte_cache_aligned;
 

@@ -106,6 +106,7 @@ int tallyd_ctl_poll(struct tallyd *d)
 	if (ctl_now_ns() - c->last.ns >= SAMPLE_NS) {
 		c->prev = c->last;
 		ctl_sample(c, &c->last);
+		ctl_policy_enforce(c);
 	}
 	return rc < 0 ? rc : 0;
 }

@@ -12,6 +12,7 @@
 #include "tallyd.h"
 
 #define CTL_MAX_JOBS 64
+#define CTL_OWN_KEYS 64
 
 /* What the operator set through the control plane (config_save writes it back). */
 struct ctl_job {
@@ -21,6 +22,10 @@ struct ctl_job {
 	uint64_t token;
 	int has_quorum, has_deadline;
 	uint32_t quorum, deadline_us;
+	/* keys given their own policy (job_set_policy with key): left alone by the job's */
+	uint32_t own_keys[CTL_OWN_KEYS];
+	unsigned n_own;
+	uint32_t keys_enforced;    /* key count when the policy was last applied */
 };
 
 /* Counters of the last interval, for rates. */
@@ -71,6 +76,10 @@ struct ctl_key_ref {
 	uint32_t deadline_us;
 };
 int ctl_job_keys(struct ctl *c, uint32_t job_id, struct ctl_key_ref *out, unsigned max);
+/* Applies the stored job policies to keys registered since (every second). */
+void ctl_policy_enforce(struct ctl *c);
+/* Keys of a job, summed over the cores (a walk of the jobs only: cheap on the lcores). */
+int ctl_job_key_count(struct ctl *c, uint32_t job_id, uint32_t *nkeys);
 /* Sum of tally_engine_open_rounds / open_chunks over the cores. */
 int ctl_open_work(struct ctl *c, uint64_t *rounds, uint64_t *chunks);
 

@@ -125,7 +125,7 @@ static json_t *core_stats(const struct tallyd_lcore *lc, struct tally_engine_sta
 		"rx_pkts", (json_int_t)lc->st.rx_pkts, "rx_bytes", (json_int_t)lc->st.rx_bytes,
 		"tx_pkts", (json_int_t)tx_pkts, "tx_bytes", (json_int_t)tx_bytes,
 		"tally_pkts", (json_int_t)lc->st.tally_pkts, "pushes", (json_int_t)e->pushes,
-		"push_bytes", (json_int_t)e->push_bytes, "bytes_summed", (json_int_t)e->push_bytes,
+		"push_bytes", (json_int_t)e->push_bytes, "summed_bytes", (json_int_t)e->push_bytes,
 		"duplicates", (json_int_t)e->duplicates, "late_pushes", (json_int_t)e->late_pushes,
 		"completions", (json_int_t)e->completions, "results", (json_int_t)e->results,
 		"resends", (json_int_t)e->resends, "joins", (json_int_t)e->joins,
@@ -173,8 +173,10 @@ int ctl_h_stats(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	(void)p; (void)m; (void)ml;
 
 	for (unsigned i = 0; i < d->ncores; i++) {
-		json_t *o = core_stats(d->lcore[i], &et, &lt);
-		json_object_set_new(o, "core", json_integer(i));
+		json_t *o = json_pack("{s:i}", "core", (int)i); /* first column */
+		json_t *cs = core_stats(d->lcore[i], &et, &lt);
+		json_object_update(o, cs);
+		json_decref(cs);
 		json_array_append_new(cores, o);
 	}
 	for (int k = 0; k < TALLY_R_COUNT; k++)
@@ -195,7 +197,7 @@ int ctl_h_stats(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	}
 	/* rates over the last sampling interval (tallyd_ctl_poll samples every second) */
 	struct ctl_sample a = c->prev, b = c->last;
-	if (!b.ns) {
+	if (!b.ns || b.ns == a.ns) { /* no interval yet: since start */
 		ctl_sample(c, &b);
 		memset(&a, 0, sizeof(a));
 		a.ns = b.ns - (uint64_t)(tallyd_uptime(d) * 1e9);
@@ -206,7 +208,7 @@ int ctl_h_stats(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 		"rx_pkts", (json_int_t)lt.rx_pkts, "rx_bytes", (json_int_t)lt.rx_bytes,
 		"tx_pkts", (json_int_t)lt.tx_pkts, "tx_bytes", (json_int_t)lt.tx_bytes,
 		"tally_pkts", (json_int_t)lt.tally_pkts, "pushes", (json_int_t)et.pushes,
-		"push_bytes", (json_int_t)et.push_bytes, "bytes_summed", (json_int_t)et.push_bytes,
+		"push_bytes", (json_int_t)et.push_bytes, "summed_bytes", (json_int_t)et.push_bytes,
 		"duplicates", (json_int_t)et.duplicates, "late_pushes", (json_int_t)et.late_pushes,
 		"completions", (json_int_t)et.completions, "quorum_completions",
 		(json_int_t)et.quorum_completions, "deadline_completions",
@@ -373,6 +375,21 @@ int ctl_h_policy(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 		snprintf(m, ml, "job %u has no key %lld", id, (long long)json_integer_value(jk));
 		return -ENOENT;
 	}
+	struct ctl_job *cj = ctl_job_find(c, id, 1);
+	if (jk && cj) { /* the key keeps its own policy from now on */
+		unsigned o;
+		for (o = 0; o < cj->n_own && cj->own_keys[o] != (uint32_t)json_integer_value(jk); o++)
+			;
+		if (o == cj->n_own) {
+			if (o == CTL_OWN_KEYS) {
+				free(keys);
+				snprintf(m, ml, "job %u: at most %d keys with a policy of their own", id,
+					 CTL_OWN_KEYS);
+				return -ENOSPC;
+			}
+			cj->own_keys[cj->n_own++] = (uint32_t)json_integer_value(jk);
+		}
+	}
 	for (int i = 0; i < n; i++) {
 		struct tallyd_cmd cmd = { .op = TALLYD_CMD_KEY_POLICY };
 		if (jk && keys[i].key != (uint32_t)json_integer_value(jk))
@@ -392,8 +409,10 @@ int ctl_h_policy(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 		changed++;
 	}
 	free(keys);
-	if (!jk) { /* remembered for config_save */
-		struct ctl_job *j = ctl_job_find(c, id, 1);
+	if (!jk) { /* remembered for later keys and config_save; it overrode every key's own */
+		struct ctl_job *j = cj;
+		if (j)
+			j->n_own = 0;
 		if (j && jq) {
 			j->has_quorum = 1;
 			j->quorum = (uint32_t)json_integer_value(jq);
@@ -409,6 +428,51 @@ int ctl_h_policy(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	if (jd)
 		json_object_set(*r, "deadline_us", (json_t *)jd);
 	return 0;
+}
+
+/* The job policies the operator set also govern keys registered afterwards (and a
+ * replayed config, whose policies come before any key): called every second, it applies
+ * them to keys that differ. Keys whose participants are fewer than the quorum get all. */
+void ctl_policy_enforce(struct ctl *c)
+{
+	struct ctl_key_ref *keys = NULL;
+
+	for (int i = 0; i < CTL_MAX_JOBS; i++) {
+		struct ctl_job *j = &c->jobs[i];
+		uint32_t nkeys;
+		if (!j->used || (!j->has_quorum && !j->has_deadline))
+			continue;
+		/* walk the keys (datapath time) only when the job has new ones */
+		if (ctl_job_key_count(c, j->job_id, &nkeys) || nkeys == j->keys_enforced)
+			continue;
+		if (!keys && !(keys = calloc(MAX_POLICY_KEYS, sizeof(*keys))))
+			return;
+		j->keys_enforced = nkeys;
+		int n = ctl_job_keys(c, j->job_id, keys, MAX_POLICY_KEYS);
+		for (int k = 0; k < n; k++) {
+			struct tallyd_cmd cmd = { .op = TALLYD_CMD_KEY_POLICY };
+			unsigned o;
+			for (o = 0; o < j->n_own && j->own_keys[o] != keys[k].key; o++)
+				;
+			if (o < j->n_own)
+				continue;
+			uint16_t q = keys[k].quorum;
+			uint32_t dl = keys[k].deadline_us;
+			if (j->has_quorum)
+				q = j->quorum && j->quorum <= keys[k].participants ? (uint16_t)j->quorum
+									: keys[k].participants;
+			if (j->has_deadline)
+				dl = j->deadline_us;
+			if (q == keys[k].quorum && dl == keys[k].deadline_us)
+				continue;
+			cmd.u.policy.job_id = j->job_id;
+			cmd.u.policy.key = keys[k].key;
+			cmd.u.policy.quorum = q;
+			cmd.u.policy.deadline_us = dl;
+			tallyd_cmd_exec(c->d, keys[k].core, &cmd);
+		}
+	}
+	free(keys);
 }
 
 int ctl_h_drain(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)

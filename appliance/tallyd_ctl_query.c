@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tally_sum.h"
 #include "tallyd_ctl_int.h"
 
 #define MISSING_WORDS ((TALLY_MAX_WORKERS + 63) / 64)
@@ -137,6 +138,13 @@ static int q_keys(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
 	return rc ? rc : tally_engine_walk_stuck(lc->engine, 0, cb_key_missing, arg);
 }
 
+/* Keys only (no chunk walk): what policy changes need. */
+static int q_keys_plain(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
+{
+	(void)buf; (void)len;
+	return lc->engine ? tally_engine_walk_keys(lc->engine, cb_key, arg) : 0;
+}
+
 static int q_stuck(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
 {
 	struct q_arg *q = arg;
@@ -216,8 +224,10 @@ static json_t *jobs_json(struct ctl *c, int has_job, uint32_t job_id, int *err)
 				all[nall++] = ji[k];
 				continue;
 			}
-			all[j].joined += ji[k].joined;
-			all[j].keys += ji[k].keys;
+			/* a rank may join on several cores: count it once */
+			if (ji[k].joined > all[j].joined)
+				all[j].joined = ji[k].joined;
+			all[j].keys += ji[k].keys; /* a key lives on one core */
 		}
 	}
 	for (unsigned j = 0; j < nall; j++) {
@@ -339,9 +349,9 @@ int ctl_h_keys(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 		}
 		for (size_t k = 0; k < q.n; k++) {
 			const struct tally_engine_key_info *ki = &keys[k].ki;
-			json_t *o = json_pack("{s:I, s:I, s:i, s:i, s:I, s:I, s:i, s:i, s:b, s:I, s:I}",
+			json_t *o = json_pack("{s:I, s:I, s:i, s:s, s:I, s:I, s:i, s:i, s:b, s:I, s:I}",
 				"job_id", (json_int_t)ki->job_id, "key", (json_int_t)ki->key,
-				"core", (int)i, "dtype", (int)ki->dtype, "elems",
+				"core", (int)i, "dtype", tally_dtype_name(ki->dtype), "elems",
 				(json_int_t)ki->nelems, "chunks", (json_int_t)ki->nchunks,
 				"participants", (int)ki->participants, "quorum", (int)ki->quorum,
 				"deterministic", ki->deterministic, "deadline_us",
@@ -426,7 +436,7 @@ int ctl_job_keys(struct ctl *c, uint32_t job_id, struct ctl_key_ref *out, unsign
 		return -ENOMEM;
 	for (unsigned i = 0; i < c->d->ncores && n < max; i++) {
 		struct q_arg q = { .has_job = 1, .job_id = job_id, .cap = max - n, .buf = keys };
-		int rc = run_query(c, i, q_keys, &q);
+		int rc = run_query(c, i, q_keys_plain, &q);
 		if (rc < 0) {
 			free(keys);
 			return rc;
@@ -438,4 +448,19 @@ int ctl_job_keys(struct ctl *c, uint32_t job_id, struct ctl_key_ref *out, unsign
 	}
 	free(keys);
 	return (int)n;
+}
+
+int ctl_job_key_count(struct ctl *c, uint32_t job_id, uint32_t *nkeys)
+{
+	*nkeys = 0;
+	for (unsigned i = 0; i < c->d->ncores; i++) {
+		struct tally_engine_job_info ji;
+		struct q_arg q = { .has_job = 1, .job_id = job_id, .cap = 1, .buf = &ji };
+		int rc = run_query(c, i, q_jobs, &q);
+		if (rc < 0)
+			return rc;
+		if (q.n)
+			*nkeys += ji.keys;
+	}
+	return 0;
 }

@@ -65,7 +65,7 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *o
 	rte_tel_data_add_dict_u64(out, "tx_bytes", lt.tx_bytes);
 	rte_tel_data_add_dict_u64(out, "tally_pkts", lt.tally_pkts);
 	rte_tel_data_add_dict_u64(out, "pushes", et.pushes);
-	rte_tel_data_add_dict_u64(out, "bytes_summed", et.push_bytes);
+	rte_tel_data_add_dict_u64(out, "summed_bytes", et.push_bytes);
 	rte_tel_data_add_dict_u64(out, "duplicates", et.duplicates);
 	rte_tel_data_add_dict_u64(out, "late_pushes", et.late_pushes);
 	rte_tel_data_add_dict_u64(out, "completions", et.completions);

@@ -169,6 +169,13 @@ int tallyd_lcore_main(void *arg)
 				lc_handle(lc, pkts[i], 1);
 			work += n;
 		}
+		if (lc->txin) {
+			n = (uint16_t)rte_ring_sc_dequeue_burst(lc->txin, (void **)pkts,
+								TALLY_DPDK_BURST, NULL);
+			for (uint16_t i = 0; i < n; i++)
+				tally_dpdk_tx_enqueue(&lc->tx, lc->port_idx, pkts[i]);
+			work += n;
+		}
 		uint64_t now = rte_rdtsc();
 		if (lc->engine && now >= next_poll) {
 			work += tally_engine_poll(lc->engine);
@@ -293,6 +300,7 @@ void tallyd_stats_sum(const struct tallyd *d, struct tallyd_lcore_stats *out)
 		out->last_tally_tsc = RTE_MAX(last, lc->st.last_tally_tsc);
 		out->tx_pkts += lc->tx.st.tx_pkts;
 		out->tx_bytes += lc->tx.st.tx_bytes;
+		out->tx_relayed += lc->tx.st.relayed;
 		for (unsigned k = 0; k < TALLY_DPDK_D_COUNT; k++)
 			out->drops[k] += lc->tx.st.drops[k];
 	}

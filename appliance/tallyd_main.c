@@ -144,11 +144,13 @@ static void log_stats(struct tallyd *d, int final)
 					      (unsigned long long)st.drops[k]);
 	rte_log(final ? RTE_LOG_NOTICE : RTE_LOG_DEBUG, RTE_LOGTYPE_USER1,
 		"tallyd: %s: rx=%llu tally=%llu engine_rejects=%llu tx=%llu arp=%llu icmp=%llu "
-		"dispatched=%llu idle_sleeps=%llu drops:%s\n", final ? "totals" : "stats",
+		"dispatched=%llu relayed=%llu idle_sleeps=%llu drops:%s\n",
+		final ? "totals" : "stats",
 		(unsigned long long)st.rx_pkts, (unsigned long long)st.tally_pkts,
 		(unsigned long long)st.engine_rejects, (unsigned long long)st.tx_pkts,
 		(unsigned long long)st.arp_replies, (unsigned long long)st.icmp_replies,
-		(unsigned long long)st.dispatched_out, (unsigned long long)st.idle_sleeps,
+		(unsigned long long)st.dispatched_out, (unsigned long long)st.tx_relayed,
+		(unsigned long long)st.idle_sleeps,
 		n ? drops : " none");
 }
 

@@ -120,6 +120,7 @@ static struct tallyd_lcore *setup_lcore(struct tallyd *d, unsigned idx, uint16_t
 	lc->socket = socket;
 	lc->port_idx = pi;
 	lc->rxq = q;
+	lc->txq = q;
 	snprintf(name, sizeof(name), "tallyd_rx%u", idx);
 	lc->rx_pool = rte_pktmbuf_pool_create(name, s->rx_mbufs, TALLYD_POOL_CACHE, 0,
 					      (uint16_t)(RTE_PKTMBUF_HEADROOM + d->conf.frame_room),
@@ -146,6 +147,12 @@ static struct tallyd_lcore *setup_lcore(struct tallyd *d, unsigned idx, uint16_t
 		if (!lc->dispatch)
 			goto ring_fail;
 	}
+	if (d->conf.nports > 1) {
+		snprintf(name, sizeof(name), "tallyd_txin%u", idx);
+		lc->txin = rte_ring_create(name, TALLYD_RING_SIZE, socket, RING_F_SC_DEQ);
+		if (!lc->txin)
+			goto ring_fail;
+	}
 	if (!lc->cmd || !lc->ack)
 		goto ring_fail;
 	return lc;
@@ -161,8 +168,16 @@ static int setup_engine(struct tallyd *d, struct tallyd_lcore *lc, char *err, si
 
 	tally_dpdk_tx_init(&lc->tx, (uint16_t)lc->idx, lc->hdr_pool, d->conf.tx_flush_us);
 	for (uint16_t i = 0; i < d->nports; i++) {
-		tally_dpdk_tx_add_port(&lc->tx, d->port[i].port_id, (uint16_t)lc->idx,
-				       &d->port[i].ifa);
+		tally_dpdk_tx_add_port(&lc->tx, d->port[i].port_id, lc->txq, &d->port[i].ifa);
+		/* a core has a TX queue on its own port only (a memif peer reads as many
+		 * queues as the port has RX queues); the first core of another port sends
+		 * for it */
+		if (i != lc->port_idx)
+			for (unsigned c = 0; c < d->ncores; c++)
+				if (d->lcore[c]->port_idx == i) {
+					lc->tx.port[i].via = d->lcore[c]->txin;
+					break;
+				}
 		/* a device without TX chains gets each RESULT copied into one RX-sized mbuf */
 		if (!d->port[i].multiseg)
 			lc->tx.port[i].copy_pool = lc->rx_pool;
@@ -210,7 +225,7 @@ static int setup_port_start(struct tallyd *d, uint16_t pi, char *err, size_t err
 			p->nrxq++;
 		}
 	}
-	p->ntxq = (uint16_t)d->ncores; /* every core answers on every port */
+	p->ntxq = p->nrxq; /* a queue pair per core polling the port */
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.nb_rxq = p->nrxq;
 	cfg.nb_txq = p->ntxq;
@@ -295,7 +310,14 @@ void tallyd_teardown(struct tallyd *d)
 				rte_pktmbuf_free(lc->tx.port[p].buf[k]);
 		if (lc->engine)
 			tally_engine_destroy(lc->engine);
+		/* frames still in flight between cores */
+		struct rte_ring *rings[2] = { lc->dispatch, lc->txin };
+		void *o;
+		for (int r = 0; r < 2; r++)
+			while (rings[r] && rte_ring_sc_dequeue(rings[r], &o) == 0)
+				rte_pktmbuf_free(o);
 		rte_ring_free(lc->dispatch);
+		rte_ring_free(lc->txin);
 		rte_ring_free(lc->cmd);
 		rte_ring_free(lc->ack);
 		rte_mempool_free(lc->hdr_pool);

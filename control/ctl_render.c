@@ -10,6 +10,8 @@
 
 #define CELL 64
 
+static void cell(const char *key, const json_t *v, char *buf, size_t len);
+
 static int ends_with(const char *s, const char *suf)
 {
 	size_t a = strlen(s), b = strlen(suf);
@@ -89,9 +91,13 @@ static void cell(const char *key, const json_t *v, char *buf, size_t len)
 		size_t i;
 		const json_t *x;
 		json_array_foreach(v, i, x) {
-			char one[32];
-			scalar(key, x, one, sizeof(one));
-			off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? "," : "", one);
+			char one[CELL];
+			if (json_is_object(x))
+				cell(key, x, one, sizeof(one)); /* k=v ... */
+			else
+				scalar(key, x, one, sizeof(one));
+			off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? (json_is_object(x) ?
+						"; " : ",") : "", one);
 			if (off >= len - 4) {
 				snprintf(buf + len - 4, 4, "...");
 				return;

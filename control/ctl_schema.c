@@ -55,13 +55,14 @@ static const struct tally_ctl_param p_policy[] = {
 	{ .name = "job_id", .type = TALLY_CTL_T_UINT, .required = 1, .positional = 1,
 	  .max = U32MAX, .help = "job id" },
 	{ .name = "key", .type = TALLY_CTL_T_UINT, .max = U32MAX,
-	  .help = "only this key (default: every key of the job, and its later keys)" },
+	  .help = "only this key, now (default: every key of the job, and its later keys)" },
 	{ .name = "quorum", .one_of = 1, .type = TALLY_CTL_T_UINT, .max = 1024,
 	  .help = "contributions that complete a chunk (1..participants, 0 = all)" },
 	{ .name = "deadline_us", .one_of = 1, .type = TALLY_CTL_T_UINT, .max = 60000000,
 	  .help = "complete a chunk this long after its first push with what it has (0 = off)" },
 	{ .name = "deterministic", .one_of = 1, .type = TALLY_CTL_T_BOOL,
-	  .help = "rank-order summation; applies to keys registered after the change" },
+	  .help = "rank-order summation (fixed when a key registers: an appliance that cannot "
+		  "change it answers with an error)" },
 };
 
 static const struct tally_ctl_param p_drain[] = {
@@ -92,9 +93,11 @@ static const struct tally_ctl_method methods[TALLY_CTL_M_COUNT] = {
 	  "jobs, keys, workers}", NULL, 0, 0, 0 },
 	{ TALLY_CTL_M_STATS_GET, "stats_get", "stats",
 	  "counters per core, per port and totals, with rates over the last interval",
-	  "{interval_s, totals:{...}, cores:[{core, ...}], ports:[{port, ...}]}; counters: "
-	  "rx/tx_pkts, rx/tx_bytes, pushes, push_bytes, results, resends, duplicates, "
-	  "late_pushes, completions, drops:{reason: n}; rates: *_pps, *_bps", P_END(p_stats),
+	  "{interval_s, rates:{rx/tx_pps, rx/tx_bps, pushes_pps, goodput_bps, results_pps}, "
+	  "totals:{...}, cores:[{core, ...}], ports:[{port, ...}]}; counters: rx/tx_pkts, "
+	  "rx/tx_bytes, pushes, summed_bytes, results, resends (retransmitted results), "
+	  "duplicates, late_pushes, completions, drops:{reason: n}, frame_drops:{reason: n}",
+	  P_END(p_stats),
 	  0, 0 },
 	{ TALLY_CTL_M_STATS_RESET, "stats_reset", "stats-reset", "zero every counter",
 	  "{reset: true}", NULL, 0, 0, 0 },
@@ -116,7 +119,8 @@ static const struct tally_ctl_method methods[TALLY_CTL_M_COUNT] = {
 	{ TALLY_CTL_M_WORKERS_LIST, "workers_list", "workers", "joined workers",
 	  "[{job_id, rank, addr, port, core, last_heard_ms}]", P_END(p_workers), 0, 0 },
 	{ TALLY_CTL_M_JOB_SET_POLICY, "job_set_policy", "policy",
-	  "change a job's quorum, deadline or determinism, live (from the next round)",
+	  "change a job's quorum or deadline, live: its keys now, keys registered later "
+	  "within a second (determinism is fixed at registration: refused)",
 	  "{job_id, keys_changed, quorum, deadline_us, deterministic}", P_END(p_policy), 1, 1 },
 	{ TALLY_CTL_M_JOB_EVICT, "job_evict", "evict",
 	  "remove a job, its keys and memory; its workers get errors", "{job_id, keys_freed}",

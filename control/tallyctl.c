@@ -223,9 +223,38 @@ static int do_call(const struct opts *o, const char *method, const json_t *param
 	return EX_OK;
 }
 
+/* stats in human form: the per-core table keeps the columns an operator scans first
+ * (--json has every counter). */
+static json_t *stats_brief(const json_t *r)
+{
+	static const char *cols[] = { "core", "rx_pkts", "rx_bytes", "tx_pkts", "tx_bytes",
+				      "pushes", "results", "resends", "duplicates", "late_pushes",
+				      "drops", "frame_drops" };
+	json_t *out = json_deep_copy(r), *cores = json_array();
+	size_t i;
+	const json_t *c;
+
+	json_array_foreach(json_object_get(r, "cores"), i, c) {
+		json_t *row = json_object();
+		for (size_t k = 0; k < sizeof(cols) / sizeof(cols[0]); k++) {
+			json_t *v = json_object_get(c, cols[k]);
+			if (v)
+				json_object_set(row, cols[k], v);
+		}
+		json_array_append_new(cores, row);
+	}
+	json_object_set_new(out, "cores", cores);
+	return out;
+}
+
 static void print_result(const struct opts *o, const json_t *r)
 {
-	if (o->json) {
+	if (!o->json && json_is_array(json_object_get(r, "cores")) &&
+	    json_object_get(r, "totals")) {
+		json_t *b = stats_brief(r);
+		ctl_render(stdout, b);
+		json_decref(b);
+	} else if (o->json) {
 		char *t = json_dumps(r, JSON_INDENT(2) | JSON_ENCODE_ANY);
 		printf("%s\n", t ? t : "null");
 		free(t);

@@ -10,6 +10,7 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_memory.h>
+#include <rte_ring.h>
 
 #include "tally_proto.h"
 #include "tally_xport_dpdk.h"
@@ -69,6 +70,15 @@ void tally_dpdk_tx_enqueue(struct tally_dpdk_tx *tx, uint16_t pi, struct rte_mbu
 {
 	struct tally_dpdk_txport *p = &tx->port[pi];
 
+	if (p->via) {
+		if (rte_ring_mp_enqueue(p->via, m)) {
+			tx->st.drops[TALLY_DPDK_D_RING_FULL]++;
+			rte_pktmbuf_free(m);
+		} else {
+			tx->st.relayed++;
+		}
+		return;
+	}
 	if (p->n == TALLY_DPDK_TXBUF) {
 		dp_flush_port(tx, p);
 		if (p->n == TALLY_DPDK_TXBUF) {

@@ -21,6 +21,7 @@
 
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
+#include <rte_ring.h>
 
 #include "tally_client.h"
 #include "tally_dpdk_pkt.h"
@@ -69,6 +70,9 @@ struct tally_dpdk_txport {
 	struct tally_dpdk_ifaddr ifa;
 	struct rte_mempool *copy_pool;   /* set when the device cannot send mbuf chains: the
 					  * payload is copied into one mbuf from this pool */
+	struct rte_ring *via;            /* set when this lcore has no TX queue on the port:
+					  * finished frames go to the ring of an lcore that has
+					  * one (it transmits them with tally_dpdk_tx_enqueue) */
 	uint16_t n;
 	uint64_t deadline;               /* TSC: flush by then */
 	struct rte_mbuf *buf[TALLY_DPDK_TXBUF];
@@ -76,7 +80,8 @@ struct tally_dpdk_txport {
 
 struct tally_dpdk_tx_stats {
 	uint64_t tx_pkts, tx_bytes;
-	uint64_t drops[TALLY_DPDK_D_COUNT]; /* TX_FULL, NO_MBUF */
+	uint64_t relayed;                /* frames handed to another lcore's TX ring */
+	uint64_t drops[TALLY_DPDK_D_COUNT]; /* TX_FULL, NO_MBUF, RING_FULL (relay) */
 };
 
 struct tally_dpdk_tx {

@@ -2,15 +2,19 @@
  * it_client — the DPDK side of test_tallyd_it: a worker process on the client end of a
  * net_memif link that runs the client session over the DPDK client transport against
  * tallyd. usage: it_client SOCKET FILE_PREFIX SERVER_IP LOCAL_IP
- * Resolves tallyd's MAC by ARP, JOINs (world 1), registers an f32 key of several chunks
+ * Resolves tallyd's MAC by ARP, JOINs (world 1; job = the second byte of LOCAL_IP), registers an f32 key of several chunks
  * and runs allreduce rounds; a single worker's sum is its own data, so every RESULT must
  * equal the input bit for bit. Prints "it_client: OK" and exits 0, else says what failed.
  * With "blast SECONDS PAYLOAD" after QUEUES it measures tallyd --io-forward instead.
+ * When done it waits for SIGTERM before closing its port (see linger()).
  */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 
 #include <rte_cycles.h>
 #include <rte_eal.h>
@@ -22,6 +26,23 @@
 
 #define NELEMS 5000 /* 20000 bytes: two full 8 KiB chunks and a short one */
 #define ROUNDS 6
+
+/* net_memif in DPDK 22.11 unmaps a link's rings from its control thread when the peer
+ * disconnects, racing a datapath thread that is polling that link (a crash, seen about
+ * one run in ten). So a finished client stops polling and waits, without touching the
+ * port, until told to exit (SIGTERM/SIGINT, or stdin closed): the test stops tallyd first,
+ * whose lcores stop polling before it closes its ports. */
+static void linger(void)
+{
+	sigset_t set;
+	int sig;
+
+	fflush(stdout);
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigwait(&set, &sig);
+}
 
 static int fail(const char *what, int rc)
 {
@@ -125,6 +146,7 @@ static int run(const char *server_ip, const char *local_ip, uint16_t nq)
 		rc = blast(port, nq, pool, xc.local_ip, xc.server_ip, tally_dpdk_client_server_mac(x),
 			   g_blast_s, g_blast_payload);
 		tally_dpdk_client_destroy(x);
+		linger();
 		rte_eth_dev_stop(port);
 		rte_eth_dev_close(port);
 		return rc;
@@ -133,7 +155,7 @@ static int run(const char *server_ip, const char *local_ip, uint16_t nq)
 	struct tally_client_cfg cc;
 	memset(&cc, 0, sizeof(cc));
 	tally_client_cfg_defaults(&cc);
-	cc.job_id = 77;
+	cc.job_id = (ntohl(xc.local_ip) >> 16) & 0xff; /* one job per subnet: 10.77.x.x → 77 */
 	cc.token = 0xfeedbeefull;
 	cc.rank = 0;
 	cc.world_size = 1;
@@ -177,9 +199,10 @@ static int run(const char *server_ip, const char *local_ip, uint16_t nq)
 	tally_client_bye(c);
 	tally_client_destroy(c);
 	tally_dpdk_client_destroy(x);
+	printf("it_client: OK\n");
+	linger();
 	rte_eth_dev_stop(port);
 	rte_eth_dev_close(port);
-	printf("it_client: OK\n");
 	return 0;
 }
 
@@ -207,6 +230,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	snprintf(vdev, sizeof(vdev), "net_memif0,role=client,socket=%s", argv[1]);
+	/* SIGTERM/SIGINT are taken by linger() (blocked before EAL starts its threads) */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	char *eal[] = { argv[0], "--no-huge", "-m", "256", "--no-pci", "--file-prefix", argv[2],
 			"--vdev", vdev, "-l", "0", "--log-level=pmd.net.memif:warning", NULL };
 	if (rte_eal_init((int)(sizeof(eal) / sizeof(eal[0])) - 1, eal) < 0) {

@@ -144,7 +144,7 @@ int it_wait_exit(struct it_proc *p, int timeout_ms)
 	while (it_read(p, 20) && p->out >= 0)
 		;
 	p->pid = -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1000 - WTERMSIG(st);
 }
 
 int it_stop(struct it_proc *p, int sig, int timeout_ms)

@@ -25,9 +25,9 @@ int it_start(struct it_proc *p, char *const argv[]);
 /* Read its output until `needle` appears (1), EOF (0) or the timeout (0). */
 int it_wait_for(struct it_proc *p, const char *needle, int timeout_ms);
 /* Signal it, read output until it exits (up to timeout_ms, then SIGKILL); its exit status,
- * or -1 when it had to be killed / died of a signal. */
+ * -1 when it had to be killed, -1000 - N when it died of signal N. */
 int it_stop(struct it_proc *p, int sig, int timeout_ms);
-/* Wait for it to exit on its own; exit status or -1 (killed on timeout). */
+/* Wait for it to exit on its own; exit status, -1 (killed on timeout) or -1000 - signal. */
 int it_wait_exit(struct it_proc *p, int timeout_ms);
 /* Kill without waiting for output (cleanup). */
 void it_kill(struct it_proc *p);

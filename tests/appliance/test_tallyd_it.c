@@ -36,13 +36,15 @@
 #define TALLYD_IP "10.77.0.1"
 #define PEER_IP "10.77.0.2"
 
-static char ns[32], veth_a[16], veth_b[16], sock_path[64], prefix[40];
-static struct it_proc tallyd, client;
+static char ns[32], veth_a[16], veth_b[16], sock_path[64], sock_path2[64], prefix[40];
+static char ctl_path[64]; /* each tallyd its own control socket */
+static struct it_proc tallyd, client, client2;
 static const char *tallyd_bin, *client_bin;
 
 static void cleanup(void)
 {
 	it_kill(&client);
+	it_kill(&client2);
 	it_kill(&tallyd);
 	if (ns[0])
 		it_sh("ip netns del %s 2>/dev/null", ns);
@@ -50,7 +52,11 @@ static void cleanup(void)
 		it_sh("ip link del %s 2>/dev/null", veth_a);
 	if (sock_path[0])
 		unlink(sock_path);
-	it_sh("rm -rf /var/run/dpdk/%s /var/run/dpdk/%sc 2>/dev/null", prefix, prefix);
+	if (sock_path2[0])
+		unlink(sock_path2);
+	unlink(ctl_path);
+	it_sh("rm -rf /var/run/dpdk/%s /var/run/dpdk/%sc /var/run/dpdk/%sd 2>/dev/null", prefix,
+	      prefix, prefix);
 }
 
 static void on_signal(int sig)
@@ -63,10 +69,10 @@ static void on_signal(int sig)
 static int setup_netns(void **state)
 {
 	(void)state;
-	client.pid = tallyd.pid = -1;
-	client.out = tallyd.out = -1;
+	client.pid = client2.pid = tallyd.pid = -1;
+	client.out = client2.out = tallyd.out = -1;
 	if (geteuid() != 0)
-		skip();
+		return 0; /* the test skips */
 	snprintf(ns, sizeof(ns), "tallyd-it%d", (int)getpid());
 	snprintf(veth_a, sizeof(veth_a), "tallyd%da", (int)getpid() % 1000000);
 	snprintf(veth_b, sizeof(veth_b), "tallyd%db", (int)getpid() % 1000000);
@@ -85,7 +91,7 @@ static int teardown(void **state)
 {
 	(void)state;
 	cleanup();
-	ns[0] = veth_a[0] = sock_path[0] = '\0';
+	ns[0] = veth_a[0] = sock_path[0] = sock_path2[0] = '\0';
 	return 0;
 }
 
@@ -192,6 +198,8 @@ static ssize_t tally_request(int s, uint16_t port, uint8_t op, uint64_t token, c
 static void test_kernel_peer(void **state)
 {
 	(void)state;
+	if (geteuid() != 0)
+		skip();
 	char dev[96], mac[64], neigh[256];
 	snprintf(dev, sizeof(dev), "net_af_packet0,iface=%s", veth_a);
 	snprintf(prefix, sizeof(prefix), "tallyd-it%d", (int)getpid());
@@ -199,7 +207,7 @@ static void test_kernel_peer(void **state)
 	snprintf(eal, sizeof(eal), "--no-huge --file-prefix %s", prefix);
 	char *argv[] = { (char *)tallyd_bin, "--port", dev, "--ip", TALLYD_IP "/24",
 			 "--open-admission", "--mem", "8M", "--rx-desc", "256", "--tx-desc", "256",
-			 "--eal", eal, NULL };
+			 "--ctl-socket", ctl_path, "--eal", eal, NULL };
 
 	assert_int_equal(it_start(&tallyd, argv), 0);
 	if (!it_wait_for(&tallyd, "tallyd: ready", 30000))
@@ -270,11 +278,12 @@ static void test_kernel_peer(void **state)
 static int setup_memif(void **state)
 {
 	(void)state;
-	client.pid = tallyd.pid = -1;
-	client.out = tallyd.out = -1;
+	client.pid = client2.pid = tallyd.pid = -1;
+	client.out = client2.out = tallyd.out = -1;
 	if (geteuid() != 0)
-		skip(); /* memif sockets and DPDK runtime directories */
+		return 0; /* the test skips: memif sockets and DPDK runtime directories */
 	snprintf(sock_path, sizeof(sock_path), "/tmp/tallyd-it%d.sock", (int)getpid());
+	snprintf(sock_path2, sizeof(sock_path2), "/tmp/tallyd-it%d-2.sock", (int)getpid());
 	snprintf(prefix, sizeof(prefix), "tallyd-itm%d", (int)getpid());
 	return 0;
 }
@@ -283,6 +292,8 @@ static int setup_memif(void **state)
  * queue 0 and frames for core 1 go through the software dispatch ring). */
 static void run_memif(int cores)
 {
+	if (geteuid() != 0)
+		skip();
 	char dev[128], eal[128], cprefix[48], q[8];
 	snprintf(dev, sizeof(dev), "net_memif0,role=server,socket=%s", sock_path);
 	snprintf(eal, sizeof(eal), "--no-huge --file-prefix %s", prefix);
@@ -290,22 +301,23 @@ static void run_memif(int cores)
 	snprintf(q, sizeof(q), "%d", cores);
 	char *argv[] = { (char *)tallyd_bin, "--port", dev, "--ip", TALLYD_IP "/24", "--queues", q,
 			 "--open-admission", "--mem", "16M", "--rx-desc", "512", "--tx-desc", "512",
-			 "--eal", eal, NULL };
+			 "--ctl-socket", ctl_path, "--eal", eal, NULL };
 
 	assert_int_equal(it_start(&tallyd, argv), 0);
 	if (!it_wait_for(&tallyd, "tallyd: ready", 30000))
 		fail_msg("tallyd did not start:\n%s", tallyd.log);
 	char *cargv[] = { (char *)client_bin, sock_path, cprefix, TALLYD_IP, PEER_IP, q, NULL };
 	assert_int_equal(it_start(&client, cargv), 0);
-	int rc = it_wait_exit(&client, 60000);
-	if (rc != 0)
-		fail_msg("it_client exit status %d\n--- client:\n%s\n--- tallyd:\n%s", rc,
-			 client.log, tallyd.log);
-	assert_non_null(strstr(client.log, "it_client: OK"));
-	/* clients stop before the memif server */
-	rc = it_stop(&tallyd, SIGTERM, 20000);
+	if (!it_wait_for(&client, "it_client: OK", 60000))
+		fail_msg("it_client failed\n--- client:\n%s\n--- tallyd:\n%s", client.log,
+			 tallyd.log);
+	/* the finished client idles (no polling): stop tallyd first, then the client */
+	int rc = it_stop(&tallyd, SIGTERM, 20000);
 	if (rc != 0)
 		fail_msg("tallyd exit status %d\n%s", rc, tallyd.log);
+	rc = it_stop(&client, SIGTERM, 20000);
+	if (rc != 0)
+		fail_msg("it_client exit status %d\n%s", rc, client.log);
 	assert_true(it_counter(&tallyd, "arp") >= 1);
 	assert_true(it_counter(&tallyd, "tally") >= 10);
 	assert_int_equal(it_counter(&tallyd, "engine_rejects"), 0);
@@ -334,6 +346,49 @@ static void test_memif_two_cores_sw_dispatch(void **state)
 	run_memif(2);
 }
 
+/* Two memif ports, one core each, a worker (its own job) on each: every key is owned by
+ * core 1, so the worker on port 0 is served by core 1 — its frames are dispatched from
+ * core 0, and core 1's answers leave through core 0's TX queue (relayed). */
+static void test_memif_two_ports_relay(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	char dev[128], dev2[128], eal[128], cprefix[48], cprefix2[48];
+	snprintf(dev, sizeof(dev), "net_memif0,role=server,socket=%s", sock_path);
+	snprintf(dev2, sizeof(dev2), "net_memif1,role=server,socket=%s", sock_path2);
+	snprintf(eal, sizeof(eal), "--no-huge --file-prefix %s", prefix);
+	snprintf(cprefix, sizeof(cprefix), "%sc", prefix);
+	snprintf(cprefix2, sizeof(cprefix2), "%sd", prefix);
+	char *argv[] = { (char *)tallyd_bin, "--port", dev, "--ip", TALLYD_IP "/24",
+			 "--port", dev2, "--ip", "10.78.0.1/24", "--open-admission", "--mem", "16M",
+			 "--rx-desc", "512", "--tx-desc", "512", "--ctl-socket", ctl_path, "--eal", eal, NULL };
+
+	assert_int_equal(it_start(&tallyd, argv), 0);
+	if (!it_wait_for(&tallyd, "tallyd: ready", 30000))
+		fail_msg("tallyd did not start:\n%s", tallyd.log);
+	char *c1[] = { (char *)client_bin, sock_path, cprefix, TALLYD_IP, PEER_IP, "1", NULL };
+	char *c2[] = { (char *)client_bin, sock_path2, cprefix2, "10.78.0.1", "10.78.0.2", "1",
+		       NULL };
+	assert_int_equal(it_start(&client, c1), 0);
+	assert_int_equal(it_start(&client2, c2), 0);
+	int ok1 = it_wait_for(&client, "it_client: OK", 60000);
+	int ok2 = it_wait_for(&client2, "it_client: OK", 60000);
+	if (!ok1 || !ok2)
+		fail_msg("it_client failed\n--- client 1:\n%s\n--- client 2:\n%s\n"
+			 "--- tallyd:\n%s", client.log, client2.log, tallyd.log);
+	int rc = it_stop(&tallyd, SIGTERM, 20000);
+	if (rc != 0)
+		fail_msg("tallyd exit status %d\n%s", rc, tallyd.log);
+	assert_int_equal(it_stop(&client, SIGTERM, 20000), 0);
+	assert_int_equal(it_stop(&client2, SIGTERM, 20000), 0);
+	assert_int_equal(it_counter(&tallyd, "pushes"), 36);
+	assert_int_equal(it_counter(&tallyd, "completions"), 36);
+	assert_true(it_counter(&tallyd, "dispatched") >= 18);
+	assert_true(it_counter(&tallyd, "relayed") >= 18);
+	assert_int_equal(it_counter(&tallyd, "engine_rejects"), 0);
+}
+
 int main(void)
 {
 	tallyd_bin = getenv("TALLYD_BIN");
@@ -342,6 +397,9 @@ int main(void)
 		fprintf(stderr, "TALLYD_BIN and TALLYD_IT_CLIENT must name the programs\n");
 		return 1;
 	}
+	if (getenv("TALLYD_IT_FILTER")) /* run some tests only, e.g. "*memif*" */
+		cmocka_set_test_filter(getenv("TALLYD_IT_FILTER"));
+	snprintf(ctl_path, sizeof(ctl_path), "/tmp/tallyd-it%d.ctl", (int)getpid());
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 	const struct CMUnitTest tests[] = {
@@ -349,6 +407,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_memif_dpdk_client, setup_memif, teardown),
 		cmocka_unit_test_setup_teardown(test_memif_two_cores_sw_dispatch, setup_memif,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_memif_two_ports_relay, setup_memif, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

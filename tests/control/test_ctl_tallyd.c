@@ -343,8 +343,22 @@ static void test_stuck_chunks(void **state)
 	assert_int_equal(geti(k, "open_rounds"), 1);
 	assert_int_equal(json_integer_value(json_array_get(json_object_get(k, "missing"), 0)), 1);
 	json_decref(ks);
-	assert_int_equal(ctl("stuck", "20", NULL), 0); /* human table */
+	/* human tables (CTL_SHOW=1 prints them) */
+	assert_int_equal(ctl("stuck", "20", NULL), 0);
 	assert_non_null(strstr(out, "missing"));
+	if (getenv("CTL_SHOW"))
+		fprintf(stderr, "%s", out);
+	assert_int_equal(ctl("keys", NULL), 0);
+	assert_non_null(strstr(out, "state=open"));
+	if (getenv("CTL_SHOW"))
+		fprintf(stderr, "%s", out);
+	assert_int_equal(ctl("workers", NULL), 0);
+	assert_non_null(strstr(out, my_ip));
+	if (getenv("CTL_SHOW"))
+		fprintf(stderr, "%s", out);
+	assert_int_equal(ctl("stats", NULL), 0);
+	if (getenv("CTL_SHOW"))
+		fprintf(stderr, "%s", out);
 
 	/* the rest of the round */
 	push_chunk(0, round, 1);
@@ -404,6 +418,48 @@ static void test_live_policy(void **state)
 	ks = CTLJ("keys");
 	assert_int_equal(geti(json_array_get(ks, 0), "quorum"), W);
 	json_decref(ks);
+}
+
+static json_int_t key_quorum(uint32_t key)
+{
+	json_t *ks = CTLJ("keys", "7");
+	json_int_t q = -1;
+	size_t i;
+	json_t *k;
+	json_array_foreach(ks, i, k)
+		if (geti(k, "key") == key)
+			q = geti(k, "quorum");
+	json_decref(ks);
+	return q;
+}
+
+/* A job's policy also governs keys registered after it was set, except keys given a
+ * policy of their own. */
+static void test_policy_later_keys(void **state)
+{
+	struct tally_register reg = { .nelems = CHUNK, .chunk_elems = CHUNK, .dtype = 0,
+				      .participants = W, .quorum = W };
+	json_int_t q = -1;
+	(void)state;
+
+	json_decref(CTLJ("policy", "7", "--quorum", "1"));
+	for (int r = 0; r < W; r++)
+		assert_int_equal(uw_register(&w[r], 2, &reg), 0);
+	for (int i = 0; i < 40 && (q = key_quorum(2)) != 1; i++)
+		sleep_ms(100);
+	assert_int_equal(q, 1);
+	json_decref(CTLJ("policy", "7", "--key", "2", "--quorum", "2"));
+	assert_int_equal(key_quorum(2), 2);
+	for (int r = 0; r < W; r++)
+		assert_int_equal(uw_register(&w[r], 3, &reg), 0);
+	for (int i = 0; i < 40 && (q = key_quorum(3)) != 1; i++)
+		sleep_ms(100);
+	assert_int_equal(q, 1);
+	assert_int_equal(key_quorum(2), 2); /* its own policy kept */
+	/* a job-wide change applies to every key */
+	json_decref(CTLJ("policy", "7", "--quorum", "0"));
+	for (uint32_t k = 1; k <= 3; k++)
+		assert_int_equal(key_quorum(k), W);
 }
 
 /* DPDK telemetry socket: /tally/stats agrees with stats_get. */
@@ -492,10 +548,13 @@ static void test_drain_then_shutdown(void **state)
 
 	/* find the next round: keys_list shows the last started one */
 	json_t *ks = CTLJ("keys");
-	json_t *rounds = json_object_get(json_array_get(ks, 0), "rounds");
-	round = 0;
+	json_t *rounds = NULL;
 	size_t i;
 	json_t *x;
+	json_array_foreach(ks, i, x)
+		if (geti(x, "key") == KEY)
+			rounds = json_object_get(x, "rounds");
+	round = 0;
 	json_array_foreach(rounds, i, x)
 		if ((uint32_t)geti(x, "round") + 1 > round)
 			round = (uint32_t)geti(x, "round") + 1;
@@ -560,6 +619,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_traffic_counters),
 		cmocka_unit_test(test_stuck_chunks),
 		cmocka_unit_test(test_live_policy),
+		cmocka_unit_test(test_policy_later_keys),
 		cmocka_unit_test(test_telemetry),
 		cmocka_unit_test(test_config_and_admin),
 		cmocka_unit_test(test_drain_then_shutdown),
