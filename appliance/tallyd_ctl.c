@@ -83,10 +83,17 @@ int tallyd_ctl_start(struct tallyd *d)
 	backend_init(c);
 	c->srv = tally_ctl_server_create(&cfg, &c->b, &err);
 	if (!c->srv) {
-		rte_log(RTE_LOG_ERR, RTE_LOGTYPE_USER1, "tallyd: control socket %s: %s\n",
-			cfg.path, strerror(-err));
-		free(c);
-		return err;
+		/* An explicit --ctl-socket that cannot be served is fatal. The default one may
+		 * be held by another tallyd on this host, or /run/tally not be writable (not
+		 * root): run without a control socket then, and say so. */
+		if (strcmp(cfg.path, TALLY_CTL_DEFAULT_SOCKET) != 0) {
+			rte_log(RTE_LOG_ERR, RTE_LOGTYPE_USER1, "tallyd: control socket %s: %s\n",
+				cfg.path, strerror(-err));
+			free(c);
+			return err;
+		}
+		rte_log(RTE_LOG_ERR, RTE_LOGTYPE_USER1, "tallyd: control socket %s: %s; running "
+			"without one (give --ctl-socket PATH)\n", cfg.path, strerror(-err));
 	}
 	ctl_sample(c, &c->last);
 	c->prev = c->last;
@@ -102,7 +109,7 @@ int tallyd_ctl_poll(struct tallyd *d)
 
 	if (!c)
 		return 0;
-	rc = tally_ctl_server_poll(c->srv, 0);
+	rc = c->srv ? tally_ctl_server_poll(c->srv, 0) : 0;
 	if (ctl_now_ns() - c->last.ns >= SAMPLE_NS) {
 		c->prev = c->last;
 		ctl_sample(c, &c->last);

@@ -73,15 +73,16 @@ int ctl_h_status(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	json_t *jobs = NULL;
 	if (ctl_h_jobs(c, NULL, &jobs, m, ml))
 		jobs = NULL;
-	struct tally_ctl_server_stats ss;
-	tally_ctl_server_stats(c->srv, &ss);
+	struct tally_ctl_server_stats ss = { 0 };
+	if (c->srv) /* NULL when replaying a config without a socket */
+		tally_ctl_server_stats(c->srv, &ss);
 	*r = json_pack("{s:s, s:s, s:f, s:b, s:b, s:o, s:o, s:{s:I, s:I, s:I}, s:i, s:{s:s, s:i}}",
 		"version", TALLY_VERSION_STR, "dpdk", rte_version(), "uptime_s", tallyd_uptime(d),
 		"draining", d->draining, "open_admission", d->conf.open_admission, "cores", cores,
 		"ports", ports, "memory", "budget_bytes", (json_int_t)d->conf.mem_budget,
 		"used_bytes", (json_int_t)used, "det_pool_bytes", (json_int_t)d->conf.det_pool,
 		"jobs", jobs ? (int)json_array_size(jobs) : -1, "control",
-		"socket", tally_ctl_server_path(c->srv), "clients", (int)ss.clients);
+		"socket", c->srv ? tally_ctl_server_path(c->srv) : "-", "clients", (int)ss.clients);
 	json_decref(jobs);
 	err = *r ? 0 : -ENOMEM;
 	return err;

@@ -33,7 +33,7 @@ static const struct tally_ctl_param p_job_add[] = {
 static const struct tally_ctl_param p_keys[] = {
 	{ .name = "job_id", .type = TALLY_CTL_T_UINT, .positional = 1, .max = U32MAX,
 	  .help = "only this job's keys" },
-	{ .name = "limit", .type = TALLY_CTL_T_UINT, .min = 1, .max = 1000000, .def = "1000",
+	{ .name = "limit", .type = TALLY_CTL_T_UINT, .min = 1, .max = 65536, .def = "1000",
 	  .help = "at most this many keys" },
 };
 
@@ -42,7 +42,7 @@ static const struct tally_ctl_param p_stuck[] = {
 	  .def = "1000", .help = "chunks open longer than this (milliseconds)" },
 	{ .name = "job_id", .type = TALLY_CTL_T_UINT, .max = U32MAX,
 	  .help = "only this job's chunks" },
-	{ .name = "limit", .type = TALLY_CTL_T_UINT, .min = 1, .max = 100000, .def = "100",
+	{ .name = "limit", .type = TALLY_CTL_T_UINT, .min = 1, .max = 10000, .def = "100",
 	  .help = "at most this many chunks (oldest first)" },
 };
 

@@ -260,7 +260,8 @@ static int client_queue(struct tally_ctl_server *s, struct ctl_client *c, json_t
 		return -1;
 	n = strlen(text);
 	need = c->out_len + n + 1;
-	if (need > s->cfg.max_output) {
+	/* one answer may be as large as it is; unread ones may not pile up */
+	if (c->out_len > c->out_off && need > s->cfg.max_output) {
 		free(text);
 		s->st.output_overflow++;
 		slog(s, LOG_WARNING, "control client pid %d: %zu unread answer bytes, dropped",

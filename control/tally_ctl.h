@@ -148,7 +148,7 @@ struct tally_ctl_server_cfg {
 	int allow_gid_set;
 	mode_t mode;                 /* default 0660 */
 	size_t max_request;          /* default TALLY_CTL_MAX_REQUEST */
-	size_t max_output;           /* unread answer bytes per client before it is dropped (16 MiB) */
+	size_t max_output;           /* answer bytes queued for a client, beyond one answer (16 MiB) */
 	unsigned max_clients;        /* default 64 */
 	unsigned request_timeout_ms; /* a started request must complete in this (default 5000) */
 	unsigned idle_timeout_ms;    /* idle connections closed after (default 300000, 0 never) */

@@ -206,6 +206,44 @@ static void test_pipelined_and_batch(void **state)
 	close(fd);
 }
 
+static int start_small_output(void **state)
+{
+	struct tally_ctl_server_cfg cfg = { .max_output = 1024, .allow_gid = TEST_GID,
+					    .allow_gid_set = 1 };
+	(void)state;
+	start(&cfg);
+	return 0;
+}
+
+/* One answer larger than max_output is still delivered whole. */
+static void test_large_answer(void **state)
+{
+	char req[4096];
+	size_t off = 0;
+	static char buf[65536];
+	int eof, fd = conn();
+	(void)state;
+
+	off += (size_t)snprintf(req + off, sizeof(req) - off, "[");
+	for (int i = 0; i < 12; i++)
+		off += (size_t)snprintf(req + off, sizeof(req) - off,
+			"%s{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"appliance_status\"}",
+			i ? "," : "", i);
+	snprintf(req + off, sizeof(req) - off, "]\n");
+	send_all(fd, req, strlen(req));
+	stop_at_nl = 1;
+	read_until(fd, buf, sizeof(buf), 3000, &eof);
+	stop_at_nl = 0;
+	assert_true(strlen(buf) > 1024);
+	json_t *r = json_loads(buf, JSON_DISABLE_EOF_CHECK, NULL);
+	assert_int_equal(json_array_size(r), 12);
+	json_decref(r);
+	close(fd);
+	struct tally_ctl_server_stats st;
+	stop_server(&st);
+	assert_int_equal(st.output_overflow, 0);
+}
+
 static void expect_error_and_close(const char *text, size_t len, int code)
 {
 	static char buf[1 << 17];
@@ -520,6 +558,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_calls_and_socket_file, start_default, teardown),
 		cmocka_unit_test_setup_teardown(test_pipelined_and_batch, start_default, teardown),
+		cmocka_unit_test_setup_teardown(test_large_answer, start_small_output, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed, start_default, teardown),
 		cmocka_unit_test_setup_teardown(test_huge_request, start_default, teardown),
 		cmocka_unit_test_setup_teardown(test_slow_clients, start_short_timeout, teardown),
