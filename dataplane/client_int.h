@@ -69,10 +69,11 @@ struct cl_slot {
 };
 
 struct cl_core {
-	struct cl_slot *slots;    /* cfg.window */
+	struct cl_slot *slots;    /* 2 * cfg.window (see cl_cores_init) */
 	uint8_t *stage_mem;
 	uint32_t free_head;
-	uint32_t inflight;
+	uint32_t inflight;        /* slots in use */
+	uint32_t data_inflight;   /* of which data pushes (at most cfg.window) */
 	uint32_t pend_head, pend_tail; /* operations with unsent chunks, FIFO */
 	uint64_t next_due;        /* earliest due_ns among in-flight slots (lower bound) */
 	/* RTO estimator (RFC 6298, in ns) */

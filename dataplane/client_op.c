@@ -29,9 +29,12 @@ int cl_ops_init(struct tally_client *c)
 	return 0;
 }
 
+/* Each core has 2 x window slots: at most `window` carry data pushes (the appliance sizes
+ * its deterministic staging by the windows), the rest re-send pushes that were left out
+ * of a complete chunk (cl_ackwait_start), which the appliance does not stage. */
 int cl_cores_init(struct tally_client *c)
 {
-	uint32_t w = c->cfg.window;
+	uint32_t w = 2 * c->cfg.window;
 
 	c->cores = calloc(c->ncores, sizeof(*c->cores));
 	if (!c->cores)
@@ -116,6 +119,8 @@ void cl_slot_release(struct tally_client *c, uint32_t core, uint32_t s)
 {
 	struct cl_core *cc = &c->cores[core];
 
+	if (cc->slots[s].op != CL_ACKWAIT)
+		cc->data_inflight--;
 	cc->slots[s].op = CL_NONE;
 	cc->slots[s].next_free = cc->free_head;
 	cc->free_head = s;
@@ -284,7 +289,8 @@ void cl_pump(struct tally_client *c, uint32_t core)
 	uint64_t now = 0;
 	bool have_now = false;
 
-	while (cc->free_head != CL_NONE && cc->pend_head != CL_NONE) {
+	while (cc->free_head != CL_NONE && cc->data_inflight < c->cfg.window &&
+	       cc->pend_head != CL_NONE) {
 		uint32_t opi = cc->pend_head, s;
 		struct cl_op *op = &c->ops_tab[opi];
 		struct cl_key *k = &c->keys[op->kidx];
@@ -305,6 +311,7 @@ void cl_pump(struct tally_client *c, uint32_t core)
 		s = cc->free_head;
 		cc->free_head = cc->slots[s].next_free;
 		cc->inflight++;
+		cc->data_inflight++;
 		op->next_chunk = ch + 1;
 		cl_send_chunk(c, opi, ch, s, now);
 	}
@@ -420,7 +427,7 @@ uint64_t tally_client_tick(struct tally_client *c)
 		if (cc->inflight && now >= cc->next_due) {
 			uint64_t nd = UINT64_MAX;
 
-			for (uint32_t s = 0; s < c->cfg.window && cc->inflight; s++) {
+			for (uint32_t s = 0; s < 2 * c->cfg.window && cc->inflight; s++) {
 				struct cl_slot *sl = &cc->slots[s];
 				uint64_t rto;
 

@@ -54,16 +54,16 @@ static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		return;
 	}
 	ch = h->offset / k->reg.chunk_elems;
-	/* A RESULT of round r+1 proves the appliance saw our push of round r; one of round r
-	 * after our re-sent push most likely answers it. */
+	/* A RESULT of round r+1 proves the appliance saw our push of round r. One of round r
+	 * after our re-sent push most likely answers it, so the re-sending stops, but it may
+	 * also be a network duplicate of the first: until round r+1's RESULT, our pushes of
+	 * round r+1 still carry a copy labelled r (client_op.c). */
 	if (k->unacked && k->unacked[ch] == h->round - 1)
 		k->unacked[ch] = CL_NONE;
 	if (k->ackslot && k->ackslot[ch] != CL_NONE) {
 		struct cl_slot *as = &c->cores[k->core].slots[k->ackslot[ch]];
 
 		if (h->round == as->round || h->round == as->round + 1) {
-			if (k->unacked[ch] == as->round)
-				k->unacked[ch] = CL_NONE;
 			cl_slot_release(c, k->core, k->ackslot[ch]);
 			k->ackslot[ch] = CL_NONE;
 			cl_pump(c, k->core);
@@ -101,7 +101,8 @@ static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
 			cl_op_fail(c, opi, -ENOMEM);
 			return;
 		}
-		cl_ackwait_start(c, k, ch, h->round, mine);
+		if (!(h->flags & TALLY_F_RESEND))
+			cl_ackwait_start(c, k, ch, h->round, mine);
 		break;
 	default: {
 		struct cl_core *cc = &c->cores[k->core];
@@ -118,8 +119,12 @@ static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
 				return;
 			}
 			cl_slot_release(c, k->core, s);
-			/* the slot's contents stay intact: it may be the one taken again */
-			cl_ackwait_start(c, k, ch, h->round, sl->payload);
+			/* RESEND answers a push of ours: the appliance saw it. Otherwise make
+			 * sure it does (the slot's contents stay intact when taken again). */
+			if (h->flags & TALLY_F_RESEND)
+				k->unacked[ch] = CL_NONE;
+			else
+				cl_ackwait_start(c, k, ch, h->round, sl->payload);
 		} else {
 			cl_slot_release(c, k->core, s);
 		}

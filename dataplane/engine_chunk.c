@@ -215,6 +215,7 @@ static void chunk_start(struct tally_engine *e, struct dp_key *k, uint32_t idx, 
 		e->open_rounds++;
 	}
 	memset(dp_contrib_bm(k, idx), 0, 2 * k->bm_words * sizeof(uint64_t));
+	ch->folded = 0;
 	ch->round = r;
 	ch->state = DP_CH_OPEN;
 	ch->count = 0;
@@ -257,7 +258,7 @@ enum tally_reason dp_rx_push(struct tally_engine *e, const struct tally_pkt *pkt
 			return dp_drop(e, rsn);
 		if (e->draining && (!k->par[p].started || k->par[p].round != r))
 			return dp_drop(e, TALLY_R_DRAINING);
-		if (k->det && !dp_det_available(e))
+		if (k->det && w != 0 && !dp_det_available(e))
 			return dp_drop(e, TALLY_R_POOL_FULL);
 		now = dp_now(e); /* deadline and stuck age count from here */
 		chunk_start(e, k, idx, r, now);
@@ -288,13 +289,13 @@ enum tally_reason dp_rx_push(struct tally_engine *e, const struct tally_pkt *pkt
 		return TALLY_OK;
 	}
 	/* Reached for a chunk already open only: nothing has changed yet. */
-	if (k->det && !dp_det_available(e))
+	if (k->det && w != ch->folded && !dp_det_available(e))
 		return dp_drop(e, TALLY_R_POOL_FULL);
 	dp_heard(job, w, now, len);
+	void *acc = (uint8_t *)k->acc[p] + (size_t)h->offset * 4;
 	if (k->det) {
-		dp_det_stage(e, ch, w, pkt->payload, h->payload_len);
+		dp_det_push(e, k, ch, w, acc, pkt->payload, h->count);
 	} else {
-		void *acc = (uint8_t *)k->acc[p] + (size_t)h->offset * 4;
 		if (ch->count == 0)
 			tally_sum_load((enum tally_dtype)k->dtype, acc, pkt->payload, h->count);
 		else

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0
- * engine_det.c — deterministic mode: each push of a deterministic key is staged (in its
- * wire dtype) in a slot of a per-core pool, and at completion the chunk is summed in rank
- * order, so its bits do not depend on the arrival order. The pool is allocated once at
- * creation (cfg.det_pool_bytes / max_chunk_bytes slots); an empty pool makes the push fail
- * with TALLY_R_POOL_FULL and the worker retransmits it later.
+ * engine_det.c — deterministic mode: a chunk of a deterministic key is summed in rank
+ * order, left to right, whatever the arrival order, so its bits do not depend on it. A push
+ * whose lower ranks are all summed already goes straight into the accumulator (then any
+ * staged successors); any other push is staged (in its wire dtype) in a slot of a per-core
+ * pool until its turn or the completion. The pool is allocated once at creation
+ * (cfg.det_pool_bytes / max_chunk_bytes slots); an empty pool makes a push that needs a
+ * slot fail with TALLY_R_POOL_FULL and the worker retransmits it later.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -44,14 +46,45 @@ void dp_det_fini(struct tally_engine *e)
 	e->det_nslots = e->det_nfree = 0;
 }
 
-void dp_det_stage(struct tally_engine *e, struct dp_chunk *ch, uint32_t rank,
-		  const void *payload, size_t bytes)
+static inline void *det_slot(const struct tally_engine *e, uint32_t s)
 {
+	return e->det_mem + (size_t)s * e->det_slot_bytes;
+}
+
+/* acc = src for rank 0, acc += src after it: left to right in rank order. */
+static inline void det_fold(const struct dp_key *k, struct dp_chunk *ch, void *acc,
+			    const void *src, uint32_t n)
+{
+	if (ch->folded == 0)
+		tally_sum_load((enum tally_dtype)k->dtype, acc, src, n);
+	else
+		tally_sum_acc((enum tally_dtype)k->dtype, acc, src, n);
+	ch->folded++;
+}
+
+void dp_det_push(struct tally_engine *e, const struct dp_key *k, struct dp_chunk *ch,
+		 uint32_t w, void *acc, const void *payload, uint32_t n)
+{
+	if (w == ch->folded) {
+		/* Every lower rank is in acc: add now, then the staged ranks that follow. */
+		det_fold(k, ch, acc, payload, n);
+		uint32_t s;
+		while ((s = ch->det_head) != DP_NIL && e->det_meta[s].rank == ch->folded) {
+			det_fold(k, ch, acc, det_slot(e, s), n);
+			ch->det_head = e->det_meta[s].next;
+			e->det_free[e->det_nfree++] = s;
+		}
+		return;
+	}
+	/* Stage, keeping the list in ascending rank order (all staged ranks > folded). */
 	uint32_t s = e->det_free[--e->det_nfree];
-	memcpy(e->det_mem + (size_t)s * e->det_slot_bytes, payload, bytes);
-	e->det_meta[s].rank = rank;
-	e->det_meta[s].next = ch->det_head;
-	ch->det_head = s;
+	memcpy(det_slot(e, s), payload, (size_t)n * k->esize);
+	e->det_meta[s].rank = w;
+	uint32_t *link = &ch->det_head;
+	while (*link != DP_NIL && e->det_meta[*link].rank < w)
+		link = &e->det_meta[*link].next;
+	e->det_meta[s].next = *link;
+	*link = s;
 }
 
 void dp_det_release(struct tally_engine *e, struct dp_chunk *ch)
@@ -68,26 +101,18 @@ void dp_det_release(struct tally_engine *e, struct dp_chunk *ch)
 void dp_det_reduce(struct tally_engine *e, struct dp_key *k, struct dp_chunk *ch, void *acc,
 		   uint32_t n)
 {
-	const void **src = e->det_src;
-	for (uint32_t s = ch->det_head; s != DP_NIL; s = e->det_meta[s].next)
-		src[e->det_meta[s].rank] = e->det_mem + (size_t)s * e->det_slot_bytes;
-
-	/* Compact in rank order (in place: the j-th contributor's rank is >= j). */
-	uint32_t idx = (uint32_t)(ch - k->chunks);
-	const uint64_t *bm = dp_contrib_bm(k, idx);
-	uint32_t m = 0;
-	for (uint32_t wd = 0; wd < k->bm_words; wd++) {
-		uint64_t bits = bm[wd];
-		while (bits) {
-			uint32_t r = wd * 64 + (uint32_t)__builtin_ctzll(bits);
-			bits &= bits - 1;
-			src[m++] = src[r];
-		}
-	}
 	enum tally_dtype dt = (enum tally_dtype)k->dtype;
-	if (m > 0) {
-		/* ((s0 + s1) + s2) + ...: one k-way pass, then the rest one by one in the same
-		 * left-to-right order. */
+	if (ch->folded > 0) {
+		/* acc holds ranks 0..folded-1; the staged ranks are all above, ascending. */
+		for (uint32_t s = ch->det_head; s != DP_NIL; s = e->det_meta[s].next)
+			tally_sum_acc(dt, acc, det_slot(e, s), n);
+	} else if (ch->det_head != DP_NIL) {
+		/* ((s0 + s1) + s2) + ...: one k-way pass, then the rest one by one in the
+		 * same left-to-right order. */
+		const void **src = e->det_src;
+		uint32_t m = 0;
+		for (uint32_t s = ch->det_head; s != DP_NIL; s = e->det_meta[s].next)
+			src[m++] = det_slot(e, s);
 		uint32_t first = m < TALLY_SUM_MAX_WAYS ? m : TALLY_SUM_MAX_WAYS;
 		tally_sum_kway(dt, acc, (const void *const *)src, first, n);
 		for (uint32_t i = first; i < m; i++)

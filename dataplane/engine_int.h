@@ -27,9 +27,9 @@ struct dp_chunk {
 	uint8_t pad;
 	uint16_t count;       /* contributions summed (or staged) */
 	uint16_t nseen;       /* participants seen in this round, contributors included */
-	uint16_t pad2;
+	uint16_t folded;      /* deterministic: ranks 0..folded-1 summed into acc in order */
 	uint32_t prev, next;  /* the key's open list (index into key->chunks) */
-	uint32_t det_head;    /* staged pushes (deterministic keys), DP_NIL when none */
+	uint32_t det_head;    /* staged pushes by ascending rank (deterministic), DP_NIL: none */
 	uint32_t crc;         /* CRC32C of the RESULT payload, once complete */
 	uint64_t first_ns;    /* now_ns() of the first push (deadline, stuck age) */
 };
@@ -207,10 +207,12 @@ static inline int dp_det_available(const struct tally_engine *e)
 {
 	return e->det_nfree > 0;
 }
-/* Copy a push into a free slot, linked to the chunk (caller checked availability). */
-void dp_det_stage(struct tally_engine *e, struct dp_chunk *ch, uint32_t rank,
-		  const void *payload, size_t bytes);
-/* Sum the chunk's staged pushes in rank order into acc, and free their slots. */
+/* A deterministic push of rank w into an open chunk: summed into acc at once when every
+ * lower rank already is (then staged successors follow), else staged in a free slot
+ * (the caller checked one is available when w != ch->folded). */
+void dp_det_push(struct tally_engine *e, const struct dp_key *k, struct dp_chunk *ch,
+		 uint32_t w, void *acc, const void *payload, uint32_t n);
+/* Completion: add the staged pushes in rank order to acc, and free their slots. */
 void dp_det_reduce(struct tally_engine *e, struct dp_key *k, struct dp_chunk *ch,
 		   void *acc, uint32_t n);
 void dp_det_release(struct tally_engine *e, struct dp_chunk *ch);

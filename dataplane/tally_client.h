@@ -10,10 +10,15 @@
  *
  * Quorum (eager-SGD): a RESULT without TALLY_F_INCLUDED means this worker's push was left
  * out. The session keeps that chunk's contribution (in f32, or i32) and adds it into the
- * next round's push of the same chunk, so no gradient is lost.
+ * next round's push of the same chunk, so no gradient is lost. That push carries in + fold
+ * rounded to the wire dtype (f32, f16, bf16); the rounding error stays in the fold for the
+ * push after (error feedback), nothing is dropped. The left-out push is re-sent until the
+ * appliance answers it (stats.ack_pushes): it starts round r+1 only after seeing everyone
+ * in round r.
  *
  * Rounds of one key must be used in order (r, r+1, ...): pushing round r+1 acknowledges
- * round r to the appliance. A session is used by one thread.
+ * round r to the appliance; rounds r and r+1 may run at once, r+2 waits (-EBUSY). A failed
+ * round may be started again. A session is used by one thread.
  */
 #ifndef TALLY_CLIENT_H
 #define TALLY_CLIENT_H

@@ -41,7 +41,11 @@ struct tally_udp_cfg {
 	const char *bind_host; /* client: local address to bind (NULL = any) */
 	int sock_buf;          /* SO_SNDBUF/SO_RCVBUF bytes, default 32 MiB (FORCE when root) */
 	uint32_t batch;        /* sendmmsg/recvmmsg batch, default 64, max 1024 */
-	int gso;               /* UDP_SEGMENT on send: 0 off (default), 1 on when the kernel has it */
+	int gso;               /* UDP_SEGMENT on send: 0 off (default), 1 on when the kernel has it.
+				* Off by default: over a veth the kernel hands a DPDK AF_PACKET
+				* appliance one 64 KB super-frame that it cannot take (measured:
+				* every chunk times out), while a kernel receiver or a NIC with
+				* UDP segmentation offload segments it correctly. */
 	int gro;               /* UDP_GRO on receive: 0 off, 1 on when available (default 1) */
 };
 

@@ -34,6 +34,7 @@ struct peng_opts {
 	size_t chunk_bytes;
 	unsigned chunks;   /* chunks per key (working set) */
 	int det_mode;      /* 0 off, 1 on, 2 both */
+	int order;         /* 0 rank, 1 reverse, 2 shuffled: workers' arrival order per chunk */
 	int reps;
 	double min_rep_s;  /* one repetition runs at least this long */
 	int cpu;           /* -1: no pinning */
@@ -93,13 +94,17 @@ static void peng_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tally-perf engine [--dtype f32|f16|bf16|i32] [--workers W] [--chunk BYTES]\n"
-		"                         [--chunks N] [--det on|off|both] [--reps N] [--min-time S]\n"
-		"                         [--cpu N] [--json]\n"
+		"                         [--chunks N] [--det on|off|both] [--order rank|reverse|shuffled]\n"
+		"                         [--reps N] [--min-time S] [--cpu N] [--json]\n"
 		"  One engine on one core fed prebuilt PUSH packets of W workers (default 4), chunk\n"
 		"  payloads of BYTES (default 8K), N chunks per key (default 256), deterministic mode\n"
-		"  off and on (default both). --dtype may be repeated (default f32). Figures are\n"
-		"  medians of --reps (default 7) repetitions of at least --min-time seconds (0.2),\n"
-		"  interleaved with memcpy of the same packet bytes. --cpu pins the thread.\n");
+		"  off and on (default both). --order: the workers' arrival order within each chunk\n"
+		"  (default shuffled, a fixed random permutation per chunk; deterministic mode\n"
+		"  stages a push until all lower ranks are in). --dtype may be repeated (default\n"
+		"  f32). Figures are medians of --reps (default 7) repetitions of at least\n"
+		"  --min-time CPU seconds (0.2), off/on and memcpy of the same packet bytes\n"
+		"  interleaved; the deterministic cost is the median of per-repetition time\n"
+		"  ratios. --cpu pins the thread.\n");
 }
 
 static int peng_bad(const char *what, const char *arg)
@@ -116,6 +121,7 @@ static int peng_parse(int argc, char **argv, struct peng_opts *o)
 	o->chunk_bytes = 8192;
 	o->chunks = 256;
 	o->det_mode = 2;
+	o->order = 2;
 	o->reps = 7;
 	o->min_rep_s = 0.2;
 	o->cpu = -1;
@@ -161,6 +167,15 @@ static int peng_parse(int argc, char **argv, struct peng_opts *o)
 				o->det_mode = 2;
 			else
 				return peng_bad("bad --det (on|off|both)", v);
+		} else if (!strcmp(a, "--order")) {
+			if (!strcmp(v, "rank"))
+				o->order = 0;
+			else if (!strcmp(v, "reverse"))
+				o->order = 1;
+			else if (!strcmp(v, "shuffled"))
+				o->order = 2;
+			else
+				return peng_bad("bad --order (rank|reverse|shuffled)", v);
 		} else if (!strcmp(a, "--reps")) {
 			long n = strtol(v, &end, 10);
 			if (*end || n < 1 || n > 1000)
@@ -192,6 +207,7 @@ struct peng_run {
 	size_t pkt_len, npkts;
 	struct tally_addr *addr;
 	unsigned workers;
+	uint32_t *seq;       /* feed order: packet indices */
 	uint32_t round;
 };
 
@@ -225,6 +241,7 @@ static void peng_free(struct peng_run *r)
 	tally_engine_destroy(r->e);
 	free(r->pkts);
 	free(r->addr);
+	free(r->seq);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -257,9 +274,25 @@ static int peng_setup(struct peng_run *r, const struct peng_opts *o, enum tally_
 	r->pkt_len = TALLY_HDR_LEN + o->chunk_bytes;
 	r->npkts = (size_t)o->chunks * o->workers;
 	r->pkts = perf_alloc(r->npkts * r->pkt_len);
+	r->seq = malloc(r->npkts * sizeof(*r->seq));
 	err = -ENOMEM;
-	if (!r->addr || !r->pkts)
+	if (!r->addr || !r->pkts || !r->seq)
 		goto fail;
+	/* chunk-major; within a chunk the workers in rank, reverse or shuffled order */
+	uint64_t q = 0x9E3779B97F4A7C15ull;
+	for (uint32_t c = 0; c < o->chunks; c++) {
+		uint32_t *sq = r->seq + (size_t)c * o->workers;
+		for (uint32_t w = 0; w < o->workers; w++)
+			sq[w] = c * o->workers + (o->order == 1 ? o->workers - 1 - w : w);
+		for (uint32_t w = o->workers; o->order == 2 && w > 1; w--) {
+			q ^= q << 13;
+			q ^= q >> 7;
+			q ^= q << 17;
+			uint32_t j = (uint32_t)(q % w), t = sq[w - 1];
+			sq[w - 1] = sq[j];
+			sq[j] = t;
+		}
+	}
 	uint8_t buf[TALLY_HDR_LEN + TALLY_JOIN_LEN];
 	for (uint32_t w = 0; w < o->workers; w++) {
 		r->addr[w].ip = 0x0a000000u + w;
@@ -332,93 +365,127 @@ static void peng_patch(struct peng_run *r)
 static uint64_t peng_feed(struct peng_run *r)
 {
 	uint64_t bad = 0;
-	size_t i = 0;
-	while (i < r->npkts) {
-		for (unsigned w = 0; w < r->workers; w++, i++)
-			bad += tally_engine_rx(r->e, r->pkts + i * r->pkt_len, r->pkt_len,
-					       &r->addr[w]) != TALLY_OK;
+	for (size_t i = 0; i < r->npkts; i++) {
+		uint32_t k = r->seq[i];
+		bad += tally_engine_rx(r->e, r->pkts + (size_t)k * r->pkt_len, r->pkt_len,
+				       &r->addr[k % r->workers]) != TALLY_OK;
 	}
 	return bad;
 }
 
 struct peng_res {
 	double gbps, pps, results_ps, completions_ps, memcpy_gbps, wall_gbps;
+	double det_cost;   /* deterministic run: median of per-rep time ratios on / off */
 	uint64_t rounds;
 };
 
-static int peng_measure(const struct peng_opts *o, enum tally_dtype dt, int det,
-			struct peng_res *res)
-{
-	struct peng_run r;
-	int err = peng_setup(&r, o, dt, det);
-	if (err < 0)
-		return err;
-	r.workers = o->workers;
-	size_t total = r.npkts * r.pkt_len;
-	uint8_t *dst = perf_alloc(total);
-	double *gb = calloc((size_t)o->reps, sizeof(double));
-	double *pps = calloc((size_t)o->reps, sizeof(double));
-	double *rps = calloc((size_t)o->reps, sizeof(double));
-	double *cps = calloc((size_t)o->reps, sizeof(double));
-	double *mc = calloc((size_t)o->reps, sizeof(double));
-	double *wg = calloc((size_t)o->reps, sizeof(double));
-	err = -ENOMEM;
-	if (!dst || !gb || !pps || !rps || !cps || !mc || !wg)
-		goto out;
+#define PENG_RUNS 2
+struct peng_series {       /* per-rep samples of one run */
+	double *gb, *pps, *rps, *cps, *wg, *ratio;
+};
 
-	/* warm-up round: faults in accumulators and packets */
-	peng_patch(&r);
-	if (peng_feed(&r)) {
-		err = -EPROTO;
+/* Rounds of one run for at least min_rep_s CPU seconds; fills sample `rep`. */
+static int peng_rep(struct peng_run *r, const struct peng_opts *o, struct peng_series *se,
+		    int rep, uint64_t *rounds)
+{
+	const struct tally_engine_stats *st = tally_engine_stats(r->e);
+	tally_engine_stats_reset(r->e);
+	double t = 0, wall = 0;
+	uint64_t n = 0, bad = 0;
+	while (t < o->min_rep_s) {
+		peng_patch(r);
+		double w0 = perf_now(), t0 = peng_cpu_now();
+		bad += peng_feed(r);
+		t += peng_cpu_now() - t0;
+		wall += perf_now() - w0;
+		n++;
+	}
+	if (bad || st->completions != n * o->chunks) {
+		fprintf(stderr, "tally-perf engine: %llu packets rejected, %llu of %llu chunks "
+			"completed\n", (unsigned long long)bad,
+			(unsigned long long)st->completions, (unsigned long long)(n * o->chunks));
+		return -EPROTO;
+	}
+	se->gb[rep] = (double)st->push_bytes / t / 1e9;
+	se->pps[rep] = (double)st->rx_pkts / t;
+	se->rps[rep] = (double)st->results / t;
+	se->cps[rep] = (double)st->completions / t;
+	se->wg[rep] = (double)st->push_bytes / wall / 1e9;
+	*rounds += n;
+	return 0;
+}
+
+/* Measure the runs dets[0..nr-1] (deterministic off/on) of one dtype, their repetitions
+ * interleaved with each other and with memcpy so that all see the same conditions. */
+static int peng_measure(const struct peng_opts *o, enum tally_dtype dt, const int *dets,
+			int nr, struct peng_res *res)
+{
+	struct peng_run r[PENG_RUNS];
+	struct peng_series se[PENG_RUNS];
+	double *mc = calloc((size_t)o->reps, sizeof(double));
+	uint8_t *dst = NULL;
+	int err = -ENOMEM, ready = 0;
+	memset(r, 0, sizeof(r));
+	memset(se, 0, sizeof(se));
+	memset(res, 0, sizeof(*res) * (size_t)nr);
+	if (!mc)
 		goto out;
-	}
-	const struct tally_engine_stats *st = tally_engine_stats(r.e);
-	uint64_t rounds = 0;
-	for (int rep = 0; rep < o->reps; rep++) {
-		mc[rep] = peng_memcpy_gbps(dst, r.pkts, total, o->min_rep_s / 4);
-		tally_engine_stats_reset(r.e);
-		double t = 0, wall = 0;
-		uint64_t n = 0, bad = 0;
-		while (t < o->min_rep_s) {
-			peng_patch(&r);
-			double w0 = perf_now(), t0 = peng_cpu_now();
-			bad += peng_feed(&r);
-			t += peng_cpu_now() - t0;
-			wall += perf_now() - w0;
-			n++;
-		}
-		wg[rep] = (double)st->push_bytes / wall / 1e9;
-		if (bad || st->completions != n * o->chunks) {
-			fprintf(stderr, "tally-perf engine: %llu packets rejected, %llu of %llu "
-				"chunks completed\n", (unsigned long long)bad,
-				(unsigned long long)st->completions,
-				(unsigned long long)(n * o->chunks));
-			err = -EPROTO;
+	for (int k = 0; k < nr; k++) {
+		err = peng_setup(&r[k], o, dt, dets[k]);
+		if (err < 0)
 			goto out;
-		}
-		gb[rep] = (double)st->push_bytes / t / 1e9;
-		pps[rep] = (double)st->rx_pkts / t;
-		rps[rep] = (double)st->results / t;
-		cps[rep] = (double)st->completions / t;
-		rounds += n;
+		ready = k + 1;
+		double **f[] = { &se[k].gb, &se[k].pps, &se[k].rps, &se[k].cps, &se[k].wg,
+				 &se[k].ratio };
+		err = -ENOMEM;
+		for (size_t q = 0; q < sizeof(f) / sizeof(f[0]); q++)
+			if (!(*f[q] = calloc((size_t)o->reps, sizeof(double))))
+				goto out;
+		/* warm-up round: faults in accumulators and packets */
+		peng_patch(&r[k]);
+		err = -EPROTO;
+		if (peng_feed(&r[k]))
+			goto out;
 	}
-	res->gbps = perf_median(gb, (size_t)o->reps);
-	res->pps = perf_median(pps, (size_t)o->reps);
-	res->results_ps = perf_median(rps, (size_t)o->reps);
-	res->completions_ps = perf_median(cps, (size_t)o->reps);
-	res->memcpy_gbps = perf_median(mc, (size_t)o->reps);
-	res->wall_gbps = perf_median(wg, (size_t)o->reps);
-	res->rounds = rounds;
+	size_t total = r[0].npkts * r[0].pkt_len;
+	err = -ENOMEM;
+	dst = perf_alloc(total);
+	if (!dst)
+		goto out;
+	for (int rep = 0; rep < o->reps; rep++) {
+		mc[rep] = peng_memcpy_gbps(dst, r[0].pkts, total, o->min_rep_s / 4);
+		for (int k = 0; k < nr; k++) {
+			err = peng_rep(&r[k], o, &se[k], rep, &res[k].rounds);
+			if (err < 0)
+				goto out;
+		}
+		for (int k = 0; k < nr; k++)
+			se[k].ratio[rep] = se[0].gb[rep] / se[k].gb[rep];
+	}
+	for (int k = 0; k < nr; k++) {
+		size_t n = (size_t)o->reps;
+		res[k].gbps = perf_median(se[k].gb, n);
+		res[k].pps = perf_median(se[k].pps, n);
+		res[k].results_ps = perf_median(se[k].rps, n);
+		res[k].completions_ps = perf_median(se[k].cps, n);
+		res[k].wall_gbps = perf_median(se[k].wg, n);
+		res[k].memcpy_gbps = perf_median(mc, n);
+		res[k].det_cost = perf_median(se[k].ratio, n);
+	}
 	err = 0;
 out:
-	free(dst);
-	free(gb);
-	free(pps);
-	free(rps);
-	free(cps);
+	for (int k = 0; k < PENG_RUNS; k++) {
+		free(se[k].gb);
+		free(se[k].pps);
+		free(se[k].rps);
+		free(se[k].cps);
+		free(se[k].wg);
+		free(se[k].ratio);
+		if (k < ready)
+			peng_free(&r[k]);
+	}
 	free(mc);
-	free(wg);
-	peng_free(&r);
+	free(dst);
 	return err;
 }
 
@@ -444,54 +511,55 @@ int perf_engine_main(int argc, char **argv)
 		return 1;
 	}
 	const char *isa = tally_sum_isa_name(tally_sum_isa());
+	static const char *const order_name[] = { "rank", "reverse", "shuffled" };
 	if (!o.json) {
 		printf("tally-perf engine: one engine, %u workers, %zu-byte chunks, %u chunks per key, "
-		       "isa %s; medians of %d reps\n", o.workers, o.chunk_bytes, o.chunks, isa,
-		       o.reps);
+		       "%s arrival order, isa %s; medians of %d reps\n", o.workers, o.chunk_bytes,
+		       o.chunks, order_name[o.order], isa, o.reps);
 		printf("goodput = push payload summed per CPU second of this thread; memcpy = the "
 		       "same packet bytes, same run, same clock\n");
 		printf("%-4s %-3s %9s %10s %10s %11s %9s %7s %10s\n", "dt", "det", "GB/s", "Mpps",
 		       "results/s", "chunks/s", "memcpy", "ratio", "cores/100G");
 	}
-	double off_gbps[PENG_MAX_DT] = { 0 };
 	for (int d = 0; d < o.ndt; d++) {
-		for (int det = 0; det < 2; det++) {
-			if ((o.det_mode == 0 && det) || (o.det_mode == 1 && !det))
-				continue;
-			struct peng_res r;
-			rc = peng_measure(&o, (enum tally_dtype)o.dts[d], det, &r);
-			if (rc < 0) {
-				fprintf(stderr, "tally-perf engine: %s det=%d: %s\n",
-					tally_dtype_name((enum tally_dtype)o.dts[d]), det,
-					strerror(-rc));
-				return 1;
-			}
-			double ratio = r.gbps / r.memcpy_gbps;
-			double cores = 12.5 / r.gbps;
-			if (!det)
-				off_gbps[d] = r.gbps;
-			const char *dn = tally_dtype_name((enum tally_dtype)o.dts[d]);
+		int dets[PENG_RUNS], nr = 0;
+		if (o.det_mode != 1)
+			dets[nr++] = 0;
+		if (o.det_mode != 0)
+			dets[nr++] = 1;
+		struct peng_res res[PENG_RUNS];
+		const char *dn = tally_dtype_name((enum tally_dtype)o.dts[d]);
+		rc = peng_measure(&o, (enum tally_dtype)o.dts[d], dets, nr, res);
+		if (rc < 0) {
+			fprintf(stderr, "tally-perf engine: %s: %s\n", dn, strerror(-rc));
+			return 1;
+		}
+		for (int k = 0; k < nr; k++) {
+			const struct peng_res *r = &res[k];
+			int det = dets[k], paired = det && dets[0] == 0;
+			double ratio = r->gbps / r->memcpy_gbps;
+			double cores = 12.5 / r->gbps;
 			if (o.json) {
 				printf("{\"bench\":\"engine\",\"dtype\":\"%s\",\"workers\":%u,"
 				       "\"chunk_bytes\":%zu,\"chunks\":%u,\"deterministic\":%s,"
-				       "\"isa\":\"%s\",\"gbps\":%.3f,\"pps\":%.0f,"
-				       "\"results_per_s\":%.0f,\"completions_per_s\":%.0f,"
-				       "\"memcpy_gbps\":%.3f,\"ratio\":%.4f,"
-				       "\"cores_per_100g\":%.4f,\"wall_gbps\":%.3f,"
+				       "\"order\":\"%s\",\"isa\":\"%s\",\"gbps\":%.3f,"
+				       "\"pps\":%.0f,\"results_per_s\":%.0f,"
+				       "\"completions_per_s\":%.0f,\"memcpy_gbps\":%.3f,"
+				       "\"ratio\":%.4f,\"cores_per_100g\":%.4f,\"wall_gbps\":%.3f,"
 				       "\"rounds\":%llu",
 				       dn, o.workers, o.chunk_bytes, o.chunks, det ? "true" : "false",
-				       isa, r.gbps, r.pps, r.results_ps, r.completions_ps,
-				       r.memcpy_gbps, ratio, cores, r.wall_gbps,
-				       (unsigned long long)r.rounds);
-				if (det && off_gbps[d] > 0)
-					printf(",\"det_cost\":%.4f", off_gbps[d] / r.gbps);
+				       order_name[o.order], isa, r->gbps, r->pps, r->results_ps,
+				       r->completions_ps, r->memcpy_gbps, ratio, cores, r->wall_gbps,
+				       (unsigned long long)r->rounds);
+				if (paired)
+					printf(",\"det_cost\":%.4f", r->det_cost);
 				printf("}\n");
 			} else {
 				printf("%-4s %-3s %9.2f %10.3f %10.0f %11.0f %9.2f %7.3f %10.3f", dn,
-				       det ? "on" : "off", r.gbps, r.pps / 1e6, r.results_ps,
-				       r.completions_ps, r.memcpy_gbps, ratio, cores);
-				if (det && off_gbps[d] > 0)
-					printf("   (det: %.2fx the time of off)", off_gbps[d] / r.gbps);
+				       det ? "on" : "off", r->gbps, r->pps / 1e6, r->results_ps,
+				       r->completions_ps, r->memcpy_gbps, ratio, cores);
+				if (paired)
+					printf("   (det: %.2fx the time of off)", r->det_cost);
 				printf("\n");
 			}
 			fflush(stdout);

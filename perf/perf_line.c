@@ -44,7 +44,8 @@ struct ln_run {
 	double results_ps;    /* RESULTs (or echoed frames) received per second, summed */
 	double retx_ps;
 	double secs;          /* longest worker measurement */
-	char totals[512];     /* tallyd's totals line */
+	char totals[512];     /* tallyd's I/O totals line */
+	char engine[512];     /* and its engine totals (aggregation) */
 };
 
 static char ln_tmp[64];
@@ -139,7 +140,7 @@ static int ln_once(const struct ln_opts *o, int forward, struct ln_run *res)
 {
 	char *argv[LN_MAX_ARGS], ports[LN_MAX_WORKERS][2][256], lcores[256], prefix[64];
 	char eal[LN_MAX_WORKERS][768], lip[LN_MAX_WORKERS][32], host[LN_MAX_WORKERS][32];
-	char dlog[128], wlog[LN_MAX_WORKERS][128], secs[32], chunk[32];
+	char dlog[128], wlog[LN_MAX_WORKERS][128], secs[32], chunk[32], ctl[128];
 	pid_t d, w[LN_MAX_WORKERS];
 	int a = 0, rc = 0;
 	size_t n;
@@ -160,6 +161,9 @@ static int ln_once(const struct ln_opts *o, int forward, struct ln_run *res)
 		argv[a++] = ports[i][1];
 		n += (size_t)snprintf(lcores + n, sizeof(lcores) - n, ",%u@%u", i + 1, (i + 1) % 2);
 	}
+	snprintf(ctl, sizeof(ctl), "%s/ctl-%s.sock", ln_tmp, forward ? "fwd" : "agg");
+	argv[a++] = (char *)"--ctl-socket"; /* not the system's default socket */
+	argv[a++] = ctl;
 	argv[a++] = (char *)"--idle-backoff";
 	argv[a++] = (char *)"off"; /* pure polling: this is the line-rate measurement */
 	argv[a++] = (char *)"--mem";
@@ -189,12 +193,12 @@ static int ln_once(const struct ln_opts *o, int forward, struct ln_run *res)
 	snprintf(secs, sizeof(secs), "%.3f", o->seconds);
 	snprintf(chunk, sizeof(chunk), "%u", o->chunk);
 	for (unsigned i = 0; i < o->workers; i++) {
-		char rank[16], world[16];
+		char rank[16], world[16], bcores[16];
 
 		a = 0;
 		snprintf(eal[i], sizeof(eal[i]),
 			 "--no-huge --no-pci -m 512 --file-prefix %sw%u --lcores 0@%u "
-			 "--vdev net_memif0,role=client,socket=%s/m%c%u.sock,socket-abstract=no,id=0",
+			 "--vdev net_memif0,role=client,socket=%s/m%c%u.sock,socket-abstract=no,bsize=9216,id=0",
 			 prefix, i, i % 2, ln_tmp, forward ? 'f' : 'a', i);
 		snprintf(lip[i], sizeof(lip[i]), "10.99.%u.2/24", i + 1);
 		snprintf(host[i], sizeof(host[i]), "10.99.%u.1", i + 1);
@@ -202,12 +206,14 @@ static int ln_once(const struct ln_opts *o, int forward, struct ln_run *res)
 			 forward ? "fwd" : "agg");
 		snprintf(rank, sizeof(rank), "%u", i);
 		snprintf(world, sizeof(world), "%u", o->workers);
+		snprintf(bcores, sizeof(bcores), "%u", o->workers); /* as keys spread over cores */
 		const char *wa[] = { o->worker, "--transport", "dpdk", "--dpdk", eal[i],
 				     "--local-ip", lip[i], "--host", host[i], "--rank", rank,
 				     "--world", world, "--seconds", secs, "--rounds", "1000000",
 				     "--chunk", chunk, "--dtype", o->dtype, "--bytes", o->bytes,
 				     "--no-verify", "--json", "--rto-us", o->rto_us, "--window",
-				     o->window, forward ? "--blast" : NULL, NULL };
+				     o->window, "--blast-cores", bcores, forward ? "--blast" : NULL,
+				     NULL };
 		for (a = 0; wa[a]; a++)
 			argv[a] = (char *)wa[a];
 		argv[a] = NULL;
@@ -245,7 +251,8 @@ static int ln_once(const struct ln_opts *o, int forward, struct ln_run *res)
 	if (drc != 0) /* the figures come from the workers; say so, do not hide it */
 		fprintf(stderr, "tally-perf line: warning: tallyd (%s) exited with status %d "
 			"after SIGTERM\n", forward ? "io-forward" : "aggregation", drc);
-	ln_grep(dlog, "totals:", res->totals, sizeof(res->totals));
+	ln_grep(dlog, "tallyd: totals:", res->totals, sizeof(res->totals));
+	ln_grep(dlog, "engine totals:", res->engine, sizeof(res->engine));
 	return rc;
 }
 
@@ -375,6 +382,7 @@ int perf_line_main(int argc, char **argv)
 	       "%.0f pkt/s in, %.0f results/s, %.0f retransmits/s\n",
 	       agg.gbps, per_core, agg.pps, agg.results_ps, agg.retx_ps);
 	printf("  ratio aggregation / forward: %.3f   cores per 100G port: %.1f\n", ratio, cp100);
-	printf("  tallyd (forward)   %s\n  tallyd (aggregate) %s\n", fwd.totals, agg.totals);
+	printf("  tallyd (forward)   %s\n  tallyd (aggregate) %s\n  %s\n", fwd.totals,
+	       agg.totals, agg.engine);
 	return 0;
 }

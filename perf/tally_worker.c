@@ -335,13 +335,40 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 			return rc;
 		}
 	}
+	/* --seconds: ranks must agree on the last round (a round one rank skips would never
+	 * complete for the others), so they vote through the appliance itself: one i32 key,
+	 * each pushes 1 to go on; all go on only when the sum is the world size. */
+	uint32_t vote_key = o->key_base + o->nkeys;
+
+	if (o->seconds > 0) {
+		struct tally_register vr = { .nelems = 1, .chunk_elems = 1, .dtype = TALLY_DT_I32,
+					     .participants = (uint16_t)o->world,
+					     .quorum = (uint16_t)o->world };
+
+		rc = tally_client_register(c, vote_key, &vr);
+		if (rc) {
+			snprintf(err, errlen, "register vote key %u: %s (%s)", vote_key,
+				 strerror(-rc), tally_client_strerror(c));
+			return rc;
+		}
+	}
 	double start = wk_now();
 
 	for (uint32_t r = 0; r < o->rounds; r++) {
 		double t0, t1;
 
-		if (o->seconds > 0 && wk_now() - start >= o->seconds)
-			break;
+		if (o->seconds > 0) {
+			int32_t go = wk_now() - start < o->seconds, sum = 0;
+
+			rc = tally_client_allreduce(c, vote_key, r, &go, &sum);
+			if (rc) {
+				snprintf(err, errlen, "vote before round %u: %s (%s)", r,
+					 strerror(-rc), tally_client_strerror(c));
+				return rc;
+			}
+			if (sum != (int32_t)o->world)
+				break;
+		}
 		*done = r + 1;
 
 		for (uint32_t k = 0; k < o->nkeys; k++)

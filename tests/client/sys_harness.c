@@ -135,7 +135,7 @@ void sys_gradient(const struct sys *s, unsigned w, unsigned k, uint32_t round, v
 	}
 }
 
-static double widen(uint8_t dt, const void *p, uint32_t i)
+double sys_widen(uint8_t dt, const void *p, uint32_t i)
 {
 	switch (dt) {
 	case TALLY_DT_F32: return ((const float *)p)[i];
@@ -167,7 +167,7 @@ static struct sys_ref *sys_ref_get(struct sys *s, unsigned k, uint32_t round)
 				memcpy(&ref->acc[i], &a, 4);
 				continue;
 			}
-			double x = widen(sk->dtype, g, i);
+			double x = sys_widen(sk->dtype, g, i);
 
 			ref->acc[i] = w ? ref->acc[i] + (float)x : (float)x;
 			ref->exact[i] = w ? ref->exact[i] + x : x;
@@ -228,7 +228,7 @@ long sys_check(const struct sys *cs, unsigned k, uint32_t round, const void *res
 			}
 			continue;
 		}
-		double r = widen(sk->dtype, result, i);
+		double r = sys_widen(sk->dtype, result, i);
 		double m = fabs(r) > fabs(ref->exact[i]) ? fabs(r) : fabs(ref->exact[i]);
 		double bound = (s->cfg.W - 1) * u * ref->absum[i] * (1 + 1e-6) +
 			       half_ulp(sk->dtype, m * (1 + 1e-6) + 1e-30);

@@ -81,6 +81,9 @@ struct sys_hooks {
 void sys_run(struct sys *s, uint32_t rounds, uint64_t max_virtual_ns,
 	     const struct sys_hooks *hooks);
 
+/* Element i of a buffer of wire dtype dt, as a double (i32 included). */
+double sys_widen(uint8_t dt, const void *p, uint32_t i);
+
 /* Totals over all clients. */
 uint64_t sys_retransmits(const struct sys *s);
 uint64_t sys_client_drops(const struct sys *s);

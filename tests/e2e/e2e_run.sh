@@ -72,8 +72,8 @@ case "$appliance" in
 udpd)
 	[ -x "$UDPD" ] || e2e_fail "no tly_udpd at $UDPD"
 	e2e_addr a a0 $app_ip/24
-	e2e_bg a appliance "$UDPD" --addr $app_ip --port $port --cores "$cores" --job $job \
-		--token $token --world "$workers" --stats "$E2E_TMP/appliance.json"
+	e2e_bg a appliance "$UDPD" --addr $app_ip --port $port --cores "$cores" --open \
+		--stats "$E2E_TMP/appliance.json"
 	app_pid=$E2E_LAST_PID
 	;;
 afpacket)
@@ -86,8 +86,8 @@ afpacket)
 	[ "$cores" -ge 2 ] && lcores="0@0,$(seq -s, 1 "$cores" | sed 's/\([0-9]*\)/\1@1/g')"
 	e2e_bg a appliance "$TALLYD" \
 		--port "net_af_packet0,iface=${ID}a0,framesz=9216,blocksz=36864,framecnt=4096,qpairs=$cores" \
-		--ip $app_ip/24 --queues "$cores" --base-port $port --open-admission --mem 2G \
-		--log-level debug --idle-backoff on \
+		--ip $app_ip/24 --queues "$cores" --base-port $port --open-admission --mem 2G --det-pool 64M \
+		--log-level debug --idle-backoff on --ctl-socket "$E2E_TMP/ctl.sock" \
 		-- --no-huge --no-pci -m 3072 --file-prefix "$ID" --lcores "$lcores"
 	app_pid=$E2E_LAST_PID
 	;;
@@ -101,8 +101,8 @@ memif)
 			--ip "10.99.$((r + 1)).1/24")
 		lc="$lc,$((r + 1))@$(( (r + 1) % 2 ))"
 	done
-	e2e_bg a appliance "$TALLYD" "${ports[@]}" --base-port $port --open-admission --mem 2G \
-		--log-level debug --idle-backoff on \
+	e2e_bg a appliance "$TALLYD" "${ports[@]}" --base-port $port --open-admission --mem 2G --det-pool 64M \
+		--log-level debug --idle-backoff on --ctl-socket "$E2E_TMP/ctl.sock" \
 		-- --no-huge --no-pci -m 3072 --file-prefix "$ID" --lcores "$lc"
 	app_pid=$E2E_LAST_PID
 	;;
@@ -167,7 +167,7 @@ for dt in $dtypes; do
 			xargs_=(--transport dpdk --local-ip "10.99.$((r + 1)).2/24" --dpdk
 				"--no-huge --no-pci -m 512 --file-prefix ${ID}w$r-$dt --lcores 0@$((r % 2)) --vdev net_memif0,role=client,socket=$E2E_TMP/m$r.sock,socket-abstract=no,bsize=9216,id=0")
 		fi
-		e2e_bg w "worker-$dt-$r" "$WORKER" "${xargs_[@]}" --host $host --port $port --job $job \
+		e2e_bg w "worker-$dt-$r" "$WORKER" "${xargs_[@]}" --host $host --port $port --job $((job + keybase / 1000)) \
 			--token $token --rank "$r" --world "$workers" --bytes "$bytes" --keys "$keys" \
 			--rounds "$rounds" --dtype "$dt" --key-base $keybase --json \
 			--seed $seed $worker_args
@@ -204,7 +204,8 @@ PY
 ) || fail=1
 	echo "$res"
 	summary+=("$res")
-	# Next dtype: new keys (a key's dtype is fixed), so shift key ids.
+	# Next dtype: new keys (a key's dtype is fixed) in a new job: a rank whose BYE was lost
+	# on an impaired link stays bound to its old address for the rejoin timeout.
 	keybase=$((keybase + 1000))
 done
 
@@ -215,9 +216,18 @@ fi
 case "$impair" in nft-*)
 	ip netns exec "$ID"w nft list ruleset | grep -E 'counter packets' | sed 's/^[ \t]*/  nft: /' ;;
 esac
-e2e_stop "$app_pid" || { e2e_log "appliance exit status $?"; fail=1; }
+t0=$(date +%s)
+e2e_stop "$app_pid" || { e2e_log "appliance exit status $? after SIGTERM"; fail=1; }
+e2e_log "appliance stopped in $(( $(date +%s) - t0 )) s"
 app_stats=$(cat "$E2E_TMP/appliance.json" 2>/dev/null)
-[ -n "$app_stats" ] || app_stats=$(grep -E "tallyd: totals:" "$E2E_TMP/appliance.log" | tail -n 1)
+if [ -z "$app_stats" ]; then
+	# tallyd logs its I/O and engine totals on exit: turn "k=v ..." into one JSON object.
+	e2e_log "appliance: $(grep -E "tallyd: totals:" "$E2E_TMP/appliance.log" | tail -n 1)"
+	app_stats=$(grep -E "engine totals:" "$E2E_TMP/appliance.log" | tail -n 1 | $PY -c '
+import json, re, sys
+line = sys.stdin.read()
+print(json.dumps({k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}) if line else "")')
+fi
 e2e_log "appliance: $app_stats"
 if [ "$expect_dups" = 1 ]; then
 	# A duplicate push is answered with a re-sent RESULT (a worker's dup_results); the

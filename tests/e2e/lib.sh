@@ -90,11 +90,12 @@ e2e_wait_pids() {
 	return $rc
 }
 
-# e2e_stop PID: SIGTERM and wait (5 s, then KILL); returns its exit status.
+# e2e_stop PID: SIGTERM and wait (30 s: a drain may take 10 s, then KILL); returns its
+# exit status (137 after KILL).
 e2e_stop() {
 	local i
 	kill -TERM "$1" 2>/dev/null
-	for i in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+	for i in $(seq 300); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
 	kill -KILL "$1" 2>/dev/null
 	wait "$1"
 }

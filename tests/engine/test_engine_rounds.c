@@ -311,6 +311,8 @@ struct det_ctx {
 	unsigned perms, distinct_from_ref;
 };
 
+static void det_ref(struct det_ctx *c, const int *in);
+
 static void det_run(const uint32_t *order, void *arg)
 {
 	struct det_ctx *c = arg;
@@ -327,6 +329,14 @@ static void det_run(const uint32_t *order, void *arg)
 	assert_non_null(p);
 	size_t bytes = DN * tally_dtype_size(c->dtype);
 	assert_int_equal(p->pkt.hdr.payload_len, bytes);
+	assert_int_equal(p->pkt.hdr.contrib, c->quorum);
+	if (c->quorum < DW) {
+		/* the contributors are the first `quorum` arrivals, summed in rank order */
+		int in[DW] = { 0 };
+		for (uint32_t i = 0; i < c->quorum; i++)
+			in[order[i]] = 1;
+		det_ref(c, in);
+	}
 	if (memcmp(p->pkt.payload, c->ref, bytes) != 0)
 		c->distinct_from_ref++;
 	c->perms++;
@@ -334,12 +344,15 @@ static void det_run(const uint32_t *order, void *arg)
 }
 
 /* Reference: the contributors' sum in rank order, in f32, converted to the wire dtype. */
-static void det_ref(struct det_ctx *c)
+static void det_ref(struct det_ctx *c, const int *in)
 {
 	float acc[DN];
 	for (uint32_t i = 0; i < DN; i++) {
+		int first = 1;
 		acc[i] = 0;
 		for (uint32_t w = 0; w < DW; w++) {
+			if (!in[w])
+				continue;
 			float x;
 			if (c->dtype == TALLY_DT_F32)
 				memcpy(&x, &c->in[w][i * 4], 4);
@@ -349,7 +362,8 @@ static void det_ref(struct det_ctx *c)
 			else
 				x = tally_bf16_to_f32((uint16_t)(c->in[w][i * 2] |
 								 c->in[w][i * 2 + 1] << 8));
-			acc[i] = w == 0 ? x : acc[i] + x;
+			acc[i] = first ? x : acc[i] + x;
+			first = 0;
 		}
 	}
 	for (uint32_t i = 0; i < DN; i++) {
@@ -393,7 +407,8 @@ static void test_deterministic_every_order(void **state)
 		c.dtype = dts[d];
 		c.quorum = DW;
 		det_fill(&c);
-		det_ref(&c);
+		static const int all[DW] = { 1, 1, 1, 1, 1 };
+		det_ref(&c, all);
 		uint32_t order[DW] = { 0, 1, 2, 3, 4 };
 		/* Deterministic: bit-identical to the rank-order reference for all 120 orders. */
 		c.det = 1;
@@ -409,6 +424,14 @@ static void test_deterministic_every_order(void **state)
 			assert_int_equal(c.perms, 120);
 			assert_true(c.distinct_from_ref > 0);
 		}
+		/* Quorum 3 of 5: the first three arrivals, summed in rank order. */
+		c.det = 1;
+		c.quorum = 3;
+		c.perms = 0;
+		c.distinct_from_ref = 0;
+		permute(order, DW, DW, det_run, &c);
+		assert_int_equal(c.perms, 120);
+		assert_int_equal(c.distinct_from_ref, 0);
 	}
 }
 
@@ -424,24 +447,40 @@ static void test_deterministic_pool(void **state)
 	r.flags = TALLY_KEY_DETERMINISTIC;
 	h_setup(&h, 2, 1, &r);
 	float v[4] = { 1, 2, 3, 4 };
+	/* rank 1 before rank 0: staged */
+	assert_int_equal(h_push(&h, 1, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 1, 1, 0, 4, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 1, 1, 0, 8, TALLY_DT_F32, v, 4), TALLY_OK);
+	/* pool exhausted: a push that must wait for rank 0 is refused, nothing changed */
+	H_EXPECT_REJECT(&h, h_push(&h, 1, 1, 0, 12, TALLY_DT_F32, v, 4), TALLY_R_POOL_FULL, 0);
+	/* pushes in rank order need no slot */
+	assert_int_equal(h_push(&h, 0, 1, 0, 12, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 1, 1, 0, 12, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_count(&h, TALLY_OP_RESULT, 1, 0, 12), 2);
+	/* a duplicate needs no slot; rank 0 completes chunk 0 and frees its slot */
+	assert_int_equal(h_push(&h, 1, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
 	assert_int_equal(h_push(&h, 0, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
-	assert_int_equal(h_push(&h, 0, 1, 0, 4, TALLY_DT_F32, v, 4), TALLY_OK);
-	assert_int_equal(h_push(&h, 0, 1, 0, 8, TALLY_DT_F32, v, 4), TALLY_OK);
-	/* pool exhausted: a new chunk and an open chunk both refused, nothing changed */
-	H_EXPECT_REJECT(&h, h_push(&h, 0, 1, 0, 12, TALLY_DT_F32, v, 4), TALLY_R_POOL_FULL, 0);
-	H_EXPECT_REJECT(&h, h_push(&h, 1, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_R_POOL_FULL, 0);
-	/* a duplicate needs no slot */
-	assert_int_equal(h_push(&h, 0, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
-	/* the deadline path frees slots too */
+	const struct cap_pkt *p = h_result(&h, 0, 1, 0, 0);
+	assert_non_null(p);
+	const float *res = (const float *)p->pkt.payload;
+	for (int i = 0; i < 4; i++)
+		assert_true(res[i] == 2 * v[i]);
+	assert_int_equal(h_push(&h, 1, 1, 1, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	H_EXPECT_REJECT(&h, h_push(&h, 1, 1, 1, 12, TALLY_DT_F32, v, 4), TALLY_R_POOL_FULL, 0);
+	/* completing by policy (only staged pushes, no rank 0) frees the slots too */
 	assert_int_equal(tally_engine_key_policy(h.e, H_JOB, 1, 1, 0), 0);
 	assert_int_equal(tally_engine_open_chunks(h.e), 0);
-	assert_int_equal(h_push(&h, 0, 1, 0, 12, TALLY_DT_F32, v, 4), TALLY_OK);
-	assert_int_equal(h_push(&h, 0, 1, 1, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	p = h_result(&h, 1, 1, 0, 4);
+	assert_non_null(p);
+	assert_int_equal(p->pkt.hdr.contrib, 1);
+	assert_memory_equal(p->pkt.payload, v, sizeof(v));
 	assert_int_equal(tally_engine_key_policy(h.e, H_JOB, 1, 2, 0), 0);
-	assert_int_equal(h_push(&h, 0, 1, 1, 4, TALLY_DT_F32, v, 4), TALLY_OK);
-	assert_int_equal(h_push(&h, 0, 1, 1, 8, TALLY_DT_F32, v, 4), TALLY_OK);
-	assert_int_equal(h_push(&h, 0, 1, 1, 12, TALLY_DT_F32, v, 4), TALLY_OK);
-	H_EXPECT_REJECT(&h, h_push(&h, 1, 1, 1, 4, TALLY_DT_F32, v, 4), TALLY_R_POOL_FULL, 0);
+	assert_int_equal(h_push(&h, 1, 1, 1, 4, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 1, 1, 1, 8, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 1, 1, 1, 12, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_register(&h, 0, 2, &r), TALLY_OK);
+	assert_int_equal(h_register(&h, 1, 2, &r), TALLY_OK);
+	H_EXPECT_REJECT(&h, h_push(&h, 1, 2, 0, 0, TALLY_DT_F32, v, 4), TALLY_R_POOL_FULL, 0);
 	/* removing the job returns staged slots to the pool */
 	assert_int_equal(tally_engine_job_remove(h.e, H_JOB), 0);
 	assert_int_equal(tally_engine_open_chunks(h.e), 0);
