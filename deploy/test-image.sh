@@ -82,7 +82,7 @@ contains python3-tally 'usr/lib/python3/dist-packages/tally/__init__.py' 'usr/li
 x=$work/python3-tally.x
 rm -rf "$x" && dpkg-deb -x "$debs"/python3-tally_*.deb "$x"
 out=$(cd / && env PYTHONPATH="$x/usr/lib/python3/dist-packages" \
-	TALLY_AGENT_LIB="$(ls "$x"/usr/lib/*/libtally_agent.so)" python3 -c 'import tally, tally._lib; print(tally.__name__, tally._lib.lib._name)' 2>&1) ||
+	TALLY_AGENT_LIB="$(ls "$x"/usr/lib/*/libtally_agent.so)" /usr/bin/python3 -c 'import tally, tally._lib; print(tally.__name__, tally._lib.lib._name)' 2>&1) ||
 	fail "python3-tally: import tally failed: $out"
 rm -rf "$x"
 echo "ok   python3-tally: import tally ($out)"
@@ -186,7 +186,7 @@ EOF
 mkdir -p "$root/run/tally"
 rm -f "$root/run/deploy-notify.sock" "$work/notify.txt"
 # A stand-in for systemd's notify socket: records what tallyd sends, until READY=1.
-python3 - "$root/run/deploy-notify.sock" "$work/notify.txt" <<'PY' &
+/usr/bin/python3 - "$root/run/deploy-notify.sock" "$work/notify.txt" <<'PY' &
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(sys.argv[1])
@@ -203,6 +203,9 @@ with open(sys.argv[2], "w") as out:
             break
 PY
 listener=$!
+# tallyd must not send READY=1 before the listener is bound
+for _ in $(seq 1 300); do [ -S "$root/run/deploy-notify.sock" ] && break; sleep 0.1; done
+[ -S "$root/run/deploy-notify.sock" ] || fail "the notify listener did not start"
 rc=0
 unshare --net --mount --propagation private /bin/bash -uo pipefail -c '
 	root=$1 work=$2 tallyd=$3 notify=$4
@@ -237,7 +240,7 @@ unshare --net --mount --propagation private /bin/bash -uo pipefail -c '
 			echo "FAIL: tallyctl status failed:"; cat "$work/status.txt"; rc=1
 		fi
 		chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin tallyctl --json status >"$work/status.json" 2>&1 &&
-			python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$work/status.json" ||
+			/usr/bin/python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$work/status.json" ||
 			{ echo "FAIL: tallyctl --json status is not JSON:"; cat "$work/status.json"; rc=1; }
 	else
 		echo "FAIL: tallyd did not get ready within 60 s"; rc=1
