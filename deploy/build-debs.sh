@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# build-debs.sh OUTDIR — build the Debian packages (tally-appliance, tally-tools,
+# python3-tally) from this tree with `dpkg-buildpackage -us -uc -b`, offline: the build
+# dependencies must be installed (debian/control; `apt-get build-dep ./` installs them).
+# The tree is copied (git-tracked and untracked-not-ignored files) to OUTDIR/src, so the
+# checkout stays clean; the .debs end up in OUTDIR.
+set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: build-debs.sh OUTDIR" >&2; exit 2; }
+top=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$1"
+out=$(cd "$1" && pwd)
+case "$out/" in "$top"/build*/* | "$top"/mkosi.*) ;; "$top"/*)
+	echo "build-debs.sh: OUTDIR must be outside the tree (or under build*/): $out" >&2; exit 2 ;;
+esac
+rm -rf "$out/src" "$out"/*.deb "$out"/*.changes "$out"/*.buildinfo
+mkdir -p "$out/src"
+if git -C "$top" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	(cd "$top" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) | tar -xf - -C "$out/src"
+else
+	tar -C "$top" --exclude='./build*' --exclude=./.git -cf - . | tar -xf - -C "$out/src"
+fi
+cd "$out/src"
+if ! dpkg-checkbuilddeps >/dev/null 2>&1; then
+	echo "build-debs.sh: missing build dependencies:" >&2
+	dpkg-checkbuilddeps >&2 || true
+	echo "install them with: apt-get build-dep '$top'" >&2
+	exit 1
+fi
+start=$SECONDS
+dpkg-buildpackage -us -uc -b >"$out/dpkg-buildpackage.log" 2>&1 || {
+	tail -40 "$out/dpkg-buildpackage.log" >&2
+	echo "build-debs.sh: dpkg-buildpackage failed (log: $out/dpkg-buildpackage.log)" >&2
+	exit 1
+}
+grep -h 'dh_missing: warning' "$out/dpkg-buildpackage.log" >&2 || true
+rm -rf "$out/src"
+echo "build-debs.sh: built in $((SECONDS - start)) s:"
+ls -1 "$out"/*.deb

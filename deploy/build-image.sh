@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# build-image.sh — build the Tally appliance image with mkosi (deploy/mkosi/mkosi.default):
+# Debian 12 + tally-appliance + tally-tools, tallyd.service enabled. As root.
+#   deploy/build-image.sh [--format gpt_ext4|directory|tar] [--output DIR] [--debs DIR]
+#                         [-- MKOSI_OPTIONS...]
+#   --format   gpt_ext4 (default): bootable disk image for real nodes, kernel command line
+#              from mkosi.default (hugepages, IOMMU, isolated cores);
+#              directory / tar: the tree only (CI, chroot checks), not bootable
+#   --output   where the image goes (default: build-image/ in the tree)
+#   --debs     use .debs already built there instead of running deploy/build-debs.sh
+#   after --    passed to mkosi, e.g. --kernel-command-line=... to match a node's cores
+# Packages are cached in /var/cache/tally-deploy/mkosi (TALLY_DEPLOY_CACHE to change).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+format=gpt_ext4 output=$top/build-image debs=""
+mkosi_args=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--format) format=${2:?--format needs a value}; shift ;;
+	--output) output=${2:?--output needs a directory}; shift ;;
+	--debs) debs=${2:?--debs needs a directory}; shift ;;
+	--) shift; mkosi_args=("$@"); break ;;
+	-h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "build-image.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+	esac
+	shift
+done
+case "$format" in gpt_ext4) bootable=yes ;; directory|tar) bootable=no ;;
+*) echo "build-image.sh: --format must be gpt_ext4, directory or tar" >&2; exit 2 ;; esac
+[ "$(id -u)" -eq 0 ] || { echo "build-image.sh: run as root (mkosi and debootstrap need it)" >&2; exit 1; }
+command -v mkosi >/dev/null || { echo "build-image.sh: mkosi not installed (apt-get install mkosi)" >&2; exit 1; }
+cache=${TALLY_DEPLOY_CACHE:-/var/cache/tally-deploy}/mkosi
+mkdir -p "$output" "$cache"
+output=$(cd "$output" && pwd)
+
+if [ -z "$debs" ]; then
+	debs=$output/debs
+	"$top/deploy/build-debs.sh" "$debs"
+fi
+debs=$(cd "$debs" && pwd)
+# The packages' runtime dependencies go into the image's package list, so mkosi.finalize
+# can install the .debs offline with dpkg.
+deps=$("$top/deploy/deb-deps.sh" "$debs"/tally-appliance_*.deb "$debs"/tally-tools_*.deb)
+
+# mkosi runs parts of the build in systemd-nspawn; without systemd as PID 1 (containers, CI
+# runners) nspawn cannot register a scope unit, so it reuses the caller's.
+[ -d /run/systemd/system ] || mkosi_args=(--nspawn-keep-unit "${mkosi_args[@]}")
+# --incremental: mkosi 14 reuses its cached tree only when a "cache-pre-dev" exists too, which
+# it writes only for recipes with a build script (this one has none): an empty stand-in.
+for a in "${mkosi_args[@]}"; do
+	[ "$a" = --incremental ] && mkdir -p "$output/debian~bookworm/tally-appliance.cache-pre-dev"
+done
+cd "$top/deploy/mkosi"
+mkosi --force --format "$format" --bootable "$bootable" --output-dir "$output" \
+	--cache "$cache" --finalize-script "$top/deploy/mkosi/mkosi.finalize" \
+	--environment "TALLY_DEBS=$debs" --package "$deps" "${mkosi_args[@]}" build
+echo "build-image.sh: image in $output/debian~bookworm:"
+ls -1 "$output/debian~bookworm"

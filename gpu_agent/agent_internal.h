@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * agent_internal.h — what the parts of libtally_agent share: the network interface the core
+ * drives (client sessions in production, an in-process hub in tests), the key plan, the
+ * scheduler queue, device staging. Not installed. */
+#ifndef AGENT_INTERNAL_H
+#define AGENT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally_agent.h"
+#include "tally_proto.h"
+
+#define TALLY_AGENT_DEFAULT_PORT 9170
+#define TALLY_AGENT_MAX_WORKERS 1024
+
+void agent_errf(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int agent_cfg_resolve(struct tally_agent_cfg *c, char *err, size_t errlen);
+
+/* The network below the agent. Every call comes from one thread at a time (create, then
+ * the progress thread). `appl` indexes cfg.appliances. */
+struct agent_net_ops {
+	/* JOIN appliance `appl`; 0 or negative errno with a message. */
+	int (*connect)(void *ctx, unsigned appl, uint32_t timeout_ms, char *err, size_t errlen);
+	/* REGISTER a key (blocking); 0 or negative errno with a message. */
+	int (*register_key)(void *ctx, unsigned appl, uint32_t key, const struct tally_register *reg,
+			    char *err, size_t errlen);
+	/* Start an allreduce; an op id >= 0 or negative errno. */
+	int (*start)(void *ctx, unsigned appl, uint32_t key, uint32_t round, const void *in, void *out);
+	/* 1 done, 0 pending, negative errno failed (the op id is released when not pending). */
+	int (*test)(void *ctx, unsigned appl, int op);
+	/* Drive I/O and timers; may wait up to timeout_ns for packets. */
+	void (*progress)(void *ctx, uint64_t timeout_ns);
+	/* The last error of an appliance's session, or "". */
+	const char *(*strerror)(void *ctx, unsigned appl);
+	void (*stats)(void *ctx, uint64_t *retransmits, uint64_t *excluded);
+	void (*destroy)(void *ctx); /* says BYE where it can */
+};
+
+/* Production network: one tally_client + kernel UDP transport per appliance. */
+int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agent_net_ops **ops,
+			    void **ctx, char *err, size_t errlen);
+
+/* Intra-machine aggregation over shared memory, wrapping the local root's network (inner:
+ * rank = node, world = nodes; NULL on the other local ranks). Takes ownership of ictx. */
+int agent_net_local_create(const struct tally_agent_cfg *cfg, const struct agent_net_ops *inner,
+			   void *ictx, const char *launch_id, size_t shm_bytes,
+			   const struct agent_net_ops **ops, void **ctx, char *err, size_t errlen);
+
+/* Create an agent over a given network (tests); takes ownership of ctx (destroyed on
+ * failure too). */
+struct tally_agent *agent_create_net(const struct tally_agent_cfg *cfg,
+				     const struct agent_net_ops *ops, void *ctx, int *err,
+				     char *errbuf, size_t errlen);
+
+/* ---- key placement ---- */
+struct agent_plan {
+	unsigned n;
+	double share[TALLY_AGENT_MAX_APPLIANCES];   /* target fraction of the bytes */
+	uint64_t load[TALLY_AGENT_MAX_APPLIANCES];  /* bytes placed so far */
+};
+int agent_plan_init(struct agent_plan *p, const struct tally_agent_cfg *cfg);
+/* The appliance for the next partition of `bytes` (and account for it). */
+unsigned agent_plan_place(struct agent_plan *p, size_t bytes);
+
+/* ---- scheduler ---- */
+struct agent_sched_item {
+	int64_t priority;
+	uint64_t seq;   /* push_pull submission order */
+	uint32_t part;  /* global partition index */
+	uint32_t req;   /* request slot */
+};
+struct agent_sched {
+	struct agent_sched_item *items;
+	unsigned n, cap;
+};
+int agent_sched_init(struct agent_sched *s, unsigned cap);
+void agent_sched_free(struct agent_sched *s);
+int agent_sched_push(struct agent_sched *s, const struct agent_sched_item *it);
+const struct agent_sched_item *agent_sched_peek(const struct agent_sched *s);
+void agent_sched_pop(struct agent_sched *s, struct agent_sched_item *out);
+int agent_sched_may_start(size_t inflight, size_t bytes, size_t credit);
+
+/* ---- device staging (CUDA builds; stubs return -ENOTSUP otherwise) ---- */
+int agent_dev_alloc_host(void **host, size_t bytes, char *err, size_t errlen);
+void agent_dev_free_host(void *host);
+/* Copy device → pinned host on `stream` and wait for it. */
+int agent_dev_to_host(void *host, const void *dev, size_t bytes, void *stream, char *err,
+		      size_t errlen);
+/* Copy pinned host → device on `stream` and wait for it. */
+int agent_dev_to_device(void *dev, const void *host, size_t bytes, void *stream, char *err,
+			size_t errlen);
+
+#endif

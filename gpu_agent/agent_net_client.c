@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * agent_net_client.c — the agent's network in production: per appliance one client session
+ * (tally_client.h: chunking, windows, retransmission) over the kernel UDP transport
+ * (tally_xport_udp.h), turned into the agent_net_ops the core drives, with error messages
+ * that say which appliance and why. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_internal.h"
+#include "tally_client.h"
+#include "tally_xport_udp.h"
+
+struct ncl_appl {
+	struct tally_udp *u;
+	struct tally_client *c;
+	char err[320];
+};
+
+struct ncl {
+	struct tally_agent_cfg cfg;
+	unsigned n;
+	struct ncl_appl ap[TALLY_AGENT_MAX_APPLIANCES];
+};
+
+static void ncl_rx(void *arg, const void *buf, size_t len, const struct tally_addr *from)
+{
+	(void)from;
+	tally_client_rx(arg, buf, len);
+}
+
+static void ncl_destroy(void *ctx)
+{
+	struct ncl *n = ctx;
+
+	for (unsigned i = 0; i < n->n; i++) {
+		if (n->ap[i].c) {
+			tally_client_bye(n->ap[i].c);
+			tally_udp_flush(n->ap[i].u);
+			tally_client_destroy(n->ap[i].c);
+		}
+		if (n->ap[i].u)
+			tally_udp_destroy(n->ap[i].u);
+	}
+	free(n);
+}
+
+static int ncl_connect(void *ctx, unsigned i, uint32_t timeout_ms, char *err, size_t errlen)
+{
+	struct ncl *n = ctx;
+	const struct tally_agent_appliance *ap = &n->cfg.appliances[i];
+	int rc = tally_client_join(n->ap[i].c, timeout_ms);
+
+	if (rc == 0)
+		return 0;
+	if (rc == -ETIMEDOUT)
+		agent_errf(err, errlen, "appliance %u (%s:%u) unreachable: no answer to JOIN after %u ms",
+			   i, ap->host, ap->port, timeout_ms);
+	else if (rc == -EACCES || rc == -EPERM)
+		agent_errf(err, errlen, "appliance %u (%s:%u) refused job %u: job token mismatch "
+			   "(check TALLY_TOKEN) [%s]", i, ap->host, ap->port, n->cfg.job_id,
+			   tally_client_strerror(n->ap[i].c));
+	else
+		agent_errf(err, errlen, "appliance %u (%s:%u): JOIN failed (%s): %s", i, ap->host,
+			   ap->port, strerror(-rc), tally_client_strerror(n->ap[i].c));
+	return rc;
+}
+
+static int ncl_register(void *ctx, unsigned i, uint32_t key, const struct tally_register *reg,
+			char *err, size_t errlen)
+{
+	struct ncl *n = ctx;
+	const struct tally_agent_appliance *ap = &n->cfg.appliances[i];
+	int rc = tally_client_register(n->ap[i].c, key, reg);
+
+	if (rc)
+		agent_errf(err, errlen, "REGISTER key %u (%u elements) at appliance %u (%s:%u) failed "
+			   "(%s): %s%s", key, reg->nelems, i, ap->host, ap->port, strerror(-rc),
+			   tally_client_strerror(n->ap[i].c),
+			   rc == -EEXIST ? " (ranks declared different tensors, or another job "
+					   "uses this key)" : "");
+	return rc;
+}
+
+static int ncl_start(void *ctx, unsigned i, uint32_t key, uint32_t round, const void *in, void *out)
+{
+	struct ncl *n = ctx;
+
+	return tally_client_start(n->ap[i].c, key, round, in, out);
+}
+
+static int ncl_test(void *ctx, unsigned i, int op)
+{
+	struct ncl *n = ctx;
+
+	return tally_client_test(n->ap[i].c, op);
+}
+
+static void ncl_progress(void *ctx, uint64_t timeout_ns)
+{
+	struct ncl *n = ctx;
+	const struct tally_xport_ops *ops = tally_udp_ops();
+
+	for (unsigned i = 0; i < n->n; i++) {
+		uint64_t next = tally_client_tick(n->ap[i].c);
+		/* with several appliances no single one may block the others */
+		uint64_t wait = n->n == 1 ? (next < timeout_ns ? next : timeout_ns) : 0;
+
+		ops->poll(n->ap[i].u, wait);
+		tally_client_tick(n->ap[i].c);
+	}
+}
+
+static const char *ncl_strerror(void *ctx, unsigned i)
+{
+	struct ncl *n = ctx;
+
+	return i < n->n ? tally_client_strerror(n->ap[i].c) : "no such appliance";
+}
+
+static void ncl_stats(void *ctx, uint64_t *rtx, uint64_t *excl)
+{
+	struct ncl *n = ctx;
+
+	*rtx = *excl = 0;
+	for (unsigned i = 0; i < n->n; i++) {
+		const struct tally_client_stats *s = tally_client_stats(n->ap[i].c);
+		*rtx += s->retransmits;
+		*excl += s->excluded;
+	}
+}
+
+static const struct agent_net_ops ncl_ops = {
+	.connect = ncl_connect,
+	.register_key = ncl_register,
+	.start = ncl_start,
+	.test = ncl_test,
+	.progress = ncl_progress,
+	.strerror = ncl_strerror,
+	.stats = ncl_stats,
+	.destroy = ncl_destroy,
+};
+
+int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agent_net_ops **ops,
+			    void **ctx, char *err, size_t errlen)
+{
+	struct ncl *n = calloc(1, sizeof(*n));
+	int rc = -ENOMEM;
+
+	if (!n) {
+		agent_errf(err, errlen, "out of memory");
+		return rc;
+	}
+	n->cfg = *cfg;
+	for (unsigned i = 0; i < cfg->nappliances; i++) {
+		const struct tally_agent_appliance *ap = &cfg->appliances[i];
+		struct tally_udp_cfg ucfg = {0};
+		struct tally_client_cfg ccfg = {0};
+		char uerr[256] = "";
+
+		tally_udp_cfg_defaults(&ucfg);
+		ucfg.host = ap->host;
+		ucfg.base_port = ap->port;
+		n->ap[i].u = tally_udp_create(&ucfg, NULL, NULL, &rc, uerr, sizeof(uerr));
+		if (!n->ap[i].u) {
+			agent_errf(err, errlen, "appliance %u (%s:%u): %s", i, ap->host, ap->port, uerr);
+			goto fail;
+		}
+		n->n = i + 1;
+		tally_client_cfg_defaults(&ccfg);
+		ccfg.job_id = cfg->job_id;
+		ccfg.token = cfg->token;
+		ccfg.rank = (uint32_t)cfg->rank;
+		ccfg.world_size = (uint32_t)cfg->world_size;
+		ccfg.give_up_ms = cfg->op_timeout_ms;
+		if (cfg->window)
+			ccfg.window = cfg->window;
+		if (cfg->max_chunk_bytes)
+			ccfg.max_chunk_bytes = cfg->max_chunk_bytes;
+		if (cfg->rto_init_us)
+			ccfg.rto_init_us = cfg->rto_init_us;
+		if (cfg->rto_max_us)
+			ccfg.rto_max_us = cfg->rto_max_us;
+		n->ap[i].c = tally_client_create(&ccfg, tally_udp_ops(), n->ap[i].u, &rc);
+		if (!n->ap[i].c) {
+			agent_errf(err, errlen, "appliance %u (%s:%u): client session: %s", i, ap->host,
+				   ap->port, strerror(-rc));
+			goto fail;
+		}
+		tally_udp_set_rx(n->ap[i].u, ncl_rx, n->ap[i].c);
+	}
+	*ops = &ncl_ops;
+	*ctx = n;
+	return 0;
+fail:
+	ncl_destroy(n);
+	return rc ? rc : -EIO;
+}

@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * agent_progress.c — the progress thread: REGISTERs declarations, starts partitions in
+ * scheduler order within the credit window, drives the network, averages results, completes
+ * requests (copy back to the device, callbacks). It owns the network; the tables are shared
+ * with the API side under the agent's mutex. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent_core.h"
+#include "tally_sum.h"
+
+/* A request's last partition is in: copy back to the device, then publish. Called with
+ * the lock held; returns 1 when a callback must run (after unlocking). */
+static int complete_req_locked(struct tally_agent *a, struct agent_req *r)
+{
+	a->tensors[r->tensor].busy = 0;
+	if (r->status)
+		a->st.failed++;
+	else
+		a->st.push_pulls++;
+	r->state = REQ_DONE;
+	if (r->cb)
+		return 1;
+	pthread_cond_broadcast(&a->done);
+	return 0;
+}
+
+void agent_fail_all_locked(struct tally_agent *a, int status)
+{
+	struct agent_sched_item it;
+
+	while (a->sched.n) {
+		agent_sched_pop(&a->sched, &it);
+		struct agent_req *r = &a->reqs[it.req];
+		if (!r->status)
+			r->status = status;
+		if (--r->left == 0 && complete_req_locked(a, r)) {
+			tally_agent_cb cb = r->cb;
+			void *arg = r->cb_arg;
+			int h = handle_of(a, it.req), st = r->status;
+
+			r->state = REQ_FREE;
+			pthread_mutex_unlock(&a->mu);
+			cb(arg, h, st);
+			pthread_mutex_lock(&a->mu);
+		}
+	}
+	for (unsigned i = 0; i < a->nflight; i++) {
+		struct agent_req *r = &a->reqs[a->flight[i].req];
+		if (!r->status)
+			r->status = status;
+		if (--r->left == 0 && complete_req_locked(a, r)) {
+			tally_agent_cb cb = r->cb;
+			void *arg = r->cb_arg;
+			int h = handle_of(a, a->flight[i].req), st = r->status;
+
+			r->state = REQ_FREE;
+			pthread_mutex_unlock(&a->mu);
+			cb(arg, h, st);
+			pthread_mutex_lock(&a->mu);
+		}
+	}
+	a->nflight = 0;
+	a->inflight_bytes = 0;
+}
+
+static void average(void *buf, size_t bytes, int dtype, int world)
+{
+	float s = 1.0f / (float)world;
+
+	switch (dtype) {
+	case TALLY_DT_F32:
+		for (size_t i = 0; i < bytes / 4; i++)
+			((float *)buf)[i] *= s;
+		break;
+	case TALLY_DT_F16:
+		for (size_t i = 0; i < bytes / 2; i++) {
+			uint16_t *h = (uint16_t *)buf + i;
+			*h = tally_f32_to_f16(tally_f16_to_f32(*h) * s);
+		}
+		break;
+	case TALLY_DT_BF16:
+		for (size_t i = 0; i < bytes / 2; i++) {
+			uint16_t *h = (uint16_t *)buf + i;
+			*h = tally_f32_to_bf16(tally_bf16_to_f32(*h) * s);
+		}
+		break;
+	default: /* integers are not averaged */
+		break;
+	}
+}
+
+static void do_register(struct tally_agent *a)
+{
+	struct agent_tensor t = a->tensors[a->reg_tensor];
+	int rc = 0;
+
+	pthread_mutex_unlock(&a->mu);
+	for (unsigned i = 0; i < t.nparts && !rc; i++) {
+		const struct agent_part *p = part_at(a, t.first_part + i); /* blocks never move */
+		size_t esz = tally_dtype_size(t.dtype);
+		struct tally_register reg = {
+			.nelems = (uint32_t)(p->bytes / esz),
+			.chunk_elems = 0,
+			.dtype = (uint8_t)t.dtype,
+			.flags = a->cfg.deterministic ? TALLY_KEY_DETERMINISTIC : 0,
+			.participants = (uint16_t)a->cfg.world_size,
+			.quorum = a->cfg.quorum ? a->cfg.quorum : (uint16_t)a->cfg.world_size,
+		};
+		rc = a->net->register_key(a->net_ctx, p->appl, p->key, &reg, a->reg_err,
+					  sizeof(a->reg_err));
+	}
+	pthread_mutex_lock(&a->mu);
+	a->reg_rc = rc;
+	pthread_cond_broadcast(&a->done);
+}
+
+static int ensure_flight_cap(struct tally_agent *a)
+{
+	if (a->nflight < a->flight_cap)
+		return 0;
+	unsigned cap = a->flight_cap ? a->flight_cap * 2 : 64;
+	struct agent_flight *n = realloc(a->flight, cap * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	a->flight = n;
+	a->flight_cap = cap;
+	return 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void *agent_progress_main(void *arg)
+{
+	struct tally_agent *a = arg;
+
+	pthread_mutex_lock(&a->mu);
+	for (;;) {
+		if (a->reg_tensor >= 0 && a->reg_rc == 1) {
+			do_register(a);
+			continue;
+		}
+		if (a->stop)
+			break;
+		/* start what the scheduler allows */
+		unsigned first_new = a->nflight;
+		const struct agent_sched_item *top;
+		while ((top = agent_sched_peek(&a->sched))) {
+			const struct agent_part *p = part_at(a, top->part);
+			if (!agent_sched_may_start(a->inflight_bytes, p->bytes, a->cfg.credit_bytes)) {
+				/* Every partition completes only when all workers pushed it. Workers whose
+				 * priority order differed (a higher-priority tensor arrived before or after
+				 * credits freed) can each hold the window with partitions the other has
+				 * queued behind its own: a deadlock. So when nothing completed for
+				 * credit_stall_ms, one more partition starts (an overdraft). */
+				uint64_t now = now_ns();
+				if (now - a->last_progress_ns < (uint64_t)a->cfg.credit_stall_ms * 1000000u) {
+					if (!a->credit_blocked)
+						a->st.credit_waits++;
+					a->credit_blocked = 1;
+					break;
+				}
+				a->st.credit_overdrafts++;
+				a->last_progress_ns = now;
+			}
+			if (ensure_flight_cap(a))
+				break;
+			struct agent_sched_item it;
+			agent_sched_pop(&a->sched, &it);
+			a->flight[a->nflight++] = (struct agent_flight){-1, it.req, it.part, 0};
+			a->inflight_bytes += p->bytes;
+			a->credit_blocked = 0;
+			a->last_progress_ns = now_ns();
+			if (a->inflight_bytes > a->st.max_inflight_bytes)
+				a->st.max_inflight_bytes = a->inflight_bytes;
+		}
+		if (a->nflight == 0) {
+			pthread_cond_wait(&a->wake, &a->mu);
+			continue;
+		}
+		unsigned nflight = a->nflight;
+		pthread_mutex_unlock(&a->mu);
+
+		/* Network work without the lock: the flight array is only resized or reordered by
+		 * this thread, and entries [0, nflight) stay put until we relock. */
+		for (unsigned i = first_new; i < nflight; i++) {
+			struct agent_flight *f = &a->flight[i];
+			struct agent_part *p = part_at(a, f->part);
+			uint8_t *b = a->reqs[f->req].buf + p->off;
+
+			f->op = a->net->start(a->net_ctx, p->appl, p->key, p->round, b, b);
+			if (f->op < 0) {
+				f->result = f->op;
+				agent_errf(a->err, sizeof(a->err), "key %u round %u on appliance %u: %s",
+					   p->key, p->round, p->appl,
+					   a->net->strerror(a->net_ctx, p->appl));
+			}
+			p->round++;
+		}
+		a->net->progress(a->net_ctx, 200000);
+		for (unsigned i = 0; i < nflight; i++) {
+			struct agent_flight *f = &a->flight[i];
+			struct agent_part *p = part_at(a, f->part);
+
+			if (f->result)
+				continue;
+			f->result = a->net->test(a->net_ctx, p->appl, f->op);
+			if (f->result < 0)
+				agent_errf(a->err, sizeof(a->err), "tensor '%s' key %u on appliance %u (%s:%u): %s",
+					   a->tensors[a->reqs[f->req].tensor].name, p->key, p->appl,
+					   a->cfg.appliances[p->appl].host, a->cfg.appliances[p->appl].port,
+					   a->net->strerror(a->net_ctx, p->appl));
+			else if (f->result == 1 && a->tensors[a->reqs[f->req].tensor].average) {
+				struct agent_req *r = &a->reqs[f->req];
+				average(r->buf + p->off, p->bytes, a->tensors[r->tensor].dtype,
+					a->cfg.world_size);
+			}
+		}
+		/* requests whose last partition is in: copy device tensors back (no lock) */
+		pthread_mutex_lock(&a->mu);
+		uint64_t rtx = 0, excl = 0;
+		a->net->stats(a->net_ctx, &rtx, &excl);
+		a->st.retransmits = rtx;
+		a->st.excluded = excl;
+		for (unsigned i = 0; i < a->nflight;) {
+			struct agent_flight f = a->flight[i];
+			struct agent_req *r = &a->reqs[f.req];
+
+			if (f.result == 0) {
+				i++;
+				continue;
+			}
+			a->flight[i] = a->flight[--a->nflight];
+			a->inflight_bytes -= part_at(a, f.part)->bytes;
+			a->last_progress_ns = now_ns();
+			a->st.partitions++;
+			a->st.bytes += part_at(a, f.part)->bytes;
+			if (f.result < 0 && !r->status)
+				r->status = f.result;
+			if (--r->left)
+				continue;
+			if (r->device == TALLY_AGENT_CUDA && !r->status) {
+				char e[256];
+				int rc;
+
+				pthread_mutex_unlock(&a->mu);
+				rc = agent_dev_to_device(r->user, r->buf, a->tensors[r->tensor].bytes,
+							 r->stream, e, sizeof(e));
+				pthread_mutex_lock(&a->mu);
+				if (rc) {
+					r->status = rc;
+					agent_set_err(a, "%s", e);
+				}
+			}
+			if (complete_req_locked(a, r)) {
+				tally_agent_cb cb = r->cb;
+				void *cb_arg = r->cb_arg;
+				int h = handle_of(a, f.req), st = r->status;
+
+				r->state = REQ_FREE;
+				pthread_mutex_unlock(&a->mu);
+				cb(cb_arg, h, st);
+				pthread_mutex_lock(&a->mu);
+			}
+		}
+	}
+	agent_fail_all_locked(a, -ECANCELED);
+	pthread_mutex_unlock(&a->mu);
+	return NULL;
+}

@@ -1,0 +1,356 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Data-parallel training through Tally: an MLP on scikit-learn's digits (Debian's
+python3-sklearn ships the data set), PyTorch DDP on CPU workers, gradients averaged by a
+Tally appliance through the DDP communication hook (gloo only sets up and broadcasts).
+
+    /usr/bin/python3 gpu_agent/examples/train.py                 # 4 workers, Tally
+    /usr/bin/python3 gpu_agent/examples/train.py --backend gloo  # same run, plain DDP/gloo
+
+Without TALLY_APPLIANCES the launcher starts an appliance itself and says which: tallyd on a
+virtual DPDK device (net_af_packet on a veth, workers in a network namespace) when tallyd is
+built and we are root, else the software appliance over kernel UDP (the dataplane engine,
+tests/e2e/tly_udpd.c, built as agent_udpd); --appliance forces one.
+It then runs torchrun with --workers processes, prints loss and accuracy per epoch (rank 0)
+and the appliance's counters at the end. --drop PCT puts a seeded lossy relay between the
+workers and the appliance; --slow-rank R makes one worker sleep --slow-ms per step.
+--dump FILE writes rank 0's final parameters and per-step losses (JSON) for comparisons.
+"""
+import argparse
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+
+def args_parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", choices=("tally", "gloo"), default="tally")
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: all epochs)")
+    p.add_argument("--batch", type=int, default=32, help="per-worker batch size")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--appliance", choices=("auto", "udp", "tallyd"), default="auto",
+                   help="auto: tallyd when built and running as root (and no --drop), else udp")
+    p.add_argument("--udpd", default=None, help="software appliance binary (agent_udpd / tly_udpd)")
+    p.add_argument("--tallyd", default=None, help="tallyd binary (default: build*/appliance/tallyd)")
+    p.add_argument("--relay", default=None, help="impairment relay binary (agent_relay / tly_relay)")
+    p.add_argument("--drop", type=float, default=0.0, help="percent of packets dropped each way")
+    p.add_argument("--slow-rank", type=int, default=-1)
+    p.add_argument("--slow-ms", type=float, default=30.0)
+    p.add_argument("--deterministic", action="store_true", help="appliance sums in rank order")
+    p.add_argument("--local-agg", action="store_true",
+                   help="sum the local workers in shared memory first; one push per machine")
+    p.add_argument("--dump", default=None, help="write final params + losses (rank 0) to this JSON file")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+# ---------------------------------------------------------------- launcher
+
+def find_binary(name, given):
+    if given:
+        return given
+    for pat in (f"build*/tests/agent/{name}", f"build*/tests/e2e/{name}", f"build*/appliance/{name}",
+                f"build*/control/{name}"):
+        hits = sorted(glob.glob(os.path.join(ROOT, pat)))
+        if hits:
+            return hits[0]
+    return None
+
+
+def free_port_block(n):
+    for _ in range(50):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("127.0.0.1", 0))
+        base = s.getsockname()[1]
+        s.close()
+        if base + n >= 65535:
+            continue
+        ok = True
+        for i in range(n):
+            t = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                t.bind(("127.0.0.1", base + i))
+            except OSError:
+                ok = False
+            t.close()
+        if ok:
+            return base
+    raise RuntimeError("no free UDP port block")
+
+
+def torchrun_args(nproc):
+    """torchrun on one machine. Not --standalone: in torch 1.13 that always rendezvouses on
+    port 29400, so two launches at once would join each other; a free port and id instead."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return ["--nnodes=1", f"--nproc_per_node={nproc}", "--rdzv_backend=c10d",
+            f"--rdzv_endpoint=127.0.0.1:{port}", f"--rdzv_id=tally{os.getpid()}"]
+
+
+def stop(proc):
+    if proc and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# torchrun, i.e. torch.distributed.run's main(). Debian's torch 1.13 under Python 3.11 fails to
+# parse its own default --redirects/--tee "0" (IntFlag iteration skips 0 since 3.11); the
+# shim maps a plain number to Std(number) where the original returns None, nothing else.
+TORCHRUN = """
+import sys
+import torch.distributed.elastic.multiprocessing.api as api
+_orig = api.Std.from_str.__func__
+def _from_str(cls, vm):
+    r = _orig(cls, vm)
+    return cls(int(vm)) if r is None and vm.isdigit() else r
+api.Std.from_str = classmethod(_from_str)
+from torch.distributed.run import main
+sys.argv[0] = "torchrun"
+main()
+"""
+
+
+TALLYD_IP = "10.77.0.1"
+
+
+def start_tallyd(a, tallyd, cleanups):
+    """tallyd on a virtual DPDK device: net_af_packet on one end of a veth pair, the workers
+    in a network namespace on the other end (kernel UDP). Names carry this helper's prefix
+    and are removed at the end, also on failure."""
+    tag = f"agent{os.getpid() % 100000}"
+    ns, va, vb = f"{tag}-ns", f"{tag}a", f"{tag}b"
+    cleanups.append(f"ip link del {va}")
+    cleanups.append(f"ip netns del {ns}")
+    sh = (f"ip netns add {ns} && ip link add {va} type veth peer name {vb} && ip link set {vb} netns {ns} && "
+          f"ip link set {va} up && ip -n {ns} addr add 10.77.0.2/24 dev {vb} && ip -n {ns} link set {vb} up && "
+          f"ip -n {ns} link set lo up")
+    if subprocess.call(sh, shell=True) != 0:
+        raise SystemExit("train.py: cannot create the namespace / veth for tallyd (needs root and iproute2)")
+    ctl = f"/tmp/{tag}-tallyd.sock"
+    log = open(f"/tmp/{tag}-tallyd.log", "w+")
+    cleanups.append(f"rm -f {ctl} /tmp/{tag}-tallyd.log")
+    cmd = [tallyd, "--port", f"net_af_packet0,iface={va}", "--ip", f"{TALLYD_IP}/24", "--open-admission",
+           "--mem", "256M", "--max-chunk", "1024", "--mtu", "0", "--ctl-socket", ctl,
+           "--eal", f"--no-huge --file-prefix {tag}"]
+    if a.deterministic:
+        cmd += ["--det-pool", "64M"]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(600):
+        log.seek(0)
+        text = log.read()
+        if "tallyd: ready" in text:
+            break
+        if proc.poll() is not None:
+            raise SystemExit(f"train.py: tallyd exited ({proc.returncode}):\n{text}")
+        time.sleep(0.1)
+    else:
+        stop(proc)
+        raise SystemExit("train.py: tallyd did not become ready in 60 s")
+    print(f"appliance: tallyd on a virtual DPDK device (net_af_packet on veth {va}, {TALLYD_IP}); "
+          f"workers in network namespace {ns}", flush=True)
+    return ns, ctl, proc
+
+
+def launch(a):
+    env = dict(os.environ)
+    env.setdefault("PYTHONPATH", "")
+    env["PYTHONPATH"] = os.path.join(ROOT, "gpu_agent", "python") + (":" + env["PYTHONPATH"] if env["PYTHONPATH"] else "")
+    procs = []
+    stats_files = []
+    stats_ctl = []
+    cleanups = []
+    wrap = []
+    ncores = 2
+    try:
+        if a.backend == "tally" and not env.get("TALLY_APPLIANCES"):
+            tallyd = find_binary("tallyd", a.tallyd)
+            use_tallyd = a.appliance == "tallyd" or (a.appliance == "auto" and tallyd and os.geteuid() == 0
+                                                     and a.drop == 0)
+            if use_tallyd:
+                if not tallyd:
+                    raise SystemExit("train.py: --appliance tallyd: no tallyd binary (build the tree)")
+                ns, ctl, proc = start_tallyd(a, tallyd, cleanups)
+                procs.append(proc)
+                stats_ctl.append(ctl)
+                env["TALLY_APPLIANCES"] = f"{TALLYD_IP}:9170"
+                env["TALLY_JOB_ID"] = "1"
+                env["TALLY_TOKEN"] = str(0x5EED0000 + a.seed)
+                if a.deterministic:
+                    env["TALLY_DETERMINISTIC"] = "1"
+                wrap = ["ip", "netns", "exec", ns]
+        if a.backend == "tally" and not env.get("TALLY_APPLIANCES"):
+            udpd = find_binary("agent_udpd", a.udpd) or find_binary("tly_udpd", None)
+            if not udpd:
+                raise SystemExit("train.py: no appliance: build the tree (ninja -C build) or set TALLY_APPLIANCES")
+            port = free_port_block(ncores * (2 if a.drop > 0 else 1))
+            token = 0x5EED0000 + a.seed
+            st = f"/tmp/tally-train-appl-{os.getpid()}.json"
+            stats_files.append(("appliance", st))
+            # with intra-machine aggregation the appliance sees one participant per machine
+            appl_world = 1 if a.local_agg else a.workers
+            cmd = [udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", str(ncores), "--job", "1",
+                   "--token", str(token), "--world", str(appl_world), "--stats", st]
+            if a.deterministic:
+                cmd += ["--det-pool", str(64 << 20)]
+            procs.append(subprocess.Popen(cmd))
+            print(f"appliance: software appliance over kernel UDP ({os.path.basename(udpd)}: dataplane engine, "
+                  f"{ncores} cores) on 127.0.0.1:{port}", flush=True)
+            worker_port = port
+            if a.drop > 0:
+                relay = find_binary("agent_relay", a.relay) or find_binary("tly_relay", None)
+                if not relay:
+                    raise SystemExit("train.py: --drop needs the relay binary (agent_relay)")
+                worker_port = port + ncores
+                rs = f"/tmp/tally-train-relay-{os.getpid()}.json"
+                stats_files.append(("relay", rs))
+                procs.append(subprocess.Popen([relay, "--listen", "127.0.0.1", "--to", "127.0.0.1",
+                                               "--base", str(worker_port), "--to-base", str(port),
+                                               "--ncores", str(ncores), "--seed", str(a.seed + 1),
+                                               "--drop", str(a.drop), "--stats", rs]))
+                print(f"impaired link: relay on 127.0.0.1:{worker_port} dropping {a.drop}% each way", flush=True)
+            time.sleep(0.3)
+            for p in procs:
+                if p.poll() is not None:
+                    raise SystemExit(f"train.py: {p.args[0]} exited with {p.returncode}")
+            env["TALLY_APPLIANCES"] = f"127.0.0.1:{worker_port}"
+            env["TALLY_JOB_ID"] = "1"
+            env["TALLY_TOKEN"] = str(token)
+            if a.deterministic:
+                env["TALLY_DETERMINISTIC"] = "1"
+        if a.local_agg:
+            env["TALLY_LOCAL_AGG"] = "1"
+            print("intra-machine aggregation: local workers summed in shared memory, local rank 0 pushes",
+                  flush=True)
+        cmd = [sys.executable, "-c", TORCHRUN] + torchrun_args(a.workers) + [
+               os.path.abspath(__file__), "--worker"] + [x for x in sys.argv[1:] if x != "--worker"]
+        rc = subprocess.call(wrap + cmd, env=env)
+        for ctl in stats_ctl:
+            tallyctl = find_binary("tallyctl", None)
+            if tallyctl:
+                print("tallyctl stats:", flush=True)
+                subprocess.call([tallyctl, "--socket", ctl, "stats"])
+    finally:
+        for p in reversed(procs):
+            stop(p)
+        for c in reversed(cleanups):
+            subprocess.call(c, shell=True, stderr=subprocess.DEVNULL)
+    for what, f in stats_files:
+        try:
+            with open(f) as fh:
+                print(f"{what} counters: {fh.read().strip()}")
+            os.unlink(f)
+        except OSError:
+            pass
+    return rc
+
+
+# ---------------------------------------------------------------- worker
+
+def worker(a):
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from sklearn.datasets import load_digits
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.set_num_threads(1)
+    torch.manual_seed(a.seed)
+
+    d = load_digits()
+    X = torch.tensor(d.data, dtype=torch.float32) / 16.0
+    y = torch.tensor(d.target, dtype=torch.int64)
+    perm = torch.randperm(len(X), generator=torch.Generator().manual_seed(a.seed))
+    X, y = X[perm], y[perm]
+    ntrain = 1500
+    Xtr, ytr, Xte, yte = X[:ntrain], y[:ntrain], X[ntrain:], y[ntrain:]
+
+    model = nn.Sequential(nn.Linear(64, a.hidden), nn.ReLU(), nn.Linear(a.hidden, a.hidden // 2), nn.ReLU(),
+                          nn.Linear(a.hidden // 2, 10))
+    ddp = DDP(model)
+    if a.backend == "tally":
+        import tally.torch as tt
+        state = tt.TallyState()
+        ddp.register_comm_hook(state, tt.comm_hook)
+        if rank == 0:
+            print(f"gradients: Tally DDP comm hook, appliances {state.agent.appliances}, "
+                  f"{world} workers", flush=True)
+    elif rank == 0:
+        print(f"gradients: DDP allreduce over gloo, {world} workers", flush=True)
+    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum)
+    lossf = nn.CrossEntropyLoss()
+
+    per = ntrain // world  # equal shards: every worker takes the same number of steps
+    steps, losses = 0, []
+    t0 = time.time()
+    for epoch in range(a.epochs):
+        g = torch.Generator().manual_seed(a.seed * 1000 + epoch)
+        order = torch.randperm(ntrain, generator=g)[rank * per:(rank + 1) * per]
+        ddp.train()
+        tot, nb = 0.0, 0
+        for b in range(0, per - a.batch + 1, a.batch):
+            idx = order[b:b + a.batch]
+            opt.zero_grad()
+            loss = lossf(ddp(Xtr[idx]), ytr[idx])
+            loss.backward()
+            opt.step()
+            if rank == a.slow_rank:
+                time.sleep(a.slow_ms / 1000.0)
+            tot += loss.item()
+            nb += 1
+            losses.append(loss.item())
+            steps += 1
+            if a.max_steps and steps >= a.max_steps:
+                break
+        model.eval()
+        with torch.no_grad():
+            acc = (model(Xte).argmax(1) == yte).float().mean().item()
+        if rank == 0:
+            print(f"epoch {epoch + 1:2d}  loss {tot / max(nb, 1):.4f}  test accuracy {acc:.4f}  "
+                  f"({steps} steps, {time.time() - t0:.1f} s)", flush=True)
+        if a.max_steps and steps >= a.max_steps:
+            break
+    if a.backend == "tally" and rank == 0:
+        print(f"agent counters (rank 0): {state.agent.stats()}", flush=True)
+    if a.dump and rank == 0:
+        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        with open(a.dump, "w") as f:
+            json.dump({"backend": a.backend, "steps": steps, "losses": losses, "accuracy": acc,
+                       "params": flat.tolist()}, f)
+    dist.barrier()
+    if a.backend == "tally":
+        import tally
+        tally.shutdown()
+    dist.destroy_process_group()
+    return 0
+
+
+def main():
+    a = args_parser().parse_args()
+    if a.worker:
+        return worker(a)
+    return launch(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The agent: one per training process, talking to the Tally appliances.
+
+    a = tally.Agent()                    # configuration from the environment (TALLY_*, torchrun's)
+    t = a.declare("layer3.grad", nbytes, dtype="f32", priority=3)
+    h = a.push_pull(t, ptr, nbytes)      # returns at once
+    a.wait(h)                            # raises TallyError with the agent's message
+
+Errors from the C library come back as TallyError carrying errno and the agent's message
+(which appliance, which tensor, why).
+"""
+import ctypes
+import errno
+import os
+
+from . import _lib
+
+_DTYPES = {"f32": _lib.DT_F32, "f16": _lib.DT_F16, "bf16": _lib.DT_BF16, "i32": _lib.DT_I32}
+
+
+class TallyError(RuntimeError):
+    def __init__(self, code, message):
+        self.errno = -code if code < 0 else code
+        name = errno.errorcode.get(self.errno, str(self.errno))
+        super().__init__(f"tally: {message} [{name}]")
+
+
+class Agent:
+    """A libtally_agent instance. Keyword arguments override the environment:
+    appliances="h:p,...", job_id, token, rank, world_size, local_rank, local_size,
+    partition_bytes, credit_bytes, average, connect_timeout_ms, op_timeout_ms, quorum."""
+
+    def __init__(self, **kw):
+        cfg = _lib.AgentCfg()
+        _lib.lib.tally_agent_cfg_defaults(ctypes.byref(cfg))
+        err = ctypes.create_string_buffer(512)
+        if _lib.lib.tally_agent_cfg_from_env(ctypes.byref(cfg), err, len(err)):
+            raise TallyError(-errno.EINVAL, err.value.decode())
+        app = kw.pop("appliances", None)
+        if app is not None:
+            if _lib.lib.tally_agent_parse_appliances(ctypes.byref(cfg), app.encode(), err, len(err)):
+                raise TallyError(-errno.EINVAL, err.value.decode())
+        for k, v in kw.items():
+            if v is None:
+                continue
+            if not hasattr(cfg, k) or k in ("appliances", "nappliances"):
+                raise TypeError(f"tally.Agent: unknown option {k!r}")
+            setattr(cfg, k, int(v))
+        code = ctypes.c_int(0)
+        self._h = _lib.lib.tally_agent_create(ctypes.byref(cfg), ctypes.byref(code), err, len(err))
+        if not self._h:
+            raise TallyError(code.value, err.value.decode())
+        r, w, lr, ls = (ctypes.c_int() for _ in range(4))
+        _lib.lib.tally_agent_ranks(self._h, ctypes.byref(r), ctypes.byref(w), ctypes.byref(lr), ctypes.byref(ls))
+        self.rank, self.world_size, self.local_rank, self.local_size = r.value, w.value, lr.value, ls.value
+        self.average = bool(cfg.average)
+        self.appliances = [f"{cfg.appliances[i].host.decode()}:{cfg.appliances[i].port}"
+                           for i in range(cfg.nappliances)]
+
+    def _check(self, rc):
+        if rc < 0:
+            raise TallyError(rc, self.error())
+        return rc
+
+    def error(self):
+        return _lib.lib.tally_agent_strerror(self._h).decode(errors="replace") if self._h else "closed"
+
+    def declare(self, name, nbytes, dtype="f32", priority=0, average=None):
+        tid = self._check(_lib.lib.tally_agent_declare(self._h, name.encode(), nbytes, _DTYPES[dtype], priority))
+        if average is not None:
+            self._check(_lib.lib.tally_agent_set_average(self._h, tid, int(bool(average))))
+        return tid
+
+    def push_pull(self, tensor, ptr, nbytes, device=_lib.DEV_CPU, stream=None, callback=None, cb_arg=0):
+        """Start a push_pull; returns a handle. `callback` is a ctypes AgentCb that the caller
+        keeps alive; it runs on the agent's progress thread with (cb_arg, handle, status)."""
+        cb = callback if callback is not None else _lib.AgentCb()
+        return self._check(_lib.lib.tally_agent_push_pull(self._h, tensor, ctypes.c_void_p(ptr), nbytes, device,
+                                                          ctypes.c_void_p(stream) if stream else None, cb,
+                                                          ctypes.c_void_p(cb_arg) if cb_arg else None))
+
+    def wait(self, handle):
+        self._check(_lib.lib.tally_agent_wait(self._h, handle))
+
+    def partitions(self, tensor):
+        arr = (_lib.AgentPart * 4096)()
+        n = self._check(_lib.lib.tally_agent_partitions(self._h, tensor, arr, 4096))
+        return [(arr[i].key, arr[i].appliance, arr[i].offset, arr[i].bytes) for i in range(min(n, 4096))]
+
+    def stats(self):
+        s = _lib.AgentStats()
+        _lib.lib.tally_agent_get_stats(self._h, ctypes.byref(s))
+        return {f: getattr(s, f) for f, _ in s._fields_}
+
+    def close(self):
+        if self._h:
+            _lib.lib.tally_agent_destroy(self._h)
+            self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+_default = None
+
+
+def init(**kw):
+    """The process-wide agent (created on first call)."""
+    global _default
+    if _default is None:
+        _default = Agent(**kw)
+    return _default
+
+
+def shutdown():
+    global _default
+    if _default is not None:
+        _default.close()
+        _default = None
+
+
+def configured():
+    return bool(os.environ.get("TALLY_APPLIANCES"))

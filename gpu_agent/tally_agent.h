@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tally_agent.h — libtally_agent, the training-host side of Tally (BytePS's communication
+ * service): tensors are declared once, split into partitions of partition_bytes, each
+ * partition is one key owned by one appliance; push_pull sums a tensor across all workers.
+ *
+ *  - Keys: partitions numbered in declaration order (every rank must declare the same
+ *    tensors in the same order, as DDP's buckets are). Keys are placed on appliances by the
+ *    BytePS optimal split weighted by link rate (tally_agent_split), deterministic, so every
+ *    rank computes the same placement; each key is REGISTERed with its appliance at declare.
+ *  - Scheduling (ByteScheduler): ready partitions start in priority order (lower priority
+ *    value = lower layer index first; ties: submission order, then partition order) while
+ *    the bytes in flight stay within credit_bytes (one partition may always start). A
+ *    partition completes only when every worker pushed it, so workers that ordered their
+ *    partitions differently could hold each other's windows: when the window is full and
+ *    nothing completed for credit_stall_ms, one more partition starts (counted).
+ *  - A progress thread owns the client sessions and drives them; push_pull returns at once.
+ *  - Averaging divides every sum by world_size (f32, f16, bf16; not i32).
+ *  - Intra-machine aggregation (cfg.local_agg, CPU backend): local ranks sum through shared
+ *    memory with sum_avx, the machine's sum is pushed once by local rank 0 (rank = machine
+ *    index among world_size / local_size machines), the result is shared back.
+ *  - Devices: TALLY_AGENT_CPU buffers are used in place. TALLY_AGENT_CUDA buffers (builds
+ *    with CUDA) are copied to pinned host memory on `stream`, pushed, and copied back.
+ * All functions return 0 / an id >= 0, or a negative errno; the text of the last error is in
+ * tally_agent_strerror() (or the errbuf of the create/config calls).
+ */
+#ifndef TALLY_AGENT_H
+#define TALLY_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TALLY_AGENT_MAX_APPLIANCES 32
+#define TALLY_AGENT_NAME_MAX 128
+
+enum tally_agent_device {
+	TALLY_AGENT_CPU = 0,
+	TALLY_AGENT_CUDA = 1,
+};
+
+struct tally_agent_appliance {
+	char host[64];
+	uint16_t port;        /* UDP base port (core 0) */
+	double rate_gbps;     /* link rate, weights the key split (default 100) */
+	int colocated;        /* a summation service on a GPU host (BytePS M_gpu share) */
+};
+
+struct tally_agent_cfg {
+	uint32_t job_id;
+	uint64_t token;
+	int rank, world_size;       /* -1: from RANK / WORLD_SIZE, else 0 / 1 */
+	int local_rank, local_size; /* -1: from LOCAL_RANK / LOCAL_WORLD_SIZE, else 0 / 1 */
+	unsigned nappliances;
+	struct tally_agent_appliance appliances[TALLY_AGENT_MAX_APPLIANCES];
+	unsigned gpu_hosts;         /* n of the optimal split (default: world_size / local_size) */
+	size_t partition_bytes;     /* default 1 MiB */
+	size_t credit_bytes;        /* bytes in flight, default 4 MiB */
+	int average;                /* divide sums by world_size */
+	uint32_t connect_timeout_ms;/* JOIN of each appliance, default 10000 */
+	uint32_t op_timeout_ms;     /* a partition without result fails, default 30000 */
+	uint32_t window;            /* client: chunks in flight per appliance core (0: default) */
+	uint32_t max_chunk_bytes;   /* client: largest payload (0: default) */
+	uint32_t rto_init_us;       /* client: first retransmission timeout (0: default) */
+	uint16_t quorum;            /* per key: 0 = all workers (eager-SGD otherwise) */
+	unsigned max_tensors;       /* default 4096 */
+	unsigned max_handles;       /* concurrent push_pulls, default 1024 */
+	int deterministic;          /* keys summed in rank order: bits independent of arrival */
+	uint32_t credit_stall_ms;   /* window full and nothing completed this long: start one
+				     * more partition anyway (deadlock avoidance), default 10 */
+	int local_agg;              /* sum the local ranks in shared memory first; only local
+				     * rank 0 of each machine talks to the appliances (needs
+				     * world_size % local_size == 0, ranks contiguous per machine) */
+	size_t local_shm_bytes;     /* sparse shared segment, default 4 GiB */
+	uint32_t rto_max_us;        /* client: largest retransmission timeout (0: default) */
+};
+
+/* Defaults for everything; rank etc. set to -1 (resolved at create). */
+void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg);
+/* Overrides from the environment: TALLY_APPLIANCES=host[:port][@gbps][+colo],...,
+ * TALLY_JOB_ID, TALLY_TOKEN (decimal or 0x hex), TALLY_PARTITION_BYTES, TALLY_CREDIT_BYTES,
+ * TALLY_AVERAGE=0|1, TALLY_DETERMINISTIC=0|1, TALLY_LOCAL_AGG=0|1,
+ * TALLY_LOCAL_SHM_BYTES, TALLY_CREDIT_STALL_MS, TALLY_WINDOW, TALLY_MAX_CHUNK_BYTES, TALLY_RTO_INIT_US,
+ * TALLY_RTO_MAX_US, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM, and the
+ * ranks from TALLY_RANK/RANK, TALLY_WORLD_SIZE/WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE.
+ * 0, or -EINVAL with a message naming the variable. */
+int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errlen);
+/* Parses "host[:port][@gbps][+colo],..." into cfg->appliances. 0 or -EINVAL (message). */
+int tally_agent_parse_appliances(struct tally_agent_cfg *cfg, const char *list, char *err,
+				 size_t errlen);
+/* Checks a resolved configuration. 0 or -EINVAL (message). */
+int tally_agent_cfg_check(const struct tally_agent_cfg *cfg, char *err, size_t errlen);
+
+/* The BytePS optimal split (DESIGN.md): for n GPU hosts and k dedicated (CPU) appliances,
+ * the fraction of the gradient bytes each dedicated appliance gets (*cpu) and each colocated
+ * one gets (*gpu): M_cpu = 2(n-1)/(n^2+kn-2k), M_gpu = (n-k)/(n^2+kn-2k). With no colocated
+ * appliance every dedicated one gets 1/k. 0 or -EINVAL. */
+int tally_agent_split(unsigned n, unsigned k, unsigned ncolocated, double *cpu, double *gpu);
+
+struct tally_agent;
+
+/* Resolves the configuration, JOINs every appliance (blocking, connect_timeout_ms each) and
+ * starts the progress thread. NULL with *err and errbuf ("appliance 2 (10.0.0.3:9170)
+ * unreachable: no answer to JOIN after 10000 ms") on failure. */
+struct tally_agent *tally_agent_create(const struct tally_agent_cfg *cfg, int *err,
+				       char *errbuf, size_t errlen);
+/* Fails what is still pending with -ECANCELED, says BYE, stops the thread, frees. */
+void tally_agent_destroy(struct tally_agent *a);
+
+/* Declare a tensor (dtype: enum tally_dtype of tally_sum.h: 0 f32, 1 f16, 2 bf16, 3 i32).
+ * Registers its partitions' keys with their appliances (blocking). Returns the tensor id.
+ * Declaring an existing name again with the same bytes/dtype returns its id; with other
+ * bytes or dtype it is -EINVAL ("tensor 'x' changed shape: declared 400 bytes f32, now ..."). */
+int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, int dtype,
+			int priority);
+/* Per-tensor override of cfg.average (0 sum, 1 divide by world_size), e.g. a broadcast done
+ * as a sum with zeros from every non-root rank. 0 or -ENOENT. */
+int tally_agent_set_average(struct tally_agent *a, int tensor, int average);
+/* Look up a declared tensor by name: its id or -ENOENT. */
+int tally_agent_lookup(struct tally_agent *a, const char *name);
+
+typedef void (*tally_agent_cb)(void *arg, int handle, int status);
+
+/* Sum `bytes` at ptr (must equal the declared size) across all workers, in place. Returns a
+ * handle >= 0 at once. Without a callback the handle must be given to wait() or test().
+ * With a callback, it is called once from the progress thread with the final status and the
+ * handle is released after it returns (do not wait on it). Errors: -EINVAL (bytes differ
+ * from the declaration: "tensor shape changed"), -EBUSY (the tensor has a push_pull in
+ * flight), -ENOSPC (max_handles), -ENOTSUP (CUDA buffer, build without CUDA). */
+int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t bytes, int device,
+			  void *stream, tally_agent_cb cb, void *cb_arg);
+/* 1 done, 0 pending, negative errno failed (done/failed release the handle). */
+int tally_agent_test(struct tally_agent *a, int handle);
+/* Block until done: 0 or negative errno (-ETIMEDOUT, -ECANCELED, ...). */
+int tally_agent_wait(struct tally_agent *a, int handle);
+
+/* The last error's text (which tensor / key / appliance, why), or "". Per agent. */
+const char *tally_agent_strerror(struct tally_agent *a);
+
+struct tally_agent_part {
+	uint32_t key;
+	uint32_t appliance;  /* index into cfg.appliances */
+	size_t offset;       /* bytes into the tensor */
+	size_t bytes;
+};
+/* The partitions of a tensor (up to max into out); returns their count or -ENOENT. */
+int tally_agent_partitions(struct tally_agent *a, int tensor, struct tally_agent_part *out,
+			   unsigned max);
+
+struct tally_agent_stats {
+	uint64_t push_pulls;      /* completed successfully */
+	uint64_t failed;          /* completed with an error */
+	uint64_t partitions;      /* partition operations completed */
+	uint64_t bytes;           /* gradient bytes summed (partition bytes, this worker) */
+	uint64_t max_inflight_bytes;
+	uint64_t credit_waits;    /* times a ready partition waited for credits */
+	uint64_t credit_overdrafts; /* partitions started past a full window after a stall */
+	uint64_t retransmits;     /* sum over client sessions */
+	uint64_t excluded;        /* chunks left out by a quorum (folded forward) */
+};
+void tally_agent_get_stats(struct tally_agent *a, struct tally_agent_stats *out);
+/* Resolved rank, world size, local rank, local size. */
+void tally_agent_ranks(struct tally_agent *a, int *rank, int *world, int *local_rank,
+		       int *local_size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

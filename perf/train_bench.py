@@ -1,0 +1,174 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""train_bench.py — samples/s of PyTorch DDP with the Tally communication hook vs DDP over
+gloo, same workers, same model, same run (one torchrun; each worker times gloo first, then
+Tally, or the other order with --tally-first).
+
+    /usr/bin/python3 perf/train_bench.py [--workers 4] [--steps 10] [--json]
+
+Model: an MLP of ~25 M parameters (ResNet-50's size: 1024-4096-4096-1024-1000, f32,
+~100 MB of gradients per step), synthetic data, batch --batch per worker, SGD. The Tally side
+goes through an appliance started here (the software appliance over kernel UDP, agent_udpd,
+unless TALLY_APPLIANCES names one). Prints measured figures only; --json prints one object
+with tally_samples_s, gloo_samples_s, ratio (= tally / gloo) and the settings.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(ROOT, "gpu_agent", "examples"))
+import train as launcher  # noqa: E402  (find_binary, free_port_block, stop, TORCHRUN)
+
+
+def parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--steps", type=int, default=10, help="timed steps per backend")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    p.add_argument("--partition-bytes", type=int, default=4 << 20)
+    p.add_argument("--credit-bytes", type=int, default=8 << 20)
+    p.add_argument("--bucket-mb", type=int, default=25, help="DDP bucket_cap_mb")
+    p.add_argument("--cores", type=int, default=2, help="appliance cores (UDP ports)")
+    p.add_argument("--tally-first", action="store_true")
+    p.add_argument("--udpd", default=None)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--out", default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def model_25m():
+    import torch.nn as nn
+    return nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
+                         nn.Linear(4096, 1024), nn.ReLU(), nn.Linear(1024, 1000))
+
+
+def time_backend(a, backend, rank, world):
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    model = model_25m()
+    ddp = DDP(model, bucket_cap_mb=a.bucket_mb)
+    if backend == "tally":
+        import tally.torch as tt
+        ddp.register_comm_hook(tt.TallyState(), tt.comm_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    lossf = nn.CrossEntropyLoss()
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(a.batch, 1024, generator=g)
+    y = torch.randint(0, 1000, (a.batch,), generator=g)
+
+    def step():
+        opt.zero_grad()
+        lossf(ddp(x), y).backward()
+        opt.step()
+
+    for _ in range(a.warmup):
+        step()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        step()
+    dist.barrier()
+    dt = time.perf_counter() - t0
+    nparams = sum(p.numel() for p in model.parameters())
+    return a.steps * a.batch * world / dt, dt, nparams
+
+
+def worker(a):
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.set_num_threads(a.threads)
+    order = ["tally", "gloo"] if a.tally_first else ["gloo", "tally"]
+    res = {}
+    for b in order:
+        res[b] = time_backend(a, b, rank, world)
+        if rank == 0:
+            print(f"{b}: {res[b][0]:.1f} samples/s ({a.steps} steps in {res[b][1]:.2f} s)", flush=True)
+    if rank == 0 and a.out:
+        import tally
+        st = tally.init().stats()
+        with open(a.out, "w") as f:
+            json.dump({"tally_samples_s": res["tally"][0], "gloo_samples_s": res["gloo"][0],
+                       "ratio": res["tally"][0] / res["gloo"][0], "params": res["gloo"][2],
+                       "workers": world, "batch": a.batch, "steps": a.steps, "threads": a.threads,
+                       "partition_bytes": a.partition_bytes, "credit_bytes": a.credit_bytes,
+                       "agent_retransmits_rank0": st["retransmits"]}, f)
+    dist.barrier()
+    import tally
+    tally.shutdown()
+    dist.destroy_process_group()
+    return 0
+
+
+def main():
+    a = parser().parse_args()
+    if a.worker:
+        return worker(a)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(ROOT, "gpu_agent", "python") + (
+        ":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["TALLY_PARTITION_BYTES"] = str(a.partition_bytes)
+    env["TALLY_CREDIT_BYTES"] = str(a.credit_bytes)
+    env["TALLY_AVERAGE"] = "1"
+    # A loaded machine with one software appliance thread: back off retransmissions (chunks
+    # wait for the slowest worker, not for the network) and allow slow steps.
+    env.setdefault("TALLY_RTO_INIT_US", "5000")
+    env.setdefault("TALLY_RTO_MAX_US", "1000000")
+    env.setdefault("TALLY_OP_TIMEOUT_MS", "600000")
+    out = f"/tmp/tally-train-bench-{os.getpid()}.json"
+    appl = None
+    try:
+        if not env.get("TALLY_APPLIANCES"):
+            udpd = launcher.find_binary("agent_udpd", a.udpd)
+            if not udpd:
+                raise SystemExit("train_bench: build the tree first (agent_udpd not found)")
+            port = launcher.free_port_block(a.cores)
+            appl = subprocess.Popen([udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", str(a.cores),
+                                     "--job", "1", "--token", "77", "--world", str(a.workers),
+                                     "--mem", str(1 << 30)],
+                                    stdout=subprocess.DEVNULL)
+            time.sleep(0.3)
+            env.update(TALLY_APPLIANCES=f"127.0.0.1:{port}", TALLY_JOB_ID="1", TALLY_TOKEN="77")
+            if not a.json:
+                print(f"appliance: software appliance over kernel UDP ({a.cores} cores) on 127.0.0.1:{port}")
+        cmd = [sys.executable, "-c", launcher.TORCHRUN] + launcher.torchrun_args(a.workers) + [
+               os.path.abspath(__file__), "--worker", "--out", out] + [x for x in sys.argv[1:] if x != "--json"]
+        log = open(out + ".log", "w+") if a.json else None
+        rc = subprocess.call(cmd, env=env, stdout=log, stderr=subprocess.STDOUT if log else None)
+        if log and rc != 0:
+            log.seek(0)
+            sys.stderr.write(log.read()[-6000:])
+    finally:
+        launcher.stop(appl)
+    if rc != 0 or not os.path.exists(out):
+        print(f"train_bench: workers failed (exit {rc})", file=sys.stderr)
+        return 1
+    with open(out) as f:
+        r = json.load(f)
+    os.unlink(out)
+    if os.path.exists(out + ".log"):
+        os.unlink(out + ".log")
+    if a.json:
+        print(json.dumps(r))
+    else:
+        print(f"{r['params'] / 1e6:.1f} M parameters, {r['workers']} workers, batch {r['batch']}: "
+              f"tally {r['tally_samples_s']:.1f} samples/s, gloo {r['gloo_samples_s']:.1f} samples/s, "
+              f"ratio {r['ratio']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

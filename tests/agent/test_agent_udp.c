@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * test_agent_udp.c — libtally_agent over its real network (client sessions on kernel UDP)
+ * against a software appliance process (tests/e2e/tly_udpd: the engine over UDP) on
+ * loopback: 4 agents (threads) sum f32 tensors over several rounds, with averaging; an
+ * unreachable appliance and a wrong job token fail with messages that say so.
+ *   test_agent_udp PATH_TO_TLY_UDPD */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tally_agent.h"
+#include "tally_sum.h"
+
+static const char *udpd;
+static pid_t appl_pid;
+static unsigned port;
+
+/* A free block of two UDP ports on loopback (the appliance binds base and base + 1). */
+static unsigned free_ports(void)
+{
+	for (int tries = 0; tries < 50; tries++) {
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		socklen_t l = sizeof(a);
+		int s = socket(AF_INET, SOCK_DGRAM, 0), t;
+		unsigned p;
+
+		bind(s, (struct sockaddr *)&a, sizeof(a));
+		getsockname(s, (struct sockaddr *)&a, &l);
+		p = ntohs(a.sin_port);
+		close(s);
+		if (p + 1 > 65535)
+			continue;
+		t = socket(AF_INET, SOCK_DGRAM, 0);
+		a.sin_port = htons((uint16_t)(p + 1));
+		int ok = bind(t, (struct sockaddr *)&a, sizeof(a)) == 0;
+		close(t);
+		if (ok)
+			return p;
+	}
+	return 0;
+}
+
+/* Start the appliance and wait for its "N cores on port" line (machines here are loaded:
+ * seconds, not milliseconds). */
+static void start_appliance(void)
+{
+	char p[16], line[256];
+	int fds[2];
+
+	port = free_ports();
+	snprintf(p, sizeof(p), "%u", port);
+	if (pipe(fds))
+		exit(1);
+	appl_pid = fork();
+	if (appl_pid == 0) {
+		dup2(fds[1], 2);
+		close(fds[0]);
+		execl(udpd, udpd, "--addr", "127.0.0.1", "--port", p, "--cores", "2", "--job", "7",
+		      "--token", "1234", "--world", "4", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	FILE *f = fdopen(fds[0], "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		fputs(line, stderr);
+		if (strstr(line, "cores on port"))
+			break;
+	}
+	/* keep draining its stderr in the background would need a thread: the appliance writes
+	 * nothing more to stderr until it exits, and its stats go to stdout */
+}
+
+static void stop_appliance(void)
+{
+	if (appl_pid > 0) {
+		kill(appl_pid, SIGTERM);
+		waitpid(appl_pid, NULL, 0);
+		appl_pid = 0;
+	}
+}
+
+static void cfg_for(struct tally_agent_cfg *c, int rank, uint64_t token, unsigned p)
+{
+	char list[64];
+
+	tally_agent_cfg_defaults(c);
+	snprintf(list, sizeof(list), "127.0.0.1:%u", p);
+	assert_int_equal(tally_agent_parse_appliances(c, list, NULL, 0), 0);
+	c->job_id = 7;
+	c->token = token;
+	c->rank = rank;
+	c->world_size = 4;
+	c->local_rank = rank;
+	c->local_size = 4;
+	c->partition_bytes = 64 * 1024;
+	c->credit_bytes = 256 * 1024;
+	c->average = 1;
+	c->connect_timeout_ms = 15000;
+	c->op_timeout_ms = 10000;
+}
+
+#define N 100003 /* ~400 KB: 7 partitions */
+
+struct worker {
+	int rank, rc;
+	float *x;
+	char err[512];
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct tally_agent_cfg c;
+	int err = 0;
+
+	cfg_for(&c, w->rank, 1234, port);
+	struct tally_agent *a = tally_agent_create(&c, &err, w->err, sizeof(w->err));
+	if (!a) {
+		w->rc = err ? err : -1;
+		return NULL;
+	}
+	int t = tally_agent_declare(a, "layer0.grad", N * 4, TALLY_DT_F32, 0);
+	int t2 = tally_agent_declare(a, "layer1.grad", 1000 * 4, TALLY_DT_F32, 1);
+	static __thread float small[1000];
+	if (t < 0 || t2 < 0) {
+		snprintf(w->err, sizeof(w->err), "%s", tally_agent_strerror(a));
+		w->rc = -2;
+	}
+	for (int it = 0; it < 5 && !w->rc; it++) {
+		for (int i = 0; i < N; i++)
+			w->x[i] = (float)(w->rank * 4 + it) + (float)(i % 13);
+		for (int i = 0; i < 1000; i++)
+			small[i] = (float)w->rank;
+		int h2 = tally_agent_push_pull(a, t2, small, sizeof(small), TALLY_AGENT_CPU, NULL, NULL, NULL);
+		int h = tally_agent_push_pull(a, t, w->x, N * 4, TALLY_AGENT_CPU, NULL, NULL, NULL);
+		if (h < 0 || h2 < 0 || tally_agent_wait(a, h) || tally_agent_wait(a, h2)) {
+			snprintf(w->err, sizeof(w->err), "it %d: %s", it, tally_agent_strerror(a));
+			w->rc = -3;
+		}
+		for (int i = 0; i < 1000 && !w->rc; i++)
+			if (small[i] != 1.5f)
+				w->rc = -4;
+	}
+	tally_agent_destroy(a);
+	return NULL;
+}
+
+static void test_sum_4(void **state)
+{
+	(void)state;
+	struct worker w[4];
+	pthread_t t[4];
+
+	for (int r = 0; r < 4; r++) {
+		w[r] = (struct worker){.rank = r, .x = malloc(N * sizeof(float))};
+		pthread_create(&t[r], NULL, worker_main, &w[r]);
+	}
+	for (int r = 0; r < 4; r++)
+		pthread_join(t[r], NULL);
+	for (int r = 0; r < 4; r++) {
+		if (w[r].rc)
+			fail_msg("rank %d: %d %s", r, w[r].rc, w[r].err);
+		/* average over ranks of rank*4 + 4 + i%13 = 6 + 4 + i%13 */
+		for (int i = 0; i < N; i++)
+			assert_float_equal(w[r].x[i], 10.0f + (float)(i % 13), 1e-5);
+		free(w[r].x);
+	}
+}
+
+static void test_wrong_token(void **state)
+{
+	(void)state;
+	struct tally_agent_cfg c;
+	char e[512] = "";
+	int err = 0;
+
+	cfg_for(&c, 0, 999, port);
+	assert_null(tally_agent_create(&c, &err, e, sizeof(e)));
+	printf("# wrong token: %d: %s\n", err, e);
+	assert_true(err < 0);
+	assert_non_null(strstr(e, "appliance 0"));
+}
+
+static void test_unreachable(void **state)
+{
+	(void)state;
+	struct tally_agent_cfg c;
+	char e[512] = "";
+	int err = 0;
+	struct timespec t0, t1;
+
+	cfg_for(&c, 0, 1234, port + 100); /* nobody listens there */
+	c.connect_timeout_ms = 300;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_null(tally_agent_create(&c, &err, e, sizeof(e)));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("# unreachable: %d: %s\n", err, e);
+	assert_int_equal(err, -ETIMEDOUT);
+	assert_non_null(strstr(e, "unreachable"));
+	assert_non_null(strstr(e, "300 ms"));
+	assert_true(t1.tv_sec - t0.tv_sec < 5);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: test_agent_udp PATH_TO_TLY_UDPD\n");
+		return 2;
+	}
+	udpd = argv[1];
+	start_appliance();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sum_4),
+		cmocka_unit_test(test_wrong_token),
+		cmocka_unit_test(test_unreachable),
+	};
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	stop_appliance();
+	return rc;
+}

@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""tally's Python API over a real appliance (the software appliance over kernel UDP), two
+worker processes, no torch.distributed:
+  - broadcast_parameters: rank 1's differently seeded model becomes rank 0's, bit for bit;
+  - DistributedOptimizer (Horovod/BytePS names): 3 SGD steps with different data per rank
+    give the parameters of one process stepping on the average gradient (|diff| <= 1e-6);
+  - errors: an unreachable appliance names itself and the timeout; a tensor whose size
+    changed is refused with "shape changed".
+Exit 77 (skip) without torch or without the appliance binary.
+"""
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import time
+
+try:
+    import torch
+except ImportError:
+    print("SKIP: torch not importable by", sys.executable)
+    sys.exit(77)
+
+UDPD = os.environ.get("TALLY_TEST_UDPD")
+if not UDPD or not os.path.exists(UDPD):
+    print("SKIP: TALLY_TEST_UDPD (agent_udpd) not built")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "gpu_agent", "examples"))
+import train  # noqa: E402  free_port_block
+
+W = 2
+
+
+def make_model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+
+
+def data(rank, step):
+    g = torch.Generator().manual_seed(100 * step + rank)
+    return torch.randn(8, 20, generator=g), torch.randint(0, 3, (8,), generator=g)
+
+
+def worker(rank, port, q):
+    try:
+        os.environ.update(TALLY_APPLIANCES=f"127.0.0.1:{port}", TALLY_JOB_ID="3", TALLY_TOKEN="99",
+                          RANK=str(rank), WORLD_SIZE=str(W), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(W))
+        import tally
+        import tally.torch as tt
+        model = make_model(seed=rank)
+        tt.broadcast_parameters(model.state_dict(), root_rank=0)
+        after_bcast = [p.detach().clone() for p in model.parameters()]
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        opt = tt.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+        lossf = torch.nn.CrossEntropyLoss()
+        for step in range(3):
+            x, y = data(rank, step)
+            opt.zero_grad()
+            lossf(model(x), y).backward()
+            opt.step()
+        # a declared tensor whose size changed is refused
+        a = tally.init()
+        t = a.declare("probe", 64, "f32")
+        buf = torch.zeros(32)
+        try:
+            a.push_pull(t, buf.data_ptr(), 128)
+            shape_err = "accepted"
+        except tally.TallyError as e:
+            shape_err = str(e)
+        # plain lists: torch tensors through a Queue share fds that die with this process
+        q.put((rank, "ok", [p.detach().tolist() for p in model.parameters()],
+               [p.tolist() for p in after_bcast], shape_err))
+        tally.shutdown()
+    except Exception as e:  # report, never hang the parent
+        import traceback
+        q.put((rank, "error", traceback.format_exc(), None, None))
+        raise SystemExit(1) from e
+
+
+def reference():
+    model = make_model(seed=0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    lossf = torch.nn.CrossEntropyLoss()
+    for step in range(3):
+        grads = []
+        for r in range(W):
+            model.zero_grad()
+            x, y = data(r, step)
+            lossf(model(x), y).backward()
+            grads.append([p.grad.clone() for p in model.parameters()])
+        for i, p in enumerate(model.parameters()):
+            p.grad = sum(g[i] for g in grads) / W
+        opt.step()
+    return [p.detach() for p in model.parameters()]
+
+
+def main():
+    failed = 0
+    port = train.free_port_block(2)
+    appl = subprocess.Popen([UDPD, "--addr", "127.0.0.1", "--port", str(port), "--cores", "2", "--job", "3",
+                             "--token", "99", "--world", str(W)], stdout=subprocess.DEVNULL)
+    time.sleep(0.5)
+    try:
+        ctx = mp.get_context("fork")
+        q = ctx.Queue()
+        ps = [ctx.Process(target=worker, args=(r, port, q)) for r in range(W)]
+        for p in ps:
+            p.start()
+        res = {}
+        for _ in range(W):
+            rank, status, params, bcast, shape_err = q.get(timeout=300)
+            if status != "ok":
+                print(f"FAIL rank {rank}:\n{params}")
+                failed += 1
+                continue
+            res[rank] = ([torch.tensor(x) for x in params], [torch.tensor(x) for x in bcast], shape_err)
+        for p in ps:
+            p.join(60)
+    finally:
+        appl.send_signal(signal.SIGTERM)
+        appl.wait(10)
+    if len(res) == W:
+        ref0 = [p.detach() for p in make_model(seed=0).parameters()]
+        same = all(torch.equal(a, b) for r in range(W) for a, b in zip(res[r][1], ref0))
+        print(f"{'ok  ' if same else 'FAIL'} broadcast_parameters: every rank holds rank 0's initial model")
+        failed += not same
+        ref = reference()
+        worst = max((a - b).abs().max().item() for r in range(W) for a, b in zip(res[r][0], ref))
+        ok = worst <= 1e-6
+        print(f"{'ok  ' if ok else 'FAIL'} DistributedOptimizer: max |param - reference| = {worst:.3g} (tol 1e-6)")
+        failed += not ok
+        ok = all("shape changed" in res[r][2] for r in range(W))
+        print(f"{'ok  ' if ok else 'FAIL'} changed size refused: {res[0][2]}")
+        failed += not ok
+    # unreachable appliance: which one, after how long
+    import tally
+    t0 = time.time()
+    try:
+        tally.Agent(appliances="127.0.0.1:9", connect_timeout_ms=300, rank=0, world_size=1)
+        print("FAIL unreachable appliance accepted")
+        failed += 1
+    except tally.TallyError as e:
+        ok = "unreachable" in str(e) and "300 ms" in str(e) and "127.0.0.1:9" in str(e)
+        print(f"{'ok  ' if ok else 'FAIL'} unreachable ({time.time() - t0:.1f} s): {e}")
+        failed += not ok
+    print(f"{failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
