@@ -19,6 +19,7 @@
 #include <rte_lcore.h>
 #include <rte_log.h>
 
+#include "tally_sd_notify.h"
 #include "tallyd.h"
 #include "tallyd_ctl.h"
 #include "tallyd_eal.h"
@@ -265,6 +266,8 @@ static int run(struct tallyd *d)
 	printf("tallyd: ready: %u cores, UDP ports %u..%u%s\n", d->ncores, d->conf.base_port,
 	       d->conf.base_port + d->ncores - 1, d->conf.io_forward ? ", io-forward" : "");
 	fflush(stdout);
+	/* Type=notify units start their dependants only now; a no-op outside systemd. */
+	tally_sd_notify("READY=1");
 	uint64_t next_log = rte_rdtsc();
 	while (!d->quit) {
 		tallyd_ctl_poll(d);
