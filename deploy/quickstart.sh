@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # deploy/quickstart.sh — the README's first command: install what Tally needs on a fresh
-# Debian 12 machine, build it, and run the main job on the embedded default.
-# Today the main job is the reducer benchmark (tally-perf sum); it grows into an aggregation
-# through tallyd on a virtual DPDK device as the appliance lands.
+# Debian 12 machine, build it, and run the main job on the embedded default: data-parallel
+# training of an MLP on scikit-learn's digits by 4 torchrun CPU workers whose gradients are
+# summed by tallyd on a virtual DPDK device (net_af_packet on a veth pair, workers in a
+# network namespace, --no-huge). Needs root (namespaces, DPDK); as another user the job runs
+# through the software appliance over kernel UDP and says so.
+# Extra arguments go to gpu_agent/examples/train.py (--epochs N, --workers N, --backend gloo, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tests/run.sh --setup-only
-build=${TALLY_BUILD:-build}
-exec "$build/perf/tally-perf" sum "$@"
+# Debian's torch and scikit-learn live under /usr/bin/python3, not a python3 earlier on PATH.
+exec /usr/bin/python3 gpu_agent/examples/train.py "$@"
