@@ -281,10 +281,22 @@ static void test_errors_map_to_errno(void **state)
 	assert_non_null(strstr(tally_client_strerror(x->c), "WRONG_TOKEN") ?
 			strstr(tally_client_strerror(x->c), "WRONG_TOKEN") :
 			strstr(tally_client_strerror(x->c), "wrong"));
+	/* RANK_TAKEN (our rank still bound to an address whose BYE was lost) is retried
+	 * with backoff until the JOIN's timeout, then -EBUSY */
 	x->fake[0]->join_error = TALLY_R_RANK_TAKEN;
+	uint64_t t0 = simnet_now(x->net);
+	unsigned nj = x->fake[0]->njoin;
 	assert_int_equal(tally_client_join(x->c, 100), -EBUSY);
-	x->fake[0]->join_error = 0;
+	assert_true(simnet_now(x->net) - t0 <= 100 * MS);
+	assert_true(simnet_now(x->net) - t0 >= 50 * MS);
+	assert_true(x->fake[0]->njoin - nj >= 3);
+	assert_non_null(strstr(tally_client_strerror(x->c), "rank_taken"));
+	/* freed by the appliance after a few tries: JOIN succeeds */
+	x->fake[0]->join_error_left = 3;
+	nj = x->fake[0]->njoin;
 	assert_int_equal(tally_client_join(x->c, 100), 0);
+	assert_int_equal(x->fake[0]->njoin - nj, 4);
+	assert_true(tally_client_stats(x->c)->rank_taken_retries >= 3);
 	x->fake[0]->register_error = TALLY_R_KEY_CONFLICT;
 	struct tally_register r = { .nelems = 10, .dtype = TALLY_DT_F32, .participants = 1,
 				    .quorum = 1 };
