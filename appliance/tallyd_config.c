@@ -572,7 +572,7 @@ void tallyd_usage(FILE *f)
 		"  --rss on|off          RSS over a port's queues where offered (on)\n"
 		"  --drain-timeout-ms N  on SIGTERM wait this long for open rounds (10000)\n"
 		"  --ctl-socket PATH     control socket (/run/tally/tallyd.sock); also --control\n"
-		"  --control-config FILE replay a 'tallyctl config-save' file (jobs, keys, policy)\n"
+		"  --control-config FILE replay a 'tallyctl config-save' file (jobs, policies, log level)\n"
 		"                        once the control plane is up; an error stops tallyd\n"
 		"  --io-forward          bounce Tally packets back, no engine (I/O baseline)\n"
 		"  --check-config        validate, print the sizing, exit\n");
