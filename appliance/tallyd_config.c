@@ -332,12 +332,20 @@ int tallyd_conf_set(struct tallyd_conf *c, const char *n, const char *v, char *e
 		UINT(1, 10000, c->tx_flush_us, "the TX flush deadline");
 	if (!strcmp(n, "drain-timeout-ms"))
 		UINT(0, 3600000, c->drain_timeout_ms, "the drain timeout");
-	if (!strcmp(n, "ctl-socket")) {
+	if (!strcmp(n, "ctl-socket") || !strcmp(n, "control")) {
 		NEED_VALUE();
 		if (!*v || strlen(v) >= sizeof(c->ctl_path))
-			return cfg_err(err, errlen, "'ctl-socket': a path of 1..%zu characters",
+			return cfg_err(err, errlen, "'%s': a path of 1..%zu characters", n,
 				       sizeof(c->ctl_path) - 1);
 		snprintf(c->ctl_path, sizeof(c->ctl_path), "%s", v);
+		return 0;
+	}
+	if (!strcmp(n, "control-config") || !strcmp(n, "control_config")) {
+		NEED_VALUE();
+		if (!*v || strlen(v) >= sizeof(c->ctl_config))
+			return cfg_err(err, errlen, "'%s': a path of 1..%zu characters", n,
+				       sizeof(c->ctl_config) - 1);
+		snprintf(c->ctl_config, sizeof(c->ctl_config), "%s", v);
 		return 0;
 	}
 	if (!strcmp(n, "help"))
@@ -563,7 +571,9 @@ void tallyd_usage(FILE *f)
 		"  --tx-flush-us N       a buffered packet waits at most this long (10)\n"
 		"  --rss on|off          RSS over a port's queues where offered (on)\n"
 		"  --drain-timeout-ms N  on SIGTERM wait this long for open rounds (10000)\n"
-		"  --ctl-socket PATH     control socket (/run/tally/tallyd.sock)\n"
+		"  --ctl-socket PATH     control socket (/run/tally/tallyd.sock); also --control\n"
+		"  --control-config FILE replay a 'tallyctl config-save' file (jobs, policies, log level)\n"
+		"                        once the control plane is up; an error stops tallyd\n"
 		"  --io-forward          bounce Tally packets back, no engine (I/O baseline)\n"
 		"  --check-config        validate, print the sizing, exit\n");
 }

@@ -57,6 +57,7 @@ struct tallyd_conf {
 	uint32_t tx_flush_us;      /* TX deadline */
 	uint32_t drain_timeout_ms;
 	char ctl_path[108];
+	char ctl_config[512];      /* a tallyctl config-save file replayed at start */
 };
 
 /* The defaults (no ports). */

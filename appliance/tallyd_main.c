@@ -255,6 +255,15 @@ static int run(struct tallyd *d)
 		rte_eal_mp_wait_lcore();
 		goto out;
 	}
+	if (d->conf.ctl_config[0] &&
+	    (rc = tallyd_ctl_replay(d, d->conf.ctl_config, err, sizeof(err)))) {
+		fprintf(stderr, "tallyd: --control-config: %s\n", err);
+		tallyd_ctl_stop(d);
+		d->stop = 1;
+		rte_eal_mp_wait_lcore();
+		rc = 2;
+		goto out;
+	}
 	for (uint16_t i = 0; i < d->nports; i++) {
 		char ip[INET_ADDRSTRLEN];
 		const uint8_t *m = d->port[i].ifa.mac;
@@ -288,7 +297,7 @@ static int run(struct tallyd *d)
 out:
 	tallyd_teardown(d);
 	rte_eal_cleanup();
-	return rc ? 1 : 0;
+	return rc == 2 ? 2 : rc ? 1 : 0;
 }
 
 int main(int argc, char **argv)

@@ -134,7 +134,7 @@ static const struct tally_ctl_method methods[TALLY_CTL_M_COUNT] = {
 	{ TALLY_CTL_M_LOG_SET_LEVEL, "log_set_level", "log-level", "set the log level",
 	  "{level, previous}", P_END(p_log), 1, 0 },
 	{ TALLY_CTL_M_CONFIG_SAVE, "config_save", "config-save",
-	  "the configuration as the list of calls that rebuilds it (tallyd --config replays it)",
+	  "the configuration as the list of calls that rebuilds it (tallyd --control-config replays it)",
 	  "{calls:[{method, params}]}", P_END(p_config_save), 0, 0 },
 };
 

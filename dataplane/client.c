@@ -201,6 +201,37 @@ static int cl_request(struct tally_client *c, uint32_t core, const uint8_t *hdr,
 	}
 }
 
+/* cl_request, retried while the appliance answers RANK_TAKEN (-EBUSY): our rank is still
+ * bound to an address of ours whose BYE was lost (a restarted worker, a new socket), and
+ * the appliance frees it once that address has been silent for its rejoin timeout. */
+static int cl_request_rebind(struct tally_client *c, uint32_t core, const uint8_t *hdr,
+			     const void *payload, size_t len, uint64_t timeout_ns)
+{
+	uint64_t start = cl_now(c), pause = (uint64_t)c->cfg.rto_init_us * 1000;
+	uint64_t pause_max = (uint64_t)c->cfg.rto_max_us * 1000;
+
+	for (;;) {
+		uint64_t now = cl_now(c), due;
+		int rc = cl_request(c, core, hdr, payload, len, timeout_ns - (now - start));
+
+		if (rc != -EBUSY)
+			return rc;
+		c->st.rank_taken_retries++;
+		now = cl_now(c);
+		if (now - start + pause >= timeout_ns)
+			return rc;
+		due = now + pause;
+		while ((now = cl_now(c)) < due) {
+			if (!c->ops->poll)
+				return -ENOTSUP;
+			rc = c->ops->poll(c->xctx, due - now);
+			if (rc < 0 && rc != -EINTR && rc != -EAGAIN)
+				return rc;
+		}
+		pause = pause * 2 > pause_max ? pause_max : pause * 2;
+	}
+}
+
 int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 {
 	uint8_t hdr[TALLY_HDR_LEN], pl[TALLY_JOIN_LEN];
@@ -228,7 +259,7 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 	 * so the others are joined too (one at a time: JOIN_OK names its core in aux). */
 	c->wait = CL_W_JOIN;
 	c->wait_key = 0;
-	rc = cl_request(c, 0, hdr, pl, sizeof(pl), timeout_ns);
+	rc = cl_request_rebind(c, 0, hdr, pl, sizeof(pl), timeout_ns);
 	if (rc)
 		goto out;
 	if (c->jok.ncores < 1 || c->jok.max_chunk_bytes < 4 ||
@@ -244,7 +275,7 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 			     c->jok.max_chunk_bytes : c->cfg.max_chunk_bytes;
 	for (uint32_t core = 1; core < c->ncores; core++) {
 		c->wait_key = core;
-		rc = cl_request(c, core, hdr, pl, sizeof(pl), timeout_ns);
+		rc = cl_request_rebind(c, core, hdr, pl, sizeof(pl), timeout_ns);
 		if (rc)
 			goto out;
 	}

@@ -25,6 +25,7 @@
  * it (see client_rx.c); it belongs to no operation. */
 #define CL_ACKWAIT (UINT32_MAX - 1)
 #define CL_ERRLEN 256
+#define CL_CLOCK_G_NS 10000ull /* RFC 6298 "G": our timer granularity */
 
 /* Per-chunk state word of an operation: low 2 bits the state, the rest the window slot. */
 enum cl_chunk_state { CL_CH_QUEUED = 0, CL_CH_INFLIGHT = 1, CL_CH_DONE = 2 };
@@ -81,6 +82,7 @@ struct cl_core {
 	bool have_rtt;
 	uint64_t srtt, rttvar, rto;
 	uint64_t est;             /* the estimator's RTO (rto may be backed off above it) */
+	uint64_t min_rtt;         /* shortest sample of a chunk sent once (0: none yet) */
 };
 
 enum cl_op_state { CL_OP_FREE = 0, CL_OP_ACTIVE, CL_OP_DONE, CL_OP_FAILED };

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * client_op.c — allreduce operations: chunking, per-core windows, per-chunk retransmission
- * timers with an adaptive RTO (RFC 6298 estimator, Karn's rule), exponential backoff,
+ * timers with an adaptive RTO (RFC 6298 estimator and backoff; samples as in client_rx.c),
  * give-up. All state is preallocated: operation slots at creation, window slots and their
  * staging buffers at JOIN, per-chunk state words at key registration.
  */
@@ -11,7 +11,6 @@
 #include "client_int.h"
 
 #define CL_RTO_MIN_NS 20000ull   /* floor of the adaptive RTO */
-#define CL_CLOCK_G_NS 10000ull   /* RFC 6298 "G": our timer granularity */
 
 static uint64_t cl_now(struct tally_client *c)
 {
@@ -432,7 +431,7 @@ uint64_t tally_client_tick(struct tally_client *c)
 
 			for (uint32_t s = 0; s < 2 * c->cfg.window && cc->inflight; s++) {
 				struct cl_slot *sl = &cc->slots[s];
-				uint64_t rto, cap;
+				uint64_t rto;
 
 				if (sl->op == CL_NONE)
 					continue;
@@ -460,15 +459,11 @@ uint64_t tally_client_tick(struct tally_client *c)
 					rto = sl->rto_ns * 2 > max ? max : sl->rto_ns * 2;
 					sl->rto_ns = rto;
 					sl->due_ns = now + rto;
-					/* Karn: a backed-off RTO stays for new chunks until a
-					 * chunk sent once gives a sample (chunks sent together back
-					 * off to the same value, no compounding). Capped at 4x the
-					 * estimate: most timeouts here are another worker's loss,
-					 * not a short estimate, and an estimate that is short
-					 * still gets samples from chunks that make it within 4x. */
-					cap = 4 * cc->est;
-					if (rto > cc->rto && cc->rto < cap)
-						cc->rto = rto < cap ? rto : cap;
+					/* RFC 6298 5.5-5.7: the backed-off RTO stays for new chunks
+					 * until a sample comes in (chunks sent together back off to
+					 * the same value, no compounding). */
+					if (rto > cc->rto && cc->rto < 4 * cc->est)
+						cc->rto = rto < 4 * cc->est ? rto : 4 * cc->est;
 					sl->sent_ns = now;
 					if (sl->op == CL_ACKWAIT)
 						c->st.ack_pushes++;

@@ -111,8 +111,25 @@ static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
 
 		uint64_t now = c->ops->now_ns(c->xctx);
 
-		if (sl->retries == 0) /* Karn: no samples from retransmitted chunks */
-			cl_rtt_sample(cc, now - sl->first_ns, &c->cfg);
+		/* The RTT that matters is push to completion, which includes waiting for the
+		 * slowest worker. Karn's rule (no sample from a retransmitted chunk) would keep
+		 * only completions faster than the RTO, so the RTO could never grow past the
+		 * completion skew it keeps firing on. A RESULT without RESEND is the
+		 * completion's fan-out; when it comes more than a round trip after our last
+		 * copy, that copy did not complete the chunk, and timing it from the first
+		 * push is exact if that push arrived (nearly always; else too long, which
+		 * errs safe). A RESULT right after a re-send, or a RESEND answer to one, is
+		 * ambiguous: no sample. */
+		uint64_t r = now - sl->first_ns;
+
+		if (sl->retries == 0) {
+			if (!cc->min_rtt || r < cc->min_rtt)
+				cc->min_rtt = r;
+			cl_rtt_sample(cc, r, &c->cfg);
+		} else if (!(h->flags & TALLY_F_RESEND) &&
+			   now - sl->sent_ns > 2 * cc->min_rtt + CL_CLOCK_G_NS) {
+			cl_rtt_sample(cc, r, &c->cfg);
+		}
 		if (!(h->flags & TALLY_F_INCLUDED)) {
 			if (cl_exclude(c, k, ch, h->round, sl->payload)) {
 				cl_seterr(c, "allreduce key %u round %u chunk %u: no memory to keep "

@@ -279,7 +279,8 @@ enum tally_reason dp_rx_push(struct tally_engine *e, const struct tally_pkt *pkt
 				dp_setbit(seen, w);
 				ch->nseen++;
 			}
-			result_unicast(e, k, idx, w, 0);
+			/* RESEND: this push was seen, so the worker need not make sure of it */
+			result_unicast(e, k, idx, w, 1);
 		}
 		return TALLY_OK;
 	}

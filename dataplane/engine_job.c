@@ -189,6 +189,7 @@ enum tally_reason dp_rx_join(struct tally_engine *e, const struct tally_pkt *pkt
 	oh.job_id = job->id;
 	oh.token = job->token;
 	oh.rank = h->rank;
+	oh.aux = e->cfg.core_index; /* the client joins cores one at a time by this */
 	oh.payload_len = TALLY_JOIN_OK_LEN;
 	oh.crc = tally_crc32c(pl, sizeof(pl));
 	dp_send(e, src, &oh, pl, sizeof(pl));

@@ -59,6 +59,7 @@ struct tally_client_stats {
 				   * shows it saw them (it cannot start the next round before) */
 	uint64_t errors;          /* ERROR packets received */
 	uint64_t drops[TALLY_R_COUNT]; /* received packets rejected, by reason */
+	uint64_t rank_taken_retries; /* JOINs refused RANK_TAKEN and tried again */
 };
 
 void tally_client_cfg_defaults(struct tally_client_cfg *cfg);
@@ -69,7 +70,9 @@ struct tally_client *tally_client_create(const struct tally_client_cfg *cfg,
 void tally_client_destroy(struct tally_client *c);
 
 /* Blocking (drive the transport's poll). JOIN core 0 and learn ncores / max chunk; 0,
- * -ETIMEDOUT, or -EACCES / -EPERM / -EBUSY etc. mapped from the appliance's ERROR. */
+ * -ETIMEDOUT, or -EACCES / -EPERM / -EBUSY etc. mapped from the appliance's ERROR.
+ * RANK_TAKEN (the rank still bound to an earlier address of ours whose BYE was lost) is
+ * retried with backoff until timeout_ms, then -EBUSY. */
 int tally_client_join(struct tally_client *c, uint32_t timeout_ms);
 /* Register a key with the core that owns it (blocking, retried). reg->chunk_elems = 0
  * picks the largest chunk that fits max_chunk_bytes. 0 or negative errno. */

@@ -76,6 +76,11 @@ static void test_defaults_and_flags(void **state)
 	assert_int_equal(c.eal_argc, 3);
 	assert_string_equal(c.eal_argv[2], "tallyd-t");
 	assert_int_equal(tallyd_conf_ncores(&c), 2);
+	/* --control is --ctl-socket (issue 5's name); --control-config names a saved config */
+	const char *b[] = { "--control", "/tmp/t.sock", "--control-config", "/tmp/t.json", NULL };
+	assert_int_equal(args(&c, b), 0);
+	assert_string_equal(c.ctl_path, "/tmp/t.sock");
+	assert_string_equal(c.ctl_config, "/tmp/t.json");
 	/* defaults */
 	tallyd_conf_init(&c);
 	assert_int_equal(c.base_port, 9170);
@@ -83,6 +88,7 @@ static void test_defaults_and_flags(void **state)
 	assert_int_equal(c.max_chunk, 8192);
 	assert_false(c.open_admission);
 	assert_false(c.io_forward);
+	assert_string_equal(c.ctl_config, "");
 }
 
 static void test_pci_and_two_ports(void **state)
@@ -142,6 +148,8 @@ static void test_bad_flags(void **state)
 	BAD("'no-idle-backoff' takes no value", 0, "--no-idle-backoff=1");
 	BAD("config file /nonexistent/tallyd.conf", 0, "--config", "/nonexistent/tallyd.conf");
 	BAD("a path of 1..", 0, "--ctl-socket", "");
+	BAD("'control': a path of 1..", 0, "--control", "");
+	BAD("'control-config': a path of 1..", 0, "--control-config", "");
 }
 
 static void test_bad_combinations(void **state)
@@ -196,6 +204,7 @@ static void test_config_file(void **state)
 				      "\n"
 				      "open-admission\n"
 				      "mem = 64M\n"
+				      "control_config = /etc/tally/saved.json\n"
 				      "base-port = 9300\n");
 	const char *a[] = { "--config", path, "--base-port", "9400", NULL };
 
@@ -207,6 +216,7 @@ static void test_config_file(void **state)
 	assert_true(c.open_admission);
 	assert_int_equal(c.mem_budget, 64u << 20);
 	assert_int_equal(c.base_port, 9400); /* the flag after --config wins */
+	assert_string_equal(c.ctl_config, "/etc/tally/saved.json");
 
 	path = write_file("port = net_null0\nip = 10.0.0.1/24\nqueues = lots\n");
 	const char *b[] = { "--config", path, NULL };

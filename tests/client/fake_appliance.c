@@ -59,6 +59,8 @@ static void fake_rx(void *arg, const void *buf, size_t len, const struct tally_a
 		f->njoin++;
 		if (f->join_error) {
 			fake_error(f, &p, f->join_error);
+			if (f->join_error_left && --f->join_error_left == 0)
+				f->join_error = 0;
 			return;
 		}
 		tally_proto_put_join_ok(pl, &jok);

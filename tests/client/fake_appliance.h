@@ -35,6 +35,7 @@ struct fake_app {
 	unsigned silent_first;     /* ECHO mode: ignore the first N pushes */
 	float others;              /* EXCLUDE: value of the others' sum */
 	int join_error;            /* answer JOIN with ERROR(reason) when nonzero */
+	unsigned join_error_left;  /* when nonzero: only this many more JOINs get it */
 	int register_error;
 	bool join_aux_zero;        /* leave JOIN_OK's aux at 0 (older appliance) */
 	struct tally_addr client;

@@ -214,8 +214,12 @@ static void test_rto_backoff_and_give_up(void **state)
 	fx_free(x);
 }
 
-/* RTO adapts to measured RTTs; a RESULT for a retransmitted chunk gives no sample. */
-static void test_adaptive_rto_karn(void **state)
+/* RTO adapts to measured RTTs. A completion that keeps the RESULT away longer than the
+ * RTO (the appliance waiting for a slow worker) is sampled even though the chunk was
+ * re-sent meanwhile, so the RTO grows past it instead of firing on it for ever; a RESULT
+ * right after a re-send is ambiguous (Karn) and not sampled; the backed-off RTO stays
+ * until a sample comes (RFC 6298 5.7). */
+static void test_adaptive_rto_completion_wait(void **state)
 {
 	(void)state;
 	struct tally_client_cfg cfg = { .job_id = 7, .token = 0x1234, .world_size = 1,
@@ -235,29 +239,35 @@ static void test_adaptive_rto_karn(void **state)
 	uint64_t rto1 = x->fake[0]->log[base + 1].t - x->fake[0]->log[base].t;
 	/* srtt 20 µs, rttvar decays: RTO = srtt + max(G=10 µs, 4 rttvar), floor 20 µs */
 	assert_true(rto1 >= 20 * US && rto1 < 100 * US);
-	/* Karn: hold a push long (its RESULT comes after retransmissions) */
+	/* that RESULT came one RTT after the re-send: not sampled, the backoff stays */
+	x->fake[0]->silent_first = 1;
+	base = x->fake[0]->npush;
+	assert_int_equal(tally_client_allreduce(x->c, 0, 21, in, out), 0);
+	assert_int_equal(x->fake[0]->log[base + 1].t - x->fake[0]->log[base].t, 2 * rto1);
+	/* a clean round: the estimator's RTO again */
+	assert_int_equal(tally_client_allreduce(x->c, 0, 22, in, out), 0);
+	x->fake[0]->silent_first = 1;
+	base = x->fake[0]->npush;
+	assert_int_equal(tally_client_allreduce(x->c, 0, 23, in, out), 0);
+	uint64_t rto2 = x->fake[0]->log[base + 1].t - x->fake[0]->log[base].t;
+	assert_true(rto2 <= rto1);
+	assert_int_equal(tally_client_allreduce(x->c, 0, 24, in, out), 0);
+	/* The appliance holds the chunk 3 ms (a slow worker): re-sends meanwhile, then the
+	 * RESULT long after the last one. */
 	x->fake[0]->mode = FAKE_HOLD;
-	int h = tally_client_start(x->c, 0, 21, in, out);
+	int h = tally_client_start(x->c, 0, 25, in, out);
 	simnet_run_for(x->net, 3 * MS);
 	assert_true(tally_client_stats(x->c)->retransmits >= 3);
 	fake_release(x->fake[0]);
 	assert_int_equal(drive(x, h, 10 * MS), 1);
-	/* the backed-off RTO stays for new chunks until a clean sample, up to 4x the
-	 * estimate */
+	/* the 3 ms completion was sampled: the RTO now exceeds it */
 	x->fake[0]->mode = FAKE_ECHO;
 	x->fake[0]->silent_first = 1;
 	base = x->fake[0]->npush;
-	assert_int_equal(tally_client_allreduce(x->c, 0, 22, in, out), 0);
+	assert_int_equal(tally_client_allreduce(x->c, 0, 26, in, out), 0);
 	uint64_t rto_b = x->fake[0]->log[base + 1].t - x->fake[0]->log[base].t;
-	assert_int_equal(rto_b, 4 * rto1);
-	/* one chunk answered at once: the estimator is back, and the 3 ms wait was never
-	 * taken as an RTT */
-	assert_int_equal(tally_client_allreduce(x->c, 0, 23, in, out), 0);
-	x->fake[0]->silent_first = 1;
-	base = x->fake[0]->npush;
-	assert_int_equal(tally_client_allreduce(x->c, 0, 24, in, out), 0);
-	uint64_t rto2 = x->fake[0]->log[base + 1].t - x->fake[0]->log[base].t;
-	assert_int_equal(rto2, rto1); /* the 3 ms "RTT" was not sampled */
+	assert_true(rto_b > 3 * MS);
+	assert_true(rto_b <= 100 * MS);
 	fx_free(x);
 }
 
@@ -271,10 +281,22 @@ static void test_errors_map_to_errno(void **state)
 	assert_non_null(strstr(tally_client_strerror(x->c), "WRONG_TOKEN") ?
 			strstr(tally_client_strerror(x->c), "WRONG_TOKEN") :
 			strstr(tally_client_strerror(x->c), "wrong"));
+	/* RANK_TAKEN (our rank still bound to an address whose BYE was lost) is retried
+	 * with backoff until the JOIN's timeout, then -EBUSY */
 	x->fake[0]->join_error = TALLY_R_RANK_TAKEN;
+	uint64_t t0 = simnet_now(x->net);
+	unsigned nj = x->fake[0]->njoin;
 	assert_int_equal(tally_client_join(x->c, 100), -EBUSY);
-	x->fake[0]->join_error = 0;
+	assert_true(simnet_now(x->net) - t0 <= 100 * MS);
+	assert_true(simnet_now(x->net) - t0 >= 50 * MS);
+	assert_true(x->fake[0]->njoin - nj >= 3);
+	assert_non_null(strstr(tally_client_strerror(x->c), "rank_taken"));
+	/* freed by the appliance after a few tries: JOIN succeeds */
+	x->fake[0]->join_error_left = 3;
+	nj = x->fake[0]->njoin;
 	assert_int_equal(tally_client_join(x->c, 100), 0);
+	assert_int_equal(x->fake[0]->njoin - nj, 4);
+	assert_true(tally_client_stats(x->c)->rank_taken_retries >= 3);
 	x->fake[0]->register_error = TALLY_R_KEY_CONFLICT;
 	struct tally_register r = { .nelems = 10, .dtype = TALLY_DT_F32, .participants = 1,
 				    .quorum = 1 };
@@ -659,7 +681,7 @@ int main(void)
 		cmocka_unit_test(test_join_aux_zero_appliance),
 		cmocka_unit_test(test_window_bounds_inflight),
 		cmocka_unit_test(test_rto_backoff_and_give_up),
-		cmocka_unit_test(test_adaptive_rto_karn),
+		cmocka_unit_test(test_adaptive_rto_completion_wait),
 		cmocka_unit_test(test_errors_map_to_errno),
 		cmocka_unit_test(test_hostile_results_counted),
 		cmocka_unit_test(test_fold_f32_exact),

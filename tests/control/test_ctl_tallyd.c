@@ -601,6 +601,118 @@ static void test_drain_then_shutdown(void **state)
 	assert_non_null(strstr(err, "missing"));
 }
 
+/* Start tallyd with the control socket given as --control (the alias) and one extra
+ * setting; 0 once it answers `status`, else tallyd's exit status (it exited early). */
+static int start_tallyd(const char *opt, const char *val)
+{
+	tpid = fork();
+	if (tpid == 0) {
+		char port[64], ip[48];
+		int fd = open(logpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		snprintf(port, sizeof(port), "net_tap0,iface=%s", iface);
+		snprintf(ip, sizeof(ip), "%s/24", srv_ip);
+		execl(tallyd, tallyd, "--port", port, "--ip", ip, "--control", sock, "--mem",
+		      "64M", "--mtu", "0", opt, val, "--", "--no-huge", "-m", "256",
+		      "--file-prefix", prefix, "-l", "0,1", "--no-pci", (char *)NULL);
+		_exit(98);
+	}
+	for (int i = 0; i < 200; i++) {
+		int status;
+		if (waitpid(tpid, &status, WNOHANG) == tpid) {
+			tpid = -1;
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+		}
+		if (ctl("status", NULL) == 0)
+			return 0;
+		sleep_ms(100);
+	}
+	return -1;
+}
+
+/* The job_add / job_set_policy calls of job 9 in a config-save file. */
+static void saved_job9(const char *path, uint64_t *token, json_int_t *world,
+		       json_int_t *quorum, json_int_t *deadline)
+{
+	json_t *c = json_load_file(path, 0, NULL), *x;
+	size_t i;
+
+	assert_non_null(c);
+	*token = 0;
+	*world = *quorum = *deadline = -1;
+	json_array_foreach(json_object_get(c, "calls"), i, x) {
+		const char *m = json_string_value(json_object_get(x, "method"));
+		json_t *p = json_object_get(x, "params");
+		if (geti(p, "job_id") != 9)
+			continue;
+		if (!strcmp(m, "job_add")) {
+			assert_int_equal(tally_ctl_get_u64(p, "token", token), 0);
+			*world = geti(p, "world_size");
+		} else if (!strcmp(m, "job_set_policy")) {
+			*quorum = geti(p, "quorum");
+			*deadline = geti(p, "deadline_us");
+		}
+	}
+	json_decref(c);
+}
+
+/* tallyctl config-save, then tallyd restarted with --control-config FILE: the job and its
+ * policy are back. A file that cannot be replayed stops tallyd with exit 2. */
+static void test_control_config_replay(void **state)
+{
+	char cfg[64], cfg2[64], bad[64];
+	uint64_t tok;
+	json_int_t world, quorum, deadline;
+	(void)state;
+
+	snprintf(cfg, sizeof(cfg), "/tmp/ctl-int-%d-a.json", (int)getpid());
+	snprintf(cfg2, sizeof(cfg2), "/tmp/ctl-int-%d-b.json", (int)getpid());
+	snprintf(bad, sizeof(bad), "/tmp/ctl-int-%d-c.json", (int)getpid());
+	assert_int_equal(tpid, -1); /* the previous test shut it down */
+	if (start_tallyd("--drain-timeout-ms", "3000") != 0) {
+		slurp(logpath, out, sizeof(out));
+		fail_msg("tallyd did not start:\n%s", out);
+	}
+	assert_int_equal(ctl("job-add", "9", "--token", "0xfeed", "--world-size", "3", NULL), 0);
+	json_decref(CTLJ("policy", "9", "--quorum", "2", "--deadline-us", "5000"));
+	assert_int_equal(ctl("config-save", cfg, NULL), 0);
+	saved_job9(cfg, &tok, &world, &quorum, &deadline);
+	assert_true(tok == 0xfeed && world == 3 && quorum == 2 && deadline == 5000);
+	kill_tallyd();
+
+	/* a fresh tallyd knows nothing of job 9 until it replays the file */
+	if (start_tallyd("--control-config", cfg) != 0) {
+		slurp(logpath, out, sizeof(out));
+		unlink(cfg);
+		fail_msg("tallyd --control-config did not start:\n%s", out);
+	}
+	json_t *js = CTLJ("jobs");
+	assert_int_equal(json_array_size(js), 1);
+	assert_int_equal(geti(json_array_get(js, 0), "job_id"), 9);
+	json_decref(js);
+	assert_int_equal(ctl("config-save", cfg2, NULL), 0);
+	saved_job9(cfg2, &tok, &world, &quorum, &deadline);
+	unlink(cfg2);
+	assert_true(tok == 0xfeed && world == 3 && quorum == 2 && deadline == 5000);
+	kill_tallyd();
+
+	/* a file that does not replay: tallyd says so and exits 2 */
+	FILE *f = fopen(bad, "w");
+	assert_non_null(f);
+	fputs("{\"calls\":[{\"method\":\"job_set_policy\",\"params\":{\"job_id\":77,"
+	      "\"quorum\":1}}]}\n", f);
+	fclose(f);
+	int rc = start_tallyd("--control-config", bad);
+	unlink(bad);
+	unlink(cfg);
+	if (rc == 0)
+		kill_tallyd();
+	assert_int_equal(rc, 2);
+	slurp(logpath, out, sizeof(out));
+	assert_non_null(strstr(out, "--control-config"));
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -623,6 +735,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_telemetry),
 		cmocka_unit_test(test_config_and_admin),
 		cmocka_unit_test(test_drain_then_shutdown),
+		cmocka_unit_test(test_control_config_replay),
 	};
 	return cmocka_run_group_tests_name("ctl_tallyd", tests, group_setup, group_teardown);
 }

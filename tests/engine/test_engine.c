@@ -11,7 +11,10 @@ static void test_join(void **state)
 {
 	(void)state;
 	struct h h;
-	h_start(&h, NULL);
+	struct tally_engine_cfg cfg;
+	h_init_cfg(&cfg);
+	cfg.core_index = 1; /* JOIN_OK names the answering core in aux */
+	h_start(&h, &cfg);
 	assert_int_equal(tally_engine_job_add(h.e, H_JOB, H_TOKEN, 4), 0);
 	assert_int_equal(tally_engine_job_add(h.e, H_JOB, H_TOKEN, 4), 0);
 	assert_int_equal(tally_engine_job_add(h.e, H_JOB, H_TOKEN + 1, 4), -EEXIST);
@@ -25,6 +28,7 @@ static void test_join(void **state)
 	assert_int_equal(p->pkt.hdr.op, TALLY_OP_JOIN_OK);
 	assert_int_equal(p->pkt.hdr.rank, 2);
 	assert_int_equal(p->pkt.hdr.job_id, H_JOB);
+	assert_int_equal(p->pkt.hdr.aux, 1);
 	struct tally_addr a2 = h_addr(2);
 	assert_int_equal(p->to.cookie, a2.cookie);
 	struct tally_join_ok ok;

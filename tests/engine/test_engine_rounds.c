@@ -61,12 +61,13 @@ static void test_duplicates_and_late(void **state)
 	assert_int_equal(h.cap.q[0].pkt.hdr.rank, 2);
 	assert_int_equal(h.cap.q[0].pkt.hdr.flags, TALLY_F_INCLUDED | TALLY_F_RESEND);
 	assert_int_equal(st->duplicates, 2);
-	/* late push of the straggler: not added, RESULT without INCLUDED, marks it seen */
+	/* late push of the straggler: not added, RESULT without INCLUDED, marks it seen;
+	 * RESEND tells the worker its push was seen (no need to re-send it) */
 	h_clear(&h);
 	assert_int_equal(h_push(&h, 1, 1, 0, 0, TALLY_DT_F32, v[1], 8), TALLY_OK);
 	assert_int_equal(h.cap.n, 1);
 	assert_int_equal(h.cap.q[0].pkt.hdr.rank, 1);
-	assert_int_equal(h.cap.q[0].pkt.hdr.flags, 0);
+	assert_int_equal(h.cap.q[0].pkt.hdr.flags, TALLY_F_RESEND);
 	assert_int_equal(h.cap.q[0].pkt.hdr.contrib, 2);
 	assert_memory_equal(h.cap.q[0].pkt.payload, want, sizeof(want));
 	assert_int_equal(st->late_pushes, 1);
