@@ -36,6 +36,7 @@ struct wk_opts {
 	int deterministic;
 	int verify;
 	int json;
+	int linger;          /* after the report, stay attached until SIGTERM/SIGINT */
 };
 
 static void wk_usage(FILE *f)
@@ -67,7 +68,9 @@ static void wk_usage(FILE *f)
 		"  --blast              I/O baseline against tallyd --io-forward: send PUSH frames of\n"
 		"                       one chunk for --seconds, count what comes back (no JOIN)\n"
 		"  --blast-cores N      appliance cores to spread the blast over (default 1)\n"
-		"  --json               one JSON object on stdout\n");
+		"  --json               one JSON object on stdout\n"
+		"  --linger             after the report stay attached (no polling) until SIGTERM:\n"
+		"                       a memif server must stop before its clients detach\n");
 }
 
 static int wk_u64(const char *s, uint64_t *v)
@@ -115,7 +118,7 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 	enum { O_HOST = 256, O_PORT, O_TRANSPORT, O_DPDK, O_BIND, O_GSO, O_NOGRO, O_JOB,
 	       O_TOKEN, O_RANK, O_WORLD, O_BYTES, O_KEYS, O_KEYBASE, O_DTYPE, O_CHUNK, O_ROUNDS,
 	       O_WINDOW, O_SEED, O_VALUES, O_DET, O_NOVERIFY, O_JOINMS, O_GIVEUP, O_RTO, O_JSON,
-	       O_HELP, O_LOCALIP, O_DPDKPORT, O_SECONDS, O_BLAST, O_BLASTCORES };
+	       O_HELP, O_LOCALIP, O_DPDKPORT, O_SECONDS, O_BLAST, O_BLASTCORES, O_LINGER };
 	static const struct option lo[] = {
 		{ "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT },
 		{ "transport", 1, 0, O_TRANSPORT }, { "dpdk", 1, 0, O_DPDK },
@@ -131,7 +134,8 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 		{ "json", 0, 0, O_JSON }, { "help", 0, 0, O_HELP },
 		{ "local-ip", 1, 0, O_LOCALIP }, { "dpdk-port", 1, 0, O_DPDKPORT },
 		{ "seconds", 1, 0, O_SECONDS }, { "blast", 0, 0, O_BLAST },
-		{ "blast-cores", 1, 0, O_BLASTCORES }, { 0, 0, 0, 0 } };
+		{ "blast-cores", 1, 0, O_BLASTCORES }, { "linger", 0, 0, O_LINGER },
+		{ 0, 0, 0, 0 } };
 	uint32_t port = TALLY_DEFAULT_PORT;
 	int c, bad = 0;
 
@@ -158,6 +162,7 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 			break;
 		}
 		case O_BLAST: o->blast = 1; break;
+		case O_LINGER: o->linger = 1; break;
 		case O_BLASTCORES:
 			bad |= wk_u32(optarg, &o->blast_cores) || !o->blast_cores ||
 			       o->blast_cores > 256;
@@ -458,6 +463,22 @@ static int wk_blast(const struct wk_opts *o, struct worker_xport *wx, struct tal
 	return 0;
 }
 
+/* DPDK 22.11's memif unmaps a port's rings from its interrupt thread when the peer goes away,
+ * racing a receive in progress on the server: so the server stops first, while we wait here
+ * without touching the port. */
+static void wk_linger(void)
+{
+	sigset_t set;
+	int sig;
+
+	fflush(stdout);
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	sigwait(&set, &sig);
+}
+
 int main(int argc, char **argv)
 {
 	struct wk_opts o = {
@@ -539,6 +560,8 @@ int main(int argc, char **argv)
 	if (rc && !o.json)
 		fprintf(stderr, "tally-worker rank %u: %s\n", o.rank, err);
 	rc = rc ? 1 : 0;
+	if (o.linger)
+		wk_linger();
 out:
 	if (c)
 		tally_client_destroy(c);
