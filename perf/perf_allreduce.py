@@ -63,6 +63,7 @@ def build_parser():
     p.add_argument("--appliance-gbit", type=float, default=0.0,
                    help="appliance link rate (default link-gbit*W/K: total >= the workers')")
     p.add_argument("--appliances", type=int, default=1, help="Tally appliances (K)")
+    p.add_argument("--worker-args", default="", help="extra tally-worker options (one string)")
     p.add_argument("--bin", default=os.environ.get("TALLY_BUILD", ""), help="build directory")
     p.add_argument("--timeout", type=float, default=300, help="seconds per implementation")
     p.add_argument("--prefix", default=f"perf{os.getpid() % 100000}",
@@ -308,7 +309,8 @@ def run_tally(cl, o):
                 worker, "--host", cl.app_ip(k), "--port", str(PORT), "--job", str(7 + k),
                 "--token", "1", "--rank", str(i), "--world", str(o.workers),
                 "--bytes", str(n * 4), "--keys", str(max(1, 16 // K)), "--key-base", str(k * 1000),
-                "--rounds", str(o.rounds), "--dtype", o.dtype, "--seed", str(seed), "--json"])))
+                "--rounds", str(o.rounds), "--dtype", o.dtype, "--seed", str(seed), "--json"]
+                + o.worker_args.split())))
     done = cl.wait_all([p for _, p in procs], o.timeout)
     per_rank = []
     for i in range(o.workers):
