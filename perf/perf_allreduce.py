@@ -74,6 +74,12 @@ def build_parser():
 def parse_args(argv):
     """Validated options; raises UsageError with a clear message."""
     p = build_parser()
+    argv = list(argv)
+    for i, a in enumerate(argv[:-1]):
+        # its value starts with "--": argparse takes it only in the joined form
+        if a == "--worker-args":
+            argv[i:i + 2] = [f"--worker-args={argv[i + 1]}"]
+            break
     try:
         o = p.parse_args(argv)
     except SystemExit as e:
@@ -137,7 +143,8 @@ def tally_rank_result(objs):
     if not objs:
         return None
     ok = all(o.get("ok") and not o.get("mismatches") and o.get("checked", 0) > 0 for o in objs)
-    return {"seconds": max(o["seconds"] for o in objs), "ok": ok}
+    return {"seconds": max(o["seconds"] for o in objs), "ok": ok,
+            "retransmits": sum(o.get("retransmits", 0) for o in objs)}
 
 
 def last_json(text):
@@ -321,7 +328,14 @@ def run_tally(cl, o):
     note = "" if done else "timed out"
     if not done or None in per_rank:
         note = note or "a worker printed no result: " + cl.logtext(procs[0][1].logname)[-300:]
-    return summarize("tally", o.workers, o.bytes, o.rounds, per_rank, note)
+    errs = [o.get("error") for o in map(lambda p: last_json(cl.logtext(p[1].logname)), procs)
+            if o and o.get("error")]
+    if errs:
+        note = note or f"worker error: {errs[0]}"
+    r = summarize("tally", o.workers, o.bytes, o.rounds, per_rank, note)
+    # Retransmissions explain a slow run on shaped links (tbf drops what exceeds its queue).
+    r["retransmits"] = sum(x["retransmits"] for x in per_rank if x)
+    return r
 
 
 def run_gloo(cl, o):

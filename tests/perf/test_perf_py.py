@@ -39,6 +39,10 @@ class Args(unittest.TestCase):
             with self.assertRaises(pa.UsageError, msg=str(argv)):
                 pa.parse_args(argv)
 
+    def test_worker_args_dashes(self):
+        self.assertEqual(pa.parse_args(["--worker-args", "--gso --window 8"]).worker_args,
+                         "--gso --window 8")
+
     def test_dtype_for_tally_alone(self):
         self.assertEqual(pa.parse_args(["--impl", "tally", "--dtype", "bf16"]).dtype, "bf16")
 
@@ -74,8 +78,9 @@ class Figures(unittest.TestCase):
 
     def test_tally_rank_fold(self):
         good = {"ok": True, "mismatches": 0, "checked": 10, "seconds": 1.0}
-        self.assertEqual(pa.tally_rank_result([good, dict(good, seconds=3.0)]),
-                         {"seconds": 3.0, "ok": True})
+        self.assertEqual(pa.tally_rank_result([dict(good, retransmits=2),
+                                               dict(good, seconds=3.0, retransmits=5)]),
+                         {"seconds": 3.0, "ok": True, "retransmits": 7})
         self.assertFalse(pa.tally_rank_result([good, dict(good, mismatches=1)])["ok"])
         self.assertFalse(pa.tally_rank_result([dict(good, checked=0)])["ok"])
         self.assertFalse(pa.tally_rank_result([dict(good, ok=False)])["ok"])

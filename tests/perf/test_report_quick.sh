@@ -28,7 +28,9 @@ grep -q "| DPDK | [0-9]" "$md" || fail "DPDK version missing"
 sect() { awk -v s="## $1" '$0 == s {on=1; next} /^## / {on=0} on' "$md"; }
 for s in "Sum rates" "Engine goodput" "Line rate" "Allreduce vs peers"; do
 	body=$(sect "$s")
-	grep -q '^| [a-z0-9]' <<<"$body" || { echo "$body"; fail "section '$s' has no measured rows"; }
+	# header + separator + at least one data row with a number in it
+	n=$(grep -A1000 '^|---' <<<"$body" | grep -c '^| .*[0-9]')
+	[ "$n" -ge 1 ] || { echo "$body"; fail "section '$s' has no measured rows"; }
 	png=$(grep -o '([a-z_0-9]*\.png)' <<<"$body" | head -1 | tr -d '()')
 	[ -n "$png" ] || fail "section '$s' has no plot"
 	[ "$(head -c 4 "$out/$png" | od -An -c | tr -d ' ')" = "211PNG" ] || fail "$png is not a PNG"
