@@ -147,6 +147,13 @@ def tally_rank_result(objs):
             "retransmits": sum(o.get("retransmits", 0) for o in objs)}
 
 
+def emulated_rto_us(link_gbit, window=64, chunk=8192):
+    """Initial RTO for a shaped link: twice the time a full window of chunks queues on it.
+    tally-worker's default (500 us) suits 10G+ links; on a 1 Gbit/s link a window queues for
+    several ms, and premature timeouts then multiply (spurious retransmissions fill the link)."""
+    return int(min(200000, max(500, 2 * window * chunk * 8 / (link_gbit * 1e9) * 1e6)))
+
+
 def last_json(text):
     for line in reversed(text.splitlines()):
         line = line.strip()
@@ -305,6 +312,9 @@ def run_tally(cl, o):
     # Each rank shards its gradients over the K appliances by key (BytePS): one
     # tally-worker per (rank, appliance), all in the rank's namespace, sharing its link.
     elems = o.bytes // 4
+    extra = o.worker_args.split()
+    if o.emulate and "--rto-us" not in extra:
+        extra += ["--rto-us", str(emulated_rto_us(o.link_gbit))]
     seed = int(time.time()) % 100000 + 1
     procs = []
     for i, (ns, _) in enumerate(cl.hosts):
@@ -317,7 +327,7 @@ def run_tally(cl, o):
                 "--token", "1", "--rank", str(i), "--world", str(o.workers),
                 "--bytes", str(n * 4), "--keys", str(max(1, 16 // K)), "--key-base", str(k * 1000),
                 "--rounds", str(o.rounds), "--dtype", o.dtype, "--seed", str(seed), "--json"]
-                + o.worker_args.split())))
+                + extra)))
     done = cl.wait_all([p for _, p in procs], o.timeout)
     per_rank = []
     for i in range(o.workers):
@@ -335,6 +345,8 @@ def run_tally(cl, o):
     r = summarize("tally", o.workers, o.bytes, o.rounds, per_rank, note)
     # Retransmissions explain a slow run on shaped links (tbf drops what exceeds its queue).
     r["retransmits"] = sum(x["retransmits"] for x in per_rank if x)
+    if "--rto-us" in extra:
+        r["worker_args"] = " ".join(extra)
     return r
 
 

@@ -86,6 +86,13 @@ class Figures(unittest.TestCase):
         self.assertFalse(pa.tally_rank_result([dict(good, ok=False)])["ok"])
         self.assertIsNone(pa.tally_rank_result([]))
 
+    def test_emulated_rto(self):
+        # 64 chunks of 8 KiB queue 4.2 ms on 1 Gbit/s: twice that
+        self.assertEqual(pa.emulated_rto_us(1.0), 8388)
+        self.assertEqual(pa.emulated_rto_us(100.0), 500)
+        self.assertEqual(pa.emulated_rto_us(0.001), 200000)
+        self.assertGreater(pa.emulated_rto_us(0.25), pa.emulated_rto_us(1.0))
+
     def test_ratio_faster_peer(self):
         rs = [{"impl": "tally", "verified": True, "seconds_per_round": 1.0},
               {"impl": "mpi", "verified": True, "seconds_per_round": 2.0},
