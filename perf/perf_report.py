@@ -58,6 +58,10 @@ def suite(quick):
     steps.append(("allreduce", "allreduce: W=4, K=2, 64M, links 1 Gbit/s (emulated)",
                   ["allreduce", "--workers", "4", "--size", "64M", "--rounds", "3", "--emulate",
                    "--link-gbit", "1", "--appliances", "2", "--json"], 150))
+    # On a small shared box the CPUs bind at 1 Gbit/s; a slower link shows the link-bound case.
+    steps.append(("allreduce", "allreduce: W=4, K=2, 64M, links 0.25 Gbit/s (emulated)",
+                  ["allreduce", "--workers", "4", "--size", "64M", "--rounds", "3", "--emulate",
+                   "--link-gbit", "0.25", "--appliances", "2", "--json"], 150))
     return steps
 
 
@@ -178,7 +182,7 @@ def errors_md(ent):
 def sec_sum(out, ent):
     rows = [r for r in ent.get("rows", []) if "op" in r]
     md = ["## Sum rates", "", "`tally-perf sum`: reducer rate (Gbit/s of f32 accumulator bytes) "
-          "vs memcpy of the same bytes, medians, this thread's CPU time."]
+          "vs memcpy of the same bytes, medians, this thread's CPU time.", ""]
     if rows:
         md.append(table(["op", "dtype", "ways", "size", "isa", "Gbit/s", "memcpy Gbit/s", "ratio"],
                         [[r["op"], r["dtype"], r["ways"], human(r["size"]), r["isa"], r["gbps"],
@@ -198,7 +202,7 @@ def sec_sum(out, ent):
 def sec_engine(out, ent):
     rows = [r for r in ent.get("rows", []) if r.get("bench") == "engine"]
     md = ["## Engine goodput", "", "`tally-perf engine`: one engine on one core fed prebuilt "
-          "PUSH packets (goodput = gradient bytes aggregated per CPU second)."]
+          "PUSH packets (goodput = gradient bytes aggregated per CPU second).", ""]
     if rows:
         md.append(table(["dtype", "workers", "chunk", "deterministic", "Gbit/s", "Mpps",
                          "cores per 100G"],
@@ -220,7 +224,7 @@ def sec_line(out, ent):
     rows = [r for r in ent.get("rows", []) if "forward_gbps" in r]
     md = ["## Line rate", "", "`tally-perf line`: tallyd + DPDK workers on net_memif (vdev) for "
           "T seconds, aggregating vs --io-forward. On a shared 2-core box this measures the "
-          "CPUs, not a NIC."]
+          "CPUs, not a NIC.", ""]
     if rows:
         md.append(table(["transport", "workers", "chunk", "goodput Gbit/s", "forward Gbit/s",
                          "ratio", "retransmits/s"],
@@ -248,7 +252,7 @@ def sec_allreduce(out, ent):
     rows = [r for r in ent.get("rows", []) if "impl" in r]
     md = ["## Allreduce vs peers", "", "`tally-perf allreduce`: W processes, each in its own "
           "network namespace on one bridge (veth), all end with the sum; algbw = bytes/time, "
-          "busbw = algbw*2(W-1)/W (NCCL's definitions, in Gbit/s here; NCCL prints GB/s)."]
+          "busbw = algbw*2(W-1)/W (NCCL's definitions, in Gbit/s here; NCCL prints GB/s).", ""]
     if rows:
         md.append(table(["setup", "impl", "workers", "bytes", "s/round", "algbw Gbit/s",
                          "busbw Gbit/s", "verified", "note"],
