@@ -43,8 +43,9 @@ def suite(quick):
         return steps
     steps.append(("sum", "sum: f32,f16,bf16 x 16K..256M, 2 and 4 ways",
                   ["sum", "--dtype", "f32", "--dtype", "f16", "--dtype", "bf16", "--ways", "2",
-                   "--ways", "4"] + sum((["--size", s] for s in ("16K", "256K", "4M", "64M", "256M")),
-                                        []) + ["--json"], 90))
+                   "--ways", "4"]
+                  + [a for s in ("16K", "256K", "4M", "64M", "256M") for a in ("--size", s)]
+                  + ["--json"], 90))
     for c in ("1K", "2K", "4K", "8K"):
         steps.append(("engine", f"engine: chunk {c}", ["engine", "--chunk", c, "--json"], 15))
     for w in (1, 2, 4):
@@ -265,8 +266,9 @@ def sec_allreduce(out, ent):
             peers = [r for r in ok if r["impl"] != "tally"]
             if t and peers:
                 best = min(peers, key=lambda r: r["seconds_per_round"])
-                md.append(f"\n{step}: Tally {best['seconds_per_round'] / t['seconds_per_round']:.2f}x"
-                          f" the speed of the faster peer ({best['impl']}).")
+                ratio = best["seconds_per_round"] / t["seconds_per_round"]
+                md.append(f"\n{step}: Tally {ratio:.2f}x the speed of the faster peer "
+                          f"({best['impl']}).")
         idx = 0
         for step in dict.fromkeys(r.get("_step", "") for r in rows):
             ser = {r["impl"]: [(0, r["algbw_gbps"])] for r in rows
