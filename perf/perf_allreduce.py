@@ -481,7 +481,7 @@ def print_results(results, o):
                   f"{r['algbw_gbps']:10.3f} {r['busbw_gbps']:10.3f}  {r['verified']}")
     peer, ratio = ratios(results)
     if ratio is not None:
-        print(f"tally vs {peer}: {ratio:.2f}x faster (time per round, same run)",
+        print(f"tally vs {peer}: {ratio:.2f}x its speed (time per round, same run)",
               file=sys.stderr if o.json else sys.stdout)
 
 
