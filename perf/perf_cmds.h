@@ -8,5 +8,7 @@
 int perf_sum_main(int argc, char **argv);
 int perf_engine_main(int argc, char **argv);
 int perf_line_main(int argc, char **argv);
+int perf_allreduce_main(int argc, char **argv);
+int perf_report_main(int argc, char **argv);
 
 #endif

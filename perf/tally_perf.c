@@ -14,6 +14,8 @@ static const struct {
 	{ "sum", perf_sum_main, "reducer rates vs memcpy (sum_avx)" },
 	{ "engine", perf_engine_main, "one engine instance fed prebuilt PUSH packets" },
 	{ "line", perf_line_main, "tallyd + DPDK workers on net_memif: aggregation vs --io-forward" },
+	{ "allreduce", perf_allreduce_main, "Tally vs OpenMPI vs Gloo (netns; --emulate: shaped links)" },
+	{ "report", perf_report_main, "run the standard suite, write DIR/report.md with plots" },
 };
 
 static void perf_usage(FILE *f)

@@ -22,9 +22,9 @@ while [ $# -gt 0 ]; do
 done
 
 # Debian packages: build, real dependencies, and what the tests drive (namespaces, nftables).
-pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3 python3-numpy python3-torch python3-sklearn
+pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3 python3-numpy python3-torch python3-sklearn python3-matplotlib
       libdpdk-dev dpdk libisal-dev libibverbs-dev librdmacm-dev libnuma-dev
-      libcmocka-dev libjansson-dev iproute2 nftables)
+      libcmocka-dev libjansson-dev iproute2 nftables openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

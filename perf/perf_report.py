@@ -1,0 +1,338 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""perf_report.py - driver behind `tally-perf report [--out DIR] [--quick]`: runs the standard
+suite (sum, engine, line, allreduce), shows progress, writes DIR/report.md with tables and PNG
+plots. Every figure in the report comes from this run's JSON output; a step that could not run
+says so (and why) in its section instead of showing numbers."""
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SECTIONS = ("Machine", "Sum rates", "Engine goodput", "Line rate", "Allreduce vs peers")
+
+
+def human(n):
+    for unit, sh in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << sh and n % (1 << sh) == 0:
+            return f"{n >> sh}{unit}"
+    return str(n)
+
+
+def suite(quick):
+    """(key, what, argv after tally-perf, estimated seconds) of the standard suite."""
+    steps = []
+    if quick:
+        steps.append(("sum", "sum: f32,bf16 x 64K,4M, 4-way",
+                      ["sum", "--dtype", "f32", "--dtype", "bf16", "--ways", "4", "--size", "64K",
+                       "--size", "4M", "--reps", "3", "--json"], 5))
+        for c in ("1K", "8K"):
+            steps.append(("engine", f"engine: chunk {c}",
+                          ["engine", "--chunk", c, "--chunks", "64", "--reps", "1",
+                           "--min-time", "0.05", "--json"], 3))
+        steps.append(("line", "line: 1 worker, chunk 8K, 1 s",
+                      ["line", "--workers", "1", "--seconds", "1", "--bytes", "4M", "--json"], 35))
+        steps.append(("allreduce", "allreduce: W=2, 1M, unshaped, tally/mpi/gloo",
+                      ["allreduce", "--workers", "2", "--size", "1M", "--rounds", "2", "--json",
+                       "--timeout", "40"], 25))
+        return steps
+    steps.append(("sum", "sum: f32,f16,bf16 x 16K..256M, 2 and 4 ways",
+                  ["sum", "--dtype", "f32", "--dtype", "f16", "--dtype", "bf16", "--ways", "2",
+                   "--ways", "4"]
+                  + [a for s in ("16K", "256K", "4M", "64M", "256M") for a in ("--size", s)]
+                  + ["--json"], 90))
+    for c in ("1K", "2K", "4K", "8K"):
+        steps.append(("engine", f"engine: chunk {c}", ["engine", "--chunk", c, "--json"], 15))
+    for w in (1, 2, 4):
+        steps.append(("line", f"line: {w} workers, chunk 8K",
+                      ["line", "--workers", str(w), "--seconds", "5", "--json"], 60))
+    for c in (2048,):  # line takes plain bytes
+        steps.append(("line", f"line: 2 workers, chunk {c}",
+                      ["line", "--workers", "2", "--seconds", "5", "--chunk", str(c), "--json"],
+                      60))
+    steps.append(("allreduce", "allreduce: W=4, 64M, unshaped",
+                  ["allreduce", "--workers", "4", "--size", "64M", "--rounds", "3", "--json"], 120))
+    steps.append(("allreduce", "allreduce: W=4, K=2, 64M, links 1 Gbit/s (emulated)",
+                  ["allreduce", "--workers", "4", "--size", "64M", "--rounds", "3", "--emulate",
+                   "--link-gbit", "1", "--appliances", "2", "--json"], 150))
+    # On a small shared box the CPUs bind at 1 Gbit/s; a slower link shows the link-bound case.
+    steps.append(("allreduce", "allreduce: W=4, K=2, 64M, links 0.25 Gbit/s (emulated)",
+                  ["allreduce", "--workers", "4", "--size", "64M", "--rounds", "3", "--emulate",
+                   "--link-gbit", "0.25", "--appliances", "2", "--json"], 150))
+    return steps
+
+
+def machine():
+    m = {"cpu": "?", "cores": os.cpu_count(), "flags": "", "kernel": platform.release(),
+         "dpdk": "?", "python": platform.python_version()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            txt = f.read()
+        mm = re.search(r"^model name\s*:\s*(.*)$", txt, re.M)
+        m["cpu"] = mm.group(1).strip() if mm else "?"
+        fl = re.search(r"^flags\s*:\s*(.*)$", txt, re.M)
+        keep = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+                "avx512_bf16", "avx512_fp16", "avx512vnni")
+        have = set(fl.group(1).split()) if fl else set()
+        m["flags"] = " ".join(k for k in keep if k in have)
+    except OSError:
+        pass
+    for cmd in (["pkg-config", "--modversion", "libdpdk"], ["dpdk-testpmd", "--version"]):
+        try:
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                               timeout=10)
+            if r.returncode == 0 and r.stdout.strip():
+                m["dpdk"] = r.stdout.strip().splitlines()[0]
+                break
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return m
+
+
+def parse_json_lines(text):
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+def run_suite(perf, steps, progress=sys.stderr, timeout=600):
+    """Runs each step; returns {key: {"rows": [...], "errors": [...]}}; prints progress lines."""
+    res = {}
+    est_total = sum(s[3] for s in steps)
+    t_start = time.time()
+    est_done = 0
+    for i, (key, what, argv, est) in enumerate(steps):
+        el = time.time() - t_start
+        # Scale the remaining estimate by how the finished steps compared with theirs.
+        scale = el / est_done if est_done else 1.0
+        left = (est_total - est_done) * scale
+        print(f"[report {i + 1}/{len(steps)}] {what} ... elapsed {el:.0f} s, ~{left:.0f} s left",
+              file=progress, flush=True)
+        ent = res.setdefault(key, {"rows": [], "errors": []})
+        t0 = time.time()
+        try:
+            r = subprocess.run([perf] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, timeout=timeout)
+            rows = parse_json_lines(r.stdout)
+            for row in rows:
+                row["_step"] = what
+            ent["rows"] += rows
+            if r.returncode == 77:
+                ent["errors"].append(f"{what}: skipped ({r.stderr.strip()[-200:]})")
+            elif r.returncode != 0 or not rows:
+                ent["errors"].append(f"{what}: exit {r.returncode}: "
+                                     f"{(r.stderr or r.stdout).strip()[-300:]}")
+        except subprocess.TimeoutExpired:
+            ent["errors"].append(f"{what}: timed out after {timeout} s")
+        est_done += est
+        print(f"[report {i + 1}/{len(steps)}] {what}: {time.time() - t0:.1f} s", file=progress,
+              flush=True)
+    return res
+
+
+def table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        out.append("| " + " | ".join("" if v is None else str(v) for v in r) + " |")
+    return "\n".join(out)
+
+
+def plot(path, title, xlabel, ylabel, series, logx=False, bar=False):
+    """series: {label: [(x, y), ...]}; returns the file name or None without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    if bar:
+        labels = [lab for lab in series]
+        ax.bar(labels, [series[lab][0][1] for lab in labels])
+    else:
+        for lab, pts in series.items():
+            pts = sorted(pts)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lab)
+        if logx:
+            ax.set_xscale("log", base=2)
+        ax.legend(fontsize=8)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return os.path.basename(path)
+
+
+def errors_md(ent):
+    return "".join(f"\n> not measured: {e}\n" for e in ent.get("errors", []))
+
+
+def sec_sum(out, ent):
+    rows = [r for r in ent.get("rows", []) if "op" in r]
+    md = ["## Sum rates", "", "`tally-perf sum`: reducer rate (Gbit/s of f32 accumulator bytes) "
+          "vs memcpy of the same bytes, medians, this thread's CPU time.", ""]
+    if rows:
+        md.append(table(["op", "dtype", "ways", "size", "isa", "Gbit/s", "memcpy Gbit/s", "ratio"],
+                        [[r["op"], r["dtype"], r["ways"], human(r["size"]), r["isa"], r["gbps"],
+                          r["memcpy_gbps"], r["ratio"]] for r in rows]))
+        ser = {}
+        for r in rows:
+            if r["op"] == "kway":
+                ser.setdefault(f"{r['dtype']} {r['ways']}-way", []).append((r["size"], r["gbps"]))
+        f = plot(os.path.join(out, "sum.png"), "k-way sum rate vs size", "bytes", "Gbit/s", ser,
+                 logx=True)
+        if f:
+            md.append(f"\n![sum rate vs size per dtype]({f})")
+    md.append(errors_md(ent))
+    return md
+
+
+def sec_engine(out, ent):
+    rows = [r for r in ent.get("rows", []) if r.get("bench") == "engine"]
+    md = ["## Engine goodput", "", "`tally-perf engine`: one engine on one core fed prebuilt "
+          "PUSH packets (goodput = gradient bytes aggregated per CPU second).", ""]
+    if rows:
+        md.append(table(["dtype", "workers", "chunk", "deterministic", "Gbit/s", "Mpps",
+                         "cores per 100G"],
+                        [[r["dtype"], r["workers"], r["chunk_bytes"], r["deterministic"], r["gbps"],
+                          round(r["pps"] / 1e6, 3), r["cores_per_100g"]] for r in rows]))
+        ser = {}
+        for r in rows:
+            ser.setdefault("deterministic" if r["deterministic"] else "default", []).append(
+                (r["chunk_bytes"], r["gbps"]))
+        f = plot(os.path.join(out, "engine.png"), "engine goodput vs chunk size", "chunk bytes",
+                 "Gbit/s per core", ser, logx=True)
+        if f:
+            md.append(f"\n![engine goodput vs chunk size]({f})")
+    md.append(errors_md(ent))
+    return md
+
+
+def sec_line(out, ent):
+    rows = [r for r in ent.get("rows", []) if "forward_gbps" in r]
+    md = ["## Line rate", "", "`tally-perf line`: tallyd + DPDK workers on net_memif (vdev) for "
+          "T seconds, aggregating vs --io-forward. On a shared 2-core box this measures the "
+          "CPUs, not a NIC.", ""]
+    if rows:
+        md.append(table(["transport", "workers", "chunk", "goodput Gbit/s", "forward Gbit/s",
+                         "ratio", "retransmits/s"],
+                        [[r["transport"], r["workers"], r["chunk_bytes"], r["gbps"],
+                          r["forward_gbps"], r["ratio"], r["retransmits_per_s"]] for r in rows]))
+        ser = {}
+        for r in rows:
+            ser.setdefault(f"chunk {r['chunk_bytes']}", []).append((r["workers"], r["gbps"]))
+        f = plot(os.path.join(out, "line_workers.png"), "goodput vs workers", "workers",
+                 "Gbit/s", ser)
+        if f:
+            md.append(f"\n![goodput vs workers]({f})")
+        ser = {}
+        for r in rows:
+            ser.setdefault(f"{r['workers']} workers", []).append((r["chunk_bytes"], r["gbps"]))
+        f = plot(os.path.join(out, "line_chunk.png"), "goodput vs chunk size", "chunk bytes",
+                 "Gbit/s", ser, logx=True)
+        if f:
+            md.append(f"\n![goodput vs chunk size]({f})")
+    md.append(errors_md(ent))
+    return md
+
+
+def sec_allreduce(out, ent):
+    rows = [r for r in ent.get("rows", []) if "impl" in r]
+    md = ["## Allreduce vs peers", "", "`tally-perf allreduce`: W processes, each in its own "
+          "network namespace on one bridge (veth), all end with the sum; algbw = bytes/time, "
+          "busbw = algbw*2(W-1)/W (NCCL's definitions, in Gbit/s here; NCCL prints GB/s).", ""]
+    if rows:
+        md.append(table(["setup", "impl", "workers", "bytes", "s/round", "algbw Gbit/s",
+                         "busbw Gbit/s", "verified", "note"],
+                        [[r.get("_step", ""), r["impl"], r["workers"], human(r["bytes"]),
+                          r["seconds_per_round"], r["algbw_gbps"], r["busbw_gbps"], r["verified"],
+                          r.get("note", "")] for r in rows]))
+        for step in dict.fromkeys(r.get("_step", "") for r in rows):
+            ok = [r for r in rows if r.get("_step", "") == step and r["verified"]]
+            t = next((r for r in ok if r["impl"] == "tally"), None)
+            peers = [r for r in ok if r["impl"] != "tally"]
+            if t and peers:
+                best = min(peers, key=lambda r: r["seconds_per_round"])
+                ratio = best["seconds_per_round"] / t["seconds_per_round"]
+                md.append(f"\n{step}: Tally {ratio:.2f}x the speed of the faster peer "
+                          f"({best['impl']}).")
+        idx = 0
+        for step in dict.fromkeys(r.get("_step", "") for r in rows):
+            ser = {r["impl"]: [(0, r["algbw_gbps"])] for r in rows
+                   if r.get("_step", "") == step and r["algbw_gbps"] is not None}
+            if not ser:
+                continue
+            idx += 1
+            f = plot(os.path.join(out, f"allreduce{idx}.png"), f"Tally vs peers: {step}"[:70],
+                     "implementation", "algbw Gbit/s", ser, bar=True)
+            if f:
+                md.append(f"\n![Tally vs peers]({f})")
+    md.append(errors_md(ent))
+    return md
+
+
+def write_report(out, mach, res, quick, seconds):
+    os.makedirs(out, exist_ok=True)
+    md = ["# Tally performance report", "",
+          f"Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by `tally-perf report"
+          f"{' --quick' if quick else ''}` in {seconds:.0f} s; every figure below was measured "
+          "in this run.", "", "## Machine", "",
+          table(["item", "value"], [["CPU", mach["cpu"]], ["cores", mach["cores"]],
+                                    ["flags", mach["flags"]], ["kernel", mach["kernel"]],
+                                    ["DPDK", mach["dpdk"]],
+                                    ["vdevs", "net_memif (line), net_af_packet on veth "
+                                              "(allreduce)"]]), ""]
+    md += sec_sum(out, res.get("sum", {})) + [""]
+    md += sec_engine(out, res.get("engine", {})) + [""]
+    md += sec_line(out, res.get("line", {})) + [""]
+    md += sec_allreduce(out, res.get("allreduce", {})) + [""]
+    path = os.path.join(out, "report.md")
+    with open(path, "w") as f:
+        f.write("\n".join(md))
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump({"machine": mach, "results": res}, f, indent=1)
+    return path
+
+
+def main(argv):
+    p = argparse.ArgumentParser(prog="tally-perf report")
+    p.add_argument("--out", default="tally-perf-report")
+    p.add_argument("--quick", action="store_true", help="a small suite (under two minutes)")
+    p.add_argument("--perf", default=os.path.join(os.environ.get("TALLY_BUILD", ""), "perf",
+                                                  "tally-perf"))
+    p.add_argument("--only", default="", help="comma list of sum,engine,line,allreduce")
+    o = p.parse_args(argv)
+    if not os.access(o.perf, os.X_OK):
+        print(f"tally-perf report: no tally-perf at {o.perf}", file=sys.stderr)
+        return 2
+    steps = suite(o.quick)
+    if o.only:
+        keep = set(o.only.split(","))
+        bad = keep - {"sum", "engine", "line", "allreduce"}
+        if bad:
+            print(f"tally-perf report: unknown --only {','.join(sorted(bad))}", file=sys.stderr)
+            return 2
+        steps = [s for s in steps if s[0] in keep]
+    t0 = time.time()
+    res = run_suite(o.perf, steps)
+    path = write_report(o.out, machine(), res, o.quick, time.time() - t0)
+    print(f"tally-perf report: wrote {path} in {time.time() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

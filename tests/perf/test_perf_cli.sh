@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# tests/perf/test_perf_cli.sh TALLY_PERF — the subcommands' command lines through the binary:
+# help succeeds, bad arguments exit 2 with a message and start nothing.
+set -u
+perf=$1
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect() { # expect RC ARGS...: run tally-perf ARGS, check the exit status
+	local want=$1 out rc
+	shift
+	out=$("$perf" "$@" 2>&1); rc=$?
+	[ "$rc" = "$want" ] || fail "tally-perf $* exited $rc, want $want: $out"
+	echo "ok: tally-perf $* -> $rc"
+	LAST=$out
+}
+expect 0 --help
+grep -q allreduce <<<"$LAST" || fail "--help does not list allreduce"
+grep -q report <<<"$LAST" || fail "--help does not list report"
+expect 0 allreduce --help
+grep -q -- --emulate <<<"$LAST" || fail "allreduce --help lacks --emulate"
+expect 2 allreduce --workers 1
+grep -q "workers must be" <<<"$LAST" || fail "no clear message for --workers 1"
+expect 2 allreduce --impl nccl
+grep -q "unknown --impl 'nccl'" <<<"$LAST" || fail "no clear message for --impl nccl"
+expect 2 allreduce --size 12Q
+expect 2 allreduce --impl mpi --dtype bf16
+expect 2 allreduce --rounds 0
+expect 0 report --help
+expect 2 report --only sum,bogus
+# A rejected run creates nothing: no namespace with its prefix.
+pfx=pcli$(( $$ % 100000 ))
+expect 2 allreduce --prefix "$pfx" --workers 1
+if command -v ip >/dev/null && ip netns 2>/dev/null | grep -q "^$pfx"; then
+	fail "a rejected run left namespace(s) $pfx*"
+fi
+echo PASS

@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""tests/perf/test_perf_py.py - the harness's own logic: argument parsing, bandwidth figures,
+result verification/folding, report writing (from given rows; the figures of a real report are
+checked by test_report_quick.sh)."""
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "perf"))
+import perf_allreduce as pa  # noqa: E402
+import perf_report as pr  # noqa: E402
+
+
+class Args(unittest.TestCase):
+    def test_defaults(self):
+        o = pa.parse_args([])
+        self.assertEqual(o.impls, ["tally", "mpi", "gloo"])
+        self.assertEqual((o.workers, o.bytes, o.rounds, o.dtype), (4, 64 << 20, 3, "f32"))
+
+    def test_impl_lists(self):
+        self.assertEqual(pa.parse_args(["--impl", "gloo,tally", "--impl", "gloo"]).impls,
+                         ["gloo", "tally"])
+
+    def test_sizes(self):
+        self.assertEqual(pa.parse_size("4096"), 4096)
+        self.assertEqual(pa.parse_size("512K"), 512 << 10)
+        self.assertEqual(pa.parse_size("1g"), 1 << 30)
+        for bad in ("", "12X", "-4", "0", "1.5M", "M"):
+            with self.assertRaises(pa.UsageError, msg=bad):
+                pa.parse_size(bad)
+
+    def test_rejects(self):
+        for argv in (["--impl", "nccl"], ["--workers", "1"], ["--workers", "17"],
+                     ["--size", "6"], ["--rounds", "0"], ["--dtype", "f64"],
+                     ["--dtype", "bf16"], ["--appliances", "0"], ["--link-gbit", "0"],
+                     ["--prefix", "Bad-Name"], ["--bogus"], ["--size", "64", "--appliances", "8"]):
+            with self.assertRaises(pa.UsageError, msg=str(argv)):
+                pa.parse_args(argv)
+
+    def test_worker_args_dashes(self):
+        self.assertEqual(pa.parse_args(["--worker-args", "--gso --window 8"]).worker_args,
+                         "--gso --window 8")
+
+    def test_dtype_for_tally_alone(self):
+        self.assertEqual(pa.parse_args(["--impl", "tally", "--dtype", "bf16"]).dtype, "bf16")
+
+    def test_appliance_rate_default(self):
+        o = pa.parse_args(["--emulate", "--link-gbit", "1", "--workers", "4", "--appliances", "2"])
+        self.assertAlmostEqual(o.appliance_gbit, 2.0)
+        o = pa.parse_args(["--link-gbit", "1", "--appliance-gbit", "5"])
+        self.assertAlmostEqual(o.appliance_gbit, 5.0)
+
+
+class Figures(unittest.TestCase):
+    def test_nccl_definitions(self):
+        alg, bus = pa.bandwidths(1e9 / 8, 4, 1.0)  # 1 Gbit in one second
+        self.assertAlmostEqual(alg, 1.0)
+        self.assertAlmostEqual(bus, 1.5)
+        self.assertEqual(pa.bandwidths(100, 4, 0), (0.0, 0.0))
+        self.assertAlmostEqual(pa.bandwidths(1e9 / 8, 2, 0.5)[1], 2.0)
+
+    def test_summarize_slowest_rank(self):
+        r = pa.summarize("x", 2, 1 << 20, 4, [{"seconds": 1.0, "ok": True},
+                                               {"seconds": 2.0, "ok": True}])
+        self.assertEqual(r["seconds_per_round"], 0.5)
+        self.assertTrue(r["verified"])
+        self.assertAlmostEqual(r["algbw_gbps"], round((1 << 20) * 8 / 0.5 / 1e9, 4))
+
+    def test_summarize_unverified(self):
+        r = pa.summarize("x", 2, 64, 1, [{"seconds": 1, "ok": True}, {"seconds": 1, "ok": False}])
+        self.assertFalse(r["verified"])
+        r = pa.summarize("x", 3, 64, 1, [{"seconds": 1, "ok": True}, None, None])
+        self.assertFalse(r["verified"])
+        self.assertIsNone(r["seconds_per_round"])
+        self.assertTrue(r["note"])
+
+    def test_tally_rank_fold(self):
+        good = {"ok": True, "mismatches": 0, "checked": 10, "seconds": 1.0}
+        self.assertEqual(pa.tally_rank_result([dict(good, retransmits=2),
+                                               dict(good, seconds=3.0, retransmits=5)]),
+                         {"seconds": 3.0, "ok": True, "retransmits": 7})
+        self.assertFalse(pa.tally_rank_result([good, dict(good, mismatches=1)])["ok"])
+        self.assertFalse(pa.tally_rank_result([dict(good, checked=0)])["ok"])
+        self.assertFalse(pa.tally_rank_result([dict(good, ok=False)])["ok"])
+        self.assertIsNone(pa.tally_rank_result([]))
+
+    def test_emulated_rto(self):
+        # 64 chunks of 8 KiB queue 4.2 ms on 1 Gbit/s: twice that
+        self.assertEqual(pa.emulated_rto_us(1.0), 8388)
+        self.assertEqual(pa.emulated_rto_us(100.0), 500)
+        self.assertEqual(pa.emulated_rto_us(0.001), 200000)
+        self.assertGreater(pa.emulated_rto_us(0.25), pa.emulated_rto_us(1.0))
+
+    def test_ratio_faster_peer(self):
+        rs = [{"impl": "tally", "verified": True, "seconds_per_round": 1.0},
+              {"impl": "mpi", "verified": True, "seconds_per_round": 2.0},
+              {"impl": "gloo", "verified": True, "seconds_per_round": 1.5},
+              {"impl": "gloo", "verified": False, "seconds_per_round": 0.1}]
+        self.assertEqual(pa.ratios(rs), ("gloo", 1.5))
+        self.assertEqual(pa.ratios(rs[:1]), (None, None))
+
+    def test_last_json(self):
+        self.assertEqual(pa.last_json('noise\n{"a": 1}\n{"a": 2}\ntrailer\n'), {"a": 2})
+        self.assertIsNone(pa.last_json("no json here"))
+        self.assertIsNone(pa.last_json("{broken"))
+
+
+class Report(unittest.TestCase):
+    def test_suite_covers_every_bench(self):
+        for quick in (True, False):
+            keys = {s[0] for s in pr.suite(quick)}
+            self.assertEqual(keys, {"sum", "engine", "line", "allreduce"})
+            self.assertTrue(all(s[2][-1] == "--json" or "--json" in s[2] for s in pr.suite(quick)))
+
+    def test_write_report_sections_tables_plots(self):
+        res = {"sum": {"rows": [{"op": "kway", "dtype": "f32", "ways": 4, "size": 65536,
+                                 "isa": "avx512", "gbps": 11.5, "memcpy_gbps": 20.0,
+                                 "ratio": 0.575}], "errors": []},
+               "engine": {"rows": [{"bench": "engine", "dtype": "f32", "workers": 4,
+                                    "chunk_bytes": 1024, "deterministic": False, "gbps": 3.25,
+                                    "pps": 1e6, "cores_per_100g": 30.7}], "errors": []},
+               "line": {"rows": [], "errors": ["line: exit 1: no memif"]},
+               "allreduce": {"rows": [
+                   {"impl": "tally", "workers": 2, "bytes": 1 << 20, "seconds_per_round": 0.25,
+                    "algbw_gbps": 0.0335, "busbw_gbps": 0.0335, "verified": True, "note": "",
+                    "_step": "s"},
+                   {"impl": "mpi", "workers": 2, "bytes": 1 << 20, "seconds_per_round": 0.5,
+                    "algbw_gbps": 0.0168, "busbw_gbps": 0.0168, "verified": True, "note": "",
+                    "_step": "s"}], "errors": []}}
+        mach = {"cpu": "TestCPU 9", "cores": 2, "flags": "avx2", "kernel": "6.1", "dpdk": "22.11"}
+        with tempfile.TemporaryDirectory() as d:
+            path = pr.write_report(d, mach, res, True, 12.0)
+            with open(path) as f:
+                txt = f.read()
+            for s in pr.SECTIONS:
+                self.assertIn("## " + s, txt)
+            self.assertIn("TestCPU 9", txt)
+            self.assertIn("| kway | f32 | 4 | 64K | avx512 | 11.5 |", txt)
+            self.assertIn("3.25", txt)
+            self.assertIn("not measured: line: exit 1: no memif", txt)
+            self.assertIn("Tally 2.00x the speed of the faster peer (mpi)", txt)
+            for png in ("sum.png", "engine.png", "allreduce1.png"):
+                self.assertIn(f"]({png})", txt)
+                with open(os.path.join(d, png), "rb") as f:
+                    self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+            self.assertFalse(os.path.exists(os.path.join(d, "line_workers.png")))
+
+    def test_json_lines(self):
+        self.assertEqual(pr.parse_json_lines('x\n{"a":1}\n{bad\n {"b":2}\n'), [{"a": 1}, {"b": 2}])
+
+    def test_human(self):
+        self.assertEqual([pr.human(x) for x in (4096, 1 << 20, 3 << 30, 1000)],
+                         ["4K", "1M", "3G", "1000"])
+
+
+if __name__ == "__main__":
+    unittest.main()

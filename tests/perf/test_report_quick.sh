@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# tests/perf/test_report_quick.sh TALLY_PERF — `tally-perf report --quick` end to end: runs in
+# under two minutes and writes report.md with every section, each with measured figures (a
+# table) and a PNG plot, and the machine described. Skips (77) without root / netns.
+set -u
+perf=$1
+fail() { echo "FAIL: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces, DPDK vdevs)"; exit 77; }
+ip netns add perfprobe$$ 2>/dev/null || { echo "SKIP: no network namespaces"; exit 77; }
+ip netns del perfprobe$$
+out=$(mktemp -d /tmp/perfrep.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+t0=$(date +%s)
+"$perf" report --quick --out "$out" 2>"$out/progress.txt" || fail "report exited $?"
+t=$(( $(date +%s) - t0 ))
+echo "report --quick took $t s"
+[ $t -lt 120 ] || fail "report --quick took $t s (over two minutes)"
+grep -q '^\[report 1/[0-9]*\] .* left' "$out/progress.txt" || fail "no progress lines"
+md=$out/report.md
+[ -s "$md" ] || fail "no report.md"
+for s in "Machine" "Sum rates" "Engine goodput" "Line rate" "Allreduce vs peers"; do
+	grep -q "^## $s" "$md" || fail "section '$s' missing"
+done
+grep -q "| CPU | .*[A-Za-z]" "$md" || fail "CPU model missing"
+grep -q "| kernel | $(uname -r) |" "$md" || fail "kernel missing"
+grep -q "| DPDK | [0-9]" "$md" || fail "DPDK version missing"
+# Each measured section: a table row with numbers and a plot that is a PNG.
+sect() { awk -v s="## $1" '$0 == s {on=1; next} /^## / {on=0} on' "$md"; }
+for s in "Sum rates" "Engine goodput" "Line rate" "Allreduce vs peers"; do
+	body=$(sect "$s")
+	# header + separator + at least one data row with a number in it
+	n=$(grep -A1000 '^|---' <<<"$body" | grep -c '^| .*[0-9]')
+	[ "$n" -ge 1 ] || { echo "$body"; fail "section '$s' has no measured rows"; }
+	png=$(grep -o '([a-z_0-9]*\.png)' <<<"$body" | head -1 | tr -d '()')
+	[ -n "$png" ] || fail "section '$s' has no plot"
+	[ "$(head -c 4 "$out/$png" | od -An -c | tr -d ' ')" = "211PNG" ] || fail "$png is not a PNG"
+	if grep -q "not measured" <<<"$body"; then echo "note in '$s':"; grep "not measured" <<<"$body"; fi
+done
+# The allreduce rows were verified (every implementation that ran).
+body=$(sect "Allreduce vs peers")
+grep -q '| tally | 2 | 1M | [0-9.]* | [0-9.]* | [0-9.]* | True |' <<<"$body" ||
+	{ echo "$body"; fail "Tally allreduce not measured and verified"; }
+echo PASS
