@@ -261,7 +261,7 @@ def broadcast_parameters(params, root_rank=0, agent=None):
             if a.rank != root_rank:
                 buf.zero_()
             tid = a.declare(f"bcast.{name}.{buf.numel()}", buf.numel() * buf.element_size(), _dtype_name(buf),
-                            0, average=False)
+                            0, average=False, ordered=False)
             ev = threading.Event()
             res = []
             inflight.start(tid, buf, lambda err: (res.append(err), ev.set()))
