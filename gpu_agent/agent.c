@@ -381,7 +381,10 @@ int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t b
 	r->cb_arg = cb_arg;
 	/* the queue orders by (round, priority, partition): the same on every rank */
 	for (unsigned i = 0; i < t->nparts; i++) {
-		struct agent_sched_item it = {t->priority, t->subm, t->first_part + i, slot};
+		/* a first push goes in declaration order: no rank can know which tensor of
+		 * higher priority another rank will declare later */
+		struct agent_sched_item it = {t->subm ? t->priority : 0, t->subm, t->first_part + i,
+					      slot};
 
 		if ((rc = agent_sched_push(&a->sched, &it))) {
 			/* undo: take back what was queued for this request */

@@ -126,7 +126,8 @@ static void do_register(struct tally_agent *a)
  * yields that order among what was submitted; what this adds is waiting for what was not
  * submitted yet: round r of tensor t goes only when every ordered tensor before it has had
  * its round r submitted (it sorts first, so it has started), and every one after it its
- * round r-1. */
+ * round r-1. Round 0 (first pushes) goes in declaration order, as tensors may be declared
+ * lazily at their first push, at different times on different ranks. */
 static int in_order(const struct tally_agent *a, const struct agent_sched_item *top)
 {
 	const struct agent_tensor *t = &a->tensors[a->reqs[top->req].tensor];
@@ -139,8 +140,11 @@ static int in_order(const struct tally_agent *a, const struct agent_sched_item *
 
 		if (o == t || !o->ordered || o->busy < 0)
 			continue;
-		int first = o->priority < t->priority ||
+		int first = r == 0 ? o->first_part < t->first_part :
+			    o->priority < t->priority ||
 			    (o->priority == t->priority && o->first_part < t->first_part);
+		if (r == 0 && !first)
+			continue;
 		if (first ? o->subm <= r : o->subm < r)
 			return 0;
 	}

@@ -9,7 +9,8 @@
  *    rank computes the same placement; each key is REGISTERed with its appliance at declare.
  *  - Scheduling (ByteScheduler): partitions start in one global order, the same on every
  *    rank: round by round (a tensor's n-th push_pull), within a round by priority (lower
- *    value = lower layer index first; ties: declaration order), then partition order, while
+ *    value = lower layer index first; ties: declaration order; round 0, the first pushes:
+ *    declaration order only), then partition order, while
  *    the bytes in flight stay within credit_bytes (one partition may always start). A
  *    partition completes only when every worker pushed it, so workers that ordered their
  *    partitions differently would hold each other's windows for ever; a partition waits

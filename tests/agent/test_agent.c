@@ -344,9 +344,19 @@ static void test_priority_and_credits(void **state)
 	int tc = tally_agent_declare(a, "first", 2 * 4096, TALLY_DT_F32, 0);   /* keys 0,1 */
 	int tl = tally_agent_declare(a, "late", 3 * 4096, TALLY_DT_F32, 5);    /* keys 2,3,4 */
 	int te = tally_agent_declare(a, "early", 2 * 4096, TALLY_DT_F32, 1);   /* keys 5,6 */
+	/* round 0 (first pushes) goes in declaration order; priorities order later rounds */
+	int h0[3] = {tally_agent_push_pull(a, tc, bufs[0], 2 * 4096, TALLY_AGENT_CPU, NULL, NULL, NULL),
+		     tally_agent_push_pull(a, tl, bufs[1], 3 * 4096, TALLY_AGENT_CPU, NULL, NULL, NULL),
+		     tally_agent_push_pull(a, te, bufs[2], 2 * 4096, TALLY_AGENT_CPU, NULL, NULL, NULL)};
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(tally_agent_wait(a, h0[i]), 0);
+	const uint32_t *s0 = loophub_starts(h, 0, &n);
+	const uint32_t want0[] = {0, 1, 2, 3, 4, 5, 6};
+	assert_int_equal(n, 7);
+	assert_memory_equal(s0, want0, sizeof(want0));
 	loophub_hold(h, 1);
 	int hc = tally_agent_push_pull(a, tc, bufs[0], 2 * 4096, TALLY_AGENT_CPU, NULL, NULL, NULL);
-	wait_starts(h, 2);
+	wait_starts(h, 7 + 2);
 	/* the window is full: these wait, and go in priority order, not submission order */
 	int hl = tally_agent_push_pull(a, tl, bufs[1], 3 * 4096, TALLY_AGENT_CPU, NULL, NULL, NULL);
 	int he = tally_agent_push_pull(a, te, bufs[2], 2 * 4096, TALLY_AGENT_CPU, NULL, NULL, NULL);
@@ -355,26 +365,26 @@ static void test_priority_and_credits(void **state)
 	assert_int_equal(tally_agent_push_pull(a, tl, bufs[1], 3 * 4096, TALLY_AGENT_CPU, NULL, NULL, NULL), -EBUSY);
 	usleep(20000);
 	loophub_starts(h, 0, &n);
-	assert_int_equal(n, 2);
+	assert_int_equal(n, 7 + 2);
 	assert_int_equal(tally_agent_test(a, hl), 0);
 	for (unsigned done = 0; done < 7; done++) {
 		assert_true(loophub_inflight(h, 0) <= c.credit_bytes);
 		assert_int_equal(loophub_release(h, 1), 1);
 		if (done < 5)
-			wait_starts(h, 3 + done);
+			wait_starts(h, 7 + 3 + done);
 	}
 	assert_int_equal(tally_agent_wait(a, hc), 0);
 	assert_int_equal(tally_agent_wait(a, he), 0);
 	assert_int_equal(tally_agent_wait(a, hl), 0);
 	const uint32_t *s = loophub_starts(h, 0, &n);
 	const uint32_t want[] = {0, 1, 5, 6, 2, 3, 4};
-	assert_int_equal(n, 7);
-	assert_memory_equal(s, want, sizeof(want));
+	assert_int_equal(n, 7 + 7);
+	assert_memory_equal(s + 7, want, sizeof(want));
 	assert_true(loophub_max_inflight(h, 0) <= c.credit_bytes);
 	struct tally_agent_stats st;
 	tally_agent_get_stats(a, &st);
-	assert_int_equal(st.push_pulls, 3);
-	assert_int_equal(st.partitions, 7);
+	assert_int_equal(st.push_pulls, 6);
+	assert_int_equal(st.partitions, 14);
 	assert_true(st.credit_waits >= 1);
 	assert_true(st.max_inflight_bytes <= c.credit_bytes);
 	/* handles are released: a second wait is -ENOENT */
@@ -561,7 +571,8 @@ static void test_same_order_on_every_rank(void **state)
 		assert_int_equal(w[r].rc, 0);
 		assert_int_equal(w[r].st.partitions, 3 * OT * 4);
 	}
-	/* one start order everywhere: round by round, priority, declaration */
+	/* one start order everywhere: round by round; round 0 in declaration order, later
+	 * ones by priority, then declaration */
 	const uint32_t *s0 = loophub_starts(h, 0, &n0);
 	assert_int_equal(n0, 3 * OT * 4);
 	for (int r = 1; r < OW; r++) {
@@ -570,11 +581,14 @@ static void test_same_order_on_every_rank(void **state)
 		assert_memory_equal(s, s0, n0 * sizeof(*s));
 	}
 	unsigned k = 0;
-	for (int prio = 0; prio < 3; prio++)
-		for (int i = 0; i < OT; i++)
-			if ((i * 7) % 3 == prio)
-				for (int p = 0; p < 4; p++)
-					assert_int_equal(s0[k++], (uint32_t)(i * 4 + p));
+	for (uint32_t i = 0; i < OT * 4; i++) /* round 0: declaration order */
+		assert_int_equal(s0[k++], i);
+	for (int round = 1; round < 3; round++)
+		for (int prio = 0; prio < 3; prio++)
+			for (int i = 0; i < OT; i++)
+				if ((i * 7) % 3 == prio)
+					for (int p = 0; p < 4; p++)
+						assert_int_equal(s0[k++], (uint32_t)(i * 4 + p));
 	for (int r = 0; r < OW; r++)
 		free(w[r].x);
 	loophub_destroy(h);

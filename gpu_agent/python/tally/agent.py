@@ -75,6 +75,9 @@ class Agent:
             self._check(_lib.lib.tally_agent_set_ordered(self._h, tid, int(bool(ordered))))
         return tid
 
+    def set_ordered(self, tensor, ordered):
+        self._check(_lib.lib.tally_agent_set_ordered(self._h, tensor, int(bool(ordered))))
+
     def push_pull(self, tensor, ptr, nbytes, device=_lib.DEV_CPU, stream=None, callback=None, cb_arg=0):
         """Start a push_pull; returns a handle. `callback` is a ctypes AgentCb that the caller
         keeps alive; it runs on the agent's progress thread with (cb_arg, handle, status)."""
