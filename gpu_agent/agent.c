@@ -217,6 +217,7 @@ int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, i
 	t->dtype = dtype;
 	t->priority = priority;
 	t->average = a->cfg.average;
+	t->ordered = 1;
 	t->first_part = a->nparts;
 	t->nparts = np;
 	for (unsigned i = 0; i < np; i++) {
@@ -257,6 +258,19 @@ int tally_agent_set_average(struct tally_agent *a, int tensor, int average)
 	pthread_mutex_lock(&a->mu);
 	if (tensor >= 0 && (unsigned)tensor < a->ntensors) {
 		a->tensors[tensor].average = average != 0;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&a->mu);
+	return rc;
+}
+
+int tally_agent_set_ordered(struct tally_agent *a, int tensor, int ordered)
+{
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&a->mu);
+	if (tensor >= 0 && (unsigned)tensor < a->ntensors) {
+		a->tensors[tensor].ordered = ordered != 0;
 		rc = 0;
 	}
 	pthread_mutex_unlock(&a->mu);
@@ -365,9 +379,12 @@ int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t b
 	r->status = 0;
 	r->cb = cb;
 	r->cb_arg = cb_arg;
-	a->seq++;
+	/* the queue orders by (round, priority, partition): the same on every rank */
 	for (unsigned i = 0; i < t->nparts; i++) {
-		struct agent_sched_item it = {t->priority, a->seq, t->first_part + i, slot};
+		/* a first push goes in declaration order: no rank can know which tensor of
+		 * higher priority another rank will declare later */
+		struct agent_sched_item it = {t->subm ? t->priority : 0, t->subm, t->first_part + i,
+					      slot};
 
 		if ((rc = agent_sched_push(&a->sched, &it))) {
 			/* undo: take back what was queued for this request */
@@ -386,6 +403,8 @@ int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t b
 		}
 	}
 	t->busy = 1;
+	t->subm++;
+	a->seq++;
 	rc = handle_of(a, slot);
 	pthread_cond_broadcast(&a->wake);
 out:

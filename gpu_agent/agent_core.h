@@ -20,6 +20,8 @@ struct agent_tensor {
 	unsigned first_part, nparts;
 	int busy;          /* a push_pull is in flight */
 	int average;       /* divide the sum by world_size */
+	int ordered;       /* takes part in the global start order (tally_agent_set_ordered) */
+	uint32_t subm;     /* push_pulls submitted: the round of the next one */
 	void *host;        /* pinned staging for device tensors (CUDA) */
 };
 
@@ -76,7 +78,7 @@ struct tally_agent {
 	struct agent_flight *flight;
 	unsigned nflight, flight_cap;
 	size_t inflight_bytes;
-	int credit_blocked;
+	int credit_blocked, order_blocked;
 	uint64_t last_progress_ns; /* last partition completion (or overdraft) */
 
 	int reg_tensor;         /* declaration waiting for REGISTER, -1 none */

@@ -66,7 +66,7 @@ unsigned agent_plan_place(struct agent_plan *p, size_t bytes);
 /* ---- scheduler ---- */
 struct agent_sched_item {
 	int64_t priority;
-	uint64_t seq;   /* push_pull submission order */
+	uint64_t seq;   /* round: the tensor's push_pull count before this one */
 	uint32_t part;  /* global partition index */
 	uint32_t req;   /* request slot */
 };

@@ -118,6 +118,39 @@ static void do_register(struct tally_agent *a)
 	pthread_cond_broadcast(&a->done);
 }
 
+/* May the queue's head start without breaking the global order? Every rank must start
+ * partitions in one order: a chunk completes only when every worker pushed it, so workers
+ * whose windows (here and in the client, 64 chunks a core) hold different chunks wait on
+ * each other for ever. The order is round by round (a tensor's n-th push_pull is round n),
+ * within a round by (priority, declaration), partitions in index order. The queue already
+ * yields that order among what was submitted; what this adds is waiting for what was not
+ * submitted yet: round r of tensor t goes only when every ordered tensor before it has had
+ * its round r submitted (it sorts first, so it has started), and every one after it its
+ * round r-1. Round 0 (first pushes) goes in declaration order, as tensors may be declared
+ * lazily at their first push, at different times on different ranks. */
+static int in_order(const struct tally_agent *a, const struct agent_sched_item *top)
+{
+	const struct agent_tensor *t = &a->tensors[a->reqs[top->req].tensor];
+	uint64_t r = top->seq;
+
+	if (!t->ordered)
+		return 1;
+	for (unsigned i = 0; i < a->ntensors; i++) {
+		const struct agent_tensor *o = &a->tensors[i];
+
+		if (o == t || !o->ordered || o->busy < 0)
+			continue;
+		int first = r == 0 ? o->first_part < t->first_part :
+			    o->priority < t->priority ||
+			    (o->priority == t->priority && o->first_part < t->first_part);
+		if (r == 0 && !first)
+			continue;
+		if (first ? o->subm <= r : o->subm < r)
+			return 0;
+	}
+	return 1;
+}
+
 static int ensure_flight_cap(struct tally_agent *a)
 {
 	if (a->nflight < a->flight_cap)
@@ -156,21 +189,22 @@ void *agent_progress_main(void *arg)
 		const struct agent_sched_item *top;
 		while ((top = agent_sched_peek(&a->sched))) {
 			const struct agent_part *p = part_at(a, top->part);
+			if (!in_order(a, top)) {
+				if (!a->order_blocked)
+					a->st.order_waits++;
+				a->order_blocked = 1;
+				break;
+			}
+			a->order_blocked = 0;
+			/* With one start order on every rank the partitions in flight here are a
+			 * prefix-closed part of it, so waiting for credits cannot deadlock: the
+			 * oldest one in flight on the slowest rank was started by all. (The former
+			 * overdraft after credit_stall_ms made the order timing-dependent.) */
 			if (!agent_sched_may_start(a->inflight_bytes, p->bytes, a->cfg.credit_bytes)) {
-				/* Every partition completes only when all workers pushed it. Workers whose
-				 * priority order differed (a higher-priority tensor arrived before or after
-				 * credits freed) can each hold the window with partitions the other has
-				 * queued behind its own: a deadlock. So when nothing completed for
-				 * credit_stall_ms, one more partition starts (an overdraft). */
-				uint64_t now = now_ns();
-				if (now - a->last_progress_ns < (uint64_t)a->cfg.credit_stall_ms * 1000000u) {
-					if (!a->credit_blocked)
-						a->st.credit_waits++;
-					a->credit_blocked = 1;
-					break;
-				}
-				a->st.credit_overdrafts++;
-				a->last_progress_ns = now;
+				if (!a->credit_blocked)
+					a->st.credit_waits++;
+				a->credit_blocked = 1;
+				break;
 			}
 			if (ensure_flight_cap(a))
 				break;

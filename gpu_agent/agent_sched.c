@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * agent_sched.c — the ByteScheduler queue: a binary min-heap of ready partitions ordered by
- * (priority, submission sequence, partition index), and the credit rule. */
+ * (round, priority, partition index), and the credit rule. */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -23,10 +23,11 @@ void agent_sched_free(struct agent_sched *s)
 
 static int before(const struct agent_sched_item *a, const struct agent_sched_item *b)
 {
-	if (a->priority != b->priority)
-		return a->priority < b->priority;
+	/* round first: the global start order (agent_progress.c) is round by round */
 	if (a->seq != b->seq)
 		return a->seq < b->seq;
+	if (a->priority != b->priority)
+		return a->priority < b->priority;
 	return a->part < b->part;
 }
 

@@ -7,12 +7,14 @@
  *    tensors in the same order, as DDP's buckets are). Keys are placed on appliances by the
  *    BytePS optimal split weighted by link rate (tally_agent_split), deterministic, so every
  *    rank computes the same placement; each key is REGISTERed with its appliance at declare.
- *  - Scheduling (ByteScheduler): ready partitions start in priority order (lower priority
- *    value = lower layer index first; ties: submission order, then partition order) while
+ *  - Scheduling (ByteScheduler): partitions start in one global order, the same on every
+ *    rank: round by round (a tensor's n-th push_pull), within a round by priority (lower
+ *    value = lower layer index first; ties: declaration order; round 0, the first pushes:
+ *    declaration order only), then partition order, while
  *    the bytes in flight stay within credit_bytes (one partition may always start). A
  *    partition completes only when every worker pushed it, so workers that ordered their
- *    partitions differently could hold each other's windows: when the window is full and
- *    nothing completed for credit_stall_ms, one more partition starts (counted).
+ *    partitions differently would hold each other's windows for ever; a partition waits
+ *    for what sorts before it even when that was not submitted yet (tally_agent_set_ordered).
  *  - A progress thread owns the client sessions and drives them; push_pull returns at once.
  *  - Averaging divides every sum by world_size (f32, f16, bf16; not i32).
  *  - Intra-machine aggregation (cfg.local_agg, CPU backend): local ranks sum through shared
@@ -68,7 +70,9 @@ struct tally_agent_cfg {
 	unsigned max_tensors;       /* default 4096 */
 	unsigned max_handles;       /* concurrent push_pulls, default 1024 */
 	int deterministic;          /* keys summed in rank order: bits independent of arrival */
-	uint32_t credit_stall_ms;   /* window full and nothing completed this long: start one
+	uint32_t credit_stall_ms;   /* ignored (was: overdraft after a stall; it made the start
+				     * order timing-dependent). Kept for compatibility.
+				     * Formerly: window full and nothing completed this long: start one
 				     * more partition anyway (deadlock avoidance), default 10 */
 	int local_agg;              /* sum the local ranks in shared memory first; only local
 				     * rank 0 of each machine talks to the appliances (needs
@@ -118,6 +122,15 @@ int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, i
 /* Per-tensor override of cfg.average (0 sum, 1 divide by world_size), e.g. a broadcast done
  * as a sum with zeros from every non-root rank. 0 or -ENOENT. */
 int tally_agent_set_average(struct tally_agent *a, int tensor, int average);
+/* Every rank must start partitions in the same order, or the workers fill their windows with
+ * different chunks and wait on each other for ever. So by default each tensor is "ordered":
+ * its n-th push_pull (round n) starts only after round n of every ordered tensor before it
+ * in (priority, declaration) order, and round n-1 of every other ordered tensor, has been
+ * submitted and started. This needs every ordered tensor pushed once per round (the DDP
+ * pattern). A tensor pushed on its own schedule (a one-off broadcast) is taken out with
+ * ordered = 0: it then starts in priority order as soon as credits allow, and must not be
+ * pushed while ordered tensors are (all ranks must agree). 0 or -ENOENT. */
+int tally_agent_set_ordered(struct tally_agent *a, int tensor, int ordered);
 /* Look up a declared tensor by name: its id or -ENOENT. */
 int tally_agent_lookup(struct tally_agent *a, const char *name);
 
@@ -156,9 +169,11 @@ struct tally_agent_stats {
 	uint64_t bytes;           /* gradient bytes summed (partition bytes, this worker) */
 	uint64_t max_inflight_bytes;
 	uint64_t credit_waits;    /* times a ready partition waited for credits */
-	uint64_t credit_overdrafts; /* partitions started past a full window after a stall */
+	uint64_t credit_overdrafts; /* always 0 now (the stall overdraft is gone) */
 	uint64_t retransmits;     /* sum over client sessions */
 	uint64_t excluded;        /* chunks left out by a quorum (folded forward) */
+	uint64_t order_waits;     /* times the next partition waited for a submission that
+				   * sorts before it in the global order */
 };
 void tally_agent_get_stats(struct tally_agent *a, struct tally_agent_stats *out);
 /* Resolved rank, world size, local rank, local size. */

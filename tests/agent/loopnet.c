@@ -32,6 +32,10 @@ struct lop {
 	size_t bytes;
 	void *out;
 	int ent;
+	uint32_t key, round;
+	const void *in;
+	int pushed;    /* counted in the rank's window (its sum not yet delivered) */
+	int next;      /* FIFO of ops waiting for the rank's window, -1 end */
 };
 
 struct loophub {
@@ -48,6 +52,11 @@ struct loophub {
 	uint32_t *starts[MAXRANKS];
 	unsigned nstarts[MAXRANKS];
 	size_t inflight[MAXRANKS], max_inflight[MAXRANKS];
+	/* client-like window: at most `window` ops of a rank pushed to the hub at once, the
+	 * rest wait FIFO in start order (tally_client's per-core pending list) */
+	unsigned window;
+	unsigned pushed[MAXRANKS];
+	int qhead[MAXRANKS], qtail[MAXRANKS];
 };
 
 struct loopnet {
@@ -64,8 +73,10 @@ struct loophub *loophub_create(unsigned world)
 	h->ent = calloc(MAXENT, sizeof(*h->ent));
 	for (unsigned k = 0; k < MAXKEYS; k++)
 		h->key_appl[k] = -1;
-	for (unsigned r = 0; r < MAXRANKS; r++)
+	for (unsigned r = 0; r < MAXRANKS; r++) {
 		h->starts[r] = calloc(MAXOPS * 4, sizeof(uint32_t));
+		h->qhead[r] = h->qtail[r] = -1;
+	}
 	return h;
 }
 
@@ -78,12 +89,21 @@ void loophub_destroy(struct loophub *h)
 	free(h);
 }
 
+void loophub_window(struct loophub *h, unsigned ops)
+{
+	pthread_mutex_lock(&h->mu);
+	h->window = ops;
+	pthread_mutex_unlock(&h->mu);
+}
+
 void loophub_hold(struct loophub *h, int on)
 {
 	pthread_mutex_lock(&h->mu);
 	h->hold = on;
 	pthread_mutex_unlock(&h->mu);
 }
+
+static void pump_locked(struct loophub *h);
 
 static void deliver(struct loophub *h, struct lent *e)
 {
@@ -97,6 +117,10 @@ static void deliver(struct loophub *h, struct lent *e)
 			for (uint32_t i = 0; i < e->nelems; i++)
 				((float *)o->out)[i] = (float)e->sum[i];
 		o->done = 1;
+		if (o->pushed) {
+			o->pushed = 0;
+			h->pushed[r]--;
+		}
 	}
 	e->released = 1;
 	e->used = 0;
@@ -118,6 +142,7 @@ unsigned loophub_release(struct loophub *h, unsigned n)
 		deliver(h, best);
 		done++;
 	}
+	pump_locked(h);
 	pthread_mutex_unlock(&h->mu);
 	return done;
 }
@@ -200,11 +225,72 @@ static int ln_register(void *ctx, unsigned appl, uint32_t key, const struct tall
 	return rc;
 }
 
+/* Add op `op` to its (key, round) sum; the last of the world's pushes completes it. */
+static int push_locked(struct loophub *h, int op)
+{
+	struct lop *o = &h->ops[op];
+	struct lent *e = NULL, *freee = NULL;
+
+	for (unsigned i = 0; i < MAXENT && !e; i++) {
+		if (h->ent[i].used && h->ent[i].key == o->key && h->ent[i].round == o->round)
+			e = &h->ent[i];
+		else if (!h->ent[i].used && !freee)
+			freee = &h->ent[i];
+	}
+	if (!e && !freee)
+		return -ENOSPC;
+	if (!e) {
+		e = freee;
+		e->used = 1;
+		e->key = o->key;
+		e->round = o->round;
+		e->nelems = h->key_nelems[o->key];
+		e->dtype = h->key_dtype[o->key];
+		e->count = 0;
+		e->complete = e->released = 0;
+		memset(e->sum, 0, e->nelems * sizeof(double));
+	}
+	for (uint32_t i = 0; i < e->nelems; i++)
+		e->sum[i] += e->dtype == TALLY_DT_I32 ? (double)((const int32_t *)o->in)[i]
+						      : (double)((const float *)o->in)[i];
+	o->ent = (int)(e - h->ent);
+	o->pushed = 1;
+	h->pushed[o->rank]++;
+	e->ops[o->rank] = op;
+	if (++e->count == h->world) {
+		e->complete = 1;
+		e->seq = ++h->seq;
+		if (!h->hold)
+			deliver(h, e);
+	}
+	return 0;
+}
+
+/* Push waiting ops while windows have room (a delivery frees room in every rank's). */
+static void pump_locked(struct loophub *h)
+{
+	int moved = 1;
+
+	while (moved) {
+		moved = 0;
+		for (unsigned r = 0; r < h->world; r++)
+			while (h->qhead[r] >= 0 && h->pushed[r] < h->window) {
+				int op = h->qhead[r];
+
+				h->qhead[r] = h->ops[op].next;
+				if (h->qhead[r] < 0)
+					h->qtail[r] = -1;
+				if (push_locked(h, op)) /* no entry free: the op stays pending */
+					h->ops[op].used = 0;
+				moved = 1;
+			}
+	}
+}
+
 static int ln_start(void *ctx, unsigned appl, uint32_t key, uint32_t round, const void *in, void *out)
 {
 	struct loopnet *n = ctx;
 	struct loophub *h = n->h;
-	struct lent *e = NULL, *freee = NULL;
 	int op = -1;
 
 	(void)appl;
@@ -214,41 +300,26 @@ static int ln_start(void *ctx, unsigned appl, uint32_t key, uint32_t round, cons
 			op = i;
 			break;
 		}
-	for (unsigned i = 0; i < MAXENT && !e; i++) {
-		if (h->ent[i].used && h->ent[i].key == key && h->ent[i].round == round)
-			e = &h->ent[i];
-		else if (!h->ent[i].used && !freee)
-			freee = &h->ent[i];
-	}
-	if (op < 0 || (!e && !freee)) {
+	if (op < 0) {
 		pthread_mutex_unlock(&h->mu);
 		return -ENOSPC;
 	}
-	if (!e) {
-		e = freee;
-		e->used = 1;
-		e->key = key;
-		e->round = round;
-		e->nelems = h->key_nelems[key];
-		e->dtype = h->key_dtype[key];
-		e->count = 0;
-		e->complete = e->released = 0;
-		memset(e->sum, 0, e->nelems * sizeof(double));
+	h->ops[op] = (struct lop){1, 0, n->rank, h->key_nelems[key] * 4u, out, -1, key, round,
+				  in, 0, -1};
+	if (h->window && (h->pushed[n->rank] >= h->window || h->qhead[n->rank] >= 0)) {
+		if (h->qtail[n->rank] >= 0)
+			h->ops[h->qtail[n->rank]].next = op;
+		else
+			h->qhead[n->rank] = op;
+		h->qtail[n->rank] = op;
+	} else if (push_locked(h, op)) {
+		h->ops[op].used = 0;
+		pthread_mutex_unlock(&h->mu);
+		return -ENOSPC;
 	}
-	size_t esz = 4;
-	for (uint32_t i = 0; i < e->nelems; i++)
-		e->sum[i] += e->dtype == TALLY_DT_I32 ? (double)((const int32_t *)in)[i]
-						      : (double)((const float *)in)[i];
-	h->ops[op] = (struct lop){1, 0, n->rank, e->nelems * esz, out, (int)(e - h->ent)};
-	e->ops[n->rank] = op;
-	if (++e->count == h->world) {
-		e->complete = 1;
-		e->seq = ++h->seq;
-		if (!h->hold)
-			deliver(h, e);
-	}
+	pump_locked(h);
 	h->starts[n->rank][h->nstarts[n->rank]++ % (MAXOPS * 4)] = key;
-	h->inflight[n->rank] += e->nelems * esz;
+	h->inflight[n->rank] += h->ops[op].bytes;
 	if (h->inflight[n->rank] > h->max_inflight[n->rank])
 		h->max_inflight[n->rank] = h->inflight[n->rank];
 	pthread_mutex_unlock(&h->mu);

@@ -17,6 +17,9 @@ struct loophub *loophub_create(unsigned world);
 void loophub_destroy(struct loophub *h);
 /* Hold completed sums until released (1), or deliver at once (0). */
 void loophub_hold(struct loophub *h, int on);
+/* Model the client's window: at most `ops` ops of each rank are pushed to the hub at once,
+ * later ones wait in start order until a sum is delivered (0: no limit, the default). */
+void loophub_window(struct loophub *h, unsigned ops);
 /* Release up to n held completions, oldest first; returns how many. */
 unsigned loophub_release(struct loophub *h, unsigned n);
 /* Make connect of appliance `appl` fail with rc (0: none). */

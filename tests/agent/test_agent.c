@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -343,9 +344,19 @@ static void test_priority_and_credits(void **state)
 	int tc = tally_agent_declare(a, "first", 2 * 4096, TALLY_DT_F32, 0);   /* keys 0,1 */
 	int tl = tally_agent_declare(a, "late", 3 * 4096, TALLY_DT_F32, 5);    /* keys 2,3,4 */
 	int te = tally_agent_declare(a, "early", 2 * 4096, TALLY_DT_F32, 1);   /* keys 5,6 */
+	/* round 0 (first pushes) goes in declaration order; priorities order later rounds */
+	int h0[3] = {tally_agent_push_pull(a, tc, bufs[0], 2 * 4096, TALLY_AGENT_CPU, NULL, NULL, NULL),
+		     tally_agent_push_pull(a, tl, bufs[1], 3 * 4096, TALLY_AGENT_CPU, NULL, NULL, NULL),
+		     tally_agent_push_pull(a, te, bufs[2], 2 * 4096, TALLY_AGENT_CPU, NULL, NULL, NULL)};
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(tally_agent_wait(a, h0[i]), 0);
+	const uint32_t *s0 = loophub_starts(h, 0, &n);
+	const uint32_t want0[] = {0, 1, 2, 3, 4, 5, 6};
+	assert_int_equal(n, 7);
+	assert_memory_equal(s0, want0, sizeof(want0));
 	loophub_hold(h, 1);
 	int hc = tally_agent_push_pull(a, tc, bufs[0], 2 * 4096, TALLY_AGENT_CPU, NULL, NULL, NULL);
-	wait_starts(h, 2);
+	wait_starts(h, 7 + 2);
 	/* the window is full: these wait, and go in priority order, not submission order */
 	int hl = tally_agent_push_pull(a, tl, bufs[1], 3 * 4096, TALLY_AGENT_CPU, NULL, NULL, NULL);
 	int he = tally_agent_push_pull(a, te, bufs[2], 2 * 4096, TALLY_AGENT_CPU, NULL, NULL, NULL);
@@ -354,26 +365,26 @@ static void test_priority_and_credits(void **state)
 	assert_int_equal(tally_agent_push_pull(a, tl, bufs[1], 3 * 4096, TALLY_AGENT_CPU, NULL, NULL, NULL), -EBUSY);
 	usleep(20000);
 	loophub_starts(h, 0, &n);
-	assert_int_equal(n, 2);
+	assert_int_equal(n, 7 + 2);
 	assert_int_equal(tally_agent_test(a, hl), 0);
 	for (unsigned done = 0; done < 7; done++) {
 		assert_true(loophub_inflight(h, 0) <= c.credit_bytes);
 		assert_int_equal(loophub_release(h, 1), 1);
 		if (done < 5)
-			wait_starts(h, 3 + done);
+			wait_starts(h, 7 + 3 + done);
 	}
 	assert_int_equal(tally_agent_wait(a, hc), 0);
 	assert_int_equal(tally_agent_wait(a, he), 0);
 	assert_int_equal(tally_agent_wait(a, hl), 0);
 	const uint32_t *s = loophub_starts(h, 0, &n);
 	const uint32_t want[] = {0, 1, 5, 6, 2, 3, 4};
-	assert_int_equal(n, 7);
-	assert_memory_equal(s, want, sizeof(want));
+	assert_int_equal(n, 7 + 7);
+	assert_memory_equal(s + 7, want, sizeof(want));
 	assert_true(loophub_max_inflight(h, 0) <= c.credit_bytes);
 	struct tally_agent_stats st;
 	tally_agent_get_stats(a, &st);
-	assert_int_equal(st.push_pulls, 3);
-	assert_int_equal(st.partitions, 7);
+	assert_int_equal(st.push_pulls, 6);
+	assert_int_equal(st.partitions, 14);
 	assert_true(st.credit_waits >= 1);
 	assert_true(st.max_inflight_bytes <= c.credit_bytes);
 	/* handles are released: a second wait is -ENOENT */
@@ -402,8 +413,9 @@ static void test_big_partition_still_goes(void **state)
 	loophub_destroy(h);
 }
 
-/* Two workers submit the same tensors in opposite orders with a one-partition window: each
- * holds the window with a partition the other has queued. The stall rule breaks it. */
+/* Two workers submit the same tensors in opposite orders with a one-partition window: had
+ * each started what it got first, each would hold the window with a partition the other has
+ * queued. Both start in the one global order instead (rank 1 waits for t1). */
 struct xworker {
 	struct loophub *h;
 	int rank, rc;
@@ -418,7 +430,6 @@ static void *xworker_main(void *arg)
 
 	base_cfg(&c, w->rank, 2);
 	c.credit_bytes = 4096;
-	c.credit_stall_ms = 5;
 	struct tally_agent *a = mk(w->h, &c);
 	int t1 = tally_agent_declare(a, "t1", 8192, TALLY_DT_F32, 0);
 	int t2 = tally_agent_declare(a, "t2", 8192, TALLY_DT_F32, 0);
@@ -426,6 +437,7 @@ static void *xworker_main(void *arg)
 		b1[i] = b2[i] = 1.0f;
 	int first = w->rank ? t2 : t1, second = w->rank ? t1 : t2;
 	int h1 = tally_agent_push_pull(a, first, w->rank ? b2 : b1, 8192, TALLY_AGENT_CPU, NULL, NULL, NULL);
+	usleep(20000); /* rank 1's t2 is queued well before its t1 */
 	int h2 = tally_agent_push_pull(a, second, w->rank ? b1 : b2, 8192, TALLY_AGENT_CPU, NULL, NULL, NULL);
 	w->rc = tally_agent_wait(a, h1) | tally_agent_wait(a, h2);
 	for (int i = 0; i < 2048 && !w->rc; i++)
@@ -442,6 +454,7 @@ static void test_credit_deadlock_avoided(void **state)
 	struct loophub *h = loophub_create(2);
 	struct xworker w[2] = {{h, 0, 0, {0}}, {h, 1, 0, {0}}};
 	pthread_t t[2];
+	unsigned n0, n1;
 
 	for (int r = 0; r < 2; r++)
 		pthread_create(&t[r], NULL, xworker_main, &w[r]);
@@ -449,7 +462,135 @@ static void test_credit_deadlock_avoided(void **state)
 		pthread_join(t[r], NULL);
 	assert_int_equal(w[0].rc, 0);
 	assert_int_equal(w[1].rc, 0);
-	assert_true(w[0].st.credit_overdrafts + w[1].st.credit_overdrafts >= 1);
+	assert_true(w[1].st.order_waits >= 1);
+	assert_true(w[0].st.max_inflight_bytes <= 4096 && w[1].st.max_inflight_bytes <= 4096);
+	const uint32_t *s0 = loophub_starts(h, 0, &n0), *s1 = loophub_starts(h, 1, &n1);
+	const uint32_t want[] = {0, 1, 2, 3};
+	assert_int_equal(n0, 4);
+	assert_int_equal(n1, 4);
+	assert_memory_equal(s0, want, sizeof(want));
+	assert_memory_equal(s1, want, sizeof(want));
+	loophub_destroy(h);
+}
+
+/* The reported stall, small: 4 workers, 12 tensors of 4 partitions each (48 partitions, far
+ * over a client window of 4 ops), mixed priorities, each rank submitting the tensors in its
+ * own order, 3 iterations, a window of credits that never binds. A chunk completes only when
+ * every worker pushed it, so workers that fill their client windows with different
+ * partitions wait on each other for ever. Bounded: a worker gives up after 10 s. */
+#define OW 4
+#define OT 12
+#define OE 4096 /* f32 elements a tensor: 4 partitions of 4 KiB */
+
+struct oworker {
+	struct loophub *h;
+	int rank, rc, iters;
+	float *x; /* OT tensors of OE */
+	struct tally_agent_stats st;
+};
+
+static void *oworker_main(void *arg)
+{
+	struct oworker *w = arg;
+	struct tally_agent_cfg c;
+	int tid[OT], hd[OT], perm[OT];
+
+	base_cfg(&c, w->rank, OW);
+	c.credit_bytes = 1u << 20;
+	struct tally_agent *a = mk(w->h, &c);
+	for (int i = 0; i < OT; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "t%d", i);
+		tid[i] = tally_agent_declare(a, name, OE * 4, TALLY_DT_F32, (i * 7) % 3);
+		perm[i] = i;
+	}
+	/* a rank-specific order: rank 0 ascending, rank 1 descending, others rotated */
+	for (int i = 0; i < OT; i++)
+		perm[i] = w->rank == 1 ? OT - 1 - i : (i + w->rank * 5) % OT;
+	w->rc = 0;
+	for (int it = 0; it < w->iters && !w->rc; it++) {
+		for (int i = 0; i < OT * OE; i++)
+			w->x[i] = (float)(w->rank + 1) + (float)(i % 31);
+		for (int k = 0; k < OT; k++) {
+			int t = perm[k];
+
+			hd[t] = tally_agent_push_pull(a, tid[t], w->x + (size_t)t * OE, OE * 4,
+						      TALLY_AGENT_CPU, NULL, NULL, NULL);
+			if (hd[t] < 0)
+				w->rc = -1;
+			if (w->rank == 2 && k == 3)
+				usleep(2000); /* let this rank's first ones start */
+		}
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (int k = 0; k < OT && !w->rc; k++) {
+			int r;
+
+			while ((r = tally_agent_test(a, hd[k])) == 0) {
+				clock_gettime(CLOCK_MONOTONIC, &t1);
+				if (t1.tv_sec - t0.tv_sec > 10) {
+					w->rc = -ETIMEDOUT;
+					break;
+				}
+				usleep(1000);
+			}
+			if (r < 0)
+				w->rc = r;
+		}
+		for (int i = 0; i < OT * OE && !w->rc; i++)
+			if (w->x[i] != 10.0f + 4.0f * (float)(i % 31))
+				w->rc = -100;
+	}
+	tally_agent_get_stats(a, &w->st);
+	tally_agent_destroy(a);
+	return NULL;
+}
+
+static void test_same_order_on_every_rank(void **state)
+{
+	(void)state;
+	struct loophub *h = loophub_create(OW);
+	struct oworker w[OW];
+	pthread_t t[OW];
+	unsigned n0, n;
+
+	loophub_window(h, 4);
+	for (int r = 0; r < OW; r++) {
+		w[r] = (struct oworker){h, r, 0, 3, calloc((size_t)OT * OE, 4), {0}};
+		pthread_create(&t[r], NULL, oworker_main, &w[r]);
+	}
+	for (int r = 0; r < OW; r++)
+		pthread_join(t[r], NULL);
+	for (int r = 0; r < OW; r++) {
+		if (w[r].rc)
+			fprintf(stderr, "rank %d: rc %d, %llu partitions done\n", r, w[r].rc,
+				(unsigned long long)w[r].st.partitions);
+	}
+	for (int r = 0; r < OW; r++) {
+		assert_int_equal(w[r].rc, 0);
+		assert_int_equal(w[r].st.partitions, 3 * OT * 4);
+	}
+	/* one start order everywhere: round by round; round 0 in declaration order, later
+	 * ones by priority, then declaration */
+	const uint32_t *s0 = loophub_starts(h, 0, &n0);
+	assert_int_equal(n0, 3 * OT * 4);
+	for (int r = 1; r < OW; r++) {
+		const uint32_t *s = loophub_starts(h, (unsigned)r, &n);
+		assert_int_equal(n, n0);
+		assert_memory_equal(s, s0, n0 * sizeof(*s));
+	}
+	unsigned k = 0;
+	for (uint32_t i = 0; i < OT * 4; i++) /* round 0: declaration order */
+		assert_int_equal(s0[k++], i);
+	for (int round = 1; round < 3; round++)
+		for (int prio = 0; prio < 3; prio++)
+			for (int i = 0; i < OT; i++)
+				if ((i * 7) % 3 == prio)
+					for (int p = 0; p < 4; p++)
+						assert_int_equal(s0[k++], (uint32_t)(i * 4 + p));
+	for (int r = 0; r < OW; r++)
+		free(w[r].x);
 	loophub_destroy(h);
 }
 
@@ -676,6 +817,7 @@ int main(void)
 		cmocka_unit_test(test_priority_and_credits),
 		cmocka_unit_test(test_big_partition_still_goes),
 		cmocka_unit_test(test_credit_deadlock_avoided),
+		cmocka_unit_test(test_same_order_on_every_rank),
 		cmocka_unit_test(test_local_aggregation),
 		cmocka_unit_test(test_callback_and_cancel),
 		cmocka_unit_test(test_errors),

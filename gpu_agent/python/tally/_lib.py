@@ -101,7 +101,7 @@ class AgentCfg(ctypes.Structure):
 class AgentStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in ("push_pulls", "failed", "partitions", "bytes",
                                                 "max_inflight_bytes", "credit_waits", "credit_overdrafts", "retransmits",
-                                                "excluded")]
+                                                "excluded", "order_waits")]
 
 
 class AgentPart(ctypes.Structure):
@@ -121,6 +121,7 @@ _sig = {
     "tally_agent_destroy": (None, [_P]),
     "tally_agent_declare": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]),
     "tally_agent_set_average": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int]),
+    "tally_agent_set_ordered": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int]),
     "tally_agent_lookup": (ctypes.c_int, [_P, ctypes.c_char_p]),
     "tally_agent_push_pull": (ctypes.c_int, [_P, ctypes.c_int, _P, ctypes.c_size_t, ctypes.c_int, _P,
                                              AgentCb, _P]),

@@ -65,11 +65,18 @@ class Agent:
     def error(self):
         return _lib.lib.tally_agent_strerror(self._h).decode(errors="replace") if self._h else "closed"
 
-    def declare(self, name, nbytes, dtype="f32", priority=0, average=None):
+    def declare(self, name, nbytes, dtype="f32", priority=0, average=None, ordered=None):
+        """ordered=False: a tensor not pushed once per round (one-off broadcasts); see
+        tally_agent_set_ordered."""
         tid = self._check(_lib.lib.tally_agent_declare(self._h, name.encode(), nbytes, _DTYPES[dtype], priority))
         if average is not None:
             self._check(_lib.lib.tally_agent_set_average(self._h, tid, int(bool(average))))
+        if ordered is not None:
+            self._check(_lib.lib.tally_agent_set_ordered(self._h, tid, int(bool(ordered))))
         return tid
+
+    def set_ordered(self, tensor, ordered):
+        self._check(_lib.lib.tally_agent_set_ordered(self._h, tensor, int(bool(ordered))))
 
     def push_pull(self, tensor, ptr, nbytes, device=_lib.DEV_CPU, stream=None, callback=None, cb_arg=0):
         """Start a push_pull; returns a handle. `callback` is a ctypes AgentCb that the caller

@@ -82,6 +82,7 @@ class TallyState:
         self.agent = agent if agent is not None else _agent_init(**agent_kw)
         self.inflight = _Inflight(self.agent)
         self.tensors = {}
+        self.bucket_names = {}  # DDP bucket index -> its current tensor name
 
     def tensor_id(self, name, t, priority):
         tid = self.tensors.get(name)
@@ -111,6 +112,12 @@ def comm_hook(state, bucket):
     if not t.is_contiguous():
         raise ValueError("tally: DDP bucket buffer is not contiguous")
     name = f"ddp.bucket{idx}.{t.numel()}.{_dtype_name(t)}"
+    old = state.bucket_names.get(idx)
+    if old is not None and old != name:
+        # rebuilt: the old bucket is never pushed again, so it leaves the global start
+        # order (tally_agent_set_ordered), or the partitions after it would wait for ever
+        state.agent.set_ordered(state.tensors[old], False)
+    state.bucket_names[idx] = name
     tid = state.tensor_id(name, t, priority=-idx)
     fut = torch.futures.Future()
 
@@ -261,7 +268,7 @@ def broadcast_parameters(params, root_rank=0, agent=None):
             if a.rank != root_rank:
                 buf.zero_()
             tid = a.declare(f"bcast.{name}.{buf.numel()}", buf.numel() * buf.element_size(), _dtype_name(buf),
-                            0, average=False)
+                            0, average=False, ordered=False)
             ev = threading.Event()
             res = []
             inflight.start(tid, buf, lambda err: (res.append(err), ev.set()))
