@@ -225,23 +225,39 @@ static void chunk_start(struct tally_engine *e, struct dp_key *k, uint32_t idx, 
 	open_link(e, k, idx);
 }
 
+/* The checks PUSH and PULL share, in this order: job/token/address, key, (PUSH: dtype), and
+ * that offset/count name one chunk of the key (a PULL may leave count 0). */
+static enum tally_reason dp_locate(struct tally_engine *e, const struct tally_hdr *h,
+				   const struct tally_addr *from, int push, struct dp_job **job,
+				   struct dp_key **kp, uint32_t *cp)
+{
+	enum tally_reason rsn = dp_auth(e, h, from, job);
+	if (rsn != TALLY_OK)
+		return rsn;
+	struct dp_key *k = dp_key_find(e, h->job_id, h->key);
+	if (!k)
+		return TALLY_R_UNKNOWN_KEY;
+	if (push && h->dtype != k->dtype)
+		return TALLY_R_CHUNK_MISMATCH;
+	uint32_t c = h->offset / k->reg.chunk_elems;
+	if (h->offset >= k->reg.nelems || c * k->reg.chunk_elems != h->offset ||
+	    ((push || h->count) && h->count != dp_chunk_len(k, c)))
+		return TALLY_R_BAD_RANGE;
+	*kp = k;
+	*cp = c;
+	return TALLY_OK;
+}
+
 enum tally_reason dp_rx_push(struct tally_engine *e, const struct tally_pkt *pkt,
 			     const struct tally_addr *from, size_t len)
 {
 	const struct tally_hdr *h = &pkt->hdr;
 	struct dp_job *job;
-	enum tally_reason rsn = dp_auth(e, h, from, &job);
+	struct dp_key *k;
+	uint32_t c;
+	enum tally_reason rsn = dp_locate(e, h, from, 1, &job, &k, &c);
 	if (rsn != TALLY_OK)
 		return dp_drop(e, rsn);
-	struct dp_key *k = dp_key_find(e, h->job_id, h->key);
-	if (!k)
-		return dp_drop(e, TALLY_R_UNKNOWN_KEY);
-	if (h->dtype != k->dtype)
-		return dp_drop(e, TALLY_R_CHUNK_MISMATCH);
-	uint32_t c = h->offset / k->reg.chunk_elems;
-	if (h->offset >= k->reg.nelems || c * k->reg.chunk_elems != h->offset ||
-	    h->count != dp_chunk_len(k, c))
-		return dp_drop(e, TALLY_R_BAD_RANGE);
 	uint32_t w = h->rank;
 	if (w >= k->reg.participants)
 		return dp_drop(e, TALLY_R_NOT_PARTICIPANT);
@@ -320,16 +336,11 @@ enum tally_reason dp_rx_pull(struct tally_engine *e, const struct tally_pkt *pkt
 {
 	const struct tally_hdr *h = &pkt->hdr;
 	struct dp_job *job;
-	enum tally_reason rsn = dp_auth(e, h, from, &job);
+	struct dp_key *k;
+	uint32_t c;
+	enum tally_reason rsn = dp_locate(e, h, from, 0, &job, &k, &c);
 	if (rsn != TALLY_OK)
 		return dp_drop(e, rsn);
-	struct dp_key *k = dp_key_find(e, h->job_id, h->key);
-	if (!k)
-		return dp_drop(e, TALLY_R_UNKNOWN_KEY);
-	uint32_t c = h->offset / k->reg.chunk_elems;
-	if (h->offset >= k->reg.nelems || c * k->reg.chunk_elems != h->offset ||
-	    (h->count && h->count != dp_chunk_len(k, c)))
-		return dp_drop(e, TALLY_R_BAD_RANGE);
 	if (h->rank >= k->reg.participants)
 		return dp_drop(e, TALLY_R_NOT_PARTICIPANT);
 	uint32_t idx = (h->round & 1) * k->nchunks + c;
