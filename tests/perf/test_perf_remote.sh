@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# tests/perf/test_perf_line.sh TALLY_PERF TALLY_WORKER TLY_UDPD FAKE_SSH — `tally-perf line`
-# against real NICs and remote hosts, as far as this box allows: the options are validated
-# (bad ones exit 2 with a clear message), --dry-run prints the command lines a run would start
-# (real PCI ports through EAL -a, ssh to the hosts), and the remote path runs for real with an
-# ssh stand-in that runs the line locally, against a running software appliance (tly_udpd).
+# tests/perf/test_perf_remote.sh TALLY_PERF TALLY_WORKER TLY_UDPD FAKE_SSH — `tally-perf line`
+# and `tally-perf allreduce` against real NICs and remote hosts, as far as this box allows
+# (no NIC, no second host): the options are validated (bad ones exit 2 with a clear message),
+# --dry-run prints the command lines a run would start (real PCI ports through EAL -a, ssh to
+# the hosts), and the remote path runs for real with an ssh stand-in that runs the line
+# locally, against a running software appliance (tly_udpd).
 set -u
 perf=$1 worker=$2 udpd=$3 fake_ssh=$4
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -112,5 +113,41 @@ has '"transport":"external","worker_transport":"udp","remote_hosts":2,"workers":
 has '"forward_gbps":null'
 grep -q '"gbps":[0-9]*\.[0-9]*[1-9]' <<<"$LAST" || grep -q '"gbps":[1-9]' <<<"$LAST" ||
 	fail "no goodput measured: $LAST"
+[ "$(sort "$log" | tr '\n' ' ')" = "hostA hostB " ] || fail "hosts reached: $(cat "$log")"
+
+# --- allreduce on real hosts
+ar() { LAST=$("$perf" allreduce "$@" 2>&1); RC=$?; }
+ar --hosts a,b
+[ $RC = 2 ] && has "needs --appliance HOST:PORT" || fail "tally without appliance: $RC $LAST"
+ar --hosts a,b --workers 3 --impl gloo
+[ $RC = 2 ] && has "one rank per host" || fail "workers vs hosts: $RC $LAST"
+ar --hosts a,b --emulate --impl gloo
+[ $RC = 2 ] && has "not with --hosts" || fail "emulate with hosts: $RC $LAST"
+ar --appliance 10.0.0.1:9170
+[ $RC = 2 ] && has "are for --hosts" || fail "appliance without hosts: $RC $LAST"
+ar --hosts a,b --appliance-port 0000:3b:00.0 --appliance-ip 10.0.0.1/33
+[ $RC = 2 ] && has "is not A.B.C.D/LEN" || fail "bad appliance ip: $RC $LAST"
+ar --hosts a,b --appliance-port 0000:3b:00.0 --appliance-ip 10.0.0.1/24 --appliance 1.2.3.4:5
+[ $RC = 2 ] && has "exclude each other" || fail "both appliance kinds: $RC $LAST"
+ar --hosts u@a,b --impl mpi
+[ $RC = 2 ] && has "plain host names" || fail "mpi user@host: $RC $LAST"
+ar --dry-run --hosts h1,h2 --appliance-port 0000:3b:00.0,0000:3b:00.1 \
+	--appliance-ip 10.0.0.1/24,10.0.1.1/24 --iface ens1f0 --remote-bin /opt/tally --size 64M
+[ $RC = 0 ] || fail "allreduce dry run: $RC $LAST"
+has "/tallyd --port 0000:3b:00.1 --ip 10.0.1.1/24 "
+has " -- -a 0000:3b:00.0 --file-prefix "
+lacks "--no-huge"
+has "ssh -o BatchMode=yes h2 '/opt/tally/perf/tally-worker --host 10.0.1.1 --port 9170 --job 8 "
+has "-H h1:1,h2:1 --map-by node --mca btl tcp,self --mca btl_tcp_if_include ens1f0"
+has "--mca plm_rsh_agent 'ssh -o BatchMode=yes'"
+has "ssh -o BatchMode=yes h1 'env OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=ens1f0 /usr/bin/python3 "
+lacks "ip netns"
+: >"$log"
+LAST=$(FAKE_SSH_LOG=$log "$perf" allreduce --hosts hostA,hostB --remote-cmd "$fake_ssh" \
+	--appliance 127.0.0.1:$port --impl tally --size 1M --rounds 2 --json 2>&1) ||
+	fail "allreduce on 'remote' hosts failed: $LAST"
+echo "$LAST"
+has '"impl": "tally", "workers": 2, "bytes": 1048576, "rounds": 2'
+has '"verified": true'
 [ "$(sort "$log" | tr '\n' ' ')" = "hostA hostB " ] || fail "hosts reached: $(cat "$log")"
 echo PASS
