@@ -50,6 +50,11 @@ class Cluster:
         self.sh("ip", "-n", self.ns("br"), "link", "set", bif, "master", "br0", "up")
         if ip:
             self.sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", hif)
+        else:
+            # A DPDK appliance on AF_PACKET takes frames of at most its 9 KiB ring slots, but
+            # a veth passes a UDP GSO super-frame (tally-worker --gso) through whole: the
+            # bridge's port to the appliance segments it, as a NIC does before the wire.
+            self.sh("ip", "-n", self.ns("br"), "link", "set", bif, "gso_max_segs", "1")
         if gbit:
             # Both directions: host egress on its end, host ingress on the bridge's end.
             rate = f"{int(gbit * 1000)}mbit"

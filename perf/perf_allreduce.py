@@ -157,7 +157,8 @@ def tally_rank_result(objs):
         return None
     ok = all(o.get("ok") and not o.get("mismatches") and o.get("checked", 0) > 0 for o in objs)
     return {"seconds": max(o["seconds"] for o in objs), "ok": ok,
-            "retransmits": sum(o.get("retransmits", 0) for o in objs)}
+            "retransmits": sum(o.get("retransmits", 0) for o in objs),
+            "gso_sends": sum((o.get("udp") or {}).get("tx_gso_sends", 0) for o in objs)}
 
 
 def emulated_rto_us(link_gbit, window=64, chunk=8192):
@@ -272,6 +273,7 @@ def run_tally(cl, o):
     r = summarize("tally", o.workers, o.bytes, o.rounds, per_rank, note)
     # Retransmissions explain a slow run on shaped links (tbf drops what exceeds its queue).
     r["retransmits"] = sum(x["retransmits"] for x in per_rank if x)
+    r["gso_sends"] = sum(x["gso_sends"] for x in per_rank if x)  # --gso: super-frames sent
     if extra:
         r["worker_args"] = " ".join(extra)
     return r

@@ -9,6 +9,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "perf"))
+import allreduce_netns as an  # noqa: E402
 import allreduce_remote as ar  # noqa: E402
 import perf_allreduce as pa  # noqa: E402
 import perf_report as pr  # noqa: E402
@@ -52,6 +53,22 @@ class Args(unittest.TestCase):
         self.assertAlmostEqual(o.appliance_gbit, 2.0)
         o = pa.parse_args(["--link-gbit", "1", "--appliance-gbit", "5"])
         self.assertAlmostEqual(o.appliance_gbit, 5.0)
+
+
+class Netns(unittest.TestCase):
+    def test_appliance_port_segments_gso(self):
+        """tally-worker --gso: the bridge's port to each AF_PACKET appliance segments UDP GSO
+        super-frames (gso_max_segs 1); worker ports keep GSO (a NIC's job on real hosts)."""
+        o = pa.parse_args(["--impl", "tally", "--workers", "2", "--appliances", "2",
+                           "--prefix", "ptest"])
+        cl = an.Cluster(o, "/tmp/none")
+        cmds = []
+        cl.sh = lambda *c, check=True: cmds.append(c)
+        cl.build()
+        segs = [c for c in cmds if "gso_max_segs" in c]
+        self.assertEqual(sorted(c[c.index("set") + 1] for c in segs), ["ptesta0b", "ptesta1b"])
+        self.assertTrue(all(c[c.index("gso_max_segs") + 1] == "1" and c[2] == "ptestbr"
+                            for c in segs))
 
 
 class RemoteArgs(unittest.TestCase):
@@ -141,7 +158,10 @@ class Figures(unittest.TestCase):
         good = {"ok": True, "mismatches": 0, "checked": 10, "seconds": 1.0}
         self.assertEqual(pa.tally_rank_result([dict(good, retransmits=2),
                                                dict(good, seconds=3.0, retransmits=5)]),
-                         {"seconds": 3.0, "ok": True, "retransmits": 7})
+                         {"seconds": 3.0, "ok": True, "retransmits": 7, "gso_sends": 0})
+        self.assertEqual(pa.tally_rank_result([dict(good, udp={"tx_gso_sends": 4}),
+                                               dict(good, udp={"tx_gso_sends": 5})])["gso_sends"],
+                         9)
         self.assertFalse(pa.tally_rank_result([good, dict(good, mismatches=1)])["ok"])
         self.assertFalse(pa.tally_rank_result([dict(good, checked=0)])["ok"])
         self.assertFalse(pa.tally_rank_result([dict(good, ok=False)])["ok"])
