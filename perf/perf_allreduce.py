@@ -59,6 +59,8 @@ def build_parser():
     p.add_argument("--size", default="64M", help="bytes per worker (K/M/G suffixes)")
     p.add_argument("--dtype", default="f32", help="f32 (all impls); tally alone also bf16,f16,i32")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=1,
+                   help="untimed (verified) rounds before the timed ones, every impl (1)")
     p.add_argument("--json", action="store_true", help="one JSON object per implementation")
     p.add_argument("--emulate", action="store_true", help="shape every host link with tc tbf")
     p.add_argument("--link-gbit", type=float, default=1.0, help="worker link rate (Gbit/s)")
@@ -118,6 +120,8 @@ def parse_args(argv):
         raise UsageError("--size must be a multiple of 4 bytes")
     if not 1 <= o.rounds <= 1000:
         raise UsageError("--rounds must be 1..1000")
+    if not 0 <= o.warmup <= 100:
+        raise UsageError("--warmup must be 0..100")
     if not 1 <= o.appliances <= 8:
         raise UsageError("--appliances must be 1..8")
     if (o.bytes // 4) < o.appliances * 16:
@@ -158,7 +162,8 @@ def tally_rank_result(objs):
     ok = all(o.get("ok") and not o.get("mismatches") and o.get("checked", 0) > 0 for o in objs)
     return {"seconds": max(o["seconds"] for o in objs), "ok": ok,
             "retransmits": sum(o.get("retransmits", 0) for o in objs),
-            "gso_sends": sum((o.get("udp") or {}).get("tx_gso_sends", 0) for o in objs)}
+            "gso_sends": sum((o.get("udp") or {}).get("tx_gso_sends", 0) for o in objs),
+            "first_round_seconds": max(o.get("first_round_seconds", 0) for o in objs)}
 
 
 def emulated_rto_us(link_gbit, window=64, chunk=8192):
@@ -234,7 +239,8 @@ def tally_plan(cl, o):
                 worker, "--host", ip, "--port", str(port), "--job", str(7 + k),
                 "--token", "1", "--rank", str(i), "--world", str(o.workers),
                 "--bytes", str(n * 4), "--keys", str(max(1, 16 // K)), "--key-base", str(k * 1000),
-                "--rounds", str(o.rounds), "--dtype", o.dtype, "--seed", str(seed), "--json"]
+                "--rounds", str(o.rounds), "--warmup", str(o.warmup), "--dtype", o.dtype,
+                "--seed", str(seed), "--json"]
                 + extra))
     return apps, workers, extra
 
@@ -274,6 +280,8 @@ def run_tally(cl, o):
     # Retransmissions explain a slow run on shaped links (tbf drops what exceeds its queue).
     r["retransmits"] = sum(x["retransmits"] for x in per_rank if x)
     r["gso_sends"] = sum(x["gso_sends"] for x in per_rank if x)  # --gso: super-frames sent
+    # the first round (a warm-up one unless --warmup 0): cold state, first RTT samples
+    r["first_round_seconds"] = max((x["first_round_seconds"] for x in per_rank if x), default=None)
     if extra:
         r["worker_args"] = " ".join(extra)
     return r
@@ -294,7 +302,8 @@ def run_gloo(cl, o):
             env["GLOO_SOCKET_IFNAME"] = iface
         procs.append(cl.bg(where, f"gloo{i}", [
             py, script, "--rank", str(i), "--world", str(o.workers), "--master", cl.master(),
-            "--port", "29517", "--bytes", str(o.bytes), "--rounds", str(o.rounds)], env=env))
+            "--port", "29517", "--bytes", str(o.bytes), "--rounds", str(o.rounds),
+            "--warmup", str(o.warmup)], env=env))
     if o.dry_run:
         return None
     done = cl.wait_all(procs, o.timeout)
@@ -317,7 +326,7 @@ def mpi_plan(cl, o, mpirun):
                       "--mca", "btl", "tcp,self"] + net + [
                       "--mca", "plm_rsh_agent", " ".join(o.remote),
                       "--mca", "plm_rsh_no_tree_spawn", "1", prog, str(o.bytes),
-                      str(o.rounds)], {}
+                      str(o.rounds), str(o.warmup)], {}
     hostmap = os.path.join(cl.tmp, "hostmap")
     hostfile = os.path.join(cl.tmp, "hostfile")
     if not o.dry_run:
@@ -334,7 +343,7 @@ def mpi_plan(cl, o, mpirun):
         "--hostfile", hostfile, "--map-by", "node", "--mca", "btl", "tcp,self",
         "--mca", "btl_tcp_if_include", f"{SUBNET}.0/24", "--mca", "oob_tcp_if_include",
         f"{SUBNET}.0/24", "--mca", "plm_rsh_no_tree_spawn", "1",
-        prog, str(o.bytes), str(o.rounds)], env
+        prog, str(o.bytes), str(o.rounds), str(o.warmup)], env
 
 
 def run_mpi(cl, o):
@@ -343,9 +352,9 @@ def run_mpi(cl, o):
         return summarize("mpi", o.workers, o.bytes, o.rounds, [],
                          "skipped: mpirun missing (apt-get install openmpi-bin libopenmpi-dev)")
     where, argv, env = mpi_plan(cl, o, mpirun)
-    if not o.dry_run and not o.hosts and not os.access(argv[-3], os.X_OK):
+    if not o.dry_run and not o.hosts and not os.access(argv[-4], os.X_OK):
         return summarize("mpi", o.workers, o.bytes, o.rounds, [],
-                         f"skipped: {argv[-3]} not built (needs libopenmpi-dev at configure time)")
+                         f"skipped: {argv[-4]} not built (needs libopenmpi-dev at configure time)")
     p = cl.bg(where, "mpi", argv, env=env)
     if o.dry_run:
         return None
@@ -411,7 +420,7 @@ def main(argv):
                    if o.emulate else ", unshaped"))
             t0 = time.time()
             r = RUNNERS[impl](cl, o)
-            r.update(dtype=o.dtype, emulate=o.emulate,
+            r.update(dtype=o.dtype, warmup=o.warmup, emulate=o.emulate,
                      link_gbit=o.link_gbit if o.emulate else None,
                      appliances=o.appliances if impl == "tally" else None,
                      hosts=o.hosts or None)

@@ -41,6 +41,13 @@ class Args(unittest.TestCase):
             with self.assertRaises(pa.UsageError, msg=str(argv)):
                 pa.parse_args(argv)
 
+    def test_warmup(self):
+        self.assertEqual(pa.parse_args([]).warmup, 1)
+        self.assertEqual(pa.parse_args(["--warmup", "0"]).warmup, 0)
+        for bad in ("-1", "101"):
+            with self.assertRaises(pa.UsageError):
+                pa.parse_args(["--warmup", bad])
+
     def test_worker_args_dashes(self):
         self.assertEqual(pa.parse_args(["--worker-args", "--gso --window 8"]).worker_args,
                          "--gso --window 8")
@@ -126,7 +133,7 @@ class RemoteArgs(unittest.TestCase):
         _, mpi, _ = pa.mpi_plan(cl, o, "mpirun")
         self.assertIn("h1:1,h2:1", mpi)
         self.assertEqual(mpi[mpi.index("plm_rsh_agent") + 1], "ssh -o BatchMode=yes")
-        self.assertEqual(mpi[-3], "/opt/t/perf/tally-perf-mpi")
+        self.assertEqual(mpi[-4:], ["/opt/t/perf/tally-perf-mpi", str(1 << 20), "3", "1"])
         self.assertEqual(cl.master(), "h1")
         self.assertEqual(cl.line(None, ["x"], {"A": "1"}), ["env", "A=1", "x"])
 
@@ -158,7 +165,8 @@ class Figures(unittest.TestCase):
         good = {"ok": True, "mismatches": 0, "checked": 10, "seconds": 1.0}
         self.assertEqual(pa.tally_rank_result([dict(good, retransmits=2),
                                                dict(good, seconds=3.0, retransmits=5)]),
-                         {"seconds": 3.0, "ok": True, "retransmits": 7, "gso_sends": 0})
+                         {"seconds": 3.0, "ok": True, "retransmits": 7, "gso_sends": 0,
+                          "first_round_seconds": 0})
         self.assertEqual(pa.tally_rank_result([dict(good, udp={"tx_gso_sends": 4}),
                                                dict(good, udp={"tx_gso_sends": 5})])["gso_sends"],
                          9)
