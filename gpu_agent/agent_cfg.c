@@ -166,6 +166,8 @@ int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errl
 		c.local_agg = TALLY_AGENT_LOCAL_SHARD;
 	else if (s && !strcmp(s, "sum"))
 		c.local_agg = TALLY_AGENT_LOCAL_SUM;
+	else if (s && !strcmp(s, "off"))
+		c.local_agg = TALLY_AGENT_LOCAL_OFF;
 	else
 		ENV("TALLY_LOCAL_AGG", TALLY_AGENT_LOCAL_SHARD, c.local_agg);
 	ENV("TALLY_LOCAL_SHM_BYTES", 1ull << 44, c.local_shm_bytes);
