@@ -440,11 +440,82 @@ static void test_lanes_errors(void **state)
 	}
 }
 
+/* ---- the CPU collective on its own ---- */
+
+struct cw {
+	int lr, mode, rs, ag;
+	float shard[8], out[13];
+	char err[256];
+};
+
+static void *coll_main(void *arg)
+{
+	struct cw *w = arg;
+	struct tally_agent_cfg c;
+	const struct agent_coll_ops *ops;
+	void *ctx;
+	float in[13];
+	char id[48];
+
+	base_cfg(&c, w->lr, 2, 2);
+	c.op_timeout_ms = 2000;
+	snprintf(id, sizeof(id), "coll%d-%d", (int)getpid(), w->mode);
+	if ((w->rs = agent_coll_shm_create(&c, id, 16u << 20, &ops, &ctx, w->err, sizeof(w->err))))
+		return NULL;
+	for (int i = 0; i < 13; i++)
+		in[i] = (float)(i * (w->lr + 1));
+	memset(w->shard, 0xff, sizeof(w->shard)); /* padding must come back zeroed */
+	if (!(w->rs = ops->declare(ctx, 0, sizeof(in), TALLY_DT_F32, w->err, sizeof(w->err))))
+		w->rs = ops->reduce_scatter(ctx, 0, 0, in, NULL, w->shard, w->err, sizeof(w->err));
+	w->ag = ops->all_gather(ctx, 0, 0, w->shard, w->mode && w->lr == 1, w->out, NULL, w->err,
+				sizeof(w->err));
+	usleep(100000); /* the root keeps the segment until the other is done */
+	ops->destroy(ctx);
+	return NULL;
+}
+
+static void test_coll_shm(void **state)
+{
+	(void)state;
+
+	for (int mode = 0; mode < 2; mode++) {
+		struct cw w[2] = {{.lr = 0, .mode = mode}, {.lr = 1, .mode = mode}};
+		pthread_t t[2];
+
+		for (int r = 0; r < 2; r++)
+			pthread_create(&t[r], NULL, coll_main, &w[r]);
+		for (int r = 0; r < 2; r++)
+			pthread_join(t[r], NULL);
+		for (int r = 0; r < 2; r++)
+			assert_int_equal(w[r].rs, 0);
+		/* 13 elements over 2: shards of 7; shard 1 holds 6 and one of padding */
+		for (int r = 0; r < 2; r++)
+			for (int i = 0; i < 7; i++) {
+				int e = r * 7 + i;
+				float want = e < 13 ? 3.0f * (float)e : 0.0f;
+				assert_true(w[r].shard[i] == want);
+			}
+		if (mode == 0) {
+			for (int r = 0; r < 2; r++) {
+				assert_int_equal(w[r].ag, 0);
+				for (int i = 0; i < 13; i++)
+					assert_true(w[r].out[i] == 3.0f * (float)i);
+			}
+		} else { /* local rank 1 had no valid shard: rank 0 fails fast, naming it */
+			assert_int_equal(w[0].ag, -EIO);
+			printf("# failed shard: %s\n", w[0].err);
+			assert_non_null(strstr(w[0].err, "local rank 1 failed"));
+			assert_int_equal(w[1].ag, 0);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shard_math),
 		cmocka_unit_test(test_lane_job_and_cfg),
+		cmocka_unit_test(test_coll_shm),
 		cmocka_unit_test(test_lanes_2x2),
 		cmocka_unit_test(test_lanes_1x3),
 		cmocka_unit_test(test_lanes_2x4),
