@@ -33,7 +33,7 @@ struct lane_tensor {
 	int dtype, inner, average, busy;
 	uint32_t rounds;   /* push_pulls submitted */
 	void *shard;       /* host shard (pinned once a CUDA tensor used it) */
-	int pinned;
+	int pinned, on_cpu, on_gpu; /* room made in the collectives */
 };
 
 struct lane_req {
@@ -337,7 +337,6 @@ int agent_lane_declare(struct agent_lane *l, const char *name, size_t bytes, int
 	size_t esz = dtype >= 0 && dtype < TALLY_DT_COUNT ? tally_dtype_size(dtype) : 0;
 	struct lane_tensor t = {.dtype = dtype, .bytes = bytes, .average = l->cfg.average};
 	struct agent_shard sh;
-	char e[256] = "";
 	int rc, id;
 
 	if (!name || !*name || strlen(name) >= TALLY_AGENT_NAME_MAX) {
@@ -371,18 +370,12 @@ int agent_lane_declare(struct agent_lane *l, const char *name, size_t bytes, int
 	agent_shard_of(bytes / esz, (unsigned)l->cfg.local_size, (unsigned)l->cfg.local_rank, &sh);
 	t.shard_bytes = sh.shard_elems * esz;
 	strcpy(t.name, name);
-	if ((rc = l->cpu->declare(l->cpu_ctx, (unsigned)id, bytes, dtype, e, sizeof(e))) ||
-	    (l->gpu && (rc = l->gpu->declare(l->gpu_ctx, (unsigned)id, bytes, dtype, e, sizeof(e))))) {
-		agent_errf(l->err, sizeof(l->err), "declare '%s': %s", name, e);
-		id = rc;
-		goto out;
-	}
 	/* the lane's keys: every local rank declares the same shard size */
 	rc = tally_agent_declare(l->in, name, t.shard_bytes, dtype, priority);
 	t.inner = rc >= 0 ? rc : tally_agent_lookup(l->in, name);
 	if (rc < 0) {
 		agent_errf(l->err, sizeof(l->err), "%s", tally_agent_strerror(l->in));
-		t.busy = -1; /* declared (the ids stay aligned with the shared segment), unusable */
+		t.busy = -1; /* declared (ids stay aligned with the collectives'), unusable */
 	}
 	pthread_mutex_lock(&l->mu);
 	l->t[l->nt++] = t;
@@ -435,23 +428,25 @@ int agent_lane_partitions(struct agent_lane *l, int tensor, struct tally_agent_p
 
 /* ---- push_pull ---- */
 
-/* The collective and host shard a request of `device` needs (NCCL is set up at the first
- * CUDA push_pull, which every local rank makes). */
+/* The collective, its room for the tensor and the host shard a request of `device` needs.
+ * Set up at the tensor's first push_pull on that device, which every local rank makes in
+ * the same order, so shared offsets and NCCL's setup agree (and a CUDA-only job takes no
+ * room in the shared segment). */
 static int lane_prepare(struct agent_lane *l, struct lane_tensor *t, int device)
 {
+	unsigned id = (unsigned)(t - l->t);
 	char e[256] = "";
 	int rc = 0;
 
 	pthread_mutex_lock(&l->decl);
-	if (device == TALLY_AGENT_CUDA && !l->gpu) {
+	if (device == TALLY_AGENT_CUDA && !l->gpu)
 		rc = agent_coll_nccl_create(&l->cfg, l->launch_id, &l->gpu, &l->gpu_ctx, e, sizeof(e));
-		for (unsigned i = 0; !rc && i < l->nt; i++)
-			rc = l->gpu->declare(l->gpu_ctx, i, l->t[i].bytes, l->t[i].dtype, e, sizeof(e));
-		if (rc && l->gpu) {
-			l->gpu->destroy(l->gpu_ctx);
-			l->gpu = NULL;
-		}
-	}
+	if (!rc && device == TALLY_AGENT_CUDA && !t->on_gpu &&
+	    !(rc = l->gpu->declare(l->gpu_ctx, id, t->bytes, t->dtype, e, sizeof(e))))
+		t->on_gpu = 1;
+	if (!rc && device == TALLY_AGENT_CPU && !t->on_cpu &&
+	    !(rc = l->cpu->declare(l->cpu_ctx, id, t->bytes, t->dtype, e, sizeof(e))))
+		t->on_cpu = 1;
 	if (!rc && (!t->shard || (device == TALLY_AGENT_CUDA && !t->pinned))) {
 		void *buf = NULL;
 
