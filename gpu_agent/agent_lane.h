@@ -33,7 +33,8 @@ struct agent_coll_ops {
 	int (*declare)(void *ctx, unsigned tensor, size_t bytes, int dtype, char *err,
 		       size_t errlen);
 	/* shard = sum over local ranks of this rank's shard of buf (padding zeroed); `shard` is
-	 * host memory (pinned for CUDA). Blocks until it is there. */
+	 * host memory (pinned for CUDA). Blocks until it is there. buf may serve as scratch
+	 * (NCCL reduce-scatters in place); all_gather rewrites all of it. */
 	int (*reduce_scatter)(void *ctx, unsigned tensor, uint32_t round, const void *buf,
 			      void *stream, void *shard, char *err, size_t errlen);
 	/* buf = every rank's shard, gathered. failed: this rank has no valid shard (a failed
