@@ -29,7 +29,7 @@ struct wk_opts {
 	int blast;           /* forward baseline: blast PUSH frames, count what comes back */
 	uint32_t blast_cores;
 	uint32_t window;
-	uint32_t join_ms, give_up_ms, rto_us;
+	uint32_t join_ms, give_up_ms, rto_us, rto_min_us;
 	uint64_t seed;
 	enum tally_dtype dtype;
 	enum wd_values values;
@@ -66,6 +66,8 @@ static void wk_usage(FILE *f)
 		"  --no-verify          skip the check (benchmarking only)\n"
 		"  --join-ms N          JOIN timeout (default 10000); --give-up-ms N (default 30000)\n"
 		"  --rto-us N           initial retransmission timeout (default 500)\n"
+		"  --rto-min-us N       floor of the adaptive timeout (default 20; shaped links:\n"
+		"                       their queueing delay, or waiting is taken for loss)\n"
 		"  --seconds T          stop starting rounds after T seconds (--rounds is the cap)\n"
 		"  --no-barrier         do not wait for every rank before the first round\n"
 		"  --warmup N           N untimed (still verified) rounds first (default 0)\n"
@@ -123,7 +125,7 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 	       O_TOKEN, O_RANK, O_WORLD, O_BYTES, O_KEYS, O_KEYBASE, O_DTYPE, O_CHUNK, O_ROUNDS,
 	       O_WINDOW, O_SEED, O_VALUES, O_DET, O_NOVERIFY, O_JOINMS, O_GIVEUP, O_RTO, O_JSON,
 	       O_HELP, O_LOCALIP, O_DPDKPORT, O_SECONDS, O_BLAST, O_BLASTCORES, O_LINGER,
-	       O_NOBARRIER, O_WARMUP };
+	       O_NOBARRIER, O_WARMUP, O_RTOMIN };
 	static const struct option lo[] = {
 		{ "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT },
 		{ "transport", 1, 0, O_TRANSPORT }, { "dpdk", 1, 0, O_DPDK },
@@ -141,7 +143,7 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 		{ "seconds", 1, 0, O_SECONDS }, { "blast", 0, 0, O_BLAST },
 		{ "blast-cores", 1, 0, O_BLASTCORES }, { "linger", 0, 0, O_LINGER },
 		{ "no-barrier", 0, 0, O_NOBARRIER }, { "warmup", 1, 0, O_WARMUP },
-		{ 0, 0, 0, 0 } };
+		{ "rto-min-us", 1, 0, O_RTOMIN }, { 0, 0, 0, 0 } };
 	uint32_t port = TALLY_DEFAULT_PORT;
 	int c, bad = 0;
 
@@ -211,6 +213,10 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 		case O_JOINMS: bad |= wk_u32(optarg, &o->join_ms); break;
 		case O_GIVEUP: bad |= wk_u32(optarg, &o->give_up_ms); break;
 		case O_RTO: bad |= wk_u32(optarg, &o->rto_us); break;
+		case O_RTOMIN:
+			bad |= wk_u32(optarg, &o->rto_min_us) || !o->rto_min_us ||
+			       o->rto_min_us > 10000000;
+			break;
 		case O_JSON: o->json = 1; break;
 		case O_HELP: case 'h': wk_usage(stdout); exit(0);
 		default: return -EINVAL;
@@ -568,6 +574,11 @@ int main(int argc, char **argv)
 	cc.max_chunk_bytes = o.chunk_bytes;
 	cc.window = o.window;
 	cc.rto_init_us = o.rto_us;
+	cc.rto_min_us = o.rto_min_us;
+	if (o.rto_min_us > cc.rto_init_us)
+		cc.rto_init_us = o.rto_min_us; /* the floor holds from the first push */
+	if (cc.rto_init_us > 100000)
+		cc.rto_max_us = cc.rto_init_us; /* the default ceiling (100 ms) below them */
 	cc.give_up_ms = o.give_up_ms;
 	if (cc.max_ops < o.nkeys)
 		cc.max_ops = o.nkeys;

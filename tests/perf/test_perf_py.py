@@ -176,11 +176,41 @@ class Figures(unittest.TestCase):
         self.assertIsNone(pa.tally_rank_result([]))
 
     def test_emulated_rto(self):
-        # 64 chunks of 8 KiB queue 4.2 ms on 1 Gbit/s: twice that
-        self.assertEqual(pa.emulated_rto_us(1.0), 8388)
+        # 64 chunks of 8 KiB queue 4.2 ms on 1 Gbit/s, up and down: twice the 8.4 ms
+        self.assertEqual(pa.emulated_rto_us(1.0), 16777)
+        # K appliances: K windows share the rank's link
+        self.assertEqual(pa.emulated_rto_us(1.0, appliances=2), 33554)
+        self.assertEqual(pa.emulated_rto_us(1.0, window=16, appliances=2), 8388)
         self.assertEqual(pa.emulated_rto_us(100.0), 500)
         self.assertEqual(pa.emulated_rto_us(0.001), 200000)
         self.assertGreater(pa.emulated_rto_us(0.25), pa.emulated_rto_us(1.0))
+
+    def test_gso_default(self):
+        o = pa.parse_args(["--impl", "tally"])
+        o.bin = "/b"
+        cl = an.Cluster(o, "/tmp/none")
+        self.assertEqual(pa.tally_plan(cl, o)[2], ["--gso"])
+        o.worker_args = "--gso --window 8"
+        self.assertEqual(pa.tally_plan(cl, o)[2], ["--gso", "--window", "8"])
+        with self.assertRaises(pa.UsageError):
+            pa.parse_args(["--gso", "maybe"])
+
+    def test_worker_opt(self):
+        self.assertEqual(pa.worker_opt(["--gso", "--window", "16"], "--window", 64), "16")
+        self.assertEqual(pa.worker_opt(["--window=8", "--window", "32"], "--window", 64), "32")
+        self.assertEqual(pa.worker_opt([], "--window", 64), 64)
+
+    def test_emulated_worker_args(self):
+        o = pa.parse_args(["--impl", "tally", "--emulate", "--link-gbit", "1", "--appliances",
+                           "2", "--worker-args", "--window 16", "--gso", "off"])
+        o.bin = "/b"
+        cl = an.Cluster(o, "/tmp/none")
+        _, workers, extra = pa.tally_plan(cl, o)
+        self.assertEqual(extra, ["--window", "16", "--rto-us", "8388", "--rto-min-us", "8388"])
+        self.assertEqual(workers[0][3][-6:], extra)
+        o.worker_args = "--rto-min-us 100"
+        self.assertEqual(pa.tally_plan(cl, o)[2][-4:],
+                         ["--rto-min-us", "100", "--rto-us", "33554"])
 
     def test_ratio_faster_peer(self):
         rs = [{"impl": "tally", "verified": True, "seconds_per_round": 1.0},
