@@ -349,8 +349,10 @@ static void *ew_main(void *arg)
 	struct lw lw = {.hubs = w->hubs, .rank = w->rank, .ls = w->ls};
 
 	base_cfg(&c, w->rank, w->ls, w->ls);
-	c.op_timeout_ms = 300;
-	c.connect_timeout_ms = 300;
+	/* only the missing-rank case waits for its timeout; the others must not hit it on a
+	 * loaded machine */
+	c.op_timeout_ms = w->mode == 0 ? 300 : 10000;
+	c.connect_timeout_ms = 5000;
 	if (w->mode == 1 && w->rank == 1)
 		c.local_size = 3, c.world_size = 3; /* disagrees with the root's 2 */
 	memcpy(lw.id, w->id, sizeof(lw.id));
@@ -365,7 +367,7 @@ static void *ew_main(void *arg)
 		w->wrc = h < 0 ? h : tally_agent_wait(a, h);
 		snprintf(w->err, sizeof(w->err), "%s", tally_agent_strerror(a));
 	} else if (w->mode == 0 || w->mode == 1) {
-		usleep(w->mode ? 500000 : 900000); /* keep the segment while the other looks */
+		usleep(w->mode ? 1500000 : 900000); /* keep the segment while the other looks */
 	} else if (w->mode == 2) { /* a CUDA tensor, no GPU here */
 		w->wrc = tally_agent_push_pull(a, t, x, sizeof(x), TALLY_AGENT_CUDA, NULL, NULL, NULL);
 		snprintf(w->err, sizeof(w->err), "%s", tally_agent_strerror(a));
