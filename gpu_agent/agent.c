@@ -308,6 +308,8 @@ int tally_agent_set_order(struct tally_agent *a, int mode)
 
 	if (mode != TALLY_AGENT_ORDER_ROUNDS && mode != TALLY_AGENT_ORDER_SUBMIT)
 		return -EINVAL;
+	if (a->lane)
+		return agent_lane_set_order(a->lane, mode);
 	pthread_mutex_lock(&a->mu);
 	/* the queue's keys mean another thing in each mode: never mix them */
 	for (unsigned i = 0; i < a->cfg.max_handles && !rc; i++)

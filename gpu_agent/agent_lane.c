@@ -382,6 +382,13 @@ int agent_lane_set_ordered(struct agent_lane *l, int tensor, int ordered)
 	return id < 0 ? id : tally_agent_set_ordered(l->in, id, ordered);
 }
 
+/* The lane thread submits in push_pull order, the same on every local rank of every
+ * machine, so the inner agent takes the caller's order mode as it is. */
+int agent_lane_set_order(struct agent_lane *l, int mode)
+{
+	return tally_agent_set_order(l->in, mode);
+}
+
 int agent_lane_partitions(struct agent_lane *l, int tensor, struct tally_agent_part *out,
 			  unsigned max)
 {

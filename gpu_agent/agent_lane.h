@@ -67,6 +67,7 @@ int agent_lane_declare(struct agent_lane *l, const char *name, size_t bytes, int
 		       int priority);
 int agent_lane_set_average(struct agent_lane *l, int tensor, int average);
 int agent_lane_set_ordered(struct agent_lane *l, int tensor, int ordered);
+int agent_lane_set_order(struct agent_lane *l, int mode);
 int agent_lane_lookup(struct agent_lane *l, const char *name);
 int agent_lane_push_pull(struct agent_lane *l, int tensor, void *ptr, size_t bytes, int device,
 			 void *stream, tally_agent_cb cb, void *cb_arg);
