@@ -302,6 +302,25 @@ int tally_agent_set_ordered(struct tally_agent *a, int tensor, int ordered)
 	return rc;
 }
 
+int tally_agent_set_order(struct tally_agent *a, int mode)
+{
+	int rc = 0;
+
+	if (mode != TALLY_AGENT_ORDER_ROUNDS && mode != TALLY_AGENT_ORDER_SUBMIT)
+		return -EINVAL;
+	pthread_mutex_lock(&a->mu);
+	/* the queue's keys mean another thing in each mode: never mix them */
+	for (unsigned i = 0; i < a->cfg.max_handles && !rc; i++)
+		if (a->reqs[i].state == REQ_PENDING)
+			rc = -EBUSY;
+	if (rc)
+		agent_set_err(a, "set_order: push_pulls pending%s", "");
+	else
+		a->order_mode = mode;
+	pthread_mutex_unlock(&a->mu);
+	return rc;
+}
+
 int tally_agent_partitions(struct tally_agent *a, int tensor, struct tally_agent_part *out,
 			   unsigned max)
 {
@@ -420,6 +439,9 @@ int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t b
 		 * higher priority another rank will declare later */
 		struct agent_sched_item it = {t->subm ? t->priority : 0, t->subm, t->first_part + i,
 					      slot};
+
+		if (a->order_mode == TALLY_AGENT_ORDER_SUBMIT) /* submission order */
+			it = (struct agent_sched_item){0, a->seq, t->first_part + i, slot};
 
 		if ((rc = agent_sched_push(&a->sched, &it))) {
 			/* undo: take back what was queued for this request */

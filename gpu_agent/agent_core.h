@@ -76,7 +76,8 @@ struct tally_agent {
 	struct agent_part *pblk[AGENT_PART_BLOCKS];
 	unsigned nparts;
 	struct agent_req *reqs;
-	uint64_t seq;
+	uint64_t seq;           /* push_pulls submitted (the start order of ORDER_SUBMIT) */
+	int order_mode;         /* enum tally_agent_order */
 	struct agent_sched sched;
 	struct agent_flight *flight;
 	unsigned nflight, flight_cap;

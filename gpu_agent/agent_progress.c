@@ -133,7 +133,7 @@ static int in_order(const struct tally_agent *a, const struct agent_sched_item *
 	const struct agent_tensor *t = &a->tensors[a->reqs[top->req].tensor];
 	uint64_t r = top->seq;
 
-	if (!t->ordered)
+	if (!t->ordered || a->order_mode == TALLY_AGENT_ORDER_SUBMIT)
 		return 1;
 	for (unsigned i = 0; i < a->ntensors; i++) {
 		const struct agent_tensor *o = &a->tensors[i];

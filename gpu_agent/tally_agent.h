@@ -152,6 +152,21 @@ int tally_agent_set_average(struct tally_agent *a, int tensor, int average);
  * ordered = 0: it then starts in priority order as soon as credits allow, and must not be
  * pushed while ordered tensors are (all ranks must agree). 0 or -ENOENT. */
 int tally_agent_set_ordered(struct tally_agent *a, int tensor, int ordered);
+/* The start order of the agent's partitions (all ranks alike, before the first push_pull):
+ * TALLY_AGENT_ORDER_ROUNDS (default): round by round, by priority, as described above;
+ * needs every ordered tensor pushed once per round.
+ * TALLY_AGENT_ORDER_SUBMIT: partitions start in the order their push_pulls were submitted
+ * (a tensor's partitions in index order); priorities, rounds and `ordered` play no part.
+ * One order on every rank whenever every rank submits the same push_pulls in the same order
+ * -- DDP does: it launches its buckets in index order -- and nothing else is asked: tensors
+ * may be declared at any time and left unused (DDP's bucket rebuild), no partition ever
+ * waits for a push_pull not submitted yet. 0, -EINVAL (unknown mode) or -EBUSY (push_pulls
+ * pending). */
+enum tally_agent_order {
+	TALLY_AGENT_ORDER_ROUNDS = 0,
+	TALLY_AGENT_ORDER_SUBMIT = 1,
+};
+int tally_agent_set_order(struct tally_agent *a, int mode);
 /* Look up a declared tensor by name: its id or -ENOENT. */
 int tally_agent_lookup(struct tally_agent *a, const char *name);
 

@@ -312,7 +312,7 @@ int ln_parse(int argc, char **argv, struct ln_opts *o)
 	o->app = LN_APP_MEMIF;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		const char *name = c >= O_WORKERS ? lo[c - O_WORKERS].name : "?";
 		unsigned v;
 		char *e;

@@ -21,7 +21,7 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(ROOT, "gpu_agent", "examples"))
-import train as launcher  # noqa: E402  (find_binary, free_port_block, stop, TORCHRUN)
+import train as launcher  # noqa: E402  (find_binary, free_port_block, stop, TORCHRUN, torch_store_compat)
 
 
 def parser():
@@ -88,6 +88,7 @@ def worker(a):
     import torch
     import torch.distributed as dist
 
+    launcher.torch_store_compat()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(a.threads)

@@ -41,8 +41,10 @@ def args_parser():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--appliance", choices=("auto", "udp", "tallyd"), default="auto",
-                   help="auto: tallyd when built and running as root (and no --drop), else udp")
+    p.add_argument("--appliance", choices=("auto", "udp", "tallyd"),
+                   default=os.environ.get("TALLY_TRAIN_APPLIANCE", "auto"),
+                   help="auto: tallyd when built and running as root (and no --drop), else udp "
+                        "(default: $TALLY_TRAIN_APPLIANCE or auto)")
     p.add_argument("--udpd", default=None, help="software appliance binary (agent_udpd / tly_udpd)")
     p.add_argument("--tallyd", default=None, help="tallyd binary (default: build*/appliance/tallyd)")
     p.add_argument("--relay", default=None, help="impairment relay binary (agent_relay / tly_relay)")
@@ -114,21 +116,58 @@ def stop(proc):
             proc.wait()
 
 
-# torchrun, i.e. torch.distributed.run's main(). Debian's torch 1.13 under Python 3.11 fails to
-# parse its own default --redirects/--tee "0" (IntFlag iteration skips 0 since 3.11); the
-# shim maps a plain number to Std(number) where the original returns None, nothing else.
-TORCHRUN = """
-import sys
-import torch.distributed.elastic.multiprocessing.api as api
-_orig = api.Std.from_str.__func__
-def _from_str(cls, vm):
-    r = _orig(cls, vm)
-    return cls(int(vm)) if r is None and vm.isdigit() else r
-api.Std.from_str = classmethod(_from_str)
-from torch.distributed.run import main
-sys.argv[0] = "torchrun"
-main()
-"""
+def torch_store_compat():
+    """Debian's torch 2.x is built without libuv, which TCPStore uses by default since 2.4
+    ("use_libuv was requested but PyTorch was build without libuv support"), also for the
+    clients init_process_group makes under torchrun. Where a libuv store cannot be made,
+    every TCPStore of this process is made without it, and USE_LIBUV=0 is inherited by the
+    workers. Nothing changes on torch 1.13 or a torch with libuv."""
+    import torch.distributed as dist
+    try:
+        dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=True)
+        return
+    except TypeError:
+        return  # torch < 2.2: no libuv store at all
+    except RuntimeError as e:
+        if "libuv" not in str(e):
+            raise
+    os.environ["USE_LIBUV"] = "0"
+    if getattr(dist.TCPStore, "_tally_no_libuv", False):
+        return
+
+    class _Store(dist.TCPStore):
+        _tally_no_libuv = True
+
+        def __init__(self, *args, **kw):
+            kw["use_libuv"] = False
+            super().__init__(*args, **kw)
+    import torch.distributed.elastic.rendezvous.c10d_rendezvous_backend  # noqa: F401
+    dist.TCPStore = _Store
+    # modules (not attributes: torch.distributed.rendezvous is also a function's name)
+    for m in ("torch.distributed.rendezvous", "torch.distributed.elastic.rendezvous.c10d_rendezvous_backend"):
+        if hasattr(sys.modules.get(m), "TCPStore"):
+            sys.modules[m].TCPStore = _Store
+
+
+def torchrun_main():
+    """torchrun, i.e. torch.distributed.run's main(), with two fixes for Debian's torch.
+    1.13 under Python 3.11 fails to parse its own default --redirects/--tee "0" (IntFlag
+    iteration skips 0 since 3.11): a plain number maps to Std(number) where the original
+    returns None, nothing else. 2.x: torch_store_compat()."""
+    import torch.distributed.elastic.multiprocessing.api as api
+    orig = api.Std.from_str.__func__
+
+    def from_str(cls, vm):
+        r = orig(cls, vm)
+        return cls(int(vm)) if r is None and vm.isdigit() else r
+    api.Std.from_str = classmethod(from_str)
+    torch_store_compat()
+    from torch.distributed.run import main
+    sys.argv[0] = "torchrun"
+    main()
+
+
+TORCHRUN = f"import sys; sys.path.insert(0, {HERE!r}); import train; train.torchrun_main()"
 
 
 TALLYD_IP = "10.77.0.1"
@@ -281,6 +320,7 @@ def worker(a):
     from sklearn.datasets import load_digits
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    torch_store_compat()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(1)

@@ -594,6 +594,119 @@ static void test_same_order_on_every_rank(void **state)
 	loophub_destroy(h);
 }
 
+/* DDP's bucket rebuild under TALLY_AGENT_ORDER_SUBMIT: 4 workers, a client-like window of 4
+ * ops, credits for 4 partitions; iteration 0 pushes 3 buckets, then the set is rebuilt to 4
+ * buckets of other sizes (one name comes back: same index and size), each declared lazily
+ * at its first push, like the Python hook; one rank is slow (sleeps between pushes) in the
+ * first iterations, another between iterations. Every push_pull completes with the right
+ * sum and every rank starts the partitions in the same order: submission order. Bounded: a
+ * worker gives up after 10 s. */
+#define RW 4
+#define RITERS 6
+#define RPART 1024 /* f32 elements a partition (4 KiB) */
+#define RSTARTS 256
+
+struct rworker {
+	struct loophub *h;
+	int rank, rc;
+	uint32_t want[RSTARTS]; /* keys in submission order */
+	unsigned nwant;
+};
+
+static void *rworker_main(void *arg)
+{
+	static const int before[] = {3, 2, 4}, after[] = {3, 1, 2, 2}; /* partitions a bucket */
+	struct rworker *w = arg;
+	struct tally_agent_cfg c;
+	float *x = calloc(4 * RPART * 4, sizeof(float));
+
+	base_cfg(&c, w->rank, RW);
+	struct tally_agent *a = mk(w->h, &c);
+	assert_int_equal(tally_agent_set_order(a, 7), -EINVAL);
+	assert_int_equal(tally_agent_set_order(a, TALLY_AGENT_ORDER_SUBMIT), 0);
+	for (int it = 0; it < RITERS && !w->rc; it++) {
+		const int *sz = it ? after : before;
+		int nb = it ? 4 : 3, hd[4];
+
+		for (int b = 0; b < nb && !w->rc; b++) {
+			char name[32];
+			float *buf = x + (size_t)b * 4 * RPART;
+			struct tally_agent_part parts[4];
+
+			snprintf(name, sizeof(name), "b%d.%d", b, sz[b]);
+			int t = tally_agent_declare(a, name, (size_t)sz[b] * RPART * 4, TALLY_DT_F32, -b);
+			for (int i = 0; i < sz[b] * RPART; i++)
+				buf[i] = (float)(w->rank + 1) * (float)(i % 13 + it);
+			int np = tally_agent_partitions(a, t, parts, 4);
+			for (int i = 0; i < np && w->nwant < RSTARTS; i++)
+				w->want[w->nwant++] = parts[i].key;
+			if (w->rank == 1 && it < 3)
+				usleep(3000 * (unsigned)(b + 1)); /* a slow backward */
+			hd[b] = tally_agent_push_pull(a, t, buf, (size_t)sz[b] * RPART * 4, TALLY_AGENT_CPU,
+						      NULL, NULL, NULL);
+			if (t < 0 || hd[b] < 0)
+				w->rc = -1;
+		}
+		if (w->rank == 3 && it == 1 && !w->rc)
+			assert_int_equal(tally_agent_set_order(a, TALLY_AGENT_ORDER_ROUNDS), -EBUSY);
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (int b = 0; b < nb && !w->rc; b++) {
+			int r;
+
+			while ((r = tally_agent_test(a, hd[b])) == 0) {
+				clock_gettime(CLOCK_MONOTONIC, &t1);
+				if (t1.tv_sec - t0.tv_sec > 10) {
+					w->rc = -ETIMEDOUT;
+					break;
+				}
+				usleep(500);
+			}
+			if (r < 0)
+				w->rc = r;
+			/* 1+2+3+4 = 10 times the rank-1 value */
+			for (int i = 0; i < sz[b] * RPART && !w->rc; i++)
+				if (x[(size_t)b * 4 * RPART + i] != 10.0f * (float)(i % 13 + it))
+					w->rc = -100;
+		}
+		if (w->rank == 2)
+			usleep(2000);
+	}
+	tally_agent_destroy(a);
+	free(x);
+	return NULL;
+}
+
+static void test_submit_order_bucket_rebuild(void **state)
+{
+	(void)state;
+	for (int rep = 0; rep < 5; rep++) {
+		struct loophub *h = loophub_create(RW);
+		struct rworker w[RW];
+		pthread_t t[RW];
+		unsigned n0, n;
+
+		loophub_window(h, 4);
+		for (int r = 0; r < RW; r++) {
+			w[r] = (struct rworker){.h = h, .rank = r};
+			pthread_create(&t[r], NULL, rworker_main, &w[r]);
+		}
+		for (int r = 0; r < RW; r++)
+			pthread_join(t[r], NULL);
+		for (int r = 0; r < RW; r++)
+			assert_int_equal(w[r].rc, 0);
+		const uint32_t *s0 = loophub_starts(h, 0, &n0);
+		assert_int_equal(n0, w[0].nwant);
+		assert_memory_equal(s0, w[0].want, n0 * sizeof(*s0));
+		for (int r = 1; r < RW; r++) {
+			const uint32_t *s = loophub_starts(h, (unsigned)r, &n);
+			assert_int_equal(n, n0);
+			assert_memory_equal(s, s0, n0 * sizeof(*s));
+		}
+		loophub_destroy(h);
+	}
+}
+
 /* ---- intra-machine aggregation: 2 machines x 2 local ranks (threads), shared memory ---- */
 
 struct lworker {
@@ -818,6 +931,7 @@ int main(void)
 		cmocka_unit_test(test_big_partition_still_goes),
 		cmocka_unit_test(test_credit_deadlock_avoided),
 		cmocka_unit_test(test_same_order_on_every_rank),
+		cmocka_unit_test(test_submit_order_bucket_rebuild),
 		cmocka_unit_test(test_local_aggregation),
 		cmocka_unit_test(test_callback_and_cancel),
 		cmocka_unit_test(test_errors),

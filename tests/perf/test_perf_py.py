@@ -244,7 +244,7 @@ class Report(unittest.TestCase):
                "allreduce": {"rows": [
                    {"impl": "tally", "workers": 2, "bytes": 1 << 20, "seconds_per_round": 0.25,
                     "algbw_gbps": 0.0335, "busbw_gbps": 0.0335, "verified": True, "note": "",
-                    "_step": "s"},
+                    "retransmits": 7, "_step": "s"},
                    {"impl": "mpi", "workers": 2, "bytes": 1 << 20, "seconds_per_round": 0.5,
                     "algbw_gbps": 0.0168, "busbw_gbps": 0.0168, "verified": True, "note": "",
                     "_step": "s"}], "errors": []}}
@@ -260,6 +260,7 @@ class Report(unittest.TestCase):
             self.assertIn("3.25", txt)
             self.assertIn("not measured: line: exit 1: no memif", txt)
             self.assertIn("Tally 2.00x the speed of the faster peer (mpi)", txt)
+            self.assertIn("| s | tally | 2 | 1M | 0.25 | 0.0335 | 0.0335 | True | 7 |  |", txt)
             for png in ("sum.png", "engine.png", "allreduce1.png"):
                 self.assertIn(f"]({png})", txt)
                 with open(os.path.join(d, png), "rb") as f:

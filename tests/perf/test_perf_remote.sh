@@ -66,6 +66,8 @@ expect 2 --chunk 10
 expect 2 --bogus
 has "unknown option '--bogus'"
 expect 2 stray
+expect 2 --hosts
+has "option --hosts needs a value"
 
 # --- dry run: real ports, remote hosts
 expect 0 --dry-run --appliance-port 0000:3b:00.0 --appliance-ip 10.0.0.1/24 --queues 4 \

@@ -75,6 +75,7 @@ MAX_APPLIANCES = 32
 NAME_MAX = 128
 DEV_CPU, DEV_CUDA = 0, 1
 DT_F32, DT_F16, DT_BF16, DT_I32 = 0, 1, 2, 3
+ORDER_ROUNDS, ORDER_SUBMIT = 0, 1
 
 
 class Appliance(ctypes.Structure):
@@ -122,6 +123,7 @@ _sig = {
     "tally_agent_declare": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]),
     "tally_agent_set_average": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int]),
     "tally_agent_set_ordered": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int]),
+    "tally_agent_set_order": (ctypes.c_int, [_P, ctypes.c_int]),
     "tally_agent_lookup": (ctypes.c_int, [_P, ctypes.c_char_p]),
     "tally_agent_push_pull": (ctypes.c_int, [_P, ctypes.c_int, _P, ctypes.c_size_t, ctypes.c_int, _P,
                                              AgentCb, _P]),

@@ -87,6 +87,16 @@ class Agent:
     def set_ordered(self, tensor, ordered):
         self._check(_lib.lib.tally_agent_set_ordered(self._h, tensor, int(bool(ordered))))
 
+    def set_order(self, mode):
+        """"rounds" (default: round by round, by priority; every ordered tensor pushed once
+        per round) or "submit" (submission order; every rank submits the same push_pulls in
+        the same order, as DDP's hook does). Before the first push_pull; see
+        tally_agent_set_order."""
+        modes = {"rounds": _lib.ORDER_ROUNDS, "submit": _lib.ORDER_SUBMIT}
+        if mode not in modes:
+            raise ValueError(f"tally.Agent.set_order: mode must be one of {sorted(modes)}")
+        self._check(_lib.lib.tally_agent_set_order(self._h, modes[mode]))
+
     def push_pull(self, tensor, ptr, nbytes, device=_lib.DEV_CPU, stream=None, callback=None, cb_arg=0):
         """Start a push_pull; returns a handle. `callback` is a ctypes AgentCb that the caller
         keeps alive; it runs on the agent's progress thread with (cb_arg, handle, status)."""

@@ -76,13 +76,18 @@ class _Inflight:
 
 class TallyState:
     """State of the DDP communication hook: the agent (created from the environment unless
-    given) and the ids of the buckets declared so far."""
+    given) and the ids of the buckets declared so far.
+
+    The agent starts partitions in submission order (tally_agent_set_order): DDP launches
+    its buckets in index order on every rank, so that order is the same everywhere whatever
+    the timing, including the iteration after DDP's bucket rebuild, when new buckets are
+    declared and some old ones are never pushed again."""
 
     def __init__(self, agent=None, **agent_kw):
         self.agent = agent if agent is not None else _agent_init(**agent_kw)
+        self.agent.set_order("submit")
         self.inflight = _Inflight(self.agent)
         self.tensors = {}
-        self.bucket_names = {}  # DDP bucket index -> its current tensor name
 
     def tensor_id(self, name, t, priority):
         tid = self.tensors.get(name)
@@ -105,20 +110,14 @@ def comm_hook(state, bucket):
     """DDP communication hook: averages the bucket across all workers through Tally.
 
     Buckets are named by index, size and dtype: DDP's bucket rebuild after the first
-    iteration declares new tensors (keys) instead of reusing ones of another size. Later
-    buckets hold earlier layers, so they get the lower (earlier) priority."""
+    iteration declares new tensors (keys) instead of reusing ones of another size; the
+    agent's submission order (TallyState) needs nothing more."""
     t = _bucket_tensor(bucket)
     idx = _bucket_index(bucket)
     if not t.is_contiguous():
         raise ValueError("tally: DDP bucket buffer is not contiguous")
     name = f"ddp.bucket{idx}.{t.numel()}.{_dtype_name(t)}"
-    old = state.bucket_names.get(idx)
-    if old is not None and old != name:
-        # rebuilt: the old bucket is never pushed again, so it leaves the global start
-        # order (tally_agent_set_ordered), or the partitions after it would wait for ever
-        state.agent.set_ordered(state.tensors[old], False)
-    state.bucket_names[idx] = name
-    tid = state.tensor_id(name, t, priority=-idx)
+    tid = state.tensor_id(name, t, priority=idx)
     fut = torch.futures.Future()
 
     def done(err):
