@@ -306,6 +306,8 @@ int tally_agent_set_order(struct tally_agent *a, int mode)
 {
 	int rc = 0;
 
+	if (a->lane)
+		return agent_lane_set_order(a->lane, mode);
 	if (mode != TALLY_AGENT_ORDER_ROUNDS && mode != TALLY_AGENT_ORDER_SUBMIT)
 		return -EINVAL;
 	pthread_mutex_lock(&a->mu);

@@ -382,6 +382,12 @@ int agent_lane_set_ordered(struct agent_lane *l, int tensor, int ordered)
 	return id < 0 ? id : tally_agent_set_ordered(l->in, id, ordered);
 }
 
+/* The lane's start order (the lanes of every machine submit alike: push_pull order). */
+int agent_lane_set_order(struct agent_lane *l, int mode)
+{
+	return tally_agent_set_order(l->in, mode);
+}
+
 int agent_lane_partitions(struct agent_lane *l, int tensor, struct tally_agent_part *out,
 			  unsigned max)
 {

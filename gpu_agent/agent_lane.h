@@ -53,7 +53,8 @@ int agent_coll_shm_create(const struct tally_agent_cfg *cfg, const char *launch_
 int agent_coll_nccl_create(const struct tally_agent_cfg *cfg, const char *launch_id,
 			   const struct agent_coll_ops **ops, void **ctx, char *err, size_t errlen);
 
-/* The sharded agent: cfg resolved (local_agg shard, local_size > 1); `ops`/`ctx` is this
+/* The sharded agent (every tally_agent_* call on it forwards to agent_lane_*: a new API
+ * function must do so too): cfg resolved (local_agg shard, local_size > 1); `ops`/`ctx` is this
  * lane's network (rank = node, world = machines, job = the lane job), owned from here on. */
 struct agent_lane;
 struct tally_agent *agent_lane_create(const struct tally_agent_cfg *cfg,
@@ -67,6 +68,7 @@ int agent_lane_declare(struct agent_lane *l, const char *name, size_t bytes, int
 		       int priority);
 int agent_lane_set_average(struct agent_lane *l, int tensor, int average);
 int agent_lane_set_ordered(struct agent_lane *l, int tensor, int ordered);
+int agent_lane_set_order(struct agent_lane *l, int mode);
 int agent_lane_lookup(struct agent_lane *l, const char *name);
 int agent_lane_push_pull(struct agent_lane *l, int tensor, void *ptr, size_t bytes, int device,
 			 void *stream, tally_agent_cb cb, void *cb_arg);
