@@ -144,11 +144,11 @@ static void *lane_finisher(void *arg)
 		unsigned slot = l->fifo[l->head];
 		struct lane_req *r = &l->reqs[slot];
 		struct lane_tensor *t = &l->t[r->tensor];
-		int failed = r->status != 0, rc;
+		int failed = r->status != 0, avg = t->average, rc;
 		char e[256] = "";
 
 		pthread_mutex_unlock(&l->mu);
-		if (!failed && t->average)
+		if (!failed && avg)
 			agent_average(t->shard, t->shard_bytes, t->dtype, l->cfg.world_size);
 		if (r->device == TALLY_AGENT_CUDA)
 			rc = l->gpu->all_gather(l->gpu_ctx, (unsigned)r->tensor, r->round, t->shard,
@@ -382,8 +382,7 @@ int agent_lane_set_ordered(struct agent_lane *l, int tensor, int ordered)
 	return id < 0 ? id : tally_agent_set_ordered(l->in, id, ordered);
 }
 
-/* The lane thread submits in push_pull order, the same on every local rank of every
- * machine, so the inner agent takes the caller's order mode as it is. */
+/* The lane's start order (the lanes of every machine submit alike: push_pull order). */
 int agent_lane_set_order(struct agent_lane *l, int mode)
 {
 	return tally_agent_set_order(l->in, mode);

@@ -53,7 +53,8 @@ int agent_coll_shm_create(const struct tally_agent_cfg *cfg, const char *launch_
 int agent_coll_nccl_create(const struct tally_agent_cfg *cfg, const char *launch_id,
 			   const struct agent_coll_ops **ops, void **ctx, char *err, size_t errlen);
 
-/* The sharded agent: cfg resolved (local_agg shard, local_size > 1); `ops`/`ctx` is this
+/* The sharded agent (every tally_agent_* call on it forwards to agent_lane_*: a new API
+ * function must do so too): cfg resolved (local_agg shard, local_size > 1); `ops`/`ctx` is this
  * lane's network (rank = node, world = machines, job = the lane job), owned from here on. */
 struct agent_lane;
 struct tally_agent *agent_lane_create(const struct tally_agent_cfg *cfg,

@@ -203,6 +203,11 @@ static void *lw_main(void *arg)
 	struct tally_agent *a = mk_lane(w, &c);
 	if (!a)
 		return NULL;
+	/* the 2 x 4 run starts partitions in submission order (DDP's), the others by rounds */
+	if (w->ls == 4 && tally_agent_set_order(a, TALLY_AGENT_ORDER_SUBMIT)) {
+		snprintf(w->err, sizeof(w->err), "set_order: %s", tally_agent_strerror(a));
+		w->rc = -5;
+	}
 	int tf = tally_agent_declare(a, "grad.f32", NF * 4, TALLY_DT_F32, 1);
 	int tb = tally_agent_declare(a, "grad.bf16", NB * 2, TALLY_DT_BF16, 0);
 	int ti = tally_agent_declare(a, "count", NI * 4, TALLY_DT_I32, 2);
