@@ -106,7 +106,23 @@ const struct agent_sched_item *agent_sched_peek(const struct agent_sched *s);
 void agent_sched_pop(struct agent_sched *s, struct agent_sched_item *out);
 int agent_sched_may_start(size_t inflight, size_t bytes, size_t credit);
 
+/* ---- NUMA-local staging memory (agent_numa.c) ---- */
+#define AGENT_NUMA_HDR 4096u /* header before every staging buffer; keeps page alignment */
+enum { AGENT_HOST_NUMA = 1, AGENT_HOST_CUDA = 2 };
+/* The NUMA node of a PCI device (busid as CUDA prints it) from sysfs ("/sys"): the node,
+ * -ENOENT where the platform does not say, -EINVAL for a malformed id. */
+int agent_numa_node_of_pci(const char *sysfs, const char *busid);
+/* bytes preferring `node`, every page touched; NULL with a message. */
+void *agent_numa_alloc(size_t bytes, int node, char *err, size_t errlen);
+void agent_numa_free(void *buf);
+/* What made a staging buffer (AGENT_HOST_*) and its mapping size; -EINVAL if none did. */
+int agent_numa_kind(const void *buf, size_t *map_bytes);
+void agent_numa_set_kind(void *buf, int kind, size_t map_bytes);
+/* The node holding the page at addr, or negative errno. */
+int agent_numa_node_of(const void *addr);
+
 /* ---- device staging (CUDA builds; stubs return -ENOTSUP otherwise) ---- */
+/* Pinned host memory on the current device's NUMA node where sysfs names one. */
 int agent_dev_alloc_host(void **host, size_t bytes, char *err, size_t errlen);
 void agent_dev_free_host(void *host);
 /* Copy device → pinned host on `stream` and wait for it. */
