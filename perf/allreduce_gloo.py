@@ -39,6 +39,7 @@ def main():
     secs, ok = 0.0, True
     for r in range(o.warmup + o.rounds):
         buf.copy_(mine)
+        dist.barrier()  # every round starts together (as tally-worker and tally-perf-mpi)
         t0 = time.perf_counter()
         dist.all_reduce(buf)
         if r >= o.warmup:

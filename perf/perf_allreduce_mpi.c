@@ -47,6 +47,9 @@ int main(int argc, char **argv)
 		in[i] = mpi_val(rank, i);
 	MPI_Barrier(MPI_COMM_WORLD);
 	for (int r = 0; r < warmup + rounds; r++) {
+		/* every round starts together: a rank still checking the last result would
+		 * otherwise take CPU from the others' timed round (shared cores) */
+		MPI_Barrier(MPI_COMM_WORLD);
 		double t0 = MPI_Wtime();
 
 		MPI_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);

@@ -37,7 +37,7 @@ struct wk_opts {
 	int verify;
 	int json;
 	int linger;          /* after the report, stay attached until SIGTERM/SIGINT */
-	int barrier;         /* all ranks meet before the first round (default on) */
+	int barrier;         /* all ranks meet before each round (default on) */
 	uint32_t warmup;     /* untimed (verified) rounds before the timed ones */
 };
 
@@ -69,7 +69,7 @@ static void wk_usage(FILE *f)
 		"  --rto-min-us N       floor of the adaptive timeout (default 20; shaped links:\n"
 		"                       their queueing delay, or waiting is taken for loss)\n"
 		"  --seconds T          stop starting rounds after T seconds (--rounds is the cap)\n"
-		"  --no-barrier         do not wait for every rank before the first round\n"
+		"  --no-barrier         do not wait for every rank before each round\n"
 		"  --warmup N           N untimed (still verified) rounds first (default 0)\n"
 		"  --blast              I/O baseline against tallyd --io-forward: send PUSH frames of\n"
 		"                       one chunk for --seconds, count what comes back (no JOIN)\n"
@@ -359,9 +359,9 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 	/* --seconds: ranks must agree on the last round (a round one rank skips would never
 	 * complete for the others), so they vote through the appliance itself: one i32 key,
 	 * each pushes 1 to go on; all go on only when the sum is the world size. The same key
-	 * is a barrier before the first timed round (as MPI and Gloo benchmarks barrier before
-	 * timing): otherwise the first rank's first round includes waiting for the last rank
-	 * to start, generate its data and join, which dwarfs a small allreduce. */
+	 * is a barrier before every round (MPI and Gloo programs barrier before timing too):
+	 * otherwise the first rank's first round includes waiting for the last rank to start,
+	 * generate its data and join, which dwarfs a small allreduce. */
 	uint32_t vote_key = o->key_base + o->nkeys, vote_round = 0;
 	int voting = o->seconds > 0 || (o->barrier && o->world > 1);
 
@@ -377,16 +377,6 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 			return rc;
 		}
 	}
-	if (o->barrier && o->world > 1) {
-		int32_t one = 1, sum = 0;
-
-		rc = tally_client_allreduce(c, vote_key, vote_round++, &one, &sum);
-		if (rc || sum != (int32_t)o->world) {
-			snprintf(err, errlen, "barrier before round 0: %s (%s)",
-				 rc ? strerror(-rc) : "bad sum", rc ? tally_client_strerror(c) : "");
-			return rc ? rc : -EPROTO;
-		}
-	}
 	double start = wk_now();
 
 	/* --warmup: the first rounds run and are verified but not timed (nccl-tests' warm-up
@@ -398,21 +388,6 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 		if (r == o->warmup)
 			start = wk_now();
 
-		if (o->seconds > 0) {
-			int32_t go = !timed || wk_now() - start < o->seconds, sum = 0;
-
-			rc = tally_client_allreduce(c, vote_key, vote_round++, &go, &sum);
-			if (rc) {
-				snprintf(err, errlen, "vote before round %u: %s (%s)", r,
-					 strerror(-rc), tally_client_strerror(c));
-				return rc;
-			}
-			if (sum != (int32_t)o->world)
-				break;
-		}
-		if (timed)
-			*done = r + 1 - o->warmup;
-
 		/* --no-verify (benchmarks): round 0's data serves every round, so the time goes
 		 * to the allreduce, not to generating gradients */
 		if (o->verify || !r) {
@@ -421,6 +396,26 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 					(uint8_t *)in + keys[k].first * es);
 			memset(out, 0xff, o->bytes); /* a chunk never written cannot pass */
 		}
+		/* Every round starts together: the vote (--seconds) or a barrier, after this rank
+		 * generated its data and checked the last result. On shared cores a rank that
+		 * generates or verifies (untimed for it) while the others run a timed round
+		 * slows them down; MPI and Gloo get the same barrier. */
+		if (o->seconds > 0 || (o->barrier && o->world > 1)) {
+			int32_t go = o->seconds <= 0 || !timed || wk_now() - start < o->seconds;
+			int32_t sum = 0;
+
+			rc = tally_client_allreduce(c, vote_key, vote_round++, &go, &sum);
+			if (rc) {
+				snprintf(err, errlen, "%s before round %u: %s (%s)",
+					 o->seconds > 0 ? "vote" : "barrier", r, strerror(-rc),
+					 tally_client_strerror(c));
+				return rc;
+			}
+			if (sum != (int32_t)o->world)
+				break;
+		}
+		if (timed)
+			*done = r + 1 - o->warmup;
 		t0 = wk_now();
 		for (uint32_t k = 0; k < o->nkeys; k++) {
 			keys[k].handle = tally_client_start(c, keys[k].id, r,
