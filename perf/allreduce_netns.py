@@ -6,12 +6,13 @@ with --emulate every host link is shaped with tc tbf on both ends of its veth.""
 import os
 import signal
 import subprocess
-import time
+
+from allreduce_procs import Procs
 
 SUBNET = "10.77.0"
 
 
-class Cluster:
+class Cluster(Procs):
     """Namespaces on one bridge: launcher c, workers w0.., appliances a0.. (always removed)."""
 
     def __init__(self, o, tmp):
@@ -84,48 +85,6 @@ class Cluster:
         """The command as run (argv): in the namespace, with env's variables set."""
         envs = [f"{k}={v}" for k, v in (env or {}).items()]
         return ["ip", "netns", "exec", ns] + (["env"] + envs if envs else []) + list(cmd)
-
-    def bg(self, ns, logname, cmd, env=None):
-        if self.o.dry_run:
-            import shlex
-            self.dry.append(" ".join(shlex.quote(x) for x in self.line(ns, cmd, env)))
-            return None
-        f = open(os.path.join(self.tmp, logname + ".log"), "w")
-        p = subprocess.Popen(self.line(ns, cmd, env), stdout=f, stderr=subprocess.STDOUT,
-                             start_new_session=True)
-        p.logname = logname
-        self.procs.append(p)
-        return p
-
-    def logtext(self, logname):
-        try:
-            with open(os.path.join(self.tmp, logname + ".log")) as f:
-                return f.read()
-        except OSError:
-            return ""
-
-    def stop(self, p, wait=15):
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except OSError:
-                pass
-            try:
-                p.wait(wait)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-
-    def wait_all(self, procs, timeout):
-        deadline = time.time() + timeout
-        for p in procs:
-            try:
-                p.wait(max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                for q in procs:
-                    self.stop(q, 2)
-                return False
-        return True
 
     def cleanup(self):
         for p in self.procs:

@@ -7,12 +7,10 @@ Tally's appliances are already running (--appliance HOST:PORT, one per appliance
 started here on real ports (--appliance-port PCI with --appliance-ip A/LEN; tallyd's EAL gets
 -a PCI). OpenMPI's mpirun starts its daemons through the same remote command.
 """
-import os
 import re
 import shlex
-import signal
-import subprocess
-import time
+
+from allreduce_procs import Procs
 
 HOST_RE = re.compile(r"[A-Za-z0-9._:@-]{1,255}")
 PCI_RE = re.compile(r"([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
@@ -123,7 +121,7 @@ def host_addr(h):
     return h.rpartition("@")[2]
 
 
-class Remote:
+class Remote(Procs):
     """The launcher for real hosts: where=None runs here, where=HOST through the remote
     command. The same interface as the namespace cluster (bg, logtext, stop, wait_all)."""
 
@@ -150,50 +148,8 @@ class Remote:
         inner = " ".join(shlex.quote(x) for x in (["env"] + envs if envs else []) + list(cmd))
         return self.o.remote + [where, inner]
 
-    def bg(self, where, logname, cmd, env=None):
-        argv = self.line(where, cmd, env)
-        if self.o.dry_run:
-            self.dry.append(" ".join(shlex.quote(x) for x in argv))
-            return None
-        f = open(os.path.join(self.tmp, logname + ".log"), "w")
-        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-        p.logname = logname
-        self.procs.append(p)
-        return p
-
     def local_env(self, env):
         return env
-
-    def logtext(self, logname):
-        try:
-            with open(os.path.join(self.tmp, logname + ".log")) as f:
-                return f.read()
-        except OSError:
-            return ""
-
-    def stop(self, p, wait=15):
-        if p is None or p.poll() is not None:
-            return
-        try:
-            os.killpg(p.pid, signal.SIGTERM)
-        except OSError:
-            pass
-        try:
-            p.wait(wait)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-
-    def wait_all(self, procs, timeout):
-        deadline = time.time() + timeout
-        for p in procs:
-            try:
-                p.wait(max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                for q in procs:
-                    self.stop(q, 2)
-                return False
-        return True
 
     def cleanup(self):
         # Killing the local ssh ends a remote command that reads its stdin or has a tty;
