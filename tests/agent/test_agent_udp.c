@@ -216,6 +216,22 @@ static void test_unreachable(void **state)
 	assert_true(t1.tv_sec - t0.tv_sec < 5);
 }
 
+static void test_gso_env_checked(void **state)
+{
+	(void)state;
+	struct tally_agent_cfg c;
+	char e[512] = "";
+	int err = 0;
+
+	cfg_for(&c, 0, 1234, port);
+	setenv("TALLY_GSO", "yes", 1);
+	assert_null(tally_agent_create(&c, &err, e, sizeof(e)));
+	unsetenv("TALLY_GSO");
+	printf("# TALLY_GSO=yes: %d: %s\n", err, e);
+	assert_int_equal(err, -EINVAL);
+	assert_non_null(strstr(e, "TALLY_GSO"));
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -228,6 +244,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_sum_4),
 		cmocka_unit_test(test_wrong_token),
 		cmocka_unit_test(test_unreachable),
+		cmocka_unit_test(test_gso_env_checked),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	stop_appliance();
