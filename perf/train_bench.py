@@ -40,6 +40,8 @@ def parser():
     p.add_argument("--rounds", type=int, default=2,
                    help="timed passes per backend, alternating (gloo tally tally gloo ...: load drift "
                         "on a shared machine hits both alike); samples/s over all passes")
+    p.add_argument("--appliance-nice", type=int, default=0,
+                   help="nice value of the software appliance (negative: scheduled ahead of the workers)")
     p.add_argument("--gso", choices=("on", "off"), default="on",
                    help="workers send with UDP segmentation offload (TALLY_GSO)")
     p.add_argument("--udpd", default=None)
@@ -118,7 +120,7 @@ def worker(a):
                        "order": order, "seconds": res,
                        "workers": world, "batch": a.batch, "steps": a.steps, "threads": a.threads,
                        "partition_bytes": a.partition_bytes, "credit_bytes": a.credit_bytes,
-                       "gso": a.gso, "agent_retransmits_rank0": st["retransmits"],
+                       "gso": a.gso, "appliance_nice": a.appliance_nice, "agent_retransmits_rank0": st["retransmits"],
                        "loadavg": os.getloadavg()}, f)
     dist.barrier()
     import tally
@@ -151,7 +153,9 @@ def main():
             if not udpd:
                 raise SystemExit("train_bench: build the tree first (agent_udpd not found)")
             port = launcher.free_port_block(a.cores)
-            appl = subprocess.Popen([udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", str(a.cores),
+            # the appliance is a machine of its own in a deployment; here it shares the
+            # CPUs with the workers: --appliance-nice N (negative: ahead of the workers)
+            appl = subprocess.Popen(["nice", "-n", str(a.appliance_nice), udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", str(a.cores),
                                      "--job", "1", "--token", "77", "--world", str(a.workers),
                                      "--mem", str(1 << 30)],
                                     stdout=subprocess.DEVNULL)
