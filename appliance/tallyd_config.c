@@ -38,6 +38,7 @@ void tallyd_conf_init(struct tallyd_conf *c)
 	c->tx_desc = 1024;
 	c->mtu = 9000;
 	c->max_chunk = 8192;
+	c->max_jobs = 16;
 	c->log_level = 7; /* RTE_LOG_INFO */
 	c->idle_backoff = 1;
 	c->idle_polls = 1000;
@@ -297,6 +298,9 @@ int tallyd_conf_set(struct tallyd_conf *c, const char *n, const char *v, char *e
 		UINT(0, 65000, c->mtu, "the MTU (0 leaves it alone)");
 	if (!strcmp(n, "max-chunk"))
 		UINT(64, TALLY_MAX_PAYLOAD, c->max_chunk, "the largest chunk in bytes");
+	/* the control plane tracks at most 64 jobs (CTL_MAX_JOBS) */
+	if (!strcmp(n, "max-jobs"))
+		UINT(1, 64, c->max_jobs, "the number of jobs");
 	if (!strcmp(n, "log-level")) {
 		static const char *const lv[] = { "emerg", "alert", "crit", "err", "warning",
 						   "notice", "info", "debug" };
@@ -561,6 +565,8 @@ void tallyd_usage(FILE *f)
 		"  --det-pool SIZE       deterministic staging pool per core (0)\n"
 		"  --frame-size N        largest frame an RX mbuf holds (9216)\n"
 		"  --max-chunk N         largest payload accepted (8192)\n"
+		"  --max-jobs N          concurrent jobs, 1..64 (16; a sharded agent job takes one\n"
+		"                        per local rank)\n"
 		"  --rx-desc N, --tx-desc N  descriptors per queue (1024)\n"
 		"  --mtu N               set the port MTU if the device allows (9000; 0 leaves it)\n"
 		"  --log-level L         emerg..debug or 1..8 (info)\n"

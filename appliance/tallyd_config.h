@@ -45,6 +45,7 @@ struct tallyd_conf {
 	uint16_t rx_desc, tx_desc;
 	uint32_t mtu;              /* 0: leave alone */
 	uint32_t max_chunk;        /* largest payload accepted */
+	uint32_t max_jobs;         /* engine job table (a sharded agent takes one per local rank) */
 	uint32_t log_level;        /* RTE_LOG_* (1..8) */
 	int open_admission;
 	int idle_backoff;

@@ -189,6 +189,7 @@ static int setup_engine(struct tallyd *d, struct tallyd_lcore *lc, char *err, si
 	ec.ncores = (uint16_t)d->ncores;
 	ec.base_port = d->conf.base_port;
 	ec.max_chunk_bytes = d->conf.max_chunk;
+	ec.max_jobs = d->conf.max_jobs;
 	ec.mem_budget = (size_t)(d->conf.mem_budget / d->ncores);
 	ec.det_pool_bytes = (size_t)d->conf.det_pool;
 	ec.open_admission = d->conf.open_admission;

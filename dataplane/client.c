@@ -24,6 +24,8 @@ void tally_client_cfg_defaults(struct tally_client_cfg *cfg)
 		cfg->give_up_ms = 30000;
 	if (!cfg->max_ops)
 		cfg->max_ops = 256;
+	if (!cfg->rto_min_us)
+		cfg->rto_min_us = CL_RTO_MIN_NS / 1000;
 }
 
 /* The appliance's reason → errno (what tally_client_* return). */

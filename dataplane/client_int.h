@@ -26,6 +26,7 @@
 #define CL_ACKWAIT (UINT32_MAX - 1)
 #define CL_ERRLEN 256
 #define CL_CLOCK_G_NS 10000ull /* RFC 6298 "G": our timer granularity */
+#define CL_RTO_MIN_NS 20000ull /* default floor of the adaptive RTO (cfg.rto_min_us) */
 
 /* Per-chunk state word of an operation: low 2 bits the state, the rest the window slot. */
 enum cl_chunk_state { CL_CH_QUEUED = 0, CL_CH_INFLIGHT = 1, CL_CH_DONE = 2 };

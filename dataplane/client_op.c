@@ -10,7 +10,6 @@
 
 #include "client_int.h"
 
-#define CL_RTO_MIN_NS 20000ull   /* floor of the adaptive RTO */
 
 static uint64_t cl_now(struct tally_client *c)
 {
@@ -79,6 +78,7 @@ void cl_cores_free(struct tally_client *c)
 void cl_rtt_sample(struct cl_core *cc, uint64_t r, const struct tally_client_cfg *cfg)
 {
 	uint64_t var, rto, max = (uint64_t)cfg->rto_max_us * 1000;
+	uint64_t min = (uint64_t)cfg->rto_min_us * 1000;
 
 	if (!cc->have_rtt) {
 		cc->srtt = r;
@@ -92,8 +92,8 @@ void cl_rtt_sample(struct cl_core *cc, uint64_t r, const struct tally_client_cfg
 	}
 	var = 4 * cc->rttvar;
 	rto = cc->srtt + (var > CL_CLOCK_G_NS ? var : CL_CLOCK_G_NS);
-	if (rto < CL_RTO_MIN_NS)
-		rto = CL_RTO_MIN_NS;
+	if (rto < min)
+		rto = min;
 	cc->est = rto > max ? max : rto;
 	cc->rto = cc->est;
 }

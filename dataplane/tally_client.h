@@ -46,6 +46,9 @@ struct tally_client_cfg {
 	uint32_t rto_max_us;      /* default 100000 */
 	uint32_t give_up_ms;      /* default 30000 */
 	uint32_t max_ops;         /* concurrent allreduce operations, default 256 */
+	uint32_t rto_min_us;      /* floor of the adaptive RTO, default 20 (dedicated cores);
+				   * raise it where completions wait in deep queues (shaped
+				   * links) so that waiting is not taken for loss */
 };
 
 struct tally_client_stats {

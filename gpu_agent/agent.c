@@ -10,6 +10,7 @@
 
 #include "agent_core.h"
 #include "agent_internal.h"
+#include "agent_lane.h"
 #include "tally_agent.h"
 #include "tally_sum.h"
 
@@ -74,15 +75,26 @@ struct tally_agent *tally_agent_create(const struct tally_agent_cfg *cfg, int *e
 {
 	struct tally_agent_cfg c = *cfg;
 	const struct agent_net_ops *ops;
+	const char *id;
 	void *ctx;
 	int rc;
 
 	if ((rc = agent_cfg_resolve(&c, errbuf, errlen)))
 		goto fail;
+	if (!(id = getenv("TALLY_LOCAL_ID")))
+		id = getenv("TORCHELASTIC_RUN_ID");
+	if (c.local_agg == TALLY_AGENT_LOCAL_SHARD && c.local_size > 1) {
+		/* every local rank pushes its shard on its own lane */
+		struct tally_agent_cfg lane;
+
+		if ((rc = agent_lane_cfg(&c, &lane, errbuf, errlen)) ||
+		    (rc = agent_net_client_create(&lane, &ops, &ctx, errbuf, errlen)))
+			goto fail;
+		return agent_lane_create(&c, ops, ctx, id, err, errbuf, errlen);
+	}
 	if (c.local_agg && c.local_size > 1) {
 		/* local rank 0 pushes for the machine: rank = machine index among the machines */
 		struct tally_agent_cfg node = c;
-		const char *id = getenv("TALLY_LOCAL_ID");
 
 		node.rank = c.rank / c.local_size;
 		node.world_size = c.world_size / c.local_size;
@@ -91,8 +103,6 @@ struct tally_agent *tally_agent_create(const struct tally_agent_cfg *cfg, int *e
 		if (c.local_rank == 0 &&
 		    (rc = agent_net_client_create(&node, &ops, &ctx, errbuf, errlen)))
 			goto fail;
-		if (!id)
-			id = getenv("TORCHELASTIC_RUN_ID");
 		if ((rc = agent_net_local_create(&c, ops, ctx, id, c.local_shm_bytes, &ops, &ctx,
 						 errbuf, errlen)))
 			goto fail;
@@ -110,6 +120,11 @@ void tally_agent_destroy(struct tally_agent *a)
 {
 	if (!a)
 		return;
+	if (a->lane) {
+		agent_lane_destroy(a->lane);
+		free(a);
+		return;
+	}
 	if (a->thr_started) {
 		pthread_mutex_lock(&a->mu);
 		a->stop = 1;
@@ -139,6 +154,8 @@ void tally_agent_destroy(struct tally_agent *a)
 
 const char *tally_agent_strerror(struct tally_agent *a)
 {
+	if (a && a->lane)
+		return agent_lane_strerror(a->lane);
 	return a ? a->err : "no agent";
 }
 
@@ -148,6 +165,8 @@ int tally_agent_lookup(struct tally_agent *a, const char *name)
 {
 	int id = -ENOENT;
 
+	if (a->lane)
+		return agent_lane_lookup(a->lane, name);
 	pthread_mutex_lock(&a->mu);
 	for (unsigned i = 0; i < a->ntensors; i++)
 		if (strcmp(a->tensors[i].name, name) == 0)
@@ -164,6 +183,8 @@ int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, i
 	struct agent_tensor *t;
 	int rc, id;
 
+	if (a->lane)
+		return agent_lane_declare(a->lane, name, bytes, dtype, priority);
 	if (!name || !*name || strlen(name) >= TALLY_AGENT_NAME_MAX) {
 		agent_set_err(a, "declare: tensor name empty or longer than 127 bytes%s", "");
 		return -EINVAL;
@@ -255,6 +276,8 @@ int tally_agent_set_average(struct tally_agent *a, int tensor, int average)
 {
 	int rc = -ENOENT;
 
+	if (a->lane)
+		return agent_lane_set_average(a->lane, tensor, average);
 	pthread_mutex_lock(&a->mu);
 	if (tensor >= 0 && (unsigned)tensor < a->ntensors) {
 		a->tensors[tensor].average = average != 0;
@@ -268,6 +291,8 @@ int tally_agent_set_ordered(struct tally_agent *a, int tensor, int ordered)
 {
 	int rc = -ENOENT;
 
+	if (a->lane)
+		return agent_lane_set_ordered(a->lane, tensor, ordered);
 	pthread_mutex_lock(&a->mu);
 	if (tensor >= 0 && (unsigned)tensor < a->ntensors) {
 		a->tensors[tensor].ordered = ordered != 0;
@@ -283,6 +308,8 @@ int tally_agent_set_order(struct tally_agent *a, int mode)
 
 	if (mode != TALLY_AGENT_ORDER_ROUNDS && mode != TALLY_AGENT_ORDER_SUBMIT)
 		return -EINVAL;
+	if (a->lane)
+		return agent_lane_set_order(a->lane, mode);
 	pthread_mutex_lock(&a->mu);
 	/* the queue's keys mean another thing in each mode: never mix them */
 	for (unsigned i = 0; i < a->cfg.max_handles && !rc; i++)
@@ -301,6 +328,8 @@ int tally_agent_partitions(struct tally_agent *a, int tensor, struct tally_agent
 {
 	int n;
 
+	if (a->lane)
+		return agent_lane_partitions(a->lane, tensor, out, max);
 	pthread_mutex_lock(&a->mu);
 	if (tensor < 0 || (unsigned)tensor >= a->ntensors) {
 		pthread_mutex_unlock(&a->mu);
@@ -330,6 +359,30 @@ static struct agent_req *req_of(struct tally_agent *a, int handle)
 	return &a->reqs[slot];
 }
 
+int agent_push_check(char *err, size_t errlen, int tensor, const char *name, size_t declared,
+		     int busy, size_t bytes, int have_slot, unsigned max_handles)
+{
+	if (!name) {
+		agent_errf(err, errlen, "push_pull: no tensor %d", tensor);
+		return -ENOENT;
+	}
+	if (declared != bytes) {
+		agent_errf(err, errlen, "tensor '%s' shape changed between iterations: declared %zu "
+			   "bytes, push_pull of %zu bytes", name, declared, bytes);
+		return -EINVAL;
+	}
+	if (busy) {
+		agent_errf(err, errlen, busy < 0 ? "tensor '%s' failed to register"
+			   : "tensor '%s' already has a push_pull in flight", name);
+		return busy < 0 ? -EIO : -EBUSY;
+	}
+	if (!have_slot) {
+		agent_errf(err, errlen, "push_pull: more than %u operations pending", max_handles);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
 int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t bytes, int device,
 			  void *stream, tally_agent_cb cb, void *cb_arg)
 {
@@ -338,36 +391,20 @@ int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t b
 	unsigned slot;
 	int rc;
 
+	if (a->lane)
+		return agent_lane_push_pull(a->lane, tensor, ptr, bytes, device, stream, cb,
+					    cb_arg);
 	if (!ptr || (device != TALLY_AGENT_CPU && device != TALLY_AGENT_CUDA))
 		return -EINVAL;
 	pthread_mutex_lock(&a->mu);
-	if (tensor < 0 || (unsigned)tensor >= a->ntensors) {
-		agent_errf(a->err, sizeof(a->err), "push_pull: no tensor %d", tensor);
-		rc = -ENOENT;
-		goto out;
-	}
-	t = &a->tensors[tensor];
-	if (t->bytes != bytes) {
-		agent_errf(a->err, sizeof(a->err), "tensor '%s' shape changed between iterations: "
-			   "declared %zu bytes, push_pull of %zu bytes", t->name, t->bytes, bytes);
-		rc = -EINVAL;
-		goto out;
-	}
-	if (t->busy) {
-		agent_errf(a->err, sizeof(a->err), t->busy < 0 ? "tensor '%s' failed to register"
-			   : "tensor '%s' already has a push_pull in flight", t->name);
-		rc = t->busy < 0 ? -EIO : -EBUSY;
-		goto out;
-	}
+	t = tensor >= 0 && (unsigned)tensor < a->ntensors ? &a->tensors[tensor] : NULL;
 	for (slot = 0; slot < a->cfg.max_handles; slot++)
 		if (a->reqs[slot].state == REQ_FREE)
 			break;
-	if (slot == a->cfg.max_handles) {
-		agent_errf(a->err, sizeof(a->err), "push_pull: more than %u operations pending",
-			   a->cfg.max_handles);
-		rc = -ENOSPC;
+	if ((rc = agent_push_check(a->err, sizeof(a->err), tensor, t ? t->name : NULL,
+				   t ? t->bytes : 0, t ? t->busy : 0, bytes,
+				   slot < a->cfg.max_handles, a->cfg.max_handles)))
 		goto out;
-	}
 	r = &a->reqs[slot];
 	if (device == TALLY_AGENT_CUDA) {
 		char e[256];
@@ -445,6 +482,8 @@ int tally_agent_test(struct tally_agent *a, int handle)
 	struct agent_req *r;
 	int rc;
 
+	if (a->lane)
+		return agent_lane_test(a->lane, handle);
 	pthread_mutex_lock(&a->mu);
 	r = req_of(a, handle);
 	if (!r)
@@ -466,6 +505,8 @@ int tally_agent_wait(struct tally_agent *a, int handle)
 	struct agent_req *r;
 	int rc;
 
+	if (a->lane)
+		return agent_lane_wait(a->lane, handle);
 	pthread_mutex_lock(&a->mu);
 	r = req_of(a, handle);
 	if (!r) {
@@ -481,6 +522,10 @@ int tally_agent_wait(struct tally_agent *a, int handle)
 
 void tally_agent_get_stats(struct tally_agent *a, struct tally_agent_stats *out)
 {
+	if (a->lane) {
+		agent_lane_get_stats(a->lane, out);
+		return;
+	}
 	pthread_mutex_lock(&a->mu);
 	*out = a->st;
 	pthread_mutex_unlock(&a->mu);

@@ -162,7 +162,14 @@ int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errl
 	ENV("TALLY_CREDIT_BYTES", 1ull << 40, c.credit_bytes);
 	ENV("TALLY_AVERAGE", 1, c.average);
 	ENV("TALLY_DETERMINISTIC", 1, c.deterministic);
-	ENV("TALLY_LOCAL_AGG", 1, c.local_agg);
+	if ((s = getenv("TALLY_LOCAL_AGG")) && !strcmp(s, "shard"))
+		c.local_agg = TALLY_AGENT_LOCAL_SHARD;
+	else if (s && !strcmp(s, "sum"))
+		c.local_agg = TALLY_AGENT_LOCAL_SUM;
+	else if (s && !strcmp(s, "off"))
+		c.local_agg = TALLY_AGENT_LOCAL_OFF;
+	else
+		ENV("TALLY_LOCAL_AGG", TALLY_AGENT_LOCAL_SHARD, c.local_agg);
 	ENV("TALLY_LOCAL_SHM_BYTES", 1ull << 44, c.local_shm_bytes);
 	ENV("TALLY_CONNECT_TIMEOUT_MS", UINT32_MAX, c.connect_timeout_ms);
 	ENV("TALLY_OP_TIMEOUT_MS", UINT32_MAX, c.op_timeout_ms);
@@ -246,6 +253,17 @@ int tally_agent_cfg_check(const struct tally_agent_cfg *c, char *err, size_t err
 			agent_errf(err, errlen, "appliance %u: empty host or non-positive rate", i);
 			return -EINVAL;
 		}
+	if (c->local_agg < 0 || c->local_agg > TALLY_AGENT_LOCAL_SHARD) {
+		agent_errf(err, errlen, "local_agg %d: 0 (off), 1 (sum) or 2 (shard)", c->local_agg);
+		return -EINVAL;
+	}
+	if (c->local_agg == TALLY_AGENT_LOCAL_SHARD && c->local_size > 1 &&
+	    (c->job_id >> 24 || c->local_size > 64)) {
+		agent_errf(err, errlen, "sharded local mode: needs a job id below 16777216 (lane lr "
+			   "talks as job | lr << 24; job %u) and at most 64 local ranks (%d)",
+			   c->job_id, c->local_size);
+		return -EINVAL;
+	}
 	if (c->local_agg && c->local_size > 1 && c->world_size % c->local_size) {
 		agent_errf(err, errlen, "local aggregation needs world size %d to be a multiple of the "
 			   "local size %d", c->world_size, c->local_size);

@@ -54,8 +54,11 @@ struct agent_flight {
 	int result;        /* 0 pending, 1 done, < 0 failed */
 };
 
+struct agent_lane;
+
 struct tally_agent {
 	struct tally_agent_cfg cfg;
+	struct agent_lane *lane;    /* sharded local mode: the API forwards there (agent_lane.c) */
 	const struct agent_net_ops *net;
 	void *net_ctx;
 	struct agent_plan plan;

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0
- * agent_dev_cuda.c — device staging with the CUDA runtime: pinned host buffers (allocated
- * on the calling thread's device, portable across devices), copies on the caller's stream,
- * waited for so the host or device side may use the bytes right after. */
+ * agent_dev_cuda.c — device staging with the CUDA runtime: pinned host buffers on the NUMA
+ * node of the calling thread's device (registered, portable across devices; plain
+ * cudaHostAlloc where the node is unknown or registration fails), copies on the caller's
+ * stream, waited for so the host or device side may use the bytes right after. */
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cuda_runtime_api.h>
 
@@ -15,16 +17,57 @@ static int fail(char *err, size_t errlen, const char *what, cudaError_t e)
 	return e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ? -ENODEV : -EIO;
 }
 
+/* The current device's node, or -1 (unknown: single-node machine, old firmware). */
+static int dev_node(void)
+{
+	char busid[32];
+	int dev;
+
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetPCIBusId(busid, (int)sizeof(busid), dev) != cudaSuccess)
+		return -1;
+	int node = agent_numa_node_of_pci("/sys", busid);
+
+	return node < 0 ? -1 : node;
+}
+
 int agent_dev_alloc_host(void **host, size_t bytes, char *err, size_t errlen)
 {
-	cudaError_t e = cudaHostAlloc(host, bytes, cudaHostAllocPortable);
+	int node = dev_node();
+	cudaError_t e;
+	void *p;
 
-	return e == cudaSuccess ? 0 : fail(err, errlen, "cudaHostAlloc (pinned staging)", e);
+	if (node >= 0 && (p = agent_numa_alloc(bytes, node, NULL, 0))) {
+		if (cudaHostRegister(p, bytes, cudaHostRegisterPortable) == cudaSuccess) {
+			*host = p;
+			return 0;
+		}
+		(void)cudaGetLastError(); /* not sticky; fall back below */
+		agent_numa_free(p);
+	}
+	e = cudaHostAlloc(&p, AGENT_NUMA_HDR + bytes, cudaHostAllocPortable);
+	if (e != cudaSuccess)
+		return fail(err, errlen, "cudaHostAlloc (pinned staging)", e);
+	*host = (uint8_t *)p + AGENT_NUMA_HDR;
+	agent_numa_set_kind(*host, AGENT_HOST_CUDA, AGENT_NUMA_HDR + bytes);
+	return 0;
 }
 
 void agent_dev_free_host(void *host)
 {
-	cudaFreeHost(host);
+	if (!host)
+		return;
+	switch (agent_numa_kind(host, NULL)) {
+	case AGENT_HOST_NUMA:
+		cudaHostUnregister(host);
+		agent_numa_free(host);
+		break;
+	case AGENT_HOST_CUDA:
+		cudaFreeHost((uint8_t *)host - AGENT_NUMA_HDR);
+		break;
+	default:
+		break; /* not ours: leaking beats freeing what another allocator owns */
+	}
 }
 
 int agent_dev_to_host(void *host, const void *dev, size_t bytes, void *stream, char *err,

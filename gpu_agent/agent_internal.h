@@ -47,6 +47,31 @@ int agent_net_local_create(const struct tally_agent_cfg *cfg, const struct agent
 			   void *ictx, const char *launch_id, size_t shm_bytes,
 			   const struct agent_net_ops **ops, void **ctx, char *err, size_t errlen);
 
+/* ---- what the local ranks of a machine share (agent_shm.c) ---- */
+struct agent_shm {
+	char name[128];
+	int fd, owner;
+	uint8_t *base;
+	size_t size;
+};
+/* "/tally-KIND-JOB-TOKENHASH-nNODE-LAUNCH" ('/' in the launch id becomes '_'). */
+void agent_shm_name(char *out, size_t len, const char *kind, const struct tally_agent_cfg *cfg,
+		    const char *launch_id);
+/* Local rank 0 creates the segment (size bytes, sparse), the others attach within
+ * connect_timeout_ms and check the local size; 0 or negative errno with a message. */
+int agent_shm_attach(struct agent_shm *s, const struct tally_agent_cfg *cfg, const char *kind,
+		     const char *launch_id, size_t size, char *err, size_t errlen);
+void agent_shm_detach(struct agent_shm *s); /* the root also unlinks */
+/* dst = sum of k sources of n elements (f16/bf16 accumulated in f32); 0 or -ENOMEM. */
+int agent_local_sum(int dtype, void *dst, const void *const *src, unsigned k, size_t n);
+/* Divide n bytes of dtype by world (f32, f16, bf16; integers untouched). */
+void agent_average(void *buf, size_t bytes, int dtype, int world);
+
+/* push_pull's checks before it takes a request slot (name NULL: no such tensor; busy < 0:
+ * failed to register); 0 or negative errno with the message in err. */
+int agent_push_check(char *err, size_t errlen, int tensor, const char *name, size_t declared,
+		     int busy, size_t bytes, int have_slot, unsigned max_handles);
+
 /* Create an agent over a given network (tests); takes ownership of ctx (destroyed on
  * failure too). */
 struct tally_agent *agent_create_net(const struct tally_agent_cfg *cfg,
@@ -81,7 +106,23 @@ const struct agent_sched_item *agent_sched_peek(const struct agent_sched *s);
 void agent_sched_pop(struct agent_sched *s, struct agent_sched_item *out);
 int agent_sched_may_start(size_t inflight, size_t bytes, size_t credit);
 
+/* ---- NUMA-local staging memory (agent_numa.c) ---- */
+#define AGENT_NUMA_HDR 4096u /* header before every staging buffer; keeps page alignment */
+enum { AGENT_HOST_NUMA = 1, AGENT_HOST_CUDA = 2 };
+/* The NUMA node of a PCI device (busid as CUDA prints it) from sysfs ("/sys"): the node,
+ * -ENOENT where the platform does not say, -EINVAL for a malformed id. */
+int agent_numa_node_of_pci(const char *sysfs, const char *busid);
+/* bytes preferring `node`, every page touched; NULL with a message. */
+void *agent_numa_alloc(size_t bytes, int node, char *err, size_t errlen);
+void agent_numa_free(void *buf);
+/* What made a staging buffer (AGENT_HOST_*) and its mapping size; -EINVAL if none did. */
+int agent_numa_kind(const void *buf, size_t *map_bytes);
+void agent_numa_set_kind(void *buf, int kind, size_t map_bytes);
+/* The node holding the page at addr, or negative errno. */
+int agent_numa_node_of(const void *addr);
+
 /* ---- device staging (CUDA builds; stubs return -ENOTSUP otherwise) ---- */
+/* Pinned host memory on the current device's NUMA node where sysfs names one. */
 int agent_dev_alloc_host(void **host, size_t bytes, char *err, size_t errlen);
 void agent_dev_free_host(void *host);
 /* Copy device → pinned host on `stream` and wait for it. */

@@ -9,34 +9,23 @@
  * It is an agent_net_ops wrapper around the root's network, so the agent core (scheduling,
  * credits, averaging by the global world size) is unchanged.
  *
- * Segment: TALLY_LOCAL_SHM_BYTES (default 4 GiB) sparse on /dev/shm (tmpfs allocates pages
- * only when touched), named from the job, token, node and a per-launch id (torchrun's
+ * Segment (agent_shm.c): TALLY_LOCAL_SHM_BYTES (default 4 GiB) sparse on /dev/shm, named
+ * "tally-agent-..." from the job, token, node and a per-launch id (torchrun's
  * TORCHELASTIC_RUN_ID, or TALLY_LOCAL_ID). Layout: a 4 MiB control block (per key:
  * ready[local_size] and done generations, round + 1, process-shared atomics), then per key
  * local_size slots of the key's bytes, at offsets every rank computes alike (keys are
  * registered in the same order everywhere).
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "agent_internal.h"
 #include "tally_sum.h"
 
-#define LOC_MAGIC 0x4c4c4154u /* "TALL" */
 #define LOC_CTL_BYTES (4u << 20)
 #define LOC_MAX_OPS 4096
-
-struct loc_hdr {
-	uint32_t magic;  /* written last by the root, after ftruncate */
-	uint32_t local_size;
-};
 
 struct loc_key {
 	uint64_t off;    /* slot 0 of this key in the segment */
@@ -57,8 +46,7 @@ struct loc {
 	const struct agent_net_ops *inner;
 	void *ictx;
 	unsigned lr, ls, maxkeys, nnodes;
-	char name[128];
-	int fd;
+	struct agent_shm shm;
 	uint8_t *base;
 	size_t size, used;
 	struct loc_key *keys;
@@ -156,18 +144,9 @@ static void root_advance(struct loc *l, unsigned appl, struct loc_op *o)
 	src[0] = o->in;
 	for (unsigned r = 1; r < l->ls; r++)
 		src[r] = slot_of(l, o->key, r);
-	if (k->dtype == TALLY_DT_F32 || k->dtype == TALLY_DT_I32) {
-		tally_sum_kway(k->dtype, slot_of(l, o->key, 0), src, l->ls, n);
-	} else {
-		float *acc = malloc(n * sizeof(float));
-		if (!acc) {
-			o->result = -ENOMEM;
-			o->state = 3;
-			return;
-		}
-		tally_sum_kway(k->dtype, acc, src, l->ls, n);
-		tally_sum_store(k->dtype, slot_of(l, o->key, 0), acc, n);
-		free(acc);
+	if ((o->result = agent_local_sum(k->dtype, slot_of(l, o->key, 0), src, l->ls, n))) {
+		o->state = 3;
+		return;
 	}
 	o->inner = l->inner->start(l->ictx, appl, o->key, o->round, slot_of(l, o->key, 0),
 				   slot_of(l, o->key, 0));
@@ -245,12 +224,7 @@ static void loc_destroy(void *ctx)
 
 	if (l->inner)
 		l->inner->destroy(l->ictx);
-	if (l->base)
-		munmap(l->base, l->size);
-	if (l->fd >= 0)
-		close(l->fd);
-	if (l->lr == 0 && l->name[0])
-		shm_unlink(l->name);
+	agent_shm_detach(&l->shm);
 	free(l->keys);
 	free(l);
 }
@@ -271,7 +245,6 @@ int agent_net_local_create(const struct tally_agent_cfg *cfg, const struct agent
 			   const struct agent_net_ops **ops, void **ctx, char *err, size_t errlen)
 {
 	struct loc *l = calloc(1, sizeof(*l));
-	unsigned node = (unsigned)(cfg->rank / cfg->local_size);
 	int rc = -ENOMEM;
 
 	if (!l) {
@@ -281,7 +254,7 @@ int agent_net_local_create(const struct tally_agent_cfg *cfg, const struct agent
 	}
 	l->inner = inner;
 	l->ictx = ictx;
-	l->fd = -1;
+	l->shm.fd = -1;
 	l->lr = (unsigned)cfg->local_rank;
 	l->ls = (unsigned)cfg->local_size;
 	l->nnodes = (unsigned)(cfg->world_size / cfg->local_size);
@@ -295,68 +268,9 @@ int agent_net_local_create(const struct tally_agent_cfg *cfg, const struct agent
 		rc = -EINVAL;
 		goto fail;
 	}
-	snprintf(l->name, sizeof(l->name), "/tally-agent-%u-%08x-n%u-%s", cfg->job_id,
-		 (unsigned)(cfg->token ^ (cfg->token >> 32)), node, launch_id ? launch_id : "0");
-	for (char *p = l->name + 1; *p; p++)
-		if (*p == '/')
-			*p = '_';
-	if (l->lr == 0) {
-		shm_unlink(l->name); /* a stale segment of a crashed launch with the same id */
-		l->fd = shm_open(l->name, O_RDWR | O_CREAT | O_EXCL, 0600);
-		if (l->fd < 0 || ftruncate(l->fd, (off_t)l->size) != 0) {
-			rc = -errno;
-			agent_errf(err, errlen, "local aggregation: shm %s (%zu bytes): %s", l->name,
-				   l->size, strerror(errno));
-			goto fail;
-		}
-	} else {
-		/* the root creates it; wait up to the connect timeout */
-		for (uint32_t waited = 0;; waited += 10) {
-			l->fd = shm_open(l->name, O_RDWR, 0);
-			struct stat st;
-			if (l->fd >= 0 && fstat(l->fd, &st) == 0 && (size_t)st.st_size == l->size)
-				break;
-			if (l->fd >= 0)
-				close(l->fd);
-			l->fd = -1;
-			if (waited >= cfg->connect_timeout_ms) {
-				rc = -ETIMEDOUT;
-				agent_errf(err, errlen, "local aggregation: local root (rank %d) did not "
-					   "create %s within %u ms", cfg->rank - cfg->local_rank, l->name,
-					   cfg->connect_timeout_ms);
-				goto fail;
-			}
-			usleep(10000);
-		}
-	}
-	l->base = mmap(NULL, l->size, PROT_READ | PROT_WRITE, MAP_SHARED, l->fd, 0);
-	if (l->base == MAP_FAILED) {
-		l->base = NULL;
-		rc = -errno;
-		agent_errf(err, errlen, "local aggregation: mmap %s: %s", l->name, strerror(errno));
+	if ((rc = agent_shm_attach(&l->shm, cfg, "agent", launch_id, l->size, err, errlen)))
 		goto fail;
-	}
-	struct loc_hdr *h = (struct loc_hdr *)l->base;
-	if (l->lr == 0) {
-		h->local_size = l->ls;
-		__atomic_store_n(&h->magic, LOC_MAGIC, __ATOMIC_RELEASE);
-	} else {
-		for (uint32_t waited = 0; __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != LOC_MAGIC;
-		     waited++) {
-			if (waited > cfg->connect_timeout_ms) {
-				rc = -ETIMEDOUT;
-				agent_errf(err, errlen, "local aggregation: %s never initialised", l->name);
-				goto fail;
-			}
-			usleep(1000);
-		}
-		if (h->local_size != l->ls) {
-			rc = -EINVAL;
-			agent_errf(err, errlen, "local aggregation: local size %u here, %u at the root",
-				   l->ls, h->local_size);
-			goto fail;
-		}
-	}
+	l->base = l->shm.base;
 	*ops = &loc_ops;
 	*ctx = l;
 	return 0;

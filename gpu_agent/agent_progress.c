@@ -67,7 +67,7 @@ void agent_fail_all_locked(struct tally_agent *a, int status)
 	a->inflight_bytes = 0;
 }
 
-static void average(void *buf, size_t bytes, int dtype, int world)
+void agent_average(void *buf, size_t bytes, int dtype, int world)
 {
 	float s = 1.0f / (float)world;
 
@@ -255,7 +255,7 @@ void *agent_progress_main(void *arg)
 					   a->net->strerror(a->net_ctx, p->appl));
 			else if (f->result == 1 && a->tensors[a->reqs[f->req].tensor].average) {
 				struct agent_req *r = &a->reqs[f->req];
-				average(r->buf + p->off, p->bytes, a->tensors[r->tensor].dtype,
+				agent_average(r->buf + p->off, p->bytes, a->tensors[r->tensor].dtype,
 					a->cfg.world_size);
 			}
 		}

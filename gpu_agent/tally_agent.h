@@ -17,11 +17,25 @@
  *    for what sorts before it even when that was not submitted yet (tally_agent_set_ordered).
  *  - A progress thread owns the client sessions and drives them; push_pull returns at once.
  *  - Averaging divides every sum by world_size (f32, f16, bf16; not i32).
- *  - Intra-machine aggregation (cfg.local_agg, CPU backend): local ranks sum through shared
- *    memory with sum_avx, the machine's sum is pushed once by local rank 0 (rank = machine
- *    index among world_size / local_size machines), the result is shared back.
+ *  - Intra-machine aggregation (cfg.local_agg; needs world_size % local_size == 0 and ranks
+ *    contiguous per machine; the machine index is rank / local_size):
+ *    TALLY_AGENT_LOCAL_SUM (1, "CPU-assisted"): local ranks sum through shared memory with
+ *    sum_avx, local rank 0 pushes the machine's sum (as rank = machine, world = machines),
+ *    the result is shared back.
+ *    TALLY_AGENT_LOCAL_SHARD (2, BytePS's pipeline): local rank lr owns shard lr of every
+ *    tensor (ceil(elements / local_size) elements each, the last ones padded). push_pull
+ *    reduce-scatters the tensor over the local ranks (host buffers: shared memory + sum_avx;
+ *    CUDA buffers: NCCL on `stream`, the shard copied to pinned host memory), pushes the
+ *    shard on the rank's own lane — a network session as rank = machine, world = machines,
+ *    job = job_id | lr << 24 (job ids must stay below 2^24; an operator admits the jobs
+ *    job, job | 1 << 24, ... with the same token) — then averages by the GLOBAL world size
+ *    and all-gathers back. Every local rank must call push_pull for the same tensors in the
+ *    same order, from one thread (DDP does); a push_pull blocks until the local ranks'
+ *    reduce-scatter is done. tally_agent_partitions then lists the shard's partitions
+ *    (offsets within the shard), stats count this lane's bytes.
  *  - Devices: TALLY_AGENT_CPU buffers are used in place. TALLY_AGENT_CUDA buffers (builds
- *    with CUDA) are copied to pinned host memory on `stream`, pushed, and copied back.
+ *    with CUDA) are copied to pinned host memory on `stream`, pushed, and copied back (in the
+ *    sharded mode: through NCCL, builds with NCCL; -ENOTSUP otherwise).
  * All functions return 0 / an id >= 0, or a negative errno; the text of the last error is in
  * tally_agent_strerror() (or the errbuf of the create/config calls).
  */
@@ -37,6 +51,12 @@ extern "C" {
 
 #define TALLY_AGENT_MAX_APPLIANCES 32
 #define TALLY_AGENT_NAME_MAX 128
+
+enum tally_agent_local {
+	TALLY_AGENT_LOCAL_OFF = 0,
+	TALLY_AGENT_LOCAL_SUM = 1,   /* local rank 0 pushes the machine's sum */
+	TALLY_AGENT_LOCAL_SHARD = 2, /* reduce-scatter, every local rank pushes its shard */
+};
 
 enum tally_agent_device {
 	TALLY_AGENT_CPU = 0,
@@ -74,8 +94,9 @@ struct tally_agent_cfg {
 				     * order timing-dependent). Kept for compatibility.
 				     * Formerly: window full and nothing completed this long: start one
 				     * more partition anyway (deadlock avoidance), default 10 */
-	int local_agg;              /* sum the local ranks in shared memory first; only local
-				     * rank 0 of each machine talks to the appliances (needs
+	int local_agg;              /* enum tally_agent_local: 1 sum the local ranks in shared
+				     * memory first, only local rank 0 of each machine talks to
+				     * the appliances; 2 sharded (see above) (both need
 				     * world_size % local_size == 0, ranks contiguous per machine) */
 	size_t local_shm_bytes;     /* sparse shared segment, default 4 GiB */
 	uint32_t rto_max_us;        /* client: largest retransmission timeout (0: default) */
@@ -85,7 +106,7 @@ struct tally_agent_cfg {
 void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg);
 /* Overrides from the environment: TALLY_APPLIANCES=host[:port][@gbps][+colo],...,
  * TALLY_JOB_ID, TALLY_TOKEN (decimal or 0x hex), TALLY_PARTITION_BYTES, TALLY_CREDIT_BYTES,
- * TALLY_AVERAGE=0|1, TALLY_DETERMINISTIC=0|1, TALLY_LOCAL_AGG=0|1,
+ * TALLY_AVERAGE=0|1, TALLY_DETERMINISTIC=0|1, TALLY_LOCAL_AGG=0|1|2|off|sum|shard,
  * TALLY_LOCAL_SHM_BYTES, TALLY_CREDIT_STALL_MS, TALLY_WINDOW, TALLY_MAX_CHUNK_BYTES, TALLY_RTO_INIT_US,
  * TALLY_RTO_MAX_US, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM, and the
  * ranks from TALLY_RANK/RANK, TALLY_WORLD_SIZE/WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE.

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """allreduce_gloo.py - one rank of torch.distributed's Gloo allreduce (ring) over TCP.
-Prints one JSON line: rank, seconds (allreduce only, all rounds), ok (result checked)."""
+Prints one JSON line: rank, seconds (allreduce only, the timed rounds after --warmup untimed
+ones), ok (every round's result checked)."""
 import argparse
 import json
 import time
@@ -25,6 +26,7 @@ def main():
     p.add_argument("--bytes", type=int, required=True)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--warmup", type=int, default=0, help="untimed (checked) rounds first")
     o = p.parse_args()
     torch.set_num_threads(1)
     n = o.bytes // 4
@@ -35,11 +37,13 @@ def main():
     buf = torch.empty_like(mine)
     dist.barrier()
     secs, ok = 0.0, True
-    for _ in range(o.rounds):
+    for r in range(o.warmup + o.rounds):
         buf.copy_(mine)
+        dist.barrier()  # every round starts together (as tally-worker and tally-perf-mpi)
         t0 = time.perf_counter()
         dist.all_reduce(buf)
-        secs += time.perf_counter() - t0
+        if r >= o.warmup:
+            secs += time.perf_counter() - t0
         ok = ok and torch.equal(buf, want)
     print(json.dumps({"impl": "gloo", "rank": o.rank, "seconds": secs, "ok": bool(ok)}), flush=True)
     dist.destroy_process_group()

@@ -19,9 +19,11 @@ import subprocess
 import sys
 import time
 
+import allreduce_remote as ar
+from allreduce_netns import SUBNET, Cluster
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 IMPLS = ("tally", "mpi", "gloo")
-SUBNET = "10.77.0"
 PORT = 9170
 
 
@@ -53,21 +55,26 @@ def build_parser():
                                 description="Allreduce of W workers x BYTES: Tally vs peers.")
     p.add_argument("--impl", action="append", default=None,
                    help="tally, mpi, gloo (repeat or comma list; default all)")
-    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--workers", type=int, default=None, help="W (default 4, or one per --hosts)")
     p.add_argument("--size", default="64M", help="bytes per worker (K/M/G suffixes)")
     p.add_argument("--dtype", default="f32", help="f32 (all impls); tally alone also bf16,f16,i32")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=1,
+                   help="untimed (verified) rounds before the timed ones, every impl (1)")
     p.add_argument("--json", action="store_true", help="one JSON object per implementation")
     p.add_argument("--emulate", action="store_true", help="shape every host link with tc tbf")
     p.add_argument("--link-gbit", type=float, default=1.0, help="worker link rate (Gbit/s)")
     p.add_argument("--appliance-gbit", type=float, default=0.0,
                    help="appliance link rate (default link-gbit*W/K: total >= the workers')")
-    p.add_argument("--appliances", type=int, default=1, help="Tally appliances (K)")
+    p.add_argument("--appliances", type=int, default=None, help="Tally appliances (K, default 1)")
     p.add_argument("--worker-args", default="", help="extra tally-worker options (one string)")
+    p.add_argument("--gso", choices=("on", "off"), default="on",
+                   help="Tally workers send with UDP GSO (on; TCP peers use TSO/GSO alike)")
     p.add_argument("--bin", default=os.environ.get("TALLY_BUILD", ""), help="build directory")
     p.add_argument("--timeout", type=float, default=300, help="seconds per implementation")
     p.add_argument("--prefix", default=f"perf{os.getpid() % 100000}",
                    help="name prefix of namespaces/interfaces")
+    ar.add_args(p)
     return p
 
 
@@ -95,6 +102,15 @@ def parse_args(argv):
             if i not in impls:
                 impls.append(i)
     o.impls = impls
+    appliances_given = o.appliances is not None
+    if not appliances_given:
+        o.appliances = 1
+    try:
+        ar.check(o, appliances_given)
+    except ar.RemoteUsage as e:
+        raise UsageError(str(e))
+    if o.workers is None:
+        o.workers = 4
     if not 2 <= o.workers <= 16:
         raise UsageError("--workers must be 2..16")
     o.bytes = parse_size(o.size)
@@ -106,6 +122,8 @@ def parse_args(argv):
         raise UsageError("--size must be a multiple of 4 bytes")
     if not 1 <= o.rounds <= 1000:
         raise UsageError("--rounds must be 1..1000")
+    if not 0 <= o.warmup <= 100:
+        raise UsageError("--warmup must be 0..100")
     if not 1 <= o.appliances <= 8:
         raise UsageError("--appliances must be 1..8")
     if (o.bytes // 4) < o.appliances * 16:
@@ -118,6 +136,7 @@ def parse_args(argv):
         raise UsageError("--appliance-gbit must be 0.001..400")
     if not re.fullmatch(r"[a-z][a-z0-9]{0,9}", o.prefix):
         raise UsageError("--prefix: 1-10 lowercase letters/digits, a letter first")
+    o.seed = int(time.time()) % 100000 + 1
     return o
 
 
@@ -144,14 +163,32 @@ def tally_rank_result(objs):
         return None
     ok = all(o.get("ok") and not o.get("mismatches") and o.get("checked", 0) > 0 for o in objs)
     return {"seconds": max(o["seconds"] for o in objs), "ok": ok,
-            "retransmits": sum(o.get("retransmits", 0) for o in objs)}
+            "retransmits": sum(o.get("retransmits", 0) for o in objs),
+            "gso_sends": sum((o.get("udp") or {}).get("tx_gso_sends", 0) for o in objs),
+            "first_round_seconds": max(o.get("first_round_seconds", 0) for o in objs)}
 
 
-def emulated_rto_us(link_gbit, window=64, chunk=8192):
-    """Initial RTO for a shaped link: twice the time a full window of chunks queues on it.
-    tally-worker's default (500 us) suits 10G+ links; on a 1 Gbit/s link a window queues for
-    several ms, and premature timeouts then multiply (spurious retransmissions fill the link)."""
-    return int(min(200000, max(500, 2 * window * chunk * 8 / (link_gbit * 1e9) * 1e6)))
+def emulated_rto_us(link_gbit, window=64, chunk=8192, appliances=1):
+    """RTO for a shaped link (initial, and the floor of the adaptive one): twice the round
+    trip through full queues. A rank's K tally-workers (one per appliance) each keep a window
+    of chunks on its link, queued once on the way up and once (the results) on the way down:
+    2 * K * window * chunk of queueing. tally-worker's defaults (500 us first, 20 us floor)
+    suit dedicated cores on 10G+ links; here a completion waits that long without any loss,
+    and timeouts below it re-send chunks (and the appliance their results) that were never
+    lost: measured 12% of the pushes at 1 Gbit/s, W=4, K=2, on a lossless emulated cluster."""
+    q = 2 * appliances * window * chunk * 8 / (link_gbit * 1e9) * 1e6
+    return int(min(200000, max(500, 2 * q)))
+
+
+def worker_opt(args, name, default):
+    """The value of tally-worker option `name` in an argument list (last one wins)."""
+    v = default
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            v = args[i + 1]
+        elif a.startswith(name + "="):
+            v = a.split("=", 1)[1]
+    return v
 
 
 def last_json(text):
@@ -169,165 +206,92 @@ def log(msg):
     print(f"[allreduce {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-class Cluster:
-    """Namespaces on one bridge: launcher c, workers w0.., appliances a0.. (always removed)."""
-
-    def __init__(self, o, tmp):
-        self.o, self.tmp, self.p = o, tmp, o.prefix
-        self.nses, self.procs = [], []
-
-    def sh(self, *cmd, check=True):
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if check and r.returncode:
-            raise RuntimeError(f"{' '.join(cmd)}: {r.stdout.strip()}")
-        return r
-
-    def ns(self, name):
-        return self.p + name
-
-    def worker_ip(self, i):
-        return f"{SUBNET}.{10 + i}"
-
-    def app_ip(self, k):
-        return f"{SUBNET}.{100 + k}"
-
-    def add_host(self, name, ip, gbit):
-        ns = self.ns(name)
-        self.sh("ip", "netns", "add", ns)
-        self.nses.append(ns)
-        self.sh("ip", "-n", ns, "link", "set", "lo", "up")
-        hif, bif = ns + "h", ns + "b"
-        self.sh("ip", "link", "add", hif, "mtu", "9000", "netns", ns, "type", "veth", "peer",
-                "name", bif, "mtu", "9000", "netns", self.ns("br"))
-        self.sh("ip", "-n", ns, "link", "set", hif, "up")
-        self.sh("ip", "-n", self.ns("br"), "link", "set", bif, "master", "br0", "up")
-        if ip:
-            self.sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", hif)
-        if gbit:
-            # Both directions: host egress on its end, host ingress on the bridge's end.
-            rate = f"{int(gbit * 1000)}mbit"
-            burst = str(max(64 * 1024, int(gbit * 1e9 / 8 / 250)))  # ~4 ms of line
-            for n, dev in ((ns, hif), (self.ns("br"), bif)):
-                self.sh("ip", "netns", "exec", n, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
-                        "rate", rate, "burst", burst, "latency", "100ms")
-        return ns, hif
-
-    def build(self):
-        o = self.o
-        self.sh("ip", "netns", "add", self.ns("br"))
-        self.nses.append(self.ns("br"))
-        self.sh("ip", "-n", self.ns("br"), "link", "add", "br0", "mtu", "9000", "type", "bridge")
-        self.sh("ip", "-n", self.ns("br"), "link", "set", "br0", "up")
-        self.add_host("c", f"{SUBNET}.5", 0)  # the launcher (mpirun), control traffic only
-        self.hosts = []
-        for i in range(o.workers):
-            self.hosts.append(self.add_host(f"w{i}", self.worker_ip(i),
-                                            o.link_gbit if o.emulate else 0))
-        self.apps = []
-        if "tally" in o.impls:
-            for k in range(o.appliances):
-                # tallyd owns the veth through AF_PACKET and answers ARP: no kernel address.
-                self.apps.append(self.add_host(f"a{k}", None,
-                                               o.appliance_gbit if o.emulate else 0))
-
-    def bg(self, ns, logname, cmd, env=None):
-        f = open(os.path.join(self.tmp, logname + ".log"), "w")
-        p = subprocess.Popen(["ip", "netns", "exec", ns] + cmd, stdout=f, stderr=subprocess.STDOUT,
-                             env=env, start_new_session=True)
-        p.logname = logname
-        self.procs.append(p)
-        return p
-
-    def logtext(self, logname):
+def tally_plan(cl, o):
+    """Tally's commands: appliances [(where, logname, argv)] and the workers [(rank, where,
+    logname, argv)], plus the extra worker options used. Namespaces: one tallyd per appliance on
+    net_af_packet over its veth; real hosts: tallyd here on each --appliance-port (EAL -a PCI),
+    or the running --appliance list; one tally-worker per (rank, appliance)."""
+    tallyd = os.path.join(o.bin, "appliance", "tallyd")
+    worker = os.path.join(o.remote_bin or o.bin if o.hosts else o.bin, "perf", "tally-worker")
+    K = o.appliances
+    mem = max(256, (o.bytes // K * 3) >> 20)
+    apps, addrs = [], []
+    if o.hosts and o.apps_ext:
+        addrs = list(o.apps_ext)
+    elif o.hosts:
+        for k, (pci, ip) in enumerate(o.apps_pci):
+            apps.append((None, f"tallyd{k}", [
+                tallyd, "--port", pci, "--ip", ip, "--queues", "1", "--base-port", str(PORT),
+                "--open-admission", "--mem", f"{mem}M", "--idle-backoff", "off",
+                "--ctl-socket", os.path.join(cl.tmp, f"ctl{k}.sock"), "--", "-a", pci,
+                "--file-prefix", f"{o.prefix}a{k}"] + o.tallyd_eal.split()))
+            addrs.append((ip.split("/")[0], PORT))
+    else:
+        for k, (ns, hif) in enumerate(cl.apps):
+            # One datapath lcore per appliance, spread over the CPUs; idle back-off shares them.
+            ncpu = os.cpu_count() or 1
+            lc = f"0@{k % ncpu},1@{(k + 1) % ncpu}"
+            apps.append((ns, f"tallyd{k}", [
+                tallyd, "--port", f"net_af_packet{k},iface={hif},framesz=9216,blocksz=36864,"
+                "framecnt=2048,qpairs=1,qdisc_bypass=0",
+                "--ip", f"{cl.app_ip(k)}/24", "--queues", "1", "--base-port", str(PORT),
+                "--open-admission", "--mem", f"{mem}M", "--idle-backoff", "on",
+                "--ctl-socket", os.path.join(cl.tmp, f"ctl{k}.sock"), "--",
+                "--no-huge", "--no-pci", "-m", str(mem + 512), "--file-prefix", f"{o.prefix}a{k}",
+                "--lcores", lc]))
+            addrs.append((cl.app_ip(k), PORT))
+    # Each rank shards its gradients by key over the K appliances (BytePS): one tally-worker
+    # per (rank, appliance), all on the rank's host, sharing its link.
+    elems = o.bytes // 4
+    extra = o.worker_args.split()
+    if o.gso == "on" and "--gso" not in extra:
+        # UDP GSO super-frames up to the wire, as TCP's TSO/GSO for the peers; the bridge
+        # port to each AF_PACKET appliance segments them (allreduce_netns.py)
+        extra.append("--gso")
+    if o.emulate and "--rto-us" not in extra:
         try:
-            with open(os.path.join(self.tmp, logname + ".log")) as f:
-                return f.read()
-        except OSError:
-            return ""
-
-    def stop(self, p, wait=15):
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except OSError:
-                pass
-            try:
-                p.wait(wait)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-
-    def wait_all(self, procs, timeout):
-        deadline = time.time() + timeout
-        for p in procs:
-            try:
-                p.wait(max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                for q in procs:
-                    self.stop(q, 2)
-                return False
-        return True
-
-    def cleanup(self):
-        for p in self.procs:
-            self.stop(p, 5)
-        for ns in reversed(self.nses):
-            r = subprocess.run(["ip", "netns", "pids", ns], stdout=subprocess.PIPE, text=True)
-            for pid in r.stdout.split():
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except OSError:
-                    pass
-            subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+            window = int(worker_opt(extra, "--window", 64))
+            chunk = int(worker_opt(extra, "--chunk", 8192))
+        except ValueError:
+            window, chunk = 64, 8192  # tally-worker itself rejects the bad value
+        rto = emulated_rto_us(o.link_gbit, window, chunk, K)
+        extra += ["--rto-us", str(rto)]
+        if "--rto-min-us" not in extra:
+            extra += ["--rto-min-us", str(rto)]
+    seed = o.seed
+    workers = []
+    for i, (where, _) in enumerate(cl.hosts):
+        off = 0
+        for k, (ip, port) in enumerate(addrs):
+            n = elems // K if k + 1 < K else elems - off
+            off += n
+            workers.append((i, where, f"tw{i}-{k}", [
+                worker, "--host", ip, "--port", str(port), "--job", str(7 + k),
+                "--token", "1", "--rank", str(i), "--world", str(o.workers),
+                "--bytes", str(n * 4), "--keys", str(max(1, 16 // K)), "--key-base", str(k * 1000),
+                "--rounds", str(o.rounds), "--warmup", str(o.warmup), "--dtype", o.dtype,
+                "--seed", str(seed), "--json"]
+                + extra))
+    return apps, workers, extra
 
 
 def run_tally(cl, o):
-    tallyd = os.path.join(o.bin, "appliance", "tallyd")
-    worker = os.path.join(o.bin, "perf", "tally-worker")
-    for b in (tallyd, worker):
-        if not os.access(b, os.X_OK):
-            return summarize("tally", o.workers, o.bytes, o.rounds, [], f"missing {b}")
-    K = o.appliances
-    apps = []
-    for k, (ns, hif) in enumerate(cl.apps):
-        # One datapath lcore per appliance, spread over the CPUs; idle back-off shares them.
-        ncpu = os.cpu_count() or 1
-        lc = f"0@{k % ncpu},1@{(k + 1) % ncpu}"
-        mem = max(256, (o.bytes // K * 3) >> 20)
-        apps.append(cl.bg(ns, f"tallyd{k}", [
-            tallyd, "--port", f"net_af_packet{k},iface={hif},framesz=9216,blocksz=36864,"
-            "framecnt=2048,qpairs=1,qdisc_bypass=0",
-            "--ip", f"{cl.app_ip(k)}/24", "--queues", "1", "--base-port", str(PORT),
-            "--open-admission", "--mem", f"{mem}M", "--idle-backoff", "on",
-            "--ctl-socket", os.path.join(cl.tmp, f"ctl{k}.sock"), "--",
-            "--no-huge", "--no-pci", "-m", str(mem + 512), "--file-prefix", f"{o.prefix}a{k}",
-            "--lcores", lc]))
+    apps_plan, workers_plan, extra = tally_plan(cl, o)
+    if not o.dry_run:
+        for b in [a[2][0] for a in apps_plan] + ([] if o.hosts else [workers_plan[0][3][0]]):
+            if not os.access(b, os.X_OK):
+                return summarize("tally", o.workers, o.bytes, o.rounds, [], f"missing {b}")
+    apps = [cl.bg(where, name, argv) for where, name, argv in apps_plan]
     deadline = time.time() + 60
-    for k, a in enumerate(apps):
+    for k, a in enumerate(apps if not o.dry_run else []):
         while "ready" not in cl.logtext(f"tallyd{k}"):
             if a.poll() is not None or time.time() > deadline:
                 return summarize("tally", o.workers, o.bytes, o.rounds, [],
                                  f"tallyd {k} did not start: {cl.logtext(f'tallyd{k}')[-300:]}")
             time.sleep(0.1)
-    # Each rank shards its gradients over the K appliances by key (BytePS): one
-    # tally-worker per (rank, appliance), all in the rank's namespace, sharing its link.
-    elems = o.bytes // 4
-    extra = o.worker_args.split()
-    if o.emulate and "--rto-us" not in extra:
-        extra += ["--rto-us", str(emulated_rto_us(o.link_gbit))]
-    seed = int(time.time()) % 100000 + 1
-    procs = []
-    for i, (ns, _) in enumerate(cl.hosts):
-        off = 0
-        for k in range(K):
-            n = elems // K if k + 1 < K else elems - off
-            off += n
-            procs.append((i, cl.bg(ns, f"tw{i}-{k}", [
-                worker, "--host", cl.app_ip(k), "--port", str(PORT), "--job", str(7 + k),
-                "--token", "1", "--rank", str(i), "--world", str(o.workers),
-                "--bytes", str(n * 4), "--keys", str(max(1, 16 // K)), "--key-base", str(k * 1000),
-                "--rounds", str(o.rounds), "--dtype", o.dtype, "--seed", str(seed), "--json"]
-                + extra)))
+    procs = [(i, cl.bg(where, name, argv)) for i, where, name, argv in workers_plan]
+    if o.dry_run:
+        return None
     done = cl.wait_all([p for _, p in procs], o.timeout)
     per_rank = []
     for i in range(o.workers):
@@ -345,23 +309,33 @@ def run_tally(cl, o):
     r = summarize("tally", o.workers, o.bytes, o.rounds, per_rank, note)
     # Retransmissions explain a slow run on shaped links (tbf drops what exceeds its queue).
     r["retransmits"] = sum(x["retransmits"] for x in per_rank if x)
-    if "--rto-us" in extra:
+    r["gso_sends"] = sum(x["gso_sends"] for x in per_rank if x)  # --gso: super-frames sent
+    # the first round (a warm-up one unless --warmup 0): cold state, first RTT samples
+    r["first_round_seconds"] = max((x["first_round_seconds"] for x in per_rank if x), default=None)
+    if extra:
         r["worker_args"] = " ".join(extra)
     return r
 
 
 def run_gloo(cl, o):
-    try:
-        import torch.distributed  # noqa: F401 (only checks that gloo is there)
-    except Exception as e:
-        return summarize("gloo", o.workers, o.bytes, o.rounds, [], f"skipped: no torch ({e})")
+    if not o.hosts and not o.dry_run:
+        try:
+            import torch.distributed  # noqa: F401 (only checks that gloo is there)
+        except Exception as e:
+            return summarize("gloo", o.workers, o.bytes, o.rounds, [], f"skipped: no torch ({e})")
+    py = o.remote_python if o.hosts else sys.executable
+    script = os.path.join(o.remote_perf_dir or HERE if o.hosts else HERE, "allreduce_gloo.py")
     procs = []
-    for i, (ns, hif) in enumerate(cl.hosts):
-        env = dict(os.environ, GLOO_SOCKET_IFNAME=hif, OMP_NUM_THREADS="1")
-        procs.append(cl.bg(ns, f"gloo{i}", [
-            sys.executable, os.path.join(HERE, "allreduce_gloo.py"), "--rank", str(i),
-            "--world", str(o.workers), "--master", cl.worker_ip(0), "--port", "29517",
-            "--bytes", str(o.bytes), "--rounds", str(o.rounds)], env=env))
+    for i, (where, iface) in enumerate(cl.hosts):
+        env = {"OMP_NUM_THREADS": "1"}
+        if iface:
+            env["GLOO_SOCKET_IFNAME"] = iface
+        procs.append(cl.bg(where, f"gloo{i}", [
+            py, script, "--rank", str(i), "--world", str(o.workers), "--master", cl.master(),
+            "--port", "29517", "--bytes", str(o.bytes), "--rounds", str(o.rounds),
+            "--warmup", str(o.warmup)], env=env))
+    if o.dry_run:
+        return None
     done = cl.wait_all(procs, o.timeout)
     per_rank = [last_json(cl.logtext(p.logname)) for p in procs]
     note = "" if done else "timed out"
@@ -370,33 +344,50 @@ def run_gloo(cl, o):
     return summarize("gloo", o.workers, o.bytes, o.rounds, per_rank, note)
 
 
-def run_mpi(cl, o):
-    mpirun = shutil.which("mpirun")
-    prog = os.path.join(o.bin, "perf", "tally-perf-mpi")
-    if not mpirun:
-        return summarize("mpi", o.workers, o.bytes, o.rounds, [],
-                         "skipped: mpirun missing (apt-get install openmpi-bin libopenmpi-dev)")
-    if not os.access(prog, os.X_OK):
-        return summarize("mpi", o.workers, o.bytes, o.rounds, [],
-                         f"skipped: {prog} not built (needs libopenmpi-dev at configure time)")
-    # Each rank in its own namespace: mpirun (in the launcher namespace) starts one orted per
-    # "host" through an rsh agent that enters that host's namespace, as ssh would.
+def mpi_plan(cl, o, mpirun):
+    """(where, argv, env) of mpirun: namespaces get an rsh agent that enters each host's
+    namespace; real hosts get --remote-cmd as the rsh agent."""
+    prog = os.path.join(o.remote_bin or o.bin if o.hosts else o.bin, "perf", "tally-perf-mpi")
+    if o.hosts:
+        net = ["--mca", "btl_tcp_if_include", o.iface, "--mca", "oob_tcp_if_include",
+               o.iface] if o.iface else []
+        return None, [mpirun, "--allow-run-as-root", "-np", str(o.workers), "-H",
+                      ",".join(f"{h}:1" for h in o.hosts), "--map-by", "node",
+                      "--mca", "btl", "tcp,self"] + net + [
+                      "--mca", "plm_rsh_agent", " ".join(o.remote),
+                      "--mca", "plm_rsh_no_tree_spawn", "1", prog, str(o.bytes),
+                      str(o.rounds), str(o.warmup)], {}
     hostmap = os.path.join(cl.tmp, "hostmap")
     hostfile = os.path.join(cl.tmp, "hostfile")
-    with open(hostmap, "w") as f:
-        for i, (ns, _) in enumerate(cl.hosts):
-            f.write(f"{cl.worker_ip(i)} {ns}\n")
-    with open(hostfile, "w") as f:
-        for i in range(o.workers):
-            f.write(f"{cl.worker_ip(i)} slots=1\n")
-    env = dict(os.environ, TALLY_PERF_HOSTMAP=hostmap, OMPI_MCA_plm_rsh_agent=os.path.join(
-        HERE, "perf_allreduce_rsh.sh"))
-    p = cl.bg(cl.ns("c"), "mpi", [
+    if not o.dry_run:
+        with open(hostmap, "w") as f:
+            for i, (ns, _) in enumerate(cl.hosts):
+                f.write(f"{cl.worker_ip(i)} {ns}\n")
+        with open(hostfile, "w") as f:
+            for i in range(o.workers):
+                f.write(f"{cl.worker_ip(i)} slots=1\n")
+    env = {"TALLY_PERF_HOSTMAP": hostmap,
+           "OMPI_MCA_plm_rsh_agent": os.path.join(HERE, "perf_allreduce_rsh.sh")}
+    return cl.ns("c"), [
         mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(o.workers),
         "--hostfile", hostfile, "--map-by", "node", "--mca", "btl", "tcp,self",
         "--mca", "btl_tcp_if_include", f"{SUBNET}.0/24", "--mca", "oob_tcp_if_include",
         f"{SUBNET}.0/24", "--mca", "plm_rsh_no_tree_spawn", "1",
-        prog, str(o.bytes), str(o.rounds)], env=env)
+        prog, str(o.bytes), str(o.rounds), str(o.warmup)], env
+
+
+def run_mpi(cl, o):
+    mpirun = shutil.which("mpirun") or ("mpirun" if o.dry_run else None)
+    if not mpirun:
+        return summarize("mpi", o.workers, o.bytes, o.rounds, [],
+                         "skipped: mpirun missing (apt-get install openmpi-bin libopenmpi-dev)")
+    where, argv, env = mpi_plan(cl, o, mpirun)
+    if not o.dry_run and not o.hosts and not os.access(argv[-4], os.X_OK):
+        return summarize("mpi", o.workers, o.bytes, o.rounds, [],
+                         f"skipped: {argv[-4]} not built (needs libopenmpi-dev at configure time)")
+    p = cl.bg(where, "mpi", argv, env=env)
+    if o.dry_run:
+        return None
     done = cl.wait_all([p], o.timeout)
     per_rank = [None] * o.workers
     for line in cl.logtext("mpi").splitlines():
@@ -404,7 +395,7 @@ def run_mpi(cl, o):
             try:
                 d = json.loads(line)
                 per_rank[d["rank"]] = d
-            except (ValueError, KeyError, IndexError):
+            except (ValueError, KeyError, IndexError, TypeError):
                 pass
     note = "" if done else "timed out"
     if None in per_rank:
@@ -415,33 +406,54 @@ def run_mpi(cl, o):
 RUNNERS = {"tally": run_tally, "mpi": run_mpi, "gloo": run_gloo}
 
 
+def dry_run(o):
+    """Print every command the run would start, per implementation; start nothing."""
+    cl = ar.Remote(o, "/tmp/" + o.prefix + ".XXXXXX") if o.hosts else \
+        Cluster(o, "/tmp/" + o.prefix + ".XXXXXX")
+    if not o.hosts:
+        print(f"# namespaces {o.prefix}*: bridge, launcher, {o.workers} worker(s)"
+              + (f", {len(cl.apps)} appliance(s)" if cl.apps else "")
+              + (f"; links shaped to {o.link_gbit:g} Gbit/s" if o.emulate else ""))
+    for impl in o.impls:
+        cl.dry = []
+        RUNNERS[impl](cl, o)
+        print(f"# {impl}")
+        for line in cl.dry:
+            print(line)
+    return 0
+
+
 def main(argv):
     try:
         o = parse_args(argv)
     except UsageError as e:
         print(f"tally-perf allreduce: {e}", file=sys.stderr)
         return 2
-    if os.geteuid() != 0 or not shutil.which("ip"):
-        print("tally-perf allreduce: needs root and iproute2 (network namespaces)", file=sys.stderr)
-        return 77
     if not o.bin:
         o.bin = os.path.normpath(os.path.join(HERE, "..", "build"))
+    if o.dry_run:
+        return dry_run(o)
+    if not o.hosts and (os.geteuid() != 0 or not shutil.which("ip")):
+        print("tally-perf allreduce: needs root and iproute2 (network namespaces)", file=sys.stderr)
+        return 77
     import tempfile
     tmp = tempfile.mkdtemp(prefix=o.prefix + ".")
     results = []
-    cl = Cluster(o, tmp)
+    cl = ar.Remote(o, tmp) if o.hosts else Cluster(o, tmp)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:
         cl.build()
         for impl in o.impls:
             log(f"{impl}: {o.workers} workers x {o.bytes} B x {o.rounds} rounds"
+                + (f" on hosts {','.join(o.hosts)}" if o.hosts else "")
                 + (f", links {o.link_gbit} Gbit/s (appliances {o.appliance_gbit:g})"
                    if o.emulate else ", unshaped"))
             t0 = time.time()
             r = RUNNERS[impl](cl, o)
-            r.update(dtype=o.dtype, emulate=o.emulate,
+            r.update(dtype=o.dtype, warmup=o.warmup, emulate=o.emulate,
                      link_gbit=o.link_gbit if o.emulate else None,
-                     appliances=o.appliances if impl == "tally" else None)
+                     appliances=o.appliances if impl == "tally" else None,
+                     hosts=o.hosts or None)
             results.append(r)
             log(f"{impl}: done in {time.time() - t0:.1f} s "
                 f"{'verified' if r['verified'] else 'NOT verified'} {r['note']}")

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * perf_allreduce_mpi.c — one rank of OpenMPI's MPI_Allreduce (float sum) for tally-perf
- * allreduce: tally-perf-mpi BYTES ROUNDS. Prints one JSON line per rank: rank, seconds
- * (allreduce only, all rounds), ok (every element equals the exact sum).
+ * allreduce: tally-perf-mpi BYTES ROUNDS [WARMUP]. Prints one JSON line per rank: rank, seconds
+ * (allreduce only, the ROUNDS timed rounds after WARMUP untimed ones), ok (every element of
+ * every round equals the exact sum).
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -31,9 +32,10 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &world);
 	long long bytes = argc > 1 ? atoll(argv[1]) : 0;
 	int rounds = argc > 2 ? atoi(argv[2]) : 0;
-	if (bytes < 4 || rounds < 1) {
+	int warmup = argc > 3 ? atoi(argv[3]) : 0;
+	if (bytes < 4 || rounds < 1 || warmup < 0 || warmup > 1000) {
 		if (!rank)
-			fprintf(stderr, "usage: tally-perf-mpi BYTES ROUNDS\n");
+			fprintf(stderr, "usage: tally-perf-mpi BYTES ROUNDS [WARMUP]\n");
 		goto out;
 	}
 	size_t n = (size_t)bytes / 4;
@@ -44,11 +46,15 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < n; i++)
 		in[i] = mpi_val(rank, i);
 	MPI_Barrier(MPI_COMM_WORLD);
-	for (int r = 0; r < rounds; r++) {
+	for (int r = 0; r < warmup + rounds; r++) {
+		/* every round starts together: a rank still checking the last result would
+		 * otherwise take CPU from the others' timed round (shared cores) */
+		MPI_Barrier(MPI_COMM_WORLD);
 		double t0 = MPI_Wtime();
 
 		MPI_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-		secs += MPI_Wtime() - t0;
+		if (r >= warmup)
+			secs += MPI_Wtime() - t0;
 		for (size_t i = 0; i < n && ok; i++) {
 			float want = 0;
 

@@ -254,13 +254,15 @@ def sec_allreduce(out, ent):
     rows = [r for r in ent.get("rows", []) if "impl" in r]
     md = ["## Allreduce vs peers", "", "`tally-perf allreduce`: W processes, each in its own "
           "network namespace on one bridge (veth), all end with the sum; algbw = bytes/time, "
-          "busbw = algbw*2(W-1)/W (NCCL's definitions, in Gbit/s here; NCCL prints GB/s).", ""]
+          "busbw = algbw*2(W-1)/W (NCCL's definitions, in Gbit/s here; NCCL prints GB/s). Every "
+          "implementation barriers, runs its warm-up round(s) untimed, then times the rounds; "
+          "retransmits: Tally's re-sent chunks (timeouts).", ""]
     if rows:
         md.append(table(["setup", "impl", "workers", "bytes", "s/round", "algbw Gbit/s",
-                         "busbw Gbit/s", "verified", "note"],
+                         "busbw Gbit/s", "verified", "retransmits", "note"],
                         [[r.get("_step", ""), r["impl"], r["workers"], human(r["bytes"]),
                           r["seconds_per_round"], r["algbw_gbps"], r["busbw_gbps"], r["verified"],
-                          r.get("note", "")] for r in rows]))
+                          r.get("retransmits", ""), r.get("note", "")] for r in rows]))
         for step in dict.fromkeys(r.get("_step", "") for r in rows):
             ok = [r for r in rows if r.get("_step", "") == step and r["verified"]]
             t = next((r for r in ok if r["impl"] == "tally"), None)

@@ -29,7 +29,7 @@ struct wk_opts {
 	int blast;           /* forward baseline: blast PUSH frames, count what comes back */
 	uint32_t blast_cores;
 	uint32_t window;
-	uint32_t join_ms, give_up_ms, rto_us;
+	uint32_t join_ms, give_up_ms, rto_us, rto_min_us;
 	uint64_t seed;
 	enum tally_dtype dtype;
 	enum wd_values values;
@@ -37,6 +37,8 @@ struct wk_opts {
 	int verify;
 	int json;
 	int linger;          /* after the report, stay attached until SIGTERM/SIGINT */
+	int barrier;         /* all ranks meet before each round (default on) */
+	uint32_t warmup;     /* untimed (verified) rounds before the timed ones */
 };
 
 static void wk_usage(FILE *f)
@@ -64,7 +66,11 @@ static void wk_usage(FILE *f)
 		"  --no-verify          skip the check (benchmarking only)\n"
 		"  --join-ms N          JOIN timeout (default 10000); --give-up-ms N (default 30000)\n"
 		"  --rto-us N           initial retransmission timeout (default 500)\n"
+		"  --rto-min-us N       floor of the adaptive timeout (default 20; shaped links:\n"
+		"                       their queueing delay, or waiting is taken for loss)\n"
 		"  --seconds T          stop starting rounds after T seconds (--rounds is the cap)\n"
+		"  --no-barrier         do not wait for every rank before each round\n"
+		"  --warmup N           N untimed (still verified) rounds first (default 0)\n"
 		"  --blast              I/O baseline against tallyd --io-forward: send PUSH frames of\n"
 		"                       one chunk for --seconds, count what comes back (no JOIN)\n"
 		"  --blast-cores N      appliance cores to spread the blast over (default 1)\n"
@@ -118,7 +124,8 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 	enum { O_HOST = 256, O_PORT, O_TRANSPORT, O_DPDK, O_BIND, O_GSO, O_NOGRO, O_JOB,
 	       O_TOKEN, O_RANK, O_WORLD, O_BYTES, O_KEYS, O_KEYBASE, O_DTYPE, O_CHUNK, O_ROUNDS,
 	       O_WINDOW, O_SEED, O_VALUES, O_DET, O_NOVERIFY, O_JOINMS, O_GIVEUP, O_RTO, O_JSON,
-	       O_HELP, O_LOCALIP, O_DPDKPORT, O_SECONDS, O_BLAST, O_BLASTCORES, O_LINGER };
+	       O_HELP, O_LOCALIP, O_DPDKPORT, O_SECONDS, O_BLAST, O_BLASTCORES, O_LINGER,
+	       O_NOBARRIER, O_WARMUP, O_RTOMIN };
 	static const struct option lo[] = {
 		{ "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT },
 		{ "transport", 1, 0, O_TRANSPORT }, { "dpdk", 1, 0, O_DPDK },
@@ -135,7 +142,8 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 		{ "local-ip", 1, 0, O_LOCALIP }, { "dpdk-port", 1, 0, O_DPDKPORT },
 		{ "seconds", 1, 0, O_SECONDS }, { "blast", 0, 0, O_BLAST },
 		{ "blast-cores", 1, 0, O_BLASTCORES }, { "linger", 0, 0, O_LINGER },
-		{ 0, 0, 0, 0 } };
+		{ "no-barrier", 0, 0, O_NOBARRIER }, { "warmup", 1, 0, O_WARMUP },
+		{ "rto-min-us", 1, 0, O_RTOMIN }, { 0, 0, 0, 0 } };
 	uint32_t port = TALLY_DEFAULT_PORT;
 	int c, bad = 0;
 
@@ -163,6 +171,8 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 		}
 		case O_BLAST: o->blast = 1; break;
 		case O_LINGER: o->linger = 1; break;
+		case O_NOBARRIER: o->barrier = 0; break;
+		case O_WARMUP: bad |= wk_u32(optarg, &o->warmup) || o->warmup > 1000; break;
 		case O_BLASTCORES:
 			bad |= wk_u32(optarg, &o->blast_cores) || !o->blast_cores ||
 			       o->blast_cores > 256;
@@ -203,6 +213,10 @@ static int wk_parse(int argc, char **argv, struct wk_opts *o)
 		case O_JOINMS: bad |= wk_u32(optarg, &o->join_ms); break;
 		case O_GIVEUP: bad |= wk_u32(optarg, &o->give_up_ms); break;
 		case O_RTO: bad |= wk_u32(optarg, &o->rto_us); break;
+		case O_RTOMIN:
+			bad |= wk_u32(optarg, &o->rto_min_us) || !o->rto_min_us ||
+			       o->rto_min_us > 10000000;
+			break;
 		case O_JSON: o->json = 1; break;
 		case O_HELP: case 'h': wk_usage(stdout); exit(0);
 		default: return -EINVAL;
@@ -253,7 +267,7 @@ struct wk_key {
 };
 
 static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct tally_client *c,
-		     double secs, double verify_secs, const struct wd_check *chk, int rc,
+		     double secs, double r0secs, double verify_secs, const struct wd_check *chk, int rc,
 		     const char *err)
 {
 	const struct tally_client_stats *s = tally_client_stats(c);
@@ -268,7 +282,9 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 	if (o->json) {
 		printf("{\"mode\":\"%s\",\"rank\":%u,\"world\":%u,\"transport\":\"%s\",\"dtype\":\"%s\","
 		       "\"values\":\"%s\",\"deterministic\":%s,\"bytes\":%zu,\"keys\":%u,"
-		       "\"rounds\":%u,\"chunk_bytes\":%u,\"seconds\":%.6f,\"verify_seconds\":%.6f,"
+		       "\"rounds\":%u,\"warmup\":%u,\"chunk_bytes\":%u,\"seconds\":%.6f,"
+		       "\"first_round_seconds\":%.6f,"
+		       "\"verify_seconds\":%.6f,"
 		       "\"gbps\":%.3f,\"tx_pkts\":%" PRIu64 ",\"rx_pkts\":%" PRIu64
 		       ",\"pushes\":%" PRIu64 ",\"retransmits\":%" PRIu64 ",\"results\":%" PRIu64
 		       ",\"dup_results\":%" PRIu64 ",\"excluded\":%" PRIu64 ",\"errors\":%" PRIu64
@@ -277,7 +293,7 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		       o->blast ? "blast" : "allreduce", o->rank, o->world,
 		       o->x.kind == WX_DPDK ? "dpdk" : "udp", tally_dtype_name(o->dtype), o->values == WD_EXACT ? "exact" : "random",
 		       o->deterministic ? "true" : "false", o->bytes, o->nkeys, o->rounds,
-		       o->chunk_bytes, secs, verify_secs, gbps, s->tx_pkts, s->rx_pkts, s->pushes,
+		       o->warmup, o->chunk_bytes, secs, r0secs, verify_secs, gbps, s->tx_pkts, s->rx_pkts, s->pushes,
 		       s->retransmits, s->results, s->dup_results, s->excluded, s->errors, drops,
 		       chk->checked, chk->mismatches, chk->max_err, chk->max_err_ratio);
 		wx_json(wx);
@@ -311,8 +327,8 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 }
 
 static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally_client *c,
-		  struct wk_key *keys, void *in, void *out, double *secs, double *vsecs,
-		  struct wd_check *chk, uint32_t *done, char *err, size_t errlen)
+		  struct wk_key *keys, void *in, void *out, double *secs, double *r0secs,
+		  double *vsecs, struct wd_check *chk, uint32_t *done, char *err, size_t errlen)
 {
 	struct wd_gen g = { .seed = o->seed, .dtype = o->dtype, .values = o->values };
 	size_t es = tally_dtype_size(o->dtype);
@@ -342,10 +358,14 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 	}
 	/* --seconds: ranks must agree on the last round (a round one rank skips would never
 	 * complete for the others), so they vote through the appliance itself: one i32 key,
-	 * each pushes 1 to go on; all go on only when the sum is the world size. */
-	uint32_t vote_key = o->key_base + o->nkeys;
+	 * each pushes 1 to go on; all go on only when the sum is the world size. The same key
+	 * is a barrier before every round (MPI and Gloo programs barrier before timing too):
+	 * otherwise the first rank's first round includes waiting for the last rank to start,
+	 * generate its data and join, which dwarfs a small allreduce. */
+	uint32_t vote_key = o->key_base + o->nkeys, vote_round = 0;
+	int voting = o->seconds > 0 || (o->barrier && o->world > 1);
 
-	if (o->seconds > 0) {
+	if (voting) {
 		struct tally_register vr = { .nelems = 1, .chunk_elems = 1, .dtype = TALLY_DT_I32,
 					     .participants = (uint16_t)o->world,
 					     .quorum = (uint16_t)o->world };
@@ -359,22 +379,14 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 	}
 	double start = wk_now();
 
-	for (uint32_t r = 0; r < o->rounds; r++) {
+	/* --warmup: the first rounds run and are verified but not timed (nccl-tests' warm-up
+	 * iterations): the first round pays for cold state, first RTT samples included */
+	for (uint32_t r = 0; r < o->warmup + o->rounds; r++) {
+		int timed = r >= o->warmup;
 		double t0, t1;
 
-		if (o->seconds > 0) {
-			int32_t go = wk_now() - start < o->seconds, sum = 0;
-
-			rc = tally_client_allreduce(c, vote_key, r, &go, &sum);
-			if (rc) {
-				snprintf(err, errlen, "vote before round %u: %s (%s)", r,
-					 strerror(-rc), tally_client_strerror(c));
-				return rc;
-			}
-			if (sum != (int32_t)o->world)
-				break;
-		}
-		*done = r + 1;
+		if (r == o->warmup)
+			start = wk_now();
 
 		/* --no-verify (benchmarks): round 0's data serves every round, so the time goes
 		 * to the allreduce, not to generating gradients */
@@ -384,6 +396,26 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 					(uint8_t *)in + keys[k].first * es);
 			memset(out, 0xff, o->bytes); /* a chunk never written cannot pass */
 		}
+		/* Every round starts together: the vote (--seconds) or a barrier, after this rank
+		 * generated its data and checked the last result. On shared cores a rank that
+		 * generates or verifies (untimed for it) while the others run a timed round
+		 * slows them down; MPI and Gloo get the same barrier. */
+		if (o->seconds > 0 || (o->barrier && o->world > 1)) {
+			int32_t go = o->seconds <= 0 || !timed || wk_now() - start < o->seconds;
+			int32_t sum = 0;
+
+			rc = tally_client_allreduce(c, vote_key, vote_round++, &go, &sum);
+			if (rc) {
+				snprintf(err, errlen, "%s before round %u: %s (%s)",
+					 o->seconds > 0 ? "vote" : "barrier", r, strerror(-rc),
+					 tally_client_strerror(c));
+				return rc;
+			}
+			if (sum != (int32_t)o->world)
+				break;
+		}
+		if (timed)
+			*done = r + 1 - o->warmup;
 		t0 = wk_now();
 		for (uint32_t k = 0; k < o->nkeys; k++) {
 			keys[k].handle = tally_client_start(c, keys[k].id, r,
@@ -405,7 +437,10 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 			}
 		}
 		t1 = wk_now();
-		*secs += t1 - t0;
+		if (timed)
+			*secs += t1 - t0;
+		if (!r)
+			*r0secs = t1 - t0;
 		if (!o->verify)
 			continue;
 		for (uint32_t k = 0; k < o->nkeys; k++)
@@ -486,14 +521,14 @@ int main(int argc, char **argv)
 		.job_id = 1, .token = 1, .world = 1, .nkeys = 16, .bytes = 64u << 20,
 		.chunk_bytes = 8192, .rounds = 3, .window = 64, .join_ms = 10000,
 		.give_up_ms = 30000, .rto_us = 500, .seed = 1, .dtype = TALLY_DT_F32, .verify = 1,
-		.blast_cores = 1,
+		.blast_cores = 1, .barrier = 1,
 	};
 	struct tally_client_cfg cc = { 0 };
 	struct worker_xport wx = { 0 };
 	struct tally_client *c = NULL;
 	struct wk_key *keys = NULL;
 	struct wd_check chk = { 0 };
-	double secs = 0, vsecs = 0;
+	double secs = 0, vsecs = 0, r0secs = 0;
 	char err[512] = "";
 	void *in = NULL, *out = NULL;
 	size_t es, total;
@@ -534,6 +569,11 @@ int main(int argc, char **argv)
 	cc.max_chunk_bytes = o.chunk_bytes;
 	cc.window = o.window;
 	cc.rto_init_us = o.rto_us;
+	cc.rto_min_us = o.rto_min_us;
+	if (o.rto_min_us > cc.rto_init_us)
+		cc.rto_init_us = o.rto_min_us; /* the floor holds from the first push */
+	if (cc.rto_init_us > 100000)
+		cc.rto_max_us = cc.rto_init_us; /* the default ceiling (100 ms) below them */
 	cc.give_up_ms = o.give_up_ms;
 	if (cc.max_ops < o.nkeys)
 		cc.max_ops = o.nkeys;
@@ -550,13 +590,13 @@ int main(int argc, char **argv)
 	} else {
 		uint32_t done = 0;
 
-		rc = wk_run(&o, &wx, c, keys, in, out, &secs, &vsecs, &chk, &done, err,
+		rc = wk_run(&o, &wx, c, keys, in, out, &secs, &r0secs, &vsecs, &chk, &done, err,
 			    sizeof(err));
 		o.rounds = done;
 	}
 	tally_client_bye(c);
 	wx_flush(&wx);
-	wk_print(&o, &wx, c, secs, vsecs, &chk, rc, err);
+	wk_print(&o, &wx, c, secs, r0secs, vsecs, &chk, rc, err);
 	if (rc && !o.json)
 		fprintf(stderr, "tally-worker rank %u: %s\n", o.rank, err);
 	rc = rc ? 1 : 0;

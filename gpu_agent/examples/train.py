@@ -52,8 +52,10 @@ def args_parser():
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-ms", type=float, default=30.0)
     p.add_argument("--deterministic", action="store_true", help="appliance sums in rank order")
-    p.add_argument("--local-agg", action="store_true",
-                   help="sum the local workers in shared memory first; one push per machine")
+    p.add_argument("--local-agg", nargs="?", const="sum", default=None, choices=("sum", "shard"),
+                   help="intra-machine aggregation: 'sum' (the default of a bare --local-agg) sums the "
+                        "local workers in shared memory, one push per machine; 'shard' reduce-scatters, "
+                        "each worker pushes its shard on its own lane (job 1 | lane << 24)")
     p.add_argument("--dump", default=None, help="write final params + losses (rank 0) to this JSON file")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     return p
@@ -244,10 +246,13 @@ def launch(a):
             token = 0x5EED0000 + a.seed
             st = f"/tmp/tally-train-appl-{os.getpid()}.json"
             stats_files.append(("appliance", st))
-            # with intra-machine aggregation the appliance sees one participant per machine
+            # with intra-machine aggregation the appliance sees one participant per machine; the
+            # sharded mode's lanes are one job each (1, 1 | 1 << 24, ...): their JOINs create them
             appl_world = 1 if a.local_agg else a.workers
-            cmd = [udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", str(ncores), "--job", "1",
-                   "--token", str(token), "--world", str(appl_world), "--stats", st]
+            adm = ["--open"] if a.local_agg == "shard" else ["--job", "1", "--token", str(token),
+                                                              "--world", str(appl_world)]
+            cmd = [udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", str(ncores)] + adm + [
+                   "--stats", st]
             if a.deterministic:
                 cmd += ["--det-pool", str(64 << 20)]
             procs.append(subprocess.Popen(cmd))
@@ -275,10 +280,14 @@ def launch(a):
             env["TALLY_TOKEN"] = str(token)
             if a.deterministic:
                 env["TALLY_DETERMINISTIC"] = "1"
-        if a.local_agg:
-            env["TALLY_LOCAL_AGG"] = "1"
+        if a.local_agg == "sum":
+            env["TALLY_LOCAL_AGG"] = "sum"
             print("intra-machine aggregation: local workers summed in shared memory, local rank 0 pushes",
                   flush=True)
+        elif a.local_agg == "shard":
+            env["TALLY_LOCAL_AGG"] = "shard"
+            print("intra-machine aggregation: reduce-scatter in shared memory, every local rank pushes its "
+                  "shard on its own lane, all-gather", flush=True)
         cmd = [sys.executable, "-c", TORCHRUN] + torchrun_args(a.workers) + [
                os.path.abspath(__file__), "--worker"] + [x for x in sys.argv[1:] if x != "--worker"]
         rc = subprocess.call(wrap + cmd, env=env)

@@ -105,17 +105,34 @@ void loophub_hold(struct loophub *h, int on)
 
 static void pump_locked(struct loophub *h);
 
+/* Element i of a buffer of dtype dt, and back (half types rounded once, as appliances do). */
+static double elem_get(int dt, const void *p, uint32_t i)
+{
+	switch (dt) {
+	case TALLY_DT_I32: return (double)((const int32_t *)p)[i];
+	case TALLY_DT_F16: return (double)tally_f16_to_f32(((const uint16_t *)p)[i]);
+	case TALLY_DT_BF16: return (double)tally_bf16_to_f32(((const uint16_t *)p)[i]);
+	default: return (double)((const float *)p)[i];
+	}
+}
+
+static void elem_put(int dt, void *p, uint32_t i, double v)
+{
+	switch (dt) {
+	case TALLY_DT_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+	case TALLY_DT_F16: ((uint16_t *)p)[i] = tally_f32_to_f16((float)v); break;
+	case TALLY_DT_BF16: ((uint16_t *)p)[i] = tally_f32_to_bf16((float)v); break;
+	default: ((float *)p)[i] = (float)v; break;
+	}
+}
+
 static void deliver(struct loophub *h, struct lent *e)
 {
 	for (unsigned r = 0; r < h->world; r++) {
 		struct lop *o = &h->ops[e->ops[r]];
 
-		if (e->dtype == TALLY_DT_I32)
-			for (uint32_t i = 0; i < e->nelems; i++)
-				((int32_t *)o->out)[i] = (int32_t)e->sum[i];
-		else
-			for (uint32_t i = 0; i < e->nelems; i++)
-				((float *)o->out)[i] = (float)e->sum[i];
+		for (uint32_t i = 0; i < e->nelems; i++)
+			elem_put(e->dtype, o->out, i, e->sum[i]);
 		o->done = 1;
 		if (o->pushed) {
 			o->pushed = 0;
@@ -251,8 +268,7 @@ static int push_locked(struct loophub *h, int op)
 		memset(e->sum, 0, e->nelems * sizeof(double));
 	}
 	for (uint32_t i = 0; i < e->nelems; i++)
-		e->sum[i] += e->dtype == TALLY_DT_I32 ? (double)((const int32_t *)o->in)[i]
-						      : (double)((const float *)o->in)[i];
+		e->sum[i] += elem_get(e->dtype, o->in, i);
 	o->ent = (int)(e - h->ent);
 	o->pushed = 1;
 	h->pushed[o->rank]++;
@@ -304,7 +320,9 @@ static int ln_start(void *ctx, unsigned appl, uint32_t key, uint32_t round, cons
 		pthread_mutex_unlock(&h->mu);
 		return -ENOSPC;
 	}
-	h->ops[op] = (struct lop){1, 0, n->rank, h->key_nelems[key] * 4u, out, -1, key, round,
+	h->ops[op] = (struct lop){1, 0, n->rank,
+				  h->key_nelems[key] * tally_dtype_size(h->key_dtype[key]), out, -1,
+				  key, round,
 				  in, 0, -1};
 	if (h->window && (h->pushed[n->rank] >= h->window || h->qhead[n->rank] >= 0)) {
 		if (h->qtail[n->rank] >= 0)

@@ -2,7 +2,8 @@
  * test_agent_udp.c — libtally_agent over its real network (client sessions on kernel UDP)
  * against a software appliance process (tests/e2e/tly_udpd: the engine over UDP) on
  * loopback: 4 agents (threads) sum f32 tensors over several rounds, with averaging; an
- * unreachable appliance and a wrong job token fail with messages that say so.
+ * unreachable appliance and a wrong job token fail with messages that say so; the sharded
+ * local mode (2 machines x 2 local ranks, one job per lane) against an open-admission one.
  *   test_agent_udp PATH_TO_TLY_UDPD */
 #include <errno.h>
 #include <pthread.h>
@@ -27,8 +28,8 @@
 #include "tally_sum.h"
 
 static const char *udpd;
-static pid_t appl_pid;
-static unsigned port;
+static pid_t appl_pid, open_pid;
+static unsigned port, open_port;
 
 /* A free block of two UDP ports on loopback (the appliance binds base and base + 1). */
 static unsigned free_ports(void)
@@ -55,23 +56,28 @@ static unsigned free_ports(void)
 	return 0;
 }
 
-/* Start the appliance and wait for its "N cores on port" line (machines here are loaded:
+/* Start an appliance (job 7 admitted for 4 workers, or open admission: the first JOIN of a
+ * job creates it) and wait for its "N cores on port" line (machines here are loaded:
  * seconds, not milliseconds). */
-static void start_appliance(void)
+static void start_appliance(pid_t *pid, unsigned *pport, int open_adm)
 {
 	char p[16], line[256];
 	int fds[2];
 
-	port = free_ports();
-	snprintf(p, sizeof(p), "%u", port);
+	*pport = free_ports();
+	snprintf(p, sizeof(p), "%u", *pport);
 	if (pipe(fds))
 		exit(1);
-	appl_pid = fork();
-	if (appl_pid == 0) {
+	*pid = fork();
+	if (*pid == 0) {
 		dup2(fds[1], 2);
 		close(fds[0]);
-		execl(udpd, udpd, "--addr", "127.0.0.1", "--port", p, "--cores", "2", "--job", "7",
-		      "--token", "1234", "--world", "4", (char *)NULL);
+		if (open_adm)
+			execl(udpd, udpd, "--addr", "127.0.0.1", "--port", p, "--cores", "2", "--open",
+			      (char *)NULL);
+		else
+			execl(udpd, udpd, "--addr", "127.0.0.1", "--port", p, "--cores", "2", "--job",
+			      "7", "--token", "1234", "--world", "4", (char *)NULL);
 		_exit(127);
 	}
 	close(fds[1]);
@@ -85,12 +91,12 @@ static void start_appliance(void)
 	 * nothing more to stderr until it exits, and its stats go to stdout */
 }
 
-static void stop_appliance(void)
+static void stop_appliance(pid_t *pid)
 {
-	if (appl_pid > 0) {
-		kill(appl_pid, SIGTERM);
-		waitpid(appl_pid, NULL, 0);
-		appl_pid = 0;
+	if (*pid > 0) {
+		kill(*pid, SIGTERM);
+		waitpid(*pid, NULL, 0);
+		*pid = 0;
 	}
 }
 
@@ -232,6 +238,90 @@ static void test_gso_env_checked(void **state)
 	assert_non_null(strstr(e, "TALLY_GSO"));
 }
 
+/* The sharded local mode through the real network: 2 machines x 2 local ranks (threads),
+ * each local rank on its own lane, i.e. its own job at the appliance (7 and 7 | 1 << 24,
+ * created by their first JOINs), a tensor that divides neither by 2 nor by the partition. */
+#define NS 50001
+
+struct sworker {
+	int rank, rc;
+	float *x;
+	uint16_t *b;
+	char err[512];
+	struct tally_agent_stats st;
+};
+
+static void *sworker_main(void *arg)
+{
+	struct sworker *w = arg;
+	struct tally_agent_cfg c;
+	int err = 0;
+
+	cfg_for(&c, w->rank, 1234, open_port);
+	c.local_rank = w->rank % 2;
+	c.local_size = 2;
+	c.local_agg = TALLY_AGENT_LOCAL_SHARD;
+	c.partition_bytes = 16 * 1024;
+	c.local_shm_bytes = 64u << 20;
+	struct tally_agent *a = tally_agent_create(&c, &err, w->err, sizeof(w->err));
+	if (!a) {
+		w->rc = err ? err : -1;
+		return NULL;
+	}
+	int t = tally_agent_declare(a, "shard.f32", NS * 4, TALLY_DT_F32, 0);
+	int tb = tally_agent_declare(a, "shard.bf16", 999 * 2, TALLY_DT_BF16, 1);
+	if (t < 0 || tb < 0) {
+		snprintf(w->err, sizeof(w->err), "%s", tally_agent_strerror(a));
+		w->rc = -2;
+	}
+	for (int it = 0; it < 4 && !w->rc; it++) {
+		for (int i = 0; i < NS; i++)
+			w->x[i] = (float)(w->rank * 4 + it) + (float)(i % 13);
+		for (int i = 0; i < 999; i++)
+			w->b[i] = tally_f32_to_bf16((float)(w->rank + it + i % 3));
+		int h = tally_agent_push_pull(a, t, w->x, NS * 4, TALLY_AGENT_CPU, NULL, NULL, NULL);
+		int hb = tally_agent_push_pull(a, tb, w->b, 999 * 2, TALLY_AGENT_CPU, NULL, NULL, NULL);
+		if (h < 0 || hb < 0 || tally_agent_wait(a, h) || tally_agent_wait(a, hb)) {
+			snprintf(w->err, sizeof(w->err), "it %d: %s", it, tally_agent_strerror(a));
+			w->rc = -3;
+		}
+	}
+	tally_agent_get_stats(a, &w->st);
+	tally_agent_destroy(a);
+	return NULL;
+}
+
+static void test_lanes_2x2(void **state)
+{
+	(void)state;
+	struct sworker w[4];
+	pthread_t t[4];
+	char id[32];
+
+	snprintf(id, sizeof(id), "udp%d", (int)getpid());
+	setenv("TALLY_LOCAL_ID", id, 1);
+	for (int r = 0; r < 4; r++) {
+		w[r] = (struct sworker){.rank = r, .x = malloc(NS * 4), .b = malloc(999 * 2)};
+		pthread_create(&t[r], NULL, sworker_main, &w[r]);
+	}
+	for (int r = 0; r < 4; r++)
+		pthread_join(t[r], NULL);
+	unsetenv("TALLY_LOCAL_ID");
+	for (int r = 0; r < 4; r++) {
+		if (w[r].rc)
+			fail_msg("rank %d: %d %s", r, w[r].rc, w[r].err);
+		/* average over ranks of rank*4 + 3 + i%13 = 6 + 3 + i%13 (exact in f32) */
+		for (int i = 0; i < NS; i++)
+			assert_true(w[r].x[i] == 9.0f + (float)(i % 13));
+		/* bf16: sum over ranks of rank + 3 + i%3 = 6 + 12 + 4*(i%3), times 1/4 */
+		for (int i = 0; i < 999; i++)
+			assert_int_equal(w[r].b[i], tally_f32_to_bf16((18.0f + 4.0f * (float)(i % 3)) * 0.25f));
+		assert_int_equal(w[r].st.push_pulls, 8);
+		/* each lane carried about half the bytes: its shard, 4 rounds */
+		assert_int_equal(w[r].st.bytes, 4 * ((NS + 1) / 2 * 4 + 500 * 2));
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -239,14 +329,17 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	udpd = argv[1];
-	start_appliance();
+	start_appliance(&appl_pid, &port, 0);
+	start_appliance(&open_pid, &open_port, 1);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sum_4),
 		cmocka_unit_test(test_wrong_token),
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test(test_gso_env_checked),
+		cmocka_unit_test(test_lanes_2x2),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
-	stop_appliance();
+	stop_appliance(&appl_pid);
+	stop_appliance(&open_pid);
 	return rc;
 }

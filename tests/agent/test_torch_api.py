@@ -6,7 +6,10 @@ worker processes, no torch.distributed:
   - DistributedOptimizer (Horovod/BytePS names): 3 SGD steps with different data per rank
     give the parameters of one process stepping on the average gradient (|diff| <= 1e-6);
   - errors: an unreachable appliance names itself and the timeout; a tensor whose size
-    changed is refused with "shape changed".
+    changed is refused with "shape changed";
+  - the same run once more in the sharded local mode (TALLY_LOCAL_AGG=shard: the two workers
+    as the local ranks of one machine, each on its own lane, i.e. its own job, against an
+    appliance with open admission).
 Exit 77 (skip) without torch or without the appliance binary.
 """
 import multiprocessing as mp
@@ -43,10 +46,12 @@ def data(rank, step):
     return torch.randn(8, 20, generator=g), torch.randint(0, 3, (8,), generator=g)
 
 
-def worker(rank, port, q):
+def worker(rank, port, q, shard):
     try:
         os.environ.update(TALLY_APPLIANCES=f"127.0.0.1:{port}", TALLY_JOB_ID="3", TALLY_TOKEN="99",
                           RANK=str(rank), WORLD_SIZE=str(W), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(W))
+        if shard:
+            os.environ.update(TALLY_LOCAL_AGG="shard", TALLY_LOCAL_ID=f"pyapi{os.getppid()}")
         import tally
         import tally.torch as tt
         model = make_model(seed=rank)
@@ -62,6 +67,8 @@ def worker(rank, port, q):
             opt.step()
         # a declared tensor whose size changed is refused
         a = tally.init()
+        # the sharded mode's machine segment exists while the agents live
+        seg = a.local_agg == 2 and os.path.exists(f"/dev/shm/tally-lanes-3-00000063-n0-pyapi{os.getppid()}")
         t = a.declare("probe", 64, "f32")
         buf = torch.zeros(32)
         try:
@@ -71,11 +78,11 @@ def worker(rank, port, q):
             shape_err = str(e)
         # plain lists: torch tensors through a Queue share fds that die with this process
         q.put((rank, "ok", [p.detach().tolist() for p in model.parameters()],
-               [p.tolist() for p in after_bcast], shape_err))
+               [p.tolist() for p in after_bcast], shape_err, seg))
         tally.shutdown()
     except Exception as e:  # report, never hang the parent
         import traceback
-        q.put((rank, "error", traceback.format_exc(), None, None))
+        q.put((rank, "error", traceback.format_exc(), None, None, None))
         raise SystemExit(1) from e
 
 
@@ -96,26 +103,29 @@ def reference():
     return [p.detach() for p in model.parameters()]
 
 
-def main():
+def run(shard):
+    """Two workers against a fresh appliance; the number of failed checks."""
     failed = 0
+    res = {}
+    tag = "sharded: " if shard else ""
     port = train.free_port_block(2)
-    appl = subprocess.Popen([UDPD, "--addr", "127.0.0.1", "--port", str(port), "--cores", "2", "--job", "3",
-                             "--token", "99", "--world", str(W)], stdout=subprocess.DEVNULL)
+    adm = ["--open"] if shard else ["--job", "3", "--token", "99", "--world", str(W)]
+    appl = subprocess.Popen([UDPD, "--addr", "127.0.0.1", "--port", str(port), "--cores", "2"] + adm,
+                            stdout=subprocess.DEVNULL)
     time.sleep(0.5)
     try:
         ctx = mp.get_context("fork")
         q = ctx.Queue()
-        ps = [ctx.Process(target=worker, args=(r, port, q)) for r in range(W)]
+        ps = [ctx.Process(target=worker, args=(r, port, q, shard)) for r in range(W)]
         for p in ps:
             p.start()
-        res = {}
         for _ in range(W):
-            rank, status, params, bcast, shape_err = q.get(timeout=300)
+            rank, status, params, bcast, shape_err, seg = q.get(timeout=300)
             if status != "ok":
-                print(f"FAIL rank {rank}:\n{params}")
+                print(f"FAIL {tag}rank {rank}:\n{params}")
                 failed += 1
                 continue
-            res[rank] = ([torch.tensor(x) for x in params], [torch.tensor(x) for x in bcast], shape_err)
+            res[rank] = ([torch.tensor(x) for x in params], [torch.tensor(x) for x in bcast], shape_err, seg)
         for p in ps:
             p.join(60)
     finally:
@@ -124,16 +134,24 @@ def main():
     if len(res) == W:
         ref0 = [p.detach() for p in make_model(seed=0).parameters()]
         same = all(torch.equal(a, b) for r in range(W) for a, b in zip(res[r][1], ref0))
-        print(f"{'ok  ' if same else 'FAIL'} broadcast_parameters: every rank holds rank 0's initial model")
+        print(f"{'ok  ' if same else 'FAIL'} {tag}broadcast_parameters: every rank holds rank 0's initial model")
         failed += not same
         ref = reference()
         worst = max((a - b).abs().max().item() for r in range(W) for a, b in zip(res[r][0], ref))
         ok = worst <= 1e-6
-        print(f"{'ok  ' if ok else 'FAIL'} DistributedOptimizer: max |param - reference| = {worst:.3g} (tol 1e-6)")
+        print(f"{'ok  ' if ok else 'FAIL'} {tag}DistributedOptimizer: max |param - reference| = {worst:.3g} (tol 1e-6)")
         failed += not ok
         ok = all("shape changed" in res[r][2] for r in range(W))
-        print(f"{'ok  ' if ok else 'FAIL'} changed size refused: {res[0][2]}")
+        print(f"{'ok  ' if ok else 'FAIL'} {tag}changed size refused: {res[0][2]}")
         failed += not ok
+        ok = all(res[r][3] == shard for r in range(W))
+        print(f"{'ok  ' if ok else 'FAIL'} {tag}sharded-mode segment present: {res[0][3]}")
+        failed += not ok
+    return failed
+
+
+def main():
+    failed = run(False) + run(True)
     # unreachable appliance: which one, after how long
     import tally
     t0 = time.time()
@@ -145,6 +163,12 @@ def main():
         ok = "unreachable" in str(e) and "300 ms" in str(e) and "127.0.0.1:9" in str(e)
         print(f"{'ok  ' if ok else 'FAIL'} unreachable ({time.time() - t0:.1f} s): {e}")
         failed += not ok
+    try:
+        tally.Agent(appliances="127.0.0.1:9", local_agg="bogus")
+        print("FAIL local_agg='bogus' accepted")
+        failed += 1
+    except ValueError as e:
+        print(f"ok   local_agg words: {e}")
     print(f"{failed} failed")
     return 1 if failed else 0
 

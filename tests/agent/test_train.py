@@ -5,9 +5,10 @@ same data order), and the Tally run again under 3% packet loss each way with one
 30 ms slow per step. gpu_agent/examples/train.py does the runs (torchrun; the clean Tally
 run goes through tallyd on a virtual DPDK device when tallyd is built and we are root, else
 through the software appliance over kernel UDP; the lossy run through the software appliance
-behind the seeded lossy relay), and once more with intra-machine aggregation (the 4 local
-workers sum in shared memory, local rank 0 alone pushes); rank 0 dumps its final parameters
-and per-step losses.
+behind the seeded lossy relay), and once more with each intra-machine aggregation mode (sum:
+the 4 local workers sum in shared memory, local rank 0 alone pushes; shard: they
+reduce-scatter, each pushes its quarter on its own lane, then all-gather); rank 0 dumps its
+final parameters and per-step losses.
 
 Pass: after 33 steps (3 epochs) the parameters of every Tally run agree with gloo's within
 |diff| <= 1e-4 + 1e-3*|gloo| element-wise (the sums are the same numbers added in another
@@ -75,6 +76,8 @@ def main():
         impaired = run("tally-loss-slow", ["--backend", "tally", "--drop", "3", "--slow-rank", "2",
                                            "--slow-ms", "30"], tmp)
         local = run("tally-local-agg", ["--backend", "tally", "--appliance", "udp", "--local-agg"], tmp)
+        shard = run("tally-local-shard", ["--backend", "tally", "--appliance", "udp", "--local-agg", "shard"],
+                    tmp)
     print("loss curves (rank 0, per step):")
     print(f"{'step':>4} {'gloo':>9} {'tally':>9} {'loss+slow':>9}")
     for i, (g, t, m) in enumerate(zip(gloo["losses"], tally["losses"], impaired["losses"])):
@@ -82,6 +85,7 @@ def main():
     ok = compare("tally vs gloo", tally, gloo)
     ok &= compare("tally (3% loss, slow rank 2) vs gloo", impaired, gloo)
     ok &= compare("tally with intra-machine aggregation (shared memory, one push) vs gloo", local, gloo)
+    ok &= compare("tally with sharded intra-machine aggregation (4 lanes) vs gloo", shard, gloo)
     return 0 if ok else 1
 
 

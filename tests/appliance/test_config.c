@@ -86,6 +86,11 @@ static void test_defaults_and_flags(void **state)
 	assert_int_equal(c.base_port, 9170);
 	assert_true(c.idle_backoff);
 	assert_int_equal(c.max_chunk, 8192);
+	assert_int_equal(c.max_jobs, 16);
+	const char *mj[] = { "--max-jobs", "64", NULL };
+	assert_int_equal(args(&c, mj), 0);
+	assert_int_equal(c.max_jobs, 64);
+	tallyd_conf_init(&c);
 	assert_false(c.open_admission);
 	assert_false(c.io_forward);
 	assert_string_equal(c.ctl_config, "");
@@ -143,6 +148,8 @@ static void test_bad_flags(void **state)
 	BAD("size like 512M", 0, "--det-pool", "M");
 	BAD("RX descriptors", 0, "--rx-desc", "32");
 	BAD("largest chunk", 0, "--max-chunk", "9001");
+	BAD("number of jobs", 0, "--max-jobs", "65");
+	BAD("number of jobs", 0, "--max-jobs", "0");
 	BAD("log level", 0, "--log-level", "loud");
 	BAD("say on or off", 0, "--idle-backoff", "maybe");
 	BAD("'no-idle-backoff' takes no value", 0, "--no-idle-backoff=1");

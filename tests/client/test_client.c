@@ -271,6 +271,28 @@ static void test_adaptive_rto_completion_wait(void **state)
 	fx_free(x);
 }
 
+/* cfg.rto_min_us floors the adaptive RTO: with 20 µs RTTs the estimator alone would time out
+ * after ~30 µs; a link whose queues hold completions for ms (shaped links) sets the floor. */
+static void test_rto_floor(void **state)
+{
+	(void)state;
+	struct tally_client_cfg cfg = { .job_id = 7, .token = 0x1234, .world_size = 1,
+					.rto_init_us = 3000, .rto_max_us = 100000,
+					.rto_min_us = 3000, .give_up_ms = 1000 };
+	struct fx *x = fx_new(1, &cfg, 0);  /* RTT: 20 µs */
+	float in[64] = {0}, out[64];
+
+	assert_int_equal(tally_client_join(x->c, 100), 0);
+	reg_key(x, 0, 64, 64, TALLY_DT_F32, 1, 1);
+	for (uint32_t r = 0; r < 20; r++)
+		assert_int_equal(tally_client_allreduce(x->c, 0, r, in, out), 0);
+	x->fake[0]->silent_first = 1;
+	unsigned base = x->fake[0]->npush;
+	assert_int_equal(tally_client_allreduce(x->c, 0, 20, in, out), 0);
+	assert_int_equal((x->fake[0]->log[base + 1].t - x->fake[0]->log[base].t) / US, 3000);
+	fx_free(x);
+}
+
 static void test_errors_map_to_errno(void **state)
 {
 	(void)state;
@@ -682,6 +704,7 @@ int main(void)
 		cmocka_unit_test(test_window_bounds_inflight),
 		cmocka_unit_test(test_rto_backoff_and_give_up),
 		cmocka_unit_test(test_adaptive_rto_completion_wait),
+		cmocka_unit_test(test_rto_floor),
 		cmocka_unit_test(test_errors_map_to_errno),
 		cmocka_unit_test(test_hostile_results_counted),
 		cmocka_unit_test(test_fold_f32_exact),

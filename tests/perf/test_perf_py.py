@@ -9,6 +9,8 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "perf"))
+import allreduce_netns as an  # noqa: E402
+import allreduce_remote as ar  # noqa: E402
 import perf_allreduce as pa  # noqa: E402
 import perf_report as pr  # noqa: E402
 
@@ -39,6 +41,13 @@ class Args(unittest.TestCase):
             with self.assertRaises(pa.UsageError, msg=str(argv)):
                 pa.parse_args(argv)
 
+    def test_warmup(self):
+        self.assertEqual(pa.parse_args([]).warmup, 1)
+        self.assertEqual(pa.parse_args(["--warmup", "0"]).warmup, 0)
+        for bad in ("-1", "101"):
+            with self.assertRaises(pa.UsageError):
+                pa.parse_args(["--warmup", bad])
+
     def test_worker_args_dashes(self):
         self.assertEqual(pa.parse_args(["--worker-args", "--gso --window 8"]).worker_args,
                          "--gso --window 8")
@@ -51,6 +60,82 @@ class Args(unittest.TestCase):
         self.assertAlmostEqual(o.appliance_gbit, 2.0)
         o = pa.parse_args(["--link-gbit", "1", "--appliance-gbit", "5"])
         self.assertAlmostEqual(o.appliance_gbit, 5.0)
+
+
+class Netns(unittest.TestCase):
+    def test_appliance_port_segments_gso(self):
+        """tally-worker --gso: the bridge's port to each AF_PACKET appliance segments UDP GSO
+        super-frames (gso_max_segs 1); worker ports keep GSO (a NIC's job on real hosts)."""
+        o = pa.parse_args(["--impl", "tally", "--workers", "2", "--appliances", "2",
+                           "--prefix", "ptest"])
+        cl = an.Cluster(o, "/tmp/none")
+        cmds = []
+        cl.sh = lambda *c, check=True: cmds.append(c)
+        cl.build()
+        segs = [c for c in cmds if "gso_max_segs" in c]
+        self.assertEqual(sorted(c[c.index("set") + 1] for c in segs), ["ptesta0b", "ptesta1b"])
+        self.assertTrue(all(c[c.index("gso_max_segs") + 1] == "1" and c[2] == "ptestbr"
+                            for c in segs))
+
+
+class RemoteArgs(unittest.TestCase):
+    """--hosts: real hosts through a remote command, appliances running or started on ports."""
+
+    def test_hosts_set_workers_and_appliances(self):
+        o = pa.parse_args(["--hosts", "h1,h2,h3", "--appliance", "10.0.0.1:9170,10.0.0.2:9171"])
+        self.assertEqual((o.workers, o.appliances), (3, 2))
+        self.assertEqual(o.apps_ext, [("10.0.0.1", 9170), ("10.0.0.2", 9171)])
+        self.assertEqual(o.remote, ["ssh", "-o", "BatchMode=yes"])
+        o = pa.parse_args(["--hosts", "a,b", "--appliance-port", "0000:3b:00.0",
+                           "--appliance-ip", "10.0.0.1/24", "--remote-cmd", "ssh -p 2222"])
+        self.assertEqual(o.apps_pci, [("0000:3b:00.0", "10.0.0.1/24")])
+        self.assertEqual(o.remote, ["ssh", "-p", "2222"])
+
+    def test_rejects(self):
+        for argv in (["--hosts", "a,b"],  # tally needs an appliance
+                     ["--hosts", "a,,b", "--impl", "gloo"], ["--hosts", "-oX", "--impl", "gloo"],
+                     ["--hosts", "a,b", "--workers", "3", "--impl", "gloo"],
+                     ["--hosts", "a,b", "--emulate", "--impl", "gloo"],
+                     ["--hosts", "u@a,b", "--impl", "mpi"],
+                     ["--hosts", "a,b", "--appliance", "h"], ["--hosts", "a,b", "--appliance", "h:0"],
+                     ["--hosts", "a,b", "--appliance", "h:1", "--appliances", "2"],
+                     ["--hosts", "a,b", "--appliance-port", "3b:00.9"],
+                     ["--hosts", "a,b", "--appliance-port", "0000:3b:00.0"],
+                     ["--hosts", "a,b", "--appliance-port", "0000:3b:00.0", "--appliance-ip",
+                      "300.0.0.1/24"],
+                     ["--hosts", "a,b", "--appliance", "h:1", "--appliance-port", "0000:3b:00.0",
+                      "--appliance-ip", "10.0.0.1/24"],
+                     ["--appliance", "h:1"], ["--iface", "eth0"],
+                     ["--hosts", "a,b", "--impl", "gloo", "--iface", "bad iface"],
+                     ["--hosts", "a,b", "--impl", "gloo", "--remote-cmd", ""]):
+            with self.assertRaises(pa.UsageError, msg=str(argv)):
+                pa.parse_args(argv)
+
+    def test_plans(self):
+        o = pa.parse_args(["--hosts", "h1,root@h2", "--impl", "tally,gloo", "--appliance-port", "0000:3b:00.0",
+                           "--appliance-ip", "10.0.0.1/24", "--remote-bin", "/opt/t",
+                           "--size", "1M", "--iface", "ens1", "--tallyd-eal", "-l 0,2"])
+        o.bin = "/b"
+        cl = ar.Remote(o, "/tmp/x")
+        apps, workers, _ = pa.tally_plan(cl, o)
+        self.assertEqual(len(apps), 1)
+        where, _, argv = apps[0]
+        self.assertIsNone(where)  # started here, on the port
+        self.assertEqual(argv[:5], ["/b/appliance/tallyd", "--port", "0000:3b:00.0", "--ip",
+                                    "10.0.0.1/24"])
+        self.assertEqual(argv[argv.index("--") + 1:argv.index("--") + 3], ["-a", "0000:3b:00.0"])
+        self.assertEqual(argv[-2:], ["-l", "0,2"])
+        self.assertEqual([(r, w) for r, w, _, _ in workers], [(0, "h1"), (1, "root@h2")])
+        line = cl.line(workers[1][1], workers[1][3])
+        self.assertEqual(line[:4], ["ssh", "-o", "BatchMode=yes", "root@h2"])
+        self.assertTrue(line[4].startswith("/opt/t/perf/tally-worker --host 10.0.0.1 --port 9170"))
+        o.hosts = ["h1", "h2"]
+        _, mpi, _ = pa.mpi_plan(cl, o, "mpirun")
+        self.assertIn("h1:1,h2:1", mpi)
+        self.assertEqual(mpi[mpi.index("plm_rsh_agent") + 1], "ssh -o BatchMode=yes")
+        self.assertEqual(mpi[-4:], ["/opt/t/perf/tally-perf-mpi", str(1 << 20), "3", "1"])
+        self.assertEqual(cl.master(), "h1")
+        self.assertEqual(cl.line(None, ["x"], {"A": "1"}), ["env", "A=1", "x"])
 
 
 class Figures(unittest.TestCase):
@@ -80,18 +165,52 @@ class Figures(unittest.TestCase):
         good = {"ok": True, "mismatches": 0, "checked": 10, "seconds": 1.0}
         self.assertEqual(pa.tally_rank_result([dict(good, retransmits=2),
                                                dict(good, seconds=3.0, retransmits=5)]),
-                         {"seconds": 3.0, "ok": True, "retransmits": 7})
+                         {"seconds": 3.0, "ok": True, "retransmits": 7, "gso_sends": 0,
+                          "first_round_seconds": 0})
+        self.assertEqual(pa.tally_rank_result([dict(good, udp={"tx_gso_sends": 4}),
+                                               dict(good, udp={"tx_gso_sends": 5})])["gso_sends"],
+                         9)
         self.assertFalse(pa.tally_rank_result([good, dict(good, mismatches=1)])["ok"])
         self.assertFalse(pa.tally_rank_result([dict(good, checked=0)])["ok"])
         self.assertFalse(pa.tally_rank_result([dict(good, ok=False)])["ok"])
         self.assertIsNone(pa.tally_rank_result([]))
 
     def test_emulated_rto(self):
-        # 64 chunks of 8 KiB queue 4.2 ms on 1 Gbit/s: twice that
-        self.assertEqual(pa.emulated_rto_us(1.0), 8388)
+        # 64 chunks of 8 KiB queue 4.2 ms on 1 Gbit/s, up and down: twice the 8.4 ms
+        self.assertEqual(pa.emulated_rto_us(1.0), 16777)
+        # K appliances: K windows share the rank's link
+        self.assertEqual(pa.emulated_rto_us(1.0, appliances=2), 33554)
+        self.assertEqual(pa.emulated_rto_us(1.0, window=16, appliances=2), 8388)
         self.assertEqual(pa.emulated_rto_us(100.0), 500)
         self.assertEqual(pa.emulated_rto_us(0.001), 200000)
         self.assertGreater(pa.emulated_rto_us(0.25), pa.emulated_rto_us(1.0))
+
+    def test_gso_default(self):
+        o = pa.parse_args(["--impl", "tally"])
+        o.bin = "/b"
+        cl = an.Cluster(o, "/tmp/none")
+        self.assertEqual(pa.tally_plan(cl, o)[2], ["--gso"])
+        o.worker_args = "--gso --window 8"
+        self.assertEqual(pa.tally_plan(cl, o)[2], ["--gso", "--window", "8"])
+        with self.assertRaises(pa.UsageError):
+            pa.parse_args(["--gso", "maybe"])
+
+    def test_worker_opt(self):
+        self.assertEqual(pa.worker_opt(["--gso", "--window", "16"], "--window", 64), "16")
+        self.assertEqual(pa.worker_opt(["--window=8", "--window", "32"], "--window", 64), "32")
+        self.assertEqual(pa.worker_opt([], "--window", 64), 64)
+
+    def test_emulated_worker_args(self):
+        o = pa.parse_args(["--impl", "tally", "--emulate", "--link-gbit", "1", "--appliances",
+                           "2", "--worker-args", "--window 16", "--gso", "off"])
+        o.bin = "/b"
+        cl = an.Cluster(o, "/tmp/none")
+        _, workers, extra = pa.tally_plan(cl, o)
+        self.assertEqual(extra, ["--window", "16", "--rto-us", "8388", "--rto-min-us", "8388"])
+        self.assertEqual(workers[0][3][-6:], extra)
+        o.worker_args = "--rto-min-us 100"
+        self.assertEqual(pa.tally_plan(cl, o)[2][-4:],
+                         ["--rto-min-us", "100", "--rto-us", "33554"])
 
     def test_ratio_faster_peer(self):
         rs = [{"impl": "tally", "verified": True, "seconds_per_round": 1.0},
@@ -125,7 +244,7 @@ class Report(unittest.TestCase):
                "allreduce": {"rows": [
                    {"impl": "tally", "workers": 2, "bytes": 1 << 20, "seconds_per_round": 0.25,
                     "algbw_gbps": 0.0335, "busbw_gbps": 0.0335, "verified": True, "note": "",
-                    "_step": "s"},
+                    "retransmits": 7, "_step": "s"},
                    {"impl": "mpi", "workers": 2, "bytes": 1 << 20, "seconds_per_round": 0.5,
                     "algbw_gbps": 0.0168, "busbw_gbps": 0.0168, "verified": True, "note": "",
                     "_step": "s"}], "errors": []}}
@@ -141,6 +260,7 @@ class Report(unittest.TestCase):
             self.assertIn("3.25", txt)
             self.assertIn("not measured: line: exit 1: no memif", txt)
             self.assertIn("Tally 2.00x the speed of the faster peer (mpi)", txt)
+            self.assertIn("| s | tally | 2 | 1M | 0.25 | 0.0335 | 0.0335 | True | 7 |  |", txt)
             for png in ("sum.png", "engine.png", "allreduce1.png"):
                 self.assertIn(f"]({png})", txt)
                 with open(os.path.join(d, png), "rb") as f:

@@ -15,6 +15,7 @@ import os
 
 from . import _lib
 
+_LOCAL_AGG = {"off": 0, "sum": 1, "shard": 2}
 _DTYPES = {"f32": _lib.DT_F32, "f16": _lib.DT_F16, "bf16": _lib.DT_BF16, "i32": _lib.DT_I32}
 
 
@@ -28,7 +29,10 @@ class TallyError(RuntimeError):
 class Agent:
     """A libtally_agent instance. Keyword arguments override the environment:
     appliances="h:p,...", job_id, token, rank, world_size, local_rank, local_size,
-    partition_bytes, credit_bytes, average, connect_timeout_ms, op_timeout_ms, quorum."""
+    partition_bytes, credit_bytes, average, connect_timeout_ms, op_timeout_ms, quorum,
+    local_agg (0 / "off", 1 / "sum": local rank 0 pushes the machine's sum, 2 / "shard":
+    reduce-scatter over the local ranks, each pushes its shard on its own lane; the same as
+    TALLY_LOCAL_AGG, see tally_agent.h)."""
 
     def __init__(self, **kw):
         cfg = _lib.AgentCfg()
@@ -45,6 +49,10 @@ class Agent:
                 continue
             if not hasattr(cfg, k) or k in ("appliances", "nappliances"):
                 raise TypeError(f"tally.Agent: unknown option {k!r}")
+            if k == "local_agg" and isinstance(v, str):
+                if v not in _LOCAL_AGG:
+                    raise ValueError(f"tally.Agent: local_agg {v!r}: one of {sorted(_LOCAL_AGG)}")
+                v = _LOCAL_AGG[v]
             setattr(cfg, k, int(v))
         code = ctypes.c_int(0)
         self._h = _lib.lib.tally_agent_create(ctypes.byref(cfg), ctypes.byref(code), err, len(err))
@@ -54,6 +62,7 @@ class Agent:
         _lib.lib.tally_agent_ranks(self._h, ctypes.byref(r), ctypes.byref(w), ctypes.byref(lr), ctypes.byref(ls))
         self.rank, self.world_size, self.local_rank, self.local_size = r.value, w.value, lr.value, ls.value
         self.average = bool(cfg.average)
+        self.local_agg = cfg.local_agg
         self.appliances = [f"{cfg.appliances[i].host.decode()}:{cfg.appliances[i].port}"
                            for i in range(cfg.nappliances)]
 
