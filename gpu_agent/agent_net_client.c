@@ -161,6 +161,16 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 		tally_udp_cfg_defaults(&ucfg);
 		ucfg.host = ap->host;
 		ucfg.base_port = ap->port;
+		/* TALLY_GSO=1: UDP segmentation offload on send (fewer, larger sends) where the
+		 * appliance takes kernel-segmented frames (a kernel receiver: not a DPDK
+		 * AF_PACKET appliance, see tally_xport_udp.h) */
+		const char *gso = getenv("TALLY_GSO");
+		if (gso && strcmp(gso, "0") && strcmp(gso, "1")) {
+			agent_errf(err, errlen, "TALLY_GSO must be 0 or 1, not '%s'", gso);
+			rc = -EINVAL;
+			goto fail;
+		}
+		ucfg.gso = gso && strcmp(gso, "1") == 0;
 		n->ap[i].u = tally_udp_create(&ucfg, NULL, NULL, &rc, uerr, sizeof(uerr));
 		if (!n->ap[i].u) {
 			agent_errf(err, errlen, "appliance %u (%s:%u): %s", i, ap->host, ap->port, uerr);

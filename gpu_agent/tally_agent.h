@@ -110,7 +110,8 @@ void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg);
  * TALLY_LOCAL_SHM_BYTES, TALLY_CREDIT_STALL_MS, TALLY_WINDOW, TALLY_MAX_CHUNK_BYTES, TALLY_RTO_INIT_US,
  * TALLY_RTO_MAX_US, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM, and the
  * ranks from TALLY_RANK/RANK, TALLY_WORLD_SIZE/WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE.
- * 0, or -EINVAL with a message naming the variable. */
+ * 0, or -EINVAL with a message naming the variable. (TALLY_GSO=0|1, UDP segmentation
+ * offload on the workers' sends, is read by tally_agent_create: kernel-UDP appliances only.) */
 int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errlen);
 /* Parses "host[:port][@gbps][+colo],..." into cfg->appliances. 0 or -EINVAL (message). */
 int tally_agent_parse_appliances(struct tally_agent_cfg *cfg, const char *list, char *err,

@@ -7,7 +7,8 @@ Tally, or the other order with --tally-first).
     /usr/bin/python3 perf/train_bench.py [--workers 4] [--steps 10] [--json]
 
 Model: an MLP of ~25 M parameters (ResNet-50's size: 1024-4096-4096-1024-1000, f32,
-~100 MB of gradients per step), synthetic data, batch --batch per worker, SGD. The Tally side
+~100 MB of gradients per step), synthetic data, batch --batch per worker, SGD, each backend timed
+--rounds times in alternating order (ABBA). The Tally side
 goes through an appliance started here (the software appliance over kernel UDP, agent_udpd,
 unless TALLY_APPLIANCES names one). Prints measured figures only; --json prints one object
 with tally_samples_s, gloo_samples_s, ratio (= tally / gloo) and the settings.
@@ -36,6 +37,13 @@ def parser():
     p.add_argument("--bucket-mb", type=int, default=25, help="DDP bucket_cap_mb")
     p.add_argument("--cores", type=int, default=2, help="appliance cores (UDP ports)")
     p.add_argument("--tally-first", action="store_true")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="timed passes per backend, alternating (gloo tally tally gloo ...: load drift "
+                        "on a shared machine hits both alike); samples/s over all passes")
+    p.add_argument("--appliance-nice", type=int, default=0,
+                   help="nice value of the software appliance (negative: scheduled ahead of the workers)")
+    p.add_argument("--gso", choices=("on", "off"), default="on",
+                   help="workers send with UDP segmentation offload (TALLY_GSO)")
     p.add_argument("--udpd", default=None)
     p.add_argument("--json", action="store_true")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -92,21 +100,28 @@ def worker(a):
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(a.threads)
-    order = ["tally", "gloo"] if a.tally_first else ["gloo", "tally"]
-    res = {}
+    pair = ["tally", "gloo"] if a.tally_first else ["gloo", "tally"]
+    order = []
+    for r in range(max(1, a.rounds)):
+        order += pair if r % 2 == 0 else pair[::-1]
+    res = {"tally": [], "gloo": []}
     for b in order:
-        res[b] = time_backend(a, b, rank, world)
+        sps, dt, nparams = time_backend(a, b, rank, world)
+        res[b].append(dt)
         if rank == 0:
-            print(f"{b}: {res[b][0]:.1f} samples/s ({a.steps} steps in {res[b][1]:.2f} s)", flush=True)
+            print(f"{b}: {sps:.1f} samples/s ({a.steps} steps in {dt:.2f} s)", flush=True)
     if rank == 0 and a.out:
         import tally
         st = tally.init().stats()
+        rate = {b: len(v) * a.steps * a.batch * world / sum(v) for b, v in res.items()}
         with open(a.out, "w") as f:
-            json.dump({"tally_samples_s": res["tally"][0], "gloo_samples_s": res["gloo"][0],
-                       "ratio": res["tally"][0] / res["gloo"][0], "params": res["gloo"][2],
+            json.dump({"tally_samples_s": rate["tally"], "gloo_samples_s": rate["gloo"],
+                       "ratio": rate["tally"] / rate["gloo"], "params": nparams,
+                       "order": order, "seconds": res,
                        "workers": world, "batch": a.batch, "steps": a.steps, "threads": a.threads,
                        "partition_bytes": a.partition_bytes, "credit_bytes": a.credit_bytes,
-                       "agent_retransmits_rank0": st["retransmits"]}, f)
+                       "gso": a.gso, "appliance_nice": a.appliance_nice, "agent_retransmits_rank0": st["retransmits"],
+                       "loadavg": os.getloadavg()}, f)
     dist.barrier()
     import tally
     tally.shutdown()
@@ -124,6 +139,7 @@ def main():
     env["TALLY_PARTITION_BYTES"] = str(a.partition_bytes)
     env["TALLY_CREDIT_BYTES"] = str(a.credit_bytes)
     env["TALLY_AVERAGE"] = "1"
+    env["TALLY_GSO"] = "1" if a.gso == "on" else "0"
     # A loaded machine with one software appliance thread: back off retransmissions (chunks
     # wait for the slowest worker, not for the network) and allow slow steps.
     env.setdefault("TALLY_RTO_INIT_US", "5000")
@@ -137,7 +153,9 @@ def main():
             if not udpd:
                 raise SystemExit("train_bench: build the tree first (agent_udpd not found)")
             port = launcher.free_port_block(a.cores)
-            appl = subprocess.Popen([udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", str(a.cores),
+            # the appliance is a machine of its own in a deployment; here it shares the
+            # CPUs with the workers: --appliance-nice N (negative: ahead of the workers)
+            appl = subprocess.Popen(["nice", "-n", str(a.appliance_nice), udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", str(a.cores),
                                      "--job", "1", "--token", "77", "--world", str(a.workers),
                                      "--mem", str(1 << 30)],
                                     stdout=subprocess.DEVNULL)

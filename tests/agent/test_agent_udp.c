@@ -222,6 +222,22 @@ static void test_unreachable(void **state)
 	assert_true(t1.tv_sec - t0.tv_sec < 5);
 }
 
+static void test_gso_env_checked(void **state)
+{
+	(void)state;
+	struct tally_agent_cfg c;
+	char e[512] = "";
+	int err = 0;
+
+	cfg_for(&c, 0, 1234, port);
+	setenv("TALLY_GSO", "yes", 1);
+	assert_null(tally_agent_create(&c, &err, e, sizeof(e)));
+	unsetenv("TALLY_GSO");
+	printf("# TALLY_GSO=yes: %d: %s\n", err, e);
+	assert_int_equal(err, -EINVAL);
+	assert_non_null(strstr(e, "TALLY_GSO"));
+}
+
 /* The sharded local mode through the real network: 2 machines x 2 local ranks (threads),
  * each local rank on its own lane, i.e. its own job at the appliance (7 and 7 | 1 << 24,
  * created by their first JOINs), a tensor that divides neither by 2 nor by the partition. */
@@ -319,6 +335,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_sum_4),
 		cmocka_unit_test(test_wrong_token),
 		cmocka_unit_test(test_unreachable),
+		cmocka_unit_test(test_gso_env_checked),
 		cmocka_unit_test(test_lanes_2x2),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
