@@ -179,6 +179,7 @@ int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errl
 	ENV("TALLY_MAX_CHUNK_BYTES", 65536, c.max_chunk_bytes);
 	ENV("TALLY_RTO_INIT_US", 10000000, c.rto_init_us);
 	ENV("TALLY_RTO_MAX_US", 100000000, c.rto_max_us);
+	ENV("TALLY_RTO_MIN_US", 10000000, c.rto_min_us);
 	ENV("TALLY_GPU_HOSTS", 1u << 20, c.gpu_hosts);
 	/* Ranks: ours first, then torchrun's. */
 	ENV("RANK", 1u << 20, c.rank);
@@ -267,6 +268,12 @@ int tally_agent_cfg_check(const struct tally_agent_cfg *c, char *err, size_t err
 	if (c->local_agg && c->local_size > 1 && c->world_size % c->local_size) {
 		agent_errf(err, errlen, "local aggregation needs world size %d to be a multiple of the "
 			   "local size %d", c->world_size, c->local_size);
+		return -EINVAL;
+	}
+	/* the client's defaults: first 500 us, largest 100000 us */
+	if (c->rto_min_us && c->rto_min_us > (c->rto_max_us ? c->rto_max_us : 100000u)) {
+		agent_errf(err, errlen, "rto_min_us %u above the largest timeout %u us (rto_max_us)",
+			   c->rto_min_us, c->rto_max_us ? c->rto_max_us : 100000u);
 		return -EINVAL;
 	}
 	if (c->connect_timeout_ms == 0 || c->op_timeout_ms == 0) {

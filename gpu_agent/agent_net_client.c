@@ -191,6 +191,8 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 			ccfg.rto_init_us = cfg->rto_init_us;
 		if (cfg->rto_max_us)
 			ccfg.rto_max_us = cfg->rto_max_us;
+		if (cfg->rto_min_us)
+			ccfg.rto_min_us = cfg->rto_min_us;
 		n->ap[i].c = tally_client_create(&ccfg, tally_udp_ops(), n->ap[i].u, &rc);
 		if (!n->ap[i].c) {
 			agent_errf(err, errlen, "appliance %u (%s:%u): client session: %s", i, ap->host,

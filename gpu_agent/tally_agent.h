@@ -100,6 +100,9 @@ struct tally_agent_cfg {
 				     * world_size % local_size == 0, ranks contiguous per machine) */
 	size_t local_shm_bytes;     /* sparse shared segment, default 4 GiB */
 	uint32_t rto_max_us;        /* client: largest retransmission timeout (0: default) */
+	uint32_t rto_min_us;        /* client: floor of the adaptive timeout (0: default, 20 us,
+				     * for dedicated cores; raise it where workers share CPUs,
+				     * or a descheduled worker reads as loss) */
 };
 
 /* Defaults for everything; rank etc. set to -1 (resolved at create). */
@@ -108,7 +111,7 @@ void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg);
  * TALLY_JOB_ID, TALLY_TOKEN (decimal or 0x hex), TALLY_PARTITION_BYTES, TALLY_CREDIT_BYTES,
  * TALLY_AVERAGE=0|1, TALLY_DETERMINISTIC=0|1, TALLY_LOCAL_AGG=0|1|2|off|sum|shard,
  * TALLY_LOCAL_SHM_BYTES, TALLY_CREDIT_STALL_MS, TALLY_WINDOW, TALLY_MAX_CHUNK_BYTES, TALLY_RTO_INIT_US,
- * TALLY_RTO_MAX_US, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM, and the
+ * TALLY_RTO_MAX_US, TALLY_RTO_MIN_US, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM, and the
  * ranks from TALLY_RANK/RANK, TALLY_WORLD_SIZE/WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE.
  * 0, or -EINVAL with a message naming the variable. (TALLY_GSO=0|1, UDP segmentation
  * offload on the workers' sends, is read by tally_agent_create: kernel-UDP appliances only.) */

@@ -27,7 +27,8 @@ static void clear_env(void)
 {
 	const char *vars[] = {"TALLY_APPLIANCES", "TALLY_JOB_ID", "TALLY_TOKEN", "TALLY_PARTITION_BYTES",
 			      "TALLY_CREDIT_BYTES", "TALLY_AVERAGE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-			      "LOCAL_WORLD_SIZE", "TALLY_RANK", "TALLY_WORLD_SIZE", "TALLY_QUORUM"};
+			      "LOCAL_WORLD_SIZE", "TALLY_RANK", "TALLY_WORLD_SIZE", "TALLY_QUORUM",
+			      "TALLY_RTO_MIN_US"};
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
 }
@@ -89,6 +90,18 @@ static void test_env(void **state)
 	assert_int_equal(c.average, 1);
 	assert_int_equal(agent_cfg_resolve(&c, e, sizeof(e)), 0);
 	assert_int_equal(c.gpu_hosts, 4);
+	assert_int_equal(c.rto_min_us, 0);
+
+	/* the RTO floor: from the environment, and never above the ceiling */
+	setenv("TALLY_RTO_MIN_US", "2000", 1);
+	assert_int_equal(tally_agent_cfg_from_env(&c, e, sizeof(e)), 0);
+	assert_int_equal(c.rto_min_us, 2000);
+	assert_int_equal(tally_agent_cfg_check(&c, e, sizeof(e)), 0);
+	c.rto_max_us = 1000;
+	assert_int_equal(tally_agent_cfg_check(&c, e, sizeof(e)), -EINVAL);
+	assert_non_null(strstr(e, "rto_min_us 2000"));
+	c.rto_max_us = 0;
+	unsetenv("TALLY_RTO_MIN_US");
 
 	/* TALLY_RANK wins over torchrun's RANK */
 	setenv("TALLY_RANK", "5", 1);
