@@ -216,6 +216,10 @@ struct tally_agent_stats {
 				   * sorts before it in the global order */
 };
 void tally_agent_get_stats(struct tally_agent *a, struct tally_agent_stats *out);
+/* sizeof of a public structure by its name ("tally_agent_cfg", "tally_agent_appliance",
+ * "tally_agent_stats", "tally_agent_part", "tally_opt_cfg", "tally_opt_tensor"), 0 for
+ * another name: bindings that lay the structures out themselves check them at load. */
+size_t tally_agent_struct_size(const char *name);
 /* Resolved rank, world size, local rank, local size. */
 void tally_agent_ranks(struct tally_agent *a, int *rank, int *world, int *local_rank,
 		       int *local_size);

@@ -138,3 +138,21 @@ for _name, (_res, _args) in _sig.items():
     _f = getattr(lib, _name)
     _f.restype = _res
     _f.argtypes = _args
+
+
+def _check_layout():
+    """The structures above must match the library's, byte for byte: a package and a
+    library from different builds would otherwise exchange fields at wrong offsets."""
+    size = lib.tally_agent_struct_size
+    size.restype, size.argtypes = ctypes.c_size_t, [ctypes.c_char_p]
+    bad = [f"{c} is {size(c.encode())} bytes in {lib._name}, {ctypes.sizeof(t)} here"
+           for c, t in (("tally_agent_cfg", AgentCfg), ("tally_agent_appliance", Appliance),
+                        ("tally_agent_stats", AgentStats), ("tally_agent_part", AgentPart),
+                        ("tally_opt_cfg", OptCfg), ("tally_opt_tensor", OptTensor))
+           if size(c.encode()) != ctypes.sizeof(t)]
+    if bad:
+        raise ImportError("tally: this Python package and libtally_agent come from different "
+                          "builds (install both from one release): " + "; ".join(bad))
+
+
+_check_layout()
