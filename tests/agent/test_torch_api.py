@@ -131,6 +131,14 @@ def run(shard):
     finally:
         appl.send_signal(signal.SIGTERM)
         appl.wait(10)
+    return failed, res
+
+
+def verify(shard, res):
+    """Checks of one run's results; the number that failed. Runs after every fork: torch 2.x
+    refuses to fork a process whose autograd engine has started (reference() starts it)."""
+    failed = 0
+    tag = "sharded: " if shard else ""
     if len(res) == W:
         ref0 = [p.detach() for p in make_model(seed=0).parameters()]
         same = all(torch.equal(a, b) for r in range(W) for a, b in zip(res[r][1], ref0))
@@ -151,7 +159,8 @@ def run(shard):
 
 
 def main():
-    failed = run(False) + run(True)
+    (f0, r0), (f1, r1) = run(False), run(True)
+    failed = f0 + f1 + verify(False, r0) + verify(True, r1)
     # unreachable appliance: which one, after how long
     import tally
     t0 = time.time()

@@ -4,6 +4,7 @@
 # this builds (once; later runs reuse it) a Debian trixie chroot with python3-torch 2.x, numpy,
 # scikit-learn and a C toolchain, builds libtally_agent and the software appliance inside it
 # (its glibc and compiler, from this source tree mounted read-only), and runs there:
+#   test_abi.py         the ctypes structures match the library built here
 #   test_opt_torch.py   optimizer twins vs torch.optim
 #   test_torch_api.py   broadcast_parameters, DistributedOptimizer, error messages
 #   test_train.py       4 workers through Tally vs DDP over gloo (+ loss/slow rank, local agg)
@@ -87,7 +88,7 @@ fi
 ninja -C /tally/build gpu_agent/libtally_agent.so tests/agent/agent_udpd tests/agent/agent_relay \
 	>/tmp/torch2-ninja.log 2>&1 || { tail -40 /tmp/torch2-ninja.log; echo "torch2: build failed in the chroot"; exit 1; }
 fail=0
-for t in tests/agent/test_opt_torch.py tests/agent/test_torch_api.py tests/agent/test_train.py \
+for t in tests/agent/test_abi.py tests/agent/test_opt_torch.py tests/agent/test_torch_api.py tests/agent/test_train.py \
 	tests/agent/test_ddp_rebuild.py; do
 	echo "== torch2: $t"
 	timeout 900 python3 "$t"
