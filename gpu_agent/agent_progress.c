@@ -28,6 +28,24 @@ static int complete_req_locked(struct tally_agent *a, struct agent_req *r)
 	return 0;
 }
 
+/* Publish request slot `req` and run its callback, if any, without the lock (the callback
+ * may call back into the agent). */
+static void finish_req_locked(struct tally_agent *a, unsigned req)
+{
+	struct agent_req *r = &a->reqs[req];
+
+	if (!complete_req_locked(a, r))
+		return;
+	tally_agent_cb cb = r->cb;
+	void *arg = r->cb_arg;
+	int h = handle_of(a, req), st = r->status;
+
+	r->state = REQ_FREE;
+	pthread_mutex_unlock(&a->mu);
+	cb(arg, h, st);
+	pthread_mutex_lock(&a->mu);
+}
+
 void agent_fail_all_locked(struct tally_agent *a, int status)
 {
 	struct agent_sched_item it;
@@ -37,31 +55,15 @@ void agent_fail_all_locked(struct tally_agent *a, int status)
 		struct agent_req *r = &a->reqs[it.req];
 		if (!r->status)
 			r->status = status;
-		if (--r->left == 0 && complete_req_locked(a, r)) {
-			tally_agent_cb cb = r->cb;
-			void *arg = r->cb_arg;
-			int h = handle_of(a, it.req), st = r->status;
-
-			r->state = REQ_FREE;
-			pthread_mutex_unlock(&a->mu);
-			cb(arg, h, st);
-			pthread_mutex_lock(&a->mu);
-		}
+		if (--r->left == 0)
+			finish_req_locked(a, it.req);
 	}
 	for (unsigned i = 0; i < a->nflight; i++) {
 		struct agent_req *r = &a->reqs[a->flight[i].req];
 		if (!r->status)
 			r->status = status;
-		if (--r->left == 0 && complete_req_locked(a, r)) {
-			tally_agent_cb cb = r->cb;
-			void *arg = r->cb_arg;
-			int h = handle_of(a, a->flight[i].req), st = r->status;
-
-			r->state = REQ_FREE;
-			pthread_mutex_unlock(&a->mu);
-			cb(arg, h, st);
-			pthread_mutex_lock(&a->mu);
-		}
+		if (--r->left == 0)
+			finish_req_locked(a, a->flight[i].req);
 	}
 	a->nflight = 0;
 	a->inflight_bytes = 0;
@@ -295,16 +297,7 @@ void *agent_progress_main(void *arg)
 					agent_set_err(a, "%s", e);
 				}
 			}
-			if (complete_req_locked(a, r)) {
-				tally_agent_cb cb = r->cb;
-				void *cb_arg = r->cb_arg;
-				int h = handle_of(a, f.req), st = r->status;
-
-				r->state = REQ_FREE;
-				pthread_mutex_unlock(&a->mu);
-				cb(cb_arg, h, st);
-				pthread_mutex_lock(&a->mu);
-			}
+			finish_req_locked(a, f.req);
 		}
 	}
 	agent_fail_all_locked(a, -ECANCELED);

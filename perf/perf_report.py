@@ -148,6 +148,13 @@ def table(head, rows):
     return "\n".join(out)
 
 
+def plot_md(md, out, name, alt, title, xlabel, ylabel, series, **kw):
+    """Plots series into out/name and links it from md under alt (nothing without matplotlib)."""
+    f = plot(os.path.join(out, name), title, xlabel, ylabel, series, **kw)
+    if f:
+        md.append(f"\n![{alt}]({f})")
+
+
 def plot(path, title, xlabel, ylabel, series, logx=False, bar=False):
     """series: {label: [(x, y), ...]}; returns the file name or None without matplotlib."""
     try:
@@ -193,10 +200,8 @@ def sec_sum(out, ent):
         for r in rows:
             if r["op"] == "kway":
                 ser.setdefault(f"{r['dtype']} {r['ways']}-way", []).append((r["size"], r["gbps"]))
-        f = plot(os.path.join(out, "sum.png"), "k-way sum rate vs size", "bytes", "Gbit/s", ser,
-                 logx=True)
-        if f:
-            md.append(f"\n![sum rate vs size per dtype]({f})")
+        plot_md(md, out, "sum.png", "sum rate vs size per dtype", "k-way sum rate vs size",
+                "bytes", "Gbit/s", ser, logx=True)
     md.append(errors_md(ent))
     return md
 
@@ -214,10 +219,8 @@ def sec_engine(out, ent):
         for r in rows:
             ser.setdefault("deterministic" if r["deterministic"] else "default", []).append(
                 (r["chunk_bytes"], r["gbps"]))
-        f = plot(os.path.join(out, "engine.png"), "engine goodput vs chunk size", "chunk bytes",
-                 "Gbit/s per core", ser, logx=True)
-        if f:
-            md.append(f"\n![engine goodput vs chunk size]({f})")
+        plot_md(md, out, "engine.png", "engine goodput vs chunk size",
+                "engine goodput vs chunk size", "chunk bytes", "Gbit/s per core", ser, logx=True)
     md.append(errors_md(ent))
     return md
 
@@ -235,17 +238,13 @@ def sec_line(out, ent):
         ser = {}
         for r in rows:
             ser.setdefault(f"chunk {r['chunk_bytes']}", []).append((r["workers"], r["gbps"]))
-        f = plot(os.path.join(out, "line_workers.png"), "goodput vs workers", "workers",
-                 "Gbit/s", ser)
-        if f:
-            md.append(f"\n![goodput vs workers]({f})")
+        plot_md(md, out, "line_workers.png", "goodput vs workers", "goodput vs workers",
+                "workers", "Gbit/s", ser)
         ser = {}
         for r in rows:
             ser.setdefault(f"{r['workers']} workers", []).append((r["chunk_bytes"], r["gbps"]))
-        f = plot(os.path.join(out, "line_chunk.png"), "goodput vs chunk size", "chunk bytes",
-                 "Gbit/s", ser, logx=True)
-        if f:
-            md.append(f"\n![goodput vs chunk size]({f})")
+        plot_md(md, out, "line_chunk.png", "goodput vs chunk size", "goodput vs chunk size",
+                "chunk bytes", "Gbit/s", ser, logx=True)
     md.append(errors_md(ent))
     return md
 
@@ -279,10 +278,8 @@ def sec_allreduce(out, ent):
             if not ser:
                 continue
             idx += 1
-            f = plot(os.path.join(out, f"allreduce{idx}.png"), f"Tally vs peers: {step}"[:70],
-                     "implementation", "algbw Gbit/s", ser, bar=True)
-            if f:
-                md.append(f"\n![Tally vs peers]({f})")
+            plot_md(md, out, f"allreduce{idx}.png", "Tally vs peers",
+                    f"Tally vs peers: {step}"[:70], "implementation", "algbw Gbit/s", ser, bar=True)
     md.append(errors_md(ent))
     return md
 
