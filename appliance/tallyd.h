@@ -18,7 +18,7 @@
 #include <rte_ring.h>
 
 #include "tally_engine.h"
-#include "tally_xport_dpdk.h"
+#include "tally_dpdk.h"
 #include "tallyd_config.h"
 #include "tallyd_size.h"
 
@@ -75,7 +75,7 @@ struct tallyd_lcore_stats {
 	uint64_t last_tally_tsc;        /* TSC of the last Tally datagram (drain) */
 	uint64_t tx_pkts, tx_bytes;     /* filled by tallyd_stats_sum from the TX buffers */
 	uint64_t tx_relayed;            /* same: frames sent through another core's port */
-	uint64_t drops[TALLY_DPDK_D_COUNT];
+	uint64_t drops[TALLY_PKT_D_COUNT];
 };
 
 struct tallyd_lcore {
@@ -102,7 +102,7 @@ struct tallyd_port {
 	uint16_t nrxq, ntxq;
 	int steered;                    /* rte_flow rules steer each core's port */
 	int multiseg;                   /* transmits mbuf chains (zero-copy RESULTs) */
-	struct tally_dpdk_ifaddr ifa;
+	struct tally_pkt_ifaddr ifa;
 	char driver[32];
 };
 

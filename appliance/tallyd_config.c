@@ -11,7 +11,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 
-#include "tally_dpdk_pkt.h"
+#include "tally_pkt.h"
 #include "tally_proto.h"
 #include "tallyd_config.h"
 
@@ -246,7 +246,7 @@ int tallyd_conf_set(struct tallyd_conf *c, const char *n, const char *v, char *e
 		NEED_VALUE();
 		if (!(p = cfg_cur_port(c, n, err, errlen)))
 			return -EINVAL;
-		if (tally_dpdk_parse_cidr(v, &p->ip, &p->mask))
+		if (tally_pkt_parse_cidr(v, &p->ip, &p->mask))
 			return cfg_err(err, errlen, "'ip %s': give the address with its prefix "
 				       "length, e.g. 10.0.0.1/24", v);
 		return 0;
@@ -255,7 +255,7 @@ int tallyd_conf_set(struct tallyd_conf *c, const char *n, const char *v, char *e
 		NEED_VALUE();
 		if (!(p = cfg_cur_port(c, n, err, errlen)))
 			return -EINVAL;
-		if (tally_dpdk_parse_mac(v, p->mac))
+		if (tally_pkt_parse_mac(v, p->mac))
 			return cfg_err(err, errlen, "'mac %s': expected xx:xx:xx:xx:xx:xx", v);
 		if ((p->mac[0] & 1) || !(p->mac[0] | p->mac[1] | p->mac[2] | p->mac[3] |
 					 p->mac[4] | p->mac[5]))
@@ -535,7 +535,7 @@ int tallyd_conf_validate(const struct tallyd_conf *c, char *err, size_t errlen)
 	if (!cfg_is_pow2(c->rx_desc) || !cfg_is_pow2(c->tx_desc))
 		return cfg_err(err, errlen, "rx-desc %u / tx-desc %u: descriptor counts must be "
 			       "powers of two", c->rx_desc, c->tx_desc);
-	unsigned need = TALLY_DPDK_HDRS_LEN + TALLY_HDR_LEN + c->max_chunk;
+	unsigned need = TALLY_PKT_HDRS_LEN + TALLY_HDR_LEN + c->max_chunk;
 	if (need > c->frame_room)
 		return cfg_err(err, errlen, "max-chunk %u needs frames of %u bytes but frame-size "
 			       "is %u: raise frame-size or lower max-chunk", c->max_chunk, need,

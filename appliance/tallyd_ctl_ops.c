@@ -102,11 +102,11 @@ static json_t *core_stats(const struct tallyd_lcore *lc, struct tally_engine_sta
 		if (e->drops[k])
 			json_object_set_new(drops, tally_reason_name(k), json_integer((json_int_t)e->drops[k]));
 	}
-	for (int k = 0; k < TALLY_DPDK_D_COUNT; k++) {
+	for (int k = 0; k < TALLY_PKT_D_COUNT; k++) {
 		uint64_t v = lc->st.drops[k] + lc->tx.st.drops[k];
 		ltot->drops[k] += v;
 		if (v)
-			json_object_set_new(fdrops, tally_dpdk_drop_name(k), json_integer((json_int_t)v));
+			json_object_set_new(fdrops, tally_pkt_drop_name(k), json_integer((json_int_t)v));
 	}
 #define ADD(f) tot->f += e->f
 	ADD(rx_pkts); ADD(rx_bytes); ADD(tx_pkts); ADD(tx_bytes); ADD(tx_errors); ADD(joins);
@@ -183,9 +183,9 @@ int ctl_h_stats(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	for (int k = 0; k < TALLY_R_COUNT; k++)
 		if (et.drops[k])
 			json_object_set_new(drops, tally_reason_name(k), json_integer((json_int_t)et.drops[k]));
-	for (int k = 0; k < TALLY_DPDK_D_COUNT; k++)
+	for (int k = 0; k < TALLY_PKT_D_COUNT; k++)
 		if (lt.drops[k])
-			json_object_set_new(fdrops, tally_dpdk_drop_name(k), json_integer((json_int_t)lt.drops[k]));
+			json_object_set_new(fdrops, tally_pkt_drop_name(k), json_integer((json_int_t)lt.drops[k]));
 	for (uint16_t i = 0; i < d->nports; i++) {
 		struct rte_eth_stats es = { 0 };
 		rte_eth_stats_get(d->port[i].port_id, &es);

@@ -74,7 +74,7 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *o
 	uint64_t drops = 0, fdrops = 0;
 	for (int k = 0; k < TALLY_R_COUNT; k++)
 		drops += et.drops[k];
-	for (int k = 0; k < TALLY_DPDK_D_COUNT; k++)
+	for (int k = 0; k < TALLY_PKT_D_COUNT; k++)
 		fdrops += lt.drops[k];
 	rte_tel_data_add_dict_u64(out, "drops", drops);
 	rte_tel_data_add_dict_u64(out, "frame_drops", fdrops);

@@ -18,12 +18,12 @@
 
 /* The engine path for a frame this core owns; takes the mbuf. */
 static void lc_deliver(struct tallyd_lcore *lc, struct rte_mbuf *m, uint16_t pi,
-		       const struct tally_dpdk_parsed *p)
+		       const struct tally_pkt_parsed *p)
 {
 	lc->st.tally_pkts++;
 	lc->st.last_tally_tsc = rte_rdtsc();
 	if (!lc->engine) { /* --io-forward: the I/O baseline */
-		tally_dpdk_udp_bounce(rte_pktmbuf_mtod(m, uint8_t *));
+		tally_pkt_udp_bounce(rte_pktmbuf_mtod(m, uint8_t *));
 		m->ol_flags = 0;
 		tally_dpdk_tx_enqueue(&lc->tx, pi, m);
 		return;
@@ -38,7 +38,7 @@ static void lc_deliver(struct tallyd_lcore *lc, struct rte_mbuf *m, uint16_t pi,
 	rte_pktmbuf_free(m);
 }
 
-static void lc_drop(struct tallyd_lcore *lc, struct rte_mbuf *m, enum tally_dpdk_drop why)
+static void lc_drop(struct tallyd_lcore *lc, struct rte_mbuf *m, enum tally_pkt_drop why)
 {
 	lc->st.drops[why]++;
 	rte_pktmbuf_free(m);
@@ -48,35 +48,35 @@ static void lc_drop(struct tallyd_lcore *lc, struct rte_mbuf *m, enum tally_dpdk
 static void lc_handle(struct tallyd_lcore *lc, struct rte_mbuf *m, int mine)
 {
 	struct tallyd *d = lc->d;
-	struct tally_dpdk_parsed p;
+	struct tally_pkt_parsed p;
 
 	if (m->nb_segs != 1)
-		return lc_drop(lc, m, TALLY_DPDK_D_MULTISEG);
+		return lc_drop(lc, m, TALLY_PKT_D_MULTISEG);
 	if ((m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD ||
 	    (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD)
-		return lc_drop(lc, m, TALLY_DPDK_D_HW_CSUM_BAD);
+		return lc_drop(lc, m, TALLY_PKT_D_HW_CSUM_BAD);
 	uint16_t pi = d->pidx[m->port];
-	switch (tally_dpdk_parse(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len,
+	switch (tally_pkt_parse(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len,
 				 &d->port[pi].ifa, &p)) {
-	case TALLY_DPDK_C_UDP: {
+	case TALLY_PKT_C_UDP: {
 		unsigned owner = (unsigned)(rte_be_to_cpu_16(p.dport) - d->conf.base_port);
 
 		if (mine || owner == lc->idx)
 			return lc_deliver(lc, m, pi, &p);
 		/* the device could not steer this port to its core's queue */
 		if (rte_ring_mp_enqueue(d->lcore[owner]->dispatch, m))
-			return lc_drop(lc, m, TALLY_DPDK_D_RING_FULL);
+			return lc_drop(lc, m, TALLY_PKT_D_RING_FULL);
 		lc->st.dispatched_out++;
 		return;
 	}
-	case TALLY_DPDK_C_ARP_REQ:
+	case TALLY_PKT_C_ARP_REQ:
 		lc->st.arp_replies++;
-		return tally_dpdk_answer(&lc->tx, pi, m, TALLY_DPDK_C_ARP_REQ);
-	case TALLY_DPDK_C_ICMP_ECHO:
+		return tally_dpdk_answer(&lc->tx, pi, m, TALLY_PKT_C_ARP_REQ);
+	case TALLY_PKT_C_ICMP_ECHO:
 		lc->st.icmp_replies++;
-		return tally_dpdk_answer(&lc->tx, pi, m, TALLY_DPDK_C_ICMP_ECHO);
-	case TALLY_DPDK_C_ARP_REPLY:
-		return lc_drop(lc, m, TALLY_DPDK_D_ARP_OTHER);
+		return tally_dpdk_answer(&lc->tx, pi, m, TALLY_PKT_C_ICMP_ECHO);
+	case TALLY_PKT_C_ARP_REPLY:
+		return lc_drop(lc, m, TALLY_PKT_D_ARP_OTHER);
 	default:
 		return lc_drop(lc, m, p.drop);
 	}
@@ -301,7 +301,7 @@ void tallyd_stats_sum(const struct tallyd *d, struct tallyd_lcore_stats *out)
 		out->tx_pkts += lc->tx.st.tx_pkts;
 		out->tx_bytes += lc->tx.st.tx_bytes;
 		out->tx_relayed += lc->tx.st.relayed;
-		for (unsigned k = 0; k < TALLY_DPDK_D_COUNT; k++)
+		for (unsigned k = 0; k < TALLY_PKT_D_COUNT; k++)
 			out->drops[k] += lc->tx.st.drops[k];
 	}
 }

@@ -138,10 +138,10 @@ static void log_stats(struct tallyd *d, int final)
 
 	tallyd_stats_sum(d, &st);
 	drops[0] = '\0';
-	for (unsigned k = 1; k < TALLY_DPDK_D_COUNT && n < sizeof(drops); k++)
+	for (unsigned k = 1; k < TALLY_PKT_D_COUNT && n < sizeof(drops); k++)
 		if (st.drops[k])
 			n += (size_t)snprintf(drops + n, sizeof(drops) - n, " %s=%llu",
-					      tally_dpdk_drop_name(k),
+					      tally_pkt_drop_name(k),
 					      (unsigned long long)st.drops[k]);
 	rte_log(final ? RTE_LOG_NOTICE : RTE_LOG_DEBUG, RTE_LOGTYPE_USER1,
 		"tallyd: %s: rx=%llu tally=%llu engine_rejects=%llu tx=%llu arp=%llu icmp=%llu "

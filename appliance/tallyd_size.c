@@ -8,7 +8,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
-#include "tally_xport_dpdk.h"
+#include "tally_dpdk.h"
 #include "tallyd_size.h"
 
 /* Mempools are most compact at 2^k - 1 objects. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * agent_net_client.c — the agent's network in production: per appliance one client session
  * (tally_client.h: chunking, windows, retransmission) over the kernel UDP transport
- * (tally_xport_udp.h), turned into the agent_net_ops the core drives, with error messages
+ * (tally_udp.h), turned into the agent_net_ops the core drives, with error messages
  * that say which appliance and why. */
 #include <errno.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 
 #include "agent_internal.h"
 #include "tally_client.h"
-#include "tally_xport_udp.h"
+#include "tally_udp.h"
 
 struct ncl_appl {
 	struct tally_udp *u;
@@ -163,7 +163,7 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 		ucfg.base_port = ap->port;
 		/* TALLY_GSO=1: UDP segmentation offload on send (fewer, larger sends) where the
 		 * appliance takes kernel-segmented frames (a kernel receiver: not a DPDK
-		 * AF_PACKET appliance, see tally_xport_udp.h) */
+		 * AF_PACKET appliance, see tally_udp.h) */
 		const char *gso = getenv("TALLY_GSO");
 		if (gso && strcmp(gso, "0") && strcmp(gso, "1")) {
 			agent_errf(err, errlen, "TALLY_GSO must be 0 or 1, not '%s'", gso);

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tally_xport_udp.h"
+#include "tally_udp.h"
 
 static void wx_udp_rx(void *arg, const void *buf, size_t len, const struct tally_addr *from)
 {

@@ -15,7 +15,7 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 
-#include "tally_xport_dpdk.h"
+#include "tally_dpdk.h"
 
 #define WXD_MAX_ARGS 64
 
@@ -39,11 +39,11 @@ int wx_dpdk_open(const struct wx_opts *o, struct worker_xport *wx, char *err, si
 			 "and --local-ip ADDR/LEN");
 		return -EINVAL;
 	}
-	if (tally_dpdk_parse_ipv4(o->host, &cc.server_ip)) {
+	if (tally_pkt_parse_ipv4(o->host, &cc.server_ip)) {
 		snprintf(err, errlen, "dpdk: --host '%s' is not an IPv4 address", o->host);
 		return -EINVAL;
 	}
-	if (tally_dpdk_parse_cidr(o->local_ip, &cc.local_ip, &cc.local_mask)) {
+	if (tally_pkt_parse_cidr(o->local_ip, &cc.local_ip, &cc.local_mask)) {
 		snprintf(err, errlen, "dpdk: --local-ip '%s' is not ADDR/LEN", o->local_ip);
 		return -EINVAL;
 	}
@@ -75,7 +75,7 @@ int wx_dpdk_open(const struct wx_opts *o, struct worker_xport *wx, char *err, si
 		wxd.port_id = (uint16_t)rte_eth_find_next(0);
 	}
 	wxd.pool = rte_pktmbuf_pool_create("wk_pool", 8191, 256, 0,
-					   RTE_PKTMBUF_HEADROOM + TALLY_DPDK_HDRS_LEN +
+					   RTE_PKTMBUF_HEADROOM + TALLY_PKT_HDRS_LEN +
 					   TALLY_HDR_LEN + TALLY_MAX_PAYLOAD + 64,
 					   (int)rte_eth_dev_socket_id(wxd.port_id) < 0 ?
 					   (int)rte_socket_id() : rte_eth_dev_socket_id(wxd.port_id));
@@ -127,7 +127,7 @@ void wx_dpdk_json(struct worker_xport *wx)
 	if (!wx->ctx)
 		return;
 	s = tally_dpdk_client_stats(wx->ctx);
-	for (int d = 0; d < TALLY_DPDK_D_COUNT; d++)
+	for (int d = 0; d < TALLY_PKT_D_COUNT; d++)
 		drops += s->drops[d];
 	printf(",\"dpdk\":{\"tx_pkts\":%" PRIu64 ",\"rx_pkts\":%" PRIu64 ",\"delivered\":%" PRIu64
 	       ",\"arp_replies\":%" PRIu64 ",\"drops\":%" PRIu64 "}",

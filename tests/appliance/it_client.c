@@ -22,7 +22,7 @@
 #include <rte_mbuf.h>
 
 #include "tally_client.h"
-#include "tally_xport_dpdk.h"
+#include "tally_dpdk.h"
 
 #define NELEMS 5000 /* 20000 bytes: two full 8 KiB chunks and a short one */
 #define ROUNDS 6
@@ -57,20 +57,20 @@ static int blast(uint16_t port, uint16_t nq, struct rte_mempool *pool, uint32_t 
 {
 	struct rte_ether_addr smac;
 	struct rte_mbuf *tx[32], *rx[32];
-	uint8_t hdr[TALLY_DPDK_HDRS_LEN];
+	uint8_t hdr[TALLY_PKT_HDRS_LEN];
 	uint64_t sent = 0, got = 0, bytes = 0, hz = rte_get_tsc_hz();
 	const uint64_t window = 1024;
 
 	rte_eth_macaddr_get(port, &smac);
-	tally_dpdk_build_udp(hdr, smac.addr_bytes, dmac, sip, dip, rte_cpu_to_be_16(9169),
+	tally_pkt_build_udp(hdr, smac.addr_bytes, dmac, sip, dip, rte_cpu_to_be_16(9169),
 			     rte_cpu_to_be_16(9170), payload, 0);
 	uint64_t t0 = rte_rdtsc(), end = t0 + (uint64_t)(seconds * (double)hz);
 	while (rte_rdtsc() < end) {
 		if (sent - got < window && rte_pktmbuf_alloc_bulk(pool, tx, 32) == 0) {
 			for (int i = 0; i < 32; i++) {
 				uint8_t *d = (uint8_t *)rte_pktmbuf_append(tx[i],
-					(uint16_t)(TALLY_DPDK_HDRS_LEN + payload));
-				memcpy(d, hdr, TALLY_DPDK_HDRS_LEN);
+					(uint16_t)(TALLY_PKT_HDRS_LEN + payload));
+				memcpy(d, hdr, TALLY_PKT_HDRS_LEN);
 			}
 			uint16_t n = rte_eth_tx_burst(port, 0, tx, 32);
 			sent += n;
@@ -88,7 +88,7 @@ static int blast(uint16_t port, uint16_t nq, struct rte_mempool *pool, uint32_t 
 	double dt = (double)(rte_rdtsc() - t0) / (double)hz;
 	printf("it_client: blast payload=%u B frames=%u B sent=%llu bounced=%llu in %.2f s: "
 	       "%.3f Mpps, %.2f Gbit/s of frames back\n", payload,
-	       payload + TALLY_DPDK_HDRS_LEN, (unsigned long long)sent, (unsigned long long)got,
+	       payload + TALLY_PKT_HDRS_LEN, (unsigned long long)sent, (unsigned long long)got,
 	       dt, (double)got / dt / 1e6, (double)bytes * 8 / dt / 1e9);
 	return got ? 0 : 1;
 }
@@ -134,8 +134,8 @@ static int run(const char *server_ip, const char *local_ip, uint16_t nq)
 	xc.port_id = port;
 	xc.pool = pool;
 	xc.nb_rxq = nq;
-	if (tally_dpdk_parse_ipv4(server_ip, &xc.server_ip) ||
-	    tally_dpdk_parse_ipv4(local_ip, &xc.local_ip))
+	if (tally_pkt_parse_ipv4(server_ip, &xc.server_ip) ||
+	    tally_pkt_parse_ipv4(local_ip, &xc.local_ip))
 		return fail("addresses", EINVAL);
 	struct tally_dpdk_client *x = tally_dpdk_client_create(&xc, &rc);
 	if (!x)

@@ -23,12 +23,12 @@
 #include <rte_mbuf.h>
 
 #include "tally_proto.h"
-#include "tally_xport_dpdk.h"
+#include "tally_dpdk.h"
 
 static struct rte_mempool *rx_pool, *hdr_pool;
 static uint16_t port;
 static struct tally_dpdk_tx tx;
-static struct tally_dpdk_ifaddr ifa;
+static struct tally_pkt_ifaddr ifa;
 static struct tally_addr peer;
 static uint8_t payload[8192] __attribute__((aligned(64)));
 
@@ -59,15 +59,15 @@ static void test_result_is_a_zero_copy_chain(void **state)
 	assert_ptr_equal(rte_pktmbuf_mtod(m[0]->next, uint8_t *), payload);
 	assert_true(RTE_MBUF_HAS_EXTBUF(m[0]->next));
 	/* headers: from our address and core port to the peer, as the peer would parse them */
-	struct tally_dpdk_ifaddr pa = ifa;
-	struct tally_dpdk_parsed p;
+	struct tally_pkt_ifaddr pa = ifa;
+	struct tally_pkt_parsed p;
 	pa.ip = peer.ip;
 	memcpy(pa.mac, peer.mac, 6);
 	pa.base_port = ntohs(peer.port);
 	pa.nports = 1;
 	uint8_t frame[42 + 64 + sizeof(payload)];
 	rte_pktmbuf_read(m[0], 0, sizeof(frame), frame);
-	assert_int_equal(tally_dpdk_parse(frame, sizeof(frame), &pa, &p), TALLY_DPDK_C_UDP);
+	assert_int_equal(tally_pkt_parse(frame, sizeof(frame), &pa, &p), TALLY_PKT_C_UDP);
 	assert_int_equal(p.src_ip, ifa.ip);
 	assert_int_equal(ntohs(p.sport), ifa.base_port + 3); /* core 3 */
 	assert_int_equal(p.l4_len, 64 + sizeof(payload));
@@ -157,22 +157,22 @@ static void test_deadline_flush(void **state)
 static void test_arp_answered(void **state)
 {
 	(void)state;
-	struct tally_dpdk_ifaddr pa = ifa;
-	struct tally_dpdk_parsed p;
+	struct tally_pkt_ifaddr pa = ifa;
+	struct tally_pkt_parsed p;
 	struct rte_mbuf *m = rte_pktmbuf_alloc(rx_pool), *r[4];
 
 	pa.ip = peer.ip;
 	memcpy(pa.mac, peer.mac, 6);
 	uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, 60); /* padded to the Ethernet minimum */
 	memset(d, 0, 60);
-	tally_dpdk_build_arp_request(d, &pa, ifa.ip);
-	assert_int_equal(tally_dpdk_parse(d, 60, &ifa, &p), TALLY_DPDK_C_ARP_REQ);
-	tally_dpdk_answer(&tx, 0, m, TALLY_DPDK_C_ARP_REQ);
+	tally_pkt_build_arp_request(d, &pa, ifa.ip);
+	assert_int_equal(tally_pkt_parse(d, 60, &ifa, &p), TALLY_PKT_C_ARP_REQ);
+	tally_dpdk_answer(&tx, 0, m, TALLY_PKT_C_ARP_REQ);
 	tally_dpdk_tx_flush(&tx, 1);
 	assert_int_equal(rx_all(r, 4), 1);
 	assert_int_equal(r[0]->pkt_len, 42);
-	assert_int_equal(tally_dpdk_parse(rte_pktmbuf_mtod(r[0], uint8_t *), 42, &pa, &p),
-			 TALLY_DPDK_C_ARP_REPLY);
+	assert_int_equal(tally_pkt_parse(rte_pktmbuf_mtod(r[0], uint8_t *), 42, &pa, &p),
+			 TALLY_PKT_C_ARP_REPLY);
 	assert_memory_equal(p.src_mac, ifa.mac, 6);
 	rte_pktmbuf_free(r[0]);
 }

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "tally_proto.h"
-#include "tally_xport_udp.h"
+#include "tally_udp.h"
 
 #define NPKT 300
 

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "tally_engine.h"
-#include "tally_xport_udp.h"
+#include "tally_udp.h"
 
 static volatile sig_atomic_t ud_stop;
 

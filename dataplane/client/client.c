@@ -25,11 +25,11 @@ void tally_client_cfg_defaults(struct tally_client_cfg *cfg)
 	if (!cfg->max_ops)
 		cfg->max_ops = 256;
 	if (!cfg->rto_min_us)
-		cfg->rto_min_us = CL_RTO_MIN_NS / 1000;
+		cfg->rto_min_us = CLIENT_RTO_MIN_NS / 1000;
 }
 
 /* The appliance's reason → errno (what tally_client_* return). */
-int cl_err_from_reason(unsigned reason)
+int client_err_from_reason(unsigned reason)
 {
 	switch (reason) {
 	case TALLY_R_WRONG_TOKEN: return -EACCES;
@@ -53,7 +53,7 @@ int cl_err_from_reason(unsigned reason)
 	}
 }
 
-void cl_seterr(struct tally_client *c, const char *fmt, ...)
+void client_seterr(struct tally_client *c, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -77,7 +77,7 @@ uint16_t tally_client_ncores(const struct tally_client *c)
 	return c->ncores;
 }
 
-void cl_fill_hdr(const struct tally_client *c, struct tally_hdr *h, uint8_t op)
+void client_fill_hdr(const struct tally_client *c, struct tally_hdr *h, uint8_t op)
 {
 	memset(h, 0, sizeof(*h));
 	h->op = op;
@@ -86,7 +86,7 @@ void cl_fill_hdr(const struct tally_client *c, struct tally_hdr *h, uint8_t op)
 	h->token = c->cfg.token;
 }
 
-int cl_send(struct tally_client *c, uint32_t core, const uint8_t *hdr, const void *payload,
+int client_send(struct tally_client *c, uint32_t core, const uint8_t *hdr, const void *payload,
 	    size_t len)
 {
 	struct tally_addr to;
@@ -128,7 +128,7 @@ struct tally_client *tally_client_create(const struct tally_client_cfg *cfg,
 	c->ops = ops;
 	c->xctx = xctx;
 	c->errmsg[0] = '\0';
-	rc = cl_ops_init(c);
+	rc = client_ops_init(c);
 	if (rc)
 		goto fail;
 	if (err)
@@ -145,9 +145,9 @@ void tally_client_destroy(struct tally_client *c)
 {
 	if (!c)
 		return;
-	cl_cores_free(c);
+	client_cores_free(c);
 	for (uint32_t i = 0; i < c->nkeys; i++) {
-		struct cl_key *k = &c->keys[i];
+		struct client_key *k = &c->keys[i];
 
 		free(k->cst[0]);
 		free(k->cst[1]);
@@ -165,30 +165,30 @@ void tally_client_destroy(struct tally_client *c)
 
 /* ---- blocking control requests ---- */
 
-static uint64_t cl_now(struct tally_client *c)
+static uint64_t client_now(struct tally_client *c)
 {
 	return c->ops->now_ns(c->xctx);
 }
 
 /* Send a request and poll until answered, retrying with exponential backoff. */
-static int cl_request(struct tally_client *c, uint32_t core, const uint8_t *hdr,
+static int client_request(struct tally_client *c, uint32_t core, const uint8_t *hdr,
 		      const void *payload, size_t len, uint64_t timeout_ns)
 {
-	uint64_t start = cl_now(c), rto = (uint64_t)c->cfg.rto_init_us * 1000;
+	uint64_t start = client_now(c), rto = (uint64_t)c->cfg.rto_init_us * 1000;
 	uint64_t rto_max = (uint64_t)c->cfg.rto_max_us * 1000;
 
 	c->wait_done = false;
 	c->wait_err = 0;
 	for (;;) {
-		uint64_t now = cl_now(c), due;
+		uint64_t now = client_now(c), due;
 
 		if (now - start >= timeout_ns)
 			return -ETIMEDOUT;
-		cl_send(c, core, hdr, payload, len);
+		client_send(c, core, hdr, payload, len);
 		due = now + rto;
 		if (due > start + timeout_ns)
 			due = start + timeout_ns;
-		while (!c->wait_done && (now = cl_now(c)) < due) {
+		while (!c->wait_done && (now = client_now(c)) < due) {
 			int rc;
 
 			if (!c->ops->poll)
@@ -203,27 +203,27 @@ static int cl_request(struct tally_client *c, uint32_t core, const uint8_t *hdr,
 	}
 }
 
-/* cl_request, retried while the appliance answers RANK_TAKEN (-EBUSY): our rank is still
+/* client_request, retried while the appliance answers RANK_TAKEN (-EBUSY): our rank is still
  * bound to an address of ours whose BYE was lost (a restarted worker, a new socket), and
  * the appliance frees it once that address has been silent for its rejoin timeout. */
-static int cl_request_rebind(struct tally_client *c, uint32_t core, const uint8_t *hdr,
+static int client_request_rebind(struct tally_client *c, uint32_t core, const uint8_t *hdr,
 			     const void *payload, size_t len, uint64_t timeout_ns)
 {
-	uint64_t start = cl_now(c), pause = (uint64_t)c->cfg.rto_init_us * 1000;
+	uint64_t start = client_now(c), pause = (uint64_t)c->cfg.rto_init_us * 1000;
 	uint64_t pause_max = (uint64_t)c->cfg.rto_max_us * 1000;
 
 	for (;;) {
-		uint64_t now = cl_now(c), due;
-		int rc = cl_request(c, core, hdr, payload, len, timeout_ns - (now - start));
+		uint64_t now = client_now(c), due;
+		int rc = client_request(c, core, hdr, payload, len, timeout_ns - (now - start));
 
 		if (rc != -EBUSY)
 			return rc;
 		c->st.rank_taken_retries++;
-		now = cl_now(c);
+		now = client_now(c);
 		if (now - start + pause >= timeout_ns)
 			return rc;
 		due = now + pause;
-		while ((now = cl_now(c)) < due) {
+		while ((now = client_now(c)) < due) {
 			if (!c->ops->poll)
 				return -ENOTSUP;
 			rc = c->ops->poll(c->xctx, due - now);
@@ -246,28 +246,28 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 		return 0;
 	c->errmsg[0] = '\0';
 	if (c->nactive) {
-		cl_seterr(c, "JOIN: %u operations still running", c->nactive);
+		client_seterr(c, "JOIN: %u operations still running", c->nactive);
 		return -EBUSY;
 	}
-	cl_cores_free(c); /* a re-join (after BYE) may find another core count */
+	client_cores_free(c); /* a re-join (after BYE) may find another core count */
 	j.world_size = c->cfg.world_size;
 	j.caps = TALLY_CAP_DETERMINISTIC | TALLY_CAP_QUORUM;
 	j.max_chunk_bytes = c->cfg.max_chunk_bytes;
 	tally_proto_put_join(pl, &j);
-	cl_fill_hdr(c, &h, TALLY_OP_JOIN);
+	client_fill_hdr(c, &h, TALLY_OP_JOIN);
 	tally_proto_finish(hdr, &h, pl, sizeof(pl));
 
 	/* Core 0 tells us how many cores there are; every core keeps its own job table,
 	 * so the others are joined too (one at a time: JOIN_OK names its core in aux). */
-	c->wait = CL_W_JOIN;
+	c->wait = CLIENT_W_JOIN;
 	c->wait_key = 0;
-	rc = cl_request_rebind(c, 0, hdr, pl, sizeof(pl), timeout_ns);
+	rc = client_request_rebind(c, 0, hdr, pl, sizeof(pl), timeout_ns);
 	if (rc)
 		goto out;
 	if (c->jok.ncores < 1 || c->jok.max_chunk_bytes < 4 ||
 	    c->jok.max_chunk_bytes > TALLY_MAX_PAYLOAD) {
 		rc = -EPROTO;
-		cl_seterr(c, "JOIN_OK from core 0 with %u cores, max chunk %u bytes",
+		client_seterr(c, "JOIN_OK from core 0 with %u cores, max chunk %u bytes",
 			  c->jok.ncores, c->jok.max_chunk_bytes);
 		goto out;
 	}
@@ -277,11 +277,11 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 			     c->jok.max_chunk_bytes : c->cfg.max_chunk_bytes;
 	for (uint32_t core = 1; core < c->ncores; core++) {
 		c->wait_key = core;
-		rc = cl_request_rebind(c, core, hdr, pl, sizeof(pl), timeout_ns);
+		rc = client_request_rebind(c, core, hdr, pl, sizeof(pl), timeout_ns);
 		if (rc)
 			goto out;
 	}
-	rc = cl_cores_init(c);
+	rc = client_cores_init(c);
 	if (rc)
 		goto out;
 	for (uint32_t i = 0; i < c->nkeys; i++)
@@ -289,25 +289,25 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 	c->joined = true;
 out:
 	if (rc == -ETIMEDOUT)
-		cl_seterr(c, "JOIN of job %u rank %u: no answer from appliance core %u within %u ms",
+		client_seterr(c, "JOIN of job %u rank %u: no answer from appliance core %u within %u ms",
 			  c->cfg.job_id, c->cfg.rank, c->wait_key, timeout_ms);
 	else if (rc && !c->errmsg[0])
-		cl_seterr(c, "JOIN of job %u rank %u refused by appliance core %u (%s)",
+		client_seterr(c, "JOIN of job %u rank %u refused by appliance core %u (%s)",
 			  c->cfg.job_id, c->cfg.rank, c->wait_key, strerror(-rc));
-	c->wait = CL_W_NONE;
+	c->wait = CLIENT_W_NONE;
 	return rc;
 }
 
-static uint32_t cl_hash(uint32_t key)
+static uint32_t client_hash(uint32_t key)
 {
 	return key * 2654435761u;
 }
 
-struct cl_key *cl_key_find(const struct tally_client *c, uint32_t key)
+struct client_key *client_key_find(const struct tally_client *c, uint32_t key)
 {
 	if (!c->khash)
 		return NULL;
-	for (uint32_t i = cl_hash(key) & c->khash_mask;; i = (i + 1) & c->khash_mask) {
+	for (uint32_t i = client_hash(key) & c->khash_mask;; i = (i + 1) & c->khash_mask) {
 		uint32_t v = c->khash[i];
 
 		if (!v)
@@ -317,14 +317,14 @@ struct cl_key *cl_key_find(const struct tally_client *c, uint32_t key)
 	}
 }
 
-static int cl_key_add(struct tally_client *c, uint32_t key, const struct tally_register *reg,
-		      struct cl_key **out)
+static int client_key_add(struct tally_client *c, uint32_t key, const struct tally_register *reg,
+		      struct client_key **out)
 {
-	struct cl_key *k;
+	struct client_key *k;
 
 	if (c->nkeys == c->keys_cap) {
 		uint32_t cap = c->keys_cap ? c->keys_cap * 2 : 16;
-		struct cl_key *nk = realloc(c->keys, cap * sizeof(*nk));
+		struct client_key *nk = realloc(c->keys, cap * sizeof(*nk));
 
 		if (!nk)
 			return -ENOMEM;
@@ -338,7 +338,7 @@ static int cl_key_add(struct tally_client *c, uint32_t key, const struct tally_r
 		if (!h)
 			return -ENOMEM;
 		for (uint32_t i = 0; i < c->nkeys; i++) {
-			uint32_t s = cl_hash(c->keys[i].key) & (size - 1);
+			uint32_t s = client_hash(c->keys[i].key) & (size - 1);
 
 			while (h[s])
 				s = (s + 1) & (size - 1);
@@ -355,7 +355,7 @@ static int cl_key_add(struct tally_client *c, uint32_t key, const struct tally_r
 	k->esize = tally_dtype_size((enum tally_dtype)reg->dtype);
 	k->nchunks = (uint32_t)(((uint64_t)reg->nelems + reg->chunk_elems - 1) / reg->chunk_elems);
 	k->core = key % c->ncores;
-	k->par_op[0] = k->par_op[1] = CL_NONE;
+	k->par_op[0] = k->par_op[1] = CLIENT_NONE;
 	k->cst[0] = calloc(k->nchunks, sizeof(uint32_t));
 	k->cst[1] = calloc(k->nchunks, sizeof(uint32_t));
 	if (!k->cst[0] || !k->cst[1]) {
@@ -365,7 +365,7 @@ static int cl_key_add(struct tally_client *c, uint32_t key, const struct tally_r
 	}
 	/* Keys that can complete without us get their fold buffer now. */
 	if (reg->quorum < reg->participants || reg->deadline_us) {
-		int rc = cl_fold_alloc(c, k);
+		int rc = client_fold_alloc(c, k);
 
 		if (rc) {
 			free(k->cst[0]);
@@ -373,7 +373,7 @@ static int cl_key_add(struct tally_client *c, uint32_t key, const struct tally_r
 			return rc;
 		}
 	}
-	uint32_t s = cl_hash(key) & c->khash_mask;
+	uint32_t s = client_hash(key) & c->khash_mask;
 
 	while (c->khash[s])
 		s = (s + 1) & c->khash_mask;
@@ -382,7 +382,7 @@ static int cl_key_add(struct tally_client *c, uint32_t key, const struct tally_r
 	return 0;
 }
 
-int cl_fold_alloc(struct tally_client *c, struct cl_key *k)
+int client_fold_alloc(struct tally_client *c, struct client_key *k)
 {
 	(void)c;
 	if (k->fold)
@@ -403,7 +403,7 @@ int cl_fold_alloc(struct tally_client *c, struct cl_key *k)
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < k->nchunks; i++)
-		k->unacked[i] = k->ackslot[i] = CL_NONE;
+		k->unacked[i] = k->ackslot[i] = CLIENT_NONE;
 	return 0;
 }
 
@@ -413,12 +413,12 @@ int tally_client_register(struct tally_client *c, uint32_t key, const struct tal
 	struct tally_register reg;
 	struct tally_pkt pkt;
 	struct tally_hdr h;
-	struct cl_key *k;
+	struct client_key *k;
 	size_t es;
 	int rc;
 
 	if (!c->joined) {
-		cl_seterr(c, "register key %u: not joined", key);
+		client_seterr(c, "register key %u: not joined", key);
 		return -ENOTCONN;
 	}
 	reg = *in;
@@ -427,7 +427,7 @@ int tally_client_register(struct tally_client *c, uint32_t key, const struct tal
 	    reg.participants > c->cfg.world_size || !reg.quorum ||
 	    reg.quorum > reg.participants || (reg.flags & ~TALLY_KEY_DETERMINISTIC) ||
 	    c->cfg.rank >= reg.participants) {
-		cl_seterr(c, "register key %u: invalid parameters", key);
+		client_seterr(c, "register key %u: invalid parameters", key);
 		return -EINVAL;
 	}
 	if (!reg.chunk_elems)
@@ -435,50 +435,50 @@ int tally_client_register(struct tally_client *c, uint32_t key, const struct tal
 	if (reg.chunk_elems > reg.nelems)
 		reg.chunk_elems = reg.nelems;
 	if (!reg.chunk_elems || (uint64_t)reg.chunk_elems * es > c->max_chunk_bytes) {
-		cl_seterr(c, "register key %u: chunk of %u elements exceeds %u bytes", key,
+		client_seterr(c, "register key %u: chunk of %u elements exceeds %u bytes", key,
 			  reg.chunk_elems, c->max_chunk_bytes);
 		return -EINVAL;
 	}
 	memset(reg.reserved, 0, sizeof(reg.reserved));
 	/* Validate what we would send exactly as the appliance will. */
 	tally_proto_put_register(pl, &reg);
-	cl_fill_hdr(c, &h, TALLY_OP_REGISTER);
+	client_fill_hdr(c, &h, TALLY_OP_REGISTER);
 	h.key = key;
 	tally_proto_finish(hdr, &h, pl, sizeof(pl));
 	pkt.hdr = h;
 	pkt.payload = pl;
 	if (tally_proto_get_register(&pkt, &reg) != TALLY_OK) {
-		cl_seterr(c, "register key %u: invalid parameters", key);
+		client_seterr(c, "register key %u: invalid parameters", key);
 		return -EINVAL;
 	}
-	k = cl_key_find(c, key);
+	k = client_key_find(c, key);
 	if (k) {
 		if (memcmp(&k->reg, &reg, sizeof(reg)) != 0) {
-			cl_seterr(c, "register key %u: already registered differently", key);
+			client_seterr(c, "register key %u: already registered differently", key);
 			return -EEXIST;
 		}
 	}
-	c->wait = CL_W_REGISTER;
+	c->wait = CLIENT_W_REGISTER;
 	c->wait_key = key;
-	rc = cl_request(c, key % c->ncores, hdr, pl, sizeof(pl),
+	rc = client_request(c, key % c->ncores, hdr, pl, sizeof(pl),
 			(uint64_t)c->cfg.give_up_ms * 1000000u);
-	c->wait = CL_W_NONE;
+	c->wait = CLIENT_W_NONE;
 	if (rc == -ETIMEDOUT) {
-		cl_seterr(c, "register key %u: no answer from appliance core %u within %u ms", key,
+		client_seterr(c, "register key %u: no answer from appliance core %u within %u ms", key,
 			  key % c->ncores, c->cfg.give_up_ms);
 		return rc;
 	}
 	if (rc) {
 		if (!c->wait_done) /* else the ERROR's text is already there */
-			cl_seterr(c, "register key %u: appliance core %u: %s", key,
+			client_seterr(c, "register key %u: appliance core %u: %s", key,
 				  key % c->ncores, strerror(-rc));
 		return rc;
 	}
 	if (k)
 		return 0;
-	rc = cl_key_add(c, key, &reg, &k);
+	rc = client_key_add(c, key, &reg, &k);
 	if (rc)
-		cl_seterr(c, "register key %u: out of memory", key);
+		client_seterr(c, "register key %u: out of memory", key);
 	return rc;
 }
 
@@ -489,15 +489,15 @@ void tally_client_bye(struct tally_client *c)
 
 	if (!c->joined)
 		return;
-	cl_fill_hdr(c, &h, TALLY_OP_BYE);
+	client_fill_hdr(c, &h, TALLY_OP_BYE);
 	tally_proto_finish(hdr, &h, NULL, 0);
 	for (uint32_t core = 0; core < c->ncores; core++)
-		cl_send(c, core, hdr, NULL, 0);
+		client_send(c, core, hdr, NULL, 0);
 	c->joined = false;
 }
 
 /* JOIN_OK, REGISTER acks and ERRORs for the blocking request in progress. */
-void cl_rx_control(struct tally_client *c, const struct tally_pkt *p)
+void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 {
 	const struct tally_hdr *h = &p->hdr;
 
@@ -505,7 +505,7 @@ void cl_rx_control(struct tally_client *c, const struct tally_pkt *p)
 	case TALLY_OP_JOIN_OK: {
 		struct tally_join_ok jok;
 
-		if (c->wait != CL_W_JOIN || c->wait_done) {
+		if (c->wait != CLIENT_W_JOIN || c->wait_done) {
 			c->st.dup_results++;
 			return;
 		}
@@ -523,7 +523,7 @@ void cl_rx_control(struct tally_client *c, const struct tally_pkt *p)
 			c->jok = jok;
 		else if (jok.ncores != c->ncores) {
 			c->wait_err = -EPROTO;
-			cl_seterr(c, "JOIN_OK from core %u says %u cores, core 0 said %u",
+			client_seterr(c, "JOIN_OK from core %u says %u cores, core 0 said %u",
 				  c->wait_key, jok.ncores, c->ncores);
 		}
 		c->wait_done = true;
@@ -534,7 +534,7 @@ void cl_rx_control(struct tally_client *c, const struct tally_pkt *p)
 			c->st.drops[TALLY_R_UNEXPECTED_OP]++;
 			return;
 		}
-		if (c->wait != CL_W_REGISTER || h->key != c->wait_key || c->wait_done) {
+		if (c->wait != CLIENT_W_REGISTER || h->key != c->wait_key || c->wait_done) {
 			c->st.dup_results++;
 			return;
 		}
@@ -542,16 +542,16 @@ void cl_rx_control(struct tally_client *c, const struct tally_pkt *p)
 		return;
 	case TALLY_OP_ERROR:
 		c->st.errors++;
-		if (h->aux == TALLY_OP_JOIN && c->wait == CL_W_JOIN && !c->wait_done) {
-			c->wait_err = cl_err_from_reason(h->reason);
-			cl_seterr(c, "JOIN of job %u rank %u refused by appliance core %u: %s",
+		if (h->aux == TALLY_OP_JOIN && c->wait == CLIENT_W_JOIN && !c->wait_done) {
+			c->wait_err = client_err_from_reason(h->reason);
+			client_seterr(c, "JOIN of job %u rank %u refused by appliance core %u: %s",
 				  c->cfg.job_id, c->cfg.rank, c->wait_key,
 				  tally_reason_name((enum tally_reason)h->reason));
 			c->wait_done = true;
-		} else if (h->aux == TALLY_OP_REGISTER && c->wait == CL_W_REGISTER &&
+		} else if (h->aux == TALLY_OP_REGISTER && c->wait == CLIENT_W_REGISTER &&
 			   h->key == c->wait_key && !c->wait_done) {
-			c->wait_err = cl_err_from_reason(h->reason);
-			cl_seterr(c, "register key %u refused by appliance core %u: %s", h->key,
+			c->wait_err = client_err_from_reason(h->reason);
+			client_seterr(c, "register key %u refused by appliance core %u: %s", h->key,
 				  h->key % c->ncores,
 				  tally_reason_name((enum tally_reason)h->reason));
 			c->wait_done = true;

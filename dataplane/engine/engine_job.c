@@ -8,9 +8,9 @@
 
 #include "engine_int.h"
 
-struct dp_job *dp_job_find(struct tally_engine *e, uint32_t id)
+struct engine_job *engine_job_find(struct tally_engine *e, uint32_t id)
 {
-	struct dp_job *j = e->last_job;
+	struct engine_job *j = e->last_job;
 	if (j && j->in_use && j->id == id)
 		return j;
 	for (uint32_t i = 0; i < e->cfg.max_jobs; i++) {
@@ -25,15 +25,15 @@ struct dp_job *dp_job_find(struct tally_engine *e, uint32_t id)
 
 /* Transport address identity: IP, UDP port and the transport's cookie. The core index
  * and MAC are not part of a worker's identity (routers rewrite MACs). */
-int dp_addr_eq(const struct tally_addr *a, const struct tally_addr *b)
+int engine_addr_eq(const struct tally_addr *a, const struct tally_addr *b)
 {
 	return a->ip == b->ip && a->port == b->port && a->cookie == b->cookie;
 }
 
-static struct dp_job *job_new(struct tally_engine *e, uint32_t id, uint64_t token,
+static struct engine_job *job_new(struct tally_engine *e, uint32_t id, uint64_t token,
 			      uint32_t world, int *err)
 {
-	struct dp_job *free_slot = NULL;
+	struct engine_job *free_slot = NULL;
 	for (uint32_t i = 0; i < e->cfg.max_jobs; i++) {
 		if (!e->jobs[i].in_use) {
 			free_slot = &e->jobs[i];
@@ -44,7 +44,7 @@ static struct dp_job *job_new(struct tally_engine *e, uint32_t id, uint64_t toke
 		*err = -ENOSPC;
 		return NULL;
 	}
-	struct dp_rank *ranks = calloc(world, sizeof(*ranks));
+	struct engine_rank *ranks = calloc(world, sizeof(*ranks));
 	if (!ranks) {
 		*err = -ENOMEM;
 		return NULL;
@@ -63,7 +63,7 @@ int tally_engine_job_add(struct tally_engine *e, uint32_t job_id, uint64_t token
 {
 	if (!e || world_size == 0 || world_size > TALLY_MAX_WORKERS)
 		return -EINVAL;
-	struct dp_job *j = dp_job_find(e, job_id);
+	struct engine_job *j = engine_job_find(e, job_id);
 	if (j)
 		return (j->token == token && j->world == world_size) ? 0 : -EEXIST;
 	int err = 0;
@@ -72,10 +72,10 @@ int tally_engine_job_add(struct tally_engine *e, uint32_t job_id, uint64_t token
 
 int tally_engine_job_remove(struct tally_engine *e, uint32_t job_id)
 {
-	struct dp_job *j = dp_job_find(e, job_id);
+	struct engine_job *j = engine_job_find(e, job_id);
 	if (!j)
 		return -ENOENT;
-	dp_keys_remove_job(e, j);
+	engine_keys_remove_job(e, j);
 	free(j->ranks);
 	memset(j, 0, sizeof(*j));
 	if (e->last_job == j)
@@ -83,7 +83,7 @@ int tally_engine_job_remove(struct tally_engine *e, uint32_t job_id)
 	return 0;
 }
 
-void dp_jobs_free(struct tally_engine *e)
+void engine_jobs_free(struct tally_engine *e)
 {
 	if (!e->jobs)
 		return;
@@ -93,29 +93,29 @@ void dp_jobs_free(struct tally_engine *e)
 	e->jobs = NULL;
 }
 
-enum tally_reason dp_auth(struct tally_engine *e, const struct tally_hdr *h,
-			  const struct tally_addr *from, struct dp_job **jobp)
+enum tally_reason engine_auth(struct tally_engine *e, const struct tally_hdr *h,
+			  const struct tally_addr *from, struct engine_job **jobp)
 {
-	struct dp_job *j = dp_job_find(e, h->job_id);
+	struct engine_job *j = engine_job_find(e, h->job_id);
 	if (!j)
 		return TALLY_R_WRONG_JOB;
 	if (j->token != h->token)
 		return TALLY_R_WRONG_TOKEN;
 	if (h->rank >= j->world)
 		return TALLY_R_BAD_RANK;
-	const struct dp_rank *r = &j->ranks[h->rank];
-	if (!r->bound || !dp_addr_eq(&r->addr, from))
+	const struct engine_rank *r = &j->ranks[h->rank];
+	if (!r->bound || !engine_addr_eq(&r->addr, from))
 		return TALLY_R_NOT_JOINED;
 	*jobp = j;
 	return TALLY_OK;
 }
 
-enum tally_reason dp_bind(struct tally_engine *e, struct dp_job *job, uint32_t rank,
+enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, uint32_t rank,
 			  const struct tally_addr *from, uint64_t now)
 {
-	struct dp_rank *r = &job->ranks[rank];
+	struct engine_rank *r = &job->ranks[rank];
 	if (r->bound) {
-		if (dp_addr_eq(&r->addr, from)) {
+		if (engine_addr_eq(&r->addr, from)) {
 			r->addr = *from;
 			return TALLY_OK;
 		}
@@ -131,7 +131,7 @@ enum tally_reason dp_bind(struct tally_engine *e, struct dp_job *job, uint32_t r
 	return TALLY_OK;
 }
 
-enum tally_reason dp_rx_join(struct tally_engine *e, const struct tally_pkt *pkt,
+enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt *pkt,
 			     const struct tally_addr *from, size_t len)
 {
 	static const struct tally_addr noaddr;
@@ -139,36 +139,36 @@ enum tally_reason dp_rx_join(struct tally_engine *e, const struct tally_pkt *pkt
 	struct tally_join jn;
 	enum tally_reason r = tally_proto_get_join(pkt, &jn);
 	if (r != TALLY_OK)
-		return dp_reject(e, h, from, r);
+		return engine_reject(e, h, from, r);
 	const struct tally_addr *src = from ? from : &noaddr;
 
-	struct dp_job *job = dp_job_find(e, h->job_id);
+	struct engine_job *job = engine_job_find(e, h->job_id);
 	int created = 0;
 	if (!job) {
 		if (!e->cfg.open_admission)
-			return dp_reject(e, h, from, TALLY_R_WRONG_JOB);
+			return engine_reject(e, h, from, TALLY_R_WRONG_JOB);
 		if (jn.world_size == 0 || jn.world_size > TALLY_MAX_WORKERS ||
 		    h->rank >= jn.world_size)
-			return dp_reject(e, h, from, TALLY_R_BAD_RANK);
+			return engine_reject(e, h, from, TALLY_R_BAD_RANK);
 		int err = 0;
 		job = job_new(e, h->job_id, h->token, jn.world_size, &err);
 		if (!job)
-			return dp_reject(e, h, from, TALLY_R_NO_MEMORY);
+			return engine_reject(e, h, from, TALLY_R_NO_MEMORY);
 		job->open_adm = 1;
 		created = 1;
 	}
 	if (job->token != h->token)
-		return dp_reject(e, h, from, TALLY_R_WRONG_TOKEN);
+		return engine_reject(e, h, from, TALLY_R_WRONG_TOKEN);
 	if (h->rank >= job->world || (jn.world_size && jn.world_size != job->world))
-		return dp_reject(e, h, from, TALLY_R_BAD_RANK);
-	uint64_t now = dp_now(e);
-	r = dp_bind(e, job, h->rank, src, now);
+		return engine_reject(e, h, from, TALLY_R_BAD_RANK);
+	uint64_t now = engine_now(e);
+	r = engine_bind(e, job, h->rank, src, now);
 	if (r != TALLY_OK) {
 		if (created)
 			tally_engine_job_remove(e, job->id);
-		return dp_reject(e, h, from, r);
+		return engine_reject(e, h, from, r);
 	}
-	dp_heard(job, h->rank, now, len);
+	engine_heard(job, h->rank, now, len);
 	e->st.joins++;
 
 	struct tally_join_ok ok;
@@ -192,18 +192,18 @@ enum tally_reason dp_rx_join(struct tally_engine *e, const struct tally_pkt *pkt
 	oh.aux = e->cfg.core_index; /* the client joins cores one at a time by this */
 	oh.payload_len = TALLY_JOIN_OK_LEN;
 	oh.crc = tally_crc32c(pl, sizeof(pl));
-	dp_send(e, src, &oh, pl, sizeof(pl));
+	engine_send(e, src, &oh, pl, sizeof(pl));
 	return TALLY_OK;
 }
 
-enum tally_reason dp_rx_bye(struct tally_engine *e, const struct tally_pkt *pkt,
+enum tally_reason engine_rx_bye(struct tally_engine *e, const struct tally_pkt *pkt,
 			    const struct tally_addr *from)
 {
-	struct dp_job *job;
-	enum tally_reason r = dp_auth(e, &pkt->hdr, from, &job);
+	struct engine_job *job;
+	enum tally_reason r = engine_auth(e, &pkt->hdr, from, &job);
 	if (r != TALLY_OK)
-		return dp_drop(e, r);
-	struct dp_rank *rk = &job->ranks[pkt->hdr.rank];
+		return engine_drop(e, r);
+	struct engine_rank *rk = &job->ranks[pkt->hdr.rank];
 	rk->bound = 0;
 	job->joined--;
 	e->st.byes++;
@@ -215,7 +215,7 @@ int tally_engine_walk_jobs(const struct tally_engine *e,
 			   void *arg)
 {
 	for (uint32_t i = 0; i < e->cfg.max_jobs; i++) {
-		const struct dp_job *j = &e->jobs[i];
+		const struct engine_job *j = &e->jobs[i];
 		if (!j->in_use)
 			continue;
 		struct tally_engine_job_info ji = {
@@ -237,11 +237,11 @@ int tally_engine_walk_workers(const struct tally_engine *e,
 			      void *arg)
 {
 	for (uint32_t i = 0; i < e->cfg.max_jobs; i++) {
-		const struct dp_job *j = &e->jobs[i];
+		const struct engine_job *j = &e->jobs[i];
 		if (!j->in_use)
 			continue;
 		for (uint32_t r = 0; r < j->world; r++) {
-			const struct dp_rank *rk = &j->ranks[r];
+			const struct engine_rank *rk = &j->ranks[r];
 			if (!rk->bound)
 				continue;
 			struct tally_engine_worker_info wi = {

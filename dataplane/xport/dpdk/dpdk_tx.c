@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * dp_tx.c — buffered transmit flushed on a TSC deadline, the engine-side transport (header
+ * dpdk_tx.c — buffered transmit flushed on a TSC deadline, the engine-side transport (header
  * mbuf chained to the payload attached as an external buffer), ARP/ICMP answers.
  */
 #include <errno.h>
@@ -13,11 +13,11 @@
 #include <rte_ring.h>
 
 #include "tally_proto.h"
-#include "tally_xport_dpdk.h"
+#include "tally_dpdk.h"
 
 /* The engine keeps a payload unchanged until its slot is reused for round r+2, long after
  * the transmit completed: nothing to free when the last reference goes. */
-static void dp_extbuf_free_noop(void *addr, void *opaque)
+static void dpdk_extbuf_free_noop(void *addr, void *opaque)
 {
 	(void)addr;
 	(void)opaque;
@@ -30,14 +30,14 @@ void tally_dpdk_tx_init(struct tally_dpdk_tx *tx, uint16_t core, struct rte_memp
 	tx->core = core;
 	tx->hdr_pool = hdr_pool;
 	tx->flush_cycles = rte_get_tsc_hz() / 1000000 * (flush_us ? flush_us : 1);
-	tx->shinfo.free_cb = dp_extbuf_free_noop;
+	tx->shinfo.free_cb = dpdk_extbuf_free_noop;
 	tx->shinfo.fcb_opaque = NULL;
 	/* one reference held forever: the count never reaches 0, attaches add one each */
 	rte_mbuf_ext_refcnt_set(&tx->shinfo, 1);
 }
 
 int tally_dpdk_tx_add_port(struct tally_dpdk_tx *tx, uint16_t port_id, uint16_t queue,
-			   const struct tally_dpdk_ifaddr *ifa)
+			   const struct tally_pkt_ifaddr *ifa)
 {
 	if (tx->nports >= TALLY_DPDK_MAX_PORTS)
 		return -ENOSPC;
@@ -50,7 +50,7 @@ int tally_dpdk_tx_add_port(struct tally_dpdk_tx *tx, uint16_t port_id, uint16_t 
 	return 0;
 }
 
-static void dp_flush_port(struct tally_dpdk_tx *tx, struct tally_dpdk_txport *p)
+static void dpdk_flush_port(struct tally_dpdk_tx *tx, struct tally_dpdk_txport *p)
 {
 	uint32_t len[TALLY_DPDK_TXBUF];
 
@@ -72,7 +72,7 @@ void tally_dpdk_tx_enqueue(struct tally_dpdk_tx *tx, uint16_t pi, struct rte_mbu
 
 	if (p->via) {
 		if (rte_ring_mp_enqueue(p->via, m)) {
-			tx->st.drops[TALLY_DPDK_D_RING_FULL]++;
+			tx->st.drops[TALLY_PKT_D_RING_FULL]++;
 			rte_pktmbuf_free(m);
 		} else {
 			tx->st.relayed++;
@@ -80,9 +80,9 @@ void tally_dpdk_tx_enqueue(struct tally_dpdk_tx *tx, uint16_t pi, struct rte_mbu
 		return;
 	}
 	if (p->n == TALLY_DPDK_TXBUF) {
-		dp_flush_port(tx, p);
+		dpdk_flush_port(tx, p);
 		if (p->n == TALLY_DPDK_TXBUF) {
-			tx->st.drops[TALLY_DPDK_D_TX_FULL]++;
+			tx->st.drops[TALLY_PKT_D_TX_FULL]++;
 			rte_pktmbuf_free(m);
 			return;
 		}
@@ -91,7 +91,7 @@ void tally_dpdk_tx_enqueue(struct tally_dpdk_tx *tx, uint16_t pi, struct rte_mbu
 		p->deadline = rte_rdtsc() + tx->flush_cycles;
 	p->buf[p->n++] = m;
 	if (p->n >= TALLY_DPDK_BURST)
-		dp_flush_port(tx, p);
+		dpdk_flush_port(tx, p);
 }
 
 void tally_dpdk_tx_flush(struct tally_dpdk_tx *tx, int force)
@@ -102,7 +102,7 @@ void tally_dpdk_tx_flush(struct tally_dpdk_tx *tx, int force)
 		struct tally_dpdk_txport *p = &tx->port[i];
 
 		if (p->n && (force || now >= p->deadline))
-			dp_flush_port(tx, p);
+			dpdk_flush_port(tx, p);
 	}
 }
 
@@ -124,14 +124,14 @@ int tally_dpdk_port_multiseg(uint16_t port_id)
 	return !!(info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS);
 }
 
-static rte_iova_t dp_iova(const void *va)
+static rte_iova_t dpdk_iova(const void *va)
 {
 	if (rte_eal_iova_mode() == RTE_IOVA_VA)
 		return (rte_iova_t)(uintptr_t)va;
 	return rte_mem_virt2iova(va);
 }
 
-static int dp_engine_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
+static int dpdk_engine_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
 			  const void *payload, size_t len)
 {
 	struct tally_dpdk_tx *tx = ctx;
@@ -148,19 +148,19 @@ static int dp_engine_send(void *ctx, const struct tally_addr *to, const uint8_t 
 
 	if (!m)
 		goto nombuf;
-	size_t hlen = TALLY_DPDK_HDRS_LEN + TALLY_HDR_LEN + (copy ? len : 0);
+	size_t hlen = TALLY_PKT_HDRS_LEN + TALLY_HDR_LEN + (copy ? len : 0);
 	uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)hlen);
 	if (!d) {
 		rte_pktmbuf_free(m);
 		return -EMSGSIZE;
 	}
-	tally_dpdk_build_udp(d, p->ifa.mac, to->mac, p->ifa.ip, to->ip,
+	tally_pkt_build_udp(d, p->ifa.mac, to->mac, p->ifa.ip, to->ip,
 			     rte_cpu_to_be_16((uint16_t)(p->ifa.base_port + tx->core)), to->port,
 			     TALLY_HDR_LEN + len, tx->ip_id++);
-	memcpy(d + TALLY_DPDK_HDRS_LEN, hdr, TALLY_HDR_LEN);
+	memcpy(d + TALLY_PKT_HDRS_LEN, hdr, TALLY_HDR_LEN);
 	if (copy) {
 		if (len)
-			memcpy(d + TALLY_DPDK_HDRS_LEN + TALLY_HDR_LEN, payload, len);
+			memcpy(d + TALLY_PKT_HDRS_LEN + TALLY_HDR_LEN, payload, len);
 	} else {
 		struct rte_mbuf *e = rte_pktmbuf_alloc(tx->hdr_pool);
 
@@ -169,7 +169,7 @@ static int dp_engine_send(void *ctx, const struct tally_addr *to, const uint8_t 
 			goto nombuf;
 		}
 		rte_mbuf_ext_refcnt_update(&tx->shinfo, 1);
-		rte_pktmbuf_attach_extbuf(e, (void *)(uintptr_t)payload, dp_iova(payload),
+		rte_pktmbuf_attach_extbuf(e, (void *)(uintptr_t)payload, dpdk_iova(payload),
 					  (uint16_t)len, &tx->shinfo);
 		e->data_len = (uint16_t)len;
 		e->pkt_len = (uint32_t)len;
@@ -182,11 +182,11 @@ static int dp_engine_send(void *ctx, const struct tally_addr *to, const uint8_t 
 	tally_dpdk_tx_enqueue(tx, pi, m);
 	return 0;
 nombuf:
-	tx->st.drops[TALLY_DPDK_D_NO_MBUF]++;
+	tx->st.drops[TALLY_PKT_D_NO_MBUF]++;
 	return -ENOBUFS;
 }
 
-static uint64_t dp_now_ns(void *ctx)
+static uint64_t dpdk_now_ns(void *ctx)
 {
 	(void)ctx;
 	uint64_t c = rte_get_tsc_cycles(), hz = rte_get_tsc_hz();
@@ -195,12 +195,12 @@ static uint64_t dp_now_ns(void *ctx)
 }
 
 const struct tally_xport_ops tally_dpdk_engine_ops = {
-	.send = dp_engine_send,
-	.now_ns = dp_now_ns,
+	.send = dpdk_engine_send,
+	.now_ns = dpdk_now_ns,
 	.poll = NULL,
 };
 
-void tally_dpdk_addr_from(struct tally_addr *a, const struct tally_dpdk_parsed *p, uint16_t pi)
+void tally_dpdk_addr_from(struct tally_addr *a, const struct tally_pkt_parsed *p, uint16_t pi)
 {
 	memset(a, 0, sizeof(*a));
 	a->ip = p->src_ip;
@@ -210,15 +210,15 @@ void tally_dpdk_addr_from(struct tally_addr *a, const struct tally_dpdk_parsed *
 }
 
 void tally_dpdk_answer(struct tally_dpdk_tx *tx, uint16_t pi, struct rte_mbuf *m,
-		       enum tally_dpdk_class cls)
+		       enum tally_pkt_class cls)
 {
 	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
 	size_t n;
 
-	if (cls == TALLY_DPDK_C_ARP_REQ)
-		n = tally_dpdk_arp_reply(f, &tx->port[pi].ifa);
+	if (cls == TALLY_PKT_C_ARP_REQ)
+		n = tally_pkt_arp_reply(f, &tx->port[pi].ifa);
 	else
-		n = tally_dpdk_icmp_echo_reply(f, m->data_len);
+		n = tally_pkt_icmp_echo_reply(f, m->data_len);
 	m->data_len = (uint16_t)n;
 	m->pkt_len = (uint32_t)n;
 	m->ol_flags = 0;

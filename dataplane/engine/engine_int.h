@@ -6,36 +6,36 @@
  * engine_chunk.c (PUSH, completion and fan-out, PULL, deadlines), engine_det.c
  * (deterministic staging pool).
  */
-#ifndef DP_ENGINE_INT_H
-#define DP_ENGINE_INT_H
+#ifndef ENGINE_ENGINE_INT_H
+#define ENGINE_ENGINE_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "tally_engine.h"
 
-#define DP_NIL UINT32_MAX
-#define DP_BM_WORDS_MAX ((TALLY_MAX_WORKERS + 63) / 64)
+#define ENGINE_NIL UINT32_MAX
+#define ENGINE_BM_WORDS_MAX ((TALLY_MAX_WORKERS + 63) / 64)
 
-enum { DP_CH_UNUSED = 0, DP_CH_OPEN = 1, DP_CH_DONE = 2 };
-enum { DP_HOW_QUORUM = 0, DP_HOW_DEADLINE = 1 };
+enum { ENGINE_CH_UNUSED = 0, ENGINE_CH_OPEN = 1, ENGINE_CH_DONE = 2 };
+enum { ENGINE_HOW_QUORUM = 0, ENGINE_HOW_DEADLINE = 1 };
 
 /* One chunk in one parity slot. */
-struct dp_chunk {
+struct engine_chunk {
 	uint32_t round;
-	uint8_t state;        /* DP_CH_* */
+	uint8_t state;        /* ENGINE_CH_* */
 	uint8_t pad;
 	uint16_t count;       /* contributions summed (or staged) */
 	uint16_t nseen;       /* participants seen in this round, contributors included */
 	uint16_t folded;      /* deterministic: ranks 0..folded-1 summed into acc in order */
 	uint32_t prev, next;  /* the key's open list (index into key->chunks) */
-	uint32_t det_head;    /* staged pushes by ascending rank (deterministic), DP_NIL: none */
+	uint32_t det_head;    /* staged pushes by ascending rank (deterministic), ENGINE_NIL: none */
 	uint32_t crc;         /* CRC32C of the RESULT payload, once complete */
 	uint64_t first_ns;    /* now_ns() of the first push (deadline, stuck age) */
 };
 
 /* Key-level view of one parity: the round last started there. */
-struct dp_par {
+struct engine_par {
 	uint32_t round;
 	uint8_t started;
 	uint8_t open;          /* counted in e->open_rounds */
@@ -43,11 +43,11 @@ struct dp_par {
 	uint32_t chunks_done;  /* chunks of `round` complete */
 };
 
-struct dp_job;
+struct engine_job;
 
-struct dp_key {
+struct engine_key {
 	uint32_t job_id, key;
-	struct dp_job *job;
+	struct engine_job *job;
 	struct tally_register reg; /* as registered (REGISTER conflict check) */
 	uint16_t quorum;           /* live policy */
 	uint32_t deadline_us;
@@ -59,32 +59,32 @@ struct dp_key {
 	uint32_t esize;            /* wire bytes per element */
 	void *acc[2];              /* f32 (or i32) accumulators, one per parity */
 	void *res[2];              /* wire-dtype result buffers (f16/bf16 keys), else NULL */
-	struct dp_chunk *chunks;   /* [2 * nchunks], parity-major */
+	struct engine_chunk *chunks;   /* [2 * nchunks], parity-major */
 	uint64_t *bits;            /* per chunk: contributors then seen, bm_words each */
 	uint32_t open_head, open_tail;
-	struct dp_key *dl_prev, *dl_next; /* engine list of deadline keys with open chunks */
+	struct engine_key *dl_prev, *dl_next; /* engine list of deadline keys with open chunks */
 	uint8_t on_dl;
-	struct dp_par par[2];
+	struct engine_par par[2];
 	uint32_t vidx;             /* index in e->keys */
 	size_t mem;                /* budget charged */
 };
 
-struct dp_rank {
+struct engine_rank {
 	struct tally_addr addr;
 	uint8_t bound;
 	uint64_t last_ns, pkts, bytes;
 };
 
-struct dp_job {
+struct engine_job {
 	uint32_t id;
 	uint64_t token;
 	uint32_t world;
 	uint8_t in_use, open_adm;
 	uint32_t joined, nkeys;
-	struct dp_rank *ranks;     /* [world] */
+	struct engine_rank *ranks;     /* [world] */
 };
 
-struct dp_stage {                  /* one staged push in the deterministic pool */
+struct engine_stage {                  /* one staged push in the deterministic pool */
 	uint32_t next;
 	uint32_t rank;
 };
@@ -95,17 +95,17 @@ struct tally_engine {
 	void *xctx;
 	struct tally_engine_stats st;
 
-	struct dp_job *jobs;       /* [cfg.max_jobs] */
-	struct dp_job *last_job;   /* lookup cache */
+	struct engine_job *jobs;       /* [cfg.max_jobs] */
+	struct engine_job *last_job;   /* lookup cache */
 
-	struct dp_key **ktab;      /* open addressing, linear probing */
+	struct engine_key **ktab;      /* open addressing, linear probing */
 	uint32_t kmask;
-	struct dp_key **keys;      /* registration order, [cfg.max_keys] */
+	struct engine_key **keys;      /* registration order, [cfg.max_keys] */
 	uint32_t nkeys;
 	size_t mem_used;
 
 	uint64_t now;              /* last clock read */
-	struct dp_key *dl_head;
+	struct engine_key *dl_head;
 	uint64_t open_rounds, open_chunks;
 	int draining;
 
@@ -113,108 +113,108 @@ struct tally_engine {
 	uint8_t *det_mem;
 	uint32_t det_nslots, det_slot_bytes, det_nfree;
 	uint32_t *det_free;        /* stack of free slot indices */
-	struct dp_stage *det_meta;
+	struct engine_stage *det_meta;
 	const void *det_src[TALLY_MAX_WORKERS]; /* scratch: staged payloads by rank */
 };
 
 /* engine.c */
-enum tally_reason dp_drop(struct tally_engine *e, enum tally_reason r);
-void dp_send(struct tally_engine *e, const struct tally_addr *to, const struct tally_hdr *h,
+enum tally_reason engine_drop(struct tally_engine *e, enum tally_reason r);
+void engine_send(struct tally_engine *e, const struct tally_addr *to, const struct tally_hdr *h,
 	     const void *payload, size_t len);
 /* A rejected control request: counted, and answered with ERROR to `from`. */
-enum tally_reason dp_reject(struct tally_engine *e, const struct tally_hdr *req,
+enum tally_reason engine_reject(struct tally_engine *e, const struct tally_hdr *req,
 			    const struct tally_addr *from, enum tally_reason r);
-void *dp_mem_alloc(struct tally_engine *e, size_t size);
-void dp_mem_free(struct tally_engine *e, void *p);
-/* A fresh clock read (also cached in e->now for dp_now_cached()). */
-static inline uint64_t dp_now(struct tally_engine *e)
+void *engine_mem_alloc(struct tally_engine *e, size_t size);
+void engine_mem_free(struct tally_engine *e, void *p);
+/* A fresh clock read (also cached in e->now for engine_now_cached()). */
+static inline uint64_t engine_now(struct tally_engine *e)
 {
 	e->now = e->ops->now_ns(e->xctx);
 	return e->now;
 }
 /* The last clock read (poll, chunk start, control ops): for "last heard" on the PUSH
  * path, where a clock read per packet would cost more than the bookkeeping is worth. */
-static inline uint64_t dp_now_cached(const struct tally_engine *e)
+static inline uint64_t engine_now_cached(const struct tally_engine *e)
 {
 	return e->now;
 }
 
 /* engine_job.c */
-struct dp_job *dp_job_find(struct tally_engine *e, uint32_t id);
-int dp_addr_eq(const struct tally_addr *a, const struct tally_addr *b);
+struct engine_job *engine_job_find(struct tally_engine *e, uint32_t id);
+int engine_addr_eq(const struct tally_addr *a, const struct tally_addr *b);
 /* Job, token, rank < world, rank bound to `from`. On success *jobp is set. */
-enum tally_reason dp_auth(struct tally_engine *e, const struct tally_hdr *h,
-			  const struct tally_addr *from, struct dp_job **jobp);
+enum tally_reason engine_auth(struct tally_engine *e, const struct tally_hdr *h,
+			  const struct tally_addr *from, struct engine_job **jobp);
 /* Bind rank to `from` (JOIN rules: RANK_TAKEN unless silent for rejoin_timeout). */
-enum tally_reason dp_bind(struct tally_engine *e, struct dp_job *job, uint32_t rank,
+enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, uint32_t rank,
 			  const struct tally_addr *from, uint64_t now);
-static inline void dp_heard(struct dp_job *job, uint32_t rank, uint64_t now, size_t bytes)
+static inline void engine_heard(struct engine_job *job, uint32_t rank, uint64_t now, size_t bytes)
 {
-	struct dp_rank *r = &job->ranks[rank];
+	struct engine_rank *r = &job->ranks[rank];
 	r->last_ns = now;
 	r->pkts++;
 	r->bytes += bytes;
 }
-enum tally_reason dp_rx_join(struct tally_engine *e, const struct tally_pkt *pkt,
+enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt *pkt,
 			     const struct tally_addr *from, size_t len);
-enum tally_reason dp_rx_bye(struct tally_engine *e, const struct tally_pkt *pkt,
+enum tally_reason engine_rx_bye(struct tally_engine *e, const struct tally_pkt *pkt,
 			    const struct tally_addr *from);
-void dp_jobs_free(struct tally_engine *e);
+void engine_jobs_free(struct tally_engine *e);
 
 /* engine_key.c */
-int dp_keys_init(struct tally_engine *e);
-void dp_keys_fini(struct tally_engine *e);
-struct dp_key *dp_key_find(const struct tally_engine *e, uint32_t job_id, uint32_t key);
-enum tally_reason dp_rx_register(struct tally_engine *e, const struct tally_pkt *pkt,
+int engine_keys_init(struct tally_engine *e);
+void engine_keys_fini(struct tally_engine *e);
+struct engine_key *engine_key_find(const struct tally_engine *e, uint32_t job_id, uint32_t key);
+enum tally_reason engine_rx_register(struct tally_engine *e, const struct tally_pkt *pkt,
 				 const struct tally_addr *from, size_t len);
-void dp_keys_remove_job(struct tally_engine *e, struct dp_job *job);
-static inline uint32_t dp_chunk_len(const struct dp_key *k, uint32_t c)
+void engine_keys_remove_job(struct tally_engine *e, struct engine_job *job);
+static inline uint32_t engine_chunk_len(const struct engine_key *k, uint32_t c)
 {
 	uint32_t off = c * k->reg.chunk_elems;
 	uint32_t left = k->reg.nelems - off;
 	return left < k->reg.chunk_elems ? left : k->reg.chunk_elems;
 }
-static inline uint64_t *dp_contrib_bm(const struct dp_key *k, uint32_t idx)
+static inline uint64_t *engine_contrib_bm(const struct engine_key *k, uint32_t idx)
 {
 	return k->bits + (size_t)idx * 2 * k->bm_words;
 }
-static inline uint64_t *dp_seen_bm(const struct dp_key *k, uint32_t idx)
+static inline uint64_t *engine_seen_bm(const struct engine_key *k, uint32_t idx)
 {
 	return k->bits + (size_t)idx * 2 * k->bm_words + k->bm_words;
 }
-static inline int dp_bit(const uint64_t *bm, uint32_t r)
+static inline int engine_bit(const uint64_t *bm, uint32_t r)
 {
 	return (int)((bm[r >> 6] >> (r & 63)) & 1u);
 }
-static inline void dp_setbit(uint64_t *bm, uint32_t r)
+static inline void engine_setbit(uint64_t *bm, uint32_t r)
 {
 	bm[r >> 6] |= 1ull << (r & 63);
 }
 
 /* engine_chunk.c */
-enum tally_reason dp_rx_push(struct tally_engine *e, const struct tally_pkt *pkt,
+enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt *pkt,
 			     const struct tally_addr *from, size_t len);
-enum tally_reason dp_rx_pull(struct tally_engine *e, const struct tally_pkt *pkt,
+enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt *pkt,
 			     const struct tally_addr *from, size_t len);
-void dp_complete(struct tally_engine *e, struct dp_key *k, uint32_t idx, int how);
-void dp_open_unlink(struct tally_engine *e, struct dp_key *k, uint32_t idx);
-void dp_dl_update(struct tally_engine *e, struct dp_key *k);
+void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how);
+void engine_open_unlink(struct tally_engine *e, struct engine_key *k, uint32_t idx);
+void engine_dl_update(struct tally_engine *e, struct engine_key *k);
 
 /* engine_det.c */
-int dp_det_init(struct tally_engine *e);
-void dp_det_fini(struct tally_engine *e);
-static inline int dp_det_available(const struct tally_engine *e)
+int engine_det_init(struct tally_engine *e);
+void engine_det_fini(struct tally_engine *e);
+static inline int engine_det_available(const struct tally_engine *e)
 {
 	return e->det_nfree > 0;
 }
 /* A deterministic push of rank w into an open chunk: summed into acc at once when every
  * lower rank already is (then staged successors follow), else staged in a free slot
  * (the caller checked one is available when w != ch->folded). */
-void dp_det_push(struct tally_engine *e, const struct dp_key *k, struct dp_chunk *ch,
+void engine_det_push(struct tally_engine *e, const struct engine_key *k, struct engine_chunk *ch,
 		 uint32_t w, void *acc, const void *payload, uint32_t n);
 /* Completion: add the staged pushes in rank order to acc, and free their slots. */
-void dp_det_reduce(struct tally_engine *e, struct dp_key *k, struct dp_chunk *ch,
+void engine_det_reduce(struct tally_engine *e, struct engine_key *k, struct engine_chunk *ch,
 		   void *acc, uint32_t n);
-void dp_det_release(struct tally_engine *e, struct dp_chunk *ch);
+void engine_det_release(struct tally_engine *e, struct engine_chunk *ch);
 
 #endif

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * dp_client.c — a worker's client session over a DPDK port: send copies the packet into an
+ * dpdk_client.c — a worker's client session over a DPDK port: send copies the packet into an
  * mbuf addressed to appliance core `to->core` (UDP port base + core), poll busy-polls RX
  * and hands every valid datagram for our UDP port to tally_client_rx(). Answers ARP and
  * ICMP echo for our address, resolves the appliance's MAC by ARP.
@@ -14,11 +14,11 @@
 #include <rte_mbuf.h>
 
 #include "tally_proto.h"
-#include "tally_xport_dpdk.h"
+#include "tally_dpdk.h"
 
 struct tally_dpdk_client {
 	struct tally_dpdk_client_cfg cfg;
-	struct tally_dpdk_ifaddr ifa;
+	struct tally_pkt_ifaddr ifa;
 	struct tally_client *sess;
 	struct tally_dpdk_tx tx;
 	struct tally_dpdk_client_stats st;
@@ -90,8 +90,8 @@ const struct tally_dpdk_client_stats *tally_dpdk_client_stats(const struct tally
 	/* transmit counters live in the tx buffer */
 	st->tx_pkts = x->tx.st.tx_pkts;
 	st->tx_bytes = x->tx.st.tx_bytes;
-	st->drops[TALLY_DPDK_D_TX_FULL] = x->tx.st.drops[TALLY_DPDK_D_TX_FULL];
-	st->drops[TALLY_DPDK_D_NO_MBUF] = x->tx.st.drops[TALLY_DPDK_D_NO_MBUF];
+	st->drops[TALLY_PKT_D_TX_FULL] = x->tx.st.drops[TALLY_PKT_D_TX_FULL];
+	st->drops[TALLY_PKT_D_NO_MBUF] = x->tx.st.drops[TALLY_PKT_D_NO_MBUF];
 	return st;
 }
 
@@ -100,26 +100,26 @@ const uint8_t *tally_dpdk_client_server_mac(const struct tally_dpdk_client *x)
 	return x->server_mac;
 }
 
-static void dp_cli_arp_request(struct tally_dpdk_client *x)
+static void dpdk_cli_arp_request(struct tally_dpdk_client *x)
 {
 	struct rte_mbuf *m = rte_pktmbuf_alloc(x->cfg.pool);
 
 	if (!m) {
-		x->tx.st.drops[TALLY_DPDK_D_NO_MBUF]++;
+		x->tx.st.drops[TALLY_PKT_D_NO_MBUF]++;
 		return;
 	}
-	uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, TALLY_DPDK_ARP_FRAME_LEN);
+	uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, TALLY_PKT_ARP_FRAME_LEN);
 	if (!d) {
 		rte_pktmbuf_free(m);
 		return;
 	}
-	tally_dpdk_build_arp_request(d, &x->ifa, x->cfg.server_ip);
+	tally_pkt_build_arp_request(d, &x->ifa, x->cfg.server_ip);
 	x->last_arp_tsc = rte_rdtsc();
 	tally_dpdk_tx_enqueue(&x->tx, 0, m);
 	tally_dpdk_tx_flush(&x->tx, 1);
 }
 
-static int dp_cli_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
+static int dpdk_cli_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
 		       const void *payload, size_t len)
 {
 	struct tally_dpdk_client *x = ctx;
@@ -129,32 +129,32 @@ static int dp_cli_send(void *ctx, const struct tally_addr *to, const uint8_t *hd
 	if (!x->mac_known) {
 		/* ask again at most every 100 ms; the session retransmits */
 		if (rte_rdtsc() - x->last_arp_tsc > rte_get_tsc_hz() / 10)
-			dp_cli_arp_request(x);
+			dpdk_cli_arp_request(x);
 		return -EHOSTUNREACH;
 	}
 	struct rte_mbuf *m = rte_pktmbuf_alloc(x->cfg.pool);
 	if (!m) {
-		x->tx.st.drops[TALLY_DPDK_D_NO_MBUF]++;
+		x->tx.st.drops[TALLY_PKT_D_NO_MBUF]++;
 		return -ENOBUFS;
 	}
-	uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(TALLY_DPDK_HDRS_LEN +
+	uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(TALLY_PKT_HDRS_LEN +
 								   TALLY_HDR_LEN + len));
 	if (!d) {
 		rte_pktmbuf_free(m);
 		return -EMSGSIZE;
 	}
-	tally_dpdk_build_udp(d, x->ifa.mac, x->server_mac, x->ifa.ip, x->cfg.server_ip,
+	tally_pkt_build_udp(d, x->ifa.mac, x->server_mac, x->ifa.ip, x->cfg.server_ip,
 			     rte_cpu_to_be_16(x->cfg.local_port),
 			     rte_cpu_to_be_16((uint16_t)(x->cfg.base_port + to->core)),
 			     TALLY_HDR_LEN + len, x->ip_id++);
-	memcpy(d + TALLY_DPDK_HDRS_LEN, hdr, TALLY_HDR_LEN);
+	memcpy(d + TALLY_PKT_HDRS_LEN, hdr, TALLY_HDR_LEN);
 	if (len)
-		memcpy(d + TALLY_DPDK_HDRS_LEN + TALLY_HDR_LEN, payload, len);
+		memcpy(d + TALLY_PKT_HDRS_LEN + TALLY_HDR_LEN, payload, len);
 	tally_dpdk_tx_enqueue(&x->tx, 0, m);
 	return 0;
 }
 
-static uint64_t dp_cli_now_ns(void *ctx)
+static uint64_t dpdk_cli_now_ns(void *ctx)
 {
 	(void)ctx;
 	uint64_t c = rte_get_tsc_cycles(), hz = rte_get_tsc_hz();
@@ -163,19 +163,19 @@ static uint64_t dp_cli_now_ns(void *ctx)
 }
 
 /* One RX burst; returns datagrams delivered to the session. */
-static int dp_cli_rx_queue(struct tally_dpdk_client *x, uint16_t q);
+static int dpdk_cli_rx_queue(struct tally_dpdk_client *x, uint16_t q);
 
-static int dp_cli_rx_burst(struct tally_dpdk_client *x)
+static int dpdk_cli_rx_burst(struct tally_dpdk_client *x)
 {
 	int delivered = 0;
 	uint16_t nq = x->cfg.nb_rxq ? x->cfg.nb_rxq : 1;
 
 	for (uint16_t q = 0; q < nq; q++)
-		delivered += dp_cli_rx_queue(x, (uint16_t)(x->cfg.rxq + q));
+		delivered += dpdk_cli_rx_queue(x, (uint16_t)(x->cfg.rxq + q));
 	return delivered;
 }
 
-static int dp_cli_rx_queue(struct tally_dpdk_client *x, uint16_t q)
+static int dpdk_cli_rx_queue(struct tally_dpdk_client *x, uint16_t q)
 {
 	struct rte_mbuf *pkts[TALLY_DPDK_BURST];
 	uint16_t n = rte_eth_rx_burst(x->cfg.port_id, q, pkts, TALLY_DPDK_BURST);
@@ -183,18 +183,18 @@ static int dp_cli_rx_queue(struct tally_dpdk_client *x, uint16_t q)
 
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
-		struct tally_dpdk_parsed p;
+		struct tally_pkt_parsed p;
 
 		x->st.rx_pkts++;
 		x->st.rx_bytes += m->pkt_len;
 		if (m->nb_segs != 1) {
-			x->st.drops[TALLY_DPDK_D_MULTISEG]++;
+			x->st.drops[TALLY_PKT_D_MULTISEG]++;
 			rte_pktmbuf_free(m);
 			continue;
 		}
-		switch (tally_dpdk_parse(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len,
+		switch (tally_pkt_parse(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len,
 					 &x->ifa, &p)) {
-		case TALLY_DPDK_C_UDP:
+		case TALLY_PKT_C_UDP:
 			if (x->sess) {
 				tally_client_rx(x->sess, rte_pktmbuf_mtod_offset(m, const uint8_t *,
 										 p.l4_off),
@@ -204,20 +204,20 @@ static int dp_cli_rx_queue(struct tally_dpdk_client *x, uint16_t q)
 			}
 			rte_pktmbuf_free(m);
 			break;
-		case TALLY_DPDK_C_ARP_REPLY:
+		case TALLY_PKT_C_ARP_REPLY:
 			if (p.src_ip == x->cfg.server_ip) {
 				memcpy(x->server_mac, p.src_mac, 6);
 				x->mac_known = 1;
 			}
 			rte_pktmbuf_free(m);
 			break;
-		case TALLY_DPDK_C_ARP_REQ:
+		case TALLY_PKT_C_ARP_REQ:
 			x->st.arp_replies++;
-			tally_dpdk_answer(&x->tx, 0, m, TALLY_DPDK_C_ARP_REQ);
+			tally_dpdk_answer(&x->tx, 0, m, TALLY_PKT_C_ARP_REQ);
 			break;
-		case TALLY_DPDK_C_ICMP_ECHO:
+		case TALLY_PKT_C_ICMP_ECHO:
 			x->st.icmp_replies++;
-			tally_dpdk_answer(&x->tx, 0, m, TALLY_DPDK_C_ICMP_ECHO);
+			tally_dpdk_answer(&x->tx, 0, m, TALLY_PKT_C_ICMP_ECHO);
 			break;
 		default:
 			x->st.drops[p.drop]++;
@@ -228,7 +228,7 @@ static int dp_cli_rx_queue(struct tally_dpdk_client *x, uint16_t q)
 	return delivered;
 }
 
-static int dp_cli_poll(void *ctx, uint64_t timeout_ns)
+static int dpdk_cli_poll(void *ctx, uint64_t timeout_ns)
 {
 	struct tally_dpdk_client *x = ctx;
 	uint64_t hz = rte_get_tsc_hz();
@@ -238,7 +238,7 @@ static int dp_cli_poll(void *ctx, uint64_t timeout_ns)
 
 	tally_dpdk_tx_flush(&x->tx, 1);
 	for (;;) {
-		got = dp_cli_rx_burst(x);
+		got = dpdk_cli_rx_burst(x);
 		tally_dpdk_tx_flush(&x->tx, 0);
 		if (got || rte_rdtsc() >= end)
 			break;
@@ -257,15 +257,15 @@ int tally_dpdk_client_resolve(struct tally_dpdk_client *x, uint32_t timeout_ms)
 		if (rte_rdtsc() >= end)
 			return -ETIMEDOUT;
 		if (rte_rdtsc() - x->last_arp_tsc > hz / 10)
-			dp_cli_arp_request(x);
-		dp_cli_rx_burst(x);
+			dpdk_cli_arp_request(x);
+		dpdk_cli_rx_burst(x);
 		tally_dpdk_tx_flush(&x->tx, 0);
 	}
 	return 0;
 }
 
 const struct tally_xport_ops tally_dpdk_client_ops = {
-	.send = dp_cli_send,
-	.now_ns = dp_cli_now_ns,
-	.poll = dp_cli_poll,
+	.send = dpdk_cli_send,
+	.now_ns = dpdk_cli_now_ns,
+	.poll = dpdk_cli_poll,
 };

@@ -13,7 +13,7 @@
 
 #include "engine_int.h"
 
-int dp_det_init(struct tally_engine *e)
+int engine_det_init(struct tally_engine *e)
 {
 	uint32_t slot = (e->cfg.max_chunk_bytes + 63u) & ~63u;
 	size_t n = e->cfg.det_pool_bytes / slot;
@@ -22,7 +22,7 @@ int dp_det_init(struct tally_engine *e)
 	if (n > (1u << 24))
 		n = 1u << 24;
 	e->det_slot_bytes = slot;
-	e->det_mem = dp_mem_alloc(e, n * slot);
+	e->det_mem = engine_mem_alloc(e, n * slot);
 	e->det_free = malloc(n * sizeof(*e->det_free));
 	e->det_meta = malloc(n * sizeof(*e->det_meta));
 	if (!e->det_mem || !e->det_free || !e->det_meta)
@@ -35,9 +35,9 @@ int dp_det_init(struct tally_engine *e)
 	return 0;
 }
 
-void dp_det_fini(struct tally_engine *e)
+void engine_det_fini(struct tally_engine *e)
 {
-	dp_mem_free(e, e->det_mem);
+	engine_mem_free(e, e->det_mem);
 	free(e->det_free);
 	free(e->det_meta);
 	e->det_mem = NULL;
@@ -52,7 +52,7 @@ static inline void *det_slot(const struct tally_engine *e, uint32_t s)
 }
 
 /* acc = src for rank 0, acc += src after it: left to right in rank order. */
-static inline void det_fold(const struct dp_key *k, struct dp_chunk *ch, void *acc,
+static inline void det_fold(const struct engine_key *k, struct engine_chunk *ch, void *acc,
 			    const void *src, uint32_t n)
 {
 	if (ch->folded == 0)
@@ -62,14 +62,14 @@ static inline void det_fold(const struct dp_key *k, struct dp_chunk *ch, void *a
 	ch->folded++;
 }
 
-void dp_det_push(struct tally_engine *e, const struct dp_key *k, struct dp_chunk *ch,
+void engine_det_push(struct tally_engine *e, const struct engine_key *k, struct engine_chunk *ch,
 		 uint32_t w, void *acc, const void *payload, uint32_t n)
 {
 	if (w == ch->folded) {
 		/* Every lower rank is in acc: add now, then the staged ranks that follow. */
 		det_fold(k, ch, acc, payload, n);
 		uint32_t s;
-		while ((s = ch->det_head) != DP_NIL && e->det_meta[s].rank == ch->folded) {
+		while ((s = ch->det_head) != ENGINE_NIL && e->det_meta[s].rank == ch->folded) {
 			det_fold(k, ch, acc, det_slot(e, s), n);
 			ch->det_head = e->det_meta[s].next;
 			e->det_free[e->det_nfree++] = s;
@@ -81,42 +81,42 @@ void dp_det_push(struct tally_engine *e, const struct dp_key *k, struct dp_chunk
 	memcpy(det_slot(e, s), payload, (size_t)n * k->esize);
 	e->det_meta[s].rank = w;
 	uint32_t *link = &ch->det_head;
-	while (*link != DP_NIL && e->det_meta[*link].rank < w)
+	while (*link != ENGINE_NIL && e->det_meta[*link].rank < w)
 		link = &e->det_meta[*link].next;
 	e->det_meta[s].next = *link;
 	*link = s;
 }
 
-void dp_det_release(struct tally_engine *e, struct dp_chunk *ch)
+void engine_det_release(struct tally_engine *e, struct engine_chunk *ch)
 {
 	uint32_t s = ch->det_head;
-	while (s != DP_NIL) {
+	while (s != ENGINE_NIL) {
 		uint32_t next = e->det_meta[s].next;
 		e->det_free[e->det_nfree++] = s;
 		s = next;
 	}
-	ch->det_head = DP_NIL;
+	ch->det_head = ENGINE_NIL;
 }
 
-void dp_det_reduce(struct tally_engine *e, struct dp_key *k, struct dp_chunk *ch, void *acc,
+void engine_det_reduce(struct tally_engine *e, struct engine_key *k, struct engine_chunk *ch, void *acc,
 		   uint32_t n)
 {
 	enum tally_dtype dt = (enum tally_dtype)k->dtype;
 	if (ch->folded > 0) {
 		/* acc holds ranks 0..folded-1; the staged ranks are all above, ascending. */
-		for (uint32_t s = ch->det_head; s != DP_NIL; s = e->det_meta[s].next)
+		for (uint32_t s = ch->det_head; s != ENGINE_NIL; s = e->det_meta[s].next)
 			tally_sum_acc(dt, acc, det_slot(e, s), n);
-	} else if (ch->det_head != DP_NIL) {
+	} else if (ch->det_head != ENGINE_NIL) {
 		/* ((s0 + s1) + s2) + ...: one k-way pass, then the rest one by one in the
 		 * same left-to-right order. */
 		const void **src = e->det_src;
 		uint32_t m = 0;
-		for (uint32_t s = ch->det_head; s != DP_NIL; s = e->det_meta[s].next)
+		for (uint32_t s = ch->det_head; s != ENGINE_NIL; s = e->det_meta[s].next)
 			src[m++] = det_slot(e, s);
 		uint32_t first = m < TALLY_SUM_MAX_WAYS ? m : TALLY_SUM_MAX_WAYS;
 		tally_sum_kway(dt, acc, (const void *const *)src, first, n);
 		for (uint32_t i = first; i < m; i++)
 			tally_sum_acc(dt, acc, src[i], n);
 	}
-	dp_det_release(e, ch);
+	engine_det_release(e, ch);
 }

@@ -27,7 +27,7 @@ void tally_engine_cfg_defaults(struct tally_engine_cfg *cfg)
 		cfg->rejoin_timeout_ns = 5000000000ull;
 }
 
-void *dp_mem_alloc(struct tally_engine *e, size_t size)
+void *engine_mem_alloc(struct tally_engine *e, size_t size)
 {
 	size = (size + 63) & ~(size_t)63;
 	if (size == 0)
@@ -37,7 +37,7 @@ void *dp_mem_alloc(struct tally_engine *e, size_t size)
 	return aligned_alloc(64, size);
 }
 
-void dp_mem_free(struct tally_engine *e, void *p)
+void engine_mem_free(struct tally_engine *e, void *p)
 {
 	if (!p)
 		return;
@@ -75,10 +75,10 @@ struct tally_engine *tally_engine_create(const struct tally_engine_cfg *cfg_in,
 	e->jobs = calloc(cfg.max_jobs, sizeof(*e->jobs));
 	if (!e->jobs)
 		goto fail;
-	rc = dp_keys_init(e);
+	rc = engine_keys_init(e);
 	if (rc < 0)
 		goto fail;
-	rc = dp_det_init(e);
+	rc = engine_det_init(e);
 	if (rc < 0)
 		goto fail;
 	return e;
@@ -99,19 +99,19 @@ void tally_engine_destroy(struct tally_engine *e)
 			if (e->jobs[i].in_use)
 				tally_engine_job_remove(e, e->jobs[i].id);
 	}
-	dp_keys_fini(e);
-	dp_det_fini(e);
-	dp_jobs_free(e);
+	engine_keys_fini(e);
+	engine_det_fini(e);
+	engine_jobs_free(e);
 	free(e);
 }
 
-enum tally_reason dp_drop(struct tally_engine *e, enum tally_reason r)
+enum tally_reason engine_drop(struct tally_engine *e, enum tally_reason r)
 {
 	e->st.drops[r]++;
 	return r;
 }
 
-void dp_send(struct tally_engine *e, const struct tally_addr *to, const struct tally_hdr *h,
+void engine_send(struct tally_engine *e, const struct tally_addr *to, const struct tally_hdr *h,
 	     const void *payload, size_t len)
 {
 	uint8_t hb[TALLY_HDR_LEN];
@@ -125,10 +125,10 @@ void dp_send(struct tally_engine *e, const struct tally_addr *to, const struct t
 	e->st.tx_bytes += TALLY_HDR_LEN + len;
 }
 
-enum tally_reason dp_reject(struct tally_engine *e, const struct tally_hdr *req,
+enum tally_reason engine_reject(struct tally_engine *e, const struct tally_hdr *req,
 			    const struct tally_addr *from, enum tally_reason r)
 {
-	dp_drop(e, r);
+	engine_drop(e, r);
 	if (!from)
 		return r;
 	struct tally_hdr h;
@@ -144,7 +144,7 @@ enum tally_reason dp_reject(struct tally_engine *e, const struct tally_hdr *req,
 	h.offset = req->offset;
 	h.count = req->count;
 	h.dtype = req->dtype;
-	dp_send(e, from, &h, NULL, 0);
+	engine_send(e, from, &h, NULL, 0);
 	return r;
 }
 
@@ -158,22 +158,22 @@ enum tally_reason tally_engine_rx(struct tally_engine *e, const void *buf, size_
 	e->st.rx_bytes += len;
 	enum tally_reason r = tally_proto_decode(buf, len, &pkt);
 	if (r != TALLY_OK)
-		return dp_drop(e, r);
+		return engine_drop(e, r);
 	switch (pkt.hdr.op) {
 	case TALLY_OP_PUSH:
-		return dp_rx_push(e, &pkt, from ? from : &noaddr, len);
+		return engine_rx_push(e, &pkt, from ? from : &noaddr, len);
 	case TALLY_OP_JOIN:
-		return dp_rx_join(e, &pkt, from, len);
+		return engine_rx_join(e, &pkt, from, len);
 	case TALLY_OP_REGISTER:
 		if (pkt.hdr.flags & TALLY_F_ACK)
-			return dp_drop(e, TALLY_R_UNEXPECTED_OP);
-		return dp_rx_register(e, &pkt, from, len);
+			return engine_drop(e, TALLY_R_UNEXPECTED_OP);
+		return engine_rx_register(e, &pkt, from, len);
 	case TALLY_OP_PULL:
-		return dp_rx_pull(e, &pkt, from ? from : &noaddr, len);
+		return engine_rx_pull(e, &pkt, from ? from : &noaddr, len);
 	case TALLY_OP_BYE:
-		return dp_rx_bye(e, &pkt, from ? from : &noaddr);
+		return engine_rx_bye(e, &pkt, from ? from : &noaddr);
 	default: /* JOIN_OK, RESULT, ERROR: only the worker side receives them */
-		return dp_drop(e, TALLY_R_UNEXPECTED_OP);
+		return engine_drop(e, TALLY_R_UNEXPECTED_OP);
 	}
 }
 

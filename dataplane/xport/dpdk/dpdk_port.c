@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * dp_port.c — ethdev setup (queues, MTU, MAC, RSS) and rte_flow steering of each core's
+ * dpdk_port.c — ethdev setup (queues, MTU, MAC, RSS) and rte_flow steering of each core's
  * UDP port to the queue its lcore polls.
  */
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <rte_flow.h>
 #include <rte_log.h>
 
-#include "tally_xport_dpdk.h"
+#include "tally_dpdk.h"
 
 #define DP_LOG(lvl, ...) rte_log(RTE_LOG_##lvl, RTE_LOGTYPE_USER1, "tally-dpdk: " __VA_ARGS__)
 

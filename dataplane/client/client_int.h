@@ -20,21 +20,21 @@
 
 #include "tally_client.h"
 
-#define CL_NONE UINT32_MAX
+#define CLIENT_NONE UINT32_MAX
 /* A slot that re-sends a push whose RESULT left us out until the appliance proves it saw
  * it (see client_rx.c); it belongs to no operation. */
-#define CL_ACKWAIT (UINT32_MAX - 1)
-#define CL_ERRLEN 256
-#define CL_CLOCK_G_NS 10000ull /* RFC 6298 "G": our timer granularity */
-#define CL_RTO_MIN_NS 20000ull /* default floor of the adaptive RTO (cfg.rto_min_us) */
+#define CLIENT_ACKWAIT (UINT32_MAX - 1)
+#define CLIENT_ERRLEN 256
+#define CLIENT_CLOCK_G_NS 10000ull /* RFC 6298 "G": our timer granularity */
+#define CLIENT_RTO_MIN_NS 20000ull /* default floor of the adaptive RTO (cfg.rto_min_us) */
 
 /* Per-chunk state word of an operation: low 2 bits the state, the rest the window slot. */
-enum cl_chunk_state { CL_CH_QUEUED = 0, CL_CH_INFLIGHT = 1, CL_CH_DONE = 2 };
-#define CL_CH_STATE(w) ((w) & 3u)
-#define CL_CH_SLOT(w) ((w) >> 2)
-#define CL_CH_MAKE(st, slot) (((uint32_t)(slot) << 2) | (uint32_t)(st))
+enum client_chunk_state { CLIENT_CH_QUEUED = 0, CLIENT_CH_INFLIGHT = 1, CLIENT_CH_DONE = 2 };
+#define CLIENT_CH_STATE(w) ((w) & 3u)
+#define CLIENT_CH_SLOT(w) ((w) >> 2)
+#define CLIENT_CH_MAKE(st, slot) (((uint32_t)(slot) << 2) | (uint32_t)(st))
 
-struct cl_key {
+struct client_key {
 	uint32_t key;
 	struct tally_register reg;
 	uint32_t nchunks;
@@ -42,25 +42,25 @@ struct cl_key {
 	size_t esize;            /* wire bytes per element */
 	bool started;            /* a round was started */
 	uint32_t next_round;     /* the round start() accepts next */
-	uint32_t par_op[2];      /* active operation per round parity, CL_NONE when none */
+	uint32_t par_op[2];      /* active operation per round parity, CLIENT_NONE when none */
 	bool done_valid[2];
 	uint32_t done_round[2];  /* last finished round per parity (duplicate RESULTs) */
 	uint32_t *cst[2];        /* per parity: per-chunk state words of the active op */
 	/* Quorum fold: what this worker still owes the sum, in f32 (i32 for i32 keys). */
 	void *fold;
 	uint8_t *fold_pending;   /* bitmap per chunk */
-	uint32_t *unacked;       /* per chunk: a round whose RESULT excluded us, CL_NONE */
-	uint32_t *ackslot;       /* per chunk: window slot re-sending that push, CL_NONE */
+	uint32_t *unacked;       /* per chunk: a round whose RESULT excluded us, CLIENT_NONE */
+	uint32_t *ackslot;       /* per chunk: window slot re-sending that push, CLIENT_NONE */
 };
 
 /* One chunk in flight to an appliance core. */
-struct cl_slot {
+struct client_slot {
 	uint8_t hdr[TALLY_HDR_LEN];
 	uint8_t ack_hdr[TALLY_HDR_LEN]; /* same payload labelled with the excluded round */
 	const void *payload;
 	uint32_t len;
-	uint32_t op;              /* operation index, CL_ACKWAIT, or CL_NONE (free) */
-	uint32_t kidx, round;     /* CL_ACKWAIT: which key and round */
+	uint32_t op;              /* operation index, CLIENT_ACKWAIT, or CLIENT_NONE (free) */
+	uint32_t kidx, round;     /* CLIENT_ACKWAIT: which key and round */
 	uint32_t chunk;
 	uint32_t retries;
 	bool staged;              /* payload is this slot's staging buffer */
@@ -71,8 +71,8 @@ struct cl_slot {
 	uint8_t *stage;           /* max_chunk_bytes */
 };
 
-struct cl_core {
-	struct cl_slot *slots;    /* 2 * cfg.window (see cl_cores_init) */
+struct client_core {
+	struct client_slot *slots;    /* 2 * cfg.window (see client_cores_init) */
 	uint8_t *stage_mem;
 	uint32_t free_head;
 	uint32_t inflight;        /* slots in use */
@@ -86,9 +86,9 @@ struct cl_core {
 	uint64_t min_rtt;         /* shortest sample of a chunk sent once (0: none yet) */
 };
 
-enum cl_op_state { CL_OP_FREE = 0, CL_OP_ACTIVE, CL_OP_DONE, CL_OP_FAILED };
+enum client_op_state { CLIENT_OP_FREE = 0, CLIENT_OP_ACTIVE, CLIENT_OP_DONE, CLIENT_OP_FAILED };
 
-struct cl_op {
+struct client_op {
 	uint8_t state;
 	uint16_t gen;
 	uint32_t kidx;
@@ -102,23 +102,23 @@ struct cl_op {
 	int err;
 };
 
-enum cl_wait { CL_W_NONE = 0, CL_W_JOIN, CL_W_REGISTER };
+enum client_wait { CLIENT_W_NONE = 0, CLIENT_W_JOIN, CLIENT_W_REGISTER };
 
 struct tally_client {
 	struct tally_client_cfg cfg;
 	const struct tally_xport_ops *ops;
 	void *xctx;
 	struct tally_client_stats st;
-	char errmsg[CL_ERRLEN];
+	char errmsg[CLIENT_ERRLEN];
 
 	bool joined;
 	uint16_t ncores;
 	uint32_t max_chunk_bytes;
 	uint32_t caps;
-	struct cl_core *cores;
+	struct client_core *cores;
 
 	/* blocking control request in progress */
-	enum cl_wait wait;
+	enum client_wait wait;
 	uint32_t wait_key;
 	uint8_t *wait_core_ok;     /* JOIN: per core answered */
 	bool join_ok0;
@@ -126,52 +126,52 @@ struct tally_client {
 	int wait_err;
 	bool wait_done;
 
-	struct cl_key *keys;
+	struct client_key *keys;
 	uint32_t nkeys, keys_cap;
 	uint32_t *khash;           /* open addressing: key index + 1, 0 empty */
 	uint32_t khash_mask;
 
-	struct cl_op *ops_tab;     /* cfg.max_ops */
+	struct client_op *ops_tab;     /* cfg.max_ops */
 	uint32_t nactive;          /* operations started and not finished */
 	uint32_t op_free_head;     /* via pend_next */
 };
 
 /* client.c */
-int cl_err_from_reason(unsigned reason);
-void cl_seterr(struct tally_client *c, const char *fmt, ...)
+int client_err_from_reason(unsigned reason);
+void client_seterr(struct tally_client *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-struct cl_key *cl_key_find(const struct tally_client *c, uint32_t key);
-void cl_fill_hdr(const struct tally_client *c, struct tally_hdr *h, uint8_t op);
-int cl_send(struct tally_client *c, uint32_t core, const uint8_t *hdr, const void *payload,
+struct client_key *client_key_find(const struct tally_client *c, uint32_t key);
+void client_fill_hdr(const struct tally_client *c, struct tally_hdr *h, uint8_t op);
+int client_send(struct tally_client *c, uint32_t core, const uint8_t *hdr, const void *payload,
 	    size_t len);
-void cl_rx_control(struct tally_client *c, const struct tally_pkt *p);
-int cl_fold_alloc(struct tally_client *c, struct cl_key *k);
+void client_rx_control(struct tally_client *c, const struct tally_pkt *p);
+int client_fold_alloc(struct tally_client *c, struct client_key *k);
 
 /* client_op.c */
-int cl_cores_init(struct tally_client *c);
-void cl_cores_free(struct tally_client *c);
-int cl_ops_init(struct tally_client *c);
-void cl_pump(struct tally_client *c, uint32_t core);
-void cl_slot_release(struct tally_client *c, uint32_t core, uint32_t slot);
-void cl_rtt_sample(struct cl_core *cc, uint64_t rtt_ns, const struct tally_client_cfg *cfg);
-void cl_op_finish(struct tally_client *c, uint32_t opi);
-void cl_op_fail(struct tally_client *c, uint32_t opi, int err);
-void cl_ackwait_start(struct tally_client *c, struct cl_key *k, uint32_t ch, uint32_t round,
+int client_cores_init(struct tally_client *c);
+void client_cores_free(struct tally_client *c);
+int client_ops_init(struct tally_client *c);
+void client_pump(struct tally_client *c, uint32_t core);
+void client_slot_release(struct tally_client *c, uint32_t core, uint32_t slot);
+void client_rtt_sample(struct client_core *cc, uint64_t rtt_ns, const struct tally_client_cfg *cfg);
+void client_op_finish(struct tally_client *c, uint32_t opi);
+void client_op_fail(struct tally_client *c, uint32_t opi, int err);
+void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t ch, uint32_t round,
 		      const void *payload);
 
 /* client_fold.c */
 /* Build the push payload of a chunk whose fold is pending: stage = in + fold (in the wire
  * dtype); fold keeps what the wire dtype could not carry (0 for f32/i32). Returns whether
  * a residual remains. */
-bool cl_fold_stage(enum tally_dtype dt, void *stage, const void *in, void *fold, size_t n);
-/* Undo cl_fold_stage for a push whose fate is unknown (failed operation):
+bool client_fold_stage(enum tally_dtype dt, void *stage, const void *in, void *fold, size_t n);
+/* Undo client_fold_stage for a push whose fate is unknown (failed operation):
  * fold += stage - in. */
-void cl_fold_unstage(enum tally_dtype dt, void *fold, const void *stage, const void *in,
+void client_fold_unstage(enum tally_dtype dt, void *fold, const void *stage, const void *in,
 		     size_t n);
 /* fold += the payload that was left out of the sum. */
-void cl_fold_add(enum tally_dtype dt, void *fold, const void *pushed, size_t n);
+void client_fold_add(enum tally_dtype dt, void *fold, const void *pushed, size_t n);
 
-static inline uint32_t cl_chunk_count(const struct cl_key *k, uint32_t ch)
+static inline uint32_t client_chunk_count(const struct client_key *k, uint32_t ch)
 {
 	uint32_t off = ch * k->reg.chunk_elems;
 	uint32_t left = k->reg.nelems - off;

@@ -19,7 +19,7 @@
 #define F16_MAX_BITS 0x7bffu   /* 65504 */
 #define BF16_MAX_BITS 0x7f7fu  /* largest finite bf16 */
 
-static bool cl_fold_stage_half(bool bf, uint16_t *stage, const uint16_t *in, float *fold,
+static bool client_fold_stage_half(bool bf, uint16_t *stage, const uint16_t *in, float *fold,
 			       size_t n)
 {
 	bool left = false;
@@ -44,7 +44,7 @@ static bool cl_fold_stage_half(bool bf, uint16_t *stage, const uint16_t *in, flo
 }
 
 /* stage = in + fold; fold = the rounding error of that addition (TwoSum, exact). */
-static bool cl_fold_stage_f32(float *stage, const float *in, float *fold, size_t n)
+static bool client_fold_stage_f32(float *stage, const float *in, float *fold, size_t n)
 {
 	bool left = false;
 
@@ -60,30 +60,30 @@ static bool cl_fold_stage_f32(float *stage, const float *in, float *fold, size_t
 	return left;
 }
 
-bool cl_fold_stage(enum tally_dtype dt, void *stage, const void *in, void *fold, size_t n)
+bool client_fold_stage(enum tally_dtype dt, void *stage, const void *in, void *fold, size_t n)
 {
 	switch (dt) {
 	case TALLY_DT_F32:
-		return cl_fold_stage_f32(stage, in, fold, n);
+		return client_fold_stage_f32(stage, in, fold, n);
 	case TALLY_DT_I32:
 		tally_sum_i32_add(stage, in, fold, n);
 		memset(fold, 0, n * 4);
 		return false;
 	case TALLY_DT_F16:
-		return cl_fold_stage_half(false, stage, in, fold, n);
+		return client_fold_stage_half(false, stage, in, fold, n);
 	case TALLY_DT_BF16:
-		return cl_fold_stage_half(true, stage, in, fold, n);
+		return client_fold_stage_half(true, stage, in, fold, n);
 	default:
 		return false;
 	}
 }
 
-void cl_fold_add(enum tally_dtype dt, void *fold, const void *pushed, size_t n)
+void client_fold_add(enum tally_dtype dt, void *fold, const void *pushed, size_t n)
 {
 	tally_sum_acc(dt, fold, pushed, n);
 }
 
-void cl_fold_unstage(enum tally_dtype dt, void *fold, const void *stage, const void *in,
+void client_fold_unstage(enum tally_dtype dt, void *fold, const void *stage, const void *in,
 		     size_t n)
 {
 	float *f = fold;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * tally_xport_udp.h — kernel UDP transport (tally_xport_ops) for client sessions, and a
+ * tally_udp.h — kernel UDP transport (tally_xport_ops) for client sessions, and a
  * listening mode for a software appliance (tests, fallback).
  *
  * Client mode: one connected socket per appliance core (destination port base + core),

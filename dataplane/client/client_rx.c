@@ -9,33 +9,33 @@
 
 #include "client_int.h"
 
-static void cl_set_bit(uint8_t *bm, uint32_t i)
+static void client_set_bit(uint8_t *bm, uint32_t i)
 {
 	bm[i >> 3] |= (uint8_t)(1u << (i & 7));
 }
 
 /* Keep a contribution the appliance did not add: it goes into our next push of the chunk. */
-static int cl_exclude(struct tally_client *c, struct cl_key *k, uint32_t ch, uint32_t round,
+static int client_exclude(struct tally_client *c, struct client_key *k, uint32_t ch, uint32_t round,
 		      const void *pushed)
 {
 	uint32_t off = ch * k->reg.chunk_elems;
 
-	if (!k->fold && cl_fold_alloc(c, k) != 0)
+	if (!k->fold && client_fold_alloc(c, k) != 0)
 		return -ENOMEM;
-	cl_fold_add((enum tally_dtype)k->reg.dtype, (uint8_t *)k->fold + (size_t)off * 4, pushed,
-		    cl_chunk_count(k, ch));
-	cl_set_bit(k->fold_pending, ch);
+	client_fold_add((enum tally_dtype)k->reg.dtype, (uint8_t *)k->fold + (size_t)off * 4, pushed,
+		    client_chunk_count(k, ch));
+	client_set_bit(k->fold_pending, ch);
 	k->unacked[ch] = round;
 	c->st.excluded++;
 	return 0;
 }
 
-static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
+static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 {
 	const struct tally_hdr *h = &p->hdr;
-	struct cl_key *k = cl_key_find(c, h->key);
+	struct client_key *k = client_key_find(c, h->key);
 	uint32_t ch, par, opi, w, *cst;
-	struct cl_op *op;
+	struct client_op *op;
 	const uint8_t *mine;
 	size_t len;
 
@@ -48,7 +48,7 @@ static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		return;
 	}
 	if (h->offset % k->reg.chunk_elems || h->offset >= k->reg.nelems ||
-	    h->count != cl_chunk_count(k, h->offset / k->reg.chunk_elems) ||
+	    h->count != client_chunk_count(k, h->offset / k->reg.chunk_elems) ||
 	    h->contrib < 1 || h->contrib > k->reg.participants) {
 		c->st.drops[TALLY_R_BAD_RANGE]++;
 		return;
@@ -59,19 +59,19 @@ static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
 	 * also be a network duplicate of the first: until round r+1's RESULT, our pushes of
 	 * round r+1 still carry a copy labelled r (client_op.c). */
 	if (k->unacked && k->unacked[ch] == h->round - 1)
-		k->unacked[ch] = CL_NONE;
-	if (k->ackslot && k->ackslot[ch] != CL_NONE) {
-		struct cl_slot *as = &c->cores[k->core].slots[k->ackslot[ch]];
+		k->unacked[ch] = CLIENT_NONE;
+	if (k->ackslot && k->ackslot[ch] != CLIENT_NONE) {
+		struct client_slot *as = &c->cores[k->core].slots[k->ackslot[ch]];
 
 		if (h->round == as->round || h->round == as->round + 1) {
-			cl_slot_release(c, k->core, k->ackslot[ch]);
-			k->ackslot[ch] = CL_NONE;
-			cl_pump(c, k->core);
+			client_slot_release(c, k->core, k->ackslot[ch]);
+			k->ackslot[ch] = CLIENT_NONE;
+			client_pump(c, k->core);
 		}
 	}
 	par = h->round & 1;
 	opi = k->par_op[par];
-	if (opi == CL_NONE || c->ops_tab[opi].round != h->round) {
+	if (opi == CLIENT_NONE || c->ops_tab[opi].round != h->round) {
 		/* a late copy of a round we finished is harmless; one we have not started
 		 * (or a round that never was) is not */
 		if (k->done_valid[par] && (int32_t)(k->done_round[par] - h->round) >= 0)
@@ -84,30 +84,30 @@ static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
 	cst = k->cst[par];
 	w = cst[ch];
 	len = (size_t)h->count * k->esize;
-	switch (CL_CH_STATE(w)) {
-	case CL_CH_DONE:
+	switch (CLIENT_CH_STATE(w)) {
+	case CLIENT_CH_DONE:
 		c->st.dup_results++;
 		return;
-	case CL_CH_QUEUED:
+	case CLIENT_CH_QUEUED:
 		/* Completed without us before we pushed (quorum/deadline). */
 		if (h->flags & TALLY_F_INCLUDED) {
 			c->st.drops[TALLY_R_UNEXPECTED_OP]++;
 			return;
 		}
 		mine = op->in + (size_t)h->offset * k->esize;
-		if (cl_exclude(c, k, ch, h->round, mine)) {
-			cl_seterr(c, "allreduce key %u round %u chunk %u: no memory to keep the "
+		if (client_exclude(c, k, ch, h->round, mine)) {
+			client_seterr(c, "allreduce key %u round %u chunk %u: no memory to keep the "
 				  "excluded contribution", k->key, h->round, ch);
-			cl_op_fail(c, opi, -ENOMEM);
+			client_op_fail(c, opi, -ENOMEM);
 			return;
 		}
 		if (!(h->flags & TALLY_F_RESEND))
-			cl_ackwait_start(c, k, ch, h->round, mine);
+			client_ackwait_start(c, k, ch, h->round, mine);
 		break;
 	default: {
-		struct cl_core *cc = &c->cores[k->core];
-		uint32_t s = CL_CH_SLOT(w);
-		struct cl_slot *sl = &cc->slots[s];
+		struct client_core *cc = &c->cores[k->core];
+		uint32_t s = CLIENT_CH_SLOT(w);
+		struct client_slot *sl = &cc->slots[s];
 
 		uint64_t now = c->ops->now_ns(c->xctx);
 
@@ -125,43 +125,43 @@ static void cl_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		if (sl->retries == 0) {
 			if (!cc->min_rtt || r < cc->min_rtt)
 				cc->min_rtt = r;
-			cl_rtt_sample(cc, r, &c->cfg);
+			client_rtt_sample(cc, r, &c->cfg);
 		} else if (!(h->flags & TALLY_F_RESEND) &&
-			   now - sl->sent_ns > 2 * cc->min_rtt + CL_CLOCK_G_NS) {
-			cl_rtt_sample(cc, r, &c->cfg);
+			   now - sl->sent_ns > 2 * cc->min_rtt + CLIENT_CLOCK_G_NS) {
+			client_rtt_sample(cc, r, &c->cfg);
 		}
 		if (!(h->flags & TALLY_F_INCLUDED)) {
-			if (cl_exclude(c, k, ch, h->round, sl->payload)) {
-				cl_seterr(c, "allreduce key %u round %u chunk %u: no memory to keep "
+			if (client_exclude(c, k, ch, h->round, sl->payload)) {
+				client_seterr(c, "allreduce key %u round %u chunk %u: no memory to keep "
 					  "the excluded contribution", k->key, h->round, ch);
-				cl_op_fail(c, opi, -ENOMEM);
+				client_op_fail(c, opi, -ENOMEM);
 				return;
 			}
-			cl_slot_release(c, k->core, s);
+			client_slot_release(c, k->core, s);
 			/* RESEND answers a push of ours: the appliance saw it. Otherwise make
 			 * sure it does (the slot's contents stay intact when taken again). */
 			if (h->flags & TALLY_F_RESEND)
-				k->unacked[ch] = CL_NONE;
+				k->unacked[ch] = CLIENT_NONE;
 			else
-				cl_ackwait_start(c, k, ch, h->round, sl->payload);
+				client_ackwait_start(c, k, ch, h->round, sl->payload);
 		} else {
-			cl_slot_release(c, k->core, s);
+			client_slot_release(c, k->core, s);
 		}
 		break;
 	}
 	}
 	memcpy(op->out + (size_t)h->offset * k->esize, p->payload, len);
-	cst[ch] = CL_CH_MAKE(CL_CH_DONE, 0);
+	cst[ch] = CLIENT_CH_MAKE(CLIENT_CH_DONE, 0);
 	c->st.results++;
 	if (--op->remaining == 0)
-		cl_op_finish(c, opi);
-	cl_pump(c, k->core);
+		client_op_finish(c, opi);
+	client_pump(c, k->core);
 }
 
 /* An ERROR answering one of our PUSHes. Transient reasons are left to retransmission. */
-static void cl_rx_push_error(struct tally_client *c, const struct tally_hdr *h)
+static void client_rx_push_error(struct tally_client *c, const struct tally_hdr *h)
 {
-	struct cl_key *k = cl_key_find(c, h->key);
+	struct client_key *k = client_key_find(c, h->key);
 	uint32_t opi;
 
 	switch (h->reason) {
@@ -175,12 +175,12 @@ static void cl_rx_push_error(struct tally_client *c, const struct tally_hdr *h)
 	if (!k || h->reason >= TALLY_R_COUNT)
 		return;
 	opi = k->par_op[h->round & 1];
-	if (opi == CL_NONE || c->ops_tab[opi].round != h->round)
+	if (opi == CLIENT_NONE || c->ops_tab[opi].round != h->round)
 		return;
-	cl_seterr(c, "allreduce key %u round %u: appliance core %u rejected chunk at offset %u: %s",
+	client_seterr(c, "allreduce key %u round %u: appliance core %u rejected chunk at offset %u: %s",
 		  h->key, h->round, k->core, h->offset,
 		  tally_reason_name((enum tally_reason)h->reason));
-	cl_op_fail(c, opi, cl_err_from_reason(h->reason));
+	client_op_fail(c, opi, client_err_from_reason(h->reason));
 }
 
 void tally_client_rx(struct tally_client *c, const void *buf, size_t len)
@@ -212,12 +212,12 @@ void tally_client_rx(struct tally_client *c, const void *buf, size_t len)
 			c->st.drops[TALLY_R_NOT_JOINED]++;
 			return;
 		}
-		cl_rx_result(c, &p);
+		client_rx_result(c, &p);
 	} else if (p.hdr.op == TALLY_OP_ERROR && p.hdr.aux == TALLY_OP_PUSH) {
 		c->st.errors++;
 		if (c->joined)
-			cl_rx_push_error(c, &p.hdr);
+			client_rx_push_error(c, &p.hdr);
 	} else {
-		cl_rx_control(c, &p);
+		client_rx_control(c, &p);
 	}
 }

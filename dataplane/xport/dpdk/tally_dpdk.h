@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * tally_xport_dpdk.h — the DPDK transport: port setup, buffered transmit, the engine-side
+ * tally_dpdk.h — the DPDK transport: port setup, buffered transmit, the engine-side
  * tally_xport_ops (one per appliance lcore), and the client-side tally_xport_ops that lets a
  * worker run the client session over a DPDK port (e.g. the client side of net_memif).
  *
@@ -24,7 +24,7 @@
 #include <rte_ring.h>
 
 #include "tally_client.h"
-#include "tally_dpdk_pkt.h"
+#include "tally_pkt.h"
 #include "tally_xport.h"
 
 #ifdef __cplusplus
@@ -67,7 +67,7 @@ int tally_dpdk_steer(uint16_t port_id, uint16_t base_port, const uint16_t *queue
 
 struct tally_dpdk_txport {
 	uint16_t port_id, queue;
-	struct tally_dpdk_ifaddr ifa;
+	struct tally_pkt_ifaddr ifa;
 	struct rte_mempool *copy_pool;   /* set when the device cannot send mbuf chains: the
 					  * payload is copied into one mbuf from this pool */
 	struct rte_ring *via;            /* set when this lcore has no TX queue on the port:
@@ -81,7 +81,7 @@ struct tally_dpdk_txport {
 struct tally_dpdk_tx_stats {
 	uint64_t tx_pkts, tx_bytes;
 	uint64_t relayed;                /* frames handed to another lcore's TX ring */
-	uint64_t drops[TALLY_DPDK_D_COUNT]; /* TX_FULL, NO_MBUF, RING_FULL (relay) */
+	uint64_t drops[TALLY_PKT_D_COUNT]; /* TX_FULL, NO_MBUF, RING_FULL (relay) */
 };
 
 struct tally_dpdk_tx {
@@ -96,7 +96,7 @@ struct tally_dpdk_tx {
 };
 
 /* hdr_pool's data room must hold RTE_PKTMBUF_HEADROOM + 42 + 64 + TALLY_DPDK_COPY_MAX. */
-#define TALLY_DPDK_HDR_ROOM (RTE_PKTMBUF_HEADROOM + TALLY_DPDK_HDRS_LEN + 64 + TALLY_DPDK_COPY_MAX)
+#define TALLY_DPDK_HDR_ROOM (RTE_PKTMBUF_HEADROOM + TALLY_PKT_HDRS_LEN + 64 + TALLY_DPDK_COPY_MAX)
 
 void tally_dpdk_tx_init(struct tally_dpdk_tx *tx, uint16_t core, struct rte_mempool *hdr_pool,
 			uint32_t flush_us);
@@ -105,7 +105,7 @@ int tally_dpdk_port_multiseg(uint16_t port_id);
 /* Add a port (index = order of calls). 0 or -ENOSPC. When the device cannot transmit
  * chains, give tx->port[i].copy_pool a pool whose mbufs hold a whole frame. */
 int tally_dpdk_tx_add_port(struct tally_dpdk_tx *tx, uint16_t port_id, uint16_t queue,
-			   const struct tally_dpdk_ifaddr *ifa);
+			   const struct tally_pkt_ifaddr *ifa);
 /* Queue a finished frame for port index pi (takes the mbuf; counts and frees it when the
  * buffer stays full). */
 void tally_dpdk_tx_enqueue(struct tally_dpdk_tx *tx, uint16_t pi, struct rte_mbuf *m);
@@ -120,11 +120,11 @@ unsigned tally_dpdk_tx_pending(const struct tally_dpdk_tx *tx);
 extern const struct tally_xport_ops tally_dpdk_engine_ops;
 
 /* Fill the peer address of a parsed UDP frame heard on port index pi. */
-void tally_dpdk_addr_from(struct tally_addr *a, const struct tally_dpdk_parsed *p, uint16_t pi);
+void tally_dpdk_addr_from(struct tally_addr *a, const struct tally_pkt_parsed *p, uint16_t pi);
 
 /* Answer an ARP request or ICMP echo in place and queue it (m classified as such). */
 void tally_dpdk_answer(struct tally_dpdk_tx *tx, uint16_t pi, struct rte_mbuf *m,
-		       enum tally_dpdk_class cls);
+		       enum tally_pkt_class cls);
 
 /* ---- client side (a worker's session over DPDK) ---- */
 
@@ -146,7 +146,7 @@ struct tally_dpdk_client_cfg {
 struct tally_dpdk_client_stats {
 	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
 	uint64_t arp_replies, icmp_replies, delivered;
-	uint64_t drops[TALLY_DPDK_D_COUNT];
+	uint64_t drops[TALLY_PKT_D_COUNT];
 };
 
 struct tally_dpdk_client;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * xport_udp.c — kernel UDP transport: one socket per appliance core, sendmmsg/recvmmsg
- * batching, optional UDP GSO/GRO. See tally_xport_udp.h.
+ * batching, optional UDP GSO/GRO. See tally_udp.h.
  */
-#include "tally_xport_udp.h"
+#include "tally_udp.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

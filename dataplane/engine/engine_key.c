@@ -14,7 +14,7 @@ static inline uint32_t key_hash(uint32_t job_id, uint32_t key)
 	return (uint32_t)(x >> 32) ^ (uint32_t)x;
 }
 
-int dp_keys_init(struct tally_engine *e)
+int engine_keys_init(struct tally_engine *e)
 {
 	uint32_t cap = 16;
 	while (cap < 2 * e->cfg.max_keys)
@@ -27,7 +27,7 @@ int dp_keys_init(struct tally_engine *e)
 	return 0;
 }
 
-void dp_keys_fini(struct tally_engine *e)
+void engine_keys_fini(struct tally_engine *e)
 {
 	free(e->ktab);
 	free(e->keys);
@@ -35,11 +35,11 @@ void dp_keys_fini(struct tally_engine *e)
 	e->keys = NULL;
 }
 
-struct dp_key *dp_key_find(const struct tally_engine *e, uint32_t job_id, uint32_t key)
+struct engine_key *engine_key_find(const struct tally_engine *e, uint32_t job_id, uint32_t key)
 {
 	uint32_t i = key_hash(job_id, key) & e->kmask;
 	for (;;) {
-		struct dp_key *k = e->ktab[i];
+		struct engine_key *k = e->ktab[i];
 		if (!k)
 			return NULL;
 		if (k->key == key && k->job_id == job_id)
@@ -48,7 +48,7 @@ struct dp_key *dp_key_find(const struct tally_engine *e, uint32_t job_id, uint32
 	}
 }
 
-static void ktab_insert(struct tally_engine *e, struct dp_key *k)
+static void ktab_insert(struct tally_engine *e, struct engine_key *k)
 {
 	uint32_t i = key_hash(k->job_id, k->key) & e->kmask;
 	while (e->ktab[i])
@@ -59,7 +59,7 @@ static void ktab_insert(struct tally_engine *e, struct dp_key *k)
 }
 
 /* Linear probing delete with backward shift (no tombstones). */
-static void ktab_delete(struct tally_engine *e, struct dp_key *k)
+static void ktab_delete(struct tally_engine *e, struct engine_key *k)
 {
 	uint32_t i = key_hash(k->job_id, k->key) & e->kmask;
 	while (e->ktab[i] != k)
@@ -82,19 +82,19 @@ static void ktab_delete(struct tally_engine *e, struct dp_key *k)
 	}
 shifted:
 	e->nkeys--;
-	struct dp_key *last = e->keys[e->nkeys];
+	struct engine_key *last = e->keys[e->nkeys];
 	e->keys[k->vidx] = last;
 	last->vidx = k->vidx;
 	e->keys[e->nkeys] = NULL;
 }
 
-static void key_free(struct tally_engine *e, struct dp_key *k)
+static void key_free(struct tally_engine *e, struct engine_key *k)
 {
 	if (!k)
 		return;
 	for (int p = 0; p < 2; p++) {
-		dp_mem_free(e, k->acc[p]);
-		dp_mem_free(e, k->res[p]);
+		engine_mem_free(e, k->acc[p]);
+		engine_mem_free(e, k->res[p]);
 	}
 	free(k->chunks);
 	free(k->bits);
@@ -110,11 +110,11 @@ static size_t align64(size_t n)
 static size_t key_mem(const struct tally_register *reg, uint32_t nchunks, uint32_t bm_words)
 {
 	size_t esize = tally_dtype_size((enum tally_dtype)reg->dtype);
-	size_t m = sizeof(struct dp_key);
+	size_t m = sizeof(struct engine_key);
 	m += 2 * align64((size_t)reg->nelems * 4);
 	if (esize != 4)
 		m += 2 * align64((size_t)reg->nelems * esize);
-	m += 2 * (size_t)nchunks * sizeof(struct dp_chunk);
+	m += 2 * (size_t)nchunks * sizeof(struct engine_chunk);
 	m += 2 * (size_t)nchunks * 2 * bm_words * sizeof(uint64_t);
 	return m;
 }
@@ -128,7 +128,7 @@ static int same_reg(const struct tally_register *a, const struct tally_register 
 }
 
 /* Checks beyond tally_proto_get_register that depend on the engine and job. */
-static int reg_check(const struct tally_engine *e, const struct dp_job *job,
+static int reg_check(const struct tally_engine *e, const struct engine_job *job,
 		     const struct tally_register *reg, enum tally_reason *why)
 {
 	*why = TALLY_R_BAD_REGISTER;
@@ -140,7 +140,7 @@ static int reg_check(const struct tally_engine *e, const struct dp_job *job,
 	size_t esize = tally_dtype_size((enum tally_dtype)reg->dtype);
 	if ((uint64_t)reg->chunk_elems * esize > e->cfg.max_chunk_bytes)
 		return -EINVAL;
-	/* Chunk indices of both parities must fit 32 bits (and never be DP_NIL). */
+	/* Chunk indices of both parities must fit 32 bits (and never be ENGINE_NIL). */
 	if (((uint64_t)reg->nelems + reg->chunk_elems - 1) / reg->chunk_elems > (1u << 30))
 		return -EINVAL;
 	if ((reg->flags & TALLY_KEY_DETERMINISTIC) && e->det_nslots == 0) {
@@ -152,7 +152,7 @@ static int reg_check(const struct tally_engine *e, const struct dp_job *job,
 }
 
 /* Create a key (caller checked it does not exist). 0, -ENOMEM, -ENOSPC. */
-static int key_create(struct tally_engine *e, struct dp_job *job, uint32_t key,
+static int key_create(struct tally_engine *e, struct engine_job *job, uint32_t key,
 		      const struct tally_register *reg)
 {
 	if (e->nkeys >= e->cfg.max_keys)
@@ -164,7 +164,7 @@ static int key_create(struct tally_engine *e, struct dp_job *job, uint32_t key,
 	if (need > e->cfg.mem_budget || e->mem_used > e->cfg.mem_budget - need)
 		return -ENOMEM;
 
-	struct dp_key *k = calloc(1, sizeof(*k));
+	struct engine_key *k = calloc(1, sizeof(*k));
 	if (!k)
 		return -ENOMEM;
 	k->job_id = job->id;
@@ -180,14 +180,14 @@ static int key_create(struct tally_engine *e, struct dp_job *job, uint32_t key,
 	k->dtype = reg->dtype;
 	k->det = (reg->flags & TALLY_KEY_DETERMINISTIC) ? 1 : 0;
 	k->esize = (uint32_t)tally_dtype_size((enum tally_dtype)reg->dtype);
-	k->open_head = k->open_tail = DP_NIL;
+	k->open_head = k->open_tail = ENGINE_NIL;
 	k->mem = need;
 	for (int p = 0; p < 2; p++) {
-		k->acc[p] = dp_mem_alloc(e, (size_t)reg->nelems * 4);
+		k->acc[p] = engine_mem_alloc(e, (size_t)reg->nelems * 4);
 		if (!k->acc[p])
 			goto nomem;
 		if (k->esize != 4) {
-			k->res[p] = dp_mem_alloc(e, (size_t)reg->nelems * k->esize);
+			k->res[p] = engine_mem_alloc(e, (size_t)reg->nelems * k->esize);
 			if (!k->res[p])
 				goto nomem;
 		}
@@ -197,8 +197,8 @@ static int key_create(struct tally_engine *e, struct dp_job *job, uint32_t key,
 	if (!k->chunks || !k->bits)
 		goto nomem;
 	for (size_t i = 0; i < 2 * (size_t)nchunks; i++) {
-		k->chunks[i].det_head = DP_NIL;
-		k->chunks[i].prev = k->chunks[i].next = DP_NIL;
+		k->chunks[i].det_head = ENGINE_NIL;
+		k->chunks[i].prev = k->chunks[i].next = ENGINE_NIL;
 	}
 	ktab_insert(e, k);
 	job->nkeys++;
@@ -214,54 +214,54 @@ int tally_engine_key_register(struct tally_engine *e, uint32_t job_id, uint32_t 
 {
 	if (!e || !reg)
 		return -EINVAL;
-	struct dp_job *job = dp_job_find(e, job_id);
+	struct engine_job *job = engine_job_find(e, job_id);
 	if (!job)
 		return -ENOENT;
 	enum tally_reason why;
 	if (reg_check(e, job, reg, &why) < 0)
 		return -EINVAL;
-	struct dp_key *k = dp_key_find(e, job_id, key);
+	struct engine_key *k = engine_key_find(e, job_id, key);
 	if (k)
 		return same_reg(&k->reg, reg) ? 0 : -EEXIST;
 	return key_create(e, job, key, reg);
 }
 
-enum tally_reason dp_rx_register(struct tally_engine *e, const struct tally_pkt *pkt,
+enum tally_reason engine_rx_register(struct tally_engine *e, const struct tally_pkt *pkt,
 				 const struct tally_addr *from, size_t len)
 {
 	static const struct tally_addr noaddr;
 	const struct tally_hdr *h = &pkt->hdr;
 	const struct tally_addr *src = from ? from : &noaddr;
-	struct dp_job *job = dp_job_find(e, h->job_id);
+	struct engine_job *job = engine_job_find(e, h->job_id);
 	if (!job)
-		return dp_reject(e, h, from, TALLY_R_WRONG_JOB);
+		return engine_reject(e, h, from, TALLY_R_WRONG_JOB);
 	if (job->token != h->token)
-		return dp_reject(e, h, from, TALLY_R_WRONG_TOKEN);
+		return engine_reject(e, h, from, TALLY_R_WRONG_TOKEN);
 	if (h->rank >= job->world)
-		return dp_reject(e, h, from, TALLY_R_BAD_RANK);
+		return engine_reject(e, h, from, TALLY_R_BAD_RANK);
 	struct tally_register reg;
 	enum tally_reason r = tally_proto_get_register(pkt, &reg);
 	if (r != TALLY_OK)
-		return dp_reject(e, h, from, r);
+		return engine_reject(e, h, from, r);
 	if (reg_check(e, job, &reg, &r) < 0)
-		return dp_reject(e, h, from, r);
+		return engine_reject(e, h, from, r);
 
 	/* Validate everything before the implicit bind so a rejection changes nothing. */
-	const struct dp_rank *rk = &job->ranks[h->rank];
-	uint64_t now = dp_now(e);
-	if (rk->bound && !dp_addr_eq(&rk->addr, src) &&
+	const struct engine_rank *rk = &job->ranks[h->rank];
+	uint64_t now = engine_now(e);
+	if (rk->bound && !engine_addr_eq(&rk->addr, src) &&
 	    now - rk->last_ns < e->cfg.rejoin_timeout_ns)
-		return dp_reject(e, h, from, TALLY_R_RANK_TAKEN);
-	struct dp_key *k = dp_key_find(e, h->job_id, h->key);
+		return engine_reject(e, h, from, TALLY_R_RANK_TAKEN);
+	struct engine_key *k = engine_key_find(e, h->job_id, h->key);
 	if (k && !same_reg(&k->reg, &reg))
-		return dp_reject(e, h, from, TALLY_R_KEY_CONFLICT);
+		return engine_reject(e, h, from, TALLY_R_KEY_CONFLICT);
 	if (!k) {
 		int rc = key_create(e, job, h->key, &reg);
 		if (rc < 0)
-			return dp_reject(e, h, from, TALLY_R_NO_MEMORY);
+			return engine_reject(e, h, from, TALLY_R_NO_MEMORY);
 	}
-	dp_bind(e, job, h->rank, src, now);
-	dp_heard(job, h->rank, now, len);
+	engine_bind(e, job, h->rank, src, now);
+	engine_heard(job, h->rank, now, len);
 	e->st.registers++;
 
 	uint8_t pl[TALLY_REGISTER_LEN];
@@ -273,20 +273,20 @@ enum tally_reason dp_rx_register(struct tally_engine *e, const struct tally_pkt 
 	ah.aux = 0;
 	ah.payload_len = TALLY_REGISTER_LEN;
 	ah.crc = tally_crc32c(pl, sizeof(pl));
-	dp_send(e, src, &ah, pl, sizeof(pl));
+	engine_send(e, src, &ah, pl, sizeof(pl));
 	return TALLY_OK;
 }
 
 /* Forget a key's open chunks (staged pushes, lists, open counters), then free it. */
-static void key_remove(struct tally_engine *e, struct dp_key *k)
+static void key_remove(struct tally_engine *e, struct engine_key *k)
 {
 	for (uint32_t idx = 0; idx < 2 * k->nchunks; idx++) {
-		struct dp_chunk *ch = &k->chunks[idx];
-		if (ch->state == DP_CH_OPEN) {
-			dp_open_unlink(e, k, idx);
-			ch->state = DP_CH_UNUSED;
+		struct engine_chunk *ch = &k->chunks[idx];
+		if (ch->state == ENGINE_CH_OPEN) {
+			engine_open_unlink(e, k, idx);
+			ch->state = ENGINE_CH_UNUSED;
 		}
-		dp_det_release(e, ch);
+		engine_det_release(e, ch);
 	}
 	for (int p = 0; p < 2; p++) {
 		if (k->par[p].open) {
@@ -294,19 +294,19 @@ static void key_remove(struct tally_engine *e, struct dp_key *k)
 			e->open_rounds--;
 		}
 	}
-	dp_dl_update(e, k);
+	engine_dl_update(e, k);
 	ktab_delete(e, k);
 	k->job->nkeys--;
 	e->mem_used -= k->mem;
 	key_free(e, k);
 }
 
-void dp_keys_remove_job(struct tally_engine *e, struct dp_job *job)
+void engine_keys_remove_job(struct tally_engine *e, struct engine_job *job)
 {
 	if (!e->keys)
 		return;
 	for (uint32_t i = e->nkeys; i-- > 0;) {
-		struct dp_key *k = e->keys[i];
+		struct engine_key *k = e->keys[i];
 		if (k && k->job == job)
 			key_remove(e, k);
 	}
@@ -315,7 +315,7 @@ void dp_keys_remove_job(struct tally_engine *e, struct dp_job *job)
 int tally_engine_key_policy(struct tally_engine *e, uint32_t job_id, uint32_t key,
 			    uint16_t quorum, uint32_t deadline_us)
 {
-	struct dp_key *k = dp_key_find(e, job_id, key);
+	struct engine_key *k = engine_key_find(e, job_id, key);
 	if (!k)
 		return -ENOENT;
 	if (quorum == 0 || quorum > k->reg.participants)
@@ -325,13 +325,13 @@ int tally_engine_key_policy(struct tally_engine *e, uint32_t job_id, uint32_t ke
 	k->deadline_ns = (uint64_t)deadline_us * 1000u;
 	/* A lower quorum completes the open chunks that already reach it. */
 	uint32_t idx = k->open_head;
-	while (idx != DP_NIL) {
+	while (idx != ENGINE_NIL) {
 		uint32_t next = k->chunks[idx].next;
 		if (k->chunks[idx].count >= k->quorum)
-			dp_complete(e, k, idx, DP_HOW_QUORUM);
+			engine_complete(e, k, idx, ENGINE_HOW_QUORUM);
 		idx = next;
 	}
-	dp_dl_update(e, k);
+	engine_dl_update(e, k);
 	return 0;
 }
 
@@ -340,7 +340,7 @@ int tally_engine_walk_keys(const struct tally_engine *e,
 			   void *arg)
 {
 	for (uint32_t i = 0; i < e->nkeys; i++) {
-		const struct dp_key *k = e->keys[i];
+		const struct engine_key *k = e->keys[i];
 		struct tally_engine_key_info ki;
 		memset(&ki, 0, sizeof(ki));
 		ki.job_id = k->job_id;
@@ -354,7 +354,7 @@ int tally_engine_walk_keys(const struct tally_engine *e,
 		ki.quorum = k->quorum;
 		ki.deadline_us = k->deadline_us;
 		for (int p = 0; p < 2; p++) {
-			const struct dp_par *par = &k->par[p];
+			const struct engine_par *par = &k->par[p];
 			ki.parity[p].round = par->round;
 			ki.parity[p].chunks_open = par->chunks_open;
 			ki.parity[p].chunks_complete = par->started ? par->chunks_done : 0;

@@ -11,26 +11,26 @@
 #include "client_int.h"
 
 
-static uint64_t cl_now(struct tally_client *c)
+static uint64_t client_now(struct tally_client *c)
 {
 	return c->ops->now_ns(c->xctx);
 }
 
-int cl_ops_init(struct tally_client *c)
+int client_ops_init(struct tally_client *c)
 {
 	c->ops_tab = calloc(c->cfg.max_ops, sizeof(*c->ops_tab));
 	if (!c->ops_tab)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < c->cfg.max_ops; i++)
-		c->ops_tab[i].pend_next = i + 1 < c->cfg.max_ops ? i + 1 : CL_NONE;
+		c->ops_tab[i].pend_next = i + 1 < c->cfg.max_ops ? i + 1 : CLIENT_NONE;
 	c->op_free_head = 0;
 	return 0;
 }
 
 /* Each core has 2 x window slots: at most `window` carry data pushes (the appliance sizes
  * its deterministic staging by the windows), the rest re-send pushes that were left out
- * of a complete chunk (cl_ackwait_start), which the appliance does not stage. */
-int cl_cores_init(struct tally_client *c)
+ * of a complete chunk (client_ackwait_start), which the appliance does not stage. */
+int client_cores_init(struct tally_client *c)
 {
 	uint32_t w = 2 * c->cfg.window;
 
@@ -38,7 +38,7 @@ int cl_cores_init(struct tally_client *c)
 	if (!c->cores)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < c->ncores; i++) {
-		struct cl_core *cc = &c->cores[i];
+		struct client_core *cc = &c->cores[i];
 
 		cc->slots = calloc(w, sizeof(*cc->slots));
 		/* 64-byte aligned staging so reducers run on aligned data */
@@ -46,27 +46,27 @@ int cl_cores_init(struct tally_client *c)
 		if (!cc->slots || !cc->stage_mem)
 			return -ENOMEM;
 		for (uint32_t s = 0; s < w; s++) {
-			cc->slots[s].op = CL_NONE;
-			cc->slots[s].next_free = s + 1 < w ? s + 1 : CL_NONE;
+			cc->slots[s].op = CLIENT_NONE;
+			cc->slots[s].next_free = s + 1 < w ? s + 1 : CLIENT_NONE;
 			cc->slots[s].stage = cc->stage_mem +
 					     (size_t)s * ((c->max_chunk_bytes + 63) & ~63u);
 		}
 		cc->free_head = 0;
-		cc->pend_head = cc->pend_tail = CL_NONE;
+		cc->pend_head = cc->pend_tail = CLIENT_NONE;
 		cc->next_due = UINT64_MAX;
 		cc->rto = cc->est = (uint64_t)c->cfg.rto_init_us * 1000;
 	}
 	return 0;
 }
 
-void cl_cores_free(struct tally_client *c)
+void client_cores_free(struct tally_client *c)
 {
 	if (!c->cores)
 		return;
 	for (uint32_t i = 0; i < c->nkeys; i++)
 		if (c->keys[i].ackslot)
 			for (uint32_t ch = 0; ch < c->keys[i].nchunks; ch++)
-				c->keys[i].ackslot[ch] = CL_NONE;
+				c->keys[i].ackslot[ch] = CLIENT_NONE;
 	for (uint32_t i = 0; i < c->ncores; i++) {
 		free(c->cores[i].slots);
 		free(c->cores[i].stage_mem);
@@ -75,7 +75,7 @@ void cl_cores_free(struct tally_client *c)
 	c->cores = NULL;
 }
 
-void cl_rtt_sample(struct cl_core *cc, uint64_t r, const struct tally_client_cfg *cfg)
+void client_rtt_sample(struct client_core *cc, uint64_t r, const struct tally_client_cfg *cfg)
 {
 	uint64_t var, rto, max = (uint64_t)cfg->rto_max_us * 1000;
 	uint64_t min = (uint64_t)cfg->rto_min_us * 1000;
@@ -91,104 +91,104 @@ void cl_rtt_sample(struct cl_core *cc, uint64_t r, const struct tally_client_cfg
 		cc->srtt = (7 * cc->srtt + r) / 8;
 	}
 	var = 4 * cc->rttvar;
-	rto = cc->srtt + (var > CL_CLOCK_G_NS ? var : CL_CLOCK_G_NS);
+	rto = cc->srtt + (var > CLIENT_CLOCK_G_NS ? var : CLIENT_CLOCK_G_NS);
 	if (rto < min)
 		rto = min;
 	cc->est = rto > max ? max : rto;
 	cc->rto = cc->est;
 }
 
-static void cl_pend_unlink(struct tally_client *c, struct cl_core *cc, uint32_t opi)
+static void client_pend_unlink(struct tally_client *c, struct client_core *cc, uint32_t opi)
 {
-	struct cl_op *op = &c->ops_tab[opi];
+	struct client_op *op = &c->ops_tab[opi];
 
 	if (!op->pending)
 		return;
-	if (op->pend_prev != CL_NONE)
+	if (op->pend_prev != CLIENT_NONE)
 		c->ops_tab[op->pend_prev].pend_next = op->pend_next;
 	else
 		cc->pend_head = op->pend_next;
-	if (op->pend_next != CL_NONE)
+	if (op->pend_next != CLIENT_NONE)
 		c->ops_tab[op->pend_next].pend_prev = op->pend_prev;
 	else
 		cc->pend_tail = op->pend_prev;
 	op->pending = false;
 }
 
-void cl_slot_release(struct tally_client *c, uint32_t core, uint32_t s)
+void client_slot_release(struct tally_client *c, uint32_t core, uint32_t s)
 {
-	struct cl_core *cc = &c->cores[core];
+	struct client_core *cc = &c->cores[core];
 
-	if (cc->slots[s].op != CL_ACKWAIT)
+	if (cc->slots[s].op != CLIENT_ACKWAIT)
 		cc->data_inflight--;
-	cc->slots[s].op = CL_NONE;
+	cc->slots[s].op = CLIENT_NONE;
 	cc->slots[s].next_free = cc->free_head;
 	cc->free_head = s;
 	cc->inflight--;
 }
 
-void cl_op_finish(struct tally_client *c, uint32_t opi)
+void client_op_finish(struct tally_client *c, uint32_t opi)
 {
-	struct cl_op *op = &c->ops_tab[opi];
-	struct cl_key *k = &c->keys[op->kidx];
+	struct client_op *op = &c->ops_tab[opi];
+	struct client_key *k = &c->keys[op->kidx];
 	uint32_t p = op->round & 1;
 
-	cl_pend_unlink(c, &c->cores[k->core], opi);
-	k->par_op[p] = CL_NONE;
+	client_pend_unlink(c, &c->cores[k->core], opi);
+	k->par_op[p] = CLIENT_NONE;
 	k->done_valid[p] = true;
 	k->done_round[p] = op->round;
-	op->state = CL_OP_DONE;
+	op->state = CLIENT_OP_DONE;
 	c->nactive--;
 }
 
 /* Fail an operation: its chunks stop, its slots are freed. The round may be started again. */
-void cl_op_fail(struct tally_client *c, uint32_t opi, int err)
+void client_op_fail(struct tally_client *c, uint32_t opi, int err)
 {
-	struct cl_op *op = &c->ops_tab[opi];
-	struct cl_key *k = &c->keys[op->kidx];
+	struct client_op *op = &c->ops_tab[opi];
+	struct client_key *k = &c->keys[op->kidx];
 	uint32_t p = op->round & 1, *cst = k->cst[p];
 
 	for (uint32_t ch = 0; ch < k->nchunks; ch++)
-		if (CL_CH_STATE(cst[ch]) == CL_CH_INFLIGHT) {
-			struct cl_slot *sl = &c->cores[k->core].slots[CL_CH_SLOT(cst[ch])];
+		if (CLIENT_CH_STATE(cst[ch]) == CLIENT_CH_INFLIGHT) {
+			struct client_slot *sl = &c->cores[k->core].slots[CLIENT_CH_SLOT(cst[ch])];
 			uint32_t off = ch * k->reg.chunk_elems;
 
 			/* what the push carried of earlier rounds is owed again */
 			if (sl->staged) {
-				cl_fold_unstage((enum tally_dtype)k->reg.dtype,
+				client_fold_unstage((enum tally_dtype)k->reg.dtype,
 						(uint8_t *)k->fold + (size_t)off * 4, sl->stage,
 						op->in + (size_t)off * k->esize,
-						cl_chunk_count(k, ch));
+						client_chunk_count(k, ch));
 				k->fold_pending[ch >> 3] |= (uint8_t)(1u << (ch & 7));
 			}
-			cl_slot_release(c, k->core, CL_CH_SLOT(cst[ch]));
-			cst[ch] = CL_CH_MAKE(CL_CH_DONE, 0);
+			client_slot_release(c, k->core, CLIENT_CH_SLOT(cst[ch]));
+			cst[ch] = CLIENT_CH_MAKE(CLIENT_CH_DONE, 0);
 		}
-	cl_pend_unlink(c, &c->cores[k->core], opi);
-	k->par_op[p] = CL_NONE;
-	if (k->next_round == op->round + 1 && k->par_op[p ^ 1] == CL_NONE)
+	client_pend_unlink(c, &c->cores[k->core], opi);
+	k->par_op[p] = CLIENT_NONE;
+	if (k->next_round == op->round + 1 && k->par_op[p ^ 1] == CLIENT_NONE)
 		k->next_round = op->round;
-	op->state = CL_OP_FAILED;
+	op->state = CLIENT_OP_FAILED;
 	op->err = err;
 	c->nactive--;
 }
 
-static void cl_xmit(struct tally_client *c, uint32_t core, struct cl_slot *sl)
+static void client_xmit(struct tally_client *c, uint32_t core, struct client_slot *sl)
 {
 	if (sl->send_ack)
-		cl_send(c, core, sl->ack_hdr, sl->payload, sl->len);
-	cl_send(c, core, sl->hdr, sl->payload, sl->len);
+		client_send(c, core, sl->ack_hdr, sl->payload, sl->len);
+	client_send(c, core, sl->hdr, sl->payload, sl->len);
 }
 
 /* First transmission of chunk `ch` of operation `opi` in window slot `s`. */
-static void cl_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch, uint32_t s,
+static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch, uint32_t s,
 			  uint64_t now)
 {
-	struct cl_op *op = &c->ops_tab[opi];
-	struct cl_key *k = &c->keys[op->kidx];
-	struct cl_core *cc = &c->cores[k->core];
-	struct cl_slot *sl = &cc->slots[s];
-	uint32_t off = ch * k->reg.chunk_elems, n = cl_chunk_count(k, ch);
+	struct client_op *op = &c->ops_tab[opi];
+	struct client_key *k = &c->keys[op->kidx];
+	struct client_core *cc = &c->cores[k->core];
+	struct client_slot *sl = &cc->slots[s];
+	uint32_t off = ch * k->reg.chunk_elems, n = client_chunk_count(k, ch);
 	struct tally_hdr h;
 
 	sl->op = opi;
@@ -199,7 +199,7 @@ static void cl_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch, uin
 	sl->staged = false;
 	sl->send_ack = false;
 	if (k->fold && (k->fold_pending[ch >> 3] & (1u << (ch & 7)))) {
-		bool left = cl_fold_stage((enum tally_dtype)k->reg.dtype, sl->stage, sl->payload,
+		bool left = client_fold_stage((enum tally_dtype)k->reg.dtype, sl->stage, sl->payload,
 					  (uint8_t *)k->fold + (size_t)off * 4, n);
 
 		if (!left)
@@ -207,7 +207,7 @@ static void cl_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch, uin
 		sl->payload = sl->stage;
 		sl->staged = true;
 	}
-	cl_fill_hdr(c, &h, TALLY_OP_PUSH);
+	client_fill_hdr(c, &h, TALLY_OP_PUSH);
 	h.key = k->key;
 	h.round = op->round;
 	h.offset = off;
@@ -218,13 +218,13 @@ static void cl_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch, uin
 	 * appliance may never have seen it, and cannot start this round until it has. So a
 	 * copy labelled with that round goes along (it is not added: that chunk is complete)
 	 * until a RESULT of this round proves the appliance moved on. */
-	if (k->unacked && k->unacked[ch] != CL_NONE) {
+	if (k->unacked && k->unacked[ch] != CLIENT_NONE) {
 		if (k->unacked[ch] == op->round - 1) {
 			h.round = op->round - 1;
 			tally_proto_encode_hdr(sl->ack_hdr, &h);
 			sl->send_ack = true;
 		} else {
-			k->unacked[ch] = CL_NONE;
+			k->unacked[ch] = CLIENT_NONE;
 		}
 	}
 	sl->first_ns = sl->sent_ns = now;
@@ -232,9 +232,9 @@ static void cl_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch, uin
 	sl->due_ns = now + cc->rto;
 	if (sl->due_ns < cc->next_due)
 		cc->next_due = sl->due_ns;
-	k->cst[op->round & 1][ch] = CL_CH_MAKE(CL_CH_INFLIGHT, s);
+	k->cst[op->round & 1][ch] = CLIENT_CH_MAKE(CLIENT_CH_INFLIGHT, s);
 	c->st.pushes++;
-	cl_xmit(c, k->core, sl);
+	client_xmit(c, k->core, sl);
 }
 
 /* Re-send a push whose RESULT left us out until a RESULT proves the appliance saw it: the
@@ -242,16 +242,16 @@ static void cl_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch, uin
  * our push lost), and the appliance starts the next round of the chunk only once every
  * participant was seen in this one. Best effort: no free slot, no re-send (the next
  * round's push carries a copy anyway). */
-void cl_ackwait_start(struct tally_client *c, struct cl_key *k, uint32_t ch, uint32_t round,
+void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t ch, uint32_t round,
 		      const void *payload)
 {
-	struct cl_core *cc = &c->cores[k->core];
-	uint32_t s, n = cl_chunk_count(k, ch);
-	struct cl_slot *sl;
+	struct client_core *cc = &c->cores[k->core];
+	uint32_t s, n = client_chunk_count(k, ch);
+	struct client_slot *sl;
 	struct tally_hdr h;
 	uint64_t now;
 
-	if (cc->free_head == CL_NONE || k->ackslot[ch] != CL_NONE)
+	if (cc->free_head == CLIENT_NONE || k->ackslot[ch] != CLIENT_NONE)
 		return;
 	s = cc->free_head;
 	sl = &cc->slots[s];
@@ -262,19 +262,19 @@ void cl_ackwait_start(struct tally_client *c, struct cl_key *k, uint32_t ch, uin
 	sl->payload = sl->stage;
 	sl->staged = true;
 	sl->send_ack = false;
-	sl->op = CL_ACKWAIT;
+	sl->op = CLIENT_ACKWAIT;
 	sl->kidx = (uint32_t)(k - c->keys);
 	sl->round = round;
 	sl->chunk = ch;
 	sl->retries = 0;
-	cl_fill_hdr(c, &h, TALLY_OP_PUSH);
+	client_fill_hdr(c, &h, TALLY_OP_PUSH);
 	h.key = k->key;
 	h.round = round;
 	h.offset = ch * k->reg.chunk_elems;
 	h.count = n;
 	h.dtype = k->reg.dtype;
 	tally_proto_finish(sl->hdr, &h, sl->payload, sl->len);
-	now = cl_now(c);
+	now = client_now(c);
 	sl->first_ns = sl->sent_ns = now;
 	sl->rto_ns = cc->rto;
 	sl->due_ns = now + cc->rto;
@@ -282,32 +282,32 @@ void cl_ackwait_start(struct tally_client *c, struct cl_key *k, uint32_t ch, uin
 		cc->next_due = sl->due_ns;
 	k->ackslot[ch] = s;
 	c->st.ack_pushes++;
-	cl_send(c, k->core, sl->hdr, sl->payload, sl->len);
+	client_send(c, k->core, sl->hdr, sl->payload, sl->len);
 }
 
-void cl_pump(struct tally_client *c, uint32_t core)
+void client_pump(struct tally_client *c, uint32_t core)
 {
-	struct cl_core *cc = &c->cores[core];
+	struct client_core *cc = &c->cores[core];
 	uint64_t now = 0;
 	bool have_now = false;
 
-	while (cc->free_head != CL_NONE && cc->data_inflight < c->cfg.window &&
-	       cc->pend_head != CL_NONE) {
+	while (cc->free_head != CLIENT_NONE && cc->data_inflight < c->cfg.window &&
+	       cc->pend_head != CLIENT_NONE) {
 		uint32_t opi = cc->pend_head, s;
-		struct cl_op *op = &c->ops_tab[opi];
-		struct cl_key *k = &c->keys[op->kidx];
+		struct client_op *op = &c->ops_tab[opi];
+		struct client_key *k = &c->keys[op->kidx];
 		const uint32_t *cst = k->cst[op->round & 1];
 		uint32_t ch = op->next_chunk;
 
-		while (ch < k->nchunks && CL_CH_STATE(cst[ch]) != CL_CH_QUEUED)
+		while (ch < k->nchunks && CLIENT_CH_STATE(cst[ch]) != CLIENT_CH_QUEUED)
 			ch++;
 		if (ch >= k->nchunks) {
 			op->next_chunk = ch;
-			cl_pend_unlink(c, cc, opi);
+			client_pend_unlink(c, cc, opi);
 			continue;
 		}
 		if (!have_now) {
-			now = cl_now(c);
+			now = client_now(c);
 			have_now = true;
 		}
 		s = cc->free_head;
@@ -315,48 +315,48 @@ void cl_pump(struct tally_client *c, uint32_t core)
 		cc->inflight++;
 		cc->data_inflight++;
 		op->next_chunk = ch + 1;
-		cl_send_chunk(c, opi, ch, s, now);
+		client_send_chunk(c, opi, ch, s, now);
 	}
 }
 
 int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, const void *in,
 		       void *out)
 {
-	struct cl_key *k;
-	struct cl_core *cc;
-	struct cl_op *op;
+	struct client_key *k;
+	struct client_core *cc;
+	struct client_op *op;
 	uint32_t opi, p = round & 1;
 
 	if (!c->joined) {
-		cl_seterr(c, "start key %u round %u: not joined", key, round);
+		client_seterr(c, "start key %u round %u: not joined", key, round);
 		return -ENOTCONN;
 	}
-	k = cl_key_find(c, key);
+	k = client_key_find(c, key);
 	if (!k) {
-		cl_seterr(c, "start key %u round %u: key not registered", key, round);
+		client_seterr(c, "start key %u round %u: key not registered", key, round);
 		return -ENOENT;
 	}
 	if (!in || !out)
 		return -EINVAL;
 	if (k->started && round != k->next_round) {
-		cl_seterr(c, "start key %u round %u: rounds must be used in order (next is %u)",
+		client_seterr(c, "start key %u round %u: rounds must be used in order (next is %u)",
 			  key, round, k->next_round);
 		return -EINVAL;
 	}
-	if (k->par_op[p] != CL_NONE) {
-		cl_seterr(c, "start key %u round %u: round %u of this key still running", key,
+	if (k->par_op[p] != CLIENT_NONE) {
+		client_seterr(c, "start key %u round %u: round %u of this key still running", key,
 			  round, round - 2);
 		return -EBUSY;
 	}
-	if (c->op_free_head == CL_NONE) {
-		cl_seterr(c, "start key %u round %u: %u operations already running", key, round,
+	if (c->op_free_head == CLIENT_NONE) {
+		client_seterr(c, "start key %u round %u: %u operations already running", key, round,
 			  c->cfg.max_ops);
 		return -EAGAIN;
 	}
 	opi = c->op_free_head;
 	op = &c->ops_tab[opi];
 	c->op_free_head = op->pend_next;
-	op->state = CL_OP_ACTIVE;
+	op->state = CLIENT_OP_ACTIVE;
 	op->gen++;
 	c->nactive++;
 	op->kidx = (uint32_t)(k - c->keys);
@@ -373,26 +373,26 @@ int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, con
 	/* append to the owner core's FIFO of operations with unsent chunks */
 	cc = &c->cores[k->core];
 	op->pending = true;
-	op->pend_next = CL_NONE;
+	op->pend_next = CLIENT_NONE;
 	op->pend_prev = cc->pend_tail;
-	if (cc->pend_tail != CL_NONE)
+	if (cc->pend_tail != CLIENT_NONE)
 		c->ops_tab[cc->pend_tail].pend_next = opi;
 	else
 		cc->pend_head = opi;
 	cc->pend_tail = opi;
-	cl_pump(c, k->core);
+	client_pump(c, k->core);
 	return (int)(((uint32_t)op->gen << 15) | opi);
 }
 
-static struct cl_op *cl_handle_op(struct tally_client *c, int handle, uint32_t *opi)
+static struct client_op *client_handle_op(struct tally_client *c, int handle, uint32_t *opi)
 {
 	uint32_t i = (uint32_t)handle & 0x7fffu;
-	struct cl_op *op;
+	struct client_op *op;
 
 	if (handle < 0 || i >= c->cfg.max_ops)
 		return NULL;
 	op = &c->ops_tab[i];
-	if (op->state == CL_OP_FREE || op->gen != (uint16_t)((uint32_t)handle >> 15))
+	if (op->state == CLIENT_OP_FREE || op->gen != (uint16_t)((uint32_t)handle >> 15))
 		return NULL;
 	*opi = i;
 	return op;
@@ -401,15 +401,15 @@ static struct cl_op *cl_handle_op(struct tally_client *c, int handle, uint32_t *
 int tally_client_test(struct tally_client *c, int handle)
 {
 	uint32_t opi;
-	struct cl_op *op = cl_handle_op(c, handle, &opi);
+	struct client_op *op = client_handle_op(c, handle, &opi);
 	int rc;
 
 	if (!op)
 		return -EINVAL;
-	if (op->state == CL_OP_ACTIVE)
+	if (op->state == CLIENT_OP_ACTIVE)
 		return 0;
-	rc = op->state == CL_OP_DONE ? 1 : op->err;
-	op->state = CL_OP_FREE;
+	rc = op->state == CLIENT_OP_DONE ? 1 : op->err;
+	op->state = CLIENT_OP_FREE;
 	op->pend_next = c->op_free_head;
 	c->op_free_head = opi;
 	return rc;
@@ -422,36 +422,36 @@ uint64_t tally_client_tick(struct tally_client *c)
 
 	if (!c->joined)
 		return UINT64_MAX;
-	now = cl_now(c);
+	now = client_now(c);
 	for (uint32_t core = 0; core < c->ncores; core++) {
-		struct cl_core *cc = &c->cores[core];
+		struct client_core *cc = &c->cores[core];
 
 		if (cc->inflight && now >= cc->next_due) {
 			uint64_t nd = UINT64_MAX;
 
 			for (uint32_t s = 0; s < 2 * c->cfg.window && cc->inflight; s++) {
-				struct cl_slot *sl = &cc->slots[s];
+				struct client_slot *sl = &cc->slots[s];
 				uint64_t rto;
 
-				if (sl->op == CL_NONE)
+				if (sl->op == CLIENT_NONE)
 					continue;
-				if (sl->op == CL_ACKWAIT && now - sl->first_ns >= give_up) {
-					c->keys[sl->kidx].ackslot[sl->chunk] = CL_NONE;
-					cl_slot_release(c, core, s);
+				if (sl->op == CLIENT_ACKWAIT && now - sl->first_ns >= give_up) {
+					c->keys[sl->kidx].ackslot[sl->chunk] = CLIENT_NONE;
+					client_slot_release(c, core, s);
 					continue;
 				}
 				if (now - sl->first_ns >= give_up) {
-					struct cl_op *op = &c->ops_tab[sl->op];
-					struct cl_key *k = &c->keys[op->kidx];
+					struct client_op *op = &c->ops_tab[sl->op];
+					struct client_key *k = &c->keys[op->kidx];
 
-					cl_seterr(c, "allreduce key %u round %u: chunk %u (offset %u, "
+					client_seterr(c, "allreduce key %u round %u: chunk %u (offset %u, "
 						  "%u elements) got no RESULT from appliance core "
 						  "%u within %u ms (%u retransmits)",
 						  k->key, op->round, sl->chunk,
 						  sl->chunk * k->reg.chunk_elems,
-						  cl_chunk_count(k, sl->chunk), core,
+						  client_chunk_count(k, sl->chunk), core,
 						  c->cfg.give_up_ms, sl->retries);
-					cl_op_fail(c, sl->op, -ETIMEDOUT);
+					client_op_fail(c, sl->op, -ETIMEDOUT);
 					continue;
 				}
 				if (sl->due_ns <= now) {
@@ -465,11 +465,11 @@ uint64_t tally_client_tick(struct tally_client *c)
 					if (rto > cc->rto && cc->rto < 4 * cc->est)
 						cc->rto = rto < 4 * cc->est ? rto : 4 * cc->est;
 					sl->sent_ns = now;
-					if (sl->op == CL_ACKWAIT)
+					if (sl->op == CLIENT_ACKWAIT)
 						c->st.ack_pushes++;
 					else
 						c->st.retransmits++;
-					cl_xmit(c, core, sl);
+					client_xmit(c, core, sl);
 				}
 				if (sl->first_ns + give_up < sl->due_ns)
 					sl->due_ns = sl->first_ns + give_up;
@@ -478,7 +478,7 @@ uint64_t tally_client_tick(struct tally_client *c)
 			}
 			cc->next_due = nd;
 		}
-		cl_pump(c, core);
+		client_pump(c, core);
 		if (cc->inflight && cc->next_due < next)
 			next = cc->next_due;
 	}

@@ -9,9 +9,9 @@
 
 /* ---- open list (per key, oldest first) and the engine's deadline-key list ---- */
 
-void dp_dl_update(struct tally_engine *e, struct dp_key *k)
+void engine_dl_update(struct tally_engine *e, struct engine_key *k)
 {
-	int want = k->deadline_ns > 0 && k->open_head != DP_NIL && k->job != NULL;
+	int want = k->deadline_ns > 0 && k->open_head != ENGINE_NIL && k->job != NULL;
 	if (want == k->on_dl)
 		return;
 	if (want) {
@@ -32,12 +32,12 @@ void dp_dl_update(struct tally_engine *e, struct dp_key *k)
 	k->on_dl = (uint8_t)want;
 }
 
-static void open_link(struct tally_engine *e, struct dp_key *k, uint32_t idx)
+static void open_link(struct tally_engine *e, struct engine_key *k, uint32_t idx)
 {
-	struct dp_chunk *ch = &k->chunks[idx];
-	ch->next = DP_NIL;
+	struct engine_chunk *ch = &k->chunks[idx];
+	ch->next = ENGINE_NIL;
 	ch->prev = k->open_tail;
-	if (k->open_tail != DP_NIL)
+	if (k->open_tail != ENGINE_NIL)
 		k->chunks[k->open_tail].next = idx;
 	else
 		k->open_head = idx;
@@ -45,44 +45,44 @@ static void open_link(struct tally_engine *e, struct dp_key *k, uint32_t idx)
 	k->par[idx >= k->nchunks].chunks_open++;
 	e->open_chunks++;
 	if (k->deadline_ns && !k->on_dl)
-		dp_dl_update(e, k);
+		engine_dl_update(e, k);
 }
 
-void dp_open_unlink(struct tally_engine *e, struct dp_key *k, uint32_t idx)
+void engine_open_unlink(struct tally_engine *e, struct engine_key *k, uint32_t idx)
 {
-	struct dp_chunk *ch = &k->chunks[idx];
-	if (ch->prev != DP_NIL)
+	struct engine_chunk *ch = &k->chunks[idx];
+	if (ch->prev != ENGINE_NIL)
 		k->chunks[ch->prev].next = ch->next;
 	else
 		k->open_head = ch->next;
-	if (ch->next != DP_NIL)
+	if (ch->next != ENGINE_NIL)
 		k->chunks[ch->next].prev = ch->prev;
 	else
 		k->open_tail = ch->prev;
-	ch->prev = ch->next = DP_NIL;
+	ch->prev = ch->next = ENGINE_NIL;
 	k->par[idx >= k->nchunks].chunks_open--;
 	e->open_chunks--;
-	if (k->open_head == DP_NIL && k->on_dl)
-		dp_dl_update(e, k);
+	if (k->open_head == ENGINE_NIL && k->on_dl)
+		engine_dl_update(e, k);
 }
 
 /* ---- RESULT ---- */
 
-static const void *result_payload(const struct dp_key *k, uint32_t idx, uint32_t *bytes)
+static const void *result_payload(const struct engine_key *k, uint32_t idx, uint32_t *bytes)
 {
 	uint32_t p = idx >= k->nchunks;
 	uint32_t c = idx - p * k->nchunks;
 	size_t off = (size_t)c * k->reg.chunk_elems;
-	*bytes = dp_chunk_len(k, c) * k->esize;
+	*bytes = engine_chunk_len(k, c) * k->esize;
 	if (k->res[p])
 		return (const uint8_t *)k->res[p] + off * k->esize;
 	return (const uint8_t *)k->acc[p] + off * 4;
 }
 
-static void result_hdr(const struct dp_key *k, uint32_t idx, struct tally_hdr *h,
+static void result_hdr(const struct engine_key *k, uint32_t idx, struct tally_hdr *h,
 		       uint32_t bytes)
 {
-	const struct dp_chunk *ch = &k->chunks[idx];
+	const struct engine_chunk *ch = &k->chunks[idx];
 	uint32_t c = idx >= k->nchunks ? idx - k->nchunks : idx;
 	memset(h, 0, sizeof(*h));
 	h->op = TALLY_OP_RESULT;
@@ -91,7 +91,7 @@ static void result_hdr(const struct dp_key *k, uint32_t idx, struct tally_hdr *h
 	h->key = k->key;
 	h->round = ch->round;
 	h->offset = c * k->reg.chunk_elems;
-	h->count = dp_chunk_len(k, c);
+	h->count = engine_chunk_len(k, c);
 	h->dtype = k->dtype;
 	h->contrib = ch->count;
 	h->payload_len = bytes;
@@ -99,7 +99,7 @@ static void result_hdr(const struct dp_key *k, uint32_t idx, struct tally_hdr *h
 }
 
 /* A RESULT copy to one rank (duplicate push, late push, PULL). */
-static void result_unicast(struct tally_engine *e, struct dp_key *k, uint32_t idx,
+static void result_unicast(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 			   uint32_t rank, int resend)
 {
 	uint32_t bytes;
@@ -107,34 +107,34 @@ static void result_unicast(struct tally_engine *e, struct dp_key *k, uint32_t id
 	struct tally_hdr h;
 	result_hdr(k, idx, &h, bytes);
 	h.rank = rank;
-	if (dp_bit(dp_contrib_bm(k, idx), rank))
+	if (engine_bit(engine_contrib_bm(k, idx), rank))
 		h.flags |= TALLY_F_INCLUDED;
 	if (resend)
 		h.flags |= TALLY_F_RESEND;
 	e->st.results++;
 	e->st.resends++;
-	dp_send(e, &k->job->ranks[rank].addr, &h, pl, bytes);
+	engine_send(e, &k->job->ranks[rank].addr, &h, pl, bytes);
 }
 
-void dp_complete(struct tally_engine *e, struct dp_key *k, uint32_t idx, int how)
+void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how)
 {
-	struct dp_chunk *ch = &k->chunks[idx];
+	struct engine_chunk *ch = &k->chunks[idx];
 	uint32_t p = idx >= k->nchunks;
 	uint32_t c = idx - p * k->nchunks;
-	uint32_t n = dp_chunk_len(k, c);
+	uint32_t n = engine_chunk_len(k, c);
 	size_t off = (size_t)c * k->reg.chunk_elems;
 	void *acc = (uint8_t *)k->acc[p] + off * 4;
 
-	dp_open_unlink(e, k, idx);
-	ch->state = DP_CH_DONE;
-	struct dp_par *par = &k->par[p];
+	engine_open_unlink(e, k, idx);
+	ch->state = ENGINE_CH_DONE;
+	struct engine_par *par = &k->par[p];
 	if (par->started && par->round == ch->round && ++par->chunks_done == k->nchunks &&
 	    par->open) {
 		par->open = 0;
 		e->open_rounds--;
 	}
 	if (k->det)
-		dp_det_reduce(e, k, ch, acc, n);
+		engine_det_reduce(e, k, ch, acc, n);
 	if (k->res[p])
 		tally_sum_store((enum tally_dtype)k->dtype,
 				(uint8_t *)k->res[p] + off * k->esize, acc, n);
@@ -143,7 +143,7 @@ void dp_complete(struct tally_engine *e, struct dp_key *k, uint32_t idx, int how
 	ch->crc = tally_crc32c(pl, bytes);
 
 	e->st.completions++;
-	if (how == DP_HOW_DEADLINE)
+	if (how == ENGINE_HOW_DEADLINE)
 		e->st.deadline_completions++;
 	else if (ch->count < k->reg.participants)
 		e->st.quorum_completions++;
@@ -151,15 +151,15 @@ void dp_complete(struct tally_engine *e, struct dp_key *k, uint32_t idx, int how
 	/* Fan-out: one header per recipient (its rank, INCLUDED), one shared payload. */
 	struct tally_hdr h;
 	result_hdr(k, idx, &h, bytes);
-	const uint64_t *cb = dp_contrib_bm(k, idx);
-	struct dp_rank *ranks = k->job->ranks;
+	const uint64_t *cb = engine_contrib_bm(k, idx);
+	struct engine_rank *ranks = k->job->ranks;
 	for (uint32_t r = 0; r < k->reg.participants; r++) {
 		if (!ranks[r].bound)
 			continue;
 		h.rank = r;
-		h.flags = dp_bit(cb, r) ? TALLY_F_INCLUDED : 0;
+		h.flags = engine_bit(cb, r) ? TALLY_F_INCLUDED : 0;
 		e->st.results++;
-		dp_send(e, &ranks[r].addr, &h, pl, bytes);
+		engine_send(e, &ranks[r].addr, &h, pl, bytes);
 	}
 }
 
@@ -167,24 +167,24 @@ void dp_complete(struct tally_engine *e, struct dp_key *k, uint32_t idx, int how
 
 /* Has every participant acknowledged the other slot's round (pushed it)? A participant
  * that is not bound (left with BYE) cannot acknowledge and does not hold the others back. */
-static int all_acked(const struct dp_key *k, const struct dp_chunk *other, uint32_t oidx)
+static int all_acked(const struct engine_key *k, const struct engine_chunk *other, uint32_t oidx)
 {
 	if (other->nseen >= k->reg.participants)
 		return 1;
-	const uint64_t *seen = dp_seen_bm(k, oidx);
-	const struct dp_rank *ranks = k->job->ranks;
+	const uint64_t *seen = engine_seen_bm(k, oidx);
+	const struct engine_rank *ranks = k->job->ranks;
 	for (uint32_t w = 0; w < k->reg.participants; w++)
-		if (ranks[w].bound && !dp_bit(seen, w))
+		if (ranks[w].bound && !engine_bit(seen, w))
 			return 0;
 	return 1;
 }
 
 /* May chunk slot `ch` start round r, given the other parity's slot `other`? */
-static enum tally_reason may_start(const struct dp_key *k, const struct dp_chunk *ch,
-				   const struct dp_chunk *other, uint32_t oidx, uint32_t r)
+static enum tally_reason may_start(const struct engine_key *k, const struct engine_chunk *ch,
+				   const struct engine_chunk *other, uint32_t oidx, uint32_t r)
 {
-	if (ch->state == DP_CH_UNUSED) {
-		if (other->state == DP_CH_UNUSED || other->round == r + 1 ||
+	if (ch->state == ENGINE_CH_UNUSED) {
+		if (other->state == ENGINE_CH_UNUSED || other->round == r + 1 ||
 		    (r >= 1 && other->round == r - 1))
 			return TALLY_OK;
 		return other->round > r ? TALLY_R_STALE_ROUND : TALLY_R_TOO_EARLY;
@@ -193,18 +193,18 @@ static enum tally_reason may_start(const struct dp_key *k, const struct dp_chunk
 		return TALLY_R_STALE_ROUND;
 	/* ch holds r-2: reusable once every participant acknowledged it by pushing r-1,
 	 * and never while r-2 itself is still open. */
-	if (ch->state != DP_CH_DONE || other->state == DP_CH_UNUSED || other->round != r - 1 ||
+	if (ch->state != ENGINE_CH_DONE || other->state == ENGINE_CH_UNUSED || other->round != r - 1 ||
 	    !all_acked(k, other, oidx))
 		return TALLY_R_TOO_EARLY;
 	return TALLY_OK;
 }
 
-static void chunk_start(struct tally_engine *e, struct dp_key *k, uint32_t idx, uint32_t r,
+static void chunk_start(struct tally_engine *e, struct engine_key *k, uint32_t idx, uint32_t r,
 			uint64_t now)
 {
-	struct dp_chunk *ch = &k->chunks[idx];
+	struct engine_chunk *ch = &k->chunks[idx];
 	uint32_t p = r & 1;
-	struct dp_par *par = &k->par[p];
+	struct engine_par *par = &k->par[p];
 	if (!par->started || par->round != r) {
 		if (par->open)
 			e->open_rounds--;
@@ -214,10 +214,10 @@ static void chunk_start(struct tally_engine *e, struct dp_key *k, uint32_t idx, 
 		par->open = 1;
 		e->open_rounds++;
 	}
-	memset(dp_contrib_bm(k, idx), 0, 2 * k->bm_words * sizeof(uint64_t));
+	memset(engine_contrib_bm(k, idx), 0, 2 * k->bm_words * sizeof(uint64_t));
 	ch->folded = 0;
 	ch->round = r;
-	ch->state = DP_CH_OPEN;
+	ch->state = ENGINE_CH_OPEN;
 	ch->count = 0;
 	ch->nseen = 0;
 	ch->crc = 0;
@@ -227,72 +227,72 @@ static void chunk_start(struct tally_engine *e, struct dp_key *k, uint32_t idx, 
 
 /* The checks PUSH and PULL share, in this order: job/token/address, key, (PUSH: dtype), and
  * that offset/count name one chunk of the key (a PULL may leave count 0). */
-static enum tally_reason dp_locate(struct tally_engine *e, const struct tally_hdr *h,
-				   const struct tally_addr *from, int push, struct dp_job **job,
-				   struct dp_key **kp, uint32_t *cp)
+static enum tally_reason engine_locate(struct tally_engine *e, const struct tally_hdr *h,
+				   const struct tally_addr *from, int push, struct engine_job **job,
+				   struct engine_key **kp, uint32_t *cp)
 {
-	enum tally_reason rsn = dp_auth(e, h, from, job);
+	enum tally_reason rsn = engine_auth(e, h, from, job);
 	if (rsn != TALLY_OK)
 		return rsn;
-	struct dp_key *k = dp_key_find(e, h->job_id, h->key);
+	struct engine_key *k = engine_key_find(e, h->job_id, h->key);
 	if (!k)
 		return TALLY_R_UNKNOWN_KEY;
 	if (push && h->dtype != k->dtype)
 		return TALLY_R_CHUNK_MISMATCH;
 	uint32_t c = h->offset / k->reg.chunk_elems;
 	if (h->offset >= k->reg.nelems || c * k->reg.chunk_elems != h->offset ||
-	    ((push || h->count) && h->count != dp_chunk_len(k, c)))
+	    ((push || h->count) && h->count != engine_chunk_len(k, c)))
 		return TALLY_R_BAD_RANGE;
 	*kp = k;
 	*cp = c;
 	return TALLY_OK;
 }
 
-enum tally_reason dp_rx_push(struct tally_engine *e, const struct tally_pkt *pkt,
+enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt *pkt,
 			     const struct tally_addr *from, size_t len)
 {
 	const struct tally_hdr *h = &pkt->hdr;
-	struct dp_job *job;
-	struct dp_key *k;
+	struct engine_job *job;
+	struct engine_key *k;
 	uint32_t c;
-	enum tally_reason rsn = dp_locate(e, h, from, 1, &job, &k, &c);
+	enum tally_reason rsn = engine_locate(e, h, from, 1, &job, &k, &c);
 	if (rsn != TALLY_OK)
-		return dp_drop(e, rsn);
+		return engine_drop(e, rsn);
 	uint32_t w = h->rank;
 	if (w >= k->reg.participants)
-		return dp_drop(e, TALLY_R_NOT_PARTICIPANT);
+		return engine_drop(e, TALLY_R_NOT_PARTICIPANT);
 
 	uint32_t r = h->round, p = r & 1;
 	uint32_t idx = p * k->nchunks + c;
-	struct dp_chunk *ch = &k->chunks[idx];
-	uint64_t now = dp_now_cached(e);
+	struct engine_chunk *ch = &k->chunks[idx];
+	uint64_t now = engine_now_cached(e);
 
-	if (ch->state == DP_CH_UNUSED || ch->round != r) {
+	if (ch->state == ENGINE_CH_UNUSED || ch->round != r) {
 		uint32_t oidx = (p ^ 1) * k->nchunks + c;
 		rsn = may_start(k, ch, &k->chunks[oidx], oidx, r);
 		if (rsn != TALLY_OK)
-			return dp_drop(e, rsn);
+			return engine_drop(e, rsn);
 		if (e->draining && (!k->par[p].started || k->par[p].round != r))
-			return dp_drop(e, TALLY_R_DRAINING);
-		if (k->det && w != 0 && !dp_det_available(e))
-			return dp_drop(e, TALLY_R_POOL_FULL);
-		now = dp_now(e); /* deadline and stuck age count from here */
+			return engine_drop(e, TALLY_R_DRAINING);
+		if (k->det && w != 0 && !engine_det_available(e))
+			return engine_drop(e, TALLY_R_POOL_FULL);
+		now = engine_now(e); /* deadline and stuck age count from here */
 		chunk_start(e, k, idx, r, now);
 	}
 
-	uint64_t *contrib = dp_contrib_bm(k, idx);
+	uint64_t *contrib = engine_contrib_bm(k, idx);
 	uint64_t *seen = contrib + k->bm_words;
-	if (ch->state == DP_CH_DONE) {
-		dp_heard(job, w, now, len);
+	if (ch->state == ENGINE_CH_DONE) {
+		engine_heard(job, w, now, len);
 		/* Complete: a duplicate or a late push (not added; the worker folds it into
 		 * its next push). Either way it gets the RESULT. */
-		if (dp_bit(contrib, w)) {
+		if (engine_bit(contrib, w)) {
 			e->st.duplicates++;
 			result_unicast(e, k, idx, w, 1);
 		} else {
 			e->st.late_pushes++;
-			if (!dp_bit(seen, w)) {
-				dp_setbit(seen, w);
+			if (!engine_bit(seen, w)) {
+				engine_setbit(seen, w);
 				ch->nseen++;
 			}
 			/* RESEND: this push was seen, so the worker need not make sure of it */
@@ -300,58 +300,58 @@ enum tally_reason dp_rx_push(struct tally_engine *e, const struct tally_pkt *pkt
 		}
 		return TALLY_OK;
 	}
-	if (dp_bit(contrib, w)) {
-		dp_heard(job, w, now, len);
+	if (engine_bit(contrib, w)) {
+		engine_heard(job, w, now, len);
 		e->st.duplicates++;
 		return TALLY_OK;
 	}
 	/* Reached for a chunk already open only: nothing has changed yet. */
-	if (k->det && w != ch->folded && !dp_det_available(e))
-		return dp_drop(e, TALLY_R_POOL_FULL);
-	dp_heard(job, w, now, len);
+	if (k->det && w != ch->folded && !engine_det_available(e))
+		return engine_drop(e, TALLY_R_POOL_FULL);
+	engine_heard(job, w, now, len);
 	void *acc = (uint8_t *)k->acc[p] + (size_t)h->offset * 4;
 	if (k->det) {
-		dp_det_push(e, k, ch, w, acc, pkt->payload, h->count);
+		engine_det_push(e, k, ch, w, acc, pkt->payload, h->count);
 	} else {
 		if (ch->count == 0)
 			tally_sum_load((enum tally_dtype)k->dtype, acc, pkt->payload, h->count);
 		else
 			tally_sum_acc((enum tally_dtype)k->dtype, acc, pkt->payload, h->count);
 	}
-	dp_setbit(contrib, w);
-	dp_setbit(seen, w);
+	engine_setbit(contrib, w);
+	engine_setbit(seen, w);
 	ch->count++;
 	ch->nseen++;
 	e->st.pushes++;
 	e->st.push_bytes += h->payload_len;
 	if (ch->count >= k->quorum)
-		dp_complete(e, k, idx, DP_HOW_QUORUM);
+		engine_complete(e, k, idx, ENGINE_HOW_QUORUM);
 	return TALLY_OK;
 }
 
 /* ---- PULL ---- */
 
-enum tally_reason dp_rx_pull(struct tally_engine *e, const struct tally_pkt *pkt,
+enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt *pkt,
 			     const struct tally_addr *from, size_t len)
 {
 	const struct tally_hdr *h = &pkt->hdr;
-	struct dp_job *job;
-	struct dp_key *k;
+	struct engine_job *job;
+	struct engine_key *k;
 	uint32_t c;
-	enum tally_reason rsn = dp_locate(e, h, from, 0, &job, &k, &c);
+	enum tally_reason rsn = engine_locate(e, h, from, 0, &job, &k, &c);
 	if (rsn != TALLY_OK)
-		return dp_drop(e, rsn);
+		return engine_drop(e, rsn);
 	if (h->rank >= k->reg.participants)
-		return dp_drop(e, TALLY_R_NOT_PARTICIPANT);
+		return engine_drop(e, TALLY_R_NOT_PARTICIPANT);
 	uint32_t idx = (h->round & 1) * k->nchunks + c;
-	const struct dp_chunk *ch = &k->chunks[idx];
-	if (ch->state == DP_CH_UNUSED || ch->round < h->round)
-		return dp_drop(e, TALLY_R_TOO_EARLY);
+	const struct engine_chunk *ch = &k->chunks[idx];
+	if (ch->state == ENGINE_CH_UNUSED || ch->round < h->round)
+		return engine_drop(e, TALLY_R_TOO_EARLY);
 	if (ch->round > h->round)
-		return dp_drop(e, TALLY_R_STALE_ROUND);
-	dp_heard(job, h->rank, dp_now_cached(e), len);
+		return engine_drop(e, TALLY_R_STALE_ROUND);
+	engine_heard(job, h->rank, engine_now_cached(e), len);
 	e->st.pulls++;
-	if (ch->state == DP_CH_DONE)
+	if (ch->state == ENGINE_CH_DONE)
 		result_unicast(e, k, idx, h->rank, 1);
 	return TALLY_OK;
 }
@@ -362,17 +362,17 @@ unsigned tally_engine_poll(struct tally_engine *e)
 {
 	if (!e->dl_head)
 		return 0;
-	uint64_t now = dp_now(e);
+	uint64_t now = engine_now(e);
 	unsigned done = 0;
-	struct dp_key *k = e->dl_head;
+	struct engine_key *k = e->dl_head;
 	while (k) {
-		struct dp_key *next = k->dl_next;
+		struct engine_key *next = k->dl_next;
 		/* The open list is in first-push order: stop at the first one not due. */
-		while (k->open_head != DP_NIL) {
+		while (k->open_head != ENGINE_NIL) {
 			uint32_t idx = k->open_head;
 			if (now - k->chunks[idx].first_ns < k->deadline_ns)
 				break;
-			dp_complete(e, k, idx, DP_HOW_DEADLINE);
+			engine_complete(e, k, idx, ENGINE_HOW_DEADLINE);
 			done++;
 		}
 		k = next;
@@ -385,15 +385,15 @@ int tally_engine_walk_stuck(const struct tally_engine *e, uint64_t min_age_ns,
 			    void *arg)
 {
 	uint64_t now = e->ops->now_ns(e->xctx);
-	uint64_t missing[DP_BM_WORDS_MAX];
+	uint64_t missing[ENGINE_BM_WORDS_MAX];
 	for (uint32_t i = 0; i < e->nkeys; i++) {
-		const struct dp_key *k = e->keys[i];
-		for (uint32_t idx = k->open_head; idx != DP_NIL; idx = k->chunks[idx].next) {
-			const struct dp_chunk *ch = &k->chunks[idx];
+		const struct engine_key *k = e->keys[i];
+		for (uint32_t idx = k->open_head; idx != ENGINE_NIL; idx = k->chunks[idx].next) {
+			const struct engine_chunk *ch = &k->chunks[idx];
 			uint64_t age = now - ch->first_ns;
 			if (age < min_age_ns)
 				break; /* the rest of this key's list is younger */
-			const uint64_t *cbm = dp_contrib_bm(k, idx);
+			const uint64_t *cbm = engine_contrib_bm(k, idx);
 			for (uint32_t wd = 0; wd < k->bm_words; wd++) {
 				uint32_t lo = wd * 64, left = k->reg.participants - lo;
 				uint64_t all = left >= 64 ? ~0ull : ((1ull << left) - 1);
@@ -405,7 +405,7 @@ int tally_engine_walk_stuck(const struct tally_engine *e, uint64_t min_age_ns,
 				.key = k->key,
 				.round = ch->round,
 				.offset = c * k->reg.chunk_elems,
-				.count = dp_chunk_len(k, c),
+				.count = engine_chunk_len(k, c),
 				.age_ns = age,
 				.contrib = ch->count,
 				.participants = k->reg.participants,
