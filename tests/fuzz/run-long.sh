@@ -19,8 +19,8 @@ sumlibs=$(ls "$build"/sum_avx/*.a)
 rc=0
 for t in $targets; do
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
-		-fno-sanitize-recover=undefined -Idataplane -Isum_avx \
-		"tests/fuzz/$t.c" dataplane/proto.c dataplane/engine*.c \
+		-fno-sanitize-recover=undefined -Idataplane/proto -Idataplane/engine -Idataplane/xport -Isum_avx \
+		"tests/fuzz/$t.c" dataplane/proto/proto.c dataplane/engine/engine*.c \
 		$sumlibs -lisal -lm -o "$out/$t"
 	work="$out/$t-long"
 	mkdir -p "$work"
