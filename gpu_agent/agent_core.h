@@ -70,7 +70,8 @@ struct agent_below {
 };
 
 struct tally_agent {
-	struct tally_agent_cfg cfg;
+	struct tally_agent_cfg cfg;  /* the global ranks, whatever lies below */
+	/* from struct agent_below, fixed for the agent's life */
 	const struct agent_net_ops *net;
 	void *net_ctx;
 	const struct agent_stage_ops *stage;
