@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
- * agent_core.h — the agent's tables, shared by the API side (agent.c) and the progress
- * thread (agent_progress.c). Not installed. */
+ * agent_core.h — the agent's one set of tables (tensors, partitions, requests and their
+ * handles and callbacks), shared by the API side (agent.c, agent_tensor.c, agent_request.c),
+ * the progress thread (agent_progress.c) and completion (agent_complete.c). Below the core,
+ * chosen once at create: a network (agent_net_ops) and a stage (agent_stage_ops). Not
+ * installed. */
 #ifndef AGENT_CORE_H
 #define AGENT_CORE_H
 
@@ -8,13 +11,15 @@
 #include <stdint.h>
 
 #include "agent_internal.h"
+#include "agent_stage.h"
 #include "tally_agent.h"
 
 enum { REQ_FREE = 0, REQ_PENDING, REQ_DONE };
 
 struct agent_tensor {
 	char name[TALLY_AGENT_NAME_MAX];
-	size_t bytes;
+	size_t bytes;      /* the caller's */
+	size_t key_bytes;  /* what its keys cover (the stage's: bytes, or this rank's shard) */
 	int dtype;
 	int priority;
 	unsigned first_part, nparts;
@@ -22,7 +27,7 @@ struct agent_tensor {
 	int average;       /* divide the sum by world_size */
 	int ordered;       /* takes part in the global start order (tally_agent_set_ordered) */
 	uint32_t subm;     /* push_pulls submitted: the round of the next one */
-	void *host;        /* pinned staging for device tensors (CUDA) */
+	void *stage;       /* the stage's state for it (pinned staging, the shard), its to free */
 };
 
 #define AGENT_PART_BLOCK 1024u
@@ -38,7 +43,7 @@ struct agent_req {
 	int state;
 	uint32_t gen;
 	int tensor;
-	uint8_t *buf;      /* host bytes summed in place */
+	uint8_t *buf;      /* host bytes summed in place (the stage's choice) */
 	void *user;        /* the caller's pointer (device tensors: copied back at the end) */
 	int device;
 	void *stream;
@@ -54,13 +59,25 @@ struct agent_flight {
 	int result;        /* 0 pending, 1 done, < 0 failed */
 };
 
-struct agent_lane;
-
-struct tally_agent {
-	struct tally_agent_cfg cfg;
-	struct agent_lane *lane;    /* sharded local mode: the API forwards there (agent_lane.c) */
+/* What lies below the core, chosen once at create (agent.c). */
+struct agent_below {
 	const struct agent_net_ops *net;
 	void *net_ctx;
+	const struct agent_stage_ops *stage;
+	void *stage_ctx;
+	int net_world;          /* workers a key sums over on this network (0: the world size) */
+	char tag[24];           /* names this rank's network in errors: "" or " (lane 1)" */
+};
+
+struct tally_agent {
+	struct tally_agent_cfg cfg;  /* the global ranks, whatever lies below */
+	/* from struct agent_below, fixed for the agent's life */
+	const struct agent_net_ops *net;
+	void *net_ctx;
+	const struct agent_stage_ops *stage;
+	void *stage_ctx;
+	int net_world;
+	char net_tag[24];
 	struct agent_plan plan;
 
 	pthread_mutex_t mu;
@@ -104,10 +121,31 @@ static inline int handle_of(const struct tally_agent *a, unsigned slot)
 	return (int)(a->reqs[slot].gen * a->cfg.max_handles + slot);
 }
 
-void *agent_progress_main(void *arg);
-/* Fail everything queued or in flight with `status` (callbacks run unlocked). */
-void agent_fail_all_locked(struct tally_agent *a, int status);
 /* Record the last error: fmt has one %s. */
-void agent_set_err(struct tally_agent *a, const char *fmt, const char *s);
+static inline void agent_set_err(struct tally_agent *a, const char *fmt, const char *s)
+{
+	agent_errf(a->err, sizeof(a->err), fmt, s);
+}
+
+/* Create the core over what lies below (owned from here on, destroyed on failure too). */
+struct tally_agent *agent_core_create(const struct tally_agent_cfg *cfg, struct agent_below *b,
+				      int *err, char *errbuf, size_t errlen);
+
+void *agent_progress_main(void *arg);
+
+/* ---- completion (agent_complete.c) ---- */
+/* The stage's view of request `slot` (lock held). */
+void agent_stage_req_of(struct tally_agent *a, unsigned slot, struct agent_stage_req *sr);
+/* The network part of request `slot` is over: the stage copies back (the lock dropped
+ * meanwhile). 1: the stage reports it later (agent_stage_done), 0: it may complete now. */
+int agent_copy_back_locked(struct tally_agent *a, unsigned slot);
+/* Publish request `slot` (a callback runs with the lock dropped). */
+void agent_finish_req_locked(struct tally_agent *a, unsigned slot);
+/* The stage's done report (agent_stage_done_fn, arg = the agent). */
+void agent_stage_done(void *arg, unsigned slot, int status, const char *err);
+/* Fail everything queued or in flight on the network with `status`. */
+void agent_fail_all_locked(struct tally_agent *a, int status);
+/* Fail what is left at destroy (the stage stopped): requests the stage still held. */
+void agent_cancel_pending_locked(struct tally_agent *a);
 
 #endif

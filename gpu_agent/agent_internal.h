@@ -64,13 +64,6 @@ int agent_shm_attach(struct agent_shm *s, const struct tally_agent_cfg *cfg, con
 void agent_shm_detach(struct agent_shm *s); /* the root also unlinks */
 /* dst = sum of k sources of n elements (f16/bf16 accumulated in f32); 0 or -ENOMEM. */
 int agent_local_sum(int dtype, void *dst, const void *const *src, unsigned k, size_t n);
-/* Divide n bytes of dtype by world (f32, f16, bf16; integers untouched). */
-void agent_average(void *buf, size_t bytes, int dtype, int world);
-
-/* push_pull's checks before it takes a request slot (name NULL: no such tensor; busy < 0:
- * failed to register); 0 or negative errno with the message in err. */
-int agent_push_check(char *err, size_t errlen, int tensor, const char *name, size_t declared,
-		     int busy, size_t bytes, int have_slot, unsigned max_handles);
 
 /* Create an agent over a given network (tests); takes ownership of ctx (destroyed on
  * failure too). */

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * agent_lane.h — the sharded local mode (cfg.local_agg = TALLY_AGENT_LOCAL_SHARD): shard
  * geometry, lane job ids, the local collective interface (shared memory + sum_avx over host
- * buffers, or NCCL over CUDA buffers) and the lane agent the public API forwards to. Not
- * installed. */
+ * buffers, or NCCL over CUDA buffers) the shard stage (agent_stage.h) drives. Not installed. */
 #ifndef AGENT_LANE_H
 #define AGENT_LANE_H
 
@@ -53,30 +52,15 @@ int agent_coll_shm_create(const struct tally_agent_cfg *cfg, const char *launch_
 int agent_coll_nccl_create(const struct tally_agent_cfg *cfg, const char *launch_id,
 			   const struct agent_coll_ops **ops, void **ctx, char *err, size_t errlen);
 
-/* The sharded agent (every tally_agent_* call on it forwards to agent_lane_*: a new API
- * function must do so too): cfg resolved (local_agg shard, local_size > 1); `ops`/`ctx` is this
- * lane's network (rank = node, world = machines, job = the lane job), owned from here on. */
-struct agent_lane;
+/* A sharded agent over a given lane network (tests; tally_agent_create builds the client
+ * network itself): cfg as for tally_agent_create (local_agg shard, local_size > 1); `ops`/`ctx`
+ * is this lane's network (rank = node, world = machines, job = the lane job), owned from here
+ * on. The core (agent.c) over the shard stage (agent_stage_shard.c). */
 struct tally_agent *agent_lane_create(const struct tally_agent_cfg *cfg,
 				      const struct agent_net_ops *ops, void *ctx,
 				      const char *launch_id, int *err, char *errbuf, size_t errlen);
 /* The configuration of lane cfg->local_rank's network session. */
 int agent_lane_cfg(const struct tally_agent_cfg *cfg, struct tally_agent_cfg *lane, char *err,
 		   size_t errlen);
-void agent_lane_destroy(struct agent_lane *l);
-int agent_lane_declare(struct agent_lane *l, const char *name, size_t bytes, int dtype,
-		       int priority);
-int agent_lane_set_average(struct agent_lane *l, int tensor, int average);
-int agent_lane_set_ordered(struct agent_lane *l, int tensor, int ordered);
-int agent_lane_set_order(struct agent_lane *l, int mode);
-int agent_lane_lookup(struct agent_lane *l, const char *name);
-int agent_lane_push_pull(struct agent_lane *l, int tensor, void *ptr, size_t bytes, int device,
-			 void *stream, tally_agent_cb cb, void *cb_arg);
-int agent_lane_test(struct agent_lane *l, int handle);
-int agent_lane_wait(struct agent_lane *l, int handle);
-const char *agent_lane_strerror(struct agent_lane *l);
-int agent_lane_partitions(struct agent_lane *l, int tensor, struct tally_agent_part *out,
-			  unsigned max);
-void agent_lane_get_stats(struct agent_lane *l, struct tally_agent_stats *out);
 
 #endif

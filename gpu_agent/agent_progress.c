@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
- * agent_progress.c — the progress thread: REGISTERs declarations, starts partitions in
- * scheduler order within the credit window, drives the network, averages results, completes
- * requests (copy back to the device, callbacks). It owns the network; the tables are shared
- * with the API side under the agent's mutex. */
+ * agent_progress.c — the progress thread, one step a function: REGISTER declarations;
+ * schedule (take partitions off the queue in the global order, within the credit window);
+ * start them on the network; poll the network; average what came back; retire finished
+ * partitions; copy back and complete requests whose last partition is in. It owns the
+ * network; the tables are shared with the API side under the agent's mutex. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,64 +13,8 @@
 #include "agent_core.h"
 #include "tally_sum.h"
 
-/* A request's last partition is in: copy back to the device, then publish. Called with
- * the lock held; returns 1 when a callback must run (after unlocking). */
-static int complete_req_locked(struct tally_agent *a, struct agent_req *r)
-{
-	a->tensors[r->tensor].busy = 0;
-	if (r->status)
-		a->st.failed++;
-	else
-		a->st.push_pulls++;
-	r->state = REQ_DONE;
-	if (r->cb)
-		return 1;
-	pthread_cond_broadcast(&a->done);
-	return 0;
-}
-
-/* Publish request slot `req` and run its callback, if any, without the lock (the callback
- * may call back into the agent). */
-static void finish_req_locked(struct tally_agent *a, unsigned req)
-{
-	struct agent_req *r = &a->reqs[req];
-
-	if (!complete_req_locked(a, r))
-		return;
-	tally_agent_cb cb = r->cb;
-	void *arg = r->cb_arg;
-	int h = handle_of(a, req), st = r->status;
-
-	r->state = REQ_FREE;
-	pthread_mutex_unlock(&a->mu);
-	cb(arg, h, st);
-	pthread_mutex_lock(&a->mu);
-}
-
-void agent_fail_all_locked(struct tally_agent *a, int status)
-{
-	struct agent_sched_item it;
-
-	while (a->sched.n) {
-		agent_sched_pop(&a->sched, &it);
-		struct agent_req *r = &a->reqs[it.req];
-		if (!r->status)
-			r->status = status;
-		if (--r->left == 0)
-			finish_req_locked(a, it.req);
-	}
-	for (unsigned i = 0; i < a->nflight; i++) {
-		struct agent_req *r = &a->reqs[a->flight[i].req];
-		if (!r->status)
-			r->status = status;
-		if (--r->left == 0)
-			finish_req_locked(a, a->flight[i].req);
-	}
-	a->nflight = 0;
-	a->inflight_bytes = 0;
-}
-
-void agent_average(void *buf, size_t bytes, int dtype, int world)
+/* Divide n bytes of dtype by world (f32, f16, bf16; integers untouched). */
+static void average(void *buf, size_t bytes, int dtype, int world)
 {
 	float s = 1.0f / (float)world;
 
@@ -109,8 +54,9 @@ static void do_register(struct tally_agent *a)
 			.chunk_elems = 0,
 			.dtype = (uint8_t)t.dtype,
 			.flags = a->cfg.deterministic ? TALLY_KEY_DETERMINISTIC : 0,
-			.participants = (uint16_t)a->cfg.world_size,
-			.quorum = a->cfg.quorum ? a->cfg.quorum : (uint16_t)a->cfg.world_size,
+			.participants = (uint16_t)a->net_world,
+			.quorum = a->cfg.quorum && a->cfg.quorum < a->net_world ? a->cfg.quorum
+								      : (uint16_t)a->net_world,
 		};
 		rc = a->net->register_key(a->net_ctx, p->appl, p->key, &reg, a->reg_err,
 					  sizeof(a->reg_err));
@@ -174,6 +120,128 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Schedule: move what the queue allows into flight (lock held); the start of the new
+ * entries is left to start_new. */
+static void schedule_locked(struct tally_agent *a)
+{
+	const struct agent_sched_item *top;
+	struct agent_sched_item it;
+
+	while ((top = agent_sched_peek(&a->sched))) {
+		const struct agent_part *p = part_at(a, top->part);
+
+		if (!in_order(a, top)) {
+			if (!a->order_blocked)
+				a->st.order_waits++;
+			a->order_blocked = 1;
+			break;
+		}
+		a->order_blocked = 0;
+		/* With one start order on every rank the partitions in flight here are a
+		 * prefix-closed part of it, so waiting for credits cannot deadlock: the oldest
+		 * one in flight on the slowest rank was started by all. (The former overdraft
+		 * after credit_stall_ms made the order timing-dependent.) */
+		if (!agent_sched_may_start(a->inflight_bytes, p->bytes, a->cfg.credit_bytes)) {
+			if (!a->credit_blocked)
+				a->st.credit_waits++;
+			a->credit_blocked = 1;
+			break;
+		}
+		if (ensure_flight_cap(a))
+			break;
+		agent_sched_pop(&a->sched, &it);
+		a->flight[a->nflight++] = (struct agent_flight){-1, it.req, it.part, 0};
+		a->inflight_bytes += p->bytes;
+		a->credit_blocked = 0;
+		a->last_progress_ns = now_ns();
+		if (a->inflight_bytes > a->st.max_inflight_bytes)
+			a->st.max_inflight_bytes = a->inflight_bytes;
+	}
+}
+
+/* Start: flight entries [from, to) go on the network (no lock: the flight array is only
+ * resized or reordered by this thread, and entries below nflight stay put until we relock). */
+static void start_new(struct tally_agent *a, unsigned from, unsigned to)
+{
+	for (unsigned i = from; i < to; i++) {
+		struct agent_flight *f = &a->flight[i];
+		struct agent_part *p = part_at(a, f->part);
+		uint8_t *b = a->reqs[f->req].buf + p->off;
+
+		f->op = a->net->start(a->net_ctx, p->appl, p->key, p->round, b, b);
+		if (f->op < 0) {
+			f->result = f->op;
+			agent_errf(a->err, sizeof(a->err), "key %u round %u on appliance %u%s: %s",
+				   p->key, p->round, p->appl, a->net_tag,
+				   a->net->strerror(a->net_ctx, p->appl));
+		}
+		p->round++;
+	}
+}
+
+/* Average: a partition's sum divided by the global world size, if its tensor averages. */
+static void average_part(struct tally_agent *a, const struct agent_flight *f)
+{
+	struct agent_req *r = &a->reqs[f->req];
+	const struct agent_tensor *t = &a->tensors[r->tensor];
+	const struct agent_part *p = part_at(a, f->part);
+
+	if (t->average)
+		average(r->buf + p->off, p->bytes, t->dtype, a->cfg.world_size);
+}
+
+/* Poll: drive the network, then test flight entries [0, n) that are still pending (no
+ * lock, as start_new); what came back is averaged at once. */
+static void poll_flight(struct tally_agent *a, unsigned n)
+{
+	a->net->progress(a->net_ctx, 200000);
+	for (unsigned i = 0; i < n; i++) {
+		struct agent_flight *f = &a->flight[i];
+		struct agent_part *p = part_at(a, f->part);
+
+		if (f->result)
+			continue;
+		f->result = a->net->test(a->net_ctx, p->appl, f->op);
+		if (f->result < 0)
+			agent_errf(a->err, sizeof(a->err), "tensor '%s'%s key %u on appliance %u "
+				   "(%s:%u): %s", a->tensors[a->reqs[f->req].tensor].name, a->net_tag,
+				   p->key, p->appl, a->cfg.appliances[p->appl].host,
+				   a->cfg.appliances[p->appl].port,
+				   a->net->strerror(a->net_ctx, p->appl));
+		else if (f->result == 1)
+			average_part(a, f);
+	}
+}
+
+/* Complete: retire finished flight entries (lock held); a request whose last partition is
+ * in goes through the stage's copy back, then is published (now, or by the stage later). */
+static void complete_locked(struct tally_agent *a)
+{
+	uint64_t rtx = 0, excl = 0;
+
+	a->net->stats(a->net_ctx, &rtx, &excl);
+	a->st.retransmits = rtx;
+	a->st.excluded = excl;
+	for (unsigned i = 0; i < a->nflight;) {
+		struct agent_flight f = a->flight[i];
+		struct agent_req *r = &a->reqs[f.req];
+
+		if (f.result == 0) {
+			i++;
+			continue;
+		}
+		a->flight[i] = a->flight[--a->nflight];
+		a->inflight_bytes -= part_at(a, f.part)->bytes;
+		a->last_progress_ns = now_ns();
+		a->st.partitions++;
+		a->st.bytes += part_at(a, f.part)->bytes;
+		if (f.result < 0 && !r->status)
+			r->status = f.result;
+		if (--r->left == 0 && !agent_copy_back_locked(a, f.req))
+			agent_finish_req_locked(a, f.req);
+	}
+}
+
 void *agent_progress_main(void *arg)
 {
 	struct tally_agent *a = arg;
@@ -186,119 +254,18 @@ void *agent_progress_main(void *arg)
 		}
 		if (a->stop)
 			break;
-		/* start what the scheduler allows */
 		unsigned first_new = a->nflight;
-		const struct agent_sched_item *top;
-		while ((top = agent_sched_peek(&a->sched))) {
-			const struct agent_part *p = part_at(a, top->part);
-			if (!in_order(a, top)) {
-				if (!a->order_blocked)
-					a->st.order_waits++;
-				a->order_blocked = 1;
-				break;
-			}
-			a->order_blocked = 0;
-			/* With one start order on every rank the partitions in flight here are a
-			 * prefix-closed part of it, so waiting for credits cannot deadlock: the
-			 * oldest one in flight on the slowest rank was started by all. (The former
-			 * overdraft after credit_stall_ms made the order timing-dependent.) */
-			if (!agent_sched_may_start(a->inflight_bytes, p->bytes, a->cfg.credit_bytes)) {
-				if (!a->credit_blocked)
-					a->st.credit_waits++;
-				a->credit_blocked = 1;
-				break;
-			}
-			if (ensure_flight_cap(a))
-				break;
-			struct agent_sched_item it;
-			agent_sched_pop(&a->sched, &it);
-			a->flight[a->nflight++] = (struct agent_flight){-1, it.req, it.part, 0};
-			a->inflight_bytes += p->bytes;
-			a->credit_blocked = 0;
-			a->last_progress_ns = now_ns();
-			if (a->inflight_bytes > a->st.max_inflight_bytes)
-				a->st.max_inflight_bytes = a->inflight_bytes;
-		}
+		schedule_locked(a);
 		if (a->nflight == 0) {
 			pthread_cond_wait(&a->wake, &a->mu);
 			continue;
 		}
 		unsigned nflight = a->nflight;
 		pthread_mutex_unlock(&a->mu);
-
-		/* Network work without the lock: the flight array is only resized or reordered by
-		 * this thread, and entries [0, nflight) stay put until we relock. */
-		for (unsigned i = first_new; i < nflight; i++) {
-			struct agent_flight *f = &a->flight[i];
-			struct agent_part *p = part_at(a, f->part);
-			uint8_t *b = a->reqs[f->req].buf + p->off;
-
-			f->op = a->net->start(a->net_ctx, p->appl, p->key, p->round, b, b);
-			if (f->op < 0) {
-				f->result = f->op;
-				agent_errf(a->err, sizeof(a->err), "key %u round %u on appliance %u: %s",
-					   p->key, p->round, p->appl,
-					   a->net->strerror(a->net_ctx, p->appl));
-			}
-			p->round++;
-		}
-		a->net->progress(a->net_ctx, 200000);
-		for (unsigned i = 0; i < nflight; i++) {
-			struct agent_flight *f = &a->flight[i];
-			struct agent_part *p = part_at(a, f->part);
-
-			if (f->result)
-				continue;
-			f->result = a->net->test(a->net_ctx, p->appl, f->op);
-			if (f->result < 0)
-				agent_errf(a->err, sizeof(a->err), "tensor '%s' key %u on appliance %u (%s:%u): %s",
-					   a->tensors[a->reqs[f->req].tensor].name, p->key, p->appl,
-					   a->cfg.appliances[p->appl].host, a->cfg.appliances[p->appl].port,
-					   a->net->strerror(a->net_ctx, p->appl));
-			else if (f->result == 1 && a->tensors[a->reqs[f->req].tensor].average) {
-				struct agent_req *r = &a->reqs[f->req];
-				agent_average(r->buf + p->off, p->bytes, a->tensors[r->tensor].dtype,
-					a->cfg.world_size);
-			}
-		}
-		/* requests whose last partition is in: copy device tensors back (no lock) */
+		start_new(a, first_new, nflight);
+		poll_flight(a, nflight);
 		pthread_mutex_lock(&a->mu);
-		uint64_t rtx = 0, excl = 0;
-		a->net->stats(a->net_ctx, &rtx, &excl);
-		a->st.retransmits = rtx;
-		a->st.excluded = excl;
-		for (unsigned i = 0; i < a->nflight;) {
-			struct agent_flight f = a->flight[i];
-			struct agent_req *r = &a->reqs[f.req];
-
-			if (f.result == 0) {
-				i++;
-				continue;
-			}
-			a->flight[i] = a->flight[--a->nflight];
-			a->inflight_bytes -= part_at(a, f.part)->bytes;
-			a->last_progress_ns = now_ns();
-			a->st.partitions++;
-			a->st.bytes += part_at(a, f.part)->bytes;
-			if (f.result < 0 && !r->status)
-				r->status = f.result;
-			if (--r->left)
-				continue;
-			if (r->device == TALLY_AGENT_CUDA && !r->status) {
-				char e[256];
-				int rc;
-
-				pthread_mutex_unlock(&a->mu);
-				rc = agent_dev_to_device(r->user, r->buf, a->tensors[r->tensor].bytes,
-							 r->stream, e, sizeof(e));
-				pthread_mutex_lock(&a->mu);
-				if (rc) {
-					r->status = rc;
-					agent_set_err(a, "%s", e);
-				}
-			}
-			finish_req_locked(a, f.req);
-		}
+		complete_locked(a);
 	}
 	agent_fail_all_locked(a, -ECANCELED);
 	pthread_mutex_unlock(&a->mu);

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * agent_request.c — push_pull requests and their handles: take a slot, let the stage stage
+ * the bytes in (no lock: it may block on a copy or the local ranks), queue the partitions
+ * in the one start order of every rank; wait()/test() on the handles. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_core.h"
+#include "tally_agent.h"
+
+static struct agent_req *req_of(struct tally_agent *a, int handle)
+{
+	unsigned slot;
+
+	if (handle < 0)
+		return NULL;
+	slot = (unsigned)handle % a->cfg.max_handles;
+	if (a->reqs[slot].state == REQ_FREE || handle_of(a, slot) != handle || a->reqs[slot].cb)
+		return NULL;
+	return &a->reqs[slot];
+}
+
+/* push_pull's checks before it takes a request slot (name NULL: no such tensor; busy < 0:
+ * failed to register); 0 or negative errno with the message in err. */
+static int push_check(char *err, size_t errlen, int tensor, const char *name, size_t declared,
+		      int busy, size_t bytes, int have_slot, unsigned max_handles)
+{
+	if (!name) {
+		agent_errf(err, errlen, "push_pull: no tensor %d", tensor);
+		return -ENOENT;
+	}
+	if (declared != bytes) {
+		agent_errf(err, errlen, "tensor '%s' shape changed between iterations: declared %zu "
+			   "bytes, push_pull of %zu bytes", name, declared, bytes);
+		return -EINVAL;
+	}
+	if (busy) {
+		agent_errf(err, errlen, busy < 0 ? "tensor '%s' failed to register"
+			   : "tensor '%s' already has a push_pull in flight", name);
+		return busy < 0 ? -EIO : -EBUSY;
+	}
+	if (!have_slot) {
+		agent_errf(err, errlen, "push_pull: more than %u operations pending", max_handles);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+/* Take a free slot for a push_pull of `tensor` and hold the tensor busy: the slot, or
+ * negative errno (message). */
+static int take_slot_locked(struct tally_agent *a, int tensor, void *ptr, size_t bytes,
+			    int device, void *stream, tally_agent_cb cb, void *cb_arg)
+{
+	struct agent_tensor *t = tensor >= 0 && (unsigned)tensor < a->ntensors ?
+				 &a->tensors[tensor] : NULL;
+	struct agent_req *r;
+	unsigned slot;
+	int rc;
+
+	for (slot = 0; slot < a->cfg.max_handles; slot++)
+		if (a->reqs[slot].state == REQ_FREE)
+			break;
+	if ((rc = push_check(a->err, sizeof(a->err), tensor, t ? t->name : NULL,
+			     t ? t->bytes : 0, t ? t->busy : 0, bytes,
+			     slot < a->cfg.max_handles, a->cfg.max_handles)))
+		return rc;
+	r = &a->reqs[slot];
+	r->gen = (r->gen + 1) % (uint32_t)(0x7fffffff / a->cfg.max_handles);
+	if (r->gen == 0)
+		r->gen = 1;
+	r->state = REQ_PENDING;
+	r->tensor = tensor;
+	r->buf = NULL;
+	r->user = ptr;
+	r->device = device;
+	r->stream = stream;
+	r->left = t->nparts;
+	r->status = 0;
+	r->cb = cb;
+	r->cb_arg = cb_arg;
+	t->busy = 1;
+	return (int)slot;
+}
+
+static void release_slot_locked(struct tally_agent *a, unsigned slot)
+{
+	a->tensors[a->reqs[slot].tensor].busy = 0;
+	a->reqs[slot].state = REQ_FREE;
+}
+
+/* Take back what was queued for request `slot`. */
+static void unqueue_locked(struct tally_agent *a, unsigned slot)
+{
+	struct agent_sched keep;
+	struct agent_sched_item x;
+
+	agent_sched_init(&keep, a->sched.n + 1);
+	while (a->sched.n) {
+		agent_sched_pop(&a->sched, &x);
+		if (x.req != slot)
+			agent_sched_push(&keep, &x);
+	}
+	agent_sched_free(&a->sched);
+	a->sched = keep;
+}
+
+/* Queue the request's partitions by (round, priority, partition), the same on every rank;
+ * 0 or negative errno with nothing queued. */
+static int schedule_locked(struct tally_agent *a, unsigned slot)
+{
+	struct agent_tensor *t = &a->tensors[a->reqs[slot].tensor];
+	int rc;
+
+	for (unsigned i = 0; i < t->nparts; i++) {
+		/* a first push goes in declaration order: no rank can know which tensor of
+		 * higher priority another rank will declare later */
+		struct agent_sched_item it = {t->subm ? t->priority : 0, t->subm, t->first_part + i,
+					      slot};
+
+		if (a->order_mode == TALLY_AGENT_ORDER_SUBMIT) /* submission order */
+			it = (struct agent_sched_item){0, a->seq, t->first_part + i, slot};
+		if ((rc = agent_sched_push(&a->sched, &it))) {
+			unqueue_locked(a, slot);
+			return rc;
+		}
+	}
+	t->subm++;
+	a->seq++;
+	pthread_cond_broadcast(&a->wake);
+	return 0;
+}
+
+/* A taken request that goes to no network: the stage still sees it end (the sharded one
+ * keeps the local ranks' collectives in step). Its handle when the stage finishes it later,
+ * else `status` with the slot released. */
+static int fail_taken_locked(struct tally_agent *a, unsigned slot, int status)
+{
+	int h = handle_of(a, slot);
+
+	a->reqs[slot].status = status;
+	a->reqs[slot].left = 0;
+	if (agent_copy_back_locked(a, slot))
+		return h;
+	release_slot_locked(a, slot);
+	return status;
+}
+
+int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t bytes, int device,
+			  void *stream, tally_agent_cb cb, void *cb_arg)
+{
+	struct agent_stage_req sr;
+	char e[512] = "";
+	int slot, rc;
+
+	if (!ptr || (device != TALLY_AGENT_CPU && device != TALLY_AGENT_CUDA))
+		return -EINVAL;
+	pthread_mutex_lock(&a->mu);
+	if ((rc = slot = take_slot_locked(a, tensor, ptr, bytes, device, stream, cb, cb_arg)) < 0)
+		goto out;
+	agent_stage_req_of(a, (unsigned)slot, &sr);
+	pthread_mutex_unlock(&a->mu);
+	rc = a->stage->stage_in(a->stage_ctx, &sr, e, sizeof(e));
+	pthread_mutex_lock(&a->mu);
+	if (rc) {
+		agent_set_err(a, "%s", e);
+		release_slot_locked(a, (unsigned)slot);
+		goto out;
+	}
+	a->reqs[slot].buf = sr.buf;
+	if (sr.status)
+		agent_set_err(a, "%s", e);
+	if ((rc = sr.status ? sr.status : schedule_locked(a, (unsigned)slot)))
+		rc = fail_taken_locked(a, (unsigned)slot, rc);
+	else
+		rc = handle_of(a, (unsigned)slot);
+out:
+	pthread_mutex_unlock(&a->mu);
+	return rc;
+}
+
+static void finish_locked(struct agent_req *r, int *status)
+{
+	*status = r->status;
+	r->state = REQ_FREE;
+}
+
+int tally_agent_test(struct tally_agent *a, int handle)
+{
+	struct agent_req *r;
+	int rc;
+
+	pthread_mutex_lock(&a->mu);
+	r = req_of(a, handle);
+	if (!r)
+		rc = -ENOENT;
+	else if (r->state == REQ_PENDING)
+		rc = 0;
+	else {
+		int st;
+
+		finish_locked(r, &st);
+		rc = st ? st : 1;
+	}
+	pthread_mutex_unlock(&a->mu);
+	return rc;
+}
+
+int tally_agent_wait(struct tally_agent *a, int handle)
+{
+	struct agent_req *r;
+	int rc;
+
+	pthread_mutex_lock(&a->mu);
+	r = req_of(a, handle);
+	if (!r) {
+		pthread_mutex_unlock(&a->mu);
+		return -ENOENT;
+	}
+	while (r->state == REQ_PENDING)
+		pthread_cond_wait(&a->done, &a->mu);
+	finish_locked(r, &rc);
+	pthread_mutex_unlock(&a->mu);
+	return rc;
+}
+
