@@ -67,6 +67,75 @@ static inline float sum_bits_f32(uint32_t u)
 	return f;
 }
 
+/* ---- NaN operands (the rule in tally_sum.h) ----
+ * A NaN result is the first NaN operand quieted, or the default NaN when neither operand is
+ * NaN (Inf - Inf, 0 * Inf): what x86's ADDPS/MULPS give with the operands in that order. C
+ * lets the compiler swap the operands of + and * (so did GCC, by loop and by length), so the
+ * scalar code applies the rule itself, off the fast path, and the vector paths pin the operand
+ * order with the asm below. */
+#define SUM_DEFAULT_NAN 0xffc00000u /* x86's QNaN floating-point indefinite */
+#define SUM_QUIET_BIT 0x00400000u
+
+static inline float sum_nan2(float a, float b)
+{
+	uint32_t r = a != a ? sum_f32_bits(a) : b != b ? sum_f32_bits(b) : SUM_DEFAULT_NAN;
+
+	return sum_bits_f32(r | SUM_QUIET_BIT);
+}
+
+static inline float sum_add_f32(float a, float b)
+{
+	float s = a + b;
+
+	return __builtin_expect(s != s, 0) ? sum_nan2(a, b) : s;
+}
+
+static inline float sum_mul_f32(float a, float b)
+{
+	float s = a * b;
+
+	return __builtin_expect(s != s, 0) ? sum_nan2(a, b) : s;
+}
+
+/* VADDPS / VMULPS with `a` as the first source (Intel operand order: dst, src1, src2); `b`
+ * may come straight from memory. Only in the translation units built for that ISA. */
+#if defined(__AVX__)
+#include <immintrin.h>
+
+static inline __attribute__((always_inline)) __m256 sum_add_ps256(__m256 a, __m256 b)
+{
+	__m256 r;
+
+	__asm__("vaddps {%2, %1, %0|%0, %1, %2}" : "=x"(r) : "x"(a), "xm"(b));
+	return r;
+}
+
+static inline __attribute__((always_inline)) __m256 sum_mul_ps256(__m256 a, __m256 b)
+{
+	__m256 r;
+
+	__asm__("vmulps {%2, %1, %0|%0, %1, %2}" : "=x"(r) : "x"(a), "xm"(b));
+	return r;
+}
+#endif
+#if defined(__AVX512F__)
+static inline __attribute__((always_inline)) __m512 sum_add_ps512(__m512 a, __m512 b)
+{
+	__m512 r;
+
+	__asm__("vaddps {%2, %1, %0|%0, %1, %2}" : "=v"(r) : "v"(a), "vm"(b));
+	return r;
+}
+
+static inline __attribute__((always_inline)) __m512 sum_mul_ps512(__m512 a, __m512 b)
+{
+	__m512 r;
+
+	__asm__("vmulps {%2, %1, %0|%0, %1, %2}" : "=v"(r) : "v"(a), "vm"(b));
+	return r;
+}
+#endif
+
 /* Exact widening; NaNs come out quiet with the payload kept (as VCVTPH2PS does). */
 static inline float sum_f16_to_f32(uint16_t h)
 {

@@ -6,6 +6,17 @@
  * wrapping) for integers. For the same summation order every ISA path produces the same
  * bits as the scalar path: no FMA, no reassociation.
  *
+ * NaNs, on every path and for any n, bit for bit: a NaN result of an add (+=, a + b, k-way)
+ * or of the multiply by `scale` is the first NaN operand in the order written here (dst
+ * before src in +=, a before b, src[0] before src[1] ..., the value before scale), quieted
+ * (quiet bit 0x00400000 set, sign and payload kept); where no operand is NaN (Inf - Inf,
+ * 0 * Inf) it is the default NaN 0xffc00000. This is x86's rule for ADDPS/MULPS (the first
+ * source operand wins), with the operand order fixed. So a k-way sum returns its first NaN
+ * source quieted. Widening keeps the payload: f16 NaNs come out quiet (as VCVTPH2PS), bf16 is
+ * a plain shift (a signalling bf16 NaN stays signalling until an add quiets it); f32 -> f16 /
+ * bf16 keep the sign and the top payload bits, quieted. Pure copies (k = 1 of f32, load and
+ * store of f32/i32) keep the bits.
+ *
  * The implementation is chosen once (first call or tally_sum_init()) from CPUID; the
  * environment variable TALLY_ISA=scalar|avx2|avx512 forces a path.
  */
