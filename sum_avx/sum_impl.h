@@ -68,33 +68,32 @@ static inline float sum_bits_f32(uint32_t u)
 }
 
 /* ---- NaN operands (the rule in tally_sum.h) ----
- * A NaN result is the first NaN operand quieted, or the default NaN when neither operand is
- * NaN (Inf - Inf, 0 * Inf): what x86's ADDPS/MULPS give with the operands in that order. C
- * lets the compiler swap the operands of + and * (so did GCC, by loop and by length), so the
- * scalar code applies the rule itself, off the fast path, and the vector paths pin the operand
- * order with the asm below. */
-#define SUM_DEFAULT_NAN 0xffc00000u /* x86's QNaN floating-point indefinite */
+ * A NaN result is the first NaN operand quieted, or the default NaN 0xffc00000 when neither
+ * operand is NaN (Inf - Inf, 0 * Inf): what x86's ADDPS/MULPS give with the operands in that
+ * order. C lets the compiler swap the operands of + and * (GCC did, by loop and by length), so
+ * the scalar code settles the one case where the order matters, a NaN first operand; with a
+ * non-NaN first operand x86 gives the rule's bits in either order. The vector paths pin the
+ * operand order with the asm below instead. */
 #define SUM_QUIET_BIT 0x00400000u
 
-static inline float sum_nan2(float a, float b)
+/* r = a op b (either order): a NaN `a`, quieted, replaces it. Branch-free on the bits: with a
+ * branch, or a float compare, GCC does not vectorize the loops (a + b might trap). */
+static inline float sum_nan_first(float a, float r)
 {
-	uint32_t r = a != a ? sum_f32_bits(a) : b != b ? sum_f32_bits(b) : SUM_DEFAULT_NAN;
+	uint32_t ua = sum_f32_bits(a);
+	uint32_t nan = -(uint32_t)((int32_t)(ua & 0x7fffffffu) > 0x7f800000);
 
-	return sum_bits_f32(r | SUM_QUIET_BIT);
+	return sum_bits_f32(((ua | SUM_QUIET_BIT) & nan) | (sum_f32_bits(r) & ~nan));
 }
 
 static inline float sum_add_f32(float a, float b)
 {
-	float s = a + b;
-
-	return __builtin_expect(s != s, 0) ? sum_nan2(a, b) : s;
+	return sum_nan_first(a, a + b);
 }
 
 static inline float sum_mul_f32(float a, float b)
 {
-	float s = a * b;
-
-	return __builtin_expect(s != s, 0) ? sum_nan2(a, b) : s;
+	return sum_nan_first(a, a * b);
 }
 
 /* VADDPS / VMULPS with `a` as the first source (Intel operand order: dst, src1, src2); `b`

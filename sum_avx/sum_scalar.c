@@ -6,7 +6,11 @@
  */
 #include "sum_impl.h"
 
-static void scalar_f32_acc(float *dst, const float *src, size_t n)
+/* noinline: the k-way loops call the += loops per block, and inlined there GCC no longer
+ * vectorized them once the NaN rule was in (k-way 4 ran at half speed) */
+#define SCALAR_NOINLINE __attribute__((noinline))
+
+static SCALAR_NOINLINE void scalar_f32_acc(float *dst, const float *src, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		dst[i] = sum_add_f32(dst[i], src[i]);
@@ -37,7 +41,7 @@ static void scalar_f16_acc(float *dst, const uint16_t *src, size_t n)
 		dst[i] = sum_add_f32(dst[i], sum_f16_to_f32(src[i]));
 }
 
-static void scalar_bf16_acc(float *dst, const uint16_t *src, size_t n)
+static SCALAR_NOINLINE void scalar_bf16_acc(float *dst, const uint16_t *src, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		dst[i] = sum_add_f32(dst[i], sum_bf16_to_f32(src[i]));
