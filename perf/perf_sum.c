@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xmmintrin.h>
 
 #include "perf_cmds.h"
 #include "perf_util.h"
@@ -33,6 +34,7 @@ struct psum_opts {
 	int json;
 	int isa_forced;
 	int wall;
+	int ftz; /* measure as a caller with FTZ and DAZ set in MXCSR */
 };
 
 /* One measured line. */
@@ -49,7 +51,7 @@ static void psum_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tally-perf sum [--dtype f32|f16|bf16|i32] [--ways K] [--size BYTES] [--reps N]\n"
-		"                      [--isa scalar|avx2|avx512] [--wall] [--json]\n"
+		"                      [--isa scalar|avx2|avx512] [--wall] [--ftz] [--json]\n"
 		"  Reducer rates vs memcpy of the same bytes, measured in one run (medians).\n"
 		"  --dtype, --ways, --size may be repeated; defaults: f32 f16 bf16, 2 and 4 ways,\n"
 		"  256K (cache) and 256M (DRAM). BYTES: the f32 accumulator, n = BYTES/4 elements for\n"
@@ -57,7 +59,9 @@ static void psum_usage(FILE *f)
 		"  K: 2..%d. --reps: 1..1000 (default 15 for sizes up to 8M, 5 above).\n"
 		"  --isa forces a reducer path (default: TALLY_ISA or the best this CPU has).\n"
 		"  Time is this thread's CPU time (robust when other jobs share the cores);\n"
-		"  --wall times with the wall clock instead.\n",
+		"  --wall times with the wall clock instead.\n"
+		"  --ftz: measure as a caller that set FTZ and DAZ in MXCSR (the reducers run under the\n"
+		"  default MXCSR whatever the caller set: this times switching it).\n",
 		TALLY_SUM_MAX_WAYS);
 }
 
@@ -72,7 +76,7 @@ static int psum_bad(const char *fmt, const char *arg)
 
 static int psum_parse(int argc, char **argv, struct psum_opts *o)
 {
-	o->ndt = o->nsizes = o->nways = o->reps = o->json = o->isa_forced = o->wall = 0;
+	o->ndt = o->nsizes = o->nways = o->reps = o->json = o->isa_forced = o->wall = o->ftz = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -86,6 +90,10 @@ static int psum_parse(int argc, char **argv, struct psum_opts *o)
 		}
 		if (!strcmp(a, "--wall")) {
 			o->wall = 1;
+			continue;
+		}
+		if (!strcmp(a, "--ftz")) {
+			o->ftz = 1;
 			continue;
 		}
 		if (strcmp(a, "--dtype") && strcmp(a, "--ways") && strcmp(a, "--size") &&
@@ -232,10 +240,11 @@ static void psum_print(const struct psum_opts *o, const struct psum_res *r, doub
 		printf("{\"op\":\"%s\",\"dtype\":\"%s\",\"ways\":%u,\"size\":%zu,\"n\":%zu,\"isa\":\"%s\","
 		       "\"reps\":%d,\"gbps\":%.3f,\"gelems\":%.4f,\"traffic_gbps\":%.3f,"
 		       "\"memcpy_gbps\":%.3f,\"memcpy_traffic_gbps\":%.3f,\"ratio\":%.4f,"
-		       "\"traffic_ratio\":%.4f,\"clock\":\"%s\"",
+		       "\"traffic_ratio\":%.4f,\"clock\":\"%s\",\"ftz\":%s",
 		       r->op, tally_dtype_name((enum tally_dtype)r->dt), r->ways, r->size, r->n,
 		       tally_sum_isa_name(tally_sum_isa()), r->reps, r->gbps, r->gelems, r->traffic,
-		       r->mgbps, mtraffic, r->gbps / r->mgbps, r->traffic / mtraffic, o->wall ? "wall" : "cpu");
+		       r->mgbps, mtraffic, r->gbps / r->mgbps, r->traffic / mtraffic, o->wall ? "wall" : "cpu",
+		       o->ftz ? "true" : "false");
 		if (vs_f32 > 0)
 			printf(",\"gelems_vs_f32\":%.4f", vs_f32);
 		printf("}\n");
@@ -321,14 +330,17 @@ int perf_sum_main(int argc, char **argv)
 	if (rc)
 		return rc == 1 ? 0 : rc;
 	perf_use_cpu_clock(!o.wall);
+	if (o.ftz) /* FTZ (bit 15) and DAZ (bit 6); this thread runs every measurement */
+		_mm_setcsr(_mm_getcsr() | 0x8040u);
 	if (!o.isa_forced && (rc = tally_sum_init()) < 0) {
 		fprintf(stderr, "tally-perf sum: TALLY_ISA='%s' %s\n", getenv("TALLY_ISA"),
 			rc == -ENOTSUP ? "is not supported by this CPU" : "is unknown (scalar, avx2, avx512)");
 		return 2;
 	}
 	if (!o.json) {
-		printf("tally-perf sum: isa %s; medians of %s-time rates; size = f32 accumulator bytes (n = size/4)\n",
-		       tally_sum_isa_name(tally_sum_isa()), o.wall ? "wall" : "CPU");
+		printf("tally-perf sum: isa %s; medians of %s-time rates; size = f32 accumulator bytes (n = size/4)%s\n",
+		       tally_sum_isa_name(tally_sum_isa()), o.wall ? "wall" : "CPU",
+		       o.ftz ? "; caller MXCSR has FTZ+DAZ" : "");
 		printf("acc: f32 accumulator += source, ways-1 times; kway: fresh f32 dst = sum of ways sources\n");
 		printf("%-5s %-4s %4s %10s %8s %8s %8s %8s %8s %6s %6s %6s\n", "op", "dt", "ways", "size",
 		       "GB/s", "Gelem/s", "traffic", "memcpy", "mc_traf", "ratio", "t_rat", "vsf32");

@@ -37,7 +37,7 @@ A2_INLINE __m256 a2_add(enum a2_kind k, __m256 a, __m256 b)
 {
 	if (k == A2_I32)
 		return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b)));
-	return _mm256_add_ps(a, b);
+	return sum_add_ps256(a, b); /* a first: the NaN rule */
 }
 
 /* One element the scalar way (tails). */
@@ -54,7 +54,7 @@ A2_INLINE float a2_add1(enum a2_kind k, float a, float b)
 {
 	if (k == A2_I32)
 		return sum_bits_f32(sum_f32_bits(a) + sum_f32_bits(b));
-	return a + b;
+	return sum_add_f32(a, b);
 }
 
 A2_INLINE void a2_acc(enum a2_kind k, float *dst, const void *src, size_t n)
@@ -183,13 +183,17 @@ A2_INLINE void a2_to_half(int bf, uint16_t *dst, const float *src, size_t n, flo
 	size_t i = 0;
 
 	for (; i + 8 <= n; i += 8) {
-		__m256 v = _mm256_mul_ps(_mm256_loadu_ps(src + i), s);
+		__m256 v = sum_mul_ps256(_mm256_loadu_ps(src + i), s);
 		__m128i h = bf ? a2_bf16_rne(v) : _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 
 		_mm_storeu_si128((__m128i *)(dst + i), h);
 	}
 	for (; i < n; i++)
-		dst[i] = bf ? sum_f32_to_bf16(src[i] * scale) : sum_f32_to_f16(src[i] * scale);
+		{
+		float v = sum_mul_f32(src[i], scale);
+
+		dst[i] = bf ? sum_f32_to_bf16(v) : sum_f32_to_f16(v);
+	}
 }
 
 static void a2_f32_to_f16(uint16_t *dst, const float *src, size_t n, float scale)
@@ -208,10 +212,10 @@ static void a2_f32_scale(float *dst, const float *src, size_t n, float scale)
 	size_t i = 0;
 
 	for (; i + 32 <= n; i += 32) {
-		__m256 v0 = _mm256_mul_ps(_mm256_loadu_ps(src + i), s);
-		__m256 v1 = _mm256_mul_ps(_mm256_loadu_ps(src + i + 8), s);
-		__m256 v2 = _mm256_mul_ps(_mm256_loadu_ps(src + i + 16), s);
-		__m256 v3 = _mm256_mul_ps(_mm256_loadu_ps(src + i + 24), s);
+		__m256 v0 = sum_mul_ps256(_mm256_loadu_ps(src + i), s);
+		__m256 v1 = sum_mul_ps256(_mm256_loadu_ps(src + i + 8), s);
+		__m256 v2 = sum_mul_ps256(_mm256_loadu_ps(src + i + 16), s);
+		__m256 v3 = sum_mul_ps256(_mm256_loadu_ps(src + i + 24), s);
 
 		_mm256_storeu_ps(dst + i, v0);
 		_mm256_storeu_ps(dst + i + 8, v1);
@@ -219,9 +223,9 @@ static void a2_f32_scale(float *dst, const float *src, size_t n, float scale)
 		_mm256_storeu_ps(dst + i + 24, v3);
 	}
 	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_loadu_ps(src + i), s));
+		_mm256_storeu_ps(dst + i, sum_mul_ps256(_mm256_loadu_ps(src + i), s));
 	for (; i < n; i++)
-		dst[i] = src[i] * scale;
+		dst[i] = sum_mul_f32(src[i], scale);
 }
 
 static void a2_f32_acc(float *dst, const float *src, size_t n)

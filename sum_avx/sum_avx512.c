@@ -71,7 +71,7 @@ A5_INLINE __m512 a5_add(enum a5_kind k, __m512 a, __m512 b)
 {
 	if (k == A5_I32)
 		return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
-	return _mm512_add_ps(a, b);
+	return sum_add_ps512(a, b); /* a first: the NaN rule */
 }
 
 A5_INLINE void a5_st(float *p, __m512 v, int nt)
@@ -224,8 +224,8 @@ A5_INLINE void a5_to_half(int bf, uint16_t *dst, const float *src, size_t n, flo
 	size_t i = 0;
 
 	for (; i + 32 <= n; i += 32) {
-		__m256i h0 = a5_cvt_out(bf, _mm512_mul_ps(_mm512_loadu_ps(src + i), s));
-		__m256i h1 = a5_cvt_out(bf, _mm512_mul_ps(_mm512_loadu_ps(src + i + 16), s));
+		__m256i h0 = a5_cvt_out(bf, sum_mul_ps512(_mm512_loadu_ps(src + i), s));
+		__m256i h1 = a5_cvt_out(bf, sum_mul_ps512(_mm512_loadu_ps(src + i + 16), s));
 
 		_mm256_storeu_si256((__m256i *)(dst + i), h0);
 		_mm256_storeu_si256((__m256i *)(dst + i + 16), h1);
@@ -234,7 +234,7 @@ A5_INLINE void a5_to_half(int bf, uint16_t *dst, const float *src, size_t n, flo
 		__mmask16 m = n - i >= 16 ? (__mmask16)0xffff : a5_mask(n - i);
 
 		_mm256_mask_storeu_epi16(dst + i, m,
-			a5_cvt_out(bf, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + i), s)));
+			a5_cvt_out(bf, sum_mul_ps512(_mm512_maskz_loadu_ps(m, src + i), s)));
 	}
 }
 
@@ -254,10 +254,10 @@ static void a5_f32_scale(float *dst, const float *src, size_t n, float scale)
 	size_t i = 0;
 
 	for (; i + 64 <= n; i += 64) {
-		__m512 v0 = _mm512_mul_ps(_mm512_loadu_ps(src + i), s);
-		__m512 v1 = _mm512_mul_ps(_mm512_loadu_ps(src + i + 16), s);
-		__m512 v2 = _mm512_mul_ps(_mm512_loadu_ps(src + i + 32), s);
-		__m512 v3 = _mm512_mul_ps(_mm512_loadu_ps(src + i + 48), s);
+		__m512 v0 = sum_mul_ps512(_mm512_loadu_ps(src + i), s);
+		__m512 v1 = sum_mul_ps512(_mm512_loadu_ps(src + i + 16), s);
+		__m512 v2 = sum_mul_ps512(_mm512_loadu_ps(src + i + 32), s);
+		__m512 v3 = sum_mul_ps512(_mm512_loadu_ps(src + i + 48), s);
 
 		_mm512_storeu_ps(dst + i, v0);
 		_mm512_storeu_ps(dst + i + 16, v1);
@@ -267,7 +267,7 @@ static void a5_f32_scale(float *dst, const float *src, size_t n, float scale)
 	for (; i < n; i += 16) {
 		__mmask16 m = n - i >= 16 ? (__mmask16)0xffff : a5_mask(n - i);
 
-		_mm512_mask_storeu_ps(dst + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + i), s));
+		_mm512_mask_storeu_ps(dst + i, m, sum_mul_ps512(_mm512_maskz_loadu_ps(m, src + i), s));
 	}
 }
 

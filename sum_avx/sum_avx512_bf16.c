@@ -32,8 +32,8 @@ void sum_a5bf16_f32_to_bf16(uint16_t *dst, const float *src, size_t n, float sca
 	size_t i = 0;
 
 	for (; i + 32 <= n; i += 32) {
-		__m512 a = _mm512_mul_ps(_mm512_loadu_ps(src + i), s);
-		__m512 b = _mm512_mul_ps(_mm512_loadu_ps(src + i + 16), s);
+		__m512 a = sum_mul_ps512(_mm512_loadu_ps(src + i), s);
+		__m512 b = sum_mul_ps512(_mm512_loadu_ps(src + i + 16), s);
 
 		if (__builtin_expect(_mm512_fpclass_ps_mask(a, 0x20) | _mm512_fpclass_ps_mask(b, 0x20), 0))
 			_mm512_storeu_si512(dst + i, _mm512_permutexvar_epi64(fix,
@@ -43,7 +43,7 @@ void sum_a5bf16_f32_to_bf16(uint16_t *dst, const float *src, size_t n, float sca
 	}
 	for (; i < n; i += 16) {
 		__mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
-		__m512 a = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + i), s);
+		__m512 a = sum_mul_ps512(_mm512_maskz_loadu_ps(m, src + i), s);
 		__m256i h;
 
 		if (_mm512_fpclass_ps_mask(a, 0x20))

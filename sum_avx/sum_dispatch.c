@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xmmintrin.h>
 
 #include "sum_impl.h"
 
@@ -193,85 +194,116 @@ enum tally_isa tally_sum_isa(void)
 	return __atomic_load_n(&sum_cur_isa, __ATOMIC_RELAXED);
 }
 
+/* ---- MXCSR (tally_sum.h): every reducer runs under the default control word, whatever the
+ * caller set (FTZ/DAZ from -ffast-math or torch.set_flush_denormal, another rounding mode,
+ * unmasked exceptions), so every node of a reduction computes the same bits. Reading the word
+ * is a few cycles; it is only written when the caller's differs, and then restored with the
+ * flags the call raised added, as if the caller had done the arithmetic. */
+#define SUM_MXCSR_FLAGS 0x3fu  /* sticky exception flags */
+#define SUM_MXCSR_STD 0x1f80u  /* exceptions masked, round to nearest, no FTZ, no DAZ */
+
+static inline unsigned sum_fp_enter(void)
+{
+	unsigned m = _mm_getcsr();
+
+	if (__builtin_expect((m & ~SUM_MXCSR_FLAGS) != SUM_MXCSR_STD, 0))
+		_mm_setcsr(SUM_MXCSR_STD | (m & SUM_MXCSR_FLAGS));
+	return m;
+}
+
+static inline void sum_fp_leave(unsigned m)
+{
+	if (__builtin_expect((m & ~SUM_MXCSR_FLAGS) != SUM_MXCSR_STD, 0))
+		_mm_setcsr(m | (_mm_getcsr() & SUM_MXCSR_FLAGS));
+}
+
+/* The indirect call is opaque to the compiler, so no FP work moves across the MXCSR writes. */
+#define SUM_STD_FP(call)                          \
+	do {                                      \
+		unsigned sum_mx_ = sum_fp_enter(); \
+		call;                             \
+		sum_fp_leave(sum_mx_);            \
+	} while (0)
+
 /* ---- public entry points: one indirect call each ---- */
 void tally_sum_f32_acc(float *dst, const float *src, size_t n)
 {
-	sum_ops()->f32_acc(dst, src, n);
+	SUM_STD_FP(sum_ops()->f32_acc(dst, src, n));
 }
 
 void tally_sum_f32_add(float *dst, const float *a, const float *b, size_t n)
 {
-	sum_ops()->f32_add(dst, a, b, n);
+	SUM_STD_FP(sum_ops()->f32_add(dst, a, b, n));
 }
 
 void tally_sum_i32_acc(int32_t *dst, const int32_t *src, size_t n)
 {
-	sum_ops()->i32_acc(dst, src, n);
+	sum_ops()->i32_acc(dst, src, n); /* integers: MXCSR plays no part */
 }
 
 void tally_sum_i32_add(int32_t *dst, const int32_t *a, const int32_t *b, size_t n)
 {
-	sum_ops()->i32_add(dst, a, b, n);
+	sum_ops()->i32_add(dst, a, b, n); /* integers: MXCSR plays no part */
 }
 
 void tally_sum_f16_acc(float *dst, const uint16_t *src, size_t n)
 {
-	sum_ops()->f16_acc(dst, src, n);
+	SUM_STD_FP(sum_ops()->f16_acc(dst, src, n));
 }
 
 void tally_sum_bf16_acc(float *dst, const uint16_t *src, size_t n)
 {
-	sum_ops()->bf16_acc(dst, src, n);
+	SUM_STD_FP(sum_ops()->bf16_acc(dst, src, n));
 }
 
 void tally_sum_f16_to_f32(float *dst, const uint16_t *src, size_t n)
 {
-	sum_ops()->f16_to_f32(dst, src, n);
+	SUM_STD_FP(sum_ops()->f16_to_f32(dst, src, n));
 }
 
 void tally_sum_bf16_to_f32(float *dst, const uint16_t *src, size_t n)
 {
-	sum_ops()->bf16_to_f32(dst, src, n);
+	SUM_STD_FP(sum_ops()->bf16_to_f32(dst, src, n));
 }
 
 void tally_sum_f32_to_f16(uint16_t *dst, const float *src, size_t n, float scale)
 {
-	sum_ops()->f32_to_f16(dst, src, n, scale);
+	SUM_STD_FP(sum_ops()->f32_to_f16(dst, src, n, scale));
 }
 
 void tally_sum_f32_to_bf16(uint16_t *dst, const float *src, size_t n, float scale)
 {
-	sum_ops()->f32_to_bf16(dst, src, n, scale);
+	SUM_STD_FP(sum_ops()->f32_to_bf16(dst, src, n, scale));
 }
 
 void tally_sum_f32_scale(float *dst, const float *src, size_t n, float scale)
 {
-	sum_ops()->f32_scale(dst, src, n, scale);
+	SUM_STD_FP(sum_ops()->f32_scale(dst, src, n, scale));
 }
 
 /* k outside 1..TALLY_SUM_MAX_WAYS is a caller bug: nothing is written. */
 void tally_sum_f32_kway(float *dst, const float *const *src, unsigned k, size_t n)
 {
 	if (k >= 1 && k <= TALLY_SUM_MAX_WAYS)
-		sum_ops()->f32_kway(dst, src, k, n);
+		SUM_STD_FP(sum_ops()->f32_kway(dst, src, k, n));
 }
 
 void tally_sum_i32_kway(int32_t *dst, const int32_t *const *src, unsigned k, size_t n)
 {
 	if (k >= 1 && k <= TALLY_SUM_MAX_WAYS)
-		sum_ops()->i32_kway(dst, src, k, n);
+		sum_ops()->i32_kway(dst, src, k, n); /* integers: MXCSR plays no part */
 }
 
 void tally_sum_f16_kway(float *dst, const uint16_t *const *src, unsigned k, size_t n)
 {
 	if (k >= 1 && k <= TALLY_SUM_MAX_WAYS)
-		sum_ops()->f16_kway(dst, src, k, n);
+		SUM_STD_FP(sum_ops()->f16_kway(dst, src, k, n));
 }
 
 void tally_sum_bf16_kway(float *dst, const uint16_t *const *src, unsigned k, size_t n)
 {
 	if (k >= 1 && k <= TALLY_SUM_MAX_WAYS)
-		sum_ops()->bf16_kway(dst, src, k, n);
+		SUM_STD_FP(sum_ops()->bf16_kway(dst, src, k, n));
 }
 
 /* ---- dtype-generic helpers (unknown dtype: nothing is touched) ---- */

@@ -67,6 +67,74 @@ static inline float sum_bits_f32(uint32_t u)
 	return f;
 }
 
+/* ---- NaN operands (the rule in tally_sum.h) ----
+ * A NaN result is the first NaN operand quieted, or the default NaN 0xffc00000 when neither
+ * operand is NaN (Inf - Inf, 0 * Inf): what x86's ADDPS/MULPS give with the operands in that
+ * order. C lets the compiler swap the operands of + and * (GCC did, by loop and by length), so
+ * the scalar code settles the one case where the order matters, a NaN first operand; with a
+ * non-NaN first operand x86 gives the rule's bits in either order. The vector paths pin the
+ * operand order with the asm below instead. */
+#define SUM_QUIET_BIT 0x00400000u
+
+/* r = a op b (either order): a NaN `a`, quieted, replaces it. Branch-free on the bits: with a
+ * branch, or a float compare, GCC does not vectorize the loops (a + b might trap). */
+static inline float sum_nan_first(float a, float r)
+{
+	uint32_t ua = sum_f32_bits(a);
+	uint32_t nan = -(uint32_t)((int32_t)(ua & 0x7fffffffu) > 0x7f800000);
+
+	return sum_bits_f32(((ua | SUM_QUIET_BIT) & nan) | (sum_f32_bits(r) & ~nan));
+}
+
+static inline float sum_add_f32(float a, float b)
+{
+	return sum_nan_first(a, a + b);
+}
+
+static inline float sum_mul_f32(float a, float b)
+{
+	return sum_nan_first(a, a * b);
+}
+
+/* VADDPS / VMULPS with `a` as the first source (Intel operand order: dst, src1, src2); `b`
+ * may come straight from memory. Only in the translation units built for that ISA. */
+#if defined(__AVX__)
+#include <immintrin.h>
+
+static inline __attribute__((always_inline)) __m256 sum_add_ps256(__m256 a, __m256 b)
+{
+	__m256 r;
+
+	__asm__("vaddps {%2, %1, %0|%0, %1, %2}" : "=x"(r) : "x"(a), "xm"(b));
+	return r;
+}
+
+static inline __attribute__((always_inline)) __m256 sum_mul_ps256(__m256 a, __m256 b)
+{
+	__m256 r;
+
+	__asm__("vmulps {%2, %1, %0|%0, %1, %2}" : "=x"(r) : "x"(a), "xm"(b));
+	return r;
+}
+#endif
+#if defined(__AVX512F__)
+static inline __attribute__((always_inline)) __m512 sum_add_ps512(__m512 a, __m512 b)
+{
+	__m512 r;
+
+	__asm__("vaddps {%2, %1, %0|%0, %1, %2}" : "=v"(r) : "v"(a), "vm"(b));
+	return r;
+}
+
+static inline __attribute__((always_inline)) __m512 sum_mul_ps512(__m512 a, __m512 b)
+{
+	__m512 r;
+
+	__asm__("vmulps {%2, %1, %0|%0, %1, %2}" : "=v"(r) : "v"(a), "vm"(b));
+	return r;
+}
+#endif
+
 /* Exact widening; NaNs come out quiet with the payload kept (as VCVTPH2PS does). */
 static inline float sum_f16_to_f32(uint16_t h)
 {

@@ -1,19 +1,25 @@
 /* SPDX-License-Identifier: Apache-2.0
  * sum_scalar.c — the reference path: plain C, left-to-right, no FMA (built with
- * -ffp-contract=off). Every SIMD path must produce the same bits.
+ * -ffp-contract=off). Every SIMD path must produce the same bits. Adds and multiplies go
+ * through sum_add_f32 / sum_mul_f32: the NaN rule must not depend on the compiler's choice of
+ * operand order.
  */
 #include "sum_impl.h"
 
-static void scalar_f32_acc(float *dst, const float *src, size_t n)
+/* noinline: the k-way loops call the += loops per block, and inlined there GCC no longer
+ * vectorized them once the NaN rule was in (k-way 4 ran at half speed) */
+#define SCALAR_NOINLINE __attribute__((noinline))
+
+static SCALAR_NOINLINE void scalar_f32_acc(float *dst, const float *src, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		dst[i] = dst[i] + src[i];
+		dst[i] = sum_add_f32(dst[i], src[i]);
 }
 
 static void scalar_f32_add(float *dst, const float *a, const float *b, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		dst[i] = a[i] + b[i];
+		dst[i] = sum_add_f32(a[i], b[i]);
 }
 
 /* Wrapping two's complement: add as unsigned (signed overflow is undefined in C). */
@@ -32,13 +38,13 @@ static void scalar_i32_add(int32_t *dst, const int32_t *a, const int32_t *b, siz
 static void scalar_f16_acc(float *dst, const uint16_t *src, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		dst[i] = dst[i] + sum_f16_to_f32(src[i]);
+		dst[i] = sum_add_f32(dst[i], sum_f16_to_f32(src[i]));
 }
 
-static void scalar_bf16_acc(float *dst, const uint16_t *src, size_t n)
+static SCALAR_NOINLINE void scalar_bf16_acc(float *dst, const uint16_t *src, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		dst[i] = dst[i] + sum_bf16_to_f32(src[i]);
+		dst[i] = sum_add_f32(dst[i], sum_bf16_to_f32(src[i]));
 }
 
 static void scalar_f16_to_f32(float *dst, const uint16_t *src, size_t n)
@@ -56,19 +62,19 @@ static void scalar_bf16_to_f32(float *dst, const uint16_t *src, size_t n)
 static void scalar_f32_to_f16(uint16_t *dst, const float *src, size_t n, float scale)
 {
 	for (size_t i = 0; i < n; i++)
-		dst[i] = sum_f32_to_f16(src[i] * scale);
+		dst[i] = sum_f32_to_f16(sum_mul_f32(src[i], scale));
 }
 
 static void scalar_f32_to_bf16(uint16_t *dst, const float *src, size_t n, float scale)
 {
 	for (size_t i = 0; i < n; i++)
-		dst[i] = sum_f32_to_bf16(src[i] * scale);
+		dst[i] = sum_f32_to_bf16(sum_mul_f32(src[i], scale));
 }
 
 static void scalar_f32_scale(float *dst, const float *src, size_t n, float scale)
 {
 	for (size_t i = 0; i < n; i++)
-		dst[i] = src[i] * scale;
+		dst[i] = sum_mul_f32(src[i], scale);
 }
 
 /* k-way in blocks: the block's partial sums stay in a small stack buffer (L1), dst is

@@ -3,6 +3,7 @@
 """tests/perf/test_perf_py.py - the harness's own logic: argument parsing, bandwidth figures,
 result verification/folding, report writing (from given rows; the figures of a real report are
 checked by test_report_quick.sh)."""
+import io
 import os
 import sys
 import tempfile
@@ -250,12 +251,13 @@ class Report(unittest.TestCase):
                     "_step": "s"}], "errors": []}}
         mach = {"cpu": "TestCPU 9", "cores": 2, "flags": "avx2", "kernel": "6.1", "dpdk": "22.11"}
         with tempfile.TemporaryDirectory() as d:
-            path = pr.write_report(d, mach, res, True, 12.0)
+            path = pr.write_report(d, mach, res, True, 12.0, [("sum: a", 3.25), ("line: b", 8.0)])
             with open(path) as f:
                 txt = f.read()
             for s in pr.SECTIONS:
                 self.assertIn("## " + s, txt)
             self.assertIn("TestCPU 9", txt)
+            self.assertIn("\nRun time, measured: sum: a 3.2 s; line: b 8.0 s; total 12.0 s\n", txt)
             self.assertIn("| kway | f32 | 4 | 64K | avx512 | 11.5 |", txt)
             self.assertIn("3.25", txt)
             self.assertIn("not measured: line: exit 1: no memif", txt)
@@ -266,6 +268,15 @@ class Report(unittest.TestCase):
                 with open(os.path.join(d, png), "rb") as f:
                     self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
             self.assertFalse(os.path.exists(os.path.join(d, "line_workers.png")))
+
+    def test_run_suite_times_each_step(self):
+        times, progress = [], io.StringIO()
+        res = pr.run_suite("/bin/echo", [("sum", "s1", ['{"x": 1}'], 1), ("line", "s2", ["-"], 1)],
+                           progress=progress, times=times)
+        self.assertEqual([w for w, _ in times], ["s1", "s2"])
+        self.assertTrue(all(isinstance(t, float) and t >= 0 for _, t in times))
+        self.assertEqual(res["sum"]["rows"], [{"x": 1, "_step": "s1"}])
+        self.assertIn("[report 2/2] s2: ", progress.getvalue())
 
     def test_json_lines(self):
         self.assertEqual(pr.parse_json_lines('x\n{"a":1}\n{bad\n {"b":2}\n'), [{"a": 1}, {"b": 2}])

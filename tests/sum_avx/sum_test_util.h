@@ -94,17 +94,40 @@ static inline void st_fill_u16(uint16_t *p, size_t n, uint64_t *s, int bf16)
 	}
 }
 
-/* Index of the first difference in n 32-bit words, or -1. With nan_any, two NaNs count as
- * equal: when several NaN operands meet, which payload survives is not specified (IEEE 754;
- * x86 keeps the first operand's, and compilers may swap the operands of an add). */
-static inline long st_diff32(const void *a, const void *b, size_t n, int nan_any)
+/* Index of the first difference in n 32-bit words, or -1. NaNs too must match bit for bit
+ * (the NaN rule of tally_sum.h). */
+static inline long st_diff32(const void *a, const void *b, size_t n)
 {
 	const uint32_t *x = a, *y = b;
 
 	for (size_t i = 0; i < n; i++)
-		if (x[i] != y[i] && !(nan_any && st_isnan32(x[i]) && st_isnan32(y[i])))
+		if (x[i] != y[i])
 			return (long)i;
 	return -1;
+}
+
+/* The NaN rule of tally_sum.h, written out here independently of the reducers: a NaN result
+ * is the first NaN operand quieted, else the default NaN 0xffc00000 (Inf - Inf, 0 * Inf).
+ * r is the plain result of the operation (the compiler may have swapped its operands). */
+static inline float st_nan_rule(float a, float b, float r)
+{
+	uint32_t ua = st_bits(a), ub = st_bits(b);
+
+	if (st_isnan32(ua))
+		return st_float(ua | 0x00400000u);
+	if (st_isnan32(ub))
+		return st_float(ub | 0x00400000u);
+	return st_isnan32(st_bits(r)) ? st_float(0xffc00000u) : r;
+}
+
+static inline float st_add(float a, float b)
+{
+	return st_nan_rule(a, b, a + b);
+}
+
+static inline float st_mul(float a, float b)
+{
+	return st_nan_rule(a, b, a * b);
 }
 
 static inline long st_diff16(const uint16_t *a, const uint16_t *b, size_t n)
