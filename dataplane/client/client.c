@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * client.c — worker-side session: lifecycle, blocking control requests (JOIN, REGISTER,
- * BYE), error texts and errno mapping. Data operations live in client_op.c.
+ * BYE). Data operations live in client_op.c; shared helpers (errors, headers, sends, key
+ * lookup) in client_util.c.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -28,40 +29,6 @@ void tally_client_cfg_defaults(struct tally_client_cfg *cfg)
 		cfg->rto_min_us = CLIENT_RTO_MIN_NS / 1000;
 }
 
-/* The appliance's reason → errno (what tally_client_* return). */
-int client_err_from_reason(unsigned reason)
-{
-	switch (reason) {
-	case TALLY_R_WRONG_TOKEN: return -EACCES;
-	case TALLY_R_WRONG_JOB: return -EPERM;
-	case TALLY_R_RANK_TAKEN: return -EBUSY;
-	case TALLY_R_BAD_RANK: return -ERANGE;
-	case TALLY_R_NOT_JOINED: return -ENOTCONN;
-	case TALLY_R_NOT_PARTICIPANT: return -EPERM;
-	case TALLY_R_UNKNOWN_KEY: return -ENOENT;
-	case TALLY_R_KEY_CONFLICT: return -EEXIST;
-	case TALLY_R_NO_MEMORY: return -ENOMEM;
-	case TALLY_R_POOL_FULL: return -EAGAIN;
-	case TALLY_R_TOO_EARLY: return -EAGAIN;
-	case TALLY_R_UNSUPPORTED: return -EOPNOTSUPP;
-	case TALLY_R_DRAINING: return -ESHUTDOWN;
-	case TALLY_R_BAD_REGISTER: return -EINVAL;
-	case TALLY_R_BAD_RANGE: return -EINVAL;
-	case TALLY_R_CHUNK_MISMATCH: return -EINVAL;
-	case TALLY_R_OVERSIZED: return -EMSGSIZE;
-	default: return -EPROTO;
-	}
-}
-
-void client_seterr(struct tally_client *c, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
-	va_end(ap);
-}
-
 const char *tally_client_strerror(const struct tally_client *c)
 {
 	return c ? c->errmsg : "";
@@ -75,31 +42,6 @@ const struct tally_client_stats *tally_client_stats(const struct tally_client *c
 uint16_t tally_client_ncores(const struct tally_client *c)
 {
 	return c->ncores;
-}
-
-void client_fill_hdr(const struct tally_client *c, struct tally_hdr *h, uint8_t op)
-{
-	memset(h, 0, sizeof(*h));
-	h->op = op;
-	h->job_id = c->cfg.job_id;
-	h->rank = c->cfg.rank;
-	h->token = c->cfg.token;
-}
-
-int client_send(struct tally_client *c, uint32_t core, const uint8_t *hdr, const void *payload,
-	    size_t len)
-{
-	struct tally_addr to;
-	int rc;
-
-	memset(&to, 0, sizeof(to));
-	to.core = core;
-	rc = c->ops->send(c->xctx, &to, hdr, payload, len);
-	if (rc == 0) {
-		c->st.tx_pkts++;
-		c->st.tx_bytes += TALLY_HDR_LEN + len;
-	}
-	return rc;
 }
 
 struct tally_client *tally_client_create(const struct tally_client_cfg *cfg,
@@ -296,25 +238,6 @@ out:
 			  c->cfg.job_id, c->cfg.rank, c->wait_key, strerror(-rc));
 	c->wait = CLIENT_W_NONE;
 	return rc;
-}
-
-static uint32_t client_hash(uint32_t key)
-{
-	return key * 2654435761u;
-}
-
-struct client_key *client_key_find(const struct tally_client *c, uint32_t key)
-{
-	if (!c->khash)
-		return NULL;
-	for (uint32_t i = client_hash(key) & c->khash_mask;; i = (i + 1) & c->khash_mask) {
-		uint32_t v = c->khash[i];
-
-		if (!v)
-			return NULL;
-		if (c->keys[v - 1].key == key)
-			return &c->keys[v - 1];
-	}
 }
 
 static int client_key_add(struct tally_client *c, uint32_t key, const struct tally_register *reg,

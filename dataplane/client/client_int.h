@@ -2,7 +2,8 @@
  * client_int.h — internal state of the worker-side client session (tally_client.h).
  *
  * Split by responsibility:
- *   client.c       lifecycle, JOIN / REGISTER / BYE (blocking control), errors, stats
+ *   client.c       lifecycle, JOIN / REGISTER / BYE (blocking control), stats
+ *   client_util.c  shared helpers: errno mapping, error text, header fill, send, key lookup
  *   client_op.c    operations: start/test/wait, chunk windows, (re)transmission, RTO
  *   client_rx.c    packet intake: validation, RESULT reassembly, quorum fold
  *   client_fold.c  the quorum fold arithmetic per dtype
@@ -136,7 +137,7 @@ struct tally_client {
 	uint32_t op_free_head;     /* via pend_next */
 };
 
-/* client.c */
+/* client_util.c (a leaf: calls nothing else in the library) */
 int client_err_from_reason(unsigned reason);
 void client_seterr(struct tally_client *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -144,6 +145,12 @@ struct client_key *client_key_find(const struct tally_client *c, uint32_t key);
 void client_fill_hdr(const struct tally_client *c, struct tally_hdr *h, uint8_t op);
 int client_send(struct tally_client *c, uint32_t core, const uint8_t *hdr, const void *payload,
 	    size_t len);
+static inline uint32_t client_hash(uint32_t key)
+{
+	return key * 2654435761u;
+}
+
+/* client.c */
 void client_rx_control(struct tally_client *c, const struct tally_pkt *p);
 int client_fold_alloc(struct tally_client *c, struct client_key *k);
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
- * engine.c — the aggregation engine's core: creation, packet dispatch, sends, counters,
- * drain. The rules are in tally_engine.h; jobs, keys, chunks and the deterministic pool
- * live in engine_job.c, engine_key.c, engine_chunk.c and engine_det.c.
+ * engine.c — the aggregation engine's entry points: creation (every allocation the engine
+ * ever makes happens here), packet dispatch, timers, counters, drain. The rules are in
+ * tally_engine.h; jobs, keys, chunks and the deterministic pool live in engine_job.c,
+ * engine_key.c, engine_chunk.c and engine_det.c, shared helpers in engine_util.c.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,26 +26,6 @@ void tally_engine_cfg_defaults(struct tally_engine_cfg *cfg)
 		cfg->max_keys = 65536;
 	if (!cfg->rejoin_timeout_ns)
 		cfg->rejoin_timeout_ns = 5000000000ull;
-}
-
-void *engine_mem_alloc(struct tally_engine *e, size_t size)
-{
-	size = (size + 63) & ~(size_t)63;
-	if (size == 0)
-		size = 64;
-	if (e->cfg.alloc)
-		return e->cfg.alloc(e->cfg.alloc_ctx, size, 64);
-	return aligned_alloc(64, size);
-}
-
-void engine_mem_free(struct tally_engine *e, void *p)
-{
-	if (!p)
-		return;
-	if (e->cfg.free)
-		e->cfg.free(e->cfg.alloc_ctx, p);
-	else
-		free(p);
 }
 
 struct tally_engine *tally_engine_create(const struct tally_engine_cfg *cfg_in,
@@ -72,8 +53,13 @@ struct tally_engine *tally_engine_create(const struct tally_engine_cfg *cfg_in,
 	e->ops = ops;
 	e->xctx = xctx;
 	e->now = ops->now_ns(xctx);
-	e->jobs = calloc(cfg.max_jobs, sizeof(*e->jobs));
-	if (!e->jobs)
+	/* the transport's per-RESULT-buffer state, 16-aligned inside the key's block */
+	e->xbuf_size = (uint32_t)((ops->buf_size + 15) & ~(size_t)15);
+	rc = engine_jobs_init(e);
+	if (rc < 0)
+		goto fail;
+	rc = engine_keys_arena_init(e);
+	if (rc < 0)
 		goto fail;
 	rc = engine_keys_init(e);
 	if (rc < 0)
@@ -102,50 +88,8 @@ void tally_engine_destroy(struct tally_engine *e)
 	engine_keys_fini(e);
 	engine_det_fini(e);
 	engine_jobs_free(e);
+	engine_keys_arena_fini(e);
 	free(e);
-}
-
-enum tally_reason engine_drop(struct tally_engine *e, enum tally_reason r)
-{
-	e->st.drops[r]++;
-	return r;
-}
-
-void engine_send(struct tally_engine *e, const struct tally_addr *to, const struct tally_hdr *h,
-	     const void *payload, size_t len)
-{
-	uint8_t hb[TALLY_HDR_LEN];
-	tally_proto_encode_hdr(hb, h);
-	int rc = e->ops->send(e->xctx, to, hb, len ? payload : NULL, len);
-	if (rc < 0) {
-		e->st.tx_errors++;
-		return;
-	}
-	e->st.tx_pkts++;
-	e->st.tx_bytes += TALLY_HDR_LEN + len;
-}
-
-enum tally_reason engine_reject(struct tally_engine *e, const struct tally_hdr *req,
-			    const struct tally_addr *from, enum tally_reason r)
-{
-	engine_drop(e, r);
-	if (!from)
-		return r;
-	struct tally_hdr h;
-	memset(&h, 0, sizeof(h));
-	h.op = TALLY_OP_ERROR;
-	h.reason = (uint8_t)r;
-	h.aux = req->op;
-	h.job_id = req->job_id;
-	h.rank = req->rank;
-	h.token = req->token;
-	h.key = req->key;
-	h.round = req->round;
-	h.offset = req->offset;
-	h.count = req->count;
-	h.dtype = req->dtype;
-	engine_send(e, from, &h, NULL, 0);
-	return r;
 }
 
 enum tally_reason tally_engine_rx(struct tally_engine *e, const void *buf, size_t len,
@@ -175,6 +119,13 @@ enum tally_reason tally_engine_rx(struct tally_engine *e, const void *buf, size_
 	default: /* JOIN_OK, RESULT, ERROR: only the worker side receives them */
 		return engine_drop(e, TALLY_R_UNEXPECTED_OP);
 	}
+}
+
+unsigned tally_engine_poll(struct tally_engine *e)
+{
+	if (e->zombies)
+		engine_keys_reap(e);
+	return engine_deadlines(e);
 }
 
 const struct tally_engine_stats *tally_engine_stats(const struct tally_engine *e)

@@ -68,17 +68,6 @@ void engine_open_unlink(struct tally_engine *e, struct engine_key *k, uint32_t i
 
 /* ---- RESULT ---- */
 
-static const void *result_payload(const struct engine_key *k, uint32_t idx, uint32_t *bytes)
-{
-	uint32_t p = idx >= k->nchunks;
-	uint32_t c = idx - p * k->nchunks;
-	size_t off = (size_t)c * k->reg.chunk_elems;
-	*bytes = engine_chunk_len(k, c) * k->esize;
-	if (k->res[p])
-		return (const uint8_t *)k->res[p] + off * k->esize;
-	return (const uint8_t *)k->acc[p] + off * 4;
-}
-
 static void result_hdr(const struct engine_key *k, uint32_t idx, struct tally_hdr *h,
 		       uint32_t bytes)
 {
@@ -103,7 +92,7 @@ static void result_unicast(struct tally_engine *e, struct engine_key *k, uint32_
 			   uint32_t rank, int resend)
 {
 	uint32_t bytes;
-	const void *pl = result_payload(k, idx, &bytes);
+	const void *pl = engine_result_payload(k, idx, &bytes);
 	struct tally_hdr h;
 	result_hdr(k, idx, &h, bytes);
 	h.rank = rank;
@@ -113,7 +102,7 @@ static void result_unicast(struct tally_engine *e, struct engine_key *k, uint32_
 		h.flags |= TALLY_F_RESEND;
 	e->st.results++;
 	e->st.resends++;
-	engine_send(e, &k->job->ranks[rank].addr, &h, pl, bytes);
+	engine_send_result(e, &k->job->ranks[rank].addr, &h, pl, bytes, engine_xbuf(e, k, idx));
 }
 
 void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how)
@@ -139,7 +128,7 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 		tally_sum_store((enum tally_dtype)k->dtype,
 				(uint8_t *)k->res[p] + off * k->esize, acc, n);
 	uint32_t bytes;
-	const void *pl = result_payload(k, idx, &bytes);
+	const void *pl = engine_result_payload(k, idx, &bytes);
 	ch->crc = tally_crc32c(pl, bytes);
 
 	e->st.completions++;
@@ -153,13 +142,14 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 	result_hdr(k, idx, &h, bytes);
 	const uint64_t *cb = engine_contrib_bm(k, idx);
 	struct engine_rank *ranks = k->job->ranks;
+	void *xbuf = engine_xbuf(e, k, idx);
 	for (uint32_t r = 0; r < k->reg.participants; r++) {
 		if (!ranks[r].bound)
 			continue;
 		h.rank = r;
 		h.flags = engine_bit(cb, r) ? TALLY_F_INCLUDED : 0;
 		e->st.results++;
-		engine_send(e, &ranks[r].addr, &h, pl, bytes);
+		engine_send_result(e, &ranks[r].addr, &h, pl, bytes, xbuf);
 	}
 }
 
@@ -272,6 +262,13 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 		rsn = may_start(k, ch, &k->chunks[oidx], oidx, r);
 		if (rsn != TALLY_OK)
 			return engine_drop(e, rsn);
+		/* Round r-2's RESULT copies still queued in the transport reference this
+		 * buffer: starting r would change packets not yet sent. The worker retries. */
+		if (ch->state != ENGINE_CH_UNUSED && e->ops->buf_busy && k->xbufs &&
+		    e->ops->buf_busy(e->xctx, engine_xbuf(e, k, idx))) {
+			e->st.result_busy++;
+			return engine_drop(e, TALLY_R_TOO_EARLY);
+		}
 		if (e->draining && (!k->par[p].started || k->par[p].round != r))
 			return engine_drop(e, TALLY_R_DRAINING);
 		if (k->det && w != 0 && !engine_det_available(e))
@@ -358,7 +355,7 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 
 /* ---- deadlines and stuck chunks ---- */
 
-unsigned tally_engine_poll(struct tally_engine *e)
+unsigned engine_deadlines(struct tally_engine *e)
 {
 	if (!e->dl_head)
 		return 0;

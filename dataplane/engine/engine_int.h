@@ -1,10 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0
  * engine_int.h — internal state of the aggregation engine, shared by engine*.c only.
  *
- * Files: engine.c (create, rx dispatch, sends, stats, drain), engine_job.c (jobs, ranks,
- * JOIN/BYE, authentication), engine_key.c (key table, registration, memory budget),
- * engine_chunk.c (PUSH, completion and fan-out, PULL, deadlines), engine_det.c
- * (deterministic staging pool).
+ * Files, each calling only files listed after it (no file cycle):
+ *   engine.c        create/destroy, rx dispatch (op switch), poll, stats, drain
+ *   engine_job.c    jobs: operator and open admission, JOIN/BYE, job/worker walkers
+ *   engine_key.c    registration (key memory from the arena), removal, policy, key walker
+ *   engine_chunk.c  PUSH, completion and fan-out, PULL, deadlines, stuck walker
+ *   engine_det.c    deterministic staging pool
+ *   engine_ktab.c   the key hash table
+ *   engine_util.c   shared helpers: drop/send/reject, create-time memory, job lookup,
+ *                   address identity, authentication, rank binding
+ *   engine_arena.c  the per-core allocator keys come from (engine_arena.h)
  */
 #ifndef ENGINE_ENGINE_INT_H
 #define ENGINE_ENGINE_INT_H
@@ -12,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine_arena.h"
 #include "tally_engine.h"
 
 #define ENGINE_NIL UINT32_MAX
@@ -66,7 +73,10 @@ struct engine_key {
 	uint8_t on_dl;
 	struct engine_par par[2];
 	uint32_t vidx;             /* index in e->keys */
-	size_t mem;                /* budget charged */
+	size_t mem;                /* budget charged (the key's arena block) */
+	uint8_t *xbufs;            /* transport state per RESULT buffer, [2 * nchunks] of
+				    * e->xbuf_size bytes (tally_xport_ops.buf_size), or NULL */
+	struct engine_key *zombie_next; /* removed, waiting for the transport (e->zombies) */
 };
 
 struct engine_rank {
@@ -81,7 +91,7 @@ struct engine_job {
 	uint32_t world;
 	uint8_t in_use, open_adm;
 	uint32_t joined, nkeys;
-	struct engine_rank *ranks;     /* [world] */
+	struct engine_rank *ranks;     /* [world], a fixed slice of e->rank_mem */
 };
 
 struct engine_stage {                  /* one staged push in the deterministic pool */
@@ -97,6 +107,12 @@ struct tally_engine {
 
 	struct engine_job *jobs;       /* [cfg.max_jobs] */
 	struct engine_job *last_job;   /* lookup cache */
+	struct engine_rank *rank_mem;  /* [max_jobs * TALLY_MAX_WORKERS], carved at create */
+
+	struct engine_arena arena;     /* keys: struct, chunk state, bitmaps, accumulators */
+	void *arena_mem;               /* cfg.mem_budget bytes from cfg.alloc, at create */
+	uint32_t xbuf_size;            /* ops->buf_size rounded up to 16, 0: none */
+	struct engine_key *zombies;    /* removed keys whose RESULT buffers are still sent */
 
 	struct engine_key **ktab;      /* open addressing, linear probing */
 	uint32_t kmask;
@@ -117,15 +133,29 @@ struct tally_engine {
 	const void *det_src[TALLY_MAX_WORKERS]; /* scratch: staged payloads by rank */
 };
 
-/* engine.c */
+/* engine_util.c (a leaf: calls nothing else in the library) */
 enum tally_reason engine_drop(struct tally_engine *e, enum tally_reason r);
 void engine_send(struct tally_engine *e, const struct tally_addr *to, const struct tally_hdr *h,
 	     const void *payload, size_t len);
+/* A RESULT from a buffer the transport may reference (xbuf: its state, NULL: none). */
+void engine_send_result(struct tally_engine *e, const struct tally_addr *to,
+			const struct tally_hdr *h, const void *payload, size_t len, void *xbuf);
 /* A rejected control request: counted, and answered with ERROR to `from`. */
 enum tally_reason engine_reject(struct tally_engine *e, const struct tally_hdr *req,
 			    const struct tally_addr *from, enum tally_reason r);
+/* cfg.alloc / cfg.free (or aligned_alloc): at create and destroy only. */
 void *engine_mem_alloc(struct tally_engine *e, size_t size);
 void engine_mem_free(struct tally_engine *e, void *p);
+struct engine_job *engine_job_find(struct tally_engine *e, uint32_t id);
+int engine_addr_eq(const struct tally_addr *a, const struct tally_addr *b);
+/* Job, token, rank < world, rank bound to `from`. On success *jobp is set. */
+enum tally_reason engine_auth(struct tally_engine *e, const struct tally_hdr *h,
+			  const struct tally_addr *from, struct engine_job **jobp);
+/* Bind rank to `from` (JOIN rules: RANK_TAKEN unless silent for rejoin_timeout). */
+enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, uint32_t rank,
+			  const struct tally_addr *from, uint64_t now);
+
+/* clock (inline) */
 /* A fresh clock read (also cached in e->now for engine_now_cached()). */
 static inline uint64_t engine_now(struct tally_engine *e)
 {
@@ -140,14 +170,6 @@ static inline uint64_t engine_now_cached(const struct tally_engine *e)
 }
 
 /* engine_job.c */
-struct engine_job *engine_job_find(struct tally_engine *e, uint32_t id);
-int engine_addr_eq(const struct tally_addr *a, const struct tally_addr *b);
-/* Job, token, rank < world, rank bound to `from`. On success *jobp is set. */
-enum tally_reason engine_auth(struct tally_engine *e, const struct tally_hdr *h,
-			  const struct tally_addr *from, struct engine_job **jobp);
-/* Bind rank to `from` (JOIN rules: RANK_TAKEN unless silent for rejoin_timeout). */
-enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, uint32_t rank,
-			  const struct tally_addr *from, uint64_t now);
 static inline void engine_heard(struct engine_job *job, uint32_t rank, uint64_t now, size_t bytes)
 {
 	struct engine_rank *r = &job->ranks[rank];
@@ -159,12 +181,22 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 			     const struct tally_addr *from, size_t len);
 enum tally_reason engine_rx_bye(struct tally_engine *e, const struct tally_pkt *pkt,
 			    const struct tally_addr *from);
+int engine_jobs_init(struct tally_engine *e);
 void engine_jobs_free(struct tally_engine *e);
 
-/* engine_key.c */
+/* engine_ktab.c */
 int engine_keys_init(struct tally_engine *e);
 void engine_keys_fini(struct tally_engine *e);
 struct engine_key *engine_key_find(const struct tally_engine *e, uint32_t job_id, uint32_t key);
+void engine_ktab_insert(struct tally_engine *e, struct engine_key *k);
+void engine_ktab_delete(struct tally_engine *e, struct engine_key *k);
+
+/* engine_key.c */
+/* Carve the key arena (cfg.mem_budget) at create; the region is freed by engine_keys_arena_fini. */
+int engine_keys_arena_init(struct tally_engine *e);
+void engine_keys_arena_fini(struct tally_engine *e);
+/* Free removed keys whose RESULT buffers the transport no longer references. */
+void engine_keys_reap(struct tally_engine *e);
 enum tally_reason engine_rx_register(struct tally_engine *e, const struct tally_pkt *pkt,
 				 const struct tally_addr *from, size_t len);
 void engine_keys_remove_job(struct tally_engine *e, struct engine_job *job);
@@ -190,6 +222,25 @@ static inline void engine_setbit(uint64_t *bm, uint32_t r)
 {
 	bm[r >> 6] |= 1ull << (r & 63);
 }
+/* The RESULT payload of chunk slot idx: the wire-dtype buffer, or the accumulator. */
+static inline const void *engine_result_payload(const struct engine_key *k, uint32_t idx,
+						uint32_t *bytes)
+{
+	uint32_t p = idx >= k->nchunks;
+	uint32_t c = idx - p * k->nchunks;
+	size_t off = (size_t)c * k->reg.chunk_elems;
+	*bytes = engine_chunk_len(k, c) * k->esize;
+	if (k->res[p])
+		return (const uint8_t *)k->res[p] + off * k->esize;
+	return (const uint8_t *)k->acc[p] + off * 4;
+}
+
+/* The transport's state for RESULT buffer idx (NULL when the transport keeps none). */
+static inline void *engine_xbuf(const struct tally_engine *e, const struct engine_key *k,
+				uint32_t idx)
+{
+	return k->xbufs ? k->xbufs + (size_t)idx * e->xbuf_size : NULL;
+}
 
 /* engine_chunk.c */
 enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt *pkt,
@@ -197,6 +248,8 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt *pkt,
 			     const struct tally_addr *from, size_t len);
 void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how);
+/* Deadline completions (tally_engine_poll). */
+unsigned engine_deadlines(struct tally_engine *e);
 void engine_open_unlink(struct tally_engine *e, struct engine_key *k, uint32_t idx);
 void engine_dl_update(struct tally_engine *e, struct engine_key *k);
 

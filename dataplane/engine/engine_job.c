@@ -1,34 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0
- * engine_job.c — jobs and ranks: operator and open admission, JOIN binding with the
- * rejoin timeout, BYE, per-packet authentication, and the job/worker walkers.
+ * engine_job.c — jobs: operator and open admission, JOIN with the rejoin timeout, BYE, and
+ * the job/worker walkers. Each job slot owns a fixed rank table carved at create time, so
+ * admitting a job (an open-admission JOIN on the datapath core) allocates nothing.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine_int.h"
-
-struct engine_job *engine_job_find(struct tally_engine *e, uint32_t id)
-{
-	struct engine_job *j = e->last_job;
-	if (j && j->in_use && j->id == id)
-		return j;
-	for (uint32_t i = 0; i < e->cfg.max_jobs; i++) {
-		j = &e->jobs[i];
-		if (j->in_use && j->id == id) {
-			e->last_job = j;
-			return j;
-		}
-	}
-	return NULL;
-}
-
-/* Transport address identity: IP, UDP port and the transport's cookie. The core index
- * and MAC are not part of a worker's identity (routers rewrite MACs). */
-int engine_addr_eq(const struct tally_addr *a, const struct tally_addr *b)
-{
-	return a->ip == b->ip && a->port == b->port && a->cookie == b->cookie;
-}
 
 static struct engine_job *job_new(struct tally_engine *e, uint32_t id, uint64_t token,
 			      uint32_t world, int *err)
@@ -44,11 +23,8 @@ static struct engine_job *job_new(struct tally_engine *e, uint32_t id, uint64_t 
 		*err = -ENOSPC;
 		return NULL;
 	}
-	struct engine_rank *ranks = calloc(world, sizeof(*ranks));
-	if (!ranks) {
-		*err = -ENOMEM;
-		return NULL;
-	}
+	struct engine_rank *ranks = free_slot->ranks;
+	memset(ranks, 0, world * sizeof(*ranks));
 	memset(free_slot, 0, sizeof(*free_slot));
 	free_slot->id = id;
 	free_slot->token = token;
@@ -76,59 +52,33 @@ int tally_engine_job_remove(struct tally_engine *e, uint32_t job_id)
 	if (!j)
 		return -ENOENT;
 	engine_keys_remove_job(e, j);
-	free(j->ranks);
+	struct engine_rank *ranks = j->ranks;
 	memset(j, 0, sizeof(*j));
+	j->ranks = ranks;
 	if (e->last_job == j)
 		e->last_job = NULL;
 	return 0;
 }
 
+/* Job slots and their rank tables (max_jobs x TALLY_MAX_WORKERS), zeroed: pages are
+ * touched first by the core that binds ranks, so they end up on its NUMA node. */
+int engine_jobs_init(struct tally_engine *e)
+{
+	e->jobs = calloc(e->cfg.max_jobs, sizeof(*e->jobs));
+	e->rank_mem = calloc((size_t)e->cfg.max_jobs * TALLY_MAX_WORKERS, sizeof(*e->rank_mem));
+	if (!e->jobs || !e->rank_mem)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < e->cfg.max_jobs; i++)
+		e->jobs[i].ranks = e->rank_mem + (size_t)i * TALLY_MAX_WORKERS;
+	return 0;
+}
+
 void engine_jobs_free(struct tally_engine *e)
 {
-	if (!e->jobs)
-		return;
-	for (uint32_t i = 0; i < e->cfg.max_jobs; i++)
-		free(e->jobs[i].ranks);
 	free(e->jobs);
+	free(e->rank_mem);
 	e->jobs = NULL;
-}
-
-enum tally_reason engine_auth(struct tally_engine *e, const struct tally_hdr *h,
-			  const struct tally_addr *from, struct engine_job **jobp)
-{
-	struct engine_job *j = engine_job_find(e, h->job_id);
-	if (!j)
-		return TALLY_R_WRONG_JOB;
-	if (j->token != h->token)
-		return TALLY_R_WRONG_TOKEN;
-	if (h->rank >= j->world)
-		return TALLY_R_BAD_RANK;
-	const struct engine_rank *r = &j->ranks[h->rank];
-	if (!r->bound || !engine_addr_eq(&r->addr, from))
-		return TALLY_R_NOT_JOINED;
-	*jobp = j;
-	return TALLY_OK;
-}
-
-enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, uint32_t rank,
-			  const struct tally_addr *from, uint64_t now)
-{
-	struct engine_rank *r = &job->ranks[rank];
-	if (r->bound) {
-		if (engine_addr_eq(&r->addr, from)) {
-			r->addr = *from;
-			return TALLY_OK;
-		}
-		/* Another address: only a restarted worker, silent long enough. */
-		if (now - r->last_ns < e->cfg.rejoin_timeout_ns)
-			return TALLY_R_RANK_TAKEN;
-	} else {
-		job->joined++;
-	}
-	r->bound = 1;
-	r->addr = *from;
-	r->last_ns = now;
-	return TALLY_OK;
+	e->rank_mem = NULL;
 }
 
 enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt *pkt,

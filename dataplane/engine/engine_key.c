@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
- * engine_key.c — the key table (hash on job id and key, O(1) lookup on the PUSH path),
- * registration with the memory budget, live policy, key removal and the key walker.
+ * engine_key.c — registration within the memory budget (each key is one block of the
+ * per-core arena: struct, chunk state, bitmaps, transport RESULT-buffer state,
+ * accumulators), live policy, key removal (deferred while the transport still references a
+ * RESULT buffer) and the key walker.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -8,97 +10,29 @@
 
 #include "engine_int.h"
 
-static inline uint32_t key_hash(uint32_t job_id, uint32_t key)
+int engine_keys_arena_init(struct tally_engine *e)
 {
-	uint64_t x = ((uint64_t)job_id << 32 | key) * 0x9E3779B97F4A7C15ull;
-	return (uint32_t)(x >> 32) ^ (uint32_t)x;
-}
-
-int engine_keys_init(struct tally_engine *e)
-{
-	uint32_t cap = 16;
-	while (cap < 2 * e->cfg.max_keys)
-		cap <<= 1;
-	e->ktab = calloc(cap, sizeof(*e->ktab));
-	e->keys = calloc(e->cfg.max_keys, sizeof(*e->keys));
-	if (!e->ktab || !e->keys)
+	size_t size = e->cfg.mem_budget & ~(size_t)(ENGINE_ARENA_ALIGN - 1);
+	if (size == 0)
+		return 0;
+	e->arena_mem = engine_mem_alloc(e, size);
+	if (!e->arena_mem)
 		return -ENOMEM;
-	e->kmask = cap - 1;
+	engine_arena_init(&e->arena, e->arena_mem, size);
 	return 0;
 }
 
-void engine_keys_fini(struct tally_engine *e)
+void engine_keys_arena_fini(struct tally_engine *e)
 {
-	free(e->ktab);
-	free(e->keys);
-	e->ktab = NULL;
-	e->keys = NULL;
-}
-
-struct engine_key *engine_key_find(const struct tally_engine *e, uint32_t job_id, uint32_t key)
-{
-	uint32_t i = key_hash(job_id, key) & e->kmask;
-	for (;;) {
-		struct engine_key *k = e->ktab[i];
-		if (!k)
-			return NULL;
-		if (k->key == key && k->job_id == job_id)
-			return k;
-		i = (i + 1) & e->kmask;
-	}
-}
-
-static void ktab_insert(struct tally_engine *e, struct engine_key *k)
-{
-	uint32_t i = key_hash(k->job_id, k->key) & e->kmask;
-	while (e->ktab[i])
-		i = (i + 1) & e->kmask;
-	e->ktab[i] = k;
-	k->vidx = e->nkeys;
-	e->keys[e->nkeys++] = k;
-}
-
-/* Linear probing delete with backward shift (no tombstones). */
-static void ktab_delete(struct tally_engine *e, struct engine_key *k)
-{
-	uint32_t i = key_hash(k->job_id, k->key) & e->kmask;
-	while (e->ktab[i] != k)
-		i = (i + 1) & e->kmask;
-	uint32_t j = i;
-	for (;;) {
-		e->ktab[i] = NULL;
-		for (;;) {
-			j = (j + 1) & e->kmask;
-			if (!e->ktab[j])
-				goto shifted;
-			uint32_t h = key_hash(e->ktab[j]->job_id, e->ktab[j]->key) & e->kmask;
-			/* Move j back to i unless its home lies cyclically in (i, j]. */
-			if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
-				continue;
-			break;
-		}
-		e->ktab[i] = e->ktab[j];
-		i = j;
-	}
-shifted:
-	e->nkeys--;
-	struct engine_key *last = e->keys[e->nkeys];
-	e->keys[k->vidx] = last;
-	last->vidx = k->vidx;
-	e->keys[e->nkeys] = NULL;
+	engine_mem_free(e, e->arena_mem);
+	e->arena_mem = NULL;
+	memset(&e->arena, 0, sizeof(e->arena));
 }
 
 static void key_free(struct tally_engine *e, struct engine_key *k)
 {
-	if (!k)
-		return;
-	for (int p = 0; p < 2; p++) {
-		engine_mem_free(e, k->acc[p]);
-		engine_mem_free(e, k->res[p]);
-	}
-	free(k->chunks);
-	free(k->bits);
-	free(k);
+	e->mem_used -= k->mem;
+	engine_arena_free(&e->arena, k);
 }
 
 static size_t align64(size_t n)
@@ -106,17 +40,57 @@ static size_t align64(size_t n)
 	return (n + 63) & ~(size_t)63;
 }
 
-/* Budget bytes a key needs. */
-static size_t key_mem(const struct tally_register *reg, uint32_t nchunks, uint32_t bm_words)
+/* Offsets inside a key's arena block. Everything before acc[0] starts zeroed. */
+struct key_layout {
+	size_t chunks, bits, xbufs, acc[2], res[2], total;
+};
+
+static void key_layout(const struct tally_engine *e, const struct tally_register *reg,
+		       uint32_t nchunks, uint32_t bm_words, struct key_layout *l)
 {
 	size_t esize = tally_dtype_size((enum tally_dtype)reg->dtype);
-	size_t m = sizeof(struct engine_key);
-	m += 2 * align64((size_t)reg->nelems * 4);
-	if (esize != 4)
-		m += 2 * align64((size_t)reg->nelems * esize);
-	m += 2 * (size_t)nchunks * sizeof(struct engine_chunk);
-	m += 2 * (size_t)nchunks * 2 * bm_words * sizeof(uint64_t);
-	return m;
+	size_t off = align64(sizeof(struct engine_key));
+	l->chunks = off;
+	off += align64(2 * (size_t)nchunks * sizeof(struct engine_chunk));
+	l->bits = off;
+	off += align64(2 * (size_t)nchunks * 2 * bm_words * sizeof(uint64_t));
+	l->xbufs = off;
+	off += align64(2 * (size_t)nchunks * e->xbuf_size);
+	for (int p = 0; p < 2; p++) {
+		l->acc[p] = off;
+		off += align64((size_t)reg->nelems * 4);
+	}
+	for (int p = 0; p < 2; p++) {
+		l->res[p] = off;
+		if (esize != 4)
+			off += align64((size_t)reg->nelems * esize);
+	}
+	l->total = off;
+}
+
+/* Does the transport still reference one of the key's RESULT buffers? */
+static int key_busy(const struct tally_engine *e, const struct engine_key *k)
+{
+	if (!k->xbufs || !e->ops->buf_busy)
+		return 0;
+	for (uint32_t idx = 0; idx < 2 * k->nchunks; idx++)
+		if (e->ops->buf_busy(e->xctx, engine_xbuf(e, k, idx)))
+			return 1;
+	return 0;
+}
+
+void engine_keys_reap(struct tally_engine *e)
+{
+	struct engine_key **link = &e->zombies;
+	while (*link) {
+		struct engine_key *k = *link;
+		if (key_busy(e, k)) {
+			link = &k->zombie_next;
+			continue;
+		}
+		*link = k->zombie_next;
+		key_free(e, k);
+	}
 }
 
 static int same_reg(const struct tally_register *a, const struct tally_register *b)
@@ -160,13 +134,14 @@ static int key_create(struct tally_engine *e, struct engine_job *job, uint32_t k
 	uint32_t nchunks = (uint32_t)(((uint64_t)reg->nelems + reg->chunk_elems - 1) /
 				      reg->chunk_elems);
 	uint32_t bm_words = (reg->participants + 63u) / 64u;
-	size_t need = key_mem(reg, nchunks, bm_words);
-	if (need > e->cfg.mem_budget || e->mem_used > e->cfg.mem_budget - need)
+	struct key_layout l;
+	key_layout(e, reg, nchunks, bm_words, &l);
+	size_t charged;
+	uint8_t *blk = engine_arena_alloc(&e->arena, l.total, &charged);
+	if (!blk)
 		return -ENOMEM;
-
-	struct engine_key *k = calloc(1, sizeof(*k));
-	if (!k)
-		return -ENOMEM;
+	memset(blk, 0, l.acc[0]);
+	struct engine_key *k = (struct engine_key *)blk;
 	k->job_id = job->id;
 	k->key = key;
 	k->job = job;
@@ -181,32 +156,30 @@ static int key_create(struct tally_engine *e, struct engine_job *job, uint32_t k
 	k->det = (reg->flags & TALLY_KEY_DETERMINISTIC) ? 1 : 0;
 	k->esize = (uint32_t)tally_dtype_size((enum tally_dtype)reg->dtype);
 	k->open_head = k->open_tail = ENGINE_NIL;
-	k->mem = need;
+	k->mem = charged;
 	for (int p = 0; p < 2; p++) {
-		k->acc[p] = engine_mem_alloc(e, (size_t)reg->nelems * 4);
-		if (!k->acc[p])
-			goto nomem;
-		if (k->esize != 4) {
-			k->res[p] = engine_mem_alloc(e, (size_t)reg->nelems * k->esize);
-			if (!k->res[p])
-				goto nomem;
-		}
+		k->acc[p] = blk + l.acc[p];
+		k->res[p] = k->esize != 4 ? blk + l.res[p] : NULL;
 	}
-	k->chunks = calloc(2 * (size_t)nchunks, sizeof(*k->chunks));
-	k->bits = calloc(2 * (size_t)nchunks * 2 * bm_words, sizeof(uint64_t));
-	if (!k->chunks || !k->bits)
-		goto nomem;
+	k->chunks = (struct engine_chunk *)(blk + l.chunks);
+	k->bits = (uint64_t *)(blk + l.bits);
+	k->xbufs = e->xbuf_size ? blk + l.xbufs : NULL;
 	for (size_t i = 0; i < 2 * (size_t)nchunks; i++) {
 		k->chunks[i].det_head = ENGINE_NIL;
 		k->chunks[i].prev = k->chunks[i].next = ENGINE_NIL;
 	}
-	ktab_insert(e, k);
+	/* The transport learns each RESULT buffer once (e.g. its IOVA), never per send. */
+	if (k->xbufs && e->ops->buf_init) {
+		for (uint32_t idx = 0; idx < 2 * nchunks; idx++) {
+			uint32_t bytes;
+			const void *pl = engine_result_payload(k, idx, &bytes);
+			e->ops->buf_init(e->xctx, engine_xbuf(e, k, idx), pl, bytes);
+		}
+	}
+	engine_ktab_insert(e, k);
 	job->nkeys++;
-	e->mem_used += need;
+	e->mem_used += charged;
 	return 0;
-nomem:
-	key_free(e, k);
-	return -ENOMEM;
 }
 
 int tally_engine_key_register(struct tally_engine *e, uint32_t job_id, uint32_t key,
@@ -295,9 +268,16 @@ static void key_remove(struct tally_engine *e, struct engine_key *k)
 		}
 	}
 	engine_dl_update(e, k);
-	ktab_delete(e, k);
+	engine_ktab_delete(e, k);
 	k->job->nkeys--;
-	e->mem_used -= k->mem;
+	k->job = NULL;
+	/* A RESULT copy still queued in the transport points into this block: keep it (and
+	 * its budget charge) until tally_engine_poll finds it released. */
+	if (key_busy(e, k)) {
+		k->zombie_next = e->zombies;
+		e->zombies = k;
+		return;
+	}
 	key_free(e, k);
 }
 

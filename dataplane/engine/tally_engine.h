@@ -16,6 +16,15 @@
  *    different one gets ERROR KEY_CONFLICT) or by tally_engine_key_register(). Memory for
  *    accumulators and chunk state comes from cfg.mem_budget at registration; exceeding it is
  *    -ENOMEM / TALLY_R_NO_MEMORY. Nothing is allocated on the PUSH path.
+ *  - Memory: every allocation happens in tally_engine_create (cfg.alloc is called there
+ *    only). Keys come from a per-core arena of cfg.mem_budget bytes carved then (one block
+ *    per key: state, bitmaps, transport buffer state, accumulators; first fit, coalesced on
+ *    free), so REGISTER on the datapath core takes no lock and makes no syscall;
+ *    tally_engine_mem_used() is the arena's bytes in use (block headers included), and a
+ *    fragmented arena also answers NO_MEMORY. Job slots own fixed rank tables (max_jobs x
+ *    TALLY_MAX_WORKERS) carved at create, so an open-admission JOIN allocates nothing.
+ *    A removed key whose RESULT buffers the transport still references stays charged until
+ *    tally_engine_poll() finds them released.
  *  - Per key: two parity slots (round & 1), each with an accumulator (f32; i32 for i32
  *    keys), and per chunk a contributor bitmap, a "seen" bitmap (any push of that round,
  *    late ones included), a count, a round number and a state.
@@ -41,6 +50,9 @@
  *    straight into the accumulator; any other push is staged in a buffer from a per-core
  *    pool (cfg.det_pool_bytes; exhausted → TALLY_R_POOL_FULL, the worker retries) and
  *    added in rank order as soon as its turn comes or at completion.
+ *      * a slot whose RESULT buffer the transport still references (a copy of round r-2
+ *        queued for transmit, tally_xport_ops.buf_busy) is not reused either:
+ *        TALLY_R_TOO_EARLY, counted in result_busy; the queued copies never change.
  *  - PULL (key, round, offset): re-sends that RESULT if the slot holds that round complete.
  *  - BYE unbinds the rank.
  *  - Every rejection returns its reason, is counted in drops[reason] and changes no state.
@@ -73,7 +85,8 @@ struct tally_engine_cfg {
 	uint32_t max_keys;         /* default 65536 */
 	int open_admission;        /* first JOIN creates its job (embedded quick start only) */
 	uint64_t rejoin_timeout_ns;/* default 5 s */
-	/* Memory for accumulators (NUMA-local hugepages on DPDK). NULL: aligned_alloc/free. */
+	/* The key arena (mem_budget bytes) and the deterministic pool, NUMA-local hugepages on
+	 * DPDK; called by tally_engine_create/destroy only. NULL: aligned_alloc/free. */
 	void *(*alloc)(void *actx, size_t size, size_t align);
 	void (*free)(void *actx, void *p);
 	void *alloc_ctx;
@@ -93,6 +106,9 @@ struct tally_engine_stats {
 	uint64_t results;          /* RESULT packets sent (fan-out copies) */
 	uint64_t resends;          /* RESULT re-sent (duplicate push, late push, PULL) */
 	uint64_t drops[TALLY_R_COUNT];
+	uint64_t result_busy;      /* pushes refused (TALLY_R_TOO_EARLY, also in drops) because
+				    * the slot's previous RESULT copies were still queued in the
+				    * transport (tally_xport_ops.buf_busy) */
 };
 
 /* Fills defaults for every zero field it can (max_jobs, max_keys, rejoin timeout,
@@ -120,8 +136,8 @@ int tally_engine_key_register(struct tally_engine *e, uint32_t job_id, uint32_t 
 enum tally_reason tally_engine_rx(struct tally_engine *e, const void *buf, size_t len,
 				  const struct tally_addr *from);
 
-/* Timers (deadline completions). Call regularly from the core's loop. Returns the number
- * of chunks completed by deadline. */
+/* Timers (deadline completions; memory of removed keys the transport released). Call
+ * regularly from the core's loop. Returns the number of chunks completed by deadline. */
 unsigned tally_engine_poll(struct tally_engine *e);
 
 /* Live policy for a key (quorum 1..participants, deadline_us, deterministic is fixed at

@@ -26,7 +26,8 @@ struct tally_xport_ops {
 	/* Send one packet: the 64-byte encoded header, then `len` payload bytes (payload may
 	 * be NULL when len is 0). The payload buffer stays valid and unchanged until the
 	 * engine's slot holding it is reused for round r+2, so a transport may reference it
-	 * (zero copy) instead of copying. Returns 0, or a negative errno (the packet is
+	 * (zero copy) instead of copying; one that does must implement buf_busy below so the
+	 * reuse waits for its references to go. Returns 0, or a negative errno (the packet is
 	 * dropped; protocols above retransmit). Never blocks. */
 	int (*send)(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
 		    const void *payload, size_t len);
@@ -36,6 +37,23 @@ struct tally_xport_ops {
 	 * tally_client_rx(); returns how many were delivered or a negative errno. A
 	 * simulation advances its virtual clock here. */
 	int (*poll)(void *ctx, uint64_t timeout_ns);
+
+	/* ---- Optional, engine side: zero-copy RESULT buffers with a reference count. ----
+	 * A transport that references RESULT payloads (DPDK extbufs) sets buf_size > 0: the
+	 * engine then keeps buf_size bytes of transport state per RESULT buffer (one per chunk
+	 * and parity), allocated with the key from the engine's arena, zeroed, 16-aligned.
+	 * buf_init is called once per buffer when the key is created (on the engine's core:
+	 * no syscall, no lock; e.g. set up a refcounted descriptor, cache the IOVA). RESULTs
+	 * are then sent with send_buf (as send, naming the buffer's state). buf_busy returns
+	 * non-zero while a sent copy still references the buffer (queued, not yet transmitted):
+	 * the engine then refuses to start a new round in that buffer (TALLY_R_TOO_EARLY, the
+	 * worker retries) and keeps a removed key's memory until no buffer is busy. A copying
+	 * transport (kernel UDP, simulations) leaves all four zero. */
+	size_t buf_size;
+	void (*buf_init)(void *ctx, void *buf, const void *payload, size_t len);
+	int (*send_buf)(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
+			const void *payload, size_t len, void *buf);
+	int (*buf_busy)(void *ctx, const void *buf);
 };
 
 #ifdef __cplusplus

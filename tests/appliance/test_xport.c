@@ -3,7 +3,8 @@
  * --no-huge, in process): a RESULT is a header mbuf chained to the payload attached as an
  * external buffer (zero copy, the shared info's count returns when the mbuf is freed),
  * small payloads are copied, devices without chains get one linear copy, buffered frames
- * leave on the TSC deadline, an ARP request is answered in place.
+ * leave on the TSC deadline, an ARP request is answered in place, and an engine over this
+ * transport does not reuse a RESULT buffer while a copy of it is still queued.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,8 +23,9 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
-#include "tally_proto.h"
 #include "tally_dpdk.h"
+#include "tally_engine.h"
+#include "tally_proto.h"
 
 static struct rte_mempool *rx_pool, *hdr_pool;
 static uint16_t port;
@@ -177,6 +179,122 @@ static void test_arp_answered(void **state)
 	rte_pktmbuf_free(r[0]);
 }
 
+/* Feed the engine one packet built from hd and a payload. */
+static enum tally_reason xp_rx(struct tally_engine *e, struct tally_hdr *hd, const void *pl,
+			       size_t plen, const struct tally_addr *from)
+{
+	static uint8_t buf[TALLY_HDR_LEN + TALLY_MAX_PAYLOAD];
+
+	if (plen)
+		memcpy(buf + TALLY_HDR_LEN, pl, plen);
+	tally_proto_finish(buf, hd, buf + TALLY_HDR_LEN, plen);
+	return tally_engine_rx(e, buf, TALLY_HDR_LEN + plen, from);
+}
+
+static enum tally_reason xp_push(struct tally_engine *e, uint32_t rank, uint32_t round, float v,
+				 const struct tally_addr *from)
+{
+	static float pl[1024];
+	struct tally_hdr hd;
+
+	for (int i = 0; i < 1024; i++)
+		pl[i] = v + (float)i;
+	memset(&hd, 0, sizeof(hd));
+	hd.op = TALLY_OP_PUSH;
+	hd.job_id = 7;
+	hd.token = 0x1234;
+	hd.rank = rank;
+	hd.key = 1;
+	hd.round = round;
+	hd.count = 1024;
+	hd.dtype = TALLY_DT_F32;
+	return xp_rx(e, &hd, pl, sizeof(pl), from);
+}
+
+/* The RESULT buffer rule over the real transport: a RESULT copy still queued (an unsent
+ * mbuf holding a reference on its chunk buffer's own shinfo) keeps round r+2 out of that
+ * buffer (TOO_EARLY, counted) until the mbuf is freed; then the push is accepted, and the
+ * queued copy's bytes never changed. */
+static void test_result_buffer_busy_until_freed(void **state)
+{
+	(void)state;
+	struct tally_engine_cfg cfg;
+	struct rte_mbuf *m[16];
+	struct tally_addr a[2] = { peer, peer };
+	int err = 0;
+
+	a[1].port = htons(40001);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.mem_budget = 8u << 20;
+	struct tally_engine *e = tally_engine_create(&cfg, &tally_dpdk_engine_ops, &tx, &err);
+	assert_non_null(e);
+	assert_int_equal(tally_engine_job_add(e, 7, 0x1234, 2), 0);
+	for (uint32_t r = 0; r < 2; r++) {
+		struct tally_hdr hd;
+		struct tally_join j = { .world_size = 2, .max_chunk_bytes = 8192 };
+		uint8_t pl[TALLY_JOIN_LEN];
+
+		tally_proto_put_join(pl, &j);
+		memset(&hd, 0, sizeof(hd));
+		hd.op = TALLY_OP_JOIN;
+		hd.job_id = 7;
+		hd.token = 0x1234;
+		hd.rank = r;
+		assert_int_equal(xp_rx(e, &hd, pl, sizeof(pl), &a[r]), TALLY_OK);
+	}
+	tally_dpdk_tx_flush(&tx, 1);
+	assert_int_equal(rx_all(m, 16), 2); /* JOIN_OKs, copied */
+	rte_pktmbuf_free_bulk(m, 2);
+	struct tally_register reg = { .nelems = 1024, .chunk_elems = 1024,
+				      .dtype = TALLY_DT_F32, .participants = 2, .quorum = 2 };
+	assert_int_equal(tally_engine_key_register(e, 7, 1, &reg), 0);
+
+	/* rounds 0 and 1 complete; their 4 RESULT copies stay queued */
+	for (uint32_t rd = 0; rd < 2; rd++)
+		for (uint32_t r = 0; r < 2; r++)
+			assert_int_equal(xp_push(e, r, rd, (float)(10 * rd + r + 1), &a[r]),
+					 TALLY_OK);
+	assert_int_equal(tally_dpdk_tx_pending(&tx), 4);
+	assert_int_equal(xp_push(e, 0, 2, 100.0f, &a[0]), TALLY_R_TOO_EARLY);
+	assert_int_equal(tally_engine_stats(e)->result_busy, 1);
+	/* transmitted, but the frames still sit in the ring: still referenced */
+	tally_dpdk_tx_flush(&tx, 1);
+	assert_int_equal(xp_push(e, 0, 2, 100.0f, &a[0]), TALLY_R_TOO_EARLY);
+	assert_int_equal(tally_engine_stats(e)->result_busy, 2);
+	assert_int_equal(tally_engine_stats(e)->drops[TALLY_R_TOO_EARLY], 2);
+	assert_int_equal(rx_all(m, 16), 4);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(m[i]->nb_segs, 2);
+		assert_true(RTE_MBUF_HAS_EXTBUF(m[i]->next));
+		/* each chunk buffer's own count: the engine's reference + 2 copies */
+		assert_int_equal(rte_mbuf_ext_refcnt_read(m[i]->next->shinfo), 3);
+		float want = i < 2 ? 3.0f : 23.0f; /* (1 + 2) and (11 + 12), + 2i each */
+		float buf[1024];
+		const float *got = rte_pktmbuf_read(m[i], 106, sizeof(buf), buf);
+		assert_non_null(got);
+		for (int k = 0; k < 1024; k++)
+			assert_true(got[k] == want + 2.0f * (float)k);
+	}
+	/* round 0's copies gone: its buffer may take round 2 */
+	rte_pktmbuf_free_bulk(m, 2);
+	assert_int_equal(xp_push(e, 0, 2, 100.0f, &a[0]), TALLY_OK);
+	assert_int_equal(tally_engine_stats(e)->result_busy, 2);
+	/* round 1's buffer: round 3 waits for its copies (m[2], m[3]) too */
+	assert_int_equal(xp_push(e, 1, 2, 100.0f, &a[1]), TALLY_OK);
+	tally_dpdk_tx_flush(&tx, 1);
+	unsigned n = rx_all(m + 4, 12);
+	assert_int_equal(n, 2); /* round 2's RESULTs (other buffer) */
+	rte_pktmbuf_free_bulk(m + 4, 2);
+	assert_int_equal(xp_push(e, 0, 3, 1.0f, &a[0]), TALLY_R_TOO_EARLY); /* m[2], m[3] */
+	rte_pktmbuf_free_bulk(m + 2, 2);
+	assert_int_equal(xp_push(e, 0, 3, 1.0f, &a[0]), TALLY_OK);
+	assert_int_equal(tally_engine_stats(e)->result_busy, 3);
+	tally_dpdk_tx_flush(&tx, 1);
+	n = rx_all(m, 16);
+	rte_pktmbuf_free_bulk(m, n);
+	tally_engine_destroy(e);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -235,6 +353,7 @@ int main(void)
 		cmocka_unit_test(test_no_chains_linear_copy),
 		cmocka_unit_test(test_deadline_flush),
 		cmocka_unit_test(test_arp_answered),
+		cmocka_unit_test(test_result_buffer_busy_until_freed),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -3,6 +3,7 @@
  * mbuf chained to the payload attached as an external buffer), ARP/ICMP answers.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include <rte_cycles.h>
@@ -15,8 +16,8 @@
 #include "tally_proto.h"
 #include "tally_dpdk.h"
 
-/* The engine keeps a payload unchanged until its slot is reused for round r+2, long after
- * the transmit completed: nothing to free when the last reference goes. */
+/* The engine owns its buffers (and holds one reference on each buffer's shinfo for the
+ * key's life): nothing to free when a copy's reference goes. */
 static void dpdk_extbuf_free_noop(void *addr, void *opaque)
 {
 	(void)addr;
@@ -131,59 +132,171 @@ static rte_iova_t dpdk_iova(const void *va)
 	return rte_mem_virt2iova(va);
 }
 
-static int dpdk_engine_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
-			  const void *payload, size_t len)
+/* The header mbuf of a frame to `to` (Ethernet + IPv4 + UDP + Tally header), with the
+ * payload copied in when copy. NULL when no mbuf (counted) or no room (*rc). */
+static struct rte_mbuf *dpdk_frame(struct tally_dpdk_tx *tx, const struct tally_addr *to,
+				   const uint8_t *hdr, const void *payload, size_t len, int copy,
+				   int *rc)
 {
-	struct tally_dpdk_tx *tx = ctx;
-	int copy = len <= TALLY_DPDK_COPY_MAX;
-
-	if (to->cookie >= tx->nports || len > TALLY_MAX_PAYLOAD || (len && !payload))
-		return -EINVAL;
-	uint16_t pi = (uint16_t)to->cookie;
-	const struct tally_dpdk_txport *p = &tx->port[pi];
-	if (p->copy_pool)
-		copy = 1; /* no chains on this device: one linear frame */
+	const struct tally_dpdk_txport *p = &tx->port[to->cookie];
 	struct rte_mbuf *m = rte_pktmbuf_alloc(copy && len > TALLY_DPDK_COPY_MAX ? p->copy_pool :
 					       tx->hdr_pool);
 
-	if (!m)
-		goto nombuf;
+	*rc = -ENOBUFS;
+	if (!m) {
+		tx->st.drops[TALLY_PKT_D_NO_MBUF]++;
+		return NULL;
+	}
 	size_t hlen = TALLY_PKT_HDRS_LEN + TALLY_HDR_LEN + (copy ? len : 0);
 	uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)hlen);
 	if (!d) {
 		rte_pktmbuf_free(m);
-		return -EMSGSIZE;
+		*rc = -EMSGSIZE;
+		return NULL;
 	}
 	tally_pkt_build_udp(d, p->ifa.mac, to->mac, p->ifa.ip, to->ip,
 			     rte_cpu_to_be_16((uint16_t)(p->ifa.base_port + tx->core)), to->port,
 			     TALLY_HDR_LEN + len, tx->ip_id++);
 	memcpy(d + TALLY_PKT_HDRS_LEN, hdr, TALLY_HDR_LEN);
-	if (copy) {
-		if (len)
-			memcpy(d + TALLY_PKT_HDRS_LEN + TALLY_HDR_LEN, payload, len);
-	} else {
-		struct rte_mbuf *e = rte_pktmbuf_alloc(tx->hdr_pool);
+	if (copy && len)
+		memcpy(d + TALLY_PKT_HDRS_LEN + TALLY_HDR_LEN, payload, len);
+	return m;
+}
 
-		if (!e) {
-			rte_pktmbuf_free(m);
-			goto nombuf;
-		}
-		rte_mbuf_ext_refcnt_update(&tx->shinfo, 1);
-		rte_pktmbuf_attach_extbuf(e, (void *)(uintptr_t)payload, dpdk_iova(payload),
-					  (uint16_t)len, &tx->shinfo);
-		e->data_len = (uint16_t)len;
-		e->pkt_len = (uint32_t)len;
-		if (rte_pktmbuf_chain(m, e)) {
-			rte_pktmbuf_free(e);
-			rte_pktmbuf_free(m);
-			return -EMSGSIZE;
-		}
+/* Chain to m a segment referencing [va, va + len) at iova, holding one reference on sh.
+ * On failure m (and what it chains) is freed. */
+static int dpdk_chain_ext(struct tally_dpdk_tx *tx, struct rte_mbuf *m, const void *va,
+			  rte_iova_t iova, size_t len, struct rte_mbuf_ext_shared_info *sh)
+{
+	struct rte_mbuf *e = rte_pktmbuf_alloc(tx->hdr_pool);
+
+	if (!e) {
+		rte_pktmbuf_free(m);
+		tx->st.drops[TALLY_PKT_D_NO_MBUF]++;
+		return -ENOBUFS;
 	}
-	tally_dpdk_tx_enqueue(tx, pi, m);
+	rte_mbuf_ext_refcnt_update(sh, 1);
+	rte_pktmbuf_attach_extbuf(e, (void *)(uintptr_t)va, iova, (uint16_t)len, sh);
+	e->data_len = (uint16_t)len;
+	e->pkt_len = (uint32_t)len;
+	if (rte_pktmbuf_chain(m, e)) {
+		rte_pktmbuf_free(e);
+		rte_pktmbuf_free(m);
+		return -EMSGSIZE;
+	}
 	return 0;
-nombuf:
-	tx->st.drops[TALLY_PKT_D_NO_MBUF]++;
-	return -ENOBUFS;
+}
+
+static int dpdk_send_check(const struct tally_dpdk_tx *tx, const struct tally_addr *to,
+			   const void *payload, size_t len)
+{
+	if (to->cookie >= tx->nports || len > TALLY_MAX_PAYLOAD || (len && !payload))
+		return -EINVAL;
+	return 0;
+}
+
+/* Payloads without buffer state (tests, direct callers): the shared no-op shinfo and an
+ * IOVA lookup per send. The engine's RESULTs go through dpdk_engine_send_buf. */
+static int dpdk_engine_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
+			  const void *payload, size_t len)
+{
+	struct tally_dpdk_tx *tx = ctx;
+	int rc = dpdk_send_check(tx, to, payload, len);
+
+	if (rc < 0)
+		return rc;
+	/* no chains on this device: one linear frame */
+	int copy = len <= TALLY_DPDK_COPY_MAX || tx->port[to->cookie].copy_pool;
+	struct rte_mbuf *m = dpdk_frame(tx, to, hdr, payload, len, copy, &rc);
+	if (!m)
+		return rc;
+	if (!copy) {
+		rc = dpdk_chain_ext(tx, m, payload, dpdk_iova(payload), len, &tx->shinfo);
+		if (rc < 0)
+			return rc;
+	}
+	tally_dpdk_tx_enqueue(tx, (uint16_t)to->cookie, m);
+	return 0;
+}
+
+/* Where a RESULT buffer's IOVA is, found once (key creation). DPDK memory: a memseg lookup,
+ * no syscall. Other memory (tests): the page map, once here instead of per send. */
+static rte_iova_t dpdk_iova_once(const void *va)
+{
+	if (rte_eal_iova_mode() == RTE_IOVA_VA)
+		return (rte_iova_t)(uintptr_t)va;
+	const struct rte_memseg *ms = rte_mem_virt2memseg(va, NULL);
+	if (ms && ms->iova != RTE_BAD_IOVA)
+		return ms->iova + (rte_iova_t)((uintptr_t)va - (uintptr_t)ms->addr);
+	return rte_mem_virt2iova(va);
+}
+
+static void dpdk_buf_init(void *ctx, void *buf, const void *payload, size_t len)
+{
+	struct tally_dpdk_xbuf *xb = buf;
+	const uint8_t *va = payload;
+
+	(void)ctx;
+	xb->shinfo.free_cb = dpdk_extbuf_free_noop;
+	xb->shinfo.fcb_opaque = NULL;
+	/* the engine's own reference, for the key's life: > 1 means a copy is queued */
+	rte_mbuf_ext_refcnt_set(&xb->shinfo, 1);
+	xb->iova = dpdk_iova_once(va);
+	xb->split = 0;
+	xb->iova2 = RTE_BAD_IOVA;
+	if (xb->iova == RTE_BAD_IOVA || len == 0)
+		return;
+	/* IOVA as PA: a buffer may cross into a page that is not physically next. */
+	for (size_t off = 4096 - ((uintptr_t)va & 4095); off < len; off += 4096) {
+		rte_iova_t at = dpdk_iova_once(va + off);
+		rte_iova_t base = xb->split ? xb->iova2 - xb->split : xb->iova;
+		if (at == base + off)
+			continue;
+		if (xb->split || at == RTE_BAD_IOVA) {
+			xb->iova = RTE_BAD_IOVA; /* more than two pieces: per-send fallback */
+			return;
+		}
+		xb->split = (uint32_t)off;
+		xb->iova2 = at;
+	}
+}
+
+static int dpdk_buf_busy(void *ctx, const void *buf)
+{
+	const struct tally_dpdk_xbuf *xb = buf;
+
+	(void)ctx;
+	if (rte_mbuf_ext_refcnt_read(&xb->shinfo) > 1)
+		return 1;
+	/* the last free (maybe on another lcore) happens before the engine writes again */
+	atomic_thread_fence(memory_order_acquire);
+	return 0;
+}
+
+static int dpdk_engine_send_buf(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
+				const void *payload, size_t len, void *buf)
+{
+	struct tally_dpdk_tx *tx = ctx;
+	struct tally_dpdk_xbuf *xb = buf;
+	int rc = dpdk_send_check(tx, to, payload, len);
+
+	if (rc < 0)
+		return rc;
+	if (len <= TALLY_DPDK_COPY_MAX || tx->port[to->cookie].copy_pool ||
+	    xb->iova == RTE_BAD_IOVA)
+		return dpdk_engine_send(ctx, to, hdr, payload, len);
+	struct rte_mbuf *m = dpdk_frame(tx, to, hdr, payload, len, 0, &rc);
+	if (!m)
+		return rc;
+	size_t first = xb->split ? xb->split : len;
+	rc = dpdk_chain_ext(tx, m, payload, xb->iova, first, &xb->shinfo);
+	if (rc == 0 && first < len)
+		rc = dpdk_chain_ext(tx, m, (const uint8_t *)payload + first, xb->iova2, len - first,
+				    &xb->shinfo);
+	if (rc < 0)
+		return rc;
+	tally_dpdk_tx_enqueue(tx, (uint16_t)to->cookie, m);
+	return 0;
 }
 
 static uint64_t dpdk_now_ns(void *ctx)
@@ -198,6 +311,10 @@ const struct tally_xport_ops tally_dpdk_engine_ops = {
 	.send = dpdk_engine_send,
 	.now_ns = dpdk_now_ns,
 	.poll = NULL,
+	.buf_size = sizeof(struct tally_dpdk_xbuf),
+	.buf_init = dpdk_buf_init,
+	.send_buf = dpdk_engine_send_buf,
+	.buf_busy = dpdk_buf_busy,
 };
 
 void tally_dpdk_addr_from(struct tally_addr *a, const struct tally_pkt_parsed *p, uint16_t pi)

@@ -6,10 +6,13 @@
  * Engine side, zero copy both ways: the engine sums straight from the received mbuf's
  * payload, and each packet it sends is a small header mbuf (Ethernet + IPv4 + UDP + Tally
  * header) chained to an mbuf that references the engine's payload as an external buffer.
- * tally_xport.h guarantees the payload stays unchanged until its slot is reused for round
- * r+2, which is after the transmit completed, so the external buffer's free callback has
- * nothing to free. Small payloads (control replies, possibly on the engine's stack) are
- * copied into the header mbuf instead.
+ * Each RESULT buffer of the engine has its own refcounted shared info (struct
+ * tally_dpdk_xbuf, kept by the engine with the key: tally_xport_ops.buf_size): the engine
+ * holds one reference for the key's life, every queued copy one more, so the engine sees a
+ * copy still waiting in a TX queue (buf_busy) and does not start round r+2 in that buffer
+ * until it left. Its IOVA is found once when the key is created, never per send. Small
+ * payloads (control replies, possibly on the engine's stack) are copied into the header
+ * mbuf instead.
  *
  * Every function is used by one lcore (thread) at a time per object; no locks.
  */
@@ -90,7 +93,7 @@ struct tally_dpdk_tx {
 	uint16_t ip_id;
 	uint64_t flush_cycles;           /* TSC cycles a buffered packet may wait */
 	struct rte_mempool *hdr_pool;    /* small mbufs: headers and extbuf carriers */
-	struct rte_mbuf_ext_shared_info shinfo;
+	struct rte_mbuf_ext_shared_info shinfo; /* payloads sent with plain send (no state) */
 	struct tally_dpdk_tx_stats st;
 	struct tally_dpdk_txport port[TALLY_DPDK_MAX_PORTS];
 };
@@ -114,6 +117,15 @@ void tally_dpdk_tx_enqueue(struct tally_dpdk_tx *tx, uint16_t pi, struct rte_mbu
 void tally_dpdk_tx_flush(struct tally_dpdk_tx *tx, int force);
 /* Packets still buffered (drain). */
 unsigned tally_dpdk_tx_pending(const struct tally_dpdk_tx *tx);
+
+/* The transport's state per engine RESULT buffer. A buffer that crosses into a page not
+ * IOVA-next to it goes out as two segments from split on (IOVA as PA only). */
+struct tally_dpdk_xbuf {
+	struct rte_mbuf_ext_shared_info shinfo; /* 1 (the engine's) + copies not yet freed */
+	rte_iova_t iova;                 /* RTE_BAD_IOVA: looked up per send (fallback) */
+	rte_iova_t iova2;                /* of payload + split */
+	uint32_t split;                  /* 0: one IOVA-contiguous piece */
+};
 
 /* The engine's transport: ctx is a struct tally_dpdk_tx; tally_addr.cookie is the port
  * index a peer was heard on, mac/ip/port its addresses. */

@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * engine_util.c — helpers every engine file uses: drops, sends and ERROR replies, the
+ * create-time memory callback, job lookup, address identity, per-packet authentication and
+ * rank binding. A leaf: it calls nothing else in the library, which keeps the engine's
+ * files free of cycles (engine.c dispatches; the others call down to here).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_int.h"
+
+void *engine_mem_alloc(struct tally_engine *e, size_t size)
+{
+	size = (size + 63) & ~(size_t)63;
+	if (size == 0)
+		size = 64;
+	if (e->cfg.alloc)
+		return e->cfg.alloc(e->cfg.alloc_ctx, size, 64);
+	return aligned_alloc(64, size);
+}
+
+void engine_mem_free(struct tally_engine *e, void *p)
+{
+	if (!p)
+		return;
+	if (e->cfg.free)
+		e->cfg.free(e->cfg.alloc_ctx, p);
+	else
+		free(p);
+}
+
+enum tally_reason engine_drop(struct tally_engine *e, enum tally_reason r)
+{
+	e->st.drops[r]++;
+	return r;
+}
+
+void engine_send(struct tally_engine *e, const struct tally_addr *to, const struct tally_hdr *h,
+	     const void *payload, size_t len)
+{
+	uint8_t hb[TALLY_HDR_LEN];
+	tally_proto_encode_hdr(hb, h);
+	int rc = e->ops->send(e->xctx, to, hb, len ? payload : NULL, len);
+	if (rc < 0) {
+		e->st.tx_errors++;
+		return;
+	}
+	e->st.tx_pkts++;
+	e->st.tx_bytes += TALLY_HDR_LEN + len;
+}
+
+void engine_send_result(struct tally_engine *e, const struct tally_addr *to,
+			const struct tally_hdr *h, const void *payload, size_t len, void *xbuf)
+{
+	if (!xbuf || !e->ops->send_buf) {
+		engine_send(e, to, h, payload, len);
+		return;
+	}
+	uint8_t hb[TALLY_HDR_LEN];
+	tally_proto_encode_hdr(hb, h);
+	int rc = e->ops->send_buf(e->xctx, to, hb, payload, len, xbuf);
+	if (rc < 0) {
+		e->st.tx_errors++;
+		return;
+	}
+	e->st.tx_pkts++;
+	e->st.tx_bytes += TALLY_HDR_LEN + len;
+}
+
+enum tally_reason engine_reject(struct tally_engine *e, const struct tally_hdr *req,
+			    const struct tally_addr *from, enum tally_reason r)
+{
+	engine_drop(e, r);
+	if (!from)
+		return r;
+	struct tally_hdr h;
+	memset(&h, 0, sizeof(h));
+	h.op = TALLY_OP_ERROR;
+	h.reason = (uint8_t)r;
+	h.aux = req->op;
+	h.job_id = req->job_id;
+	h.rank = req->rank;
+	h.token = req->token;
+	h.key = req->key;
+	h.round = req->round;
+	h.offset = req->offset;
+	h.count = req->count;
+	h.dtype = req->dtype;
+	engine_send(e, from, &h, NULL, 0);
+	return r;
+}
+
+struct engine_job *engine_job_find(struct tally_engine *e, uint32_t id)
+{
+	struct engine_job *j = e->last_job;
+	if (j && j->in_use && j->id == id)
+		return j;
+	for (uint32_t i = 0; i < e->cfg.max_jobs; i++) {
+		j = &e->jobs[i];
+		if (j->in_use && j->id == id) {
+			e->last_job = j;
+			return j;
+		}
+	}
+	return NULL;
+}
+
+/* Transport address identity: IP, UDP port and the transport's cookie. The core index
+ * and MAC are not part of a worker's identity (routers rewrite MACs). */
+int engine_addr_eq(const struct tally_addr *a, const struct tally_addr *b)
+{
+	return a->ip == b->ip && a->port == b->port && a->cookie == b->cookie;
+}
+
+enum tally_reason engine_auth(struct tally_engine *e, const struct tally_hdr *h,
+			  const struct tally_addr *from, struct engine_job **jobp)
+{
+	struct engine_job *j = engine_job_find(e, h->job_id);
+	if (!j)
+		return TALLY_R_WRONG_JOB;
+	if (j->token != h->token)
+		return TALLY_R_WRONG_TOKEN;
+	if (h->rank >= j->world)
+		return TALLY_R_BAD_RANK;
+	const struct engine_rank *r = &j->ranks[h->rank];
+	if (!r->bound || !engine_addr_eq(&r->addr, from))
+		return TALLY_R_NOT_JOINED;
+	*jobp = j;
+	return TALLY_OK;
+}
+
+enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, uint32_t rank,
+			  const struct tally_addr *from, uint64_t now)
+{
+	struct engine_rank *r = &job->ranks[rank];
+	if (r->bound) {
+		if (engine_addr_eq(&r->addr, from)) {
+			r->addr = *from;
+			return TALLY_OK;
+		}
+		/* Another address: only a restarted worker, silent long enough. */
+		if (now - r->last_ns < e->cfg.rejoin_timeout_ns)
+			return TALLY_R_RANK_TAKEN;
+	} else {
+		job->joined++;
+	}
+	r->bound = 1;
+	r->addr = *from;
+	r->last_ns = now;
+	return TALLY_OK;
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * udp_int.h — internal state of the kernel UDP transport, shared by udp_xport.c (setup,
+ * lifecycle, stats), udp_io.c (the packet path: batched send with GSO, flush, recvmmsg
+ * with GRO, poll) and udp_sock.c (per-core sockets, error text). Calls go
+ * udp_xport.c -> udp_io.c -> udp_sock.c, never back.
+ */
+#ifndef UDP_UDP_INT_H
+#define UDP_UDP_INT_H
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "tally_udp.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
+
+#define UDP_SLOT (TALLY_HDR_LEN + TALLY_MAX_PAYLOAD)
+#define UDP_GRO_BUF 65536u
+#define UDP_GSO_MAX_BYTES 65000u
+#define UDP_GSO_MAX_SEGS 64u
+#define UDP_RX_ROUNDS 4 /* recvmmsg batches per socket per poll, so one socket cannot starve others */
+
+struct udp_sock {
+	int fd;
+	uint32_t nq;                 /* queued packets */
+	uint8_t *slots;              /* batch * UDP_SLOT */
+	uint32_t *lens;
+	struct sockaddr_in *dst;     /* listen mode: per-slot destination */
+};
+
+struct tally_udp {
+	struct tally_udp_cfg cfg;
+	struct sockaddr_in peer;     /* client: appliance address, port = base */
+	struct sockaddr_in local;    /* client: bind address (port 0) */
+	int has_local;
+	tally_udp_rx_fn rx;
+	void *rx_arg;
+	uint16_t nsocks;             /* entries in socks[] */
+	struct udp_sock socks[TALLY_UDP_MAX_CORES];
+	struct pollfd pfd[TALLY_UDP_MAX_CORES];
+	uint16_t pfd_core[TALLY_UDP_MAX_CORES];
+	uint16_t npfd;
+	/* receive and GSO send scratch */
+	struct mmsghdr *rmsg;
+	struct iovec *riov;
+	uint8_t *rbuf;
+	size_t rbuf_len;
+	char *rctl;
+	struct mmsghdr *smsg;
+	struct iovec *siov;
+	char *sctl;
+	struct tally_udp_stats st;
+	char err[256];
+};
+
+#define UDP_CTL_LEN CMSG_SPACE(sizeof(int))
+
+/* udp_sock.c */
+void udp_err(struct tally_udp *u, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Open core's socket (listen: bind base + core; client: connect to it). 0 or -errno. */
+int udp_open(struct tally_udp *u, uint16_t core);
+
+/* udp_io.c */
+int udp_flush_sock(struct tally_udp *u, struct udp_sock *s);
+uint64_t udp_now_ns(void *ctx);
+int udp_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr, const void *payload,
+	     size_t len);
+int udp_poll(void *ctx, uint64_t timeout_ns);
+
+#endif

@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * udp_io.c — the kernel UDP transport's packet path: per-socket send queues flushed with
+ * sendmmsg (one UDP GSO super-datagram per run of same-destination packets when the kernel
+ * takes it), recvmmsg batches with GRO split back into packets, and the poll loop.
+ */
+#include "udp_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tally_proto.h"
+
+uint64_t udp_now_ns(void *ctx)
+{
+	struct timespec ts;
+
+	(void)ctx;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* sendmmsg one socket's queue; GSO groups runs of equal-length packets to one destination
+ * (the last of a run may be shorter). Unsent packets stay queued on EAGAIN. */
+int udp_flush_sock(struct tally_udp *u, struct udp_sock *s)
+{
+	uint32_t i = 0, nm = 0, first[1024], cnt[1024];
+	int rc = 0;
+
+	if (!s->nq)
+		return 0;
+	while (i < s->nq) {
+		struct msghdr *mh = &u->smsg[nm].msg_hdr;
+		uint32_t len = s->lens[i], n = 1, total = len;
+
+		if (u->cfg.gso)
+			while (i + n < s->nq && n < UDP_GSO_MAX_SEGS &&
+			       total + s->lens[i + n] <= UDP_GSO_MAX_BYTES &&
+			       s->lens[i + n] <= len && s->lens[i + n - 1] == len &&
+			       (!s->dst || !memcmp(&s->dst[i + n], &s->dst[i], sizeof(s->dst[i])))) {
+				total += s->lens[i + n];
+				n++;
+			}
+		memset(mh, 0, sizeof(*mh));
+		for (uint32_t k = 0; k < n; k++) {
+			u->siov[i + k].iov_base = s->slots + (size_t)(i + k) * UDP_SLOT;
+			u->siov[i + k].iov_len = s->lens[i + k];
+		}
+		mh->msg_iov = &u->siov[i];
+		mh->msg_iovlen = n;
+		if (s->dst) {
+			mh->msg_name = &s->dst[i];
+			mh->msg_namelen = sizeof(s->dst[i]);
+		}
+		if (n > 1) {
+			struct cmsghdr *cm;
+
+			mh->msg_control = u->sctl + (size_t)nm * UDP_CTL_LEN;
+			mh->msg_controllen = UDP_CTL_LEN;
+			cm = CMSG_FIRSTHDR(mh);
+			cm->cmsg_level = SOL_UDP;
+			cm->cmsg_type = UDP_SEGMENT;
+			cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+			*(uint16_t *)(void *)CMSG_DATA(cm) = (uint16_t)len;
+			mh->msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+		}
+		first[nm] = i;
+		cnt[nm++] = n;
+		i += n;
+	}
+	uint32_t done = 0, sent_pkts = 0;
+	int gso_refused = 0;
+
+	while (done < nm) {
+		int r = sendmmsg(s->fd, &u->smsg[done], nm - done, MSG_DONTWAIT);
+
+		u->st.tx_calls++;
+		if (r > 0) {
+			for (int k = 0; k < r; k++) {
+				uint32_t m = done + (uint32_t)k;
+
+				sent_pkts += cnt[m];
+				u->st.tx_pkts += cnt[m];
+				for (uint32_t q = 0; q < cnt[m]; q++)
+					u->st.tx_bytes += s->lens[first[m] + q];
+				if (cnt[m] > 1)
+					u->st.tx_gso_sends++;
+			}
+			done += (uint32_t)r;
+			continue;
+		}
+		if (errno == EAGAIN || errno == ENOBUFS)
+			break; /* keep the rest queued for the next flush */
+		if (errno == EINTR)
+			continue;
+		if (cnt[done] > 1 && (errno == EIO || errno == EINVAL || errno == ENOPROTOOPT ||
+				      errno == EOPNOTSUPP)) {
+			/* The path refuses GSO: switch it off for good and resend unsegmented. */
+			u->cfg.gso = 0;
+			udp_err(u, "udp: GSO refused (%s), sending datagrams one by one",
+				strerror(errno));
+			gso_refused = 1;
+			break;
+		}
+		/* ECONNREFUSED (nobody listens yet), EMSGSIZE...: drop this message, go on. */
+		if (!rc)
+			rc = -errno;
+		u->st.tx_errors += cnt[done];
+		sent_pkts += cnt[done];
+		done++;
+	}
+	if (sent_pkts < s->nq) {
+		uint32_t left = s->nq - sent_pkts;
+
+		memmove(s->slots, s->slots + (size_t)sent_pkts * UDP_SLOT, (size_t)left * UDP_SLOT);
+		memmove(s->lens, s->lens + sent_pkts, left * sizeof(*s->lens));
+		if (s->dst)
+			memmove(s->dst, s->dst + sent_pkts, left * sizeof(*s->dst));
+	}
+	s->nq -= sent_pkts;
+	if (gso_refused)
+		return udp_flush_sock(u, s);
+	return rc;
+}
+
+int tally_udp_flush(struct tally_udp *u)
+{
+	int rc = 0;
+
+	for (uint16_t i = 0; i < u->npfd; i++) {
+		int r = udp_flush_sock(u, &u->socks[u->pfd_core[i]]);
+
+		if (r && !rc)
+			rc = r;
+	}
+	return rc;
+}
+
+int udp_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
+		    const void *payload, size_t len)
+{
+	struct tally_udp *u = ctx;
+	struct udp_sock *s;
+	uint8_t *slot;
+	int rc;
+
+	if (len > TALLY_MAX_PAYLOAD || to->core >= u->cfg.ncores) {
+		u->st.tx_errors++;
+		return -EINVAL;
+	}
+	s = &u->socks[to->core];
+	if (!s->slots) {
+		if (u->cfg.listen) {
+			u->st.tx_errors++;
+			return -EINVAL;
+		}
+		rc = udp_open(u, (uint16_t)to->core);
+		if (rc) {
+			u->st.tx_errors++;
+			return rc;
+		}
+	}
+	if (s->nq == u->cfg.batch) {
+		udp_flush_sock(u, s);
+		if (s->nq == u->cfg.batch) {
+			u->st.tx_errors++;
+			return -ENOBUFS;
+		}
+	}
+	slot = s->slots + (size_t)s->nq * UDP_SLOT;
+	memcpy(slot, hdr, TALLY_HDR_LEN);
+	if (len)
+		memcpy(slot + TALLY_HDR_LEN, payload, len);
+	s->lens[s->nq] = (uint32_t)(TALLY_HDR_LEN + len);
+	if (s->dst) {
+		memset(&s->dst[s->nq], 0, sizeof(s->dst[s->nq]));
+		s->dst[s->nq].sin_family = AF_INET;
+		s->dst[s->nq].sin_addr.s_addr = to->ip;
+		s->dst[s->nq].sin_port = to->port;
+	}
+	s->nq++;
+	if (s->nq == u->cfg.batch)
+		udp_flush_sock(u, s);
+	return 0;
+}
+
+/* Drain one socket (a few batches); returns datagrams delivered. */
+static int udp_rx_sock(struct tally_udp *u, uint16_t core)
+{
+	struct udp_sock *s = &u->socks[core];
+	uint32_t batch = u->cfg.batch;
+	size_t blen = u->rbuf_len;
+	int delivered = 0;
+
+	for (int round = 0; round < UDP_RX_ROUNDS; round++) {
+		struct sockaddr_in from[64];
+		uint32_t nb = batch < 64 ? batch : 64;
+		int r;
+
+		for (uint32_t i = 0; i < nb; i++) {
+			struct msghdr *mh = &u->rmsg[i].msg_hdr;
+
+			u->riov[i].iov_base = u->rbuf + (size_t)i * blen;
+			u->riov[i].iov_len = blen;
+			memset(mh, 0, sizeof(*mh));
+			mh->msg_iov = &u->riov[i];
+			mh->msg_iovlen = 1;
+			mh->msg_name = &from[i];
+			mh->msg_namelen = sizeof(from[i]);
+			mh->msg_control = u->rctl + (size_t)i * UDP_CTL_LEN;
+			mh->msg_controllen = UDP_CTL_LEN;
+		}
+		r = recvmmsg(s->fd, u->rmsg, nb, MSG_DONTWAIT, NULL);
+		u->st.rx_calls++;
+		if (r <= 0) {
+			if (r < 0 && errno != EAGAIN && errno != EINTR && errno != ECONNREFUSED)
+				udp_err(u, "udp: recvmmsg on core %u's socket: %s", core,
+					strerror(errno));
+			break;
+		}
+		for (int i = 0; i < r; i++) {
+			struct msghdr *mh = &u->rmsg[i].msg_hdr;
+			size_t len = u->rmsg[i].msg_len, seg = len;
+			const uint8_t *p = u->riov[i].iov_base;
+			struct tally_addr a = { .core = core };
+			struct cmsghdr *cm;
+
+			if (mh->msg_flags & MSG_TRUNC) {
+				u->st.rx_truncated++;
+				continue;
+			}
+			for (cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm))
+				if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+					int gs;
+
+					memcpy(&gs, CMSG_DATA(cm), sizeof(gs));
+					if (gs > 0 && (size_t)gs < len) {
+						seg = (size_t)gs;
+						u->st.rx_gro_batches++;
+					}
+				}
+			a.ip = from[i].sin_addr.s_addr;
+			a.port = from[i].sin_port;
+			for (size_t off = 0; off < len; off += seg) {
+				size_t l = len - off < seg ? len - off : seg;
+
+				u->st.rx_pkts++;
+				u->st.rx_bytes += l;
+				if (u->rx)
+					u->rx(u->rx_arg, p + off, l, &a);
+				delivered++;
+			}
+		}
+		if ((uint32_t)r < nb)
+			break;
+	}
+	return delivered;
+}
+
+int udp_poll(void *ctx, uint64_t timeout_ns)
+{
+	struct tally_udp *u = ctx;
+	int n = 0;
+
+	tally_udp_flush(u);
+	for (uint16_t i = 0; i < u->npfd; i++)
+		n += udp_rx_sock(u, u->pfd_core[i]);
+	if (n || !timeout_ns) {
+		if (n) /* what the rx callbacks queued (next chunks, RESULTs) goes out now */
+			tally_udp_flush(u);
+		return n;
+	}
+	if (!u->npfd) {
+		struct timespec ts = { (time_t)(timeout_ns / 1000000000ull),
+				       (long)(timeout_ns % 1000000000ull) };
+		nanosleep(&ts, NULL);
+		return 0;
+	}
+	{
+		struct timespec ts = { (time_t)(timeout_ns / 1000000000ull),
+				       (long)(timeout_ns % 1000000000ull) };
+		int r = ppoll(u->pfd, u->npfd, &ts, NULL);
+
+		if (r < 0 && errno != EINTR) {
+			udp_err(u, "udp: ppoll: %s", strerror(errno));
+			return -errno;
+		}
+		if (r <= 0)
+			return 0;
+	}
+	for (uint16_t i = 0; i < u->npfd; i++)
+		if (u->pfd[i].revents)
+			n += udp_rx_sock(u, u->pfd_core[i]);
+	tally_udp_flush(u);
+	return n;
+}
