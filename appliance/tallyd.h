@@ -19,6 +19,7 @@
 
 #include "tally_engine.h"
 #include "tally_dpdk.h"
+#include "tally_actl.h"
 #include "tallyd_config.h"
 #include "tallyd_size.h"
 
@@ -63,19 +64,12 @@ struct tallyd_cmd {
 	size_t len;
 };
 
+/* Counted on the lcore (tx_pkts, tx_bytes and tx_relayed are in its TX buffer's block and
+ * its TX drops in tx.st.drops: tallyd_ctl.c's collect adds them). */
 struct tallyd_lcore_stats {
-	uint64_t loops, busy_loops, idle_sleeps;
-	uint64_t rx_pkts, rx_bytes;     /* frames received on this lcore's queue */
-	uint64_t tally_pkts;            /* Tally datagrams handed to the engine (or bounced) */
-	uint64_t engine_rejects;        /* of those, rejected by the engine (it counts why) */
-	uint64_t arp_replies, icmp_replies;
-	uint64_t dispatched_out;        /* sent to the owning core's ring */
-	uint64_t dispatched_in;         /* taken from this core's ring */
-	uint64_t cmds;
-	uint64_t last_tally_tsc;        /* TSC of the last Tally datagram (drain) */
-	uint64_t tx_pkts, tx_bytes;     /* filled by tallyd_stats_sum from the TX buffers */
-	uint64_t tx_relayed;            /* same: frames sent through another core's port */
+	struct tally_actl_io_stats io;
 	uint64_t drops[TALLY_PKT_D_COUNT];
+	uint64_t last_tally_tsc;        /* TSC of the last Tally datagram (drain) */
 };
 
 struct tallyd_lcore {
@@ -120,7 +114,7 @@ struct tallyd {
 	volatile int quit;              /* SIGTERM/SIGINT or a control-plane shutdown */
 	volatile int stop;              /* lcores leave their loops */
 	volatile int draining;
-	void *ctl;                      /* the control plane's state */
+	struct tally_actl *ctl;         /* the control plane (appliance/ctl) */
 };
 
 /* Main thread: post cmd to core `idx` and wait for the lcore's acknowledgement (it polls
@@ -137,8 +131,6 @@ int tallyd_cmd_reap(struct tallyd *d, unsigned idx, struct tallyd_cmd **cmd);
 
 /* Lcore side (tallyd_lcore.c). */
 int tallyd_lcore_main(void *arg);
-/* Sum of the counters of every lcore, TX counters and TX drops included (any thread). */
-void tallyd_stats_sum(const struct tallyd *d, struct tallyd_lcore_stats *out);
 
 /* Seconds since start. */
 double tallyd_uptime(const struct tallyd *d);
