@@ -41,7 +41,9 @@
 	X(loops, "poll loops") \
 	X(busy_loops, "poll loops that found work") \
 	X(idle_sleeps, "idle sleeps") \
-	X(cmds, "control commands run on the core")
+	X(cmds, "control commands run on the core") \
+	X(rx_truncated, "datagrams larger than the receive buffer (kernel UDP, dropped)") \
+	X(tx_send_errors, "sends the kernel refused (kernel UDP, dropped)")
 
 struct tally_actl_io_stats {
 #define TALLY_ACTL_IO_FIELD(f, help) uint64_t f;
