@@ -30,34 +30,15 @@ struct tallyd_lcore;
 
 enum tallyd_cmd_op {
 	TALLYD_CMD_NOP = 0,
-	TALLYD_CMD_JOB_ADD,      /* u.job */
-	TALLYD_CMD_JOB_REMOVE,   /* u.job.job_id */
-	TALLYD_CMD_KEY_REGISTER, /* u.key */
-	TALLYD_CMD_KEY_POLICY,   /* u.policy */
 	TALLYD_CMD_DRAIN,        /* stop starting new rounds (engine drain where offered) */
 	TALLYD_CMD_STATS_RESET,  /* engine and lcore counters */
-	TALLYD_CMD_QUERY,        /* run fn on the lcore: it may read the engine, fill buf */
+	TALLYD_CMD_QUERY,        /* run fn on the lcore: it may read or change the engine
+				  * (the control plane's engine work, tallyd_ctl.c) */
 };
 
 struct tallyd_cmd {
 	enum tallyd_cmd_op op;
 	int result;              /* set by the lcore: 0 or a negative errno */
-	union {
-		struct {
-			uint32_t job_id;
-			uint64_t token;
-			uint32_t world_size;
-		} job;
-		struct {
-			uint32_t job_id, key;
-			struct tally_register reg;
-		} key;
-		struct {
-			uint32_t job_id, key;
-			uint16_t quorum;
-			uint32_t deadline_us;
-		} policy;
-	} u;
 	int (*fn)(struct tallyd_lcore *lc, void *buf, size_t len, void *arg);
 	void *arg;
 	void *buf;

@@ -86,36 +86,22 @@ static int lc_exec(struct tallyd_lcore *lc, struct tallyd_cmd *c)
 {
 	struct tally_engine *e = lc->engine;
 
-	if (c->op == TALLYD_CMD_NOP)
+	switch (c->op) {
+	case TALLYD_CMD_NOP:
 		return 0;
-	if (c->op == TALLYD_CMD_QUERY)
+	case TALLYD_CMD_QUERY:
 		return c->fn ? c->fn(lc, c->buf, c->len, c->arg) : -EINVAL;
-	if (c->op == TALLYD_CMD_STATS_RESET) {
+	case TALLYD_CMD_STATS_RESET:
 		memset(&lc->st, 0, sizeof(lc->st));
 		memset(&lc->tx.st, 0, sizeof(lc->tx.st));
 		if (e)
 			tally_engine_stats_reset(e);
 		return 0;
-	}
-	if (c->op == TALLYD_CMD_DRAIN) {
+	case TALLYD_CMD_DRAIN:
 		lc->draining = 1;
 		if (e)
 			tally_engine_set_draining(e, 1);
 		return 0;
-	}
-	if (!e)
-		return -ENOTSUP; /* --io-forward runs no engine */
-	switch (c->op) {
-	case TALLYD_CMD_JOB_ADD:
-		return tally_engine_job_add(e, c->u.job.job_id, c->u.job.token,
-					    c->u.job.world_size);
-	case TALLYD_CMD_JOB_REMOVE:
-		return tally_engine_job_remove(e, c->u.job.job_id);
-	case TALLYD_CMD_KEY_REGISTER:
-		return tally_engine_key_register(e, c->u.key.job_id, c->u.key.key, &c->u.key.reg);
-	case TALLYD_CMD_KEY_POLICY:
-		return tally_engine_key_policy(e, c->u.policy.job_id, c->u.policy.key,
-					       c->u.policy.quorum, c->u.policy.deadline_us);
 	default:
 		return -EINVAL;
 	}
