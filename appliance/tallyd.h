@@ -19,6 +19,7 @@
 
 #include "tally_engine.h"
 #include "tally_dpdk.h"
+#include "tally_actl.h"
 #include "tallyd_config.h"
 #include "tallyd_size.h"
 
@@ -29,53 +30,27 @@ struct tallyd_lcore;
 
 enum tallyd_cmd_op {
 	TALLYD_CMD_NOP = 0,
-	TALLYD_CMD_JOB_ADD,      /* u.job */
-	TALLYD_CMD_JOB_REMOVE,   /* u.job.job_id */
-	TALLYD_CMD_KEY_REGISTER, /* u.key */
-	TALLYD_CMD_KEY_POLICY,   /* u.policy */
 	TALLYD_CMD_DRAIN,        /* stop starting new rounds (engine drain where offered) */
 	TALLYD_CMD_STATS_RESET,  /* engine and lcore counters */
-	TALLYD_CMD_QUERY,        /* run fn on the lcore: it may read the engine, fill buf */
+	TALLYD_CMD_QUERY,        /* run fn on the lcore: it may read or change the engine
+				  * (the control plane's engine work, tallyd_ctl.c) */
 };
 
 struct tallyd_cmd {
 	enum tallyd_cmd_op op;
 	int result;              /* set by the lcore: 0 or a negative errno */
-	union {
-		struct {
-			uint32_t job_id;
-			uint64_t token;
-			uint32_t world_size;
-		} job;
-		struct {
-			uint32_t job_id, key;
-			struct tally_register reg;
-		} key;
-		struct {
-			uint32_t job_id, key;
-			uint16_t quorum;
-			uint32_t deadline_us;
-		} policy;
-	} u;
 	int (*fn)(struct tallyd_lcore *lc, void *buf, size_t len, void *arg);
 	void *arg;
 	void *buf;
 	size_t len;
 };
 
+/* Counted on the lcore (tx_pkts, tx_bytes and tx_relayed are in its TX buffer's block and
+ * its TX drops in tx.st.drops: tallyd_ctl.c's collect adds them). */
 struct tallyd_lcore_stats {
-	uint64_t loops, busy_loops, idle_sleeps;
-	uint64_t rx_pkts, rx_bytes;     /* frames received on this lcore's queue */
-	uint64_t tally_pkts;            /* Tally datagrams handed to the engine (or bounced) */
-	uint64_t engine_rejects;        /* of those, rejected by the engine (it counts why) */
-	uint64_t arp_replies, icmp_replies;
-	uint64_t dispatched_out;        /* sent to the owning core's ring */
-	uint64_t dispatched_in;         /* taken from this core's ring */
-	uint64_t cmds;
-	uint64_t last_tally_tsc;        /* TSC of the last Tally datagram (drain) */
-	uint64_t tx_pkts, tx_bytes;     /* filled by tallyd_stats_sum from the TX buffers */
-	uint64_t tx_relayed;            /* same: frames sent through another core's port */
+	struct tally_actl_io_stats io;
 	uint64_t drops[TALLY_PKT_D_COUNT];
+	uint64_t last_tally_tsc;        /* TSC of the last Tally datagram (drain) */
 };
 
 struct tallyd_lcore {
@@ -120,7 +95,7 @@ struct tallyd {
 	volatile int quit;              /* SIGTERM/SIGINT or a control-plane shutdown */
 	volatile int stop;              /* lcores leave their loops */
 	volatile int draining;
-	void *ctl;                      /* the control plane's state */
+	struct tally_actl *ctl;         /* the control plane (appliance/ctl) */
 };
 
 /* Main thread: post cmd to core `idx` and wait for the lcore's acknowledgement (it polls
@@ -137,8 +112,6 @@ int tallyd_cmd_reap(struct tallyd *d, unsigned idx, struct tallyd_cmd **cmd);
 
 /* Lcore side (tallyd_lcore.c). */
 int tallyd_lcore_main(void *arg);
-/* Sum of the counters of every lcore, TX counters and TX drops included (any thread). */
-void tallyd_stats_sum(const struct tallyd *d, struct tallyd_lcore_stats *out);
 
 /* Seconds since start. */
 double tallyd_uptime(const struct tallyd *d);

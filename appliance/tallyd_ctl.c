@@ -1,143 +1,246 @@
 /* SPDX-License-Identifier: Apache-2.0
- * tallyd_ctl.c — tallyd's control plane: the JSON-RPC server (control/) bound to the
- * appliance's state, polled from tallyd's main thread; config replay; DPDK telemetry.
+ * tallyd_ctl.c — tallyd's backend for the appliance control plane (appliance/ctl): engine
+ * work goes to the lcores as QUERY commands on their SP/SC rings (tallyd_cmd_exec), counters
+ * are read from the per-lcore blocks, status and port counters come from ethdev.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <syslog.h>
-#include <time.h>
 
+#include <rte_ethdev.h>
 #include <rte_log.h>
+#include <rte_version.h>
 
+#include "tallyd.h"
 #include "tallyd_ctl.h"
-#include "tallyd_ctl_int.h"
 
-#define SAMPLE_NS 1000000000ull
+struct tramp {
+	tally_actl_engine_fn fn;
+	void *arg;
+};
 
-uint64_t ctl_now_ns(void)
+/* Runs on the lcore (lc_exec's QUERY). */
+static int tramp_run(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	const struct tramp *t = arg;
+	(void)buf; (void)len;
+	return t->fn(lc->engine, lc->idx, t->arg);
 }
 
-struct ctl_job *ctl_job_find(struct ctl *c, uint32_t job_id, int create)
+static unsigned b_ncores(void *ctx)
 {
-	struct ctl_job *free_slot = NULL;
+	return ((struct tallyd *)ctx)->ncores;
+}
 
-	for (int i = 0; i < CTL_MAX_JOBS; i++) {
-		if (c->jobs[i].used && c->jobs[i].job_id == job_id)
-			return &c->jobs[i];
-		if (!c->jobs[i].used && !free_slot)
-			free_slot = &c->jobs[i];
+static int b_exec(void *ctx, unsigned core, tally_actl_engine_fn fn, void *arg)
+{
+	struct tramp t = { fn, arg };
+	struct tallyd_cmd cmd = { .op = TALLYD_CMD_QUERY, .fn = tramp_run, .arg = &t };
+
+	return tallyd_cmd_exec(ctx, core, &cmd);
+}
+
+/* The same command on every core, posted at once. */
+static int exec_all_cmd(struct tallyd *d, const struct tallyd_cmd *tmpl)
+{
+	struct tallyd_cmd *cmds = calloc(d->ncores ? d->ncores : 1, sizeof(*cmds));
+	int rc;
+
+	if (!cmds)
+		return -ENOMEM;
+	for (unsigned i = 0; i < d->ncores; i++)
+		cmds[i] = *tmpl;
+	rc = tallyd_cmd_exec_all(d, cmds);
+	free(cmds);
+	return rc;
+}
+
+static int b_exec_all(void *ctx, tally_actl_engine_fn fn, void *arg)
+{
+	struct tramp t = { fn, arg };
+	struct tallyd_cmd cmd = { .op = TALLYD_CMD_QUERY, .fn = tramp_run, .arg = &t };
+
+	return exec_all_cmd(ctx, &cmd);
+}
+
+static void b_collect(void *ctx, unsigned core, struct tally_actl_counters *out)
+{
+	const struct tallyd *d = ctx;
+	const struct tallyd_lcore *lc = d->lcore[core];
+
+	out->io = lc->st.io;
+	out->io.tx_pkts = lc->tx.st.tx_pkts;
+	out->io.tx_bytes = lc->tx.st.tx_bytes;
+	out->io.tx_relayed = lc->tx.st.relayed;
+	for (int k = 0; k < TALLY_PKT_D_COUNT; k++)
+		out->frame_drops[k] = lc->st.drops[k] + lc->tx.st.drops[k];
+	if (lc->engine)
+		out->eng = *tally_engine_stats(lc->engine);
+}
+
+static int b_stats_reset(void *ctx)
+{
+	struct tallyd_cmd cmd = { .op = TALLYD_CMD_STATS_RESET };
+
+	return exec_all_cmd(ctx, &cmd);
+}
+
+static int b_drain(void *ctx)
+{
+	struct tallyd *d = ctx;
+	struct tallyd_cmd cmd = { .op = TALLYD_CMD_DRAIN };
+
+	d->draining = 1;
+	return exec_all_cmd(d, &cmd);
+}
+
+static void b_shutdown(void *ctx, int drain)
+{
+	struct tallyd *d = ctx;
+
+	if (!drain)
+		d->conf.drain_timeout_ms = 0;
+	d->quit = 1; /* the main loop drains (or not), stops the lcores and exits */
+}
+
+static int b_quitting(void *ctx)
+{
+	return ((struct tallyd *)ctx)->quit;
+}
+
+static double b_uptime(void *ctx)
+{
+	return tallyd_uptime(ctx);
+}
+
+static json_t *mac_json(const uint8_t *m)
+{
+	char b[24];
+	snprintf(b, sizeof(b), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+	return json_string(b);
+}
+
+static json_t *port_json(const struct tallyd_port *pt, uint16_t i)
+{
+	struct rte_eth_link link = { 0 };
+	struct in_addr in = { .s_addr = pt->ifa.ip };
+	char ip[INET_ADDRSTRLEN];
+
+	rte_eth_link_get_nowait(pt->port_id, &link);
+	inet_ntop(AF_INET, &in, ip, sizeof(ip));
+	json_t *o = json_pack("{s:i, s:i, s:s, s:s, s:i, s:i, s:b, s:b, s:I}", "port", (int)i,
+		"port_id", (int)pt->port_id, "driver", pt->driver, "ip", ip, "rx_queues",
+		(int)pt->nrxq, "tx_queues", (int)pt->ntxq, "steered", pt->steered,
+		"link_up", link.link_status == RTE_ETH_LINK_UP, "speed_mbps",
+		(json_int_t)link.link_speed);
+	json_object_set_new(o, "mac", mac_json(pt->ifa.mac));
+	return o;
+}
+
+static void b_status(void *ctx, json_t *out)
+{
+	struct tallyd *d = ctx;
+	json_t *cores = json_array(), *ports = json_array();
+	size_t used = 0;
+
+	for (unsigned i = 0; i < d->ncores; i++) {
+		const struct tallyd_lcore *lc = d->lcore[i];
+		if (lc->engine)
+			used += tally_engine_mem_used(lc->engine);
+		json_array_append_new(cores, json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b}",
+			"core", (int)i, "lcore", (int)lc->lcore_id, "socket", lc->socket, "port",
+			(int)lc->port_idx, "queue", (int)lc->rxq, "udp_port",
+			(int)(d->conf.base_port + i), "running", lc->running, "draining",
+			lc->draining));
 	}
-	if (!create || !free_slot)
-		return NULL;
-	memset(free_slot, 0, sizeof(*free_slot));
-	free_slot->used = 1;
-	free_slot->job_id = job_id;
-	return free_slot;
+	for (uint16_t i = 0; i < d->nports; i++)
+		json_array_append_new(ports, port_json(&d->port[i], i));
+	json_object_set_new(out, "dpdk", json_string(rte_version()));
+	json_object_set_new(out, "draining", json_boolean(d->draining));
+	json_object_set_new(out, "open_admission", json_boolean(d->conf.open_admission));
+	json_object_set_new(out, "cores", cores);
+	json_object_set_new(out, "ports", ports);
+	json_object_set_new(out, "memory", json_pack("{s:I, s:I, s:I}",
+		"budget_bytes", (json_int_t)d->conf.mem_budget, "used_bytes", (json_int_t)used,
+		"det_pool_bytes", (json_int_t)d->conf.det_pool));
 }
 
-static void ctl_log(void *ctx, int prio, const char *msg)
+static json_t *b_ports(void *ctx)
+{
+	struct tallyd *d = ctx;
+	json_t *ports = json_array();
+
+	for (uint16_t i = 0; i < d->nports; i++) {
+		struct rte_eth_stats es = { 0 };
+		rte_eth_stats_get(d->port[i].port_id, &es);
+		json_array_append_new(ports, json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			"port", (int)i, "rx_pkts", (json_int_t)es.ipackets, "rx_bytes",
+			(json_int_t)es.ibytes, "tx_pkts", (json_int_t)es.opackets, "tx_bytes",
+			(json_int_t)es.obytes, "rx_missed", (json_int_t)es.imissed, "rx_errors",
+			(json_int_t)es.ierrors, "tx_errors", (json_int_t)es.oerrors, "rx_nombuf",
+			(json_int_t)es.rx_nombuf));
+	}
+	return ports;
+}
+
+/* syslog priorities LOG_ERR..LOG_DEBUG (3..7) are RTE_LOG_ERR..RTE_LOG_DEBUG (4..8) */
+static int b_set_log_level(void *ctx, int prio)
+{
+	struct tallyd *d = ctx;
+	int prev = rte_log_get_level(RTE_LOGTYPE_USER1);
+
+	rte_log_set_level(RTE_LOGTYPE_USER1, (uint32_t)(prio + 1));
+	d->conf.log_level = (uint32_t)(prio + 1);
+	return prev > 0 ? prev - 1 : -EINVAL;
+}
+
+static void b_log(void *ctx, int prio, const char *msg)
 {
 	(void)ctx;
-	/* syslog priorities LOG_ERR..LOG_DEBUG (3..7) are RTE_LOG_ERR..RTE_LOG_DEBUG (4..8) */
 	rte_log((uint32_t)(prio + 1), RTE_LOGTYPE_USER1, "tallyd: control: %s\n", msg);
 }
 
-static void backend_init(struct ctl *c)
-{
-	tally_ctl_handler_fn *h = c->b.handlers;
+static const struct tally_actl_ops tallyd_actl_ops = {
+	.ncores = b_ncores, .exec = b_exec, .exec_all = b_exec_all, .collect = b_collect,
+	.stats_reset = b_stats_reset, .drain = b_drain, .shutdown = b_shutdown,
+	.quitting = b_quitting, .uptime = b_uptime, .status = b_status, .ports = b_ports,
+	.set_log_level = b_set_log_level, .log = b_log,
+};
 
-	c->b.ctx = c;
-	h[TALLY_CTL_M_APPLIANCE_STATUS] = ctl_h_status;
-	h[TALLY_CTL_M_STATS_GET] = ctl_h_stats;
-	h[TALLY_CTL_M_STATS_RESET] = ctl_h_stats_reset;
-	h[TALLY_CTL_M_JOBS_LIST] = ctl_h_jobs;
-	h[TALLY_CTL_M_JOB_GET] = ctl_h_job_get;
-	h[TALLY_CTL_M_JOB_ADD] = ctl_h_job_add;
-	h[TALLY_CTL_M_KEYS_LIST] = ctl_h_keys;
-	h[TALLY_CTL_M_CHUNKS_STUCK] = ctl_h_stuck;
-	h[TALLY_CTL_M_WORKERS_LIST] = ctl_h_workers;
-	h[TALLY_CTL_M_JOB_SET_POLICY] = ctl_h_policy;
-	h[TALLY_CTL_M_JOB_EVICT] = ctl_h_job_evict;
-	h[TALLY_CTL_M_APPLIANCE_DRAIN] = ctl_h_drain;
-	h[TALLY_CTL_M_APPLIANCE_SHUTDOWN] = ctl_h_shutdown;
-	h[TALLY_CTL_M_LOG_SET_LEVEL] = ctl_h_log_level;
-	h[TALLY_CTL_M_CONFIG_SAVE] = ctl_h_config_save;
+void tallyd_ctl_collect(struct tallyd *d, struct tally_actl_counters *total)
+{
+	tally_actl_collect(&tallyd_actl_ops, d, total, NULL);
 }
 
 int tallyd_ctl_start(struct tallyd *d)
 {
-	struct tally_ctl_server_cfg cfg = { .path = d->conf.ctl_path, .log = ctl_log };
-	struct ctl *c = calloc(1, sizeof(*c));
+	struct tally_actl_cfg cfg = { .socket_path = d->conf.ctl_path, .ops = &tallyd_actl_ops,
+				      .ctx = d };
 	int err = 0;
 
-	if (!c)
-		return -ENOMEM;
-	c->d = d;
-	backend_init(c);
-	c->srv = tally_ctl_server_create(&cfg, &c->b, &err);
-	if (!c->srv) {
-		/* An explicit --ctl-socket that cannot be served is fatal. The default one may
-		 * be held by another tallyd on this host, or /run/tally not be writable (not
-		 * root): run without a control socket then, and say so. */
-		if (strcmp(cfg.path, TALLY_CTL_DEFAULT_SOCKET) != 0) {
-			rte_log(RTE_LOG_ERR, RTE_LOGTYPE_USER1, "tallyd: control socket %s: %s\n",
-				cfg.path, strerror(-err));
-			free(c);
-			return err;
-		}
-		rte_log(RTE_LOG_ERR, RTE_LOGTYPE_USER1, "tallyd: control socket %s: %s; running "
-			"without one (give --ctl-socket PATH)\n", cfg.path, strerror(-err));
-	}
-	ctl_sample(c, &c->last);
-	c->prev = c->last;
-	d->ctl = c;
-	ctl_telemetry_register(d);
-	return 0;
+	d->ctl = tally_actl_start(&cfg, &err);
+	return d->ctl ? 0 : err;
 }
 
 int tallyd_ctl_poll(struct tallyd *d)
 {
-	struct ctl *c = d->ctl;
-	int rc;
-
-	if (!c)
-		return 0;
-	rc = c->srv ? tally_ctl_server_poll(c->srv, 0) : 0;
-	if (ctl_now_ns() - c->last.ns >= SAMPLE_NS) {
-		c->prev = c->last;
-		ctl_sample(c, &c->last);
-		ctl_policy_enforce(c);
-	}
-	return rc < 0 ? rc : 0;
+	return tally_actl_poll(d->ctl, 0);
 }
 
 int tallyd_ctl_stop(struct tallyd *d)
 {
-	struct ctl *c = d->ctl;
-
-	if (!c)
-		return 0;
-	ctl_telemetry_unregister();
-	tally_ctl_server_destroy(c->srv);
+	tally_actl_stop(d->ctl);
 	d->ctl = NULL;
-	free(c);
 	return 0;
 }
 
 int tallyd_ctl_replay(struct tallyd *d, const char *path, char *err, size_t errlen)
 {
-	struct ctl *c = d->ctl;
-
-	if (!c) {
+	if (!d->ctl) {
 		snprintf(err, errlen, "config %s: control plane not started", path);
 		return -EINVAL;
 	}
-	return tally_ctl_replay_file(&c->b, path, err, errlen);
+	return tally_actl_replay(d->ctl, path, err, errlen);
 }

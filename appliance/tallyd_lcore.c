@@ -20,7 +20,7 @@
 static void lc_deliver(struct tallyd_lcore *lc, struct rte_mbuf *m, uint16_t pi,
 		       const struct tally_pkt_parsed *p)
 {
-	lc->st.tally_pkts++;
+	lc->st.io.tally_pkts++;
 	lc->st.last_tally_tsc = rte_rdtsc();
 	if (!lc->engine) { /* --io-forward: the I/O baseline */
 		tally_pkt_udp_bounce(rte_pktmbuf_mtod(m, uint8_t *));
@@ -34,7 +34,7 @@ static void lc_deliver(struct tallyd_lcore *lc, struct rte_mbuf *m, uint16_t pi,
 	/* zero copy: the engine sums straight from the mbuf */
 	if (tally_engine_rx(lc->engine, rte_pktmbuf_mtod_offset(m, const uint8_t *, p->l4_off),
 			    p->l4_len, &from) != TALLY_OK)
-		lc->st.engine_rejects++;
+		lc->st.io.engine_rejects++;
 	rte_pktmbuf_free(m);
 }
 
@@ -66,14 +66,14 @@ static void lc_handle(struct tallyd_lcore *lc, struct rte_mbuf *m, int mine)
 		/* the device could not steer this port to its core's queue */
 		if (rte_ring_mp_enqueue(d->lcore[owner]->dispatch, m))
 			return lc_drop(lc, m, TALLY_PKT_D_RING_FULL);
-		lc->st.dispatched_out++;
+		lc->st.io.dispatched_out++;
 		return;
 	}
 	case TALLY_PKT_C_ARP_REQ:
-		lc->st.arp_replies++;
+		lc->st.io.arp_replies++;
 		return tally_dpdk_answer(&lc->tx, pi, m, TALLY_PKT_C_ARP_REQ);
 	case TALLY_PKT_C_ICMP_ECHO:
-		lc->st.icmp_replies++;
+		lc->st.io.icmp_replies++;
 		return tally_dpdk_answer(&lc->tx, pi, m, TALLY_PKT_C_ICMP_ECHO);
 	case TALLY_PKT_C_ARP_REPLY:
 		return lc_drop(lc, m, TALLY_PKT_D_ARP_OTHER);
@@ -86,36 +86,22 @@ static int lc_exec(struct tallyd_lcore *lc, struct tallyd_cmd *c)
 {
 	struct tally_engine *e = lc->engine;
 
-	if (c->op == TALLYD_CMD_NOP)
+	switch (c->op) {
+	case TALLYD_CMD_NOP:
 		return 0;
-	if (c->op == TALLYD_CMD_QUERY)
+	case TALLYD_CMD_QUERY:
 		return c->fn ? c->fn(lc, c->buf, c->len, c->arg) : -EINVAL;
-	if (c->op == TALLYD_CMD_STATS_RESET) {
+	case TALLYD_CMD_STATS_RESET:
 		memset(&lc->st, 0, sizeof(lc->st));
 		memset(&lc->tx.st, 0, sizeof(lc->tx.st));
 		if (e)
 			tally_engine_stats_reset(e);
 		return 0;
-	}
-	if (c->op == TALLYD_CMD_DRAIN) {
+	case TALLYD_CMD_DRAIN:
 		lc->draining = 1;
 		if (e)
 			tally_engine_set_draining(e, 1);
 		return 0;
-	}
-	if (!e)
-		return -ENOTSUP; /* --io-forward runs no engine */
-	switch (c->op) {
-	case TALLYD_CMD_JOB_ADD:
-		return tally_engine_job_add(e, c->u.job.job_id, c->u.job.token,
-					    c->u.job.world_size);
-	case TALLYD_CMD_JOB_REMOVE:
-		return tally_engine_job_remove(e, c->u.job.job_id);
-	case TALLYD_CMD_KEY_REGISTER:
-		return tally_engine_key_register(e, c->u.key.job_id, c->u.key.key, &c->u.key.reg);
-	case TALLYD_CMD_KEY_POLICY:
-		return tally_engine_key_policy(e, c->u.policy.job_id, c->u.policy.key,
-					       c->u.policy.quorum, c->u.policy.deadline_us);
 	default:
 		return -EINVAL;
 	}
@@ -130,7 +116,7 @@ static unsigned lc_commands(struct tallyd_lcore *lc, int shutting_down)
 		struct tallyd_cmd *c = objs[i];
 
 		c->result = shutting_down ? -ESHUTDOWN : lc_exec(lc, c);
-		lc->st.cmds++;
+		lc->st.io.cmds++;
 		/* the ack ring is as large as the command ring: it has room */
 		while (rte_ring_sp_enqueue(lc->ack, c))
 			rte_pause();
@@ -154,17 +140,17 @@ int tallyd_lcore_main(void *arg)
 		unsigned work = 0;
 		uint16_t n = rte_eth_rx_burst(port->port_id, lc->rxq, pkts, TALLY_DPDK_BURST);
 
-		lc->st.loops++;
+		lc->st.io.loops++;
 		for (uint16_t i = 0; i < n; i++) {
-			lc->st.rx_pkts++;
-			lc->st.rx_bytes += pkts[i]->pkt_len;
+			lc->st.io.rx_pkts++;
+			lc->st.io.rx_bytes += pkts[i]->pkt_len;
 			lc_handle(lc, pkts[i], 0);
 		}
 		work += n;
 		if (lc->dispatch) {
 			n = (uint16_t)rte_ring_sc_dequeue_burst(lc->dispatch, (void **)pkts,
 								TALLY_DPDK_BURST, NULL);
-			lc->st.dispatched_in += n;
+			lc->st.io.dispatched_in += n;
 			for (uint16_t i = 0; i < n; i++)
 				lc_handle(lc, pkts[i], 1);
 			work += n;
@@ -184,7 +170,7 @@ int tallyd_lcore_main(void *arg)
 		work += lc_commands(lc, 0);
 		tally_dpdk_tx_flush(&lc->tx, 0);
 		if (work) {
-			lc->st.busy_loops++;
+			lc->st.io.busy_loops++;
 			idle = 0;
 			sleep_us = 1;
 			continue;
@@ -200,7 +186,7 @@ int tallyd_lcore_main(void *arg)
 		/* idle: nothing buffered may wait through a sleep */
 		tally_dpdk_tx_flush(&lc->tx, 1);
 		rte_delay_us_sleep(sleep_us);
-		lc->st.idle_sleeps++;
+		lc->st.io.idle_sleeps++;
 		if (sleep_us < d->conf.idle_max_us)
 			sleep_us = sleep_us * 2 < d->conf.idle_max_us ? sleep_us * 2 :
 				   d->conf.idle_max_us;
@@ -283,27 +269,6 @@ int tallyd_cmd_exec_all(struct tallyd *d, struct tallyd_cmd *cmds)
 			first = rc;
 	}
 	return first;
-}
-
-void tallyd_stats_sum(const struct tallyd *d, struct tallyd_lcore_stats *out)
-{
-	memset(out, 0, sizeof(*out));
-	for (unsigned i = 0; i < d->ncores; i++) {
-		const struct tallyd_lcore *lc = d->lcore[i];
-		const uint64_t *a = (const uint64_t *)&lc->st;
-		uint64_t *o = (uint64_t *)out;
-		uint64_t last = out->last_tally_tsc;
-
-		/* every field is a uint64_t counter but last_tally_tsc, which takes the latest */
-		for (size_t k = 0; k < sizeof(lc->st) / sizeof(uint64_t); k++)
-			o[k] += a[k];
-		out->last_tally_tsc = RTE_MAX(last, lc->st.last_tally_tsc);
-		out->tx_pkts += lc->tx.st.tx_pkts;
-		out->tx_bytes += lc->tx.st.tx_bytes;
-		out->tx_relayed += lc->tx.st.relayed;
-		for (unsigned k = 0; k < TALLY_PKT_D_COUNT; k++)
-			out->drops[k] += lc->tx.st.drops[k];
-	}
 }
 
 double tallyd_uptime(const struct tallyd *d)

@@ -24,6 +24,7 @@
 #include "tallyd_ctl.h"
 #include "tallyd_eal.h"
 #include "tallyd_setup.h"
+#include "tallyd_tel.h"
 
 #define LOG(lvl, ...) rte_log(RTE_LOG_##lvl, RTE_LOGTYPE_USER1, "tallyd: " __VA_ARGS__)
 
@@ -130,61 +131,35 @@ static void drain(struct tallyd *d)
 		LOG(NOTICE, "drained: no round open\n");
 }
 
+/* The counters summed by the control plane's collect (what `stats` shows): the I/O summary
+ * every 10 s (debug) and at exit, then at exit every counter ("engine totals"). */
 static void log_stats(struct tallyd *d, int final)
 {
-	struct tallyd_lcore_stats st;
-	char drops[1024];
+	struct tally_actl_counters t;
+	const struct tally_actl_io_stats *io = &t.io;
+	char drops[1024], line[4096];
 	size_t n = 0;
 
-	tallyd_stats_sum(d, &st);
+	tallyd_ctl_collect(d, &t);
 	drops[0] = '\0';
 	for (unsigned k = 1; k < TALLY_PKT_D_COUNT && n < sizeof(drops); k++)
-		if (st.drops[k])
+		if (t.frame_drops[k])
 			n += (size_t)snprintf(drops + n, sizeof(drops) - n, " %s=%llu",
 					      tally_pkt_drop_name(k),
-					      (unsigned long long)st.drops[k]);
+					      (unsigned long long)t.frame_drops[k]);
 	rte_log(final ? RTE_LOG_NOTICE : RTE_LOG_DEBUG, RTE_LOGTYPE_USER1,
 		"tallyd: %s: rx=%llu tally=%llu engine_rejects=%llu tx=%llu arp=%llu icmp=%llu "
 		"dispatched=%llu relayed=%llu idle_sleeps=%llu drops:%s\n",
-		final ? "totals" : "stats",
-		(unsigned long long)st.rx_pkts, (unsigned long long)st.tally_pkts,
-		(unsigned long long)st.engine_rejects, (unsigned long long)st.tx_pkts,
-		(unsigned long long)st.arp_replies, (unsigned long long)st.icmp_replies,
-		(unsigned long long)st.dispatched_out, (unsigned long long)st.tx_relayed,
-		(unsigned long long)st.idle_sleeps,
+		final ? "totals" : "stats", (unsigned long long)io->rx_pkts,
+		(unsigned long long)io->tally_pkts, (unsigned long long)io->engine_rejects,
+		(unsigned long long)io->tx_pkts, (unsigned long long)io->arp_replies,
+		(unsigned long long)io->icmp_replies, (unsigned long long)io->dispatched_out,
+		(unsigned long long)io->tx_relayed, (unsigned long long)io->idle_sleeps,
 		n ? drops : " none");
-}
-
-/* After the lcores stopped: the engines' counters, summed, with rejections by reason. */
-static void log_engine_totals(struct tallyd *d)
-{
-	struct tally_engine_stats t;
-	char drops[1024];
-	size_t n = 0;
-
-	if (d->conf.io_forward)
+	if (!final || d->conf.io_forward)
 		return;
-	memset(&t, 0, sizeof(t));
-	for (unsigned i = 0; i < d->ncores; i++) {
-		const uint64_t *a = (const uint64_t *)tally_engine_stats(d->lcore[i]->engine);
-		uint64_t *o = (uint64_t *)&t;
-
-		for (size_t k = 0; k < sizeof(t) / sizeof(uint64_t); k++)
-			o[k] += a[k];
-	}
-	drops[0] = '\0';
-	for (unsigned k = 1; k < TALLY_R_COUNT && n < sizeof(drops); k++)
-		if (t.drops[k])
-			n += (size_t)snprintf(drops + n, sizeof(drops) - n, " %s=%llu",
-					      tally_reason_name(k), (unsigned long long)t.drops[k]);
-	LOG(NOTICE, "engine totals: joins=%llu registers=%llu pushes=%llu push_bytes=%llu "
-	    "duplicates=%llu late_pushes=%llu completions=%llu results=%llu resends=%llu "
-	    "pulls=%llu rejected:%s\n", (unsigned long long)t.joins,
-	    (unsigned long long)t.registers, (unsigned long long)t.pushes,
-	    (unsigned long long)t.push_bytes, (unsigned long long)t.duplicates,
-	    (unsigned long long)t.late_pushes, (unsigned long long)t.completions,
-	    (unsigned long long)t.results, (unsigned long long)t.resends,
-	    (unsigned long long)t.pulls, n ? drops : " none");
+	tally_actl_counters_line(&t, line, sizeof(line));
+	LOG(NOTICE, "engine totals: %s\n", line);
 }
 
 static int run(struct tallyd *d)
@@ -255,9 +230,11 @@ static int run(struct tallyd *d)
 		rte_eal_mp_wait_lcore();
 		goto out;
 	}
+	tallyd_tel_register(d);
 	if (d->conf.ctl_config[0] &&
 	    (rc = tallyd_ctl_replay(d, d->conf.ctl_config, err, sizeof(err)))) {
 		fprintf(stderr, "tallyd: --control-config: %s\n", err);
+		tallyd_tel_unregister();
 		tallyd_ctl_stop(d);
 		d->stop = 1;
 		rte_eal_mp_wait_lcore();
@@ -287,11 +264,11 @@ static int run(struct tallyd *d)
 		usleep(1000);
 	}
 	drain(d);
+	tallyd_tel_unregister();
 	tallyd_ctl_stop(d);
 	d->stop = 1;
 	rte_eal_mp_wait_lcore();
 	log_stats(d, 1);
-	log_engine_totals(d);
 	LOG(NOTICE, "stopped\n");
 	rc = 0;
 out:

@@ -223,6 +223,19 @@ static int do_call(const struct opts *o, const char *method, const json_t *param
 	return EX_OK;
 }
 
+/* The entries of a {reason: n} object that are not 0. */
+static json_t *nonzero(const json_t *o)
+{
+	json_t *out = json_object();
+	const char *k;
+	json_t *v;
+
+	json_object_foreach((json_t *)o, k, v)
+		if (json_integer_value(v))
+			json_object_set(out, k, v);
+	return out;
+}
+
 /* stats in human form: the per-core table keeps the columns an operator scans first
  * (--json has every counter). */
 static json_t *stats_brief(const json_t *r)
@@ -238,7 +251,9 @@ static json_t *stats_brief(const json_t *r)
 		json_t *row = json_object();
 		for (size_t k = 0; k < sizeof(cols) / sizeof(cols[0]); k++) {
 			json_t *v = json_object_get(c, cols[k]);
-			if (v)
+			if (json_is_object(v)) /* every reason is counted; the table shows seen ones */
+				json_object_set_new(row, cols[k], nonzero(v));
+			else if (v)
 				json_object_set(row, cols[k], v);
 		}
 		json_array_append_new(cores, row);

@@ -4,7 +4,7 @@
 # training of an MLP on scikit-learn's digits by 4 torchrun CPU workers whose gradients are
 # summed by tallyd on a virtual DPDK device (net_af_packet on a veth pair, workers in a
 # network namespace, --no-huge). Needs root (namespaces, DPDK); as another user the job runs
-# through the software appliance over kernel UDP and says so.
+# through the software appliance over kernel UDP (tally-udpd, appliance/udpd) and says so.
 # Extra arguments go to gpu_agent/examples/train.py (--epochs N, --workers N, --backend gloo, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -9,7 +9,7 @@ Tally, or the other order with --tally-first).
 Model: an MLP of ~25 M parameters (ResNet-50's size: 1024-4096-4096-1024-1000, f32,
 ~100 MB of gradients per step), synthetic data, batch --batch per worker, SGD, each backend timed
 --rounds times in alternating order (ABBA). The Tally side
-goes through an appliance started here (the software appliance over kernel UDP, agent_udpd,
+goes through an appliance started here (the software appliance over kernel UDP, tally-udpd,
 unless TALLY_APPLIANCES names one). Prints measured figures only; --json prints one object
 with tally_samples_s, gloo_samples_s, ratio (= tally / gloo) and the settings.
 """
@@ -149,9 +149,9 @@ def main():
     appl = None
     try:
         if not env.get("TALLY_APPLIANCES"):
-            udpd = launcher.find_binary("agent_udpd", a.udpd)
+            udpd = launcher.find_binary("tally-udpd", a.udpd)
             if not udpd:
-                raise SystemExit("train_bench: build the tree first (agent_udpd not found)")
+                raise SystemExit("train_bench: build the tree first (tally-udpd not found)")
             port = launcher.free_port_block(a.cores)
             # the appliance is a machine of its own in a deployment; here it shares the
             # CPUs with the workers: --appliance-nice N (negative: ahead of the workers)

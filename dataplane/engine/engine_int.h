@@ -77,6 +77,8 @@ struct engine_key {
 	uint8_t *xbufs;            /* transport state per RESULT buffer, [2 * nchunks] of
 				    * e->xbuf_size bytes (tally_xport_ops.buf_size), or NULL */
 	struct engine_key *zombie_next; /* removed, waiting for the transport (e->zombies) */
+	uint8_t own_policy;        /* set by tally_engine_key_policy: the job's policy skips it
+				    * until the next job-wide one */
 };
 
 struct engine_rank {
@@ -92,6 +94,10 @@ struct engine_job {
 	uint8_t in_use, open_adm;
 	uint32_t joined, nkeys;
 	struct engine_rank *ranks;     /* [world], a fixed slice of e->rank_mem */
+	/* job policy (tally_engine_job_policy), applied to every key created afterwards */
+	uint8_t pol_quorum_set, pol_deadline_set;
+	uint16_t pol_quorum;           /* 0 or above a key's participants: all participants */
+	uint32_t pol_deadline_us;
 };
 
 struct engine_stage {                  /* one staged push in the deterministic pool */
@@ -240,6 +246,20 @@ static inline void *engine_xbuf(const struct tally_engine *e, const struct engin
 				uint32_t idx)
 {
 	return k->xbufs ? k->xbufs + (size_t)idx * e->xbuf_size : NULL;
+}
+
+/* The job's policy for a key just created (no chunk is open yet, so nothing completes). */
+static inline void engine_key_job_policy(struct engine_key *k)
+{
+	const struct engine_job *j = k->job;
+
+	if (j->pol_quorum_set)
+		k->quorum = j->pol_quorum && j->pol_quorum <= k->reg.participants ?
+			    j->pol_quorum : k->reg.participants;
+	if (j->pol_deadline_set) {
+		k->deadline_us = j->pol_deadline_us;
+		k->deadline_ns = (uint64_t)j->pol_deadline_us * 1000u;
+	}
 }
 
 /* engine_chunk.c */

@@ -150,6 +150,7 @@ static int key_create(struct tally_engine *e, struct engine_job *job, uint32_t k
 	k->quorum = reg->quorum;
 	k->deadline_us = reg->deadline_us;
 	k->deadline_ns = (uint64_t)reg->deadline_us * 1000u;
+	engine_key_job_policy(k);
 	k->nchunks = nchunks;
 	k->bm_words = bm_words;
 	k->dtype = reg->dtype;
@@ -300,6 +301,7 @@ int tally_engine_key_policy(struct tally_engine *e, uint32_t job_id, uint32_t ke
 		return -ENOENT;
 	if (quorum == 0 || quorum > k->reg.participants)
 		return -EINVAL;
+	k->own_policy = 1;
 	k->quorum = quorum;
 	k->deadline_us = deadline_us;
 	k->deadline_ns = (uint64_t)deadline_us * 1000u;

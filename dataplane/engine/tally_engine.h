@@ -92,23 +92,36 @@ struct tally_engine_cfg {
 	void *alloc_ctx;
 };
 
+/* Engine counters, one X(field, shown_name, help) each: the struct, the names the control
+ * plane shows and its sum are all generated from this list (drops[] by reason follow). The
+ * engine's own packet counters are shown as engine_* (the appliance counts frames too). */
+#define TALLY_ENGINE_STATS(X) \
+	X(rx_pkts, engine_rx_pkts, "packets handed to the engine") \
+	X(rx_bytes, engine_rx_bytes, "their bytes") \
+	X(tx_pkts, engine_tx_pkts, "packets the engine sent") \
+	X(tx_bytes, engine_tx_bytes, "their bytes") \
+	X(tx_errors, tx_errors, "sends the transport refused") \
+	X(joins, joins, "JOINs accepted") \
+	X(registers, registers, "REGISTERs accepted") \
+	X(pulls, pulls, "PULLs answered") \
+	X(byes, byes, "BYEs accepted") \
+	X(pushes, pushes, "pushes added to an accumulator") \
+	X(push_bytes, push_bytes, "payload bytes of those pushes (goodput)") \
+	X(duplicates, duplicates, "pushes whose bit was already set") \
+	X(late_pushes, late_pushes, "pushes after completion (not added)") \
+	X(completions, completions, "chunks completed") \
+	X(quorum_completions, quorum_completions, "completed with count < participants") \
+	X(deadline_completions, deadline_completions, "completed by deadline") \
+	X(results, results, "RESULT packets sent (fan-out copies)") \
+	X(resends, resends, "RESULT re-sent (duplicate push, late push, PULL)") \
+	X(result_busy, result_busy, "pushes refused (too_early, also in drops): the slot's " \
+	  "previous RESULT copies were still queued in the transport")
+
 struct tally_engine_stats {
-	uint64_t rx_pkts, rx_bytes;
-	uint64_t tx_pkts, tx_bytes, tx_errors;
-	uint64_t joins, registers, pulls, byes;
-	uint64_t pushes;           /* pushes added to an accumulator */
-	uint64_t push_bytes;       /* payload bytes of those pushes (goodput) */
-	uint64_t duplicates;       /* pushes whose bit was already set */
-	uint64_t late_pushes;      /* pushes after completion (not added) */
-	uint64_t completions;      /* chunks completed */
-	uint64_t quorum_completions;   /* completed with count < participants by quorum */
-	uint64_t deadline_completions; /* completed by deadline */
-	uint64_t results;          /* RESULT packets sent (fan-out copies) */
-	uint64_t resends;          /* RESULT re-sent (duplicate push, late push, PULL) */
+#define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;
+	TALLY_ENGINE_STATS(TALLY_ENGINE_STAT_FIELD)
+#undef TALLY_ENGINE_STAT_FIELD
 	uint64_t drops[TALLY_R_COUNT];
-	uint64_t result_busy;      /* pushes refused (TALLY_R_TOO_EARLY, also in drops) because
-				    * the slot's previous RESULT copies were still queued in the
-				    * transport (tally_xport_ops.buf_busy) */
 };
 
 /* Fills defaults for every zero field it can (max_jobs, max_keys, rejoin timeout,
@@ -144,6 +157,13 @@ unsigned tally_engine_poll(struct tally_engine *e);
  * registration). Takes effect for chunks not yet complete. 0, -ENOENT, -EINVAL. */
 int tally_engine_key_policy(struct tally_engine *e, uint32_t job_id, uint32_t key,
 			    uint16_t quorum, uint32_t deadline_us);
+
+/* Job-wide policy: stored on the job and applied to its keys now and to every key created
+ * later (a quorum of 0 or above a key's participants means all participants, for that key).
+ * set_quorum / set_deadline say which of the two it changes. It overrides the per-key
+ * policy of every key of the job. 0, -ENOENT (no such job). */
+int tally_engine_job_policy(struct tally_engine *e, uint32_t job_id, int set_quorum,
+			    uint16_t quorum, int set_deadline, uint32_t deadline_us);
 
 const struct tally_engine_stats *tally_engine_stats(const struct tally_engine *e);
 void tally_engine_stats_reset(struct tally_engine *e);

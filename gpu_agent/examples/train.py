@@ -10,7 +10,7 @@ Tally appliance through the DDP communication hook (gloo only sets up and broadc
 Without TALLY_APPLIANCES the launcher starts an appliance itself and says which: tallyd on a
 virtual DPDK device (net_af_packet on a veth, workers in a network namespace) when tallyd is
 built and we are root, else the software appliance over kernel UDP (the dataplane engine,
-tests/e2e/tly_udpd.c, built as agent_udpd); --appliance forces one.
+appliance/udpd, built as tally-udpd); --appliance forces one.
 It then runs torchrun with --workers processes, prints loss and accuracy per epoch (rank 0)
 and the appliance's counters at the end. --drop PCT puts a seeded lossy relay between the
 workers and the appliance; --slow-rank R makes one worker sleep --slow-ms per step.
@@ -45,7 +45,7 @@ def args_parser():
                    default=os.environ.get("TALLY_TRAIN_APPLIANCE", "auto"),
                    help="auto: tallyd when built and running as root (and no --drop), else udp "
                         "(default: $TALLY_TRAIN_APPLIANCE or auto)")
-    p.add_argument("--udpd", default=None, help="software appliance binary (agent_udpd / tly_udpd)")
+    p.add_argument("--udpd", default=None, help="software appliance binary (tally-udpd)")
     p.add_argument("--tallyd", default=None, help="tallyd binary (default: build*/appliance/tallyd)")
     p.add_argument("--relay", default=None, help="impairment relay binary (agent_relay / tly_relay)")
     p.add_argument("--drop", type=float, default=0.0, help="percent of packets dropped each way")
@@ -67,6 +67,7 @@ def find_binary(name, given):
     if given:
         return given
     for pat in (f"build*/tests/agent/{name}", f"build*/tests/e2e/{name}", f"build*/appliance/{name}",
+                f"build*/appliance/udpd/{name}",
                 f"build*/control/{name}"):
         hits = sorted(glob.glob(os.path.join(ROOT, pat)))
         if hits:
@@ -239,7 +240,7 @@ def launch(a):
                     env["TALLY_DETERMINISTIC"] = "1"
                 wrap = ["ip", "netns", "exec", ns]
         if a.backend == "tally" and not env.get("TALLY_APPLIANCES"):
-            udpd = find_binary("agent_udpd", a.udpd) or find_binary("tly_udpd", None)
+            udpd = find_binary("tally-udpd", a.udpd)
             if not udpd:
                 raise SystemExit("train.py: no appliance: build the tree (ninja -C build) or set TALLY_APPLIANCES")
             port = free_port_block(ncores * (2 if a.drop > 0 else 1))

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0
  * test_agent_udp.c — libtally_agent over its real network (client sessions on kernel UDP)
- * against a software appliance process (tests/e2e/tly_udpd: the engine over UDP) on
+ * against a software appliance process (tally-udpd, appliance/udpd: the engine over UDP) on
  * loopback: 4 agents (threads) sum f32 tensors over several rounds, with averaging; an
  * unreachable appliance and a wrong job token fail with messages that say so; the sharded
  * local mode (2 machines x 2 local ranks, one job per lane) against an open-admission one.
- *   test_agent_udp PATH_TO_TLY_UDPD */
+ *   test_agent_udp PATH_TO_TALLY_UDPD */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -325,7 +325,7 @@ static void test_lanes_2x2(void **state)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: test_agent_udp PATH_TO_TLY_UDPD\n");
+		fprintf(stderr, "usage: test_agent_udp PATH_TO_TALLY_UDPD\n");
 		return 2;
 	}
 	udpd = argv[1];

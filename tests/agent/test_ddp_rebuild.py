@@ -118,7 +118,7 @@ def main():
         return 77
     udpd = os.environ.get("TALLY_TEST_UDPD")
     if not udpd or not os.path.exists(udpd):
-        print("SKIP: TALLY_TEST_UDPD (agent_udpd) not built")
+        print("SKIP: TALLY_TEST_UDPD (tally-udpd) not built")
         return 77
     import torch
     print(f"torch {torch.__version__}; {REPS} repetitions of {STEPS} steps, 4 workers")

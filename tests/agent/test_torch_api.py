@@ -27,7 +27,7 @@ except ImportError:
 
 UDPD = os.environ.get("TALLY_TEST_UDPD")
 if not UDPD or not os.path.exists(UDPD):
-    print("SKIP: TALLY_TEST_UDPD (agent_udpd) not built")
+    print("SKIP: TALLY_TEST_UDPD (tally-udpd) not built")
     sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "gpu_agent", "examples"))

@@ -73,7 +73,7 @@ ENV='cd /tally/src
 export LC_ALL=C.UTF-8 HOME=/tmp
 export TALLY_AGENT_LIB=/tally/build/gpu_agent/libtally_agent.so
 export PYTHONPATH=/tally/src/gpu_agent/python
-export TALLY_TEST_UDPD=/tally/build/tests/agent/agent_udpd
+export TALLY_TEST_UDPD=/tally/build/appliance/udpd/tally-udpd
 export TALLY_TEST_RELAY=/tally/build/tests/agent/agent_relay
 export TALLY_TRAIN_APPLIANCE=udp   # no DPDK (tallyd) in the chroot
 '
@@ -85,7 +85,7 @@ if [ ! -f /tally/build/build.ninja ]; then
 		-Dnuma=disabled -Dfuzz=disabled >/tmp/torch2-meson.log 2>&1 ||
 		{ tail -30 /tmp/torch2-meson.log; echo "torch2: meson setup failed in the chroot"; exit 1; }
 fi
-ninja -C /tally/build gpu_agent/libtally_agent.so tests/agent/agent_udpd tests/agent/agent_relay \
+ninja -C /tally/build gpu_agent/libtally_agent.so appliance/udpd/tally-udpd tests/agent/agent_relay \
 	>/tmp/torch2-ninja.log 2>&1 || { tail -40 /tmp/torch2-ninja.log; echo "torch2: build failed in the chroot"; exit 1; }
 fail=0
 for t in tests/agent/test_abi.py tests/agent/test_opt_torch.py tests/agent/test_torch_api.py tests/agent/test_train.py \

@@ -39,7 +39,7 @@ E2E_TAG=$tag
 
 WORKER=$bin/perf/tally-worker
 TALLYD=$bin/appliance/tallyd
-UDPD=$bin/tests/e2e/tly_udpd
+UDPD=$bin/appliance/udpd/tally-udpd
 RELAY=$bin/tests/e2e/tly_relay
 [ -x "$WORKER" ] || e2e_fail "no tally-worker at $WORKER"
 
@@ -70,7 +70,7 @@ fi
 
 case "$appliance" in
 udpd)
-	[ -x "$UDPD" ] || e2e_fail "no tly_udpd at $UDPD"
+	[ -x "$UDPD" ] || e2e_fail "no tally-udpd at $UDPD"
 	e2e_addr a a0 $app_ip/24
 	e2e_bg a appliance "$UDPD" --addr $app_ip --port $port --cores "$cores" --open \
 		--stats "$E2E_TMP/appliance.json"

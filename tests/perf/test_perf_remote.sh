@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# tests/perf/test_perf_remote.sh TALLY_PERF TALLY_WORKER TLY_UDPD FAKE_SSH — `tally-perf line`
+# tests/perf/test_perf_remote.sh TALLY_PERF TALLY_WORKER TALLY_UDPD FAKE_SSH — `tally-perf line`
 # and `tally-perf allreduce` against real NICs and remote hosts, as far as this box allows
 # (no NIC, no second host): the options are validated (bad ones exit 2 with a clear message),
 # --dry-run prints the command lines a run would start (real PCI ports through EAL -a, ssh to
 # the hosts), and the remote path runs for real with an ssh stand-in that runs the line
-# locally, against a running software appliance (tly_udpd).
+# locally, against a running software appliance (tally-udpd).
 set -u
 perf=$1 worker=$2 udpd=$3 fake_ssh=$4
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -99,14 +99,14 @@ expect 0 --dry-run --workers 2
 	fail "want 4 memif worker lines: $LAST"
 has "--linger"
 
-# --- remote hosts for real: the ssh stand-in runs the workers here, against tly_udpd
+# --- remote hosts for real: the ssh stand-in runs the workers here, against tally-udpd
 port=$(( 20000 + $$ % 20000 ))
 log=$(mktemp /tmp/perfline.XXXXXX)
 "$udpd" --addr 127.0.0.1 --port $port --cores 2 --open >"$log.udpd" 2>&1 &
 upid=$!
 trap 'kill $upid 2>/dev/null; wait $upid 2>/dev/null; rm -f "$log" "$log.udpd"' EXIT
 sleep 0.3
-kill -0 $upid 2>/dev/null || { cat "$log.udpd"; fail "tly_udpd did not start"; }
+kill -0 $upid 2>/dev/null || { cat "$log.udpd"; fail "tally-udpd did not start"; }
 LAST=$(FAKE_SSH_LOG=$log "$perf" line --appliance 127.0.0.1:$port --appliance-cores 2 \
 	--hosts hostA,hostB --remote-cmd "$fake_ssh" --remote-worker "$worker" --seconds 1 \
 	--bytes 1M --json 2>&1) || fail "remote run failed: $LAST"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
- * tallyd_ctl_tel.c — read-only counters for DPDK telemetry (/tally/stats, /tally/status),
+ * tallyd_tel.c — read-only counters for DPDK telemetry (/tally/stats, /tally/status),
  * so dpdk-telemetry.py and telemetry collectors see them. The callbacks run on DPDK's
- * telemetry thread: they only sum plain per-lcore counters (torn reads tolerated).
+ * telemetry thread: they only read plain per-lcore counters (torn reads tolerated), through
+ * the same collect as `tallyctl stats`, so both show the same names and values.
  * Telemetry commands cannot be unregistered, so stop makes them answer "stopped" and waits
  * for a callback in flight.
  */
@@ -11,7 +12,9 @@
 
 #include <rte_telemetry.h>
 
-#include "tallyd_ctl_int.h"
+#include "tallyd.h"
+#include "tallyd_ctl.h"
+#include "tallyd_tel.h"
 
 static _Atomic(struct tallyd *) tel_d;
 static atomic_int tel_busy;
@@ -31,11 +34,25 @@ static void tel_leave(void)
 	atomic_fetch_sub(&tel_busy, 1);
 }
 
+struct tel_out {
+	struct rte_tel_data *top, *drops, *frame_drops;
+};
+
+static void tel_one(void *arg, const char *group, const char *name, uint64_t v)
+{
+	struct tel_out *t = arg;
+	struct rte_tel_data *o = !group ? t->top : strcmp(group, "drops") ? t->frame_drops
+									   : t->drops;
+	if (o)
+		rte_tel_data_add_dict_u64(o, name, v);
+}
+
+/* Totals as `tallyctl stats --json` shows them: counters, then drops and frame_drops. */
 static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *out)
 {
 	struct tallyd *d = tel_enter();
-	struct tally_engine_stats et;
-	struct tallyd_lcore_stats lt;
+	struct tally_actl_counters tot;
+	struct tel_out t = { .top = out };
 	(void)cmd; (void)params;
 
 	rte_tel_data_start_dict(out);
@@ -43,41 +60,18 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *o
 		rte_tel_data_add_dict_string(out, "state", "stopped");
 		return 0;
 	}
-	memset(&et, 0, sizeof(et));
-	tallyd_stats_sum(d, &lt);
-	for (unsigned i = 0; i < d->ncores; i++) {
-		if (!d->lcore[i]->engine)
-			continue;
-		const struct tally_engine_stats *e = tally_engine_stats(d->lcore[i]->engine);
-		et.pushes += e->pushes;
-		et.push_bytes += e->push_bytes;
-		et.duplicates += e->duplicates;
-		et.late_pushes += e->late_pushes;
-		et.completions += e->completions;
-		et.results += e->results;
-		et.resends += e->resends;
-		for (int k = 0; k < TALLY_R_COUNT; k++)
-			et.drops[k] += e->drops[k];
-	}
-	rte_tel_data_add_dict_u64(out, "rx_pkts", lt.rx_pkts);
-	rte_tel_data_add_dict_u64(out, "rx_bytes", lt.rx_bytes);
-	rte_tel_data_add_dict_u64(out, "tx_pkts", lt.tx_pkts);
-	rte_tel_data_add_dict_u64(out, "tx_bytes", lt.tx_bytes);
-	rte_tel_data_add_dict_u64(out, "tally_pkts", lt.tally_pkts);
-	rte_tel_data_add_dict_u64(out, "pushes", et.pushes);
-	rte_tel_data_add_dict_u64(out, "summed_bytes", et.push_bytes);
-	rte_tel_data_add_dict_u64(out, "duplicates", et.duplicates);
-	rte_tel_data_add_dict_u64(out, "late_pushes", et.late_pushes);
-	rte_tel_data_add_dict_u64(out, "completions", et.completions);
-	rte_tel_data_add_dict_u64(out, "results", et.results);
-	rte_tel_data_add_dict_u64(out, "resends", et.resends);
-	uint64_t drops = 0, fdrops = 0;
-	for (int k = 0; k < TALLY_R_COUNT; k++)
-		drops += et.drops[k];
-	for (int k = 0; k < TALLY_PKT_D_COUNT; k++)
-		fdrops += lt.drops[k];
-	rte_tel_data_add_dict_u64(out, "drops", drops);
-	rte_tel_data_add_dict_u64(out, "frame_drops", fdrops);
+	tallyd_ctl_collect(d, &tot);
+	t.drops = rte_tel_data_alloc();
+	t.frame_drops = rte_tel_data_alloc();
+	if (t.drops)
+		rte_tel_data_start_dict(t.drops);
+	if (t.frame_drops)
+		rte_tel_data_start_dict(t.frame_drops);
+	tally_actl_counters_each(&tot, tel_one, &t);
+	if (t.drops)
+		rte_tel_data_add_dict_container(out, "drops", t.drops, 0);
+	if (t.frame_drops)
+		rte_tel_data_add_dict_container(out, "frame_drops", t.frame_drops, 0);
 	tel_leave();
 	return 0;
 }
@@ -101,7 +95,7 @@ static int tel_status(const char *cmd, const char *params, struct rte_tel_data *
 	return 0;
 }
 
-void ctl_telemetry_register(struct tallyd *d)
+void tallyd_tel_register(struct tallyd *d)
 {
 	atomic_store(&tel_d, d);
 	if (tel_registered)
@@ -114,7 +108,7 @@ void ctl_telemetry_register(struct tallyd *d)
 		tel_registered = 1;
 }
 
-void ctl_telemetry_unregister(void)
+void tallyd_tel_unregister(void)
 {
 	atomic_store(&tel_d, NULL);
 	while (atomic_load(&tel_busy))

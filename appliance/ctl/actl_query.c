@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
- * tallyd_ctl_query.c — jobs, keys, workers and stuck chunks, read on each lcore. The main
- * thread posts a QUERY command; the lcore walks its engine between bursts and copies plain
- * structs into a buffer the main thread allocated (no allocation, no lock on the lcore);
- * the main thread turns them into JSON.
+ * actl_query.c — jobs, keys, workers and stuck chunks, registered here beside their
+ * handlers. Each core's engine is walked on its own thread (the backend's exec): the walk
+ * copies plain structs into a buffer the main thread allocated (no allocation, no lock on
+ * the datapath); the main thread turns them into JSON.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "tally_sum.h"
-#include "tallyd_ctl_int.h"
+#include "actl_int.h"
 
 #define MISSING_WORDS ((TALLY_MAX_WORKERS + 63) / 64)
 #define STUCK_RANKS 64
@@ -117,74 +117,40 @@ static int cb_stuck(void *arg, const struct tally_engine_stuck_info *si)
 	return 0;
 }
 
-static int q_jobs(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
+static int q_jobs(struct tally_engine *e, unsigned core, void *arg)
 {
-	(void)buf; (void)len;
-	return lc->engine ? tally_engine_walk_jobs(lc->engine, cb_job, arg) : 0;
+	(void)core;
+	return e ? tally_engine_walk_jobs(e, cb_job, arg) : 0;
 }
 
-static int q_workers(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
+static int q_workers(struct tally_engine *e, unsigned core, void *arg)
 {
-	(void)buf; (void)len;
-	return lc->engine ? tally_engine_walk_workers(lc->engine, cb_worker, arg) : 0;
+	(void)core;
+	return e ? tally_engine_walk_workers(e, cb_worker, arg) : 0;
 }
 
-static int q_keys(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
+static int q_keys(struct tally_engine *e, unsigned core, void *arg)
 {
-	(void)buf; (void)len;
-	if (!lc->engine)
+	(void)core;
+	if (!e)
 		return 0;
-	int rc = tally_engine_walk_keys(lc->engine, cb_key, arg);
-	return rc ? rc : tally_engine_walk_stuck(lc->engine, 0, cb_key_missing, arg);
+	int rc = tally_engine_walk_keys(e, cb_key, arg);
+	return rc ? rc : tally_engine_walk_stuck(e, 0, cb_key_missing, arg);
 }
 
-/* Keys only (no chunk walk): what policy changes need. */
-static int q_keys_plain(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
-{
-	(void)buf; (void)len;
-	return lc->engine ? tally_engine_walk_keys(lc->engine, cb_key, arg) : 0;
-}
-
-static int q_stuck(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
+static int q_stuck(struct tally_engine *e, unsigned core, void *arg)
 {
 	struct q_arg *q = arg;
-	(void)buf; (void)len;
-	return lc->engine ? tally_engine_walk_stuck(lc->engine, q->min_age_ns, cb_stuck, arg) : 0;
-}
-
-static int q_open(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
-{
-	uint64_t *out = buf;
-	(void)len; (void)arg;
-	out[0] = lc->engine ? tally_engine_open_rounds(lc->engine) : 0;
-	out[1] = lc->engine ? tally_engine_open_chunks(lc->engine) : 0;
-	return 0;
+	(void)core;
+	return e ? tally_engine_walk_stuck(e, q->min_age_ns, cb_stuck, arg) : 0;
 }
 
 /* ---- main thread -------------------------------------------------------------------- */
 
-static int run_query(struct ctl *c, unsigned core,
-		     int (*fn)(struct tallyd_lcore *, void *, size_t, void *), struct q_arg *q)
+static int run_query(struct tally_actl *a, unsigned core, tally_actl_engine_fn fn,
+		     struct q_arg *q)
 {
-	struct tallyd_cmd cmd = { .op = TALLYD_CMD_QUERY, .fn = fn, .arg = q, .buf = q->buf,
-				  .len = q->cap };
-	return tallyd_cmd_exec(c->d, core, &cmd);
-}
-
-int ctl_open_work(struct ctl *c, uint64_t *rounds, uint64_t *chunks)
-{
-	*rounds = *chunks = 0;
-	for (unsigned i = 0; i < c->d->ncores; i++) {
-		uint64_t v[2] = { 0, 0 };
-		struct tallyd_cmd cmd = { .op = TALLYD_CMD_QUERY, .fn = q_open, .buf = v,
-					  .len = sizeof(v) };
-		int rc = tallyd_cmd_exec(c->d, i, &cmd);
-		if (rc)
-			return rc;
-		*rounds += v[0];
-		*chunks += v[1];
-	}
-	return 0;
+	return a->ops->exec(a->ctx, core, fn, q);
 }
 
 static void fmt_addr(const struct tally_addr *a, char *buf, size_t len)
@@ -197,18 +163,18 @@ static void fmt_addr(const struct tally_addr *a, char *buf, size_t len)
 }
 
 /* Jobs merged over the cores (every core holds every job; ranks join on one core). */
-static json_t *jobs_json(struct ctl *c, int has_job, uint32_t job_id, int *err)
+static json_t *jobs_json(struct tally_actl *a, int has_job, uint32_t job_id, int *err)
 {
-	struct tally_engine_job_info all[CTL_MAX_JOBS];
+	struct tally_engine_job_info all[ACTL_MAX_JOBS];
 	unsigned nall = 0;
 	json_t *arr = json_array();
 
 	*err = 0;
-	for (unsigned i = 0; i < c->d->ncores; i++) {
-		struct tally_engine_job_info ji[CTL_MAX_JOBS];
-		struct q_arg q = { .has_job = has_job, .job_id = job_id, .cap = CTL_MAX_JOBS,
+	for (unsigned i = 0; i < actl_ncores(a); i++) {
+		struct tally_engine_job_info ji[ACTL_MAX_JOBS];
+		struct q_arg q = { .has_job = has_job, .job_id = job_id, .cap = ACTL_MAX_JOBS,
 				   .buf = ji };
-		int rc = run_query(c, i, q_jobs, &q);
+		int rc = run_query(a, i, q_jobs, &q);
 		if (rc < 0) {
 			*err = rc;
 			json_decref(arr);
@@ -219,7 +185,7 @@ static json_t *jobs_json(struct ctl *c, int has_job, uint32_t job_id, int *err)
 			for (j = 0; j < nall && all[j].job_id != ji[k].job_id; j++)
 				;
 			if (j == nall) {
-				if (nall == CTL_MAX_JOBS)
+				if (nall == ACTL_MAX_JOBS)
 					continue;
 				all[nall++] = ji[k];
 				continue;
@@ -231,7 +197,7 @@ static json_t *jobs_json(struct ctl *c, int has_job, uint32_t job_id, int *err)
 		}
 	}
 	for (unsigned j = 0; j < nall; j++) {
-		struct ctl_job *cj = ctl_job_find(c, all[j].job_id, 0);
+		struct actl_job *cj = actl_job_find(a, all[j].job_id, 0);
 		json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:s}", "job_id",
 				      (json_int_t)all[j].job_id, "world_size",
 				      (json_int_t)all[j].world_size, "workers",
@@ -248,7 +214,7 @@ static json_t *jobs_json(struct ctl *c, int has_job, uint32_t job_id, int *err)
 	return arr;
 }
 
-int ctl_h_jobs(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
+int actl_h_jobs(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 {
 	int err;
 	(void)p;
@@ -258,7 +224,7 @@ int ctl_h_jobs(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	return *r ? 0 : err;
 }
 
-int ctl_h_job_get(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
+int actl_h_job_get(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 {
 	uint32_t id = (uint32_t)json_integer_value(json_object_get(p, "job_id"));
 	int err;
@@ -278,22 +244,22 @@ int ctl_h_job_get(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	return 0;
 }
 
-int ctl_h_workers(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
+static int h_workers(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 {
-	struct ctl *c = ctx;
+	struct tally_actl *a = ctx;
 	const json_t *jid = json_object_get(p, "job_id");
 	size_t cap = 4096;
 	struct tally_engine_worker_info *wi = calloc(cap, sizeof(*wi));
-	uint64_t now = ctl_now_ns();
+	uint64_t now = actl_now_ns();
 	char addr[64];
 
 	if (!wi)
 		return -ENOMEM;
 	*r = json_array();
-	for (unsigned i = 0; i < c->d->ncores; i++) {
+	for (unsigned i = 0; i < actl_ncores(a); i++) {
 		struct q_arg q = { .has_job = jid != NULL, .job_id = (uint32_t)json_integer_value(jid),
 				   .cap = cap, .buf = wi };
-		int rc = run_query(c, i, q_workers, &q);
+		int rc = run_query(a, i, q_workers, &q);
 		if (rc < 0) {
 			snprintf(m, ml, "core %u: %s", i, strerror(-rc));
 			free(wi);
@@ -325,9 +291,9 @@ static json_t *ranks_json(const uint64_t *bits, unsigned words, unsigned limit)
 	return a;
 }
 
-int ctl_h_keys(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
+static int h_keys(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 {
-	struct ctl *c = ctx;
+	struct tally_actl *a = ctx;
 	const json_t *jid = json_object_get(p, "job_id");
 	size_t limit = (size_t)json_integer_value(json_object_get(p, "limit"));
 	struct q_key *keys = calloc(limit, sizeof(*keys));
@@ -336,10 +302,10 @@ int ctl_h_keys(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	if (!keys)
 		return -ENOMEM;
 	*r = json_array();
-	for (unsigned i = 0; i < c->d->ncores && total < limit; i++) {
+	for (unsigned i = 0; i < actl_ncores(a) && total < limit; i++) {
 		struct q_arg q = { .has_job = jid != NULL, .job_id = (uint32_t)json_integer_value(jid),
 				   .cap = limit - total, .buf = keys };
-		int rc = run_query(c, i, q_keys, &q);
+		int rc = run_query(a, i, q_keys, &q);
 		if (rc < 0) {
 			snprintf(m, ml, "core %u: %s", i, strerror(-rc));
 			free(keys);
@@ -383,22 +349,22 @@ static int stuck_cmp(const void *a, const void *b)
 	return x->si.age_ns < y->si.age_ns ? 1 : x->si.age_ns > y->si.age_ns ? -1 : 0;
 }
 
-int ctl_h_stuck(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
+static int h_stuck(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 {
-	struct ctl *c = ctx;
+	struct tally_actl *a = ctx;
 	const json_t *jid = json_object_get(p, "job_id");
 	size_t limit = (size_t)json_integer_value(json_object_get(p, "limit"));
 	uint64_t thr = (uint64_t)json_integer_value(json_object_get(p, "threshold_ms")) * 1000000u;
-	size_t cap = limit * c->d->ncores, n = 0;
+	size_t cap = limit * actl_ncores(a), n = 0;
 	struct q_stuck *st = calloc(cap, sizeof(*st));
 
 	if (!st)
 		return -ENOMEM;
 	/* each core's oldest `limit`, then the oldest `limit` of all */
-	for (unsigned i = 0; i < c->d->ncores; i++) {
+	for (unsigned i = 0; i < actl_ncores(a); i++) {
 		struct q_arg q = { .has_job = jid != NULL, .job_id = (uint32_t)json_integer_value(jid),
 				   .min_age_ns = thr, .cap = limit, .buf = st + n };
-		int rc = run_query(c, i, q_stuck, &q);
+		int rc = run_query(a, i, q_stuck, &q);
 		if (rc < 0) {
 			snprintf(m, ml, "core %u: %s", i, strerror(-rc));
 			free(st);
@@ -427,40 +393,11 @@ int ctl_h_stuck(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	return 0;
 }
 
-int ctl_job_keys(struct ctl *c, uint32_t job_id, struct ctl_key_ref *out, unsigned max)
+void actl_query_register(struct tally_ctl_backend *b)
 {
-	struct q_key *keys = calloc(max ? max : 1, sizeof(*keys));
-	unsigned n = 0;
-
-	if (!keys)
-		return -ENOMEM;
-	for (unsigned i = 0; i < c->d->ncores && n < max; i++) {
-		struct q_arg q = { .has_job = 1, .job_id = job_id, .cap = max - n, .buf = keys };
-		int rc = run_query(c, i, q_keys_plain, &q);
-		if (rc < 0) {
-			free(keys);
-			return rc;
-		}
-		for (size_t k = 0; k < q.n; k++)
-			out[n++] = (struct ctl_key_ref){ keys[k].ki.job_id, keys[k].ki.key, i,
-							 keys[k].ki.participants, keys[k].ki.quorum,
-							 keys[k].ki.deadline_us };
-	}
-	free(keys);
-	return (int)n;
-}
-
-int ctl_job_key_count(struct ctl *c, uint32_t job_id, uint32_t *nkeys)
-{
-	*nkeys = 0;
-	for (unsigned i = 0; i < c->d->ncores; i++) {
-		struct tally_engine_job_info ji;
-		struct q_arg q = { .has_job = 1, .job_id = job_id, .cap = 1, .buf = &ji };
-		int rc = run_query(c, i, q_jobs, &q);
-		if (rc < 0)
-			return rc;
-		if (q.n)
-			*nkeys += ji.keys;
-	}
-	return 0;
+	b->handlers[TALLY_CTL_M_JOBS_LIST] = actl_h_jobs;
+	b->handlers[TALLY_CTL_M_JOB_GET] = actl_h_job_get;
+	b->handlers[TALLY_CTL_M_KEYS_LIST] = h_keys;
+	b->handlers[TALLY_CTL_M_CHUNKS_STUCK] = h_stuck;
+	b->handlers[TALLY_CTL_M_WORKERS_LIST] = h_workers;
 }

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tally_actl.h — the appliance control plane (actl): the control methods of tally_ctl.h
+ * (status, stats, jobs, keys, workers, stuck, job_add, evict, policy, drain, shutdown,
+ * log level, config save/replay) implemented once over a small backend that each appliance
+ * provides: tallyd (DPDK lcores, command rings) and tally-udpd (kernel UDP, engine thread).
+ *
+ * Threads: tally_actl_start/poll/stop/replay and every backend op but `collect` run on the
+ * appliance's main thread; `exec` runs fn on the engine's own thread and waits for it.
+ * `collect` only reads plain counters (any thread, torn reads tolerated).
+ *
+ * Counters: one X-macro list per block (engine: TALLY_ENGINE_STATS in tally_engine.h; per
+ * core I/O: TALLY_ACTL_IO_STATS below; drop reasons: enum tally_reason and enum
+ * tally_pkt_drop with their name functions). The struct, the names and the sum come from
+ * those lists; tally_actl_collect is the one place that sums cores, and `stats`, DPDK
+ * telemetry and the exit logs all print what it returns, every counter and every reason.
+ */
+#ifndef TALLY_ACTL_H
+#define TALLY_ACTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "tally_engine.h"
+#include "tally_pkt.h"
+
+/* Per-core I/O counters: X(field, help). Zero where a backend has no such thing. */
+#define TALLY_ACTL_IO_STATS(X) \
+	X(rx_pkts, "frames (datagrams) received") \
+	X(rx_bytes, "their bytes") \
+	X(tx_pkts, "frames sent") \
+	X(tx_bytes, "their bytes") \
+	X(tally_pkts, "Tally datagrams handed to the engine (or bounced)") \
+	X(engine_rejects, "of those, rejected by the engine (drops says why)") \
+	X(arp_replies, "ARP requests answered") \
+	X(icmp_replies, "ICMP echo requests answered") \
+	X(dispatched_out, "sent to the owning core's ring") \
+	X(dispatched_in, "taken from this core's ring") \
+	X(tx_relayed, "frames sent through another core's port") \
+	X(loops, "poll loops") \
+	X(busy_loops, "poll loops that found work") \
+	X(idle_sleeps, "idle sleeps") \
+	X(cmds, "control commands run on the core") \
+	X(rx_truncated, "datagrams larger than the receive buffer (kernel UDP, dropped)") \
+	X(tx_send_errors, "sends the kernel refused (kernel UDP, dropped)")
+
+struct tally_actl_io_stats {
+#define TALLY_ACTL_IO_FIELD(f, help) uint64_t f;
+	TALLY_ACTL_IO_STATS(TALLY_ACTL_IO_FIELD)
+#undef TALLY_ACTL_IO_FIELD
+};
+
+/* Everything counted on one core (or summed over all). */
+struct tally_actl_counters {
+	struct tally_actl_io_stats io;
+	struct tally_engine_stats eng;
+	uint64_t frame_drops[TALLY_PKT_D_COUNT]; /* frames dropped before the engine */
+};
+
+/* sum += c (every field of every block). */
+void tally_actl_counters_add(struct tally_actl_counters *sum, const struct tally_actl_counters *c);
+void tally_actl_engine_stats_add(struct tally_engine_stats *sum, const struct tally_engine_stats *s);
+/* Every counter in one stable order: group NULL for plain counters, "drops" (engine
+ * rejection reasons) or "frame_drops" (frames dropped before the engine), zeros included. */
+typedef void (*tally_actl_counter_fn)(void *arg, const char *group, const char *name,
+				      uint64_t v);
+void tally_actl_counters_each(const struct tally_actl_counters *c, tally_actl_counter_fn fn,
+			      void *arg);
+/* {name: n, ..., "drops": {reason: n}, "frame_drops": {reason: n}}. */
+json_t *tally_actl_counters_json(const struct tally_actl_counters *c);
+/* "name=n ..." of every counter, then the reasons seen: "rejected: reason=n ..." and
+ * "frame_drops: reason=n ..." (exit logs). */
+void tally_actl_counters_line(const struct tally_actl_counters *c, char *buf, size_t len);
+
+/* ---- backend ------------------------------------------------------------------------- */
+/* Runs on the engine's thread; e is NULL where the core runs no engine (tallyd
+ * --io-forward): a change returns -ENOTSUP then, a query 0. */
+typedef int (*tally_actl_engine_fn)(struct tally_engine *e, unsigned core, void *arg);
+
+struct tally_actl_ops {
+	unsigned (*ncores)(void *ctx);
+	/* fn on core's engine thread; its result, -ENODEV (no such core), -ESHUTDOWN */
+	int (*exec)(void *ctx, unsigned core, tally_actl_engine_fn fn, void *arg);
+	/* fn on every core, posted at once; 0 or the first core's negative result */
+	int (*exec_all)(void *ctx, tally_actl_engine_fn fn, void *arg);
+	/* the counters of one core (any thread) */
+	void (*collect)(void *ctx, unsigned core, struct tally_actl_counters *out);
+	int (*stats_reset)(void *ctx);     /* engine and core counters, on every core */
+	int (*drain)(void *ctx);           /* engines stop starting rounds */
+	void (*shutdown)(void *ctx, int drain);
+	int (*quitting)(void *ctx);        /* a shutdown or signal is under way */
+	double (*uptime)(void *ctx);
+	/* Appliance fields of `status`: draining, open_admission, cores, ports, memory, ... */
+	void (*status)(void *ctx, json_t *out);
+	/* Per-port counters for `stats` (a new array), NULL: none. */
+	json_t *(*ports)(void *ctx);
+	/* syslog priority LOG_ERR..LOG_DEBUG; returns the previous one or a negative errno */
+	int (*set_log_level)(void *ctx, int prio);
+	void (*log)(void *ctx, int prio, const char *msg); /* syslog priorities */
+};
+
+/* The one collect: per core into cores[ncores] (NULL: not wanted), summed into *total. */
+void tally_actl_collect(const struct tally_actl_ops *ops, void *ctx,
+			struct tally_actl_counters *total, struct tally_actl_counters *cores);
+
+/* ---- the control plane --------------------------------------------------------------- */
+struct tally_actl;
+
+struct tally_actl_cfg {
+	const char *socket_path;    /* NULL or "": TALLY_CTL_DEFAULT_SOCKET */
+	const struct tally_actl_ops *ops;
+	void *ctx;
+};
+
+/* Serves the socket. An explicit path that cannot be served fails (-errno); the default
+ * one (held by another appliance, or not writable) is logged and skipped. NULL + *err. */
+struct tally_actl *tally_actl_start(const struct tally_actl_cfg *cfg, int *err);
+/* Handles ready requests (never blocks when timeout_ms is 0) and samples rates. */
+int tally_actl_poll(struct tally_actl *a, int timeout_ms);
+void tally_actl_stop(struct tally_actl *a);
+/* Replays a `tallyctl config-save` file through the methods. 0 or -errno with err. */
+int tally_actl_replay(struct tally_actl *a, const char *path, char *err, size_t errlen);
+/* The server's epoll fd (-1 without a socket), for loops that wait on it. */
+int tally_actl_fd(const struct tally_actl *a);
+
+#endif

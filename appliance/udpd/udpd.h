@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * udpd.h — tally-udpd, the software appliance over kernel UDP (internal to appliance/udpd):
+ * the same engine and control plane as tallyd, for hosts without DPDK (colocated summation
+ * service on GPU hosts, the non-root quick start, benchmarks).
+ *
+ * Threads: one engine thread polls the UDP sockets (one per core: base port + core) and
+ * runs every core's engine; the main thread runs the control plane and posts engine work
+ * to the engine thread through a one-slot mailbox (an atomic pointer the engine thread
+ * checks every loop: no lock on the datapath). Counters are plain and read from any thread.
+ */
+#ifndef UDPD_H
+#define UDPD_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tally_actl.h"
+#include "tally_engine.h"
+#include "tally_udp.h"
+
+#define UDPD_MAX_CORES TALLY_UDP_MAX_CORES
+
+struct udpd_conf {
+	char host[64];             /* address to bind ("" = any) */
+	uint16_t base_port;        /* UDP port of core 0 (9170) */
+	uint16_t ncores;           /* engines, one socket each (2) */
+	uint64_t mem_budget;       /* bytes for keys, per core (1G) */
+	uint64_t det_pool;         /* deterministic staging pool per core (64M) */
+	uint32_t max_chunk;        /* largest payload accepted (8192) */
+	uint32_t max_jobs;         /* engine job table (16) */
+	int open_admission;
+	uint32_t job_id, world;    /* a job admitted at start (world 0: none) */
+	uint64_t token;
+	int log_level;             /* syslog LOG_ERR..LOG_DEBUG (LOG_INFO) */
+	uint32_t drain_timeout_ms; /* a shutdown with drain waits this long (10000) */
+	char ctl_path[108];        /* control socket ("" = the default one) */
+	char ctl_config[512];      /* a tallyctl config-save file replayed at start */
+	char stats_path[512];      /* counters as one JSON line at exit ("" = stdout) */
+	int check_config, help;
+};
+
+/* udpd_conf.c */
+void udpd_conf_init(struct udpd_conf *c);
+int udpd_conf_set(struct udpd_conf *c, const char *name, const char *value, char *err,
+		  size_t errlen);
+int udpd_conf_file(struct udpd_conf *c, const char *path, char *err, size_t errlen);
+int udpd_conf_args(struct udpd_conf *c, int argc, char **argv, char *err, size_t errlen);
+void udpd_usage(FILE *f);
+
+/* Engine work posted by the main thread (udpd_engine.c runs it). */
+struct udpd_cmd {
+	tally_actl_engine_fn fn;
+	void *arg;
+	int all;                   /* every core, else `core` */
+	unsigned core;
+	int result;
+	atomic_int done;
+};
+
+struct udpd {
+	struct udpd_conf conf;
+	struct tally_udp *udp;
+	struct tally_engine *eng[UDPD_MAX_CORES];
+	unsigned ncores;
+	_Atomic(struct udpd_cmd *) mbox;
+	atomic_int running;        /* the engine thread is in its loop */
+	atomic_int stop;           /* the engine thread leaves its loop */
+	atomic_int quit;           /* a signal or a control-plane shutdown */
+	int drain_on_quit;
+	int draining;
+	uint64_t start_ns;
+	struct tally_actl *ctl;
+};
+
+/* udpd_engine.c: engines, the engine thread and its mailbox */
+int udpd_engines_create(struct udpd *d, char *err, size_t errlen);
+void udpd_engines_destroy(struct udpd *d);
+void *udpd_engine_main(void *arg);
+/* fn on core's engine (all: every core) on the engine thread; waits for it. */
+int udpd_exec(struct udpd *d, int all, unsigned core, tally_actl_engine_fn fn, void *arg);
+uint64_t udpd_now_ns(void);
+
+/* udpd_ctl.c: the control plane's backend */
+int udpd_ctl_start(struct udpd *d);
+void udpd_ctl_collect(struct udpd *d, struct tally_actl_counters *total);
+void udpd_log(struct udpd *d, int prio, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif

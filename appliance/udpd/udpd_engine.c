@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * udpd_engine.c — tally-udpd's engines over the kernel UDP transport (listen mode, one
+ * socket per core), the engine thread that polls them, and its mailbox: the main thread
+ * posts one command at a time; the engine thread runs it between polls and marks it done.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "udpd.h"
+
+#define POLL_NS 1000000ull /* the longest a posted command waits for the engine thread */
+
+uint64_t udpd_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void on_rx(void *arg, const void *buf, size_t len, const struct tally_addr *from)
+{
+	struct udpd *d = arg;
+
+	if (from->core < d->ncores)
+		tally_engine_rx(d->eng[from->core], buf, len, from);
+}
+
+int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
+{
+	struct tally_udp_cfg uc = { .listen = 1, .ncores = d->conf.ncores,
+				    .base_port = d->conf.base_port,
+				    .host = d->conf.host[0] ? d->conf.host : NULL };
+	int rc = 0;
+
+	d->udp = tally_udp_create(&uc, on_rx, d, &rc, err, errlen);
+	if (!d->udp)
+		return rc ? rc : -EINVAL;
+	d->ncores = d->conf.ncores;
+	for (unsigned i = 0; i < d->ncores; i++) {
+		struct tally_engine_cfg ec = { 0 };
+
+		tally_engine_cfg_defaults(&ec);
+		ec.core_index = (uint16_t)i;
+		ec.ncores = (uint16_t)d->ncores;
+		ec.base_port = d->conf.base_port;
+		ec.mem_budget = (size_t)d->conf.mem_budget;
+		ec.det_pool_bytes = (size_t)d->conf.det_pool;
+		ec.max_chunk_bytes = d->conf.max_chunk;
+		ec.max_jobs = d->conf.max_jobs;
+		ec.open_admission = d->conf.open_admission;
+		d->eng[i] = tally_engine_create(&ec, tally_udp_ops(), d->udp, &rc);
+		if (!d->eng[i]) {
+			snprintf(err, errlen, "engine %u: %s", i, strerror(-rc));
+			return rc;
+		}
+		if (d->conf.world && (rc = tally_engine_job_add(d->eng[i], d->conf.job_id,
+							d->conf.token, d->conf.world))) {
+			snprintf(err, errlen, "job %u: %s", d->conf.job_id, strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+void udpd_engines_destroy(struct udpd *d)
+{
+	for (unsigned i = 0; i < d->ncores; i++)
+		tally_engine_destroy(d->eng[i]);
+	d->ncores = 0;
+	if (d->udp)
+		tally_udp_destroy(d->udp);
+	d->udp = NULL;
+}
+
+static int run_cmd(struct udpd *d, struct udpd_cmd *c)
+{
+	if (!c->all)
+		return c->core < d->ncores ? c->fn(d->eng[c->core], c->core, c->arg) : -ENODEV;
+	int first = 0;
+	for (unsigned i = 0; i < d->ncores; i++) {
+		int rc = c->fn(d->eng[i], i, c->arg);
+		if (rc && !first)
+			first = rc;
+	}
+	return first;
+}
+
+void *udpd_engine_main(void *arg)
+{
+	struct udpd *d = arg;
+
+	atomic_store(&d->running, 1);
+	while (!atomic_load(&d->stop)) {
+		tally_udp_ops()->poll(d->udp, POLL_NS);
+		for (unsigned i = 0; i < d->ncores; i++)
+			tally_engine_poll(d->eng[i]);
+		struct udpd_cmd *c = atomic_load_explicit(&d->mbox, memory_order_acquire);
+		if (c) {
+			c->result = run_cmd(d, c);
+			atomic_store_explicit(&d->mbox, NULL, memory_order_relaxed);
+			atomic_store_explicit(&c->done, 1, memory_order_release);
+		}
+	}
+	tally_udp_flush(d->udp);
+	atomic_store(&d->running, 0);
+	return NULL;
+}
+
+int udpd_exec(struct udpd *d, int all, unsigned core, tally_actl_engine_fn fn, void *arg)
+{
+	struct udpd_cmd c = { .fn = fn, .arg = arg, .all = all, .core = core };
+
+	if (!all && core >= d->ncores)
+		return -ENODEV;
+	if (!atomic_load(&d->running)) /* before start or after stop: the caller's thread */
+		return atomic_load(&d->stop) ? -ESHUTDOWN : run_cmd(d, &c);
+	atomic_store_explicit(&d->mbox, &c, memory_order_release);
+	while (!atomic_load_explicit(&c.done, memory_order_acquire)) {
+		if (!atomic_load(&d->running) && !atomic_load(&c.done)) {
+			atomic_store(&d->mbox, NULL);
+			return -ESHUTDOWN;
+		}
+		usleep(20);
+	}
+	return c.result;
+}
