@@ -35,6 +35,7 @@ struct psum_opts {
 	int isa_forced;
 	int wall;
 	int ftz; /* measure as a caller with FTZ and DAZ set in MXCSR */
+	int onebit; /* the 1-bit compression reducers instead of the dtype table */
 };
 
 /* One measured line. */
@@ -51,7 +52,7 @@ static void psum_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tally-perf sum [--dtype f32|f16|bf16|i32] [--ways K] [--size BYTES] [--reps N]\n"
-		"                      [--isa scalar|avx2|avx512] [--wall] [--ftz] [--json]\n"
+		"                      [--isa scalar|avx2|avx512] [--wall] [--ftz] [--onebit] [--json]\n"
 		"  Reducer rates vs memcpy of the same bytes, measured in one run (medians).\n"
 		"  --dtype, --ways, --size may be repeated; defaults: f32 f16 bf16, 2 and 4 ways,\n"
 		"  256K (cache) and 256M (DRAM). BYTES: the f32 accumulator, n = BYTES/4 elements for\n"
@@ -61,7 +62,10 @@ static void psum_usage(FILE *f)
 		"  Time is this thread's CPU time (robust when other jobs share the cores);\n"
 		"  --wall times with the wall clock instead.\n"
 		"  --ftz: measure as a caller that set FTZ and DAZ in MXCSR (the reducers run under the\n"
-		"  default MXCSR whatever the caller set: this times switching it).\n",
+		"  default MXCSR whatever the caller set: this times switching it).\n"
+		"  --onebit: the 1-bit compression reducers instead (per --size: f32 +=, sign pack,\n"
+		"  unpack, unpack-accumulate, compress with error feedback), elements/s and the\n"
+		"  ratio to the f32 += element rate of the same run; --dtype and --ways do not apply.\n",
 		TALLY_SUM_MAX_WAYS);
 }
 
@@ -77,6 +81,7 @@ static int psum_bad(const char *fmt, const char *arg)
 static int psum_parse(int argc, char **argv, struct psum_opts *o)
 {
 	o->ndt = o->nsizes = o->nways = o->reps = o->json = o->isa_forced = o->wall = o->ftz = 0;
+	o->onebit = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -94,6 +99,10 @@ static int psum_parse(int argc, char **argv, struct psum_opts *o)
 		}
 		if (!strcmp(a, "--ftz")) {
 			o->ftz = 1;
+			continue;
+		}
+		if (!strcmp(a, "--onebit")) {
+			o->onebit = 1;
 			continue;
 		}
 		if (strcmp(a, "--dtype") && strcmp(a, "--ways") && strcmp(a, "--size") &&
@@ -322,6 +331,104 @@ out:
 	return rc;
 }
 
+/* ---- --onebit: the 1-bit compression reducers vs f32 += of the same n, one run ---- */
+enum { PSOB_ACC, PSOB_PACK, PSOB_UNPACK, PSOB_UNPACK_ACC, PSOB_COMPRESS, PSOB_COUNT };
+static const char *const psob_names[PSOB_COUNT] = {
+	"f32_acc", "sign_pack", "sign_unpack", "sign_unpack_acc", "onebit_compress",
+};
+
+struct psob_bufs {
+	float *dst, *src, *err;
+	uint8_t *bits;
+};
+
+static void psob_run(int op, struct psob_bufs *b, size_t n)
+{
+	switch (op) {
+	case PSOB_ACC: tally_sum_f32_acc(b->dst, b->src, n); break;
+	case PSOB_PACK: tally_sum_sign_pack(b->bits, b->src, n); break;
+	case PSOB_UNPACK: tally_sum_sign_unpack(b->dst, b->bits, n, 0.25f); break;
+	case PSOB_UNPACK_ACC: tally_sum_sign_unpack_acc(b->dst, b->bits, n, 0x1p-20f); break;
+	default: tally_sum_onebit_compress(b->bits, b->err, b->src, n); break;
+	}
+	__asm__ volatile("" : : "r"(b->dst), "r"(b->bits) : "memory");
+}
+
+/* Median G elements/s of every op over reps; the ops interleaved rep by rep. */
+static int psob_measure(size_t size, int reps, struct psob_bufs *b, double out[PSOB_COUNT])
+{
+	const size_t n = size / 4;
+	const unsigned it = perf_inner_iters(size);
+	double *r = calloc((size_t)reps * PSOB_COUNT, sizeof(double));
+
+	if (!r)
+		return -ENOMEM;
+	psum_fill(TALLY_DT_F32, (void *const *)&b->src, 1, n, b->dst);
+	memset(b->err, 0, size);
+	tally_sum_sign_pack(b->bits, b->src, n);
+	for (int op = 0; op < PSOB_COUNT; op++)
+		psob_run(op, b, n); /* warm-up */
+	for (int rep = 0; rep < reps; rep++) {
+		memcpy(b->dst, b->src, size); /* the accumulator stays ordinary numbers */
+		for (int op = 0; op < PSOB_COUNT; op++) {
+			double t0;
+
+			for (unsigned i = 0; size <= PERF_WARM_MAX && i < it; i++)
+				psob_run(op, b, n);
+			t0 = perf_now();
+			for (unsigned i = 0; i < it; i++)
+				psob_run(op, b, n);
+			r[op * reps + rep] = (double)n * it / (perf_now() - t0) / 1e9;
+		}
+	}
+	for (int op = 0; op < PSOB_COUNT; op++)
+		out[op] = perf_median(r + op * reps, (size_t)reps);
+	free(r);
+	return 0;
+}
+
+static void psob_print(const struct psum_opts *o, size_t size, int reps, const double g[PSOB_COUNT])
+{
+	for (int op = 0; op < PSOB_COUNT; op++) {
+		if (o->json)
+			printf("{\"op\":\"%s\",\"dtype\":\"f32\",\"size\":%zu,\"n\":%zu,\"isa\":\"%s\","
+			       "\"reps\":%d,\"gelems\":%.4f,\"f32_acc_gelems\":%.4f,\"vs_f32_acc\":%.4f,"
+			       "\"clock\":\"%s\",\"ftz\":%s}\n",
+			       psob_names[op], size, size / 4, tally_sum_isa_name(tally_sum_isa()), reps,
+			       g[op], g[PSOB_ACC], g[op] / g[PSOB_ACC], o->wall ? "wall" : "cpu",
+			       o->ftz ? "true" : "false");
+		else
+			printf("%-16s %10zu %10zu %9.3f %9.3f\n", psob_names[op], size, size / 4, g[op],
+			       g[op] / g[PSOB_ACC]);
+	}
+	fflush(stdout);
+}
+
+static int psob_main(const struct psum_opts *o)
+{
+	if (!o->json) {
+		printf("1-bit: G elements/s; vs_acc = rate / f32 += rate (dst += src, same n, same run)\n");
+		printf("%-16s %10s %10s %9s %9s\n", "op", "size", "n", "Gelem/s", "vs_acc");
+	}
+	for (int si = 0; si < o->nsizes; si++) {
+		const size_t size = o->sizes[si];
+		int reps = o->reps ? o->reps : size <= (8u << 20) ? 15 : 5;
+		struct psob_bufs b = { perf_alloc(size), perf_alloc(size), perf_alloc(size),
+				       perf_alloc(size / 32 + 64) };
+		double g[PSOB_COUNT];
+		int rc = b.dst && b.src && b.err && b.bits ? psob_measure(size, reps, &b, g) : -ENOMEM;
+
+		if (rc == 0)
+			psob_print(o, size, reps, g);
+		free(b.dst), free(b.src), free(b.err), free(b.bits);
+		if (rc < 0) {
+			fprintf(stderr, "tally-perf sum: out of memory (4 x %zu bytes)\n", size);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 int perf_sum_main(int argc, char **argv)
 {
 	struct psum_opts o;
@@ -336,6 +443,13 @@ int perf_sum_main(int argc, char **argv)
 		fprintf(stderr, "tally-perf sum: TALLY_ISA='%s' %s\n", getenv("TALLY_ISA"),
 			rc == -ENOTSUP ? "is not supported by this CPU" : "is unknown (scalar, avx2, avx512)");
 		return 2;
+	}
+	if (o.onebit) {
+		if (!o.json)
+			printf("tally-perf sum: isa %s; medians of %s-time rates; size = f32 bytes (n = size/4)%s\n",
+			       tally_sum_isa_name(tally_sum_isa()), o.wall ? "wall" : "CPU",
+			       o.ftz ? "; caller MXCSR has FTZ+DAZ" : "");
+		return psob_main(&o);
 	}
 	if (!o.json) {
 		printf("tally-perf sum: isa %s; medians of %s-time rates; size = f32 accumulator bytes (n = size/4)%s\n",

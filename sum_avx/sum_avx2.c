@@ -7,7 +7,7 @@
  */
 #include <immintrin.h>
 
-#include "sum_impl.h"
+#include "sum_onebit.h"
 
 #define A2_INLINE static inline __attribute__((always_inline))
 /* streaming stores for big fresh destinations, no software prefetch: see sum_avx512.c */
@@ -312,4 +312,5 @@ const struct sum_ops sum_ops_avx2 = {
 	.i32_kway = a2_i32_kway,
 	.f16_kway = a2_f16_kway,
 	.bf16_kway = a2_bf16_kway,
+	.onebit = &sum_onebit_avx2,
 };

@@ -11,7 +11,7 @@
  */
 #include <immintrin.h>
 
-#include "sum_impl.h"
+#include "sum_onebit.h"
 
 #define A5_INLINE static inline __attribute__((always_inline))
 
@@ -356,6 +356,7 @@ const struct sum_ops sum_ops_avx512 = {
 	.i32_kway = a5_i32_kway,
 	.f16_kway = a5_f16_kway,
 	.bf16_kway = a5_bf16_kway,
+	.onebit = &sum_onebit_avx512,
 };
 
 #ifdef TALLY_HAVE_AVX512BF16
@@ -375,5 +376,6 @@ const struct sum_ops sum_ops_avx512_bf16 = {
 	.i32_kway = a5_i32_kway,
 	.f16_kway = a5_f16_kway,
 	.bf16_kway = a5_bf16_kway,
+	.onebit = &sum_onebit_avx512,
 };
 #endif

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <xmmintrin.h>
 
-#include "sum_impl.h"
+#include "sum_onebit.h"
 
 static const char *const sum_isa_names[TALLY_ISA_COUNT] = { "scalar", "avx2", "avx512" };
 static const char *const sum_dt_names[TALLY_DT_COUNT] = { "f32", "f16", "bf16", "i32" };
@@ -304,6 +304,38 @@ void tally_sum_bf16_kway(float *dst, const uint16_t *const *src, unsigned k, siz
 {
 	if (k >= 1 && k <= TALLY_SUM_MAX_WAYS)
 		SUM_STD_FP(sum_ops()->bf16_kway(dst, src, k, n));
+}
+
+/* ---- 1-bit compression ---- */
+void tally_sum_sign_pack(uint8_t *bits, const float *src, size_t n)
+{
+	sum_ops()->onebit->sign_pack(bits, src, n); /* bit tests: MXCSR plays no part */
+}
+
+void tally_sum_sign_unpack(float *dst, const uint8_t *bits, size_t n, float scale)
+{
+	sum_ops()->onebit->sign_unpack(dst, bits, n, scale); /* sign flips: no arithmetic */
+}
+
+void tally_sum_sign_unpack_acc(float *acc, const uint8_t *bits, size_t n, float scale)
+{
+	SUM_STD_FP(sum_ops()->onebit->sign_unpack_acc(acc, bits, n, scale));
+}
+
+double tally_sum_f32_sumsq(const float *src, size_t n)
+{
+	double r;
+
+	SUM_STD_FP(r = sum_ops()->onebit->f32_sumsq(src, n));
+	return r;
+}
+
+float tally_sum_onebit_compress(uint8_t *bits, float *err, const float *src, size_t n)
+{
+	float scale;
+
+	SUM_STD_FP(scale = sum_ops()->onebit->onebit_compress(bits, err, src, n));
+	return scale;
 }
 
 /* ---- dtype-generic helpers (unknown dtype: nothing is touched) ---- */

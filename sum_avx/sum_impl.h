@@ -11,6 +11,8 @@
 
 #include "tally_sum.h"
 
+struct sum_onebit_ops; /* sum_onebit.h: the 1-bit compression reducers */
+
 /* One table per ISA; the dispatcher picks one at init and every public call goes through it. */
 struct sum_ops {
 	void (*f32_acc)(float *dst, const float *src, size_t n);
@@ -28,6 +30,7 @@ struct sum_ops {
 	void (*i32_kway)(int32_t *dst, const int32_t *const *src, unsigned k, size_t n);
 	void (*f16_kway)(float *dst, const uint16_t *const *src, unsigned k, size_t n);
 	void (*bf16_kway)(float *dst, const uint16_t *const *src, unsigned k, size_t n);
+	const struct sum_onebit_ops *onebit;
 };
 
 extern const struct sum_ops sum_ops_scalar;

@@ -4,7 +4,7 @@
  * through sum_add_f32 / sum_mul_f32: the NaN rule must not depend on the compiler's choice of
  * operand order.
  */
-#include "sum_impl.h"
+#include "sum_onebit.h"
 
 /* noinline: the k-way loops call the += loops per block, and inlined there GCC no longer
  * vectorized them once the NaN rule was in (k-way 4 ran at half speed) */
@@ -153,4 +153,5 @@ const struct sum_ops sum_ops_scalar = {
 	.i32_kway = scalar_i32_kway,
 	.f16_kway = scalar_f16_kway,
 	.bf16_kway = scalar_bf16_kway,
+	.onebit = &sum_onebit_scalar,
 };

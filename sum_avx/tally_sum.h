@@ -111,6 +111,41 @@ void tally_sum_load(enum tally_dtype dt, void *acc, const void *src, size_t n); 
 void tally_sum_store(enum tally_dtype dt, void *dst, const void *acc, size_t n); /* dst = acc */
 void tally_sum_kway(enum tally_dtype dt, void *acc, const void *const *src, unsigned k, size_t n);
 
+/* ---- 1-bit compression (1-bit Adam / 1-bit LAMB, DeepSpeed's two-stage error feedback) ----
+ * Sign bits, packed LSB-first: bit i of the stream is bit i % 8 of byte i / 8. A stream of n
+ * elements is TALLY_SUM_SIGN_BYTES(n) bytes; the last byte's bits past n are 0 on output and
+ * ignored on input. Bit 1 is "+", 0 is "-", as DeepSpeed's `x.sign().add_(1).bool()`: 1 for
+ * x >= 0, -0 included; for a NaN the sign bit decides (1 with it clear). On the bits: 1 when
+ * bits(x) <= 0x80000000 as unsigned. Bits take no FP arithmetic, so no flags, no DAZ effect.
+ * ±scale is scale, or scale with its sign bit flipped (exact; a NaN keeps its payload).
+ * Any n (0 included), any alignment; the bit stream and the f32 arrays must not overlap. */
+#define TALLY_SUM_SIGN_BYTES(n) (((size_t)(n) + 7) / 8)
+/* bits = sign bits of src[0..n). */
+void tally_sum_sign_pack(uint8_t *bits, const float *src, size_t n);
+/* dst[i] = bit i ? scale : -scale. No arithmetic: the bits of ±scale. */
+void tally_sum_sign_unpack(float *dst, const uint8_t *bits, size_t n, float scale);
+/* acc[i] += bit i ? scale : -scale (acc the first operand of the add: the NaN rule). The
+ * appliance's server stage: acc = 0, then one call per worker with scale_w / W. */
+void tally_sum_sign_unpack_acc(float *acc, const uint8_t *bits, size_t n, float scale);
+/* Sum of squares of src in f64, in a fixed order, the same bits on every path: element i goes
+ * to partial sum i % 32 (each adds its squares in index order; f32 squares are exact in f64),
+ * then the partials fold pairwise: p[j] += p[j + 16], then + 8, + 4, + 2, + 1 (j ascending).
+ * 0 for n = 0; +Inf if any element is ±Inf and none NaN; a NaN element gives the default
+ * NaN (f64 0xfff8000000000000) whatever its payload. sqrt() of it is the L2 norm. */
+double tally_sum_f32_sumsq(const float *src, size_t n);
+/* Compress with error feedback, one stage (worker and server alike; DeepSpeed's
+ * compressed_allreduce):
+ *   c = src + err             (f32, src the first operand: the NaN rule)
+ *   scale = ||c||_2 / sqrt(n) = (f32)(sqrt(tally_sum_f32_sumsq(c)) / sqrt(n)), both square
+ *                               roots and the division in f64, rounded to f32 once
+ *   bits = sign bits of c
+ *   err = c + (bit ? -scale : +scale)   i.e. c - scale * sign(c), one f32 rounding
+ * Returns scale. n = 0: returns 0 and writes nothing. A NaN in c makes scale the default NaN
+ * 0xffc00000 (and so every err a NaN); an Inf (no NaN) makes it +Inf. err is read and
+ * written (in/out); src may be err itself (then c = 2 * err) but may not otherwise overlap
+ * it; bits must not overlap either. Two passes over err: c is kept in err between them. */
+float tally_sum_onebit_compress(uint8_t *bits, float *err, const float *src, size_t n);
+
 /* ---- scalar conversions (reference semantics of every path) ---- */
 float tally_f16_to_f32(uint16_t h);
 uint16_t tally_f32_to_f16(float f);
