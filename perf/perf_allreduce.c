@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * perf_allreduce.c — `tally-perf allreduce` and `tally-perf report`: both orchestrate
  * namespaces, tallyd, workers and peers (OpenMPI, Gloo), which a script does better than C;
- * the subcommands exec the Python drivers in perf/ with this build's directory.
+ * the subcommands exec the Python drivers in perf/ with this build's directory. `tally-perf
+ * model` (projections from the measured engine rate, plots) is a Python driver too.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -57,4 +58,9 @@ int perf_allreduce_main(int argc, char **argv)
 int perf_report_main(int argc, char **argv)
 {
 	return perf_exec_script("perf_report.py", argc, argv);
+}
+
+int perf_model_main(int argc, char **argv)
+{
+	return perf_exec_script("perf_model.py", argc, argv);
 }

@@ -10,5 +10,6 @@ int perf_engine_main(int argc, char **argv);
 int perf_line_main(int argc, char **argv);
 int perf_allreduce_main(int argc, char **argv);
 int perf_report_main(int argc, char **argv);
+int perf_model_main(int argc, char **argv);
 
 #endif

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """perf_report.py - driver behind `tally-perf report [--out DIR] [--quick]`: runs the standard
 suite (sum, engine, line, allreduce), shows progress, writes DIR/report.md with tables and PNG
-plots. Every figure in the report comes from this run's JSON output; a step that could not run
-says so (and why) in its section instead of showing numbers."""
+plots, and a cluster model projected from the measured engine rate (perf_model.py). Every
+figure in the report comes from this run's JSON output; a step that could not run says so (and
+why) in its section instead of showing numbers."""
 import argparse
 import json
 import os
@@ -13,8 +14,11 @@ import subprocess
 import sys
 import time
 
+import perf_model
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-SECTIONS = ("Machine", "Sum rates", "Engine goodput", "Line rate", "Allreduce vs peers")
+SECTIONS = ("Machine", "Sum rates", "Engine goodput", "Line rate", "Allreduce vs peers",
+            "Cluster model")
 
 
 def human(n):
@@ -287,6 +291,16 @@ def sec_allreduce(out, ent):
     return md
 
 
+def sec_model(out, res):
+    """The cluster model (perf_model.py) from this run's engine and allreduce rows; stores its
+    rows and check points in res["model"] (results.json)."""
+    md, ent = perf_model.report_section(out, res.get("engine", {}).get("rows", []),
+                                        res.get("allreduce", {}).get("rows", []))
+    res["model"] = ent
+    md.append(errors_md(ent))
+    return md
+
+
 def run_time_md(times, seconds):
     """One line: each step's measured seconds and the total (a figure, never a limit)."""
     steps = "".join(f"{what} {t:.1f} s; " for what, t in times)
@@ -308,6 +322,7 @@ def write_report(out, mach, res, quick, seconds, times=()):
     md += sec_engine(out, res.get("engine", {})) + [""]
     md += sec_line(out, res.get("line", {})) + [""]
     md += sec_allreduce(out, res.get("allreduce", {})) + [""]
+    md += sec_model(out, res) + [""]
     path = os.path.join(out, "report.md")
     with open(path, "w") as f:
         f.write("\n".join(md))

@@ -15,6 +15,7 @@ static const struct {
 	{ "engine", perf_engine_main, "one engine instance fed prebuilt PUSH packets" },
 	{ "line", perf_line_main, "tallyd + DPDK workers on net_memif: aggregation vs --io-forward" },
 	{ "allreduce", perf_allreduce_main, "Tally vs OpenMPI vs Gloo (netns; --emulate: shaped links)" },
+	{ "model", perf_model_main, "project time per iteration and appliance cores, W = 8..1024" },
 	{ "report", perf_report_main, "run the standard suite, write DIR/report.md with plots" },
 };
 

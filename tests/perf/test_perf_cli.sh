@@ -24,6 +24,15 @@ grep -q "unknown --impl 'nccl'" <<<"$LAST" || fail "no clear message for --impl 
 expect 2 allreduce --size 12Q
 expect 2 allreduce --impl mpi --dtype bf16
 expect 2 allreduce --rounds 0
+expect 0 model --help
+grep -q -- --engine-gbps <<<"$LAST" || fail "model --help lacks --engine-gbps"
+expect 2 model --workers 8,x
+grep -q "bad --workers '8,x'" <<<"$LAST" || fail "no clear message for model --workers 8,x"
+expect 2 model --link-gbit 0 --engine-gbps 50
+grep -q "bad --link-gbit" <<<"$LAST" || fail "no clear message for model --link-gbit 0"
+expect 2 model --appliances 0 --engine-gbps 50
+expect 0 model --engine-gbps 50 --workers 8,1024 --json
+[ "$(grep -c '"bench": "model"' <<<"$LAST")" = 4 ] || fail "model --json: want 4 rows: $LAST"
 expect 0 report --help
 expect 2 report --only sum,bogus
 # A rejected run creates nothing: no namespace with its prefix.

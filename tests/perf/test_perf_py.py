@@ -263,7 +263,11 @@ class Report(unittest.TestCase):
             self.assertIn("not measured: line: exit 1: no memif", txt)
             self.assertIn("Tally 2.00x the speed of the faster peer (mpi)", txt)
             self.assertIn("| s | tally | 2 | 1M | 0.25 | 0.0335 | 0.0335 | True | 7 |  |", txt)
-            for png in ("sum.png", "engine.png", "allreduce1.png"):
+            # the cluster model, from the engine row (3.25 GB/s = 26 Gbit/s per core)
+            self.assertIn("Engine rate: 26.0 Gbit/s per core", txt)
+            self.assertIn("| 1024 | 400 | 1024 |", txt)
+            self.assertIn("not measured: check: no emulated allreduce", txt)
+            for png in ("sum.png", "engine.png", "allreduce1.png", "model.png"):
                 self.assertIn(f"]({png})", txt)
                 with open(os.path.join(d, png), "rb") as f:
                     self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")

@@ -23,7 +23,7 @@ nsteps=$(grep -c '^\[report [0-9]*/[0-9]*\] .*: [0-9.]* s$' "$out/progress.txt")
 nfig=$(grep -Eo ' [0-9]+\.[0-9] s(;|$)' <<<"$rt" | wc -l)
 [ "$nsteps" -ge 1 ] && [ "$nfig" -eq $((nsteps + 1)) ] ||
 	fail "run time has $nfig figures for $nsteps steps (want one per step and the total)"
-for s in "Machine" "Sum rates" "Engine goodput" "Line rate" "Allreduce vs peers"; do
+for s in "Machine" "Sum rates" "Engine goodput" "Line rate" "Allreduce vs peers" "Cluster model"; do
 	grep -q "^## $s" "$md" || fail "section '$s' missing"
 done
 grep -q "| CPU | .*[A-Za-z]" "$md" || fail "CPU model missing"
@@ -31,7 +31,7 @@ grep -q "| kernel | $(uname -r) |" "$md" || fail "kernel missing"
 grep -q "| DPDK | [0-9]" "$md" || fail "DPDK version missing"
 # Each measured section: a table row with numbers and a plot that is a PNG.
 sect() { awk -v s="## $1" '$0 == s {on=1; next} /^## / {on=0} on' "$md"; }
-for s in "Sum rates" "Engine goodput" "Line rate" "Allreduce vs peers"; do
+for s in "Sum rates" "Engine goodput" "Line rate" "Allreduce vs peers" "Cluster model"; do
 	body=$(sect "$s")
 	# header + separator + at least one data row with a number in it
 	n=$(grep -A1000 '^|---' <<<"$body" | grep -c '^| .*[0-9]')
@@ -45,4 +45,17 @@ done
 body=$(sect "Allreduce vs peers")
 grep -q '| tally | 2 | 1M | [0-9.]* | [0-9.]* | [0-9.]* | True |' <<<"$body" ||
 	{ echo "$body"; fail "Tally allreduce not measured and verified"; }
+# The cluster model: projected from this run's engine rate, W = 8..1024 at 100 and 400 Gbit/s
+# (ring and Tally times, cores); --quick runs no emulated cluster, so its check says so.
+body=$(sect "Cluster model")
+grep -q '^Engine rate: [0-9.]* Gbit/s per core' <<<"$body" ||
+	{ echo "$body"; fail "model: no engine rate"; }
+for link in 100 400; do
+	# W | link | k | ring ms | Tally ms | speed-up | ... | cores total | bound
+	row="^\| 1024 \| $link \| 1024 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \|.* \| [0-9]+ \| [a-z ]+ \|\$"
+	grep -Eq "$row" <<<"$body" ||
+		{ echo "$body"; fail "model: no W=1024 row at $link Gbit/s with cores"; }
+done
+chk='Tally: predicted [0-9.]+ s, measured [0-9.]+ s|not measured: check: no emulated allreduce'
+grep -Eq "$chk" <<<"$body" || { echo "$body"; fail "model: neither a check point nor why not"; }
 echo PASS
