@@ -49,7 +49,7 @@ def suite(quick):
                   ["sum", "--dtype", "f32", "--dtype", "f16", "--dtype", "bf16", "--ways", "2",
                    "--ways", "4"]
                   + [a for s in ("16K", "256K", "4M", "64M", "256M") for a in ("--size", s)]
-                  + ["--json"], 90))
+                  + ["--json"], 120))
     for c in ("1K", "2K", "4K", "8K"):
         steps.append(("engine", f"engine: chunk {c}", ["engine", "--chunk", c, "--json"], 15))
     for w in (1, 2, 4):
@@ -200,9 +200,12 @@ def sec_sum(out, ent):
     md = ["## Sum rates", "", "`tally-perf sum`: reducer rate (Gbit/s of f32 accumulator bytes) "
           "vs memcpy of the same bytes, medians, this thread's CPU time.", ""]
     if rows:
-        md.append(table(["op", "dtype", "ways", "size", "isa", "Gbit/s", "memcpy Gbit/s", "ratio"],
+        # baseline: the plain-loop column of tally-perf sum (f32 and i32 rows only)
+        md.append(table(["op", "dtype", "ways", "size", "isa", "Gbit/s", "memcpy Gbit/s", "ratio",
+                         "baseline Gbit/s", "vs baseline"],
                         [[r["op"], r["dtype"], r["ways"], human(r["size"]), r["isa"], r["gbps"],
-                          r["memcpy_gbps"], r["ratio"]] for r in rows]))
+                          r["memcpy_gbps"], r["ratio"], r.get("baseline_gbps", "-"),
+                          r.get("vs_baseline", "-")] for r in rows]))
         ser = {}
         for r in rows:
             if r["op"] == "kway":

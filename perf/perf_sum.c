@@ -9,6 +9,8 @@
  *   op "kway": dst = src[0] + ... + src[K-1] into a fresh f32 dst, one pass.
  * Rates: GB/s of source bytes consumed, G source elements/s, and traffic (bytes read +
  * written, the accumulator's read counted for "acc"); memcpy of `size` bytes moves 2*size.
+ * Baseline (f32, i32): the same op as plain C loops built with other flags (perf_sum_base.h),
+ * timed in the same repetitions (order swapped every other one); vsbase = ours / baseline.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include <xmmintrin.h>
 
 #include "perf_cmds.h"
+#include "perf_sum_base.h"
 #include "perf_util.h"
 #include "tally_sum.h"
 
@@ -36,6 +39,7 @@ struct psum_opts {
 	int wall;
 	int ftz; /* measure as a caller with FTZ and DAZ set in MXCSR */
 	int onebit; /* the 1-bit compression reducers instead of the dtype table */
+	const struct psb_ops *base; /* baseline loops; NULL: none */
 };
 
 /* One measured line. */
@@ -46,27 +50,65 @@ struct psum_res {
 	size_t size, n;
 	int reps;
 	double gbps, gelems, traffic, mgbps;
+	double bgbps; /* baseline GB/s; 0: not measured */
 };
 
 static void psum_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tally-perf sum [--dtype f32|f16|bf16|i32] [--ways K] [--size BYTES] [--reps N]\n"
-		"                      [--isa scalar|avx2|avx512] [--wall] [--ftz] [--onebit] [--json]\n"
+		"                      [--isa auto|scalar|avx2|avx512] [--baseline avx2|native|none]\n"
+		"                      [--wall] [--ftz] [--onebit] [--json]\n"
 		"  Reducer rates vs memcpy of the same bytes, measured in one run (medians).\n"
 		"  --dtype, --ways, --size may be repeated; defaults: f32 f16 bf16, 2 and 4 ways,\n"
 		"  256K (cache) and 256M (DRAM). BYTES: the f32 accumulator, n = BYTES/4 elements for\n"
 		"  every dtype (a 16-bit source is BYTES/2); K, M, G suffixes are binary.\n"
 		"  K: 2..%d. --reps: 1..1000 (default 15 for sizes up to 8M, 5 above).\n"
-		"  --isa forces a reducer path (default: TALLY_ISA or the best this CPU has).\n"
+		"  --isa forces a reducer path (default: TALLY_ISA, or auto: the best this CPU has,\n"
+		"  kernels picked by size as tally_sum.h says).\n"
 		"  Time is this thread's CPU time (robust when other jobs share the cores);\n"
 		"  --wall times with the wall clock instead.\n"
 		"  --ftz: measure as a caller that set FTZ and DAZ in MXCSR (the reducers run under the\n"
 		"  default MXCSR whatever the caller set: this times switching it).\n"
 		"  --onebit: the 1-bit compression reducers instead (per --size: f32 +=, sign pack,\n"
 		"  unpack, unpack-accumulate, compress with error feedback), elements/s and the\n"
-		"  ratio to the f32 += element rate of the same run; --dtype and --ways do not apply.\n",
+		"  ratio to the f32 += element rate of the same run; --dtype and --ways do not apply.\n"
+		"  --baseline: f32 and i32 ops also as plain C loops (dst[i] += src[i]; s0[i] + s1[i]\n"
+		"  + ...) built with -O3 -mavx2 -mfma (avx2, the default) or -O3 -ffast-math\n"
+		"  -march=native (native: the build host's CPU), timed in the same repetitions;\n"
+		"  vsbase = our rate / the baseline's.\n",
 		TALLY_SUM_MAX_WAYS);
+}
+
+/* The baselines this build has; avx2 only where the CPU runs it. */
+static const struct psb_ops *psum_base_default(void)
+{
+#ifdef PSB_HAVE_AVX2
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		return &psb_ops_avx2;
+#endif
+	return NULL;
+}
+
+static int psum_base_parse(const char *v, const struct psb_ops **out)
+{
+	if (!strcmp(v, "none")) {
+		*out = NULL;
+		return 0;
+	}
+#ifdef PSB_HAVE_AVX2
+	if (!strcmp(v, "avx2") && psum_base_default()) {
+		*out = &psb_ops_avx2;
+		return 0;
+	}
+#endif
+#ifdef PSB_HAVE_NATIVE
+	if (!strcmp(v, "native")) { /* built for the build host: run it there */
+		*out = &psb_ops_native;
+		return 0;
+	}
+#endif
+	return -EINVAL;
 }
 
 static int psum_bad(const char *fmt, const char *arg)
@@ -82,6 +124,7 @@ static int psum_parse(int argc, char **argv, struct psum_opts *o)
 {
 	o->ndt = o->nsizes = o->nways = o->reps = o->json = o->isa_forced = o->wall = o->ftz = 0;
 	o->onebit = 0;
+	o->base = psum_base_default();
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -106,7 +149,7 @@ static int psum_parse(int argc, char **argv, struct psum_opts *o)
 			continue;
 		}
 		if (strcmp(a, "--dtype") && strcmp(a, "--ways") && strcmp(a, "--size") &&
-		    strcmp(a, "--reps") && strcmp(a, "--isa"))
+		    strcmp(a, "--reps") && strcmp(a, "--isa") && strcmp(a, "--baseline"))
 			return psum_bad("unknown option '%s'", a);
 		if (!v)
 			return psum_bad("%s needs a value", a);
@@ -143,14 +186,22 @@ static int psum_parse(int argc, char **argv, struct psum_opts *o)
 			if (*v < '0' || *v > '9' || *end || r < 1 || r > 1000)
 				return psum_bad("--reps '%s': want an integer 1..1000", v);
 			o->reps = (int)r;
+		} else if (!strcmp(a, "--baseline")) {
+			if (psum_base_parse(v, &o->base) < 0)
+				return psum_bad("--baseline '%s': want avx2, native or none (as built)", v);
 		} else {
 			int isa = -1;
 
 			for (int j = 0; j < TALLY_ISA_COUNT; j++)
 				if (!strcmp(v, tally_sum_isa_name((enum tally_isa)j)))
 					isa = j;
+			if (!strcmp(v, "auto")) {
+				tally_sum_set_auto();
+				o->isa_forced = 1;
+				continue;
+			}
 			if (isa < 0)
-				return psum_bad("unknown --isa '%s' (scalar, avx2, avx512)", v);
+				return psum_bad("unknown --isa '%s' (auto, scalar, avx2, avx512)", v);
 			if (tally_sum_set_isa((enum tally_isa)isa) < 0)
 				return psum_bad("--isa %s: this CPU (or build) lacks it", v);
 			o->isa_forced = 1;
@@ -230,9 +281,23 @@ fail:
 	return -ENOMEM;
 }
 
-static void psum_run_op(int dt, int kway, struct psum_bufs *b, unsigned k, size_t n)
+/* One op over the buffers: ours (base NULL) or the baseline's plain loop (f32, i32). */
+static void psum_run_op(int dt, int kway, const struct psb_ops *base, struct psum_bufs *b,
+			unsigned k, size_t n)
 {
-	if (kway) {
+	if (base && kway) {
+		if (dt == TALLY_DT_I32)
+			base->i32_kway(b->dst, (const int32_t *const *)b->src, k, n);
+		else
+			base->f32_kway(b->dst, (const float *const *)b->src, k, n);
+	} else if (base) {
+		for (unsigned j = 0; j + 1 < k; j++) {
+			if (dt == TALLY_DT_I32)
+				base->i32_acc(b->dst, b->src[j], n);
+			else
+				base->f32_acc(b->dst, b->src[j], n);
+		}
+	} else if (kway) {
 		tally_sum_kway((enum tally_dtype)dt, b->dst, (const void *const *)b->src, k, n);
 	} else {
 		for (unsigned j = 0; j + 1 < k; j++)
@@ -249,66 +314,84 @@ static void psum_print(const struct psum_opts *o, const struct psum_res *r, doub
 		printf("{\"op\":\"%s\",\"dtype\":\"%s\",\"ways\":%u,\"size\":%zu,\"n\":%zu,\"isa\":\"%s\","
 		       "\"reps\":%d,\"gbps\":%.3f,\"gelems\":%.4f,\"traffic_gbps\":%.3f,"
 		       "\"memcpy_gbps\":%.3f,\"memcpy_traffic_gbps\":%.3f,\"ratio\":%.4f,"
-		       "\"traffic_ratio\":%.4f,\"clock\":\"%s\",\"ftz\":%s",
+		       "\"traffic_ratio\":%.4f,\"clock\":\"%s\",\"ftz\":%s,\"auto\":%s",
 		       r->op, tally_dtype_name((enum tally_dtype)r->dt), r->ways, r->size, r->n,
 		       tally_sum_isa_name(tally_sum_isa()), r->reps, r->gbps, r->gelems, r->traffic,
 		       r->mgbps, mtraffic, r->gbps / r->mgbps, r->traffic / mtraffic, o->wall ? "wall" : "cpu",
-		       o->ftz ? "true" : "false");
+		       o->ftz ? "true" : "false", tally_sum_is_auto() ? "true" : "false");
 		if (vs_f32 > 0)
 			printf(",\"gelems_vs_f32\":%.4f", vs_f32);
+		if (r->bgbps > 0)
+			printf(",\"baseline\":\"%s\",\"baseline_gbps\":%.3f,\"vs_baseline\":%.4f",
+			       o->base->name, r->bgbps, r->gbps / r->bgbps);
 		printf("}\n");
 	} else {
-		char vs[16] = "-";
+		char vs[16] = "-", bg[16] = "-", vb[16] = "-";
 
 		if (vs_f32 > 0)
 			snprintf(vs, sizeof(vs), "%.2f", vs_f32);
-		printf("%-5s %-4s %4u %10zu %8.2f %8.3f %8.2f %8.2f %8.2f %6.3f %6.3f %6s\n", r->op,
-		       tally_dtype_name((enum tally_dtype)r->dt), r->ways, r->size, r->gbps, r->gelems,
-		       r->traffic, r->mgbps, mtraffic, r->gbps / r->mgbps, r->traffic / mtraffic, vs);
+		if (r->bgbps > 0) {
+			snprintf(bg, sizeof(bg), "%.2f", r->bgbps);
+			snprintf(vb, sizeof(vb), "%.3f", r->gbps / r->bgbps);
+		}
+		printf("%-5s %-4s %4u %10zu %8.2f %8.3f %8.2f %8.2f %8.2f %6.3f %6.3f %6s %8s %6s\n",
+		       r->op, tally_dtype_name((enum tally_dtype)r->dt), r->ways, r->size, r->gbps,
+		       r->gelems, r->traffic, r->mgbps, mtraffic, r->gbps / r->mgbps,
+		       r->traffic / mtraffic, vs, bg, vb);
 	}
 	fflush(stdout);
 }
 
-/* Measure acc and kway of one dtype; memcpy interleaved rep by rep. */
+/* One timed block of `it` runs of an op (after an untimed one in cache, as perf_memcpy_gbps
+ * does); GB/s of source bytes. An "acc" op first reloads the accumulator (untimed) so it
+ * stays ordinary numbers. */
+static double psum_time_op(int dt, int kway, const struct psb_ops *base, struct psum_bufs *b,
+			   unsigned k, size_t size, unsigned it)
+{
+	const size_t n = size / 4, sb = n * tally_dtype_size((enum tally_dtype)dt);
+	double t0;
+
+	if (!kway)
+		tally_sum_load((enum tally_dtype)dt, b->dst, b->src[k - 1], n);
+	for (unsigned i = 0; size <= PERF_WARM_MAX && i < it; i++)
+		psum_run_op(dt, kway, base, b, k, n);
+	t0 = perf_now();
+	for (unsigned i = 0; i < it; i++)
+		psum_run_op(dt, kway, base, b, k, n);
+	return (double)(kway ? k : k - 1) * sb * it / (perf_now() - t0) / 1e9;
+}
+
+/* Measure acc and kway of one dtype, ours and the baseline's; memcpy interleaved rep by rep,
+ * ours and the baseline's in swapped order every other rep. g[op][rep]: op 0 acc, 1 kway,
+ * 2 baseline acc, 3 baseline kway. */
 static int psum_measure(int dt, size_t size, unsigned k, int reps, struct psum_bufs *b,
-			struct psum_res out[2])
+			const struct psb_ops *base, struct psum_res out[2])
 {
 	const size_t es = tally_dtype_size((enum tally_dtype)dt), n = size / 4, sb = n * es;
 	const size_t db = n * 4; /* accumulator bytes */
-	double *mc = calloc((size_t)reps, sizeof(double)), *ra = calloc((size_t)reps, sizeof(double));
-	double *rk = calloc((size_t)reps, sizeof(double));
-	unsigned ia = perf_inner_iters((k - 1) * sb), ik = perf_inner_iters(k * sb);
-	int rc = -ENOMEM;
+	const int nop = base ? 4 : 2;
+	double *mc = calloc((size_t)reps, sizeof(double)), *g = calloc((size_t)reps * 4, sizeof(double));
+	unsigned it[2] = { perf_inner_iters((k - 1) * sb), perf_inner_iters(k * sb) };
 
-	if (!mc || !ra || !rk)
-		goto out;
+	if (!mc || !g) {
+		free(mc), free(g);
+		return -ENOMEM;
+	}
 	psum_fill(dt, b->src, k, n, b->dst);
-	tally_sum_load((enum tally_dtype)dt, b->dst, b->src[0], n);
-	psum_run_op(dt, 0, b, k, n); /* warm-up: pages, caches, branch predictors */
-	psum_run_op(dt, 1, b, k, n);
+	for (int op = 0; op < nop; op++) /* warm-up: pages, caches, branch predictors */
+		psum_time_op(dt, op & 1, op >= 2 ? base : NULL, b, k, size, 1);
 	for (int r = 0; r < reps; r++) {
-		double t0;
-
 		mc[r] = perf_memcpy_gbps(b->mdst, b->src[0], sb, 1);
-		/* the accumulator starts from the data each time so it stays ordinary numbers */
-		tally_sum_load((enum tally_dtype)dt, b->dst, b->src[k - 1], n);
-		/* each timed block follows an untimed one, as perf_memcpy_gbps does for memcpy */
-		for (unsigned i = 0; size <= PERF_WARM_MAX && i < ia; i++)
-			psum_run_op(dt, 0, b, k, n);
-		t0 = perf_now();
-		for (unsigned i = 0; i < ia; i++)
-			psum_run_op(dt, 0, b, k, n);
-		ra[r] = (double)(k - 1) * sb * ia / (perf_now() - t0) / 1e9;
-		for (unsigned i = 0; size <= PERF_WARM_MAX && i < ik; i++)
-			psum_run_op(dt, 1, b, k, n);
-		t0 = perf_now();
-		for (unsigned i = 0; i < ik; i++)
-			psum_run_op(dt, 1, b, k, n);
-		rk[r] = (double)k * sb * ik / (perf_now() - t0) / 1e9;
+		for (int j = 0; j < nop; j++) {
+			int op = (r & 1) && base ? j ^ 2 : j; /* odd reps: baseline first */
+
+			g[op * reps + r] = psum_time_op(dt, op & 1, op >= 2 ? base : NULL, b, k, size,
+							it[op & 1]);
+		}
 	}
 	for (int i = 0; i < 2; i++) {
 		struct psum_res *x = &out[i];
-		double g = perf_median(i ? rk : ra, (size_t)reps);
+		double gm = perf_median(g + i * reps, (size_t)reps);
 		double src_bytes = i ? (double)k * sb : (double)(k - 1) * sb;
 		double traffic_bytes = i ? (double)k * sb + db : (double)(k - 1) * (sb + 2.0 * db);
 
@@ -318,17 +401,14 @@ static int psum_measure(int dt, size_t size, unsigned k, int reps, struct psum_b
 		x->size = size;
 		x->n = n;
 		x->reps = reps;
-		x->gbps = g;
-		x->gelems = g / (double)es;
-		x->traffic = g * traffic_bytes / src_bytes;
+		x->gbps = gm;
+		x->gelems = gm / (double)es;
+		x->traffic = gm * traffic_bytes / src_bytes;
 		x->mgbps = perf_median(mc, (size_t)reps);
+		x->bgbps = base ? perf_median(g + (i + 2) * reps, (size_t)reps) : 0;
 	}
-	rc = 0;
-out:
-	free(mc);
-	free(ra);
-	free(rk);
-	return rc;
+	free(mc), free(g);
+	return 0;
 }
 
 /* ---- --onebit: the 1-bit compression reducers vs f32 += of the same n, one run ---- */
@@ -452,12 +532,16 @@ int perf_sum_main(int argc, char **argv)
 		return psob_main(&o);
 	}
 	if (!o.json) {
-		printf("tally-perf sum: isa %s; medians of %s-time rates; size = f32 accumulator bytes (n = size/4)%s\n",
-		       tally_sum_isa_name(tally_sum_isa()), o.wall ? "wall" : "CPU",
+		printf("tally-perf sum: isa %s%s; medians of %s-time rates; size = f32 accumulator bytes (n = size/4)%s\n",
+		       tally_sum_isa_name(tally_sum_isa()), tally_sum_is_auto() ? " (auto)" : "", o.wall ? "wall" : "CPU",
 		       o.ftz ? "; caller MXCSR has FTZ+DAZ" : "");
 		printf("acc: f32 accumulator += source, ways-1 times; kway: fresh f32 dst = sum of ways sources\n");
-		printf("%-5s %-4s %4s %10s %8s %8s %8s %8s %8s %6s %6s %6s\n", "op", "dt", "ways", "size",
-		       "GB/s", "Gelem/s", "traffic", "memcpy", "mc_traf", "ratio", "t_rat", "vsf32");
+		if (o.base)
+			printf("baseline: plain C loops, %s flags (f32, i32); vsbase = GB/s / base GB/s\n",
+			       o.base->name);
+		printf("%-5s %-4s %4s %10s %8s %8s %8s %8s %8s %6s %6s %6s %8s %6s\n", "op", "dt", "ways",
+		       "size", "GB/s", "Gelem/s", "traffic", "memcpy", "mc_traf", "ratio", "t_rat", "vsf32",
+		       "base", "vsbase");
 	}
 	for (int si = 0; si < o.nsizes; si++) {
 		unsigned kmax = 0;
@@ -476,7 +560,10 @@ int perf_sum_main(int argc, char **argv)
 				int reps = o.reps ? o.reps : o.sizes[si] <= (8u << 20) ? 15 : 5;
 				struct psum_res res[2];
 
-				if (psum_measure(o.dts[di], o.sizes[si], o.ways[wi], reps, &b, res) < 0) {
+				const struct psb_ops *base = o.dts[di] == TALLY_DT_F32 ||
+					o.dts[di] == TALLY_DT_I32 ? o.base : NULL;
+
+				if (psum_measure(o.dts[di], o.sizes[si], o.ways[wi], reps, &b, base, res) < 0) {
 					fprintf(stderr, "tally-perf sum: out of memory\n");
 					psum_free(&b);
 					return 1;

@@ -93,16 +93,25 @@ static inline size_t a5_head(const void *dst, size_t n)
 /* ---- dst += src (dst f32 or i32), 8 vectors per step (measured a little faster than 2 or 4;
  * software prefetch measured slower: the hardware prefetchers keep up with two streams) ---- */
 #define A5_AV 8
-A5_INLINE void a5_acc(enum a5_kind k, float *dst, const void *src, size_t n)
+/* The elements before dst is 64-byte aligned, with one masked op; returns how many. */
+A5_INLINE size_t a5_acc_head(enum a5_kind k, float *dst, const void *src, size_t n)
 {
 	const enum a5_kind ak = k == A5_I32 ? A5_I32 : A5_F32;
-	size_t i = a5_head(dst, n);
+	size_t h = a5_head(dst, n);
 
-	if (i) {
-		__mmask16 m = a5_mask(i);
+	if (h) {
+		__mmask16 m = a5_mask(h);
 
 		_mm512_mask_storeu_ps(dst, m, a5_add(ak, a5_ldm(A5_F32, dst, 0, m), a5_ldm(k, src, 0, m)));
 	}
+	return h;
+}
+
+A5_INLINE void a5_acc(enum a5_kind k, float *dst, const void *src, size_t n)
+{
+	const enum a5_kind ak = k == A5_I32 ? A5_I32 : A5_F32;
+	size_t i = a5_acc_head(k, dst, src, n);
+
 	/* running pointers, constant offsets: the index form compiled to a lea per access and
 	 * measured ~1/3 slower for f16 */
 	for (float *dp = dst + i; i + 16 * A5_AV <= n; i += 16 * A5_AV, dp += 16 * A5_AV) {
@@ -122,6 +131,66 @@ A5_INLINE void a5_acc(enum a5_kind k, float *dst, const void *src, size_t n)
 		__mmask16 m = a5_mask(n - i);
 
 		_mm512_mask_storeu_ps(dst + i, m, a5_add(ak, a5_ldm(A5_F32, dst, i, m), a5_ldm(k, src, i, m)));
+	}
+}
+
+/* ---- dst += src on 256-bit vectors: the automatic selection's kernel for accumulators
+ * past sum_a5_ymm_acc_bytes (sum_impl.h has the measurements). Same adds in the same order as
+ * a5_acc, so the same bits; head as a5_acc, tail masked 8 lanes at a time. ---- */
+A5_INLINE __m256 a5y_ldm(enum a5_kind k, const void *p, size_t i, __mmask8 m)
+{
+	switch (k) {
+	case A5_F16:
+		return _mm256_cvtph_ps(_mm_maskz_loadu_epi16(m, (const uint16_t *)p + i));
+	case A5_BF16:
+		return _mm256_castsi256_ps(_mm256_slli_epi32(
+			_mm256_cvtepu16_epi32(_mm_maskz_loadu_epi16(m, (const uint16_t *)p + i)), 16));
+	default:
+		return _mm256_maskz_loadu_ps(m, (const float *)p + i);
+	}
+}
+
+A5_INLINE __m256 a5y_ld(enum a5_kind k, const void *p, size_t i)
+{
+	switch (k) {
+	case A5_F16:
+		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+	case A5_BF16:
+		return _mm256_castsi256_ps(_mm256_slli_epi32(
+			_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i))), 16));
+	default:
+		return _mm256_loadu_ps((const float *)p + i);
+	}
+}
+
+A5_INLINE __m256 a5y_add(enum a5_kind k, __m256 a, __m256 b)
+{
+	if (k == A5_I32)
+		return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b)));
+	return sum_add_ps256(a, b); /* a first: the NaN rule */
+}
+
+#define A5_YV 4 /* 4 x 32 bytes a step: two cache lines of dst, as the AVX2 path */
+A5_INLINE void a5y_acc(enum a5_kind k, float *dst, const void *src, size_t n)
+{
+	const enum a5_kind ak = k == A5_I32 ? A5_I32 : A5_F32;
+	size_t i = a5_acc_head(k, dst, src, n);
+
+	for (float *dp = dst + i; i + 8 * A5_YV <= n; i += 8 * A5_YV, dp += 8 * A5_YV) {
+		const void *sp = (const char *)src + i * a5_esz(k);
+		__m256 d[A5_YV];
+
+#pragma GCC unroll 4
+		for (int j = 0; j < A5_YV; j++)
+			d[j] = a5y_add(ak, a5y_ld(A5_F32, dp, 8 * j), a5y_ld(k, sp, 8 * j));
+#pragma GCC unroll 4
+		for (int j = 0; j < A5_YV; j++)
+			_mm256_storeu_ps(dp + 8 * j, d[j]);
+	}
+	for (; i < n; i += 8) {
+		__mmask8 m = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1u);
+
+		_mm256_mask_storeu_ps(dst + i, m, a5y_add(ak, a5y_ldm(A5_F32, dst, i, m), a5y_ldm(k, src, i, m)));
 	}
 }
 
@@ -292,6 +361,23 @@ static void a5_bf16_acc(float *dst, const uint16_t *src, size_t n)
 	a5_acc(A5_BF16, dst, src, n);
 }
 
+/* The automatic selection's += (sum_ops_avx512_auto): 512-bit vectors in cache, 256-bit
+ * past sum_a5_ymm_acc_bytes of accumulator. Same bits either way. */
+size_t sum_a5_ymm_acc_bytes = SUM_A5_YMM_ACC_BYTES;
+
+#define A5_AUTO_ACC(name, kind, T, S)                                                       \
+	static void name(T *dst, const S *src, size_t n)                                   \
+	{                                                                                  \
+		if (n >= __atomic_load_n(&sum_a5_ymm_acc_bytes, __ATOMIC_RELAXED) / 4)     \
+			a5y_acc(kind, (float *)dst, src, n);                               \
+		else                                                                       \
+			a5_acc(kind, (float *)dst, src, n);                                \
+	}
+A5_AUTO_ACC(a5_f32_acc_auto, A5_F32, float, float)
+A5_AUTO_ACC(a5_i32_acc_auto, A5_I32, int32_t, int32_t)
+A5_AUTO_ACC(a5_f16_acc_auto, A5_F16, float, uint16_t)
+A5_AUTO_ACC(a5_bf16_acc_auto, A5_BF16, float, uint16_t)
+
 static void a5_f32_add(float *dst, const float *a, const float *b, size_t n)
 {
 	const void *s[2] = { a, b };
@@ -340,42 +426,31 @@ static void a5_bf16_kway(float *dst, const uint16_t *const *src, unsigned k, siz
 	a5_kway(A5_BF16, dst, (const void *const *)src, k, n);
 }
 
-const struct sum_ops sum_ops_avx512 = {
-	.f32_acc = a5_f32_acc,
-	.f32_add = a5_f32_add,
-	.i32_acc = a5_i32_acc,
-	.i32_add = a5_i32_add,
-	.f16_acc = a5_f16_acc,
-	.bf16_acc = a5_bf16_acc,
-	.f16_to_f32 = a5_f16_to_f32,
-	.bf16_to_f32 = a5_bf16_to_f32,
-	.f32_to_f16 = a5_f32_to_f16,
-	.f32_to_bf16 = a5_f32_to_bf16,
-	.f32_scale = a5_f32_scale,
-	.f32_kway = a5_f32_kway,
-	.i32_kway = a5_i32_kway,
-	.f16_kway = a5_f16_kway,
-	.bf16_kway = a5_bf16_kway,
-	.onebit = &sum_onebit_avx512,
-};
+/* Four tables: forced (TALLY_ISA=avx512) or automatic, each with or without the AVX512_BF16
+ * output conversion. */
+#define A5_TABLE(name, acc, to_bf16)                    \
+	const struct sum_ops name = {                   \
+		.f32_acc = a5_f32_acc##acc,             \
+		.f32_add = a5_f32_add,                  \
+		.i32_acc = a5_i32_acc##acc,             \
+		.i32_add = a5_i32_add,                  \
+		.f16_acc = a5_f16_acc##acc,             \
+		.bf16_acc = a5_bf16_acc##acc,           \
+		.f16_to_f32 = a5_f16_to_f32,            \
+		.bf16_to_f32 = a5_bf16_to_f32,          \
+		.f32_to_f16 = a5_f32_to_f16,            \
+		.f32_to_bf16 = to_bf16,                 \
+		.f32_scale = a5_f32_scale,              \
+		.f32_kway = a5_f32_kway,                \
+		.i32_kway = a5_i32_kway,                \
+		.f16_kway = a5_f16_kway,                \
+		.bf16_kway = a5_bf16_kway,              \
+		.onebit = &sum_onebit_avx512,           \
+	}
 
+A5_TABLE(sum_ops_avx512, , a5_f32_to_bf16);
+A5_TABLE(sum_ops_avx512_auto, _auto, a5_f32_to_bf16);
 #ifdef TALLY_HAVE_AVX512BF16
-const struct sum_ops sum_ops_avx512_bf16 = {
-	.f32_acc = a5_f32_acc,
-	.f32_add = a5_f32_add,
-	.i32_acc = a5_i32_acc,
-	.i32_add = a5_i32_add,
-	.f16_acc = a5_f16_acc,
-	.bf16_acc = a5_bf16_acc,
-	.f16_to_f32 = a5_f16_to_f32,
-	.bf16_to_f32 = a5_bf16_to_f32,
-	.f32_to_f16 = a5_f32_to_f16,
-	.f32_to_bf16 = sum_a5bf16_f32_to_bf16,
-	.f32_scale = a5_f32_scale,
-	.f32_kway = a5_f32_kway,
-	.i32_kway = a5_i32_kway,
-	.f16_kway = a5_f16_kway,
-	.bf16_kway = a5_bf16_kway,
-	.onebit = &sum_onebit_avx512,
-};
+A5_TABLE(sum_ops_avx512_bf16, , sum_a5bf16_f32_to_bf16);
+A5_TABLE(sum_ops_avx512_bf16_auto, _auto, sum_a5bf16_f32_to_bf16);
 #endif

@@ -19,6 +19,7 @@ static const size_t sum_dt_sizes[TALLY_DT_COUNT] = { 4, 2, 2, 4 };
  * thread that sees the pointer sees a fully selected path (the tables are constant). */
 static const struct sum_ops *sum_cur;
 static enum tally_isa sum_cur_isa;
+static int sum_cur_auto; /* the automatic selection (sum_impl.h: SUM_A5_YMM_ACC_BYTES) */
 static unsigned sum_cpu_mask = ~0u;
 
 size_t tally_dtype_size(enum tally_dtype dt)
@@ -67,8 +68,10 @@ static int sum_cpu_avx512bf16(void)
 }
 #endif
 
-static const struct sum_ops *sum_table(enum tally_isa isa)
+/* The table of a path; `aut`: the automatic selection's variant where the path has one. */
+static const struct sum_ops *sum_table(enum tally_isa isa, int aut)
 {
+	(void)aut;
 	switch (isa) {
 	case TALLY_ISA_SCALAR:
 		return &sum_ops_scalar;
@@ -80,9 +83,9 @@ static const struct sum_ops *sum_table(enum tally_isa isa)
 	case TALLY_ISA_AVX512:
 #ifdef TALLY_HAVE_AVX512BF16
 		if ((sum_cpu_mask & SUM_CPU_BF16) && sum_cpu_avx512bf16())
-			return &sum_ops_avx512_bf16;
+			return aut ? &sum_ops_avx512_bf16_auto : &sum_ops_avx512_bf16;
 #endif
-		return &sum_ops_avx512;
+		return aut ? &sum_ops_avx512_auto : &sum_ops_avx512;
 #endif
 	default:
 		return NULL;
@@ -109,12 +112,22 @@ int tally_sum_isa_supported(enum tally_isa isa)
 {
 	if ((unsigned)isa >= TALLY_ISA_COUNT || !(sum_cpu_mask & (1u << isa)))
 		return 0;
-	return sum_table(isa) != NULL && sum_cpu_has(isa);
+	return sum_table(isa, 0) != NULL && sum_cpu_has(isa);
 }
 
 void sum_test_set_cpu_mask(unsigned mask)
 {
 	sum_cpu_mask = mask | (1u << TALLY_ISA_SCALAR);
+}
+
+size_t sum_test_set_ymm_acc_bytes(size_t bytes)
+{
+#ifdef TALLY_HAVE_AVX512
+	return __atomic_exchange_n(&sum_a5_ymm_acc_bytes, bytes, __ATOMIC_RELAXED);
+#else
+	(void)bytes;
+	return 0;
+#endif
 }
 
 static enum tally_isa sum_best(void)
@@ -125,23 +138,36 @@ static enum tally_isa sum_best(void)
 	return TALLY_ISA_SCALAR;
 }
 
-int tally_sum_set_isa(enum tally_isa isa)
+static int sum_set(enum tally_isa isa, int aut)
 {
 	if ((unsigned)isa >= TALLY_ISA_COUNT)
 		return -EINVAL;
 	if (!tally_sum_isa_supported(isa))
 		return -ENOTSUP;
 	__atomic_store_n(&sum_cur_isa, isa, __ATOMIC_RELAXED);
-	__atomic_store_n(&sum_cur, sum_table(isa), __ATOMIC_RELEASE);
+	__atomic_store_n(&sum_cur_auto, aut, __ATOMIC_RELAXED);
+	__atomic_store_n(&sum_cur, sum_table(isa, aut), __ATOMIC_RELEASE);
 	return 0;
 }
 
-/* TALLY_ISA: unset, empty or "auto" means the best path; otherwise a path name. */
-static int sum_env_isa(enum tally_isa *out)
+int tally_sum_set_isa(enum tally_isa isa)
+{
+	return sum_set(isa, 0);
+}
+
+int tally_sum_set_auto(void)
+{
+	return sum_set(sum_best(), 1);
+}
+
+/* TALLY_ISA: unset, empty or "auto" means the automatic selection (*aut = 1) on the best
+ * path; otherwise a path name, forced. */
+static int sum_env_isa(enum tally_isa *out, int *aut)
 {
 	const char *s = getenv("TALLY_ISA");
 
-	if (!s || !*s || !strcmp(s, "auto")) {
+	*aut = !s || !*s || !strcmp(s, "auto");
+	if (*aut) {
 		*out = sum_best();
 		return 0;
 	}
@@ -159,11 +185,11 @@ static int sum_env_isa(enum tally_isa *out)
 int tally_sum_init(void)
 {
 	enum tally_isa isa;
-	int rc = sum_env_isa(&isa);
+	int aut, rc = sum_env_isa(&isa, &aut);
 
 	if (rc < 0)
 		return rc; /* the selection stays as it was */
-	return tally_sum_set_isa(isa);
+	return sum_set(isa, aut);
 }
 
 /* First reducer call without tally_sum_init(): a bad TALLY_ISA cannot be returned, so it is
@@ -176,7 +202,7 @@ static const struct sum_ops *sum_lazy_init(void)
 		fprintf(stderr, "tally_sum: TALLY_ISA='%s' %s; using %s\n", getenv("TALLY_ISA"),
 			rc == -ENOTSUP ? "is not supported by this CPU" : "is unknown (scalar|avx2|avx512)",
 			sum_isa_names[sum_best()]);
-		tally_sum_set_isa(sum_best());
+		tally_sum_set_auto();
 	}
 	return __atomic_load_n(&sum_cur, __ATOMIC_ACQUIRE);
 }
@@ -192,6 +218,12 @@ enum tally_isa tally_sum_isa(void)
 {
 	sum_ops();
 	return __atomic_load_n(&sum_cur_isa, __ATOMIC_RELAXED);
+}
+
+int tally_sum_is_auto(void)
+{
+	sum_ops();
+	return __atomic_load_n(&sum_cur_auto, __ATOMIC_RELAXED);
 }
 
 /* ---- MXCSR (tally_sum.h): every reducer runs under the default control word, whatever the

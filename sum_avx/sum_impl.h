@@ -47,6 +47,33 @@ extern const struct sum_ops sum_ops_avx512_bf16;
 void sum_a5bf16_f32_to_bf16(uint16_t *dst, const float *src, size_t n, float scale);
 #endif
 
+/* The automatic selection (TALLY_ISA unset or "auto") on an AVX-512 CPU: the avx512 table,
+ * but the += operations (f32, i32, f16, bf16 sources) run on 256-bit vectors once the
+ * accumulator is sum_a5_ymm_acc_bytes or more (n * 4 >= it). TALLY_ISA=avx512 (or
+ * tally_sum_set_isa) gives the pure 512-bit table. Same adds, same order: the same bits.
+ * Why: in DRAM the 512-bit += lost to 256-bit vectors; in cache it wins. Measured on this
+ * project's AVX-512 machine (AMD EPYC, AVX-512 F/BW/VL/BF16, 32 MiB L3, shared with other
+ * jobs), tally-perf sum --isa avx512 vs --isa avx2, medians of 3 runs, ratio avx512/avx2:
+ *   bf16 +=  1 MiB 1.03, 4 MiB 1.01/0.93, 16 MiB 0.78/0.77, 32 MiB 0.84/0.87,
+ *            64 MiB 0.84/0.84, 256 MiB 0.91/0.90    (2-way/4-way)
+ *   f32 +=   1 MiB 0.98, 4 MiB 0.98/1.03, 16 MiB 0.93/1.01, 64 MiB 0.97/0.97, 256 MiB 0.98/1.00
+ *   f32 += 256 KiB: 512-bit 128 GB/s, 256-bit 96 GB/s (1.33).
+ * The 8 MiB switch sits between the last size where 512-bit held (4 MiB) and the first where
+ * it lost (16 MiB). With it (tally-perf sum, old and new binary interleaved, 3 runs): bf16 +=
+ * 64 MiB 2-way 10.3 10.7 10.1 -> 12.5 7.1 11.3 GB/s (the 7.1: a loaded run), f32 += 64 MiB
+ * vs the plain AVX2 loop (--baseline avx2) 1.02 1.13 1.05 (2-way), 1.05 1.29 1.02 (4-way). k-way sums keep 512-bit vectors (4-way: 0.93 .. 1.39, no size where
+ * 256-bit won beyond the noise). */
+#ifndef SUM_A5_YMM_ACC_BYTES
+#define SUM_A5_YMM_ACC_BYTES (8u << 20)
+#endif
+#ifdef TALLY_HAVE_AVX512
+extern const struct sum_ops sum_ops_avx512_auto;
+extern size_t sum_a5_ymm_acc_bytes;
+#endif
+#ifdef TALLY_HAVE_AVX512BF16
+extern const struct sum_ops sum_ops_avx512_bf16_auto;
+#endif
+
 /* Bit of the CPU mask (see sum_test_set_cpu_mask) for the AVX512_BF16 extension. */
 #define SUM_CPU_BF16 (1u << TALLY_ISA_COUNT)
 
@@ -55,6 +82,10 @@ void sum_a5bf16_f32_to_bf16(uint16_t *dst, const float *src, size_t n, float sca
  * the avx512 path uses its plain AVX-512F table. ~0u restores. Takes effect at the next
  * tally_sum_set_isa() / tally_sum_init(). */
 void sum_test_set_cpu_mask(unsigned mask);
+/* Tests only: move the automatic selection's 256-bit += switch (bytes of accumulator; see
+ * SUM_A5_YMM_ACC_BYTES); returns the old value (0 where the build has no AVX-512 path).
+ * Call it while no reducer runs. */
+size_t sum_test_set_ymm_acc_bytes(size_t bytes);
 
 static inline uint32_t sum_f32_bits(float f)
 {

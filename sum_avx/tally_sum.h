@@ -30,7 +30,11 @@
  * within the noise). The i32 operations and the scalar conversions below do no FP arithmetic.
  *
  * The implementation is chosen once (first call or tally_sum_init()) from CPUID; the
- * environment variable TALLY_ISA=scalar|avx2|avx512 forces a path.
+ * environment variable TALLY_ISA=scalar|avx2|avx512 forces a path. The automatic selection
+ * (TALLY_ISA unset or "auto") may also pick kernels by operation and size: on AVX-512 CPUs
+ * the += operations run on 256-bit vectors for accumulators of 8 MiB and more (measured
+ * faster in DRAM, slower in cache; sum_impl.h has the figures). Which kernel runs never
+ * changes a result: every path and kernel gives the same bits.
  */
 #ifndef TALLY_SUM_H
 #define TALLY_SUM_H
@@ -77,6 +81,11 @@ int tally_sum_isa_supported(enum tally_isa isa);
 /* Switch paths (tests and benchmarks); -ENOTSUP if unsupported. Not thread-safe against
  * concurrent reducer calls: call it while no reducer runs. */
 int tally_sum_set_isa(enum tally_isa isa);
+/* Back to the automatic selection on the best path (as tally_sum_init() with TALLY_ISA unset,
+ * whatever TALLY_ISA says); 0. Same thread-safety as tally_sum_set_isa(). */
+int tally_sum_set_auto(void);
+/* 1 when the automatic selection is in use, 0 when a path was forced. */
+int tally_sum_is_auto(void);
 
 /* ---- f32 / i32 ---- */
 void tally_sum_f32_acc(float *dst, const float *src, size_t n);                  /* dst += src */
