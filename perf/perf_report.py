@@ -197,12 +197,12 @@ def errors_md(ent):
 
 def sec_sum(out, ent):
     rows = [r for r in ent.get("rows", []) if "op" in r]
-    md = ["## Sum rates", "", "`tally-perf sum`: reducer rate (Gbit/s of f32 accumulator bytes) "
+    md = ["## Sum rates", "", "`tally-perf sum`: reducer rate (GB/s of f32 accumulator bytes) "
           "vs memcpy of the same bytes, medians, this thread's CPU time.", ""]
     if rows:
         # baseline: the plain-loop column of tally-perf sum (f32 and i32 rows only)
-        md.append(table(["op", "dtype", "ways", "size", "isa", "Gbit/s", "memcpy Gbit/s", "ratio",
-                         "baseline Gbit/s", "vs baseline"],
+        md.append(table(["op", "dtype", "ways", "size", "isa", "GB/s", "memcpy GB/s", "ratio",
+                         "baseline GB/s", "vs baseline"],
                         [[r["op"], r["dtype"], r["ways"], human(r["size"]), r["isa"], r["gbps"],
                           r["memcpy_gbps"], r["ratio"], r.get("baseline_gbps", "-"),
                           r.get("vs_baseline", "-")] for r in rows]))
@@ -211,7 +211,7 @@ def sec_sum(out, ent):
             if r["op"] == "kway":
                 ser.setdefault(f"{r['dtype']} {r['ways']}-way", []).append((r["size"], r["gbps"]))
         plot_md(md, out, "sum.png", "sum rate vs size per dtype", "k-way sum rate vs size",
-                "bytes", "Gbit/s", ser, logx=True)
+                "bytes", "GB/s", ser, logx=True)
     md.append(errors_md(ent))
     return md
 
@@ -221,7 +221,7 @@ def sec_engine(out, ent):
     md = ["## Engine goodput", "", "`tally-perf engine`: one engine on one core fed prebuilt "
           "PUSH packets (goodput = gradient bytes aggregated per CPU second).", ""]
     if rows:
-        md.append(table(["dtype", "workers", "chunk", "deterministic", "Gbit/s", "Mpps",
+        md.append(table(["dtype", "workers", "chunk", "deterministic", "GB/s", "Mpps",
                          "cores per 100G"],
                         [[r["dtype"], r["workers"], r["chunk_bytes"], r["deterministic"], r["gbps"],
                           round(r["pps"] / 1e6, 3), r["cores_per_100g"]] for r in rows]))
@@ -230,7 +230,7 @@ def sec_engine(out, ent):
             ser.setdefault("deterministic" if r["deterministic"] else "default", []).append(
                 (r["chunk_bytes"], r["gbps"]))
         plot_md(md, out, "engine.png", "engine goodput vs chunk size",
-                "engine goodput vs chunk size", "chunk bytes", "Gbit/s per core", ser, logx=True)
+                "engine goodput vs chunk size", "chunk bytes", "GB/s per core", ser, logx=True)
     md.append(errors_md(ent))
     return md
 
