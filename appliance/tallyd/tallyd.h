@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include <rte_common.h>
+#include <rte_ethdev.h>
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
@@ -53,6 +54,17 @@ struct tallyd_lcore_stats {
 	uint64_t last_tally_tsc;        /* TSC of the last Tally datagram (drain) */
 };
 
+/* The idle wait of one lcore (tallyd_idle.c). */
+struct tallyd_idle {
+	uint32_t empty;                 /* empty polls in a row */
+	uint32_t sleep_us;              /* next sleep (sleep mode) */
+	int mode;                       /* enum tallyd_idle_mode in effect on this lcore */
+	int armed;                      /* interrupt mode: RX interrupt enabled */
+	uint64_t waits;                 /* sleeps or interrupt waits */
+	uint64_t wakeups;               /* interrupt waits ended by an RX event */
+	char why[64];                   /* why interrupt mode fell back (status) */
+};
+
 struct tallyd_lcore {
 	struct tallyd *d;
 	unsigned idx;                   /* core index: owns UDP port base + idx */
@@ -68,6 +80,7 @@ struct tallyd_lcore {
 	volatile int running;
 	volatile int draining;
 	struct tally_dpdk_tx tx;        /* our TX queue on our port; other ports via txin */
+	struct tallyd_idle idle;
 	struct tallyd_lcore_stats st;
 } __rte_cache_aligned;
 
@@ -77,6 +90,7 @@ struct tallyd_port {
 	uint16_t nrxq, ntxq;
 	int steered;                    /* rte_flow rules steer each core's port */
 	int multiseg;                   /* transmits mbuf chains (zero-copy RESULTs) */
+	int rx_intr;                    /* its RX queues have interrupts (idle = interrupt) */
 	struct tally_pkt_ifaddr ifa;
 	char driver[32];
 };
@@ -112,6 +126,23 @@ int tallyd_cmd_reap(struct tallyd *d, unsigned idx, struct tallyd_cmd **cmd);
 
 /* Lcore side (tallyd_lcore.c). */
 int tallyd_lcore_main(void *arg);
+
+/* Idle wait (tallyd_idle.c), on the lcore's thread: start picks the mode in effect (an RX
+ * interrupt needs a port that has them and nothing but that queue feeding the lcore) and
+ * logs it; busy() after a loop that found work; empty() after one that found none (it
+ * pauses, sleeps or waits on the RX interrupt); stop() before the lcore returns. */
+void tallyd_idle_start(struct tallyd_lcore *lc);
+void tallyd_idle_empty(struct tallyd_lcore *lc);
+void tallyd_idle_stop(struct tallyd_lcore *lc);
+static inline void tallyd_idle_busy(struct tallyd_lcore *lc)
+{
+	lc->idle.empty = 0;
+	lc->idle.sleep_us = 1;
+	if (lc->idle.armed) {
+		rte_eth_dev_rx_intr_disable(lc->d->port[lc->port_idx].port_id, lc->rxq);
+		lc->idle.armed = 0;
+	}
+}
 
 /* Seconds since start. */
 double tallyd_uptime(const struct tallyd *d);

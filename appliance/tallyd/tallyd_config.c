@@ -40,9 +40,9 @@ void tallyd_conf_init(struct tallyd_conf *c)
 	c->max_chunk = 8192;
 	c->max_jobs = 16;
 	c->log_level = 7; /* RTE_LOG_INFO */
-	c->idle_backoff = 1;
+	c->idle_mode = TALLYD_IDLE_INTERRUPT;
 	c->idle_polls = 1000;
-	c->idle_max_us = 500;
+	c->idle_max_us = 20;
 	c->rss = 1;
 	c->tx_flush_us = 10;
 	c->drain_timeout_ms = 10000;
@@ -220,6 +220,7 @@ int tallyd_conf_set(struct tallyd_conf *c, const char *n, const char *v, char *e
 	unsigned long u;
 	uint64_t sz;
 	struct tallyd_port_conf *p;
+	int rc;
 
 #define NEED_VALUE() \
 	do { if (!v) return cfg_err(err, errlen, "'%s' needs a value", n); } while (0)
@@ -314,18 +315,8 @@ int tallyd_conf_set(struct tallyd_conf *c, const char *n, const char *v, char *e
 	}
 	if (!strcmp(n, "open-admission"))
 		BOOL(c->open_admission);
-	if (!strcmp(n, "idle-backoff"))
-		BOOL(c->idle_backoff);
-	if (!strcmp(n, "no-idle-backoff")) {
-		if (v)
-			return cfg_err(err, errlen, "'%s' takes no value", n);
-		c->idle_backoff = 0;
-		return 0;
-	}
-	if (!strcmp(n, "idle-polls"))
-		UINT(1, 100000000, c->idle_polls, "empty polls");
-	if (!strcmp(n, "idle-max-us"))
-		UINT(1, 1000000, c->idle_max_us, "the idle sleep");
+	if ((rc = tallyd_idle_set(c, n, v, err, errlen)) <= 0)
+		return rc;
 	if (!strcmp(n, "io-forward"))
 		BOOL(c->io_forward);
 	if (!strcmp(n, "check-config"))
@@ -570,10 +561,9 @@ void tallyd_usage(FILE *f)
 		"  --rx-desc N, --tx-desc N  descriptors per queue (1024)\n"
 		"  --mtu N               set the port MTU if the device allows (9000; 0 leaves it)\n"
 		"  --log-level L         emerg..debug or 1..8 (info)\n"
-		"  --open-admission      the first JOIN creates its job (quick start only)\n"
-		"  --idle-backoff on|off pause, then sleep after idle polls (on; off for line rate)\n"
-		"  --idle-polls N        empty polls before sleeping (1000)\n"
-		"  --idle-max-us N       longest idle sleep (500)\n"
+		"  --open-admission      the first JOIN creates its job (quick start only)\n");
+	tallyd_idle_usage(f);
+	fprintf(f,
 		"  --tx-flush-us N       a buffered packet waits at most this long (10)\n"
 		"  --rss on|off          RSS over a port's queues where offered (on)\n"
 		"  --drain-timeout-ms N  on SIGTERM wait this long for open rounds (10000)\n"

@@ -17,6 +17,14 @@
 #define TALLYD_MAX_EAL_ARGS 64
 #define TALLYD_DEV_LEN 256
 
+/* How an lcore waits once idle-polls polls found nothing (tallyd_idle.c). */
+enum tallyd_idle_mode {
+	TALLYD_IDLE_INTERRUPT = 0, /* RX interrupt wait where the port has them, else sleep */
+	TALLYD_IDLE_SLEEP,         /* short sleeps, capped at idle-max-us */
+	TALLYD_IDLE_POLL,          /* spin with rte_pause (a core to itself, line rate) */
+};
+#define TALLYD_IDLE_MAX_US_CAP 1000  /* a sleep may never add milliseconds to a round */
+
 struct tallyd_port_conf {
 	char dev[TALLYD_DEV_LEN];  /* PCI address or vdev spec (net_...) */
 	int is_vdev;
@@ -48,9 +56,9 @@ struct tallyd_conf {
 	uint32_t max_jobs;         /* engine job table (a sharded agent takes one per local rank) */
 	uint32_t log_level;        /* RTE_LOG_* (1..8) */
 	int open_admission;
-	int idle_backoff;
-	uint32_t idle_polls;       /* empty polls before sleeping */
-	uint32_t idle_max_us;      /* longest idle sleep */
+	int idle_mode;             /* enum tallyd_idle_mode: how an idle lcore waits */
+	uint32_t idle_polls;       /* empty polls before waiting */
+	uint32_t idle_max_us;      /* longest idle sleep (idle = sleep, and interrupt fallback) */
 	int io_forward;
 	int check_config;
 	int help;
@@ -91,5 +99,12 @@ int tallyd_parse_size(const char *s, uint64_t *out);
 int tallyd_parse_lcores(const char *s, uint16_t *ids, uint16_t max, uint16_t *n);
 
 void tallyd_usage(FILE *f);
+
+/* tallyd_idle_conf.c: the idle settings (idle, idle-backoff, no-idle-backoff, idle-polls,
+ * idle-max-us). Returns 1 when `n` is not one of them, else as tallyd_conf_set. */
+int tallyd_idle_set(struct tallyd_conf *c, const char *n, const char *v, char *err,
+		    size_t errlen);
+const char *tallyd_idle_name(int mode);
+void tallyd_idle_usage(FILE *f);
 
 #endif

@@ -136,6 +136,7 @@ static json_t *port_json(const struct tallyd_port *pt, uint16_t i)
 		"link_up", link.link_status == RTE_ETH_LINK_UP, "speed_mbps",
 		(json_int_t)link.link_speed);
 	json_object_set_new(o, "mac", mac_json(pt->ifa.mac));
+	json_object_set_new(o, "rx_interrupts", json_boolean(pt->rx_intr));
 	return o;
 }
 
@@ -149,11 +150,18 @@ static void b_status(void *ctx, json_t *out)
 		const struct tallyd_lcore *lc = d->lcore[i];
 		if (lc->engine)
 			used += tally_engine_mem_used(lc->engine);
-		json_array_append_new(cores, json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b}",
+		json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b}",
 			"core", (int)i, "lcore", (int)lc->lcore_id, "socket", lc->socket, "port",
 			(int)lc->port_idx, "queue", (int)lc->rxq, "udp_port",
 			(int)(d->conf.base_port + i), "running", lc->running, "draining",
-			lc->draining));
+			lc->draining);
+		/* the idle wait in effect (and why interrupt mode fell back) */
+		json_object_set_new(o, "idle", json_string(tallyd_idle_name(lc->idle.mode)));
+		if (lc->idle.why[0])
+			json_object_set_new(o, "idle_fallback", json_string(lc->idle.why));
+		json_object_set_new(o, "idle_waits", json_integer((json_int_t)lc->idle.waits));
+		json_object_set_new(o, "idle_wakeups", json_integer((json_int_t)lc->idle.wakeups));
+		json_array_append_new(cores, o);
 	}
 	for (uint16_t i = 0; i < d->nports; i++)
 		json_array_append_new(ports, port_json(&d->port[i], i));

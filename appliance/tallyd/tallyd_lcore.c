@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * tallyd_lcore.c — one datapath lcore: rx burst → validate → engine (or bounce) → tx burst,
- * software dispatch to the owning core, engine timers, commands from the main thread, and
- * idle back-off (pause, then growing sleeps after a run of empty polls, as l3fwd-power).
+ * software dispatch to the owning core, engine timers, commands from the main thread; an
+ * empty loop goes to the idle wait (tallyd_idle.c: RX interrupt, capped sleep or spin).
  */
 #include <errno.h>
 #include <string.h>
@@ -132,9 +132,8 @@ int tallyd_lcore_main(void *arg)
 	struct rte_mbuf *pkts[TALLY_DPDK_BURST];
 	uint64_t hz = rte_get_tsc_hz();
 	uint64_t poll_cycles = hz / 1000000 * LC_ENGINE_POLL_US, next_poll = 0;
-	uint32_t idle = 0, sleep_us = 1;
-	uint32_t idle_polls = d->conf.idle_polls, pause_after = idle_polls / 10;
 
+	tallyd_idle_start(lc);
 	lc->running = 1;
 	while (!d->stop) {
 		unsigned work = 0;
@@ -171,26 +170,12 @@ int tallyd_lcore_main(void *arg)
 		tally_dpdk_tx_flush(&lc->tx, 0);
 		if (work) {
 			lc->st.io.busy_loops++;
-			idle = 0;
-			sleep_us = 1;
+			tallyd_idle_busy(lc);
 			continue;
 		}
-		if (!d->conf.idle_backoff)
-			continue;
-		if (++idle < pause_after)
-			continue;
-		if (idle < idle_polls) {
-			rte_pause();
-			continue;
-		}
-		/* idle: nothing buffered may wait through a sleep */
-		tally_dpdk_tx_flush(&lc->tx, 1);
-		rte_delay_us_sleep(sleep_us);
-		lc->st.io.idle_sleeps++;
-		if (sleep_us < d->conf.idle_max_us)
-			sleep_us = sleep_us * 2 < d->conf.idle_max_us ? sleep_us * 2 :
-				   d->conf.idle_max_us;
+		tallyd_idle_empty(lc);
 	}
+	tallyd_idle_stop(lc);
 	tally_dpdk_tx_flush(&lc->tx, 1);
 	lc->running = 0;
 	lc_commands(lc, 1);

@@ -69,9 +69,9 @@ static void print_config(const struct tallyd_conf *c, const struct tallyd_sizing
 			printf(" (EAL workers)");
 		printf("\n");
 	}
-	printf("  mem %llu MiB, max chunk %u B, frames %u B, rx/tx desc %u/%u, idle back-off %s, "
-	       "open admission %s\n", (unsigned long long)(c->mem_budget >> 20), c->max_chunk,
-	       c->frame_room, c->rx_desc, c->tx_desc, c->idle_backoff ? "on" : "off",
+	printf("  mem %llu MiB, max chunk %u B, frames %u B, rx/tx desc %u/%u, idle %s (max sleep "
+	       "%u us), open admission %s\n", (unsigned long long)(c->mem_budget >> 20), c->max_chunk,
+	       c->frame_room, c->rx_desc, c->tx_desc, tallyd_idle_name(c->idle_mode), c->idle_max_us,
 	       c->open_admission ? "on" : "off");
 	printf("  EAL:");
 	for (int i = 0; i < c->eal_argc; i++)

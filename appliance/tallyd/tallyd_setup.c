@@ -236,9 +236,15 @@ static int setup_port_start(struct tallyd *d, uint16_t pi, char *err, size_t err
 	cfg.mtu = d->conf.mtu;
 	cfg.mac = pc->mac_set ? pc->mac : NULL;
 	cfg.rss = d->conf.rss;
+	cfg.rx_intr = d->conf.idle_mode == TALLYD_IDLE_INTERRUPT;
 	rc = tally_dpdk_port_setup(p->port_id, &cfg, err, errlen);
 	if (rc)
 		return rc;
+	p->rx_intr = cfg.rx_intr && tally_dpdk_port_rx_intr(p->port_id, p->nrxq);
+	if (cfg.rx_intr)
+		LOG(INFO, "port %u (%s): %s\n", pi, p->driver, p->rx_intr ?
+		    "RX interrupts: idle lcores block on them" :
+		    "no RX interrupts: idle lcores sleep (idle-max-us caps each sleep)");
 	rte_eth_macaddr_get(p->port_id, &mac);
 	p->multiseg = tally_dpdk_port_multiseg(p->port_id);
 	if (!p->multiseg)

@@ -113,9 +113,10 @@ static void b_status(void *ctx, json_t *out)
 
 	for (unsigned i = 0; i < d->ncores; i++) {
 		used += tally_engine_mem_used(d->eng[i]);
-		json_array_append_new(cores, json_pack("{s:i, s:i, s:b, s:b}", "core", (int)i,
+		/* idle: the engine thread blocks in ppoll on the sockets (bounded wait) */
+		json_array_append_new(cores, json_pack("{s:i, s:i, s:b, s:b, s:s}", "core", (int)i,
 			"udp_port", (int)(d->conf.base_port + i), "running",
-			atomic_load(&d->running), "draining", d->draining));
+			atomic_load(&d->running), "draining", d->draining, "idle", "block"));
 	}
 	json_object_set_new(out, "transport", json_string("kernel-udp"));
 	json_object_set_new(out, "draining", json_boolean(d->draining));

@@ -71,7 +71,7 @@ static void test_defaults_and_flags(void **state)
 	assert_int_equal(c.det_pool, 4u << 20);
 	assert_int_equal(c.log_level, 8);
 	assert_true(c.open_admission);
-	assert_false(c.idle_backoff);
+	assert_int_equal(c.idle_mode, TALLYD_IDLE_POLL); /* --idle-backoff off: spin */
 	assert_int_equal(c.tx_flush_us, 20);
 	assert_int_equal(c.eal_argc, 3);
 	assert_string_equal(c.eal_argv[2], "tallyd-t");
@@ -84,7 +84,8 @@ static void test_defaults_and_flags(void **state)
 	/* defaults */
 	tallyd_conf_init(&c);
 	assert_int_equal(c.base_port, 9170);
-	assert_true(c.idle_backoff);
+	assert_int_equal(c.idle_mode, TALLYD_IDLE_INTERRUPT);
+	assert_int_equal(c.idle_max_us, 20);
 	assert_int_equal(c.max_chunk, 8192);
 	assert_int_equal(c.max_jobs, 16);
 	const char *mj[] = { "--max-jobs", "64", NULL };
@@ -94,6 +95,35 @@ static void test_defaults_and_flags(void **state)
 	assert_false(c.open_admission);
 	assert_false(c.io_forward);
 	assert_string_equal(c.ctl_config, "");
+}
+
+/* idle = interrupt|sleep|poll, the old idle-backoff switch, and the sleep cap */
+static void test_idle_settings(void **state)
+{
+	(void)state;
+	struct tallyd_conf c;
+	const char *sl[] = { "--idle", "sleep", "--idle-max-us", "50", "--idle-polls", "200",
+			     NULL };
+	const char *po[] = { "--idle=poll", NULL };
+
+	assert_int_equal(args(&c, sl), 0);
+	assert_int_equal(c.idle_mode, TALLYD_IDLE_SLEEP);
+	assert_int_equal(c.idle_max_us, 50);
+	assert_int_equal(c.idle_polls, 200);
+	assert_string_equal(tallyd_idle_name(c.idle_mode), "sleep");
+	/* the old switch: on keeps an explicit sleep, off spins, on after off interrupts */
+	assert_int_equal(tallyd_conf_set(&c, "idle-backoff", "on", err, sizeof(err)), 0);
+	assert_int_equal(c.idle_mode, TALLYD_IDLE_SLEEP);
+	assert_int_equal(tallyd_conf_set(&c, "no-idle-backoff", NULL, err, sizeof(err)), 0);
+	assert_int_equal(c.idle_mode, TALLYD_IDLE_POLL);
+	assert_int_equal(tallyd_conf_set(&c, "idle-backoff", "on", err, sizeof(err)), 0);
+	assert_int_equal(c.idle_mode, TALLYD_IDLE_INTERRUPT);
+	assert_string_equal(tallyd_idle_name(c.idle_mode), "interrupt");
+	assert_int_equal(args(&c, po), 0);
+	assert_int_equal(c.idle_mode, TALLYD_IDLE_POLL);
+	assert_string_equal(tallyd_idle_name(c.idle_mode), "poll");
+	assert_int_equal(tallyd_conf_set(&c, "idle", "interrupt", err, sizeof(err)), 0);
+	assert_int_equal(c.idle_mode, TALLYD_IDLE_INTERRUPT);
 }
 
 static void test_pci_and_two_ports(void **state)
@@ -152,6 +182,11 @@ static void test_bad_flags(void **state)
 	BAD("number of jobs", 0, "--max-jobs", "0");
 	BAD("log level", 0, "--log-level", "loud");
 	BAD("say on or off", 0, "--idle-backoff", "maybe");
+	BAD("'idle busy': say interrupt, sleep or poll", 0, "--idle", "busy");
+	BAD("'idle': say interrupt, sleep or poll", 0, "--idle=");
+	BAD("'idle-max-us 5000': must be a whole number in 1..1000", 0, "--idle-max-us", "5000");
+	BAD("'idle-max-us 0': must be", 0, "--idle-max-us", "0");
+	BAD("'idle-polls x': must be", 0, "--idle-polls", "x");
 	BAD("'no-idle-backoff' takes no value", 0, "--no-idle-backoff=1");
 	BAD("config file /nonexistent/tallyd.conf", 0, "--config", "/nonexistent/tallyd.conf");
 	BAD("a path of 1..", 0, "--ctl-socket", "");
@@ -401,6 +436,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults_and_flags),
+		cmocka_unit_test(test_idle_settings),
 		cmocka_unit_test(test_pci_and_two_ports),
 		cmocka_unit_test(test_bad_flags),
 		cmocka_unit_test(test_bad_combinations),

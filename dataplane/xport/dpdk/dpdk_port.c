@@ -30,8 +30,8 @@ int tally_dpdk_port_find(const char *name, uint16_t *port_id)
 	return -ENODEV;
 }
 
-int tally_dpdk_port_setup(uint16_t port_id, const struct tally_dpdk_port_cfg *cfg,
-			  char *err, size_t errlen)
+static int dp_port_bringup(uint16_t port_id, const struct tally_dpdk_port_cfg *cfg, int intr,
+			   char *err, size_t errlen)
 {
 	struct rte_eth_dev_info info;
 	struct rte_eth_conf conf;
@@ -54,6 +54,7 @@ int tally_dpdk_port_setup(uint16_t port_id, const struct tally_dpdk_port_cfg *cf
 		return -EINVAL;
 	}
 	memset(&conf, 0, sizeof(conf));
+	conf.intr_conf.rxq = intr ? 1 : 0;
 	if (cfg->rss && cfg->nb_rxq > 1) {
 		uint64_t want = RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_IPV4;
 		if (info.flow_type_rss_offloads & want) {
@@ -129,6 +130,37 @@ int tally_dpdk_port_setup(uint16_t port_id, const struct tally_dpdk_port_cfg *cf
 		return rc;
 	}
 	return 0;
+}
+
+int tally_dpdk_port_setup(uint16_t port_id, const struct tally_dpdk_port_cfg *cfg,
+			  char *err, size_t errlen)
+{
+	int rc = dp_port_bringup(port_id, cfg, cfg->rx_intr, err, errlen);
+
+	if (!rc || !cfg->rx_intr)
+		return rc;
+	/* some PMDs refuse intr_conf.rxq (no event fds): polling still works */
+	DP_LOG(NOTICE, "port %u: %s with RX interrupts; setting it up without them\n", port_id,
+	       err);
+	return dp_port_bringup(port_id, cfg, 0, err, errlen);
+}
+
+int tally_dpdk_port_rx_intr(uint16_t port_id, uint16_t nb_rxq)
+{
+	for (uint16_t q = 0; q < nb_rxq; q++) {
+		/* an event fd per queue, and a PMD that can arm it */
+		int fd = rte_eth_dev_rx_intr_ctl_q_get_fd(port_id, q);
+		int rc = fd < 0 ? fd : rte_eth_dev_rx_intr_enable(port_id, q);
+
+		/* net_tap: its queue fd is the event, always armed (no enable op) */
+		if (rc && rc != -ENOTSUP) {
+			DP_LOG(INFO, "port %u queue %u: no RX interrupt (%s: %d)\n", port_id, q,
+			       fd < 0 ? "no event fd" : "cannot arm it", rc);
+			return 0;
+		}
+		rte_eth_dev_rx_intr_disable(port_id, q);
+	}
+	return nb_rxq > 0;
 }
 
 int tally_dpdk_steer(uint16_t port_id, uint16_t base_port, const uint16_t *queue_of_core,

@@ -48,6 +48,8 @@ struct tally_dpdk_port_cfg {
 	uint32_t mtu;                    /* 0: leave alone; else set if the device allows it */
 	const uint8_t *mac;              /* NULL: keep the device's address */
 	int rss;                         /* spread RX over the queues with RSS if offered */
+	int rx_intr;                     /* ask for RX queue interrupts (intr_conf.rxq); a
+					  * device that refuses them is set up without */
 };
 
 /* Port id of a device named as EAL knows it ("0000:3b:00.0", "net_memif0"). 0 or -ENODEV. */
@@ -58,6 +60,11 @@ int tally_dpdk_port_find(const char *name, uint16_t *port_id);
  * alone, RSS not offered) go to the log. */
 int tally_dpdk_port_setup(uint16_t port_id, const struct tally_dpdk_port_cfg *cfg,
 			  char *err, size_t errlen);
+
+/* After setup: 1 when every RX queue of the started port has an interrupt event fd the
+ * PMD can arm (rte_eth_dev_rx_intr_enable; -ENOTSUP counts as always armed: net_tap's
+ * event is its queue's fd), so an idle lcore may block on it; else 0. */
+int tally_dpdk_port_rx_intr(uint16_t port_id, uint16_t nb_rxq);
 
 /* Steer UDP destination port base + core to RX queue queue_of_core[core] (skipping cores
  * with queue_of_core[core] == UINT16_MAX) with rte_flow. Returns the number of rules
