@@ -113,7 +113,8 @@ struct tallyd {
 };
 
 /* Main thread: post cmd to core `idx` and wait for the lcore's acknowledgement (it polls
- * its command ring every loop, at most idle-max-us apart). Returns cmd->result, or -ENODEV
+ * its command ring every loop, at most idle-max-us apart when sleeping, up to
+ * 1 ms in idle = interrupt, where it blocks in rte_epoll_wait). Returns cmd->result, or -ENODEV
  * (no such core) / -ESHUTDOWN (the lcore is not running). */
 int tallyd_cmd_exec(struct tallyd *d, unsigned idx, struct tallyd_cmd *cmd);
 /* The same command to every core (cmds[ncores], each a copy), posted at once. Returns 0
