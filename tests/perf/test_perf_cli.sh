@@ -25,6 +25,10 @@ expect 2 allreduce --size 12Q
 expect 2 allreduce --impl mpi --dtype bf16
 expect 2 allreduce --rounds 0
 expect 0 report --help
+expect 2 engine --onebit --chunk 12
+expect 2 engine --onebit --bogus
+expect 0 engine --onebit --chunks 2 --min-time 0.01
+grep -q "onebit/bytes" <<<"$LAST" || fail "engine --onebit prints no one-bit row"
 expect 2 report --only sum,bogus
 # A rejected run creates nothing: no namespace with its prefix.
 pfx=pcli$(( $$ % 100000 ))
