@@ -228,7 +228,14 @@ void agent_comp_finish(struct tally_agent *a, const struct agent_tensor *t,
 	for (uint32_t off = 0, c = 0; off < n; off += ce, c++) {
 		uint32_t m = n - off < ce ? n - off : ce;
 		const uint8_t *o = cout + (size_t)c * stride;
+		const uint8_t *mine = t->cin + p->coff + (size_t)c * stride;
 
 		tally_sum_sign_unpack(dst + off, o + 4, m, le_f32(o));
+		/* left out by a quorum: e_w = c (e_w + ±scale_w), so nothing is lost */
+		if (a->net->excluded &&
+		    a->net->excluded(a->net_ctx, p->appl, p->key | TALLY_AGENT_KEY_ONEBIT,
+				     p->cround - 1, c))
+			tally_sum_sign_unpack_acc(t->werr + p->off / 4 + off, mine + 4, m,
+						  le_f32(mine));
 	}
 }

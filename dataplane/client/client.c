@@ -95,6 +95,7 @@ void tally_client_destroy(struct tally_client *c)
 		free(k->cst[1]);
 		free(k->fold);
 		free(k->fold_pending);
+		free(k->excl_round);
 		free(k->unacked);
 		free(k->ackslot);
 	}
@@ -315,7 +316,11 @@ int client_fold_alloc(struct tally_client *c, struct client_key *k)
 	k->fold_pending = calloc((k->nchunks + 7) / 8, 1);
 	k->unacked = malloc(k->nchunks * sizeof(uint32_t));
 	k->ackslot = malloc(k->nchunks * sizeof(uint32_t));
-	if (!k->fold || !k->fold_pending || !k->unacked || !k->ackslot) {
+	k->excl_round = k->onebit ? malloc(k->nchunks * sizeof(uint32_t)) : NULL;
+	if (!k->fold || !k->fold_pending || !k->unacked || !k->ackslot ||
+	    (k->onebit && !k->excl_round)) {
+		free(k->excl_round);
+		k->excl_round = NULL;
 		free(k->fold);
 		free(k->fold_pending);
 		free(k->unacked);
@@ -326,8 +331,11 @@ int client_fold_alloc(struct tally_client *c, struct client_key *k)
 		k->ackslot = NULL;
 		return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < k->nchunks; i++)
+	for (uint32_t i = 0; i < k->nchunks; i++) {
 		k->unacked[i] = k->ackslot[i] = CLIENT_NONE;
+		if (k->excl_round)
+			k->excl_round[i] = CLIENT_NONE;
+	}
 	return 0;
 }
 

@@ -56,6 +56,8 @@ struct client_key {
 				  * [scale][bits] (tally_onebit_key_bytes), pushes carry
 				  * TALLY_F_ONEBIT, a left-out push is not folded (the caller's
 				  * worker error keeps it) */
+	uint32_t *excl_round;    /* one-bit, per chunk: the last round whose RESULT left us out
+				  * (tally_client_excluded), CLIENT_NONE; with the fold buffers */
 };
 
 /* One chunk in flight to an appliance core. */

@@ -27,6 +27,8 @@ static int client_exclude(struct tally_client *c, struct client_key *k, uint32_t
 		client_fold_add((enum tally_dtype)k->reg.dtype, (uint8_t *)k->fold + (size_t)off * 4,
 				pushed, client_chunk_count(k, ch));
 		client_set_bit(k->fold_pending, ch);
+	} else {
+		k->excl_round[ch] = round;
 	}
 	k->unacked[ch] = round;
 	c->st.excluded++;
@@ -159,6 +161,16 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 	if (--op->remaining == 0)
 		client_op_finish(c, opi);
 	client_pump(c, k->core);
+}
+
+int tally_client_excluded(const struct tally_client *c, uint32_t key, uint32_t round,
+			  uint32_t chunk)
+{
+	const struct client_key *k = client_key_find(c, key);
+
+	if (!k || !k->onebit || chunk >= k->nchunks)
+		return -ENOENT;
+	return k->excl_round && k->excl_round[chunk] == round;
 }
 
 /* An ERROR answering one of our PUSHes. Transient reasons are left to retransmission. */

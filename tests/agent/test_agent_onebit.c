@@ -30,8 +30,8 @@
 #include "tally_sum.h"
 
 static const char *udpd;
-static pid_t appl_pid;
-static unsigned port;
+static pid_t appl_pid, open_pid;
+static unsigned port, open_port;
 
 /* A free block of two UDP ports on loopback (the appliance binds base and base + 1). */
 static unsigned free_ports(void)
@@ -111,7 +111,7 @@ static void stop_appliance(pid_t *pid)
 #define SWITCH 2
 
 struct worker {
-	int rank, rc;
+	int rank, rc, quorum;
 	float *res[ROUNDS];
 	struct tally_agent_stats st;
 	char err[512];
@@ -148,17 +148,18 @@ static void *worker_main(void *arg)
 	int err = 0;
 
 	tally_agent_cfg_defaults(&c);
-	snprintf(list, sizeof(list), "127.0.0.1:%u", port);
+	snprintf(list, sizeof(list), "127.0.0.1:%u", w->quorum ? open_port : port);
 	assert_int_equal(tally_agent_parse_appliances(&c, list, NULL, 0), 0);
-	c.job_id = 7;
+	c.job_id = w->quorum ? 8 : 7; /* quorum: the open-admission appliance */
 	c.token = 1234;
+	c.quorum = (uint16_t)w->quorum;
 	c.rank = w->rank;
 	c.world_size = WORLD;
 	c.local_rank = w->rank;
 	c.local_size = WORLD;
 	c.partition_bytes = PART * 4;
 	c.average = 1;
-	c.deterministic = 1;
+	c.deterministic = !w->quorum;
 	c.max_chunk_bytes = MCB;
 	c.connect_timeout_ms = 15000;
 	c.op_timeout_ms = 10000;
@@ -168,11 +169,12 @@ static void *worker_main(void *arg)
 		return NULL;
 	}
 	int t = tally_agent_declare(a, "momentum", N * 4, TALLY_DT_F32, 0);
-	if (t < 0 || tally_agent_set_compression(a, t, TALLY_AGENT_COMPRESS_ONEBIT, SWITCH)) {
+	if (t < 0 || tally_agent_set_compression(a, t, TALLY_AGENT_COMPRESS_ONEBIT,
+						 w->quorum ? 0 : SWITCH)) {
 		snprintf(w->err, sizeof(w->err), "declare/set_compression: %s", tally_agent_strerror(a));
 		w->rc = -2;
 	}
-	if (!w->rc && w->rank == 0 && api_checks(a, t, w->err, sizeof(w->err)))
+	if (!w->rc && w->rank == 0 && !w->quorum && api_checks(a, t, w->err, sizeof(w->err)))
 		w->rc = -5;
 	for (int it = 0; it < ROUNDS && !w->rc; it++) {
 		float *x = w->res[it];
@@ -185,7 +187,7 @@ static void *worker_main(void *arg)
 			w->rc = -3;
 		}
 		/* a switch for a round already pushed is refused */
-		if (!w->rc && it == SWITCH &&
+		if (!w->rc && it == SWITCH && !w->quorum &&
 		    tally_agent_set_compression(a, t, TALLY_AGENT_COMPRESS_ONEBIT, 1) != -EINVAL)
 			w->rc = -4;
 	}
@@ -271,6 +273,40 @@ static void test_onebit_3_ranks(void **state)
 	       (double)N * 4 / (double)ob);
 }
 
+/* Quorum 2 of 3, compressed from round 0: whoever is left out, every rank gets the same
+ * server result (the average of the two that made it); a left-out rank folds its c into
+ * its worker error (not observable here but through the next rounds' values). */
+static void test_onebit_quorum(void **state)
+{
+	(void)state;
+	struct worker w[WORLD];
+	pthread_t t[WORLD];
+	uint64_t excluded = 0;
+
+	for (int r = 0; r < WORLD; r++) {
+		w[r] = (struct worker){.rank = r, .quorum = 2};
+		for (int it = 0; it < ROUNDS; it++)
+			w[r].res[it] = malloc(N * sizeof(float));
+		pthread_create(&t[r], NULL, worker_main, &w[r]);
+	}
+	for (int r = 0; r < WORLD; r++)
+		pthread_join(t[r], NULL);
+	for (int r = 0; r < WORLD; r++)
+		if (w[r].rc)
+			fail_msg("rank %d: %d %s", r, w[r].rc, w[r].err);
+	for (int it = 0; it < ROUNDS; it++)
+		for (int r = 1; r < WORLD; r++)
+			if (memcmp(w[r].res[it], w[0].res[it], N * sizeof(float)))
+				fail_msg("round %d: rank %d's result differs from rank 0's", it, r);
+	for (int r = 0; r < WORLD; r++) {
+		excluded += w[r].st.excluded;
+		for (int it = 0; it < ROUNDS; it++)
+			free(w[r].res[it]);
+	}
+	printf("# quorum 2 of 3: %llu chunks left a rank out (folded into its worker error)\n",
+	       (unsigned long long)excluded);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -279,10 +315,13 @@ int main(int argc, char **argv)
 	}
 	udpd = argv[1];
 	start_appliance(&appl_pid, &port, 0);
+	start_appliance(&open_pid, &open_port, 1);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_onebit_3_ranks),
+		cmocka_unit_test(test_onebit_quorum),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	stop_appliance(&appl_pid);
+	stop_appliance(&open_pid);
 	return rc;
 }
