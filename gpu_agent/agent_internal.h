@@ -35,6 +35,9 @@ struct agent_net_ops {
 	const char *(*strerror)(void *ctx, unsigned appl);
 	void (*stats)(void *ctx, uint64_t *retransmits, uint64_t *excluded);
 	void (*destroy)(void *ctx); /* says BYE where it can */
+	/* One-bit keys: was chunk `chunk` of (key, round) left out by a quorum? 1 / 0. NULL:
+	 * never (networks without quorum). */
+	int (*excluded)(void *ctx, unsigned appl, uint32_t key, uint32_t round, uint32_t chunk);
 };
 
 /* Production network: one tally_client + kernel UDP transport per appliance. */

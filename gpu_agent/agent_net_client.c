@@ -130,6 +130,13 @@ static void ncl_stats(void *ctx, uint64_t *rtx, uint64_t *excl)
 	}
 }
 
+static int ncl_excluded(void *ctx, unsigned appl, uint32_t key, uint32_t round, uint32_t chunk)
+{
+	struct ncl *n = ctx;
+
+	return tally_client_excluded(n->ap[appl].c, key, round, chunk) == 1;
+}
+
 static const struct agent_net_ops ncl_ops = {
 	.connect = ncl_connect,
 	.register_key = ncl_register,
@@ -139,6 +146,7 @@ static const struct agent_net_ops ncl_ops = {
 	.strerror = ncl_strerror,
 	.stats = ncl_stats,
 	.destroy = ncl_destroy,
+	.excluded = ncl_excluded,
 };
 
 int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agent_net_ops **ops,

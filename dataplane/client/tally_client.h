@@ -100,6 +100,15 @@ void tally_client_rx(struct tally_client *c, const void *buf, size_t len);
  * UINT64_MAX when idle). */
 uint64_t tally_client_tick(struct tally_client *c);
 
+/* One-bit keys (compression TALLY_COMP_ONEBIT): in/out of start() are the key's opaque
+ * compressed layout, chunk c at c * TALLY_ONEBIT_BYTES(chunk_elems) (tally_proto.h); the
+ * RESULT's [scale][bits] is written back likewise. A RESULT that leaves this worker out is
+ * not folded here (signs do not add up in f32): 1 when chunk `chunk` of `round` was left
+ * out, for the caller to fold into its worker error; 0 otherwise; -ENOENT (no such one-bit
+ * key or chunk). */
+int tally_client_excluded(const struct tally_client *c, uint32_t key, uint32_t round,
+			  uint32_t chunk);
+
 /* Leave the job (BYE to every core, best effort). */
 void tally_client_bye(struct tally_client *c);
 

@@ -45,7 +45,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tally_proto_encode_hdr(enc, h);
 	CHECK(memcmp(enc, data, 56) == 0);
 
-	if (h->op == TALLY_OP_PUSH || h->op == TALLY_OP_RESULT) {
+	if ((h->op == TALLY_OP_PUSH || h->op == TALLY_OP_RESULT) && (h->flags & TALLY_F_ONEBIT)) {
+		/* one-bit: f32, [scale][ceil(count / 8) bytes of bits] */
+		CHECK(h->dtype == TALLY_DT_F32 && h->count >= 1);
+		CHECK(TALLY_ONEBIT_BYTES(h->count) == h->payload_len);
+	} else if (h->op == TALLY_OP_PUSH || h->op == TALLY_OP_RESULT) {
 		CHECK(h->dtype < TALLY_DT_COUNT);
 		CHECK((uint64_t)h->count * tally_dtype_size((enum tally_dtype)h->dtype) ==
 		      h->payload_len);
@@ -71,7 +75,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (r == TALLY_OK) {
 		size_t es = tally_dtype_size((enum tally_dtype)reg.dtype);
 		CHECK(es > 0 && reg.nelems > 0 && reg.chunk_elems > 0);
-		CHECK((uint64_t)reg.chunk_elems * es <= TALLY_MAX_PAYLOAD);
+		CHECK(reg.compression < TALLY_COMP_COUNT);
+		CHECK(reg.compression == TALLY_COMP_ONEBIT ?
+		      reg.dtype == TALLY_DT_F32 && TALLY_ONEBIT_BYTES(reg.chunk_elems) <= TALLY_MAX_PAYLOAD :
+		      (uint64_t)reg.chunk_elems * es <= TALLY_MAX_PAYLOAD);
 		CHECK(reg.quorum >= 1 && reg.quorum <= reg.participants);
 		CHECK(reg.participants <= TALLY_MAX_WORKERS);
 		/* a valid REGISTER survives a round trip */
@@ -86,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(reg2.nelems == reg.nelems && reg2.chunk_elems == reg.chunk_elems &&
 		      reg2.dtype == reg.dtype && reg2.flags == reg.flags &&
 		      reg2.participants == reg.participants && reg2.quorum == reg.quorum &&
-		      reg2.deadline_us == reg.deadline_us);
+		      reg2.deadline_us == reg.deadline_us && reg2.compression == reg.compression);
 	} else {
 		CHECK(r == TALLY_R_BAD_REGISTER || r == TALLY_R_UNSUPPORTED);
 	}

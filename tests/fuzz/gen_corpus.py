@@ -46,6 +46,13 @@ def proto_corpus():
     out["push_f16"] = packet(4, bytes(range(32)), count=16, dtype=1)
     out["push_i32"] = packet(4, struct.pack("<4i", -1, 2, -3, 4), count=4, dtype=3)
     out["result"] = packet(5, struct.pack("<4f", 1, 2, 3, 4), count=4, flags=3, contrib=4)
+    # one-bit (compression 1): REGISTER, PUSH and RESULT of [f32 scale][ceil(n/8) bytes]
+    out["register_onebit"] = packet(3, struct.pack("<IIBBHHHI12x", 1000, 512, 0, 1, 0, 4, 4, 0),
+                                    key=11)
+    out["push_onebit"] = packet(4, struct.pack("<f", 0.25) + bytes([0xA5, 0x3C, 0x01]), count=17,
+                                flags=0x40, key=11)
+    out["result_onebit"] = packet(5, struct.pack("<f", 0.5) + bytes(range(64)), count=512,
+                                  flags=0x43, contrib=4, key=11)
     out["pull"] = packet(6, key=3, rnd=2, offset=128)
     out["error"] = packet(7, reason=20, aux=4)
     out["bye"] = packet(8, rank=5)

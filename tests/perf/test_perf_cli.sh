@@ -34,6 +34,10 @@ expect 2 model --appliances 0 --engine-gbps 50
 expect 0 model --engine-gbps 50 --workers 8,1024 --json
 [ "$(grep -c '"bench": "model"' <<<"$LAST")" = 4 ] || fail "model --json: want 4 rows: $LAST"
 expect 0 report --help
+expect 2 engine --onebit --chunk 12
+expect 2 engine --onebit --bogus
+expect 0 engine --onebit --chunks 2 --min-time 0.01
+grep -q "onebit/bytes" <<<"$LAST" || fail "engine --onebit prints no one-bit row"
 expect 2 report --only sum,bogus
 # A rejected run creates nothing: no namespace with its prefix.
 pfx=pcli$(( $$ % 100000 ))

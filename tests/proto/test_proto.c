@@ -180,6 +180,70 @@ static void rewrite(uint8_t *buf, const struct tally_hdr *h)
 	tally_proto_encode_hdr(buf, h);
 }
 
+/* One-bit PUSH/RESULT: [f32 scale][ceil(count/8) bytes], dtype f32, count in elements. */
+static void test_onebit_decode(void **state)
+{
+	(void)state;
+	uint8_t buf[TALLY_HDR_LEN + TALLY_MAX_PAYLOAD + 64];
+	struct tally_pkt pkt;
+	uint32_t counts[] = { 1, 7, 8, 9, 100, (TALLY_MAX_PAYLOAD - 4) * 8 };
+
+	assert_int_equal(TALLY_ONEBIT_BYTES(1), 5);
+	assert_int_equal(TALLY_ONEBIT_BYTES(8), 5);
+	assert_int_equal(TALLY_ONEBIT_BYTES(9), 6);
+	assert_int_equal(tally_onebit_key_bytes(100, 16), 6 * 6 + 5);
+	assert_int_equal(tally_onebit_key_bytes(96, 16), 6 * 6);
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		for (int op = TALLY_OP_PUSH; op <= TALLY_OP_RESULT; op++) {
+			struct tally_hdr h = sample_hdr();
+			uint32_t n = counts[i], len = TALLY_ONEBIT_BYTES(n);
+			uint8_t *pl = buf + TALLY_HDR_LEN;
+
+			h.op = (uint8_t)op;
+			h.flags = TALLY_F_ONEBIT;
+			h.count = n;
+			for (uint32_t b = 0; b < len; b++)
+				pl[b] = (uint8_t)(b * 37 + 1);
+			tally_proto_finish(buf, &h, pl, len);
+			assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN + len, &pkt), TALLY_OK);
+			assert_int_equal(pkt.hdr.count, n);
+			assert_true(pkt.hdr.flags & TALLY_F_ONEBIT);
+			assert_ptr_equal(pkt.payload, pl);
+			/* one byte of bits more or less than ceil(n / 8) */
+			tally_proto_finish(buf, &h, pl, len + 1);
+			assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN + len + 1, &pkt),
+					 len + 1 > TALLY_MAX_PAYLOAD ? TALLY_R_OVERSIZED
+								     : TALLY_R_BAD_COUNT);
+			tally_proto_finish(buf, &h, pl, len - 1);
+			assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN + len - 1, &pkt),
+					 TALLY_R_BAD_COUNT);
+			/* the same bytes as f32 elements: n * 4 != payload */
+			h.flags = 0;
+			tally_proto_finish(buf, &h, pl, len);
+			assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN + len, &pkt),
+					 n * 4 == len ? TALLY_OK : TALLY_R_BAD_COUNT);
+			/* one-bit is f32 on the user side only */
+			h.flags = TALLY_F_ONEBIT;
+			h.dtype = TALLY_DT_F16;
+			tally_proto_finish(buf, &h, pl, len);
+			assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN + len, &pkt),
+					 TALLY_R_BAD_DTYPE);
+			/* count 0 */
+			h.dtype = TALLY_DT_F32;
+			h.count = 0;
+			tally_proto_finish(buf, &h, pl, 4);
+			assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN + 4, &pkt),
+					 TALLY_R_BAD_COUNT);
+			/* CRC as for any payload */
+			h.count = n;
+			tally_proto_finish(buf, &h, pl, len);
+			pl[len - 1] ^= 0x80;
+			assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN + len, &pkt),
+					 TALLY_R_BAD_CRC);
+		}
+	}
+}
+
 static void test_decode_rejections(void **state)
 {
 	(void)state;
@@ -321,9 +385,13 @@ static void test_register_validation(void **state)
 		{ good, TALLY_R_BAD_REGISTER }, /* quorum > participants */
 		{ good, TALLY_R_BAD_REGISTER }, /* unknown flag */
 		{ good, TALLY_OK },             /* largest chunk, max workers, quorum 1 */
+		{ good, TALLY_OK },             /* one-bit f32 */
+		{ good, TALLY_R_BAD_REGISTER }, /* one-bit needs f32 */
+		{ good, TALLY_OK },             /* one-bit, largest chunk: 4 + ceil(n/8) bytes */
+		{ good, TALLY_R_BAD_REGISTER }, /* one-bit chunk one byte too big */
 	};
 	cases[1].r.dtype = TALLY_DT_COUNT;
-	cases[2].r.compression = 1;
+	cases[2].r.compression = TALLY_COMP_COUNT;
 	cases[3].r.nelems = 0;
 	cases[4].r.chunk_elems = 0;
 	cases[5].r.chunk_elems = TALLY_MAX_PAYLOAD / 4 + 1;
@@ -335,6 +403,13 @@ static void test_register_validation(void **state)
 	cases[11].r.chunk_elems = TALLY_MAX_PAYLOAD / 4;
 	cases[11].r.participants = TALLY_MAX_WORKERS;
 	cases[11].r.quorum = 1;
+	cases[12].r.compression = TALLY_COMP_ONEBIT;
+	cases[13].r.compression = TALLY_COMP_ONEBIT;
+	cases[13].r.dtype = TALLY_DT_F16;
+	cases[14].r.compression = TALLY_COMP_ONEBIT;
+	cases[14].r.chunk_elems = (TALLY_MAX_PAYLOAD - 4) * 8;
+	cases[15].r.compression = TALLY_COMP_ONEBIT;
+	cases[15].r.chunk_elems = (TALLY_MAX_PAYLOAD - 4) * 8 + 1;
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		uint8_t buf[TALLY_HDR_LEN + TALLY_REGISTER_LEN];
@@ -409,6 +484,7 @@ int main(void)
 		cmocka_unit_test(test_header_round_trip),
 		cmocka_unit_test(test_every_op_round_trip),
 		cmocka_unit_test(test_decode_rejections),
+		cmocka_unit_test(test_onebit_decode),
 		cmocka_unit_test(test_register_validation),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_random_garbage),
