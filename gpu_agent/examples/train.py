@@ -48,6 +48,9 @@ def args_parser():
                         "token sequences (class = how many of the 8 tokens are > 4)")
     p.add_argument("--lr", type=float, default=None,
                    help="default: 0.05 (sgd), 2e-3 (adam, onebit-adam), 1e-2 (lamb, onebit-lamb)")
+    p.add_argument("--eps", type=float, default=None,
+                   help="Adam/LAMB eps (default 1e-3 on the digits MLP, whose rarely-lit pixels have a near-zero "
+                        "variance that a frozen 1-bit momentum would divide by; 1e-8 on the transformer)")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--seed", type=int, default=0)
@@ -399,6 +402,7 @@ def worker(a):
         total_steps = min(total_steps, a.max_steps)
     lr = a.lr if a.lr is not None else {"sgd": 0.05, "adam": 2e-3, "onebit-adam": 2e-3}.get(a.optimizer, 1e-2)
     onebit = a.optimizer.startswith("onebit")
+    eps = a.eps if a.eps is not None else (1e-3 if a.model == "mlp" else 1e-8)
     freeze = a.freeze_step or max(1, total_steps // 5)
     if onebit and a.backend != "tally":
         raise SystemExit("train.py: --optimizer onebit-*: the tally backend only (the appliance compresses)")
@@ -410,7 +414,7 @@ def worker(a):
         tt.broadcast_parameters(model.state_dict(), root_rank=0)
         ddp = model
         cls = topt.OneBitAdam if a.optimizer == "onebit-adam" else topt.OneBitLamb
-        opt = cls(model.parameters(), lr=lr, freeze_step=freeze)
+        opt = cls(model.parameters(), lr=lr, freeze_step=freeze, eps=eps)
         state = None
         if rank == 0:
             print(f"optimizer: {cls.__name__} (lr {lr}), {freeze} warm-up steps at full precision, then the "
@@ -429,10 +433,10 @@ def worker(a):
     if a.optimizer == "sgd":
         opt = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=a.momentum)
     elif a.optimizer == "adam":
-        opt = torch.optim.Adam(ddp.parameters(), lr=lr)
+        opt = torch.optim.Adam(ddp.parameters(), lr=lr, eps=eps)
     elif a.optimizer == "lamb":
         import tally.onebit
-        opt = tally.onebit.Lamb(ddp.parameters(), lr=lr)
+        opt = tally.onebit.Lamb(ddp.parameters(), lr=lr, eps=eps)
     if rank == 0 and not onebit:
         print(f"optimizer: {type(opt).__name__} (lr {lr})", flush=True)
     lossf = nn.CrossEntropyLoss()

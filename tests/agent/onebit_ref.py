@@ -139,13 +139,14 @@ class AdamRef(_Ref):
             bc2 = 1 - self.b2 ** self.t if self.bc else 1.0
             if self.freeze is not None and self.t == self.freeze:
                 self.bc2_frozen = bc2
+                self.mask = (self.v > 0).astype(F)
             ms = [self.m] * self.W
         else:
             bc2 = self.bc2_frozen
             local = [(self.m * b1 + g * F(1 - self.b1)).astype(F) for g in grads]
             avg, self.werr, self.serr, _ = compressed_allreduce(local, self.werr, self.serr, self.chunks)
-            self.m = avg
-            ms = [avg] * self.W
+            self.m = (avg * self.mask).astype(F)  # 0 where the frozen variance is 0
+            ms = [self.m] * self.W
         bc1 = 1 - self.b1 ** self.t if self.bc else 1.0
         denom = (np.sqrt(self.v) / F(math.sqrt(bc2)) + F(self.eps)).astype(F)
         for w in range(self.W):
@@ -193,6 +194,7 @@ class LambRef(_Ref):
             if self.freeze is not None and self.t == self.freeze:
                 self.v_fresh = self.v.copy()
                 self.bc2_frozen = bc2
+                self.mask = (self.v > 0).astype(F)
             upd = ((self.m / F(bc1)) / (np.sqrt(self.v / F(bc2)) + F(self.eps))).astype(F)
             for i in range(len(self.sizes)):
                 s = self.seg(i)
@@ -218,7 +220,7 @@ class LambRef(_Ref):
             sc = np.concatenate([np.full(n, F(s), F) for n, s in zip(self.sizes, self.scaling)])
             local = [(x * sc).astype(F) for x in local]
             avg, self.werr, self.serr, _ = compressed_allreduce(local, self.werr, self.serr, self.chunks)
-            m = (avg / sc).astype(F)
+            m = ((avg / sc) * self.mask).astype(F)
             self.m = m
             grec = ((m - m_last * b1) / F(1 - self.b1)).astype(F)
             self.v_fresh = (self.v_fresh * b2 + grec * grec * F(1 - self.b2)).astype(F)

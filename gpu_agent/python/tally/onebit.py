@@ -98,6 +98,17 @@ class _Flat:
         return out
 
 
+def _mask(v):
+    """The momentum mask of the compression stage: 0 where the frozen variance is exactly 0
+    (every warm-up gradient of that element was 0: an input that is always 0, a dead unit).
+    1-bit compression cannot send a 0, so such an element would receive ±scale every step and
+    move by ±scale / eps; DeepSpeed asks the user for this mask (exp_avg_mask), here it is
+    derived at the freeze. None when every element has a variance."""
+    if bool((v > 0).all()):
+        return None
+    return (v > 0).to(v.dtype)
+
+
 class _OneBitBase(torch.optim.Optimizer):
     def __init__(self, params, defaults, freeze_step, agent, exchange, name):
         super().__init__(params, defaults)
@@ -203,6 +214,7 @@ class OneBitAdam(_OneBitBase):
         bc2 = 1.0 - b2 ** t if g["bias_correction"] else 1.0
         if self.freeze_step is not None and t == self.freeze_step:
             st["bc2_frozen"] = bc2  # the variance is frozen from here on
+            st["mask"] = _mask(st["v"])
         self._apply(g, st, t, bc2)
 
     def _pre_compress(self, g, st, grad):
@@ -210,6 +222,8 @@ class OneBitAdam(_OneBitBase):
         st["m"].mul_(b1).add_(grad, alpha=1.0 - b1)
 
     def _post_compress(self, g, st):
+        if st.get("mask") is not None:
+            st["m"].mul_(st["mask"])
         self._apply(g, st, st["step"], st.get("bc2_frozen", 1.0))
 
 
@@ -257,6 +271,7 @@ class OneBitLamb(_OneBitBase):
         if self.freeze_step is not None and t == self.freeze_step:
             st["v_fresh"] = v.clone()
             st["bc2_frozen"] = bc2
+            st["mask"] = _mask(v)
         upd = (m / bc1) / ((v / bc2).sqrt_().add_(g["eps"]))
         self.lamb_coeffs = []
         for i, (p, u) in enumerate(zip(f.params, f.views(upd))):
@@ -294,6 +309,8 @@ class OneBitLamb(_OneBitBase):
         m, v, vf = st["m"], st["v"], st["v_fresh"]
         for x, s in zip(f.slices(m), st["scaling"]):
             x.div_(s)
+        if st.get("mask") is not None:
+            m.mul_(st["mask"])
         bc1, bc2 = self._bc(g, t)
         # the gradient the averaged momentum implies, into the fresh variance
         grec = (m - st.pop("m_last") * b1) / (1.0 - b1)
