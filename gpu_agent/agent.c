@@ -191,6 +191,8 @@ void tally_agent_destroy(struct tally_agent *a)
 	for (unsigned i = 0; a->tensors && i < a->ntensors; i++)
 		if (a->tensors[i].stage)
 			a->stage->free_state(a->stage_ctx, a->tensors[i].stage);
+	for (unsigned i = 0; a->tensors && i < a->ntensors; i++)
+		agent_comp_free(&a->tensors[i]);
 	if (a->stage)
 		a->stage->destroy(a->stage_ctx);
 	agent_sched_free(&a->sched);

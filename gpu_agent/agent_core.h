@@ -28,6 +28,11 @@ struct agent_tensor {
 	int ordered;       /* takes part in the global start order (tally_agent_set_ordered) */
 	uint32_t subm;     /* push_pulls submitted: the round of the next one */
 	void *stage;       /* the stage's state for it (pinned staging, the shard), its to free */
+	/* 1-bit compression (agent_compress.c): rounds [comp_on, comp_off) are compressed */
+	int comp_set, comp_off_set, comp_keys; /* comp_keys: compressed keys registered */
+	uint64_t comp_on, comp_off;
+	float *werr;       /* worker error, f32 per element of key_bytes */
+	uint8_t *cin, *cout; /* compressed partitions, p->coff each, chunk by chunk */
 };
 
 #define AGENT_PART_BLOCK 1024u
@@ -37,6 +42,8 @@ struct agent_part {
 	uint32_t key, appl;
 	size_t off, bytes;
 	uint32_t round;    /* next round of this key (progress thread) */
+	uint32_t cround;   /* next round of its compressed key */
+	size_t coff;       /* its compressed bytes in the tensor's cin/cout */
 };
 
 struct agent_req {
@@ -51,6 +58,7 @@ struct agent_req {
 	int status;
 	tally_agent_cb cb;
 	void *cb_arg;
+	int comp;          /* a compressed round (agent_comp_active at submission) */
 };
 
 struct agent_flight {
@@ -103,11 +111,13 @@ struct tally_agent {
 	uint64_t last_progress_ns; /* last partition completion (or overdraft) */
 
 	int reg_tensor;         /* declaration waiting for REGISTER, -1 none */
+	int reg_comp;           /* ... of its compressed keys (set_compression) */
 	int reg_rc;
 	char reg_err[256];
 
 	char err[512];
 	struct tally_agent_stats st;
+	uint64_t push_bytes;    /* progress thread's count, copied to st under the lock */
 };
 
 
@@ -132,6 +142,21 @@ struct tally_agent *agent_core_create(const struct tally_agent_cfg *cfg, struct 
 				      int *err, char *errbuf, size_t errlen);
 
 void *agent_progress_main(void *arg);
+
+/* ---- 1-bit compression (agent_compress.c) ---- */
+struct tally_register;
+int agent_comp_active(const struct agent_tensor *t, uint64_t round);
+/* A partition's compressed-key REGISTER: compression, chunk size, key. */
+void agent_comp_reg(const struct tally_agent *a, const struct agent_part *p,
+		    struct tally_register *reg, uint32_t *key);
+/* Worker stage of a partition from buf, then start it: the network op id or negative errno;
+ * adds the wire bytes to *wire_bytes. */
+int agent_comp_start(struct tally_agent *a, const struct agent_tensor *t, struct agent_part *p,
+		     const uint8_t *buf, uint64_t *wire_bytes);
+/* The server's result of a partition decompressed into buf. */
+void agent_comp_finish(struct tally_agent *a, const struct agent_tensor *t,
+		       const struct agent_part *p, uint8_t *buf);
+void agent_comp_free(struct agent_tensor *t);
 
 /* ---- completion (agent_complete.c) ---- */
 /* The stage's view of request `slot` (lock held). */

@@ -58,7 +58,10 @@ static void do_register(struct tally_agent *a)
 			.quorum = a->cfg.quorum && a->cfg.quorum < a->net_world ? a->cfg.quorum
 								      : (uint16_t)a->net_world,
 		};
-		rc = a->net->register_key(a->net_ctx, p->appl, p->key, &reg, a->reg_err,
+		uint32_t key = p->key;
+		if (a->reg_comp)
+			agent_comp_reg(a, p, &reg, &key);
+		rc = a->net->register_key(a->net_ctx, p->appl, key, &reg, a->reg_err,
 					  sizeof(a->reg_err));
 	}
 	pthread_mutex_lock(&a->mu);
@@ -166,16 +169,23 @@ static void start_new(struct tally_agent *a, unsigned from, unsigned to)
 	for (unsigned i = from; i < to; i++) {
 		struct agent_flight *f = &a->flight[i];
 		struct agent_part *p = part_at(a, f->part);
-		uint8_t *b = a->reqs[f->req].buf + p->off;
+		struct agent_req *rq = &a->reqs[f->req];
+		uint8_t *b = rq->buf + p->off;
 
-		f->op = a->net->start(a->net_ctx, p->appl, p->key, p->round, b, b);
+		if (rq->comp) {
+			f->op = agent_comp_start(a, &a->tensors[rq->tensor], p, rq->buf,
+						 &a->push_bytes);
+		} else {
+			f->op = a->net->start(a->net_ctx, p->appl, p->key, p->round, b, b);
+			p->round++;
+			a->push_bytes += p->bytes;
+		}
 		if (f->op < 0) {
 			f->result = f->op;
 			agent_errf(a->err, sizeof(a->err), "key %u round %u on appliance %u%s: %s",
-				   p->key, p->round, p->appl, a->net_tag,
-				   a->net->strerror(a->net_ctx, p->appl));
+				   p->key, (rq->comp ? p->cround : p->round) - 1, p->appl,
+				   a->net_tag, a->net->strerror(a->net_ctx, p->appl));
 		}
-		p->round++;
 	}
 }
 
@@ -186,7 +196,9 @@ static void average_part(struct tally_agent *a, const struct agent_flight *f)
 	const struct agent_tensor *t = &a->tensors[r->tensor];
 	const struct agent_part *p = part_at(a, f->part);
 
-	if (t->average)
+	if (r->comp)
+		agent_comp_finish(a, t, p, r->buf); /* the server averaged already */
+	else if (t->average)
 		average(r->buf + p->off, p->bytes, t->dtype, a->cfg.world_size);
 }
 
@@ -222,6 +234,7 @@ static void complete_locked(struct tally_agent *a)
 	a->net->stats(a->net_ctx, &rtx, &excl);
 	a->st.retransmits = rtx;
 	a->st.excluded = excl;
+	a->st.push_bytes = a->push_bytes;
 	for (unsigned i = 0; i < a->nflight;) {
 		struct agent_flight f = a->flight[i];
 		struct agent_req *r = &a->reqs[f.req];

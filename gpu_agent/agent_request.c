@@ -80,6 +80,7 @@ static int take_slot_locked(struct tally_agent *a, int tensor, void *ptr, size_t
 	r->status = 0;
 	r->cb = cb;
 	r->cb_arg = cb_arg;
+	r->comp = agent_comp_active(t, t->subm);
 	t->busy = 1;
 	return (int)slot;
 }

@@ -171,6 +171,42 @@ enum tally_agent_order {
 	TALLY_AGENT_ORDER_SUBMIT = 1,
 };
 int tally_agent_set_order(struct tally_agent *a, int mode);
+/* 1-bit compression (1-bit Adam / 1-bit LAMB, DeepSpeed's two-stage error feedback), the
+ * appliance doing the server stage (DESIGN.md "Compression"):
+ *  - mode TALLY_AGENT_COMPRESS_ONEBIT: from the tensor's from_round-th push_pull on (its
+ *    push_pull count, 0-based: the warm-up / freeze switch), each push_pull does the worker
+ *    stage per chunk of every partition: c = x + e_w; scale_w = ||c||_2 / sqrt(n_chunk);
+ *    bits = sign(c) (1 for c >= 0, LSB first); e_w = c - scale_w * sign(c); it pushes
+ *    [f32 scale_w][bits] (4 + ceil(n/8) bytes per chunk instead of 4n). The appliance
+ *    averages the contributors' ±scale_w vectors (sum / contributors), adds its persistent
+ *    server error, compresses with its own scale, and the tensor gets the decompressed
+ *    server result: x[i] = bit_i ? scale_s : -scale_s.
+ *  - The scale is per chunk (a chunk is at most max_chunk_bytes of wire payload, so about
+ *    8 * (max_chunk_bytes - 4) elements), not per tensor as in DeepSpeed: each chunk is
+ *    compressed on its own, so chunks travel and retransmit independently; the finer
+ *    scales only lower the compression error.
+ *  - The result is already the workers' average: cfg.average and set_average do not apply
+ *    to compressed rounds (they still apply before from_round).
+ *  - The worker error e_w is f32, one per element of the tensor, kept in the agent, zeroed
+ *    at the switch (and by tally_agent_reset_compression_error). A chunk whose RESULT left
+ *    this worker out (quorum) folds its whole c into e_w (e_w = c), so nothing is lost.
+ *  - Keys: the compressed phase uses its own keys (the tensor's partition keys with
+ *    TALLY_AGENT_KEY_ONEBIT set), REGISTERed with compression = TALLY_COMP_ONEBIT when the
+ *    switch round is submitted; every rank switches at the same round.
+ *  - f32 tensors only (else -EINVAL), not with cfg.local_agg (-ENOTSUP). Call it on every
+ *    rank, with the same arguments, before the tensor's from_round-th push_pull is
+ *    submitted (-EBUSY when a push_pull of the tensor is in flight, -EINVAL when its
+ *    push_pull count is already past from_round). mode NONE switches back for good (from
+ *    its from_round). 0, -ENOENT, -EINVAL, -ENOTSUP, -EBUSY. */
+enum tally_agent_compress {
+	TALLY_AGENT_COMPRESS_NONE = 0,
+	TALLY_AGENT_COMPRESS_ONEBIT = 1,
+};
+#define TALLY_AGENT_KEY_ONEBIT 0x80000000u /* key bit of a tensor's compressed-phase keys */
+int tally_agent_set_compression(struct tally_agent *a, int tensor, int mode, uint64_t from_round);
+/* Zero a tensor's worker error e_w (e.g. when the optimizer state is reset). Not while a
+ * push_pull of it is in flight (-EBUSY). 0, -ENOENT, -EBUSY. */
+int tally_agent_reset_compression_error(struct tally_agent *a, int tensor);
 /* Look up a declared tensor by name: its id or -ENOENT. */
 int tally_agent_lookup(struct tally_agent *a, const char *name);
 
@@ -214,6 +250,8 @@ struct tally_agent_stats {
 	uint64_t excluded;        /* chunks left out by a quorum (folded forward) */
 	uint64_t order_waits;     /* times the next partition waited for a submission that
 				   * sorts before it in the global order */
+	uint64_t push_bytes;      /* PUSH payload bytes sent, first transmissions (sum over
+				   * client sessions): wire bytes, so compression shows here */
 };
 void tally_agent_get_stats(struct tally_agent *a, struct tally_agent_stats *out);
 /* sizeof of a public structure by its name ("tally_agent_cfg", "tally_agent_appliance",

@@ -276,6 +276,7 @@ static int client_key_add(struct tally_client *c, uint32_t key, const struct tal
 	k->key = key;
 	k->reg = *reg;
 	k->esize = tally_dtype_size((enum tally_dtype)reg->dtype);
+	k->onebit = reg->compression == TALLY_COMP_ONEBIT;
 	k->nchunks = (uint32_t)(((uint64_t)reg->nelems + reg->chunk_elems - 1) / reg->chunk_elems);
 	k->core = key % c->ncores;
 	k->par_op[0] = k->par_op[1] = CLIENT_NONE;
@@ -330,6 +331,27 @@ int client_fold_alloc(struct tally_client *c, struct client_key *k)
 	return 0;
 }
 
+/* Pick (0) or check the chunk size: elements of es bytes, or one-bit chunks of
+ * TALLY_ONEBIT_BYTES(chunk_elems) bytes, within max_chunk_bytes; 0 or -EINVAL (message). */
+static int client_reg_chunk(struct tally_client *c, struct tally_register *reg, size_t es)
+{
+	int onebit = reg->compression == TALLY_COMP_ONEBIT;
+	uint64_t bytes;
+
+	if (!reg->chunk_elems)
+		reg->chunk_elems = onebit ? (c->max_chunk_bytes > 4 ? (c->max_chunk_bytes - 4) * 8 : 0)
+					  : c->max_chunk_bytes / (uint32_t)es;
+	if (reg->chunk_elems > reg->nelems)
+		reg->chunk_elems = reg->nelems;
+	bytes = onebit ? TALLY_ONEBIT_BYTES(reg->chunk_elems) : (uint64_t)reg->chunk_elems * es;
+	if (reg->chunk_elems && bytes > c->max_chunk_bytes) {
+		client_seterr(c, "register: chunk of %u elements (%llu bytes) exceeds %u bytes",
+			      reg->chunk_elems, (unsigned long long)bytes, c->max_chunk_bytes);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int tally_client_register(struct tally_client *c, uint32_t key, const struct tally_register *in)
 {
 	uint8_t hdr[TALLY_HDR_LEN], pl[TALLY_REGISTER_LEN];
@@ -346,18 +368,17 @@ int tally_client_register(struct tally_client *c, uint32_t key, const struct tal
 	}
 	reg = *in;
 	es = tally_dtype_size((enum tally_dtype)reg.dtype);
-	if (!es || !reg.nelems || reg.compression || !reg.participants ||
+	if (!es || !reg.nelems || reg.compression >= TALLY_COMP_COUNT ||
+	    (reg.compression && reg.dtype != TALLY_DT_F32) || !reg.participants ||
 	    reg.participants > c->cfg.world_size || !reg.quorum ||
 	    reg.quorum > reg.participants || (reg.flags & ~TALLY_KEY_DETERMINISTIC) ||
 	    c->cfg.rank >= reg.participants) {
 		client_seterr(c, "register key %u: invalid parameters", key);
 		return -EINVAL;
 	}
-	if (!reg.chunk_elems)
-		reg.chunk_elems = c->max_chunk_bytes / es;
-	if (reg.chunk_elems > reg.nelems)
-		reg.chunk_elems = reg.nelems;
-	if (!reg.chunk_elems || (uint64_t)reg.chunk_elems * es > c->max_chunk_bytes) {
+	if ((rc = client_reg_chunk(c, &reg, es)))
+		return rc;
+	if (!reg.chunk_elems) {
 		client_seterr(c, "register key %u: chunk of %u elements exceeds %u bytes", key,
 			  reg.chunk_elems, c->max_chunk_bytes);
 		return -EINVAL;

@@ -52,6 +52,10 @@ struct client_key {
 	uint8_t *fold_pending;   /* bitmap per chunk */
 	uint32_t *unacked;       /* per chunk: a round whose RESULT excluded us, CLIENT_NONE */
 	uint32_t *ackslot;       /* per chunk: window slot re-sending that push, CLIENT_NONE */
+	bool onebit;             /* compression TALLY_COMP_ONEBIT: buffers are opaque chunks of
+				  * [scale][bits] (tally_onebit_key_bytes), pushes carry
+				  * TALLY_F_ONEBIT, a left-out push is not folded (the caller's
+				  * worker error keeps it) */
 };
 
 /* One chunk in flight to an appliance core. */
@@ -183,6 +187,20 @@ static inline uint32_t client_chunk_count(const struct client_key *k, uint32_t c
 	uint32_t off = ch * k->reg.chunk_elems;
 	uint32_t left = k->reg.nelems - off;
 	return left < k->reg.chunk_elems ? left : k->reg.chunk_elems;
+}
+
+/* Where chunk ch lies in the key's in/out buffers, and its payload bytes: elements of the
+ * wire dtype, or for a one-bit key TALLY_ONEBIT_BYTES(chunk_elems) per chunk. */
+static inline size_t client_chunk_boff(const struct client_key *k, uint32_t ch)
+{
+	if (k->onebit)
+		return (size_t)ch * TALLY_ONEBIT_BYTES(k->reg.chunk_elems);
+	return (size_t)ch * k->reg.chunk_elems * k->esize;
+}
+static inline uint32_t client_chunk_bytes(const struct client_key *k, uint32_t ch)
+{
+	uint32_t n = client_chunk_count(k, ch);
+	return k->onebit ? TALLY_ONEBIT_BYTES(n) : n * (uint32_t)k->esize;
 }
 
 #endif

@@ -194,8 +194,8 @@ static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch,
 	sl->op = opi;
 	sl->chunk = ch;
 	sl->retries = 0;
-	sl->len = n * (uint32_t)k->esize;
-	sl->payload = op->in + (size_t)off * k->esize;
+	sl->len = client_chunk_bytes(k, ch);
+	sl->payload = op->in + client_chunk_boff(k, ch);
 	sl->staged = false;
 	sl->send_ack = false;
 	if (k->fold && (k->fold_pending[ch >> 3] & (1u << (ch & 7)))) {
@@ -213,6 +213,8 @@ static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch,
 	h.offset = off;
 	h.count = n;
 	h.dtype = k->reg.dtype;
+	if (k->onebit)
+		h.flags |= TALLY_F_ONEBIT;
 	tally_proto_finish(sl->hdr, &h, sl->payload, sl->len);
 	/* Our push of the previous round was answered by a RESULT that left us out: the
 	 * appliance may never have seen it, and cannot start this round until it has. So a
@@ -257,7 +259,7 @@ void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t
 	sl = &cc->slots[s];
 	cc->free_head = sl->next_free;
 	cc->inflight++;
-	sl->len = n * (uint32_t)k->esize;
+	sl->len = client_chunk_bytes(k, ch);
 	memmove(sl->stage, payload, sl->len);
 	sl->payload = sl->stage;
 	sl->staged = true;
@@ -273,6 +275,8 @@ void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t
 	h.offset = ch * k->reg.chunk_elems;
 	h.count = n;
 	h.dtype = k->reg.dtype;
+	if (k->onebit)
+		h.flags |= TALLY_F_ONEBIT;
 	tally_proto_finish(sl->hdr, &h, sl->payload, sl->len);
 	now = client_now(c);
 	sl->first_ns = sl->sent_ns = now;

@@ -22,9 +22,12 @@ static int client_exclude(struct tally_client *c, struct client_key *k, uint32_t
 
 	if (!k->fold && client_fold_alloc(c, k) != 0)
 		return -ENOMEM;
-	client_fold_add((enum tally_dtype)k->reg.dtype, (uint8_t *)k->fold + (size_t)off * 4, pushed,
-		    client_chunk_count(k, ch));
-	client_set_bit(k->fold_pending, ch);
+	/* one-bit: signs cannot be folded; the caller's worker error keeps the contribution */
+	if (!k->onebit) {
+		client_fold_add((enum tally_dtype)k->reg.dtype, (uint8_t *)k->fold + (size_t)off * 4,
+				pushed, client_chunk_count(k, ch));
+		client_set_bit(k->fold_pending, ch);
+	}
 	k->unacked[ch] = round;
 	c->st.excluded++;
 	return 0;
@@ -43,7 +46,7 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		c->st.drops[TALLY_R_UNKNOWN_KEY]++;
 		return;
 	}
-	if (h->dtype != k->reg.dtype) {
+	if (h->dtype != k->reg.dtype || !(h->flags & TALLY_F_ONEBIT) != !k->onebit) {
 		c->st.drops[TALLY_R_CHUNK_MISMATCH]++;
 		return;
 	}
@@ -83,7 +86,7 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 	op = &c->ops_tab[opi];
 	cst = k->cst[par];
 	w = cst[ch];
-	len = (size_t)h->count * k->esize;
+	len = client_chunk_bytes(k, ch);
 	switch (CLIENT_CH_STATE(w)) {
 	case CLIENT_CH_DONE:
 		c->st.dup_results++;
@@ -94,7 +97,7 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 			c->st.drops[TALLY_R_UNEXPECTED_OP]++;
 			return;
 		}
-		mine = op->in + (size_t)h->offset * k->esize;
+		mine = op->in + client_chunk_boff(k, ch);
 		if (client_exclude(c, k, ch, h->round, mine)) {
 			client_seterr(c, "allreduce key %u round %u chunk %u: no memory to keep the "
 				  "excluded contribution", k->key, h->round, ch);
@@ -150,7 +153,7 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		break;
 	}
 	}
-	memcpy(op->out + (size_t)h->offset * k->esize, p->payload, len);
+	memcpy(op->out + client_chunk_boff(k, ch), p->payload, len);
 	cst[ch] = CLIENT_CH_MAKE(CLIENT_CH_DONE, 0);
 	c->st.results++;
 	if (--op->remaining == 0)

@@ -82,6 +82,7 @@ static void result_hdr(const struct engine_key *k, uint32_t idx, struct tally_hd
 	h->offset = c * k->reg.chunk_elems;
 	h->count = engine_chunk_len(k, c);
 	h->dtype = k->dtype;
+	h->flags = k->onebit ? TALLY_F_ONEBIT : 0;
 	h->contrib = ch->count;
 	h->payload_len = bytes;
 	h->crc = ch->crc;
@@ -124,7 +125,9 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 	}
 	if (k->det)
 		engine_det_reduce(e, k, ch, acc, n);
-	if (k->res[p])
+	if (k->onebit)
+		engine_onebit_server(e, k, idx, acc, n, ch->count);
+	else if (k->res[p])
 		tally_sum_store((enum tally_dtype)k->dtype,
 				(uint8_t *)k->res[p] + off * k->esize, acc, n);
 	uint32_t bytes;
@@ -147,7 +150,8 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 		if (!ranks[r].bound)
 			continue;
 		h.rank = r;
-		h.flags = engine_bit(cb, r) ? TALLY_F_INCLUDED : 0;
+		h.flags = (uint16_t)((k->onebit ? TALLY_F_ONEBIT : 0) |
+				     (engine_bit(cb, r) ? TALLY_F_INCLUDED : 0));
 		e->st.results++;
 		engine_send_result(e, &ranks[r].addr, &h, pl, bytes, xbuf);
 	}
@@ -227,7 +231,7 @@ static enum tally_reason engine_locate(struct tally_engine *e, const struct tall
 	struct engine_key *k = engine_key_find(e, h->job_id, h->key);
 	if (!k)
 		return TALLY_R_UNKNOWN_KEY;
-	if (push && h->dtype != k->dtype)
+	if (push && (h->dtype != k->dtype || !(h->flags & TALLY_F_ONEBIT) != !k->onebit))
 		return TALLY_R_CHUNK_MISMATCH;
 	uint32_t c = h->offset / k->reg.chunk_elems;
 	if (h->offset >= k->reg.nelems || c * k->reg.chunk_elems != h->offset ||
@@ -309,6 +313,8 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 	void *acc = (uint8_t *)k->acc[p] + (size_t)h->offset * 4;
 	if (k->det) {
 		engine_det_push(e, k, ch, w, acc, pkt->payload, h->count);
+	} else if (k->onebit) {
+		engine_onebit_add(e, acc, pkt->payload, h->count, ch->count == 0);
 	} else {
 		if (ch->count == 0)
 			tally_sum_load((enum tally_dtype)k->dtype, acc, pkt->payload, h->count);

@@ -52,10 +52,12 @@ static inline void *det_slot(const struct tally_engine *e, uint32_t s)
 }
 
 /* acc = src for rank 0, acc += src after it: left to right in rank order. */
-static inline void det_fold(const struct engine_key *k, struct engine_chunk *ch, void *acc,
+static inline void det_fold(struct tally_engine *e, const struct engine_key *k, struct engine_chunk *ch, void *acc,
 			    const void *src, uint32_t n)
 {
-	if (ch->folded == 0)
+	if (k->onebit)
+		engine_onebit_add(e, acc, src, n, ch->folded == 0);
+	else if (ch->folded == 0)
 		tally_sum_load((enum tally_dtype)k->dtype, acc, src, n);
 	else
 		tally_sum_acc((enum tally_dtype)k->dtype, acc, src, n);
@@ -67,10 +69,10 @@ void engine_det_push(struct tally_engine *e, const struct engine_key *k, struct 
 {
 	if (w == ch->folded) {
 		/* Every lower rank is in acc: add now, then the staged ranks that follow. */
-		det_fold(k, ch, acc, payload, n);
+		det_fold(e, k, ch, acc, payload, n);
 		uint32_t s;
 		while ((s = ch->det_head) != ENGINE_NIL && e->det_meta[s].rank == ch->folded) {
-			det_fold(k, ch, acc, det_slot(e, s), n);
+			det_fold(e, k, ch, acc, det_slot(e, s), n);
 			ch->det_head = e->det_meta[s].next;
 			e->det_free[e->det_nfree++] = s;
 		}
@@ -78,7 +80,7 @@ void engine_det_push(struct tally_engine *e, const struct engine_key *k, struct 
 	}
 	/* Stage, keeping the list in ascending rank order (all staged ranks > folded). */
 	uint32_t s = e->det_free[--e->det_nfree];
-	memcpy(det_slot(e, s), payload, (size_t)n * k->esize);
+	memcpy(det_slot(e, s), payload, engine_wire_bytes(k, n));
 	e->det_meta[s].rank = w;
 	uint32_t *link = &ch->det_head;
 	while (*link != ENGINE_NIL && e->det_meta[*link].rank < w)
@@ -102,7 +104,11 @@ void engine_det_reduce(struct tally_engine *e, struct engine_key *k, struct engi
 		   uint32_t n)
 {
 	enum tally_dtype dt = (enum tally_dtype)k->dtype;
-	if (ch->folded > 0) {
+	if (k->onebit) {
+		/* decompress-add in rank order (staged pushes stay compressed) */
+		for (uint32_t s = ch->det_head; s != ENGINE_NIL; s = e->det_meta[s].next)
+			det_fold(e, k, ch, acc, det_slot(e, s), n);
+	} else if (ch->folded > 0) {
 		/* acc holds ranks 0..folded-1; the staged ranks are all above, ascending. */
 		for (uint32_t s = ch->det_head; s != ENGINE_NIL; s = e->det_meta[s].next)
 			tally_sum_acc(dt, acc, det_slot(e, s), n);

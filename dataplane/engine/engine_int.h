@@ -7,6 +7,7 @@
  *   engine_key.c    registration (key memory from the arena), removal, policy, key walker
  *   engine_chunk.c  PUSH, completion and fan-out, PULL, deadlines, stuck walker
  *   engine_det.c    deterministic staging pool
+ *   engine_onebit.c one-bit keys: decompress-accumulate, the server stage at completion
  *   engine_ktab.c   the key hash table
  *   engine_util.c   shared helpers: drop/send/reject, create-time memory, job lookup,
  *                   address identity, authentication, rank binding
@@ -79,6 +80,13 @@ struct engine_key {
 	struct engine_key *zombie_next; /* removed, waiting for the transport (e->zombies) */
 	uint8_t own_policy;        /* set by tally_engine_key_policy: the job's policy skips it
 				    * until the next job-wide one */
+	/* one-bit keys (compression TALLY_COMP_ONEBIT): res[p] holds [scale][bits] per chunk,
+	 * ob_stride = TALLY_ONEBIT_BYTES(chunk_elems) apart; err is the server error, f32 per
+	 * element, zero at registration, kept across rounds (both parities share it: a
+	 * chunk's rounds complete in order) */
+	uint8_t onebit;
+	uint32_t ob_stride;
+	float *err;
 };
 
 struct engine_rank {
@@ -235,6 +243,10 @@ static inline const void *engine_result_payload(const struct engine_key *k, uint
 	uint32_t p = idx >= k->nchunks;
 	uint32_t c = idx - p * k->nchunks;
 	size_t off = (size_t)c * k->reg.chunk_elems;
+	if (k->onebit) {
+		*bytes = TALLY_ONEBIT_BYTES(engine_chunk_len(k, c));
+		return (const uint8_t *)k->res[p] + (size_t)c * k->ob_stride;
+	}
 	*bytes = engine_chunk_len(k, c) * k->esize;
 	if (k->res[p])
 		return (const uint8_t *)k->res[p] + off * k->esize;
@@ -272,6 +284,20 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 unsigned engine_deadlines(struct tally_engine *e);
 void engine_open_unlink(struct tally_engine *e, struct engine_key *k, uint32_t idx);
 void engine_dl_update(struct tally_engine *e, struct engine_key *k);
+
+/* engine_onebit.c (a leaf) */
+/* acc = (first) or += the decompressed push (±scale per element); counts onebit_pushes. */
+void engine_onebit_add(struct tally_engine *e, float *acc, const void *payload, uint32_t n,
+		       int first);
+/* Completion of chunk slot idx: acc (the sum of contrib pushes) averaged, then compressed
+ * with the key's server error into the chunk's RESULT buffer. */
+void engine_onebit_server(struct tally_engine *e, struct engine_key *k, uint32_t idx, float *acc,
+			  uint32_t n, uint16_t contrib);
+/* Wire bytes of a push/RESULT of n elements of key k. */
+static inline size_t engine_wire_bytes(const struct engine_key *k, uint32_t n)
+{
+	return k->onebit ? TALLY_ONEBIT_BYTES(n) : (size_t)n * k->esize;
+}
 
 /* engine_det.c */
 int engine_det_init(struct tally_engine *e);

@@ -42,7 +42,7 @@ static size_t align64(size_t n)
 
 /* Offsets inside a key's arena block. Everything before acc[0] starts zeroed. */
 struct key_layout {
-	size_t chunks, bits, xbufs, acc[2], res[2], total;
+	size_t chunks, bits, xbufs, acc[2], res[2], err, total;
 };
 
 static void key_layout(const struct tally_engine *e, const struct tally_register *reg,
@@ -60,11 +60,18 @@ static void key_layout(const struct tally_engine *e, const struct tally_register
 		l->acc[p] = off;
 		off += align64((size_t)reg->nelems * 4);
 	}
+	int onebit = reg->compression == TALLY_COMP_ONEBIT;
 	for (int p = 0; p < 2; p++) {
 		l->res[p] = off;
-		if (esize != 4)
+		if (onebit)
+			off += align64(tally_onebit_key_bytes(reg->nelems, reg->chunk_elems));
+		else if (esize != 4)
 			off += align64((size_t)reg->nelems * esize);
 	}
+	/* one-bit: the persistent server error, f32 per element */
+	l->err = off;
+	if (onebit)
+		off += align64((size_t)reg->nelems * 4);
 	l->total = off;
 }
 
@@ -106,13 +113,17 @@ static int reg_check(const struct tally_engine *e, const struct engine_job *job,
 		     const struct tally_register *reg, enum tally_reason *why)
 {
 	*why = TALLY_R_BAD_REGISTER;
-	if (reg->dtype >= TALLY_DT_COUNT || reg->compression != 0 || reg->nelems == 0 ||
+	if (reg->dtype >= TALLY_DT_COUNT || reg->compression >= TALLY_COMP_COUNT ||
+	    (reg->compression == TALLY_COMP_ONEBIT && reg->dtype != TALLY_DT_F32) ||
+	    reg->nelems == 0 || reg->chunk_elems > (1u << 30) ||
 	    reg->chunk_elems == 0 || reg->participants == 0 ||
 	    reg->participants > job->world || reg->quorum == 0 ||
 	    reg->quorum > reg->participants || (reg->flags & ~TALLY_KEY_DETERMINISTIC))
 		return -EINVAL;
 	size_t esize = tally_dtype_size((enum tally_dtype)reg->dtype);
-	if ((uint64_t)reg->chunk_elems * esize > e->cfg.max_chunk_bytes)
+	uint64_t chunk_bytes = reg->compression == TALLY_COMP_ONEBIT ?
+			       TALLY_ONEBIT_BYTES(reg->chunk_elems) : (uint64_t)reg->chunk_elems * esize;
+	if (chunk_bytes > e->cfg.max_chunk_bytes)
 		return -EINVAL;
 	/* Chunk indices of both parities must fit 32 bits (and never be ENGINE_NIL). */
 	if (((uint64_t)reg->nelems + reg->chunk_elems - 1) / reg->chunk_elems > (1u << 30))
@@ -158,10 +169,15 @@ static int key_create(struct tally_engine *e, struct engine_job *job, uint32_t k
 	k->esize = (uint32_t)tally_dtype_size((enum tally_dtype)reg->dtype);
 	k->open_head = k->open_tail = ENGINE_NIL;
 	k->mem = charged;
+	k->onebit = reg->compression == TALLY_COMP_ONEBIT;
+	k->ob_stride = TALLY_ONEBIT_BYTES(reg->chunk_elems);
 	for (int p = 0; p < 2; p++) {
 		k->acc[p] = blk + l.acc[p];
-		k->res[p] = k->esize != 4 ? blk + l.res[p] : NULL;
+		k->res[p] = k->esize != 4 || k->onebit ? blk + l.res[p] : NULL;
 	}
+	k->err = k->onebit ? (float *)(blk + l.err) : NULL;
+	if (k->err)
+		memset(k->err, 0, (size_t)reg->nelems * 4);
 	k->chunks = (struct engine_chunk *)(blk + l.chunks);
 	k->bits = (uint64_t *)(blk + l.bits);
 	k->xbufs = e->xbuf_size ? blk + l.xbufs : NULL;

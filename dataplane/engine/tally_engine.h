@@ -53,6 +53,21 @@
  *      * a slot whose RESULT buffer the transport still references (a copy of round r-2
  *        queued for transmit, tally_xport_ops.buf_busy) is not reused either:
  *        TALLY_R_TOO_EARLY, counted in result_busy; the queued copies never change.
+ *  - One-bit keys (REGISTER compression TALLY_COMP_ONEBIT, dtype f32; 1-bit Adam / LAMB,
+ *    the appliance as DeepSpeed's server stage): a push's payload is [f32 scale_w][bits]
+ *    (tally_proto.h TALLY_F_ONEBIT; a push without the flag, or a flagged push to another
+ *    key, is CHUNK_MISMATCH). It is added to the parity's f32 accumulator as ±scale_w per
+ *    element (tally_sum_sign_unpack for the first contribution, _unpack_acc after; in rank
+ *    order for deterministic keys, the staged pushes kept compressed). At completion the
+ *    sum is multiplied by (f32)(1 / contrib) -- the average over the contributors that
+ *    made it, so with a quorum it is the average of those Q pushes, not of W --, then
+ *    compressed with the key's server error (tally_sum_onebit_compress: c = avg + err,
+ *    scale_s = ||c|| / sqrt(n), bits = sign(c), err = c - scale_s * sign(c)) into the
+ *    chunk's RESULT payload [scale_s][bits], sent with TALLY_F_ONEBIT. The server error is
+ *    f32 per element, zero at registration, charged to the key's arena block, and survives
+ *    rounds (a chunk's round r+1 cannot complete before its round r). A worker left out
+ *    gets the RESULT without INCLUDED as usual; its contribution is not folded by the
+ *    client (signs cannot be summed into f32) but by the caller, into its worker error.
  *  - PULL (key, round, offset): re-sends that RESULT if the slot holds that round complete.
  *  - BYE unbinds the rank.
  *  - Every rejection returns its reason, is counted in drops[reason] and changes no state.
@@ -115,7 +130,10 @@ struct tally_engine_cfg {
 	X(results, results, "RESULT packets sent (fan-out copies)") \
 	X(resends, resends, "RESULT re-sent (duplicate push, late push, PULL)") \
 	X(result_busy, result_busy, "pushes refused (too_early, also in drops): the slot's " \
-	  "previous RESULT copies were still queued in the transport")
+	  "previous RESULT copies were still queued in the transport") \
+	X(onebit_pushes, onebit_pushes, "one-bit pushes decompressed into an accumulator " \
+	  "(also in pushes)") \
+	X(onebit_results, onebit_results, "one-bit chunks compressed by the server stage")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;

@@ -186,6 +186,24 @@ static long op_fixed_len(uint8_t op)
 	}
 }
 
+/* PUSH/RESULT: dtype and count against the payload length (one-bit: scale + bits). */
+static enum tally_reason data_len_check(const struct tally_hdr *h)
+{
+	if (h->dtype >= TALLY_DT_COUNT)
+		return TALLY_R_BAD_DTYPE;
+	if (h->flags & TALLY_F_ONEBIT) {
+		if (h->dtype != TALLY_DT_F32)
+			return TALLY_R_BAD_DTYPE;
+		if (h->count == 0 || TALLY_ONEBIT_BYTES(h->count) != h->payload_len)
+			return TALLY_R_BAD_COUNT;
+		return TALLY_OK;
+	}
+	size_t es = tally_dtype_size((enum tally_dtype)h->dtype);
+	if (h->count == 0 || (uint64_t)h->count * es != h->payload_len)
+		return TALLY_R_BAD_COUNT;
+	return TALLY_OK;
+}
+
 enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_pkt *pkt)
 {
 	const uint8_t *b = buf;
@@ -227,11 +245,9 @@ enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_p
 	h.reserved = get64(b + HO_RESERVED);
 
 	if (h.op == TALLY_OP_PUSH || h.op == TALLY_OP_RESULT) {
-		if (h.dtype >= TALLY_DT_COUNT)
-			return TALLY_R_BAD_DTYPE;
-		size_t es = tally_dtype_size((enum tally_dtype)h.dtype);
-		if (h.count == 0 || (uint64_t)h.count * es != h.payload_len)
-			return TALLY_R_BAD_COUNT;
+		enum tally_reason r = data_len_check(&h);
+		if (r != TALLY_OK)
+			return r;
 	} else if (h.op == TALLY_OP_PULL && h.dtype >= TALLY_DT_COUNT) {
 		return TALLY_R_BAD_DTYPE;
 	}
@@ -319,11 +335,16 @@ enum tally_reason tally_proto_get_register(const struct tally_pkt *pkt, struct t
 	v.quorum = get16(p + 14);
 	v.deadline_us = get32(p + 16);
 
-	if (v.compression != 0)
+	if (v.compression >= TALLY_COMP_COUNT)
 		return TALLY_R_UNSUPPORTED;
+	/* a one-bit chunk is scale + bits; its elements are f32 on the user side */
+	uint64_t chunk_bytes = v.compression == TALLY_COMP_ONEBIT ?
+			       (uint64_t)TALLY_ONEBIT_BYTES(v.chunk_elems) :
+			       (uint64_t)v.chunk_elems * tally_dtype_size((enum tally_dtype)v.dtype);
+	if (v.compression == TALLY_COMP_ONEBIT && v.dtype != TALLY_DT_F32)
+		return TALLY_R_BAD_REGISTER;
 	if (v.dtype >= TALLY_DT_COUNT || v.nelems == 0 || v.chunk_elems == 0 ||
-	    (uint64_t)v.chunk_elems * tally_dtype_size((enum tally_dtype)v.dtype) >
-		    TALLY_MAX_PAYLOAD ||
+	    v.chunk_elems > (1u << 30) || chunk_bytes > TALLY_MAX_PAYLOAD ||
 	    v.participants == 0 || v.participants > TALLY_MAX_WORKERS || v.quorum == 0 ||
 	    v.quorum > v.participants || (v.flags & ~TALLY_KEY_DETERMINISTIC))
 		return TALLY_R_BAD_REGISTER;

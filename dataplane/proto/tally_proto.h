@@ -42,6 +42,11 @@ enum tally_op {
 #define TALLY_F_ACK 0x0001u      /* REGISTER acknowledgement */
 #define TALLY_F_INCLUDED 0x0002u /* RESULT: the recipient's own push is in this sum */
 #define TALLY_F_RESEND 0x0004u   /* RESULT: a re-sent copy (duplicate push or PULL) */
+/* PUSH/RESULT of a one-bit key (REGISTER compression TALLY_COMP_ONEBIT): the payload is
+ * TALLY_ONEBIT_BYTES(count) bytes, [f32 scale, little-endian][sign bits of the count
+ * elements, LSB-first, bit 1 = "+" (tally_sum.h)], dtype is f32 (the user side's), count
+ * stays in elements. The element i of the chunk is bit_i ? scale : -scale. */
+#define TALLY_F_ONEBIT 0x0040u
 
 /* The wire header. Encoded/decoded field by field (never cast a packet buffer to it). */
 struct tally_hdr {
@@ -88,11 +93,29 @@ struct tally_join_ok {       /* JOIN_OK payload, 16 bytes */
 
 #define TALLY_KEY_DETERMINISTIC 0x1u
 
+/* REGISTER compression modes. */
+enum tally_comp {
+	TALLY_COMP_NONE = 0,
+	TALLY_COMP_ONEBIT = 1,    /* 1-bit Adam / LAMB server stage: dtype f32 (see TALLY_F_ONEBIT) */
+	TALLY_COMP_COUNT
+};
+/* Wire bytes of a one-bit chunk of n elements: the f32 scale and ceil(n / 8) bytes of bits. */
+#define TALLY_ONEBIT_BYTES(n) (4u + ((uint32_t)(n) + 7u) / 8u)
+/* A one-bit key's whole payload laid out chunk by chunk, chunk c at c * stride where
+ * stride = TALLY_ONEBIT_BYTES(chunk_elems) (what a client sends and receives as the key's
+ * buffer): its total bytes. */
+static inline size_t tally_onebit_key_bytes(uint32_t nelems, uint32_t chunk_elems)
+{
+	uint32_t full = nelems / chunk_elems, last = nelems % chunk_elems;
+	return (size_t)full * TALLY_ONEBIT_BYTES(chunk_elems) +
+	       (last ? TALLY_ONEBIT_BYTES(last) : 0);
+}
+
 struct tally_register {      /* REGISTER payload, 32 bytes; hdr.key names the key */
 	uint32_t nelems;
 	uint32_t chunk_elems;     /* chunk i covers [i*chunk_elems, min(+chunk_elems, nelems)) */
 	uint8_t dtype;
-	uint8_t compression;      /* 0 = none (the only value v1 accepts) */
+	uint8_t compression;      /* enum tally_comp: 0 none, 1 one-bit (f32 keys only) */
 	uint16_t flags;           /* TALLY_KEY_* */
 	uint16_t participants;    /* W for this key: ranks 0..participants-1 */
 	uint16_t quorum;          /* 1..participants; participants = wait for all */
@@ -158,21 +181,24 @@ uint32_t tally_crc32c(const void *buf, size_t len);
 
 /* Decode and validate everything that needs no state: length, magic, version, op, payload
  * length (exact for control ops: JOIN, JOIN_OK 16; REGISTER 32; PULL, ERROR, BYE 0), dtype
- * (PUSH, RESULT, PULL), count >= 1 and count * dtype size == payload (PUSH/RESULT), rank
- * bound, CRC (checked last). The reserved field is ignored.
+ * (PUSH, RESULT, PULL), count >= 1 and count * dtype size == payload (PUSH/RESULT; with
+ * TALLY_F_ONEBIT: dtype f32 else BAD_DTYPE, payload == TALLY_ONEBIT_BYTES(count) else
+ * BAD_COUNT), rank bound, CRC (checked last). The reserved field is ignored.
  * Returns TALLY_OK and fills *pkt, or the reason. Never reads past buf[len). */
 enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_pkt *pkt);
 
 /* Fixed payload (de)serialisers. get_* return TALLY_OK or TALLY_R_BAD_REGISTER /
  * TALLY_R_LEN_MISMATCH for a bad payload (or a packet of another op), and
- * TALLY_R_UNSUPPORTED for a REGISTER asking for compression. */
+ * TALLY_R_UNSUPPORTED for a REGISTER asking for an unknown compression mode. */
 void tally_proto_put_join(uint8_t out[TALLY_JOIN_LEN], const struct tally_join *j);
 enum tally_reason tally_proto_get_join(const struct tally_pkt *pkt, struct tally_join *j);
 void tally_proto_put_join_ok(uint8_t out[TALLY_JOIN_OK_LEN], const struct tally_join_ok *j);
 enum tally_reason tally_proto_get_join_ok(const struct tally_pkt *pkt, struct tally_join_ok *j);
 void tally_proto_put_register(uint8_t out[TALLY_REGISTER_LEN], const struct tally_register *r);
-/* Also validates the fields: known dtype, compression 0, nelems >= 1, 1 <= chunk_elems and
- * chunk_elems * dtype size <= TALLY_MAX_PAYLOAD, 1 <= participants <= TALLY_MAX_WORKERS,
+/* Also validates the fields: known dtype, compression 0, or 1 with dtype f32 (else
+ * BAD_REGISTER), nelems >= 1, 1 <= chunk_elems and the chunk's payload (chunk_elems * dtype
+ * size, or TALLY_ONEBIT_BYTES(chunk_elems)) <= TALLY_MAX_PAYLOAD,
+ * 1 <= participants <= TALLY_MAX_WORKERS,
  * 1 <= quorum <= participants, known flags. */
 enum tally_reason tally_proto_get_register(const struct tally_pkt *pkt, struct tally_register *r);
 

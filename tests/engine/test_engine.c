@@ -173,7 +173,7 @@ static void test_register(void **state)
 	c.quorum = 5;
 	H_EXPECT_REJECT(&h, h_register(&h, 2, 6, &c), TALLY_R_BAD_REGISTER, 1);
 	c = r;
-	c.compression = 1;
+	c.compression = TALLY_COMP_COUNT;
 	H_EXPECT_REJECT(&h, h_register(&h, 2, 6, &c), TALLY_R_UNSUPPORTED, 1);
 	c = h_reg(0x80000001u, 1, TALLY_DT_F32, 4, 4); /* more than 2^30 chunks */
 	H_EXPECT_REJECT(&h, h_register(&h, 2, 6, &c), TALLY_R_BAD_REGISTER, 1);

@@ -321,9 +321,13 @@ static void test_register_validation(void **state)
 		{ good, TALLY_R_BAD_REGISTER }, /* quorum > participants */
 		{ good, TALLY_R_BAD_REGISTER }, /* unknown flag */
 		{ good, TALLY_OK },             /* largest chunk, max workers, quorum 1 */
+		{ good, TALLY_OK },             /* one-bit f32 */
+		{ good, TALLY_R_BAD_REGISTER }, /* one-bit needs f32 */
+		{ good, TALLY_OK },             /* one-bit, largest chunk: 4 + ceil(n/8) bytes */
+		{ good, TALLY_R_BAD_REGISTER }, /* one-bit chunk one byte too big */
 	};
 	cases[1].r.dtype = TALLY_DT_COUNT;
-	cases[2].r.compression = 1;
+	cases[2].r.compression = TALLY_COMP_COUNT;
 	cases[3].r.nelems = 0;
 	cases[4].r.chunk_elems = 0;
 	cases[5].r.chunk_elems = TALLY_MAX_PAYLOAD / 4 + 1;
@@ -335,6 +339,13 @@ static void test_register_validation(void **state)
 	cases[11].r.chunk_elems = TALLY_MAX_PAYLOAD / 4;
 	cases[11].r.participants = TALLY_MAX_WORKERS;
 	cases[11].r.quorum = 1;
+	cases[12].r.compression = TALLY_COMP_ONEBIT;
+	cases[13].r.compression = TALLY_COMP_ONEBIT;
+	cases[13].r.dtype = TALLY_DT_F16;
+	cases[14].r.compression = TALLY_COMP_ONEBIT;
+	cases[14].r.chunk_elems = (TALLY_MAX_PAYLOAD - 4) * 8;
+	cases[15].r.compression = TALLY_COMP_ONEBIT;
+	cases[15].r.chunk_elems = (TALLY_MAX_PAYLOAD - 4) * 8 + 1;
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		uint8_t buf[TALLY_HDR_LEN + TALLY_REGISTER_LEN];

@@ -76,6 +76,7 @@ NAME_MAX = 128
 DEV_CPU, DEV_CUDA = 0, 1
 DT_F32, DT_F16, DT_BF16, DT_I32 = 0, 1, 2, 3
 ORDER_ROUNDS, ORDER_SUBMIT = 0, 1
+COMPRESS_NONE, COMPRESS_ONEBIT = 0, 1
 
 
 class Appliance(ctypes.Structure):
@@ -102,7 +103,7 @@ class AgentCfg(ctypes.Structure):
 class AgentStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in ("push_pulls", "failed", "partitions", "bytes",
                                                 "max_inflight_bytes", "credit_waits", "credit_overdrafts", "retransmits",
-                                                "excluded", "order_waits")]
+                                                "excluded", "order_waits", "push_bytes")]
 
 
 class AgentPart(ctypes.Structure):
@@ -123,6 +124,8 @@ _sig = {
     "tally_agent_declare": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]),
     "tally_agent_set_average": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int]),
     "tally_agent_set_ordered": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int]),
+    "tally_agent_set_compression": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int, ctypes.c_uint64]),
+    "tally_agent_reset_compression_error": (ctypes.c_int, [_P, ctypes.c_int]),
     "tally_agent_set_order": (ctypes.c_int, [_P, ctypes.c_int]),
     "tally_agent_lookup": (ctypes.c_int, [_P, ctypes.c_char_p]),
     "tally_agent_push_pull": (ctypes.c_int, [_P, ctypes.c_int, _P, ctypes.c_size_t, ctypes.c_int, _P,

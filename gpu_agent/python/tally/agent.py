@@ -16,6 +16,8 @@ import os
 from . import _lib
 
 _LOCAL_AGG = {"off": 0, "sum": 1, "shard": 2}
+COMPRESS_NONE = _lib.COMPRESS_NONE      # tally_agent_set_compression modes
+COMPRESS_ONEBIT = _lib.COMPRESS_ONEBIT
 _DTYPES = {"f32": _lib.DT_F32, "f16": _lib.DT_F16, "bf16": _lib.DT_BF16, "i32": _lib.DT_I32}
 
 
@@ -86,6 +88,18 @@ class Agent:
 
     def set_ordered(self, tensor, ordered):
         self._check(_lib.lib.tally_agent_set_ordered(self._h, tensor, int(bool(ordered))))
+
+    def set_compression(self, tensor, mode, from_round):
+        """1-bit compression of an f32 tensor from its from_round-th push_pull on (0-based;
+        the same on every rank, before that push_pull): mode COMPRESS_ONEBIT (or "onebit")
+        or COMPRESS_NONE (or "none"). In compressed rounds the tensor receives the
+        appliance's server-stage result, already averaged. See tally_agent_set_compression."""
+        modes = {"none": COMPRESS_NONE, "onebit": COMPRESS_ONEBIT}
+        if isinstance(mode, str):
+            if mode not in modes:
+                raise ValueError(f"tally.Agent.set_compression: mode must be one of {sorted(modes)}")
+            mode = modes[mode]
+        self._check(_lib.lib.tally_agent_set_compression(self._h, tensor, int(mode), int(from_round)))
 
     def set_order(self, mode):
         """"rounds" (default: round by round, by priority; every ordered tensor pushed once
