@@ -21,7 +21,8 @@ tally.optim.OneBitAdam / OneBitLamb over the real appliance against onebit_ref's
         difference propagates into the errors by at most |Δscale| per element, which can flip
         the sign of an element whose c is within that of 0: flips are counted and must stay
         below 1e-4 of the elements (0 expected; a wrong stage flips about half);
-      - plain rounds: within 4 ULP of the reference mean (the appliance adds in arrival order).
+      - plain rounds: |diff| <= 4 eps_f32 mean_w |x_w| from the reference mean (the appliance
+        adds in arrival order; ULPs mean nothing where the mean cancels to near 0).
  2. OneBitAdam (freeze_step 3) and OneBitLamb (freeze_step 3) on a small model for 8 steps
     with per-worker fixed gradients: every worker's parameters within 1e-4 + 1e-3 |p| of the
     reference's (the compressed scales may differ by an ULP, see above) and equal on all
@@ -54,7 +55,7 @@ if not UDPD or not os.path.exists(UDPD):
     sys.exit(77)
 
 W = 4
-N = 40000
+N = 150000
 FROM = 2
 ROUNDS = 7
 MAX_CHUNK = 8192
@@ -75,11 +76,14 @@ def grads_for(rank, step, n):
 
 def worker(rank, port, q):
     try:
-        os.environ.update(TALLY_APPLIANCES=f"127.0.0.1:{port}", TALLY_JOB_ID="5", TALLY_TOKEN="77",
+        os.environ.update(TALLY_APPLIANCES=f"127.0.0.1:{port}", TALLY_JOB_ID="5", TALLY_TOKEN="77", TALLY_OP_TIMEOUT_MS="20000",
                           RANK=str(rank), WORLD_SIZE=str(W), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(W))
         import tally
         from tally import onebit
         a = tally.init(max_chunk_bytes=MAX_CHUNK)
+        # submission order: the raw tensor stops being pushed when the optimizers start (in
+        # "rounds" order every ordered tensor must be pushed each round)
+        a.set_order("submit")
         if not hasattr(a, "set_compression"):
             q.put((rank, "skip", "tally.Agent has no set_compression (C side not merged)"))
             return
@@ -90,6 +94,8 @@ def worker(rank, port, q):
         for rnd in range(ROUNDS):
             buf = inputs(rank, rnd).copy()
             a.wait(a.push_pull(t, buf.ctypes.data, N * 4))
+            if os.environ.get("TALLY_TEST_VERBOSE"):
+                print(f"rank {rank} round {rnd} done", file=sys.stderr, flush=True)
             outs.append(buf)
         res = {"parts": parts, "outs": [o.tolist() for o in outs]}
         for name, cls, hp in (("adam", onebit.OneBitAdam, dict(lr=0.01, eps=1e-8)),
@@ -150,7 +156,7 @@ def main():
             p.start()
         got = {}
         for _ in range(W):
-            rank, status, res = q.get(timeout=240)
+            rank, status, res = q.get(timeout=int(os.environ.get("TALLY_TEST_ONEBIT_WAIT", "240")))
             got[rank] = (status, res)
         for p in procs:
             p.join(30)
@@ -182,9 +188,11 @@ def main():
             ok = False
             print(f"FAIL round {rnd}: workers received different results")
         if rnd < FROM:
-            u = int(ulps(outs[0], ref.mean(xs)).max())
-            good = u <= 4
-            print(f"{'ok  ' if good else 'FAIL'} round {rnd} (plain average): max {u} ULP from the reference mean")
+            # another summation order: |diff| <= 4 eps_f32 * mean |x_w| (3 adds + the average)
+            bound = 4 * np.float32(2.0 ** -23) * sum(np.abs(x) for x in xs) / W + 1e-45
+            q_ = float((np.abs(outs[0] - ref.mean(xs)) / bound).max())
+            good = q_ <= 1.0
+            print(f"{'ok  ' if good else 'FAIL'} round {rnd} (plain average): diff / (4 eps mean|x|) max {q_:.3g}")
             ok &= good
             continue
         r_out, werr, serr, det = ref.compressed_allreduce(xs, werr, serr, chunks)
