@@ -5,9 +5,16 @@
 # summed by tallyd on a virtual DPDK device (net_af_packet on a veth pair, workers in a
 # network namespace, --no-huge). Needs root (namespaces, DPDK); as another user the job runs
 # through the software appliance over kernel UDP (tally-udpd, appliance/udpd) and says so.
-# Extra arguments go to gpu_agent/examples/train.py (--epochs N, --workers N, --backend gloo, ...).
+# Extra arguments go to gpu_agent/examples/train.py (--epochs N, --workers N, --backend gloo, ...);
+# --optimizer onebit-adam (or onebit-lamb) trains with 1-bit Adam (LAMB): full-precision warm-up,
+# then the momentum 1-bit compressed, the appliance as the compression server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tests/run.sh --setup-only
 # Debian's torch and scikit-learn live under /usr/bin/python3, not a python3 earlier on PATH.
+for arg in "$@"; do
+	case "$arg" in
+	--optimizer=onebit-*|onebit-*) echo "quickstart: 1-bit optimizer ($arg): tally.optim, gpu_agent/README.md" ;;
+	esac
+done
 exec /usr/bin/python3 gpu_agent/examples/train.py "$@"

@@ -37,7 +37,20 @@ def args_parser():
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: all epochs)")
     p.add_argument("--batch", type=int, default=32, help="per-worker batch size")
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--optimizer", choices=("sgd", "adam", "lamb", "onebit-adam", "onebit-lamb"), default="sgd",
+                   help="sgd/adam/lamb: gradients averaged through the DDP hook (or gloo); onebit-adam / "
+                        "onebit-lamb: tally.optim.OneBitAdam / OneBitLamb, no DDP: full-precision gradient "
+                        "averages for --freeze-step steps, then the momentum 1-bit compressed (tally backend only)")
+    p.add_argument("--freeze-step", type=int, default=0,
+                   help="1-bit optimizers: warm-up steps (0: a fifth of the run's steps)")
+    p.add_argument("--model", choices=("mlp", "transformer"), default="mlp",
+                   help="mlp: scikit-learn's digits; transformer: a small transformer encoder on synthetic "
+                        "token sequences (class = how many of the 8 tokens are > 4)")
+    p.add_argument("--lr", type=float, default=None,
+                   help="default: 0.05 (sgd), 2e-3 (adam, onebit-adam), 1e-2 (lamb, onebit-lamb)")
+    p.add_argument("--eps", type=float, default=None,
+                   help="Adam/LAMB eps (default 1e-3 on the digits MLP, whose rarely-lit pixels have a near-zero "
+                        "variance that a frozen 1-bit momentum would divide by; 1e-8 on the transformer)")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--seed", type=int, default=0)
@@ -297,22 +310,64 @@ def launch(a):
             if tallyctl:
                 print("tallyctl stats:", flush=True)
                 subprocess.call([tallyctl, "--socket", ctl, "stats"])
+                if a.dump:
+                    js = subprocess.run([tallyctl, "--socket", ctl, "--json", "stats"], stdout=subprocess.PIPE,
+                                        text=True).stdout
+                    st = f"/tmp/tally-train-tallyctl-{os.getpid()}.json"
+                    with open(st, "w") as fh:
+                        fh.write(" ".join(js.split()))
+                    stats_files.append(("tallyd", st))
     finally:
         for p in reversed(procs):
             stop(p)
         for c in reversed(cleanups):
             subprocess.call(c, shell=True, stderr=subprocess.DEVNULL)
+    counters = {}
     for what, f in stats_files:
         try:
             with open(f) as fh:
-                print(f"{what} counters: {fh.read().strip()}")
+                text = fh.read().strip()
+            print(f"{what} counters: {text}")
             os.unlink(f)
-        except OSError:
+            counters[what] = json.loads(text)
+        except (OSError, ValueError):
             pass
+    if a.dump and counters and os.path.exists(a.dump):
+        # the appliance's counters (wire bytes) next to rank 0's results
+        with open(a.dump) as fh:
+            d = json.load(fh)
+        d["counters"] = counters
+        with open(a.dump, "w") as fh:
+            json.dump(d, fh)
     return rc
 
 
 # ---------------------------------------------------------------- worker
+
+def synthetic_sequences(seed, n=4096 + 1024, length=8):
+    """Token sequences (0..9); the class is how many tokens are > 4 (0..8)."""
+    import torch
+    g = torch.Generator().manual_seed(seed + 77)
+    x = torch.randint(0, 10, (n, length), generator=g)
+    return x, (x > 4).sum(1)
+
+
+def TinyTransformer(vocab=10, length=8, d=32, heads=4, classes=9):
+    import torch
+    import torch.nn as nn
+
+    class _T(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            self.pos = nn.Parameter(torch.randn(length, d) * 0.1)
+            self.enc = nn.TransformerEncoderLayer(d, heads, dim_feedforward=64, dropout=0.0, batch_first=True)
+            self.head = nn.Linear(d, classes)
+
+        def forward(self, x):
+            return self.head(self.enc(self.emb(x) + self.pos).mean(1))
+    return _T()
+
 
 def worker(a):
     import torch
@@ -327,18 +382,46 @@ def worker(a):
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
 
-    d = load_digits()
-    X = torch.tensor(d.data, dtype=torch.float32) / 16.0
-    y = torch.tensor(d.target, dtype=torch.int64)
-    perm = torch.randperm(len(X), generator=torch.Generator().manual_seed(a.seed))
-    X, y = X[perm], y[perm]
-    ntrain = 1500
+    if a.model == "mlp":
+        d = load_digits()
+        X = torch.tensor(d.data, dtype=torch.float32) / 16.0
+        y = torch.tensor(d.target, dtype=torch.int64)
+        perm = torch.randperm(len(X), generator=torch.Generator().manual_seed(a.seed))
+        X, y = X[perm], y[perm]
+        ntrain = 1500
+        model = nn.Sequential(nn.Linear(64, a.hidden), nn.ReLU(), nn.Linear(a.hidden, a.hidden // 2), nn.ReLU(),
+                              nn.Linear(a.hidden // 2, 10))
+    else:
+        X, y = synthetic_sequences(a.seed)
+        ntrain = 4096
+        model = TinyTransformer()
     Xtr, ytr, Xte, yte = X[:ntrain], y[:ntrain], X[ntrain:], y[ntrain:]
+    per = ntrain // world  # equal shards: every worker takes the same number of steps
+    total_steps = a.epochs * ((per - a.batch) // a.batch + 1)
+    if a.max_steps:
+        total_steps = min(total_steps, a.max_steps)
+    lr = a.lr if a.lr is not None else {"sgd": 0.05, "adam": 2e-3, "onebit-adam": 2e-3}.get(a.optimizer, 1e-2)
+    onebit = a.optimizer.startswith("onebit")
+    eps = a.eps if a.eps is not None else (1e-3 if a.model == "mlp" else 1e-8)
+    freeze = a.freeze_step or max(1, total_steps // 5)
+    if onebit and a.backend != "tally":
+        raise SystemExit("train.py: --optimizer onebit-*: the tally backend only (the appliance compresses)")
 
-    model = nn.Sequential(nn.Linear(64, a.hidden), nn.ReLU(), nn.Linear(a.hidden, a.hidden // 2), nn.ReLU(),
-                          nn.Linear(a.hidden // 2, 10))
-    ddp = DDP(model)
-    if a.backend == "tally":
+    if onebit:
+        # no DDP: the optimizer exchanges the gradients (warm-up) or the momentum itself
+        import tally.optim as topt
+        import tally.torch as tt
+        tt.broadcast_parameters(model.state_dict(), root_rank=0)
+        ddp = model
+        cls = topt.OneBitAdam if a.optimizer == "onebit-adam" else topt.OneBitLamb
+        opt = cls(model.parameters(), lr=lr, freeze_step=freeze, eps=eps)
+        state = None
+        if rank == 0:
+            print(f"optimizer: {cls.__name__} (lr {lr}), {freeze} warm-up steps at full precision, then the "
+                  f"momentum 1-bit compressed through the appliance ({world} workers)", flush=True)
+    else:
+        ddp = DDP(model)
+    if a.backend == "tally" and not onebit:
         import tally.torch as tt
         state = tt.TallyState()
         ddp.register_comm_hook(state, tt.comm_hook)
@@ -347,10 +430,17 @@ def worker(a):
                   f"{world} workers", flush=True)
     elif rank == 0:
         print(f"gradients: DDP allreduce over gloo, {world} workers", flush=True)
-    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum)
+    if a.optimizer == "sgd":
+        opt = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=a.momentum)
+    elif a.optimizer == "adam":
+        opt = torch.optim.Adam(ddp.parameters(), lr=lr, eps=eps)
+    elif a.optimizer == "lamb":
+        import tally.onebit
+        opt = tally.onebit.Lamb(ddp.parameters(), lr=lr, eps=eps)
+    if rank == 0 and not onebit:
+        print(f"optimizer: {type(opt).__name__} (lr {lr})", flush=True)
     lossf = nn.CrossEntropyLoss()
 
-    per = ntrain // world  # equal shards: every worker takes the same number of steps
     steps, losses = 0, []
     t0 = time.time()
     for epoch in range(a.epochs):
@@ -375,17 +465,21 @@ def worker(a):
         model.eval()
         with torch.no_grad():
             acc = (model(Xte).argmax(1) == yte).float().mean().item()
+            train_loss = lossf(model(Xtr), ytr).item()
         if rank == 0:
-            print(f"epoch {epoch + 1:2d}  loss {tot / max(nb, 1):.4f}  test accuracy {acc:.4f}  "
-                  f"({steps} steps, {time.time() - t0:.1f} s)", flush=True)
+            print(f"epoch {epoch + 1:2d}  loss {tot / max(nb, 1):.4f}  train loss {train_loss:.4f}  "
+                  f"test accuracy {acc:.4f}  ({steps} steps, {time.time() - t0:.1f} s)", flush=True)
         if a.max_steps and steps >= a.max_steps:
             break
     if a.backend == "tally" and rank == 0:
-        print(f"agent counters (rank 0): {state.agent.stats()}", flush=True)
+        import tally
+        print(f"agent counters (rank 0): {tally.init().stats()}", flush=True)
     if a.dump and rank == 0:
         flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
         with open(a.dump, "w") as f:
-            json.dump({"backend": a.backend, "steps": steps, "losses": losses, "accuracy": acc,
+            json.dump({"backend": a.backend, "optimizer": a.optimizer, "model": a.model, "lr": lr,
+                       "freeze_step": freeze if onebit else None, "steps": steps, "losses": losses,
+                       "accuracy": acc, "train_loss": train_loss, "seconds": time.time() - t0,
                        "params": flat.tolist()}, f)
     dist.barrier()
     if a.backend == "tally":

@@ -3,7 +3,8 @@
 
 tally.Agent / tally.init()  the training-host agent (libtally_agent over ctypes)
 tally.torch                 DDP communication hook, DistributedOptimizer, broadcast_parameters
-tally.optim                 fused optimizer updates (CPU twins / CUDA kernels)
+tally.optim                 fused optimizer updates (CPU twins / CUDA kernels); OneBitAdam,
+                            OneBitLamb (1-bit compressed momentum through the appliance), Lamb
 """
 from .agent import Agent, TallyError, init, shutdown  # noqa: F401
 

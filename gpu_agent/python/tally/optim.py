@@ -55,3 +55,7 @@ def step(kind, params, grads, m=None, v=None, *, lr, weight_decay=0.0, momentum=
         rc = _lib.lib.tally_opt_step_cpu(ctypes.byref(cfg), arr, n)
         if rc:
             raise RuntimeError(f"tally.optim: CPU step failed ({rc})")
+
+
+# 1-bit Adam / 1-bit LAMB (compressed momentum through the appliance) and plain LAMB
+from .onebit import Lamb, OneBitAdam, OneBitLamb, TallyExchange  # noqa: E402,F401
