@@ -176,7 +176,7 @@ static void render_jobs(struct ctl_exp_out *o, const json_t *jobs)
 
 	json_array_foreach(jobs, i, e) {
 		lb[0] = '\0';
-		ctl_exp_label_int(lb, sizeof(lb), "job", json_object_get(e, "job_id"));
+		ctl_exp_label_int(lb, sizeof(lb), "job_id", json_object_get(e, "job_id"));
 		snprintf(info, sizeof(info), "%s", lb);
 		flatten_job(o, e, "tally_job_", lb, info, sizeof(info));
 		ctl_exp_sample(o, "tally_job_info", "gauge",
@@ -193,7 +193,7 @@ static void render_workers(struct ctl_exp_out *o, const json_t *workers)
 
 	json_array_foreach(workers, i, e) {
 		lb[0] = '\0';
-		ctl_exp_label_int(lb, sizeof(lb), "job", json_object_get(e, "job_id"));
+		ctl_exp_label_int(lb, sizeof(lb), "job_id", json_object_get(e, "job_id"));
 		ctl_exp_label_int(lb, sizeof(lb), "rank", json_object_get(e, "rank"));
 		ctl_exp_label_int(lb, sizeof(lb), "core", json_object_get(e, "core"));
 		json_object_foreach(e, k, v) {

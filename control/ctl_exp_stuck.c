@@ -64,7 +64,7 @@ void ctl_exp_render_stuck(struct ctl_exp_out *o, const json_t *stuck, const json
 		char v[32];
 		lb[0] = '\0';
 		snprintf(v, sizeof(v), "%lld", a[i].job);
-		ctl_exp_label(lb, sizeof(lb), "job", v);
+		ctl_exp_label(lb, sizeof(lb), "job_id", v);
 		if (a[i].rank < 0) {
 			ctl_exp_sample(o, "tally_stuck_chunks", "gauge",
 				"chunks of the job open longer than the exporter's --stuck-threshold-ms "

@@ -125,7 +125,7 @@ def main():
                    "tally_agent_push_pulls_total", "tally_agent_push_pull_failures_total"])
     cnt = [l for l in text.splitlines() if l.startswith("tally_agent_push_pull_duration_seconds_count")]
     assert cnt and int(cnt[0].split()[-1]) >= n, cnt
-    assert 'le="+Inf"' in text and 'rank="0",job="5"' in text
+    assert 'le="+Inf"' in text and 'rank="0",job_id="5"' in text
     pp = [l for l in text.splitlines() if l.startswith("tally_agent_push_pulls_total")]
     assert int(pp[0].split()[-1]) >= n, pp
     try:

@@ -149,20 +149,20 @@ static void test_gauges_units(void **state)
 	has("tally_memory_budget_bytes{appliance=\"node\\\"1\"} 1000\n");
 	has("tally_core_running{appliance=\"node\\\"1\",core=\"0\"} 1\n");
 	has("tally_info{appliance=\"node\\\"1\",version=\"0.1.0\",transport=\"kernel-udp\"} 1\n");
-	has("tally_job_workers{appliance=\"node\\\"1\",job=\"7\"} 2\n");
-	has("tally_job_policy_deadline_seconds{appliance=\"node\\\"1\",job=\"7\"} 0.005\n");
-	has("tally_job_info{appliance=\"node\\\"1\",job=\"7\",admission=\"op\\\"en\"} 1\n");
-	has("tally_worker_last_heard_seconds{appliance=\"node\\\"1\",job=\"7\",rank=\"1\",core=\"0\"} 2.5\n");
-	has("tally_worker_pkts_total{appliance=\"node\\\"1\",job=\"7\",rank=\"1\",core=\"0\"} 10\n");
+	has("tally_job_workers{appliance=\"node\\\"1\",job_id=\"7\"} 2\n");
+	has("tally_job_policy_deadline_seconds{appliance=\"node\\\"1\",job_id=\"7\"} 0.005\n");
+	has("tally_job_info{appliance=\"node\\\"1\",job_id=\"7\",admission=\"op\\\"en\"} 1\n");
+	has("tally_worker_last_heard_seconds{appliance=\"node\\\"1\",job_id=\"7\",rank=\"1\",core=\"0\"} 2.5\n");
+	has("tally_worker_pkts_total{appliance=\"node\\\"1\",job_id=\"7\",rank=\"1\",core=\"0\"} 10\n");
 }
 
 static void test_stuck(void **state)
 {
 	(void)state;
-	has("tally_stuck_chunks{appliance=\"node\\\"1\",job=\"7\"} 2\n");
-	has("tally_stuck_chunk_max_age_seconds{appliance=\"node\\\"1\",job=\"7\"} 4\n");
-	has("tally_stuck_rank_chunks{appliance=\"node\\\"1\",job=\"7\",rank=\"1\"} 2\n");
-	has("tally_stuck_rank_max_age_seconds{appliance=\"node\\\"1\",job=\"7\",rank=\"1\"} 4\n");
+	has("tally_stuck_chunks{appliance=\"node\\\"1\",job_id=\"7\"} 2\n");
+	has("tally_stuck_chunk_max_age_seconds{appliance=\"node\\\"1\",job_id=\"7\"} 4\n");
+	has("tally_stuck_rank_chunks{appliance=\"node\\\"1\",job_id=\"7\",rank=\"1\"} 2\n");
+	has("tally_stuck_rank_max_age_seconds{appliance=\"node\\\"1\",job_id=\"7\",rank=\"1\"} 4\n");
 }
 
 static void test_down(void **state)

@@ -84,7 +84,20 @@ promtool check rules "$src/deploy/prometheus/tally-alerts.yml" || pt_fail "promt
 promtool check config "$src/deploy/prometheus/prometheus.yml" >/dev/null || pt_fail "promtool check config"
 pt_log "promtool: metrics, rules and config pass"
 
-# 3. HTTP limits: silent clients hold a slot until --http-timeout-ms, never the others
+# 3. the cache: ten scrapers within --cache-ms cost the appliance at most two queries
+$PY - "$url" <<'PY' || pt_fail "cache"
+import re, sys, urllib.request
+def refreshes():
+    t = urllib.request.urlopen(sys.argv[1], timeout=5).read().decode()
+    return int(re.search(r"^tally_exporter_refreshes_total\{[^}]*\} (\d+)$", t, re.M).group(1))
+r0 = refreshes()
+for _ in range(10):
+    r = refreshes()
+assert r - r0 <= 1, f"10 scrapes, {r - r0} refreshes"
+print(f"cache: 10 scrapes, {r - r0} control refreshes")
+PY
+
+# 4. HTTP limits: silent clients hold a slot until --http-timeout-ms, never the others
 $PY - "$hport" <<'PY' || pt_fail "HTTP limits"
 import socket, sys, time, urllib.error, urllib.request
 port = int(sys.argv[1])
@@ -112,7 +125,7 @@ assert "tally_exporter_http_timeouts_total{appliance=\"udpd-test\"} 4\n" in body
 print("HTTP limits hold: silent clients time out, 503 over the cap, 404 elsewhere")
 PY
 
-# 4. the appliance goes away: the exporter stays up and says tally_up 0
+# 5. the appliance goes away: the exporter stays up and says tally_up 0
 kill -TERM "$PT_UDPD_PID"; wait "$PT_UDPD_PID" 2>/dev/null
 sleep 1.1
 $PY -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \

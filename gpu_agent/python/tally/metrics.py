@@ -13,7 +13,8 @@ What it exposes, in the same text format as tally-exporter (format 0.0.4):
   tally_agent_<counter>_total / gauges     every field of the agent's own statistics
                                            (tally_agent_get_stats: push_pulls, retransmits,
                                            credit_waits, ... ; max_inflight_bytes a gauge)
-Labels: rank (RANK, or the agent's rank when known) and job (TALLY_JOB_ID) on every series.
+Labels: rank (RANK) and job_id (TALLY_JOB_ID) on every series (not `job`: Prometheus
+keeps that label for the scrape job).
 The agent's counters come from every Agent registered with track(); the DDP hook's and the
 process-wide agent are registered by tally.torch and tally.init.
 
@@ -87,7 +88,7 @@ def track(agent):
 def _labels(extra=""):
     rank = os.environ.get("RANK", "0")
     job = os.environ.get("TALLY_JOB_ID", "")
-    s = f'rank="{_esc(rank)}",job="{_esc(job)}"'
+    s = f'rank="{_esc(rank)}",job_id="{_esc(job)}"'
     return s + ("," + extra if extra else "")
 
 
