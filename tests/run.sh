@@ -21,10 +21,11 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-# Debian packages: build, real dependencies, and what the tests drive (namespaces, nftables).
+# Debian packages: build, real dependencies, and what the tests drive (namespaces, nftables,
+# prometheus: promtool and the server for suite prometheus).
 pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3 python3-numpy python3-torch python3-sklearn python3-matplotlib
       libdpdk-dev dpdk libisal-dev libibverbs-dev librdmacm-dev libnuma-dev
-      libcmocka-dev libjansson-dev iproute2 nftables openmpi-bin libopenmpi-dev)
+      libcmocka-dev libjansson-dev iproute2 nftables openmpi-bin libopenmpi-dev prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -19,7 +19,7 @@ import threading
 import torch
 import torch.distributed as dist
 
-from . import _lib
+from . import _lib, metrics
 from .agent import TallyError
 from .agent import init as _agent_init
 
@@ -49,11 +49,12 @@ class _Inflight:
         self.pending = {}
         self.ids = itertools.count(1)
         self.cb = _lib.AgentCb(self._done)  # kept alive as long as this object
+        metrics.track(agent)
 
     def start(self, tid, t, on_done):
         cookie = next(self.ids)
         with self.lock:
-            self.pending[cookie] = on_done
+            self.pending[cookie] = (on_done, metrics.now())
         dev, stream = _device_args(t)
         try:
             return self.agent.push_pull(tid, t.data_ptr(), t.numel() * t.element_size(), dev, stream,
@@ -65,8 +66,9 @@ class _Inflight:
 
     def _done(self, arg, handle, status):
         with self.lock:
-            fn = self.pending.pop(arg, None)
+            fn, t0 = self.pending.pop(arg, (None, 0.0))
         if fn is not None:
+            metrics.observe_push_pull(metrics.now() - t0, ok=status == 0)
             err = None if status == 0 else TallyError(status, self.agent.error())
             try:
                 fn(err)
