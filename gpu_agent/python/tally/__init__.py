@@ -5,6 +5,7 @@ tally.Agent / tally.init()  the training-host agent (libtally_agent over ctypes)
 tally.torch                 DDP communication hook, DistributedOptimizer, broadcast_parameters
 tally.optim                 fused optimizer updates (CPU twins / CUDA kernels)
 """
-from .agent import Agent, TallyError, init, shutdown  # noqa: F401
+from .agent import (Agent, ApplianceDrainingError, RankSilentError, TallyError, init,  # noqa: F401
+                    shutdown)
 
 __version__ = "0.1.0"
