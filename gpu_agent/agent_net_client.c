@@ -150,8 +150,8 @@ static uint64_t agent_net_random_incarnation(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
-	       ((uint64_t)getpid() << 40) | 1;
+	return (((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+		((uint64_t)getpid() << 40)) | 1;
 }
 
 int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agent_net_ops **ops,
