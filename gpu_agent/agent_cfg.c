@@ -158,6 +158,14 @@ int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errl
 		return rc;
 	ENV("TALLY_JOB_ID", UINT32_MAX, c.job_id);
 	ENV("TALLY_TOKEN", UINT64_MAX, c.token);
+	ENV("TALLY_INCARNATION", UINT64_MAX, c.incarnation);
+	if (!c.incarnation && (s = getenv("TORCHELASTIC_RUN_ID")) && *s) {
+		/* FNV-1a: every rank of a torchrun launch hashes the same run id */
+		uint64_t h = 0xcbf29ce484222325ull;
+		for (; *s; s++)
+			h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+		c.incarnation = h ? h : 1;
+	}
 	ENV("TALLY_PARTITION_BYTES", 1ull << 32, c.partition_bytes);
 	ENV("TALLY_CREDIT_BYTES", 1ull << 40, c.credit_bytes);
 	ENV("TALLY_AVERAGE", 1, c.average);

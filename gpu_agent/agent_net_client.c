@@ -4,8 +4,11 @@
  * (tally_udp.h), turned into the agent_net_ops the core drives, with error messages
  * that say which appliance and why. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "agent_internal.h"
 #include "tally_client.h"
@@ -149,6 +152,16 @@ static const struct agent_net_ops ncl_ops = {
 	.excluded = ncl_excluded,
 };
 
+/* A one-rank job with no incarnation given: this process is the launch. */
+static uint64_t agent_net_random_incarnation(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+		((uint64_t)getpid() << 40)) | 1;
+}
+
 int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agent_net_ops **ops,
 			    void **ctx, char *err, size_t errlen)
 {
@@ -191,6 +204,10 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 		ccfg.rank = (uint32_t)cfg->rank;
 		ccfg.world_size = (uint32_t)cfg->world_size;
 		ccfg.give_up_ms = cfg->op_timeout_ms;
+		ccfg.incarnation = cfg->incarnation;
+		if (!ccfg.incarnation && cfg->world_size == 1) /* one rank: the launch is us */
+			ccfg.incarnation = agent_net_random_incarnation();
+		snprintf(ccfg.appliance, sizeof(ccfg.appliance), "%s:%u", ap->host, ap->port);
 		if (cfg->window)
 			ccfg.window = cfg->window;
 		if (cfg->max_chunk_bytes)

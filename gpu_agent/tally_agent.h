@@ -103,6 +103,13 @@ struct tally_agent_cfg {
 	uint32_t rto_min_us;        /* client: floor of the adaptive timeout (0: default, 20 us,
 				     * for dedicated cores; raise it where workers share CPUs,
 				     * or a descheduled worker reads as loss) */
+	uint64_t incarnation;       /* this launch of the job, in every JOIN: a new value replaces
+				     * the appliance's state of an earlier launch (a relaunch after
+				     * a crash needs no operator). All ranks of a launch must agree:
+				     * TALLY_INCARNATION, else TORCHELASTIC_RUN_ID hashed (torchrun
+				     * gives every rank the same one); else, world_size 1 only, a
+				     * random value at create; else 0 (none: a relaunch waits for
+				     * the appliance's job idle timeout) */
 };
 
 /* Defaults for everything; rank etc. set to -1 (resolved at create). */
@@ -111,7 +118,8 @@ void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg);
  * TALLY_JOB_ID, TALLY_TOKEN (decimal or 0x hex), TALLY_PARTITION_BYTES, TALLY_CREDIT_BYTES,
  * TALLY_AVERAGE=0|1, TALLY_DETERMINISTIC=0|1, TALLY_LOCAL_AGG=0|1|2|off|sum|shard,
  * TALLY_LOCAL_SHM_BYTES, TALLY_CREDIT_STALL_MS, TALLY_WINDOW, TALLY_MAX_CHUNK_BYTES, TALLY_RTO_INIT_US,
- * TALLY_RTO_MAX_US, TALLY_RTO_MIN_US, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM, and the
+ * TALLY_RTO_MAX_US, TALLY_RTO_MIN_US, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM,
+ * TALLY_INCARNATION (else TORCHELASTIC_RUN_ID, hashed: see incarnation), and the
  * ranks from TALLY_RANK/RANK, TALLY_WORLD_SIZE/WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE.
  * 0, or -EINVAL with a message naming the variable. (TALLY_GSO=0|1, UDP segmentation
  * offload on the workers' sends, is read by tally_agent_create: kernel-UDP appliances only.) */

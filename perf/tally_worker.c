@@ -341,6 +341,9 @@ int main(int argc, char **argv)
 	if (cc.rto_init_us > 100000)
 		cc.rto_max_us = cc.rto_init_us; /* the default ceiling (100 ms) below them */
 	cc.give_up_ms = o.give_up_ms;
+	cc.incarnation = o.incarnation;
+	snprintf(cc.appliance, sizeof(cc.appliance), "%s:%u", o.x.host ? o.x.host : "?",
+		 o.x.base_port);
 	if (cc.max_ops < o.nkeys)
 		cc.max_ops = o.nkeys;
 	c = tally_client_create(&cc, wx.ops, wx.ctx, &rc);

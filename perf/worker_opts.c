@@ -41,6 +41,9 @@ void wk_usage(FILE *f)
 		"  --seconds T          stop starting rounds after T seconds (--rounds is the cap)\n"
 		"  --no-barrier         do not wait for every rank before each round\n"
 		"  --warmup N           N untimed (still verified) rounds first (default 0)\n"
+		"  --incarnation N      this launch of the job (default 0: none); every rank of a\n"
+		"                       launch gives the same N, a new N replaces an earlier launch's\n"
+		"                       state on the appliance (a relaunch after a crash)\n"
 		"  --blast              I/O baseline against tallyd --io-forward: send PUSH frames of\n"
 		"                       one chunk for --seconds, count what comes back (no JOIN)\n"
 		"  --blast-cores N      appliance cores to spread the blast over (default 1)\n"
@@ -95,7 +98,7 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 	       O_TOKEN, O_RANK, O_WORLD, O_BYTES, O_KEYS, O_KEYBASE, O_DTYPE, O_CHUNK, O_ROUNDS,
 	       O_WINDOW, O_SEED, O_VALUES, O_DET, O_NOVERIFY, O_JOINMS, O_GIVEUP, O_RTO, O_JSON,
 	       O_HELP, O_LOCALIP, O_DPDKPORT, O_SECONDS, O_BLAST, O_BLASTCORES, O_LINGER,
-	       O_NOBARRIER, O_WARMUP, O_RTOMIN };
+	       O_NOBARRIER, O_WARMUP, O_RTOMIN, O_INCARNATION };
 	static const struct option lo[] = {
 		{ "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT },
 		{ "transport", 1, 0, O_TRANSPORT }, { "dpdk", 1, 0, O_DPDK },
@@ -113,7 +116,8 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 		{ "seconds", 1, 0, O_SECONDS }, { "blast", 0, 0, O_BLAST },
 		{ "blast-cores", 1, 0, O_BLASTCORES }, { "linger", 0, 0, O_LINGER },
 		{ "no-barrier", 0, 0, O_NOBARRIER }, { "warmup", 1, 0, O_WARMUP },
-		{ "rto-min-us", 1, 0, O_RTOMIN }, { 0, 0, 0, 0 } };
+		{ "rto-min-us", 1, 0, O_RTOMIN }, { "incarnation", 1, 0, O_INCARNATION },
+		{ 0, 0, 0, 0 } };
 	uint32_t port = TALLY_DEFAULT_PORT;
 	int c, bad = 0;
 
@@ -152,6 +156,7 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 		case O_NOGRO: o->x.gro = 0; break;
 		case O_JOB: bad |= wk_u32(optarg, &o->job_id); break;
 		case O_TOKEN: bad |= wk_u64(optarg, &o->token); break;
+		case O_INCARNATION: bad |= wk_u64(optarg, &o->incarnation); break;
 		case O_RANK: bad |= wk_u32(optarg, &o->rank); break;
 		case O_WORLD: bad |= wk_u32(optarg, &o->world); break;
 		case O_BYTES: bad |= wk_size(optarg, &o->bytes); break;

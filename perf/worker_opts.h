@@ -36,6 +36,7 @@ struct wk_opts {
 	int linger;          /* after the report, stay attached until SIGTERM/SIGINT */
 	int barrier;         /* all ranks meet before each round (default on) */
 	uint32_t warmup;     /* untimed (verified) rounds before the timed ones */
+	uint64_t incarnation; /* this launch of the job, in JOIN (0: none) */
 };
 
 void wk_usage(FILE *f);

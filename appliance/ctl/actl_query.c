@@ -194,6 +194,8 @@ static json_t *jobs_json(struct tally_actl *a, int has_job, uint32_t job_id, int
 			if (ji[k].joined > all[j].joined)
 				all[j].joined = ji[k].joined;
 			all[j].keys += ji[k].keys; /* a key lives on one core */
+			if (!all[j].incarnation) /* a core the launch has not joined yet says 0 */
+				all[j].incarnation = ji[k].incarnation;
 		}
 	}
 	for (unsigned j = 0; j < nall; j++) {
@@ -208,6 +210,11 @@ static json_t *jobs_json(struct tally_actl *a, int has_job, uint32_t job_id, int
 			json_object_set_new(pol, "quorum", json_integer(cj->quorum));
 		if (cj && cj->has_deadline)
 			json_object_set_new(pol, "deadline_us", json_integer(cj->deadline_us));
+		char inc[24] = "-"; /* 64 bits (a hash): hex text, not a JSON number */
+		if (all[j].incarnation)
+			snprintf(inc, sizeof(inc), "0x%016llx",
+				 (unsigned long long)all[j].incarnation);
+		json_object_set_new(o, "incarnation", json_string(inc));
 		json_object_set_new(o, "policy", pol);
 		json_array_append_new(arr, o);
 	}

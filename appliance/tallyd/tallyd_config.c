@@ -327,6 +327,10 @@ int tallyd_conf_set(struct tallyd_conf *c, const char *n, const char *v, char *e
 		UINT(1, 10000, c->tx_flush_us, "the TX flush deadline");
 	if (!strcmp(n, "drain-timeout-ms"))
 		UINT(0, 3600000, c->drain_timeout_ms, "the drain timeout");
+	if (!strcmp(n, "dead-rank-timeout-ms"))
+		UINT(0, 86400000, c->dead_rank_timeout_ms, "the dead rank timeout");
+	if (!strcmp(n, "job-idle-timeout-ms"))
+		UINT(0, UINT32_MAX, c->job_idle_timeout_ms, "the job idle timeout");
 	if (!strcmp(n, "ctl-socket") || !strcmp(n, "control")) {
 		NEED_VALUE();
 		if (!*v || strlen(v) >= sizeof(c->ctl_path))
@@ -566,7 +570,10 @@ void tallyd_usage(FILE *f)
 	fprintf(f,
 		"  --tx-flush-us N       a buffered packet waits at most this long (10)\n"
 		"  --rss on|off          RSS over a port's queues where offered (on)\n"
-		"  --drain-timeout-ms N  on SIGTERM wait this long for open rounds (10000)\n"
+		"  --drain-timeout-ms N  on SIGTERM wait this long for open rounds (10000); exit\n"
+		"                        status 3 when it abandoned open rounds (else 0; 1, 2: errors)\n"
+		"  --dead-rank-timeout-ms N  name a rank silent this long to the ranks waiting (10000)\n"
+		"  --job-idle-timeout-ms N   end a job silent this long, freeing its memory (60000)\n"
 		"  --ctl-socket PATH     control socket (/run/tally/tallyd.sock); also --control\n"
 		"  --control-config FILE replay a 'tallyctl config-save' file (jobs, policies, log level)\n"
 		"                        once the control plane is up; an error stops tallyd\n"

@@ -65,6 +65,8 @@ struct tallyd_conf {
 	int rss;
 	uint32_t tx_flush_us;      /* TX deadline */
 	uint32_t drain_timeout_ms;
+	uint32_t dead_rank_timeout_ms; /* engine: report a silent rank after (0: its 10 s) */
+	uint32_t job_idle_timeout_ms;  /* engine: end a silent job after (0: its 60 s) */
 	char ctl_path[108];
 	char ctl_config[512];      /* a tallyctl config-save file replayed at start */
 };

@@ -83,17 +83,20 @@ static void print_config(const struct tallyd_conf *c, const struct tallyd_sizing
 static int drain_query(struct tallyd_lcore *lc, void *buf, size_t len, void *arg)
 {
 	(void)arg;
-	if (len < sizeof(uint64_t))
+	if (len < 2 * sizeof(uint64_t))
 		return -EINVAL;
-	*(uint64_t *)buf = lc->engine ? tally_engine_open_rounds(lc->engine) : 0;
+	((uint64_t *)buf)[0] = lc->engine ? tally_engine_open_rounds(lc->engine) : 0;
+	((uint64_t *)buf)[1] = lc->engine ? tally_engine_open_chunks(lc->engine) : 0;
 	return 0;
 }
 
-/* Ask every engine to refuse new rounds, then wait until the open ones completed. */
-static void drain(struct tallyd *d)
+/* Ask every engine to refuse new rounds, then wait until the open ones completed. Returns
+ * 3 when the timeout abandoned open rounds (their workers lose them), else 0. */
+static int drain(struct tallyd *d)
 {
 	struct tallyd_cmd cmds[TALLYD_MAX_CORES];
-	uint64_t open[TALLYD_MAX_CORES];
+	uint64_t open[TALLYD_MAX_CORES][2];
+	uint64_t chunks = 0;
 	uint64_t hz = rte_get_tsc_hz();
 	uint64_t end = rte_rdtsc() + hz / 1000 * d->conf.drain_timeout_ms;
 	uint64_t total = 0;
@@ -109,26 +112,30 @@ static void drain(struct tallyd *d)
 		for (unsigned i = 0; i < d->ncores; i++) {
 			cmds[i].op = TALLYD_CMD_QUERY;
 			cmds[i].fn = drain_query;
-			cmds[i].buf = &open[i];
+			cmds[i].buf = open[i];
 			cmds[i].len = sizeof(open[i]);
-			open[i] = 0;
+			open[i][0] = open[i][1] = 0;
 		}
 		tallyd_cmd_exec_all(d, cmds);
-		total = 0;
-		for (unsigned i = 0; i < d->ncores; i++)
-			total += open[i];
+		total = chunks = 0;
+		for (unsigned i = 0; i < d->ncores; i++) {
+			total += open[i][0];
+			chunks += open[i][1];
+		}
 		if (!total)
 			break;
 		if (rte_rdtsc() >= end) {
-			LOG(WARNING, "drain timeout after %u ms: %llu rounds still open\n",
-			    d->conf.drain_timeout_ms, (unsigned long long)total);
-			break;
+			LOG(ERR, "drain timeout after %u ms: abandoned %llu open rounds (%llu chunks)\n",
+			    d->conf.drain_timeout_ms, (unsigned long long)total,
+			    (unsigned long long)chunks);
+			return 3;
 		}
 		tallyd_ctl_poll(d);
 		usleep(5000);
 	}
 	if (!total)
 		LOG(NOTICE, "drained: no round open\n");
+	return 0;
 }
 
 /* The counters summed by the control plane's collect (what `stats` shows): the I/O summary
@@ -263,18 +270,18 @@ static int run(struct tallyd *d)
 		}
 		usleep(1000);
 	}
-	drain(d);
+	int drained = drain(d);
 	tallyd_tel_unregister();
 	tallyd_ctl_stop(d);
 	d->stop = 1;
 	rte_eal_mp_wait_lcore();
 	log_stats(d, 1);
 	LOG(NOTICE, "stopped\n");
-	rc = 0;
+	rc = drained; /* 3: the drain abandoned open rounds */
 out:
 	tallyd_teardown(d);
 	rte_eal_cleanup();
-	return rc == 2 ? 2 : rc ? 1 : 0;
+	return rc == 2 || rc == 3 ? rc : rc ? 1 : 0;
 }
 
 int main(int argc, char **argv)

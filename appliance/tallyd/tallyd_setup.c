@@ -193,6 +193,8 @@ static int setup_engine(struct tallyd *d, struct tallyd_lcore *lc, char *err, si
 	ec.mem_budget = (size_t)(d->conf.mem_budget / d->ncores);
 	ec.det_pool_bytes = (size_t)d->conf.det_pool;
 	ec.open_admission = d->conf.open_admission;
+	ec.dead_rank_timeout_ns = (uint64_t)d->conf.dead_rank_timeout_ms * 1000000u;
+	ec.job_idle_timeout_ns = (uint64_t)d->conf.job_idle_timeout_ms * 1000000u;
 	ec.alloc = setup_alloc;
 	ec.free = setup_free;
 	ec.alloc_ctx = lc;

@@ -35,6 +35,9 @@ struct udpd_conf {
 	uint64_t token;
 	int log_level;             /* syslog LOG_ERR..LOG_DEBUG (LOG_INFO) */
 	uint32_t drain_timeout_ms; /* a shutdown with drain waits this long (10000) */
+	uint32_t dead_rank_timeout_ms; /* engine: report a silent rank after (0: 10000) */
+	uint32_t job_idle_timeout_ms;  /* engine: end a silent job after (0: 60000) */
+	uint32_t rejoin_timeout_ms;    /* engine: rank / incarnation takeover after (0: 5000) */
 	char ctl_path[108];        /* control socket ("" = the default one) */
 	char ctl_config[512];      /* a tallyctl config-save file replayed at start */
 	char stats_path[512];      /* counters as one JSON line at exit ("" = stdout) */

@@ -97,6 +97,9 @@ static const struct num_set nums[] = {
 	NS("max-jobs", 1, 64, max_jobs), NS("job", 0, UINT32_MAX, job_id),
 	NS("world", 0, TALLY_MAX_WORKERS, world), NS("token", 0, UINT64_MAX, token),
 	NS("drain-timeout-ms", 0, 3600000, drain_timeout_ms),
+	NS("dead-rank-timeout-ms", 0, 86400000, dead_rank_timeout_ms),
+	NS("job-idle-timeout-ms", 0, UINT32_MAX, job_idle_timeout_ms),
+	NS("rejoin-timeout-ms", 0, 86400000, rejoin_timeout_ms),
 };
 
 static void store(void *p, size_t size, unsigned long long v)
@@ -251,6 +254,13 @@ void udpd_usage(FILE *f)
 		"  --job ID --token T --world W  admit a job at start\n"
 		"  --log-level L         error..debug (info)\n"
 		"  --drain-timeout-ms N  a shutdown with drain waits this long (10000)\n"
+		"  --dead-rank-timeout-ms N  a chunk waiting this long on a rank silent as long\n"
+		"                        fails the waiting workers' operation, naming the rank (10000)\n"
+		"  --job-idle-timeout-ms N   a job with no packet this long ends, memory freed (60000)\n"
+		"  --rejoin-timeout-ms N     a rank or a job silent this long may be taken over by a\n"
+		"                        restarted worker or a relaunch (5000)\n"
+		"Exit status: 0; 1 start failure; 2 bad settings; 3 the shutdown drain timed out and\n"
+		"abandoned open rounds (logged with their number).\n"
 		"  --ctl-socket PATH     control socket (/run/tally/tallyd.sock); also --control\n"
 		"  --control-config FILE replay a 'tallyctl config-save' file at start\n"
 		"  --stats FILE          every counter as one JSON line at exit (stdout)\n"

@@ -52,6 +52,10 @@ int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
 		ec.max_chunk_bytes = d->conf.max_chunk;
 		ec.max_jobs = d->conf.max_jobs;
 		ec.open_admission = d->conf.open_admission;
+		ec.dead_rank_timeout_ns = (uint64_t)d->conf.dead_rank_timeout_ms * 1000000u;
+		ec.job_idle_timeout_ns = (uint64_t)d->conf.job_idle_timeout_ms * 1000000u;
+		ec.rejoin_timeout_ns = (uint64_t)d->conf.rejoin_timeout_ms * 1000000u;
+		tally_engine_cfg_defaults(&ec); /* 0: the engine's defaults */
 		d->eng[i] = tally_engine_create(&ec, tally_udp_ops(), d->udp, &rc);
 		if (!d->eng[i]) {
 			snprintf(err, errlen, "engine %u: %s", i, strerror(-rc));

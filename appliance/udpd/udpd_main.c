@@ -27,8 +27,9 @@ static void on_signal(int sig)
 	atomic_store(&g_udpd.quit, 1);
 }
 
-/* Shutdown with drain: engines refuse new rounds; wait until the open ones completed. */
-static void drain(struct udpd *d)
+/* Shutdown with drain: engines refuse new rounds; wait until the open ones completed.
+ * Returns 3 when the timeout abandoned open rounds (workers lose them), else 0. */
+static int drain(struct udpd *d)
 {
 	uint64_t end = udpd_now_ns() + (uint64_t)d->conf.drain_timeout_ms * 1000000u;
 
@@ -45,6 +46,16 @@ static void drain(struct udpd *d)
 		for (unsigned i = 0; i < d->ncores; i++)
 			tally_engine_poll(d->eng[i]);
 	}
+	uint64_t rounds = 0, chunks = 0;
+	for (unsigned i = 0; i < d->ncores; i++) {
+		rounds += tally_engine_open_rounds(d->eng[i]);
+		chunks += tally_engine_open_chunks(d->eng[i]);
+	}
+	if (!rounds)
+		return 0;
+	udpd_log(d, LOG_ERR, "drain timed out: abandoned %llu open rounds (%llu chunks)",
+		 (unsigned long long)rounds, (unsigned long long)chunks);
+	return 3;
 }
 
 static void write_stats(struct udpd *d)
@@ -99,7 +110,7 @@ stop:
 	atomic_store(&d->stop, 1);
 	pthread_join(th, NULL);
 	if (rc == 0 && d->drain_on_quit)
-		drain(d);
+		rc = drain(d);
 	tally_actl_stop(d->ctl);
 	d->ctl = NULL;
 	return rc;

@@ -196,6 +196,7 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 	j.world_size = c->cfg.world_size;
 	j.caps = TALLY_CAP_DETERMINISTIC | TALLY_CAP_QUORUM;
 	j.max_chunk_bytes = c->cfg.max_chunk_bytes;
+	j.incarnation = c->cfg.incarnation;
 	tally_proto_put_join(pl, &j);
 	client_fill_hdr(c, &h, TALLY_OP_JOIN);
 	tally_proto_finish(hdr, &h, pl, sizeof(pl));

@@ -6,6 +6,7 @@
  *   client_util.c  shared helpers: errno mapping, error text, header fill, send, key lookup
  *   client_op.c    operations: start/test/wait, chunk windows, (re)transmission, RTO
  *   client_rx.c    packet intake: validation, RESULT reassembly, quorum fold
+ *   client_err.c   the appliance's reports that end an operation (silent rank, drain)
  *   client_fold.c  the quorum fold arithmetic per dtype
  *
  * Memory: key state at registration, window slots (with their staging buffers) at JOIN,
@@ -171,6 +172,12 @@ void client_op_finish(struct tally_client *c, uint32_t opi);
 void client_op_fail(struct tally_client *c, uint32_t opi, int err);
 void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t ch, uint32_t round,
 		      const void *payload);
+
+/* client_err.c: the appliance's reports that end an operation early */
+/* ERROR RANK_SILENT: fail the operation waiting on that chunk (-EPIPE), naming the rank. */
+void client_rx_silent(struct tally_client *c, const struct tally_hdr *h);
+/* The text of a push refused because the appliance drains. */
+void client_err_draining(struct tally_client *c, const struct tally_hdr *h, uint32_t core);
 
 /* client_fold.c */
 /* Build the push payload of a chunk whose fold is pending: stage = in + fold (in the wire

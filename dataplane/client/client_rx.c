@@ -192,9 +192,12 @@ static void client_rx_push_error(struct tally_client *c, const struct tally_hdr 
 	opi = k->par_op[h->round & 1];
 	if (opi == CLIENT_NONE || c->ops_tab[opi].round != h->round)
 		return;
-	client_seterr(c, "allreduce key %u round %u: appliance core %u rejected chunk at offset %u: %s",
-		  h->key, h->round, k->core, h->offset,
-		  tally_reason_name((enum tally_reason)h->reason));
+	if (h->reason == TALLY_R_DRAINING)
+		client_err_draining(c, h, k->core);
+	else
+		client_seterr(c, "allreduce key %u round %u: appliance core %u rejected chunk at offset %u: %s",
+			  h->key, h->round, k->core, h->offset,
+			  tally_reason_name((enum tally_reason)h->reason));
 	client_op_fail(c, opi, client_err_from_reason(h->reason));
 }
 
@@ -228,6 +231,10 @@ void tally_client_rx(struct tally_client *c, const void *buf, size_t len)
 			return;
 		}
 		client_rx_result(c, &p);
+	} else if (p.hdr.op == TALLY_OP_ERROR && p.hdr.reason == TALLY_R_RANK_SILENT) {
+		c->st.errors++; /* aux names the silent rank, not an op */
+		if (c->joined)
+			client_rx_silent(c, &p.hdr);
 	} else if (p.hdr.op == TALLY_OP_ERROR && p.hdr.aux == TALLY_OP_PUSH) {
 		c->st.errors++;
 		if (c->joined)

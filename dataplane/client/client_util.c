@@ -31,6 +31,9 @@ int client_err_from_reason(unsigned reason)
 	case TALLY_R_BAD_RANGE: return -EINVAL;
 	case TALLY_R_CHUNK_MISMATCH: return -EINVAL;
 	case TALLY_R_OVERSIZED: return -EMSGSIZE;
+	case TALLY_R_JOB_TABLE_FULL: return -ENOSPC;
+	case TALLY_R_INCARNATION_LIVE: return -EBUSY; /* retried like RANK_TAKEN */
+	case TALLY_R_RANK_SILENT: return -EPIPE;
 	default: return -EPROTO;
 	}
 }

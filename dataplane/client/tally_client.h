@@ -7,6 +7,9 @@
  * RTO from measured RTTs, starting at cfg.rto_init_us, doubling per retry up to rto_max_us),
  * and writes each RESULT's payload into the output buffer. A chunk that gets no RESULT within
  * cfg.give_up_ms fails the operation with -ETIMEDOUT and a message naming key, round, chunk.
+ * The appliance may end an operation sooner: ERROR RANK_SILENT (a participant it waits on is
+ * silent; -EPIPE, the message names the rank, the appliance, key and round) or ERROR
+ * DRAINING (it is shutting down or upgrading; -ESHUTDOWN).
  *
  * Quorum (eager-SGD): a RESULT without TALLY_F_INCLUDED means this worker's push was left
  * out. The session keeps that chunk's contribution (in f32, or i32) and adds it into the
@@ -49,6 +52,11 @@ struct tally_client_cfg {
 	uint32_t rto_min_us;      /* floor of the adaptive RTO, default 20 (dedicated cores);
 				   * raise it where completions wait in deep queues (shaped
 				   * links) so that waiting is not taken for loss */
+	uint64_t incarnation;     /* this launch of the job, sent in JOIN (0: none); every rank
+				   * of one launch gives the same value. A new value replaces
+				   * the appliance's state of an earlier launch (tally_engine.h). */
+	char appliance[64];       /* the appliance's address for error messages
+				   * ("10.0.0.1:9170"); "" → "appliance" */
 };
 
 struct tally_client_stats {

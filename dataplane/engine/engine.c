@@ -26,6 +26,10 @@ void tally_engine_cfg_defaults(struct tally_engine_cfg *cfg)
 		cfg->max_keys = 65536;
 	if (!cfg->rejoin_timeout_ns)
 		cfg->rejoin_timeout_ns = 5000000000ull;
+	if (!cfg->job_idle_timeout_ns)
+		cfg->job_idle_timeout_ns = 60000000000ull;
+	if (!cfg->dead_rank_timeout_ns)
+		cfg->dead_rank_timeout_ns = 10000000000ull;
 }
 
 struct tally_engine *tally_engine_create(const struct tally_engine_cfg *cfg_in,
@@ -125,6 +129,7 @@ unsigned tally_engine_poll(struct tally_engine *e)
 {
 	if (e->zombies)
 		engine_keys_reap(e);
+	engine_life_poll(e);
 	return engine_deadlines(e);
 }
 

@@ -274,7 +274,7 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 			return engine_drop(e, TALLY_R_TOO_EARLY);
 		}
 		if (e->draining && (!k->par[p].started || k->par[p].round != r))
-			return engine_drop(e, TALLY_R_DRAINING);
+			return engine_refuse_draining(e, job, h, from);
 		if (k->det && w != 0 && !engine_det_available(e))
 			return engine_drop(e, TALLY_R_POOL_FULL);
 		now = engine_now(e); /* deadline and stuck age count from here */

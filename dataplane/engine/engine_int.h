@@ -4,6 +4,7 @@
  * Files, each calling only files listed after it (no file cycle):
  *   engine.c        create/destroy, rx dispatch (op switch), poll, stats, drain
  *   engine_job.c    jobs: operator and open admission, JOIN/BYE, job/worker walkers
+ *   engine_life.c   job lifecycle: end (BYE, idle), incarnations, dead-rank reports
  *   engine_key.c    registration (key memory from the arena), removal, policy, key walker
  *   engine_chunk.c  PUSH, completion and fan-out, PULL, deadlines, stuck walker
  *   engine_det.c    deterministic staging pool
@@ -87,12 +88,14 @@ struct engine_key {
 	uint8_t onebit;
 	uint32_t ob_stride;
 	float *err;
+	uint64_t silent_err_ns;    /* last RANK_SILENT report (rate limit), 0: none */
 };
 
 struct engine_rank {
 	struct tally_addr addr;
 	uint8_t bound;
 	uint64_t last_ns, pkts, bytes;
+	uint64_t drain_err_ns;         /* last ERROR DRAINING to it (rate limit), 0: none */
 };
 
 struct engine_job {
@@ -106,6 +109,8 @@ struct engine_job {
 	uint8_t pol_quorum_set, pol_deadline_set;
 	uint16_t pol_quorum;           /* 0 or above a key's participants: all participants */
 	uint32_t pol_deadline_us;
+	uint64_t incarnation;          /* 0: none given yet */
+	uint64_t last_ns;              /* last packet from any rank, or admission (idle timeout) */
 };
 
 struct engine_stage {                  /* one staged push in the deterministic pool */
@@ -145,6 +150,7 @@ struct tally_engine {
 	uint32_t *det_free;        /* stack of free slot indices */
 	struct engine_stage *det_meta;
 	const void *det_src[TALLY_MAX_WORKERS]; /* scratch: staged payloads by rank */
+	uint32_t life_job, life_key;   /* round-robin cursors of the idle and dead-rank checks */
 };
 
 /* engine_util.c (a leaf: calls nothing else in the library) */
@@ -168,6 +174,11 @@ enum tally_reason engine_auth(struct tally_engine *e, const struct tally_hdr *h,
 /* Bind rank to `from` (JOIN rules: RANK_TAKEN unless silent for rejoin_timeout). */
 enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, uint32_t rank,
 			  const struct tally_addr *from, uint64_t now);
+/* A push refused while draining: counted, answered with ERROR DRAINING (rate-limited per
+ * rank). Returns TALLY_R_DRAINING. */
+#define ENGINE_DRAIN_ERR_GAP_NS 100000000ull
+enum tally_reason engine_refuse_draining(struct tally_engine *e, struct engine_job *job,
+				     const struct tally_hdr *h, const struct tally_addr *from);
 
 /* clock (inline) */
 /* A fresh clock read (also cached in e->now for engine_now_cached()). */
@@ -190,6 +201,7 @@ static inline void engine_heard(struct engine_job *job, uint32_t rank, uint64_t 
 	r->last_ns = now;
 	r->pkts++;
 	r->bytes += bytes;
+	job->last_ns = now;
 }
 enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt *pkt,
 			     const struct tally_addr *from, size_t len);
@@ -197,6 +209,17 @@ enum tally_reason engine_rx_bye(struct tally_engine *e, const struct tally_pkt *
 			    const struct tally_addr *from);
 int engine_jobs_init(struct tally_engine *e);
 void engine_jobs_free(struct tally_engine *e);
+
+/* engine_life.c */
+/* End a job: keys freed, bindings dropped; an open-admission job also loses its slot. */
+void engine_job_end(struct tally_engine *e, struct engine_job *job);
+/* JOIN of `rank` with incarnation `inc`: TALLY_OK (the job adopted it if new, see
+ * tally_engine.h) or TALLY_R_INCARNATION_LIVE. */
+enum tally_reason engine_incarnation(struct tally_engine *e, struct engine_job *job,
+				 uint32_t rank, const struct tally_addr *from, uint64_t inc,
+				 uint64_t now);
+/* Idle check of one job and dead-rank check of one key (tally_engine_poll). */
+void engine_life_poll(struct tally_engine *e);
 
 /* engine_ktab.c */
 int engine_keys_init(struct tally_engine *e);

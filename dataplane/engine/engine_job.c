@@ -31,6 +31,7 @@ static struct engine_job *job_new(struct tally_engine *e, uint32_t id, uint64_t 
 	free_slot->world = world;
 	free_slot->ranks = ranks;
 	free_slot->in_use = 1;
+	free_slot->last_ns = engine_now(e); /* the idle timeout counts from admission */
 	return free_slot;
 }
 
@@ -103,8 +104,9 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 		int err = 0;
 		job = job_new(e, h->job_id, h->token, jn.world_size, &err);
 		if (!job)
-			return engine_reject(e, h, from, TALLY_R_NO_MEMORY);
+			return engine_reject(e, h, from, TALLY_R_JOB_TABLE_FULL);
 		job->open_adm = 1;
+		job->incarnation = jn.incarnation;
 		created = 1;
 	}
 	if (job->token != h->token)
@@ -112,6 +114,11 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 	if (h->rank >= job->world || (jn.world_size && jn.world_size != job->world))
 		return engine_reject(e, h, from, TALLY_R_BAD_RANK);
 	uint64_t now = engine_now(e);
+	if (!created) { /* a relaunch replaces the old state (engine_life.c) */
+		r = engine_incarnation(e, job, h->rank, src, jn.incarnation, now);
+		if (r != TALLY_OK)
+			return engine_reject(e, h, from, r);
+	}
 	r = engine_bind(e, job, h->rank, src, now);
 	if (r != TALLY_OK) {
 		if (created)
@@ -157,6 +164,10 @@ enum tally_reason engine_rx_bye(struct tally_engine *e, const struct tally_pkt *
 	rk->bound = 0;
 	job->joined--;
 	e->st.byes++;
+	if (job->joined == 0) { /* every bound rank left: the job ended */
+		engine_job_end(e, job);
+		e->st.jobs_freed_bye++;
+	}
 	return TALLY_OK;
 }
 
@@ -174,6 +185,7 @@ int tally_engine_walk_jobs(const struct tally_engine *e,
 			.joined = j->joined,
 			.keys = j->nkeys,
 			.open_admission = j->open_adm,
+			.incarnation = j->incarnation,
 		};
 		int rc = cb(arg, &ji);
 		if (rc)

@@ -149,3 +149,19 @@ enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, ui
 	r->last_ns = now;
 	return TALLY_OK;
 }
+
+enum tally_reason engine_refuse_draining(struct tally_engine *e, struct engine_job *job,
+				     const struct tally_hdr *h, const struct tally_addr *from)
+{
+	struct engine_rank *rk = &job->ranks[h->rank];
+	/* A refused push is off the summing path: one clock read is affordable here. */
+	uint64_t now = engine_now(e);
+
+	/* A window of pushes is refused at once: one ERROR per rank is enough to fail its
+	 * operation, the gap keeps a draining core from answering every retransmission. */
+	if (rk->drain_err_ns && now - rk->drain_err_ns < ENGINE_DRAIN_ERR_GAP_NS)
+		return engine_drop(e, TALLY_R_DRAINING);
+	rk->drain_err_ns = now ? now : 1;
+	e->st.drain_errors++;
+	return engine_reject(e, h, from, TALLY_R_DRAINING);
+}

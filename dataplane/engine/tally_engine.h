@@ -70,6 +70,33 @@
  *    client (signs cannot be summed into f32) but by the caller, into its worker error.
  *  - PULL (key, round, offset): re-sends that RESULT if the slot holds that round complete.
  *  - BYE unbinds the rank.
+ *  - Job lifecycle (engine_life.c): a job ends when every rank bound to it has said BYE
+ *    (jobs_freed_bye), or when no packet came from any of its ranks for
+ *    cfg.job_idle_timeout_ns (jobs_freed_idle; tally_engine_poll checks one job slot per
+ *    call, round-robin). Ending frees its keys and memory and drops its rank bindings; an
+ *    open-admission job also gives its slot back, an operator-admitted one keeps its
+ *    admission (id, token, world, policy). A JOIN that needs a new slot when all max_jobs
+ *    are in use is refused TALLY_R_JOB_TABLE_FULL (not NO_MEMORY).
+ *  - Incarnations: JOIN carries a 64-bit incarnation (one launch of the job; 0 = none
+ *    given, accepted by any incarnation as before). The job takes the first non-zero one it
+ *    sees. A JOIN (right token) with another non-zero incarnation is adopted, i.e. the job's
+ *    keys and bindings are dropped, it takes the new incarnation (counted in incarnations)
+ *    and the JOIN proceeds, when
+ *      (a) the job is silent: nothing from any rank for cfg.rejoin_timeout_ns, or
+ *      (b) the joining rank is still bound at exactly the JOIN's address (IP, port,
+ *          cookie): one socket cannot belong to two launches, so its owner relaunched;
+ *    else it is refused TALLY_R_INCARNATION_LIVE (clients retry it like RANK_TAKEN). A
+ *    straggler of the replaced incarnation is safe: its data packets come from an address
+ *    that is no longer bound (NOT_JOINED, dropped), and its JOIN names an incarnation other
+ *    than the job's while the new one is heard, so it is refused.
+ *  - Dead rank: a chunk open for cfg.dead_rank_timeout_ns with a participant whose push is
+ *    missing and who has been silent (no packet to this core) as long gets ERROR RANK_SILENT
+ *    sent to each bound participant whose push is in (hdr.rank the recipient, hdr.aux the
+ *    silent rank, hdr.count its silence in ms, key/round/offset the chunk); tally_engine_poll
+ *    looks at the oldest open chunk of one key per call, and a key reports at most once per
+ *    timeout period (dead_rank_errors counts reports).
+ *  - Draining: a push refused TALLY_R_DRAINING is answered with ERROR DRAINING (aux PUSH),
+ *    at most once per rank per ENGINE_DRAIN_ERR_GAP_NS (drain_errors counts them).
  *  - Every rejection returns its reason, is counted in drops[reason] and changes no state.
  *    Rejected control requests (JOIN, REGISTER) are answered with ERROR when the sender's
  *    address is known; data packets are dropped silently.
@@ -105,6 +132,9 @@ struct tally_engine_cfg {
 	void *(*alloc)(void *actx, size_t size, size_t align);
 	void (*free)(void *actx, void *p);
 	void *alloc_ctx;
+	uint64_t job_idle_timeout_ns;  /* default 60 s: a job silent this long is ended */
+	uint64_t dead_rank_timeout_ns; /* default 10 s: a chunk waiting this long on a rank silent
+					* as long gets ERROR RANK_SILENT to the waiting ranks */
 };
 
 /* Engine counters, one X(field, shown_name, help) each: the struct, the names the control
@@ -133,7 +163,12 @@ struct tally_engine_cfg {
 	  "previous RESULT copies were still queued in the transport") \
 	X(onebit_pushes, onebit_pushes, "one-bit pushes decompressed into an accumulator " \
 	  "(also in pushes)") \
-	X(onebit_results, onebit_results, "one-bit chunks compressed by the server stage")
+	X(onebit_results, onebit_results, "one-bit chunks compressed by the server stage") \
+	X(jobs_freed_bye, jobs_freed_bye, "jobs ended: every bound rank said BYE") \
+	X(jobs_freed_idle, jobs_freed_idle, "jobs ended: no packet for the job idle timeout") \
+	X(incarnations, incarnations, "jobs replaced by a new incarnation (relaunch)") \
+	X(dead_rank_errors, dead_rank_errors, "RANK_SILENT reports (ERRORs to waiting ranks)") \
+	X(drain_errors, drain_errors, "ERROR DRAINING sent for refused pushes")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;
@@ -142,8 +177,8 @@ struct tally_engine_stats {
 	uint64_t drops[TALLY_R_COUNT];
 };
 
-/* Fills defaults for every zero field it can (max_jobs, max_keys, rejoin timeout,
- * max_chunk_bytes = 8192, mem_budget = 256 MiB, ncores = 1, base_port = 9170). */
+/* Fills defaults for every zero field it can (max_jobs, max_keys, rejoin, idle and dead
+ * rank timeouts, max_chunk_bytes = 8192, mem_budget = 256 MiB, ncores = 1, base_port = 9170). */
 void tally_engine_cfg_defaults(struct tally_engine_cfg *cfg);
 
 /* Returns NULL and sets *err (negative errno) on failure. ops/xctx are used for every send. */
@@ -167,8 +202,8 @@ int tally_engine_key_register(struct tally_engine *e, uint32_t job_id, uint32_t 
 enum tally_reason tally_engine_rx(struct tally_engine *e, const void *buf, size_t len,
 				  const struct tally_addr *from);
 
-/* Timers (deadline completions; memory of removed keys the transport released). Call
- * regularly from the core's loop. Returns the number of chunks completed by deadline. */
+/* Timers (deadline completions; memory of removed keys the transport released; one job's
+ * idle check and one key's dead-rank check per call). Call regularly from the core's loop. Returns the number of chunks completed by deadline. */
 unsigned tally_engine_poll(struct tally_engine *e);
 
 /* Live policy for a key (quorum 1..participants, deadline_us, deterministic is fixed at
@@ -198,6 +233,8 @@ struct tally_engine_job_info {
 	uint32_t joined;           /* ranks bound to an address */
 	uint32_t keys;             /* keys registered */
 	int open_admission;        /* created by the first JOIN */
+	uint32_t reserved;         /* 0 (keeps the struct free of padding) */
+	uint64_t incarnation;      /* the launch it serves (0: none given yet) */
 };
 int tally_engine_walk_jobs(const struct tally_engine *e,
 			   int (*cb)(void *arg, const struct tally_engine_job_info *ji),

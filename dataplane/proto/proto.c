@@ -96,6 +96,9 @@ static const char *const reason_names[TALLY_R_COUNT] = {
 	[TALLY_R_UNSUPPORTED] = "unsupported",
 	[TALLY_R_DRAINING] = "draining",
 	[TALLY_R_UNEXPECTED_OP] = "unexpected_op",
+	[TALLY_R_JOB_TABLE_FULL] = "job_table_full",
+	[TALLY_R_INCARNATION_LIVE] = "incarnation_live",
+	[TALLY_R_RANK_SILENT] = "rank_silent",
 };
 
 const char *tally_reason_name(enum tally_reason r)
@@ -270,6 +273,7 @@ void tally_proto_put_join(uint8_t out[TALLY_JOIN_LEN], const struct tally_join *
 	put32(out + 4, j->caps);
 	put32(out + 8, j->max_chunk_bytes);
 	put32(out + 12, 0);
+	put64(out + 16, j->incarnation);
 }
 
 enum tally_reason tally_proto_get_join(const struct tally_pkt *pkt, struct tally_join *j)
@@ -281,6 +285,7 @@ enum tally_reason tally_proto_get_join(const struct tally_pkt *pkt, struct tally
 	j->caps = get32(p + 4);
 	j->max_chunk_bytes = get32(p + 8);
 	j->reserved = get32(p + 12);
+	j->incarnation = get64(p + 16);
 	return TALLY_OK;
 }
 

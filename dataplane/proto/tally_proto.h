@@ -33,7 +33,8 @@ enum tally_op {
 	TALLY_OP_PUSH = 4,
 	TALLY_OP_RESULT = 5,
 	TALLY_OP_PULL = 6,
-	TALLY_OP_ERROR = 7,    /* reason in hdr.reason, the offending op in hdr.aux */
+	TALLY_OP_ERROR = 7,    /* reason in hdr.reason, the offending op in hdr.aux (RANK_SILENT:
+				* the silent rank in hdr.aux, see enum tally_reason) */
 	TALLY_OP_BYE = 8,
 	TALLY_OP_MAX = 8
 };
@@ -74,13 +75,14 @@ struct tally_hdr {
 #define TALLY_CAP_DETERMINISTIC 0x1u
 #define TALLY_CAP_QUORUM 0x2u
 
-struct tally_join {          /* JOIN payload, 16 bytes */
+struct tally_join {          /* JOIN payload, 24 bytes */
 	uint32_t world_size;
 	uint32_t caps;
 	uint32_t max_chunk_bytes; /* the worker's largest payload */
 	uint32_t reserved;
+	uint64_t incarnation;     /* this launch of the job (0: none given; see tally_engine.h) */
 };
-#define TALLY_JOIN_LEN 16
+#define TALLY_JOIN_LEN 24
 
 struct tally_join_ok {       /* JOIN_OK payload, 16 bytes */
 	uint16_t base_port;
@@ -156,6 +158,10 @@ enum tally_reason {
 	TALLY_R_UNSUPPORTED,    /* e.g. compression not offered */
 	TALLY_R_DRAINING,       /* appliance draining: no new rounds */
 	TALLY_R_UNEXPECTED_OP,  /* an op this side never receives */
+	TALLY_R_JOB_TABLE_FULL, /* JOIN of a new job: every job slot (max_jobs) is in use */
+	TALLY_R_INCARNATION_LIVE, /* JOIN of another incarnation while the job's is live */
+	TALLY_R_RANK_SILENT,    /* ERROR to ranks waiting on a chunk: hdr.aux names the silent
+				 * rank, hdr.count how long it has been silent (ms) */
 	TALLY_R_COUNT
 };
 
@@ -180,7 +186,7 @@ void tally_proto_finish(uint8_t out[TALLY_HDR_LEN], struct tally_hdr *hdr,
 uint32_t tally_crc32c(const void *buf, size_t len);
 
 /* Decode and validate everything that needs no state: length, magic, version, op, payload
- * length (exact for control ops: JOIN, JOIN_OK 16; REGISTER 32; PULL, ERROR, BYE 0), dtype
+ * length (exact for control ops: JOIN 24, JOIN_OK 16; REGISTER 32; PULL, ERROR, BYE 0), dtype
  * (PUSH, RESULT, PULL), count >= 1 and count * dtype size == payload (PUSH/RESULT; with
  * TALLY_F_ONEBIT: dtype f32 else BAD_DTYPE, payload == TALLY_ONEBIT_BYTES(count) else
  * BAD_COUNT), rank bound, CRC (checked last). The reserved field is ignored.

@@ -115,7 +115,7 @@ static void test_open_admission(void **state)
 	/* The job table is full: another job id cannot be created. */
 	hd = h_hdr(TALLY_OP_JOIN, 1);
 	hd.job_id = H_JOB + 1;
-	H_EXPECT_REJECT(&h, h_rx_hdr(&h, &hd, pl, sizeof(pl), &a1), TALLY_R_NO_MEMORY, 1);
+	H_EXPECT_REJECT(&h, h_rx_hdr(&h, &hd, pl, sizeof(pl), &a1), TALLY_R_JOB_TABLE_FULL, 1);
 	assert_int_equal(h_join(&h, 1, 3), TALLY_OK);
 	h_stop(&h);
 }

@@ -303,7 +303,7 @@ static void test_drain(void **state)
 	assert_int_equal(o.key[0].parity[0].chunks_open, 0);
 	assert_int_equal(o.key[0].rounds_open, 0);
 	/* a new round is refused; late and duplicate pushes still get their RESULT */
-	H_EXPECT_REJECT(&h, h_push(&h, 0, 1, 1, 0, TALLY_DT_F32, v, 4), TALLY_R_DRAINING, 0);
+	H_EXPECT_REJECT(&h, h_push(&h, 0, 1, 1, 0, TALLY_DT_F32, v, 4), TALLY_R_DRAINING, 1);
 	h_clear(&h);
 	assert_int_equal(h_push(&h, 0, 1, 0, 4, TALLY_DT_F32, v, 4), TALLY_OK);
 	assert_int_equal(h.cap.n, 1);

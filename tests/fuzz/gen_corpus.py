@@ -36,7 +36,7 @@ def packet(op, payload=b"", flags=0, job=7, rank=0, token=0x1122334455667788, ke
 
 def proto_corpus():
     out = {}
-    out["join"] = packet(1, struct.pack("<IIII", 4, 3, 8192, 0), rank=2)
+    out["join"] = packet(1, struct.pack("<IIIIQ", 4, 3, 8192, 0, 7), rank=2)
     out["join_ok"] = packet(2, struct.pack("<HHIII", 9170, 4, 8192, 3, 4))
     out["register"] = packet(3, struct.pack("<IIBBHHHI12x", 1000, 256, 0, 0, 1, 4, 3, 500),
                              key=9)

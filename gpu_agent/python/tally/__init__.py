@@ -8,7 +8,8 @@ tally.optim                 fused optimizer updates (CPU twins / CUDA kernels); 
 tally.metrics               per-rank Prometheus metrics (push_pull latency, agent counters)
 """
 from . import metrics  # noqa: F401
-from .agent import Agent, TallyError, shutdown  # noqa: F401
+from .agent import (Agent, ApplianceDrainingError, RankSilentError, TallyError,  # noqa: F401
+                    shutdown)
 from .agent import init as _init
 
 

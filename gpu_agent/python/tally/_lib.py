@@ -97,7 +97,8 @@ class AgentCfg(ctypes.Structure):
                 ("max_tensors", ctypes.c_uint), ("max_handles", ctypes.c_uint),
                 ("deterministic", ctypes.c_int), ("credit_stall_ms", ctypes.c_uint32),
                 ("local_agg", ctypes.c_int), ("local_shm_bytes", ctypes.c_size_t),
-                ("rto_max_us", ctypes.c_uint32), ("rto_min_us", ctypes.c_uint32)]
+                ("rto_max_us", ctypes.c_uint32), ("rto_min_us", ctypes.c_uint32),
+                ("incarnation", ctypes.c_uint64)]
 
 
 class AgentStats(ctypes.Structure):

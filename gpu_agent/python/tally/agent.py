@@ -28,6 +28,26 @@ class TallyError(RuntimeError):
         super().__init__(f"tally: {message} [{name}]")
 
 
+class RankSilentError(TallyError):
+    """The appliance waited on a worker that went silent (dead or hung): the message names the
+    rank, the appliance, key and round ("rank 3 silent for 10.2 s at appliance
+    10.0.0.1:9170 (key 7, round 12)")."""
+
+
+class ApplianceDrainingError(TallyError):
+    """The appliance is draining (shutting down or upgrading) and refused a new round."""
+
+
+def _error(code, message):
+    """The TallyError subclass that fits the agent's error."""
+    e = -code if code < 0 else code
+    if e == errno.EPIPE and " silent for " in message:
+        return RankSilentError(code, message)
+    if e == errno.ESHUTDOWN and " is draining " in message:
+        return ApplianceDrainingError(code, message)
+    return TallyError(code, message)
+
+
 class Agent:
     """A libtally_agent instance. Keyword arguments override the environment:
     appliances="h:p,...", job_id, token, rank, world_size, local_rank, local_size,
@@ -70,7 +90,7 @@ class Agent:
 
     def _check(self, rc):
         if rc < 0:
-            raise TallyError(rc, self.error())
+            raise _error(rc, self.error())
         return rc
 
     def error(self):

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * client_err.c — the appliance's reports that end an operation before the give-up timer:
+ * a participant it has been waiting on is silent (ERROR RANK_SILENT), or it is draining.
+ * The text names what an operator needs: which rank, which appliance, which key and round.
+ * Calls client_op.c and client_util.c only.
+ */
+#include <errno.h>
+
+#include "client_int.h"
+
+static const char *client_appliance(const struct tally_client *c)
+{
+	return c->cfg.appliance[0] ? c->cfg.appliance : "appliance";
+}
+
+void client_rx_silent(struct tally_client *c, const struct tally_hdr *h)
+{
+	struct client_key *k = client_key_find(c, h->key);
+	uint32_t opi;
+
+	if (!k)
+		return;
+	opi = k->par_op[h->round & 1];
+	if (opi == CLIENT_NONE || c->ops_tab[opi].round != h->round)
+		return; /* that round is no longer ours to fail (done, or a late copy) */
+	/* hdr.aux: the silent rank; hdr.count: how long it has been silent, in ms */
+	client_seterr(c, "rank %u silent for %.1f s at appliance %s (key %u, round %u)", h->aux,
+		  h->count / 1000.0, client_appliance(c), h->key, h->round);
+	client_op_fail(c, opi, -EPIPE);
+}
+
+void client_err_draining(struct tally_client *c, const struct tally_hdr *h, uint32_t core)
+{
+	client_seterr(c, "appliance %s is draining (shutting down or upgrading): core %u refused "
+		  "key %u round %u", client_appliance(c), core, h->key, h->round);
+}

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * engine_life.c — the job lifecycle an appliance that runs for months needs: a job ends
+ * (BYE from every bound rank, or idle) and gives its memory back, a relaunch of a job id (a
+ * new incarnation) replaces the old state without an operator, and a chunk waiting on a
+ * silent rank is reported to the ranks that wait instead of being waited on forever.
+ * The rules are in tally_engine.h. Called by engine.c (poll) and engine_job.c (JOIN, BYE);
+ * calls engine_key.c and engine_util.c only. Nothing here allocates.
+ */
+#include <string.h>
+
+#include "engine_int.h"
+
+/* Keys (and their memory) freed, bindings dropped; admission (id, token, world, policy,
+ * incarnation) stays. */
+static void job_reset(struct tally_engine *e, struct engine_job *job)
+{
+	engine_keys_remove_job(e, job);
+	memset(job->ranks, 0, job->world * sizeof(*job->ranks));
+	job->joined = 0;
+}
+
+void engine_job_end(struct tally_engine *e, struct engine_job *job)
+{
+	job_reset(e, job);
+	if (!job->open_adm)
+		return;
+	/* Nobody admitted it but its first JOIN: the slot goes back to the table. */
+	struct engine_rank *ranks = job->ranks;
+	memset(job, 0, sizeof(*job));
+	job->ranks = ranks;
+	if (e->last_job == job)
+		e->last_job = NULL;
+}
+
+enum tally_reason engine_incarnation(struct tally_engine *e, struct engine_job *job,
+				 uint32_t rank, const struct tally_addr *from, uint64_t inc,
+				 uint64_t now)
+{
+	if (inc == 0 || inc == job->incarnation)
+		return TALLY_OK; /* no incarnation given, or the job's own */
+	if (job->incarnation == 0 && !job->joined && !job->nkeys) {
+		job->incarnation = inc; /* the first launch of an admitted job: nothing to replace */
+		return TALLY_OK;
+	}
+	const struct engine_rank *rk = &job->ranks[rank];
+	/* (b): the address this rank is bound at now speaks for the new launch. A straggler of
+	 * the old launch cannot hold that address at the same time. */
+	int same_addr = rk->bound && engine_addr_eq(&rk->addr, from);
+	/* (a): the old launch is silent as a whole (rejoin timeout, as for one rank). */
+	int silent = now - job->last_ns >= e->cfg.rejoin_timeout_ns;
+	if (!same_addr && !silent)
+		return TALLY_R_INCARNATION_LIVE;
+	job_reset(e, job);
+	job->incarnation = inc;
+	job->last_ns = now;
+	e->st.incarnations++;
+	return TALLY_OK;
+}
+
+/* One job slot per call: a job with state and no packet for the idle timeout ends. */
+static void life_idle(struct tally_engine *e, uint64_t now)
+{
+	if (e->life_job >= e->cfg.max_jobs)
+		e->life_job = 0;
+	struct engine_job *job = &e->jobs[e->life_job++];
+	if (!job->in_use || (!job->joined && !job->nkeys && !job->open_adm))
+		return;
+	if (now - job->last_ns < e->cfg.job_idle_timeout_ns)
+		return;
+	engine_job_end(e, job);
+	e->st.jobs_freed_idle++;
+}
+
+/* The first participant of chunk idx whose push is missing and who is silent since
+ * `since` (ENGINE_NIL: none). */
+static uint32_t silent_rank(const struct engine_key *k, uint32_t idx, uint64_t now,
+			    uint64_t timeout)
+{
+	const uint64_t *cb = engine_contrib_bm(k, idx);
+	const struct engine_rank *ranks = k->job->ranks;
+	for (uint32_t w = 0; w < k->reg.participants; w++)
+		if (!engine_bit(cb, w) && now - ranks[w].last_ns >= timeout)
+			return w;
+	return ENGINE_NIL;
+}
+
+/* ERROR RANK_SILENT about `dead` to every bound participant whose push is in chunk idx. */
+static void silent_report(struct tally_engine *e, struct engine_key *k, uint32_t idx,
+			  uint32_t dead, uint64_t now)
+{
+	const struct engine_chunk *ch = &k->chunks[idx];
+	const uint64_t *cb = engine_contrib_bm(k, idx);
+	struct engine_rank *ranks = k->job->ranks;
+	uint32_t c = idx >= k->nchunks ? idx - k->nchunks : idx;
+	uint64_t ms = (now - ranks[dead].last_ns) / 1000000u;
+	struct tally_hdr h;
+	memset(&h, 0, sizeof(h));
+	h.op = TALLY_OP_ERROR;
+	h.reason = TALLY_R_RANK_SILENT;
+	h.aux = dead;
+	h.job_id = k->job_id;
+	h.token = k->job->token;
+	h.key = k->key;
+	h.round = ch->round;
+	h.offset = c * k->reg.chunk_elems;
+	h.count = ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+	h.dtype = k->dtype;
+	for (uint32_t w = 0; w < k->reg.participants; w++) {
+		if (!ranks[w].bound || !engine_bit(cb, w))
+			continue;
+		h.rank = w;
+		engine_send(e, &ranks[w].addr, &h, NULL, 0);
+	}
+	e->st.dead_rank_errors++;
+}
+
+/* One key per call: its oldest open chunk (the open list is in first-push order) waiting
+ * longer than the dead-rank timeout on a rank silent as long is reported, once per period. */
+static void life_dead_rank(struct tally_engine *e, uint64_t now)
+{
+	if (!e->nkeys)
+		return;
+	if (e->life_key >= e->nkeys)
+		e->life_key = 0;
+	struct engine_key *k = e->keys[e->life_key++];
+	uint64_t t = e->cfg.dead_rank_timeout_ns;
+	if (!k->job || k->open_head == ENGINE_NIL)
+		return;
+	uint32_t idx = k->open_head;
+	if (now - k->chunks[idx].first_ns < t)
+		return;
+	if (k->silent_err_ns && now - k->silent_err_ns < t)
+		return;
+	uint32_t dead = silent_rank(k, idx, now, t);
+	if (dead == ENGINE_NIL)
+		return;
+	k->silent_err_ns = now;
+	silent_report(e, k, idx, dead, now);
+}
+
+void engine_life_poll(struct tally_engine *e)
+{
+	uint64_t now = engine_now(e);
+	if (e->cfg.max_jobs)
+		life_idle(e, now);
+	life_dead_rank(e, now);
+}
