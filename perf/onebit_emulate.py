@@ -213,7 +213,8 @@ def table(results, a):
     by = {r["impl"]: r for r in results}
     names = {"adam-tally": "Adam through Tally (f32)", "onebit-tally": "OneBitAdam through Tally (compressed steps)",
              "adam-gloo": "Adam, DDP over gloo"}
-    link = "unshaped veths" if a.no_shape else f"{a.link_gbit:g} Gbit/s worker links (appliance link {a.link_gbit * a.workers:g} Gbit/s)"
+    link = ("unshaped veths" if a.no_shape else
+            f"{a.link_gbit:g} Gbit/s worker links (appliance link {a.link_gbit * a.workers:g} Gbit/s)")
     p = next((r["params"] for r in results if "params" in r), None)
     md = [f"{a.workers} workers, {link}; MLP {a.inputs}-{a.hidden}-{a.hidden}-10"
           + (f" ({p / 1e6:.2f} M parameters, {p * 4 / 1e6:.1f} MB of f32 gradients)" if p else "")
