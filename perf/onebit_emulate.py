@@ -48,7 +48,7 @@ def parser():
     p.add_argument("--no-shape", action="store_true", help="unshaped links (veth speed)")
     p.add_argument("--inputs", type=int, default=1024)
     p.add_argument("--hidden", type=int, default=2048, help="hidden width (2048: 6.3 M parameters)")
-    p.add_argument("--batch", type=int, default=32, help="rows per worker per step")
+    p.add_argument("--batch", type=int, default=8, help="rows per worker per step")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps (OneBitAdam's freeze step)")
     p.add_argument("--steps", type=int, default=10, help="timed steps")
     p.add_argument("--impls", default=",".join(IMPLS), help="comma list of " + ", ".join(IMPLS))
