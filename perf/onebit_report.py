@@ -21,11 +21,16 @@ headers). Per compressed step = (run total - warm-up steps x the full-precision 
 step) / compressed steps (the warm-up pushes exactly what a full-precision step pushes: the same
 f32 elements). Verdicts: final train-set loss within 1% of the twin's, or test accuracy within
 0.5 points (one-sided: the 1-bit run may be better by any amount); push_bytes >= 4x less over the whole run, >= 20x less per compressed step.
+--emulate adds perf/onebit_emulate.py's table (seconds per step of OneBitAdam vs Adam through
+Tally vs Adam over gloo on the emulated cluster of namespaces with shaped links; needs root),
+options for it in --emulate-args; its timings are reported, never part of the verdict.
 Exit status 0 when every verdict holds, 1 otherwise.
 """
 import argparse
 import json
 import os
+import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -60,6 +65,47 @@ def run(out, model, opt, epochs, freeze, extra, log):
     return d
 
 
+def git_head():
+    r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    return r.stdout.strip() or "?"
+
+
+def machine():
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def load():
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def emulate(a, log):
+    """perf/onebit_emulate.py's table (markdown), or a line saying why there is none."""
+    js = os.path.join(a.out, "emulate.json")
+    cmd = [sys.executable, os.path.join(ROOT, "perf", "onebit_emulate.py"), "--json", js] + shlex.split(a.emulate_args)
+    shown = "/usr/bin/python3 perf/onebit_emulate.py " + " ".join(shlex.quote(x) for x in cmd[2:])
+    print(f"  emulated cluster: {shown}", flush=True)
+    t0, l0 = time.time(), load()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
+    log.write(f"$ {shown}\n{p.stdout}\n")
+    head = [f"Command: `{shown}` ({time.time() - t0:.0f} s; load average before {l0}, after {load()})", ""]
+    try:
+        with open(js) as f:
+            return head + [json.load(f)["table"]], p.returncode == 0
+    except (OSError, ValueError, KeyError):
+        return head + [f"no table: onebit_emulate.py exited {p.returncode}: "
+                       f"{p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ''}"], False
+
+
 def smooth(xs, k):
     out, acc = [], []
     for x in xs:
@@ -80,7 +126,12 @@ def main():
     ap.add_argument("--epochs-transformer", type=int, default=None)
     ap.add_argument("--freeze-frac", type=float, default=0.15, help="warm-up steps as a fraction of the run")
     ap.add_argument("--appliance", default="udp", help="train.py --appliance (udp: tally-udpd)")
+    ap.add_argument("--emulate", action="store_true",
+                    help="also time OneBitAdam vs Adam (Tally, gloo) on the emulated cluster (root)")
+    ap.add_argument("--emulate-args", default="", help="options for perf/onebit_emulate.py")
     a = ap.parse_args()
+    started, load0 = time.time(), load()
+    command = "/usr/bin/python3 perf/onebit_report.py " + " ".join(shlex.quote(x) for x in sys.argv[1:])
     os.makedirs(a.out, exist_ok=True)
     epochs = {"mlp": a.epochs_mlp or (6 if a.quick else 30),
               "transformer": a.epochs_transformer or (3 if a.quick else 12)}
@@ -114,11 +165,15 @@ def main():
                 ok &= conv and byt
                 rows.append((model, base, ob, n, freeze, rb, ro, dloss, dacc, conv, per_full, per_comp, whole, per,
                              wire, byt))
+        train_s, load1 = time.time() - started, load()
+        emu = emulate(a, log) if a.emulate else None
     md = ["# 1-bit Adam / 1-bit LAMB through Tally", "",
           f"4 workers (torchrun, CPU), appliance: {a.appliance}; warm-up = {a.freeze_frac:.0%} of the steps; "
           "same seed, data order and initial parameters in every run. Loss: the whole training set's "
           "cross-entropy after the last step. Bytes: the appliance's push_bytes (accepted payload, no "
           "retransmissions); wire: engine rx + tx bytes.", "",
+          f"Command: `{command}` (commit {git_head()}). Machine: {machine()}; shared with other jobs: load "
+          f"average (1, 5, 15 min) {load0} at the start, {load1} after the training runs ({train_s:.0f} s).", "",
           "| model | optimizer | steps | warm-up | train loss | test acc | push bytes | bytes/step | wire bytes |",
           "|---|---|---|---|---|---|---|---|---|"]
     for (model, base, ob, n, freeze, rb, ro, dloss, dacc, conv, per_full, per_comp, whole, per, wire, byt) in rows:
@@ -134,6 +189,8 @@ def main():
                   f"{whole:.2f}x | {per:.1f}x | {wire:.2f}x | {'yes' if byt else 'NO'} |")
     md += ["", "![losses](losses.png)", "", f"verdict: {'PASS' if ok else 'FAIL'} (loss within 1% or accuracy "
            "within 0.5 points; >= 4x fewer bytes over the run, >= 20x per compressed step)"]
+    if emu:
+        md += ["", "## Time per step on an emulated cluster", "", *emu[0]]
     with open(os.path.join(a.out, "report.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     with open(os.path.join(a.out, "results.json"), "w") as f:
