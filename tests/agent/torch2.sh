@@ -9,6 +9,7 @@
 #   test_torch_api.py   broadcast_parameters, DistributedOptimizer, error messages
 #   test_train.py       4 workers through Tally vs DDP over gloo (+ loss/slow rank, local agg)
 #   test_ddp_rebuild.py DDP's bucket rebuild with a slow rank, many times, vs gloo
+#   test_onebit_*.py    1-bit Adam/LAMB: NumPy reference, the appliance, convergence + bytes
 #   examples/train.py   the quick-start job (software appliance over kernel UDP)
 # Mounts are made in a private mount namespace (unshare -m): nothing is left mounted.
 #
@@ -89,7 +90,8 @@ ninja -C /tally/build gpu_agent/libtally_agent.so appliance/udpd/tally-udpd test
 	>/tmp/torch2-ninja.log 2>&1 || { tail -40 /tmp/torch2-ninja.log; echo "torch2: build failed in the chroot"; exit 1; }
 fail=0
 for t in tests/agent/test_abi.py tests/agent/test_opt_torch.py tests/agent/test_torch_api.py tests/agent/test_train.py \
-	tests/agent/test_ddp_rebuild.py; do
+	tests/agent/test_ddp_rebuild.py tests/agent/test_onebit_sim.py tests/agent/test_onebit_appliance.py \
+	tests/agent/test_onebit_train.py; do
 	echo "== torch2: $t"
 	timeout 900 python3 "$t"
 	rc=$?
