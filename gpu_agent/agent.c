@@ -44,9 +44,15 @@ static int core_start(struct tally_agent *a, char *errbuf, size_t errlen)
 		agent_errf(errbuf, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	for (unsigned i = 0; i < a->cfg.nappliances; i++)
+	for (unsigned i = 0; i < a->cfg.nappliances; i++) {
 		if ((rc = a->net->connect(a->net_ctx, i, a->cfg.connect_timeout_ms, errbuf, errlen)))
 			return rc;
+		/* one-bit keys size their chunks to what every appliance takes (JOIN_OK): an
+		 * appliance on a 1500-byte MTU lowers it to 1 KiB */
+		uint32_t mc = a->net->max_chunk ? a->net->max_chunk(a->net_ctx, i) : 0;
+		if (mc && (!a->comp_max_chunk || mc < a->comp_max_chunk))
+			a->comp_max_chunk = mc;
+	}
 	if ((rc = -pthread_create(&a->thr, NULL, agent_progress_main, a))) {
 		agent_errf(errbuf, errlen, "cannot start the progress thread");
 		return rc;

@@ -22,11 +22,11 @@ int agent_comp_active(const struct agent_tensor *t, uint64_t round)
 }
 
 /* Chunk elements of a compressed key of n elements: the largest one-bit chunk that fits
- * the client's max_chunk_bytes (the appliance must accept that size: a smaller one makes
- * the REGISTER fail with a message). */
+ * the smallest max_chunk_bytes the appliances gave in JOIN_OK (else the configured one). */
 static uint32_t comp_chunk_elems(const struct tally_agent *a, uint32_t n)
 {
-	uint32_t mcb = a->cfg.max_chunk_bytes ? a->cfg.max_chunk_bytes : 8192;
+	uint32_t mcb = a->comp_max_chunk ? a->comp_max_chunk
+		     : a->cfg.max_chunk_bytes ? a->cfg.max_chunk_bytes : 8192;
 	uint32_t ce;
 
 	if (mcb > TALLY_MAX_PAYLOAD)

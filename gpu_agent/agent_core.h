@@ -86,6 +86,7 @@ struct tally_agent {
 	void *stage_ctx;
 	int net_world;
 	char net_tag[24];
+	uint32_t comp_max_chunk; /* smallest JOIN_OK max_chunk_bytes (one-bit chunks), 0: cfg */
 	struct agent_plan plan;
 
 	pthread_mutex_t mu;

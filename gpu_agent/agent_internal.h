@@ -38,6 +38,9 @@ struct agent_net_ops {
 	/* One-bit keys: was chunk `chunk` of (key, round) left out by a quorum? 1 / 0. NULL:
 	 * never (networks without quorum). */
 	int (*excluded)(void *ctx, unsigned appl, uint32_t key, uint32_t round, uint32_t chunk);
+	/* The largest payload appliance `appl` takes (JOIN_OK, after connect). NULL: the
+	 * configured max_chunk_bytes. */
+	uint32_t (*max_chunk)(void *ctx, unsigned appl);
 };
 
 /* Production network: one tally_client + kernel UDP transport per appliance. */

@@ -48,6 +48,13 @@ static void ncl_destroy(void *ctx)
 	free(n);
 }
 
+static uint32_t ncl_max_chunk(void *ctx, unsigned i)
+{
+	struct ncl *n = ctx;
+
+	return tally_client_max_chunk_bytes(n->ap[i].c);
+}
+
 static int ncl_connect(void *ctx, unsigned i, uint32_t timeout_ms, char *err, size_t errlen)
 {
 	struct ncl *n = ctx;
@@ -150,6 +157,7 @@ static const struct agent_net_ops ncl_ops = {
 	.stats = ncl_stats,
 	.destroy = ncl_destroy,
 	.excluded = ncl_excluded,
+	.max_chunk = ncl_max_chunk,
 };
 
 /* A one-rank job with no incarnation given: this process is the launch. */

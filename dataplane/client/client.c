@@ -515,3 +515,8 @@ void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 		return;
 	}
 }
+
+uint32_t tally_client_max_chunk_bytes(const struct tally_client *c)
+{
+	return c->max_chunk_bytes ? c->max_chunk_bytes : c->cfg.max_chunk_bytes;
+}

@@ -88,6 +88,9 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms);
 /* Register a key with the core that owns it (blocking, retried). reg->chunk_elems = 0
  * picks the largest chunk that fits max_chunk_bytes. 0 or negative errno. */
 int tally_client_register(struct tally_client *c, uint32_t key, const struct tally_register *reg);
+/* The largest payload this session sends: cfg.max_chunk_bytes, lowered to the appliance's
+ * in JOIN_OK once joined. */
+uint32_t tally_client_max_chunk_bytes(const struct tally_client *c);
 
 /* Start an allreduce of a registered key: `in` and `out` hold nelems of the key's dtype and
  * must stay valid until the operation completes (they may be the same buffer). Returns a
