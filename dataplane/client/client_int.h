@@ -7,6 +7,7 @@
  *   client_op.c    operations: start/test/wait, chunk windows, (re)transmission, RTO
  *   client_rx.c    packet intake: validation, RESULT reassembly, quorum fold
  *   client_fold.c  the quorum fold arithmetic per dtype
+ *   client_ack.c   RTO estimator, HELD intake, PULL probes, gap (fast) retransmission
  *
  * Memory: key state at registration, window slots (with their staging buffers) at JOIN,
  * operation slots at creation. The packet paths never allocate (a key registered without
@@ -66,6 +67,10 @@ struct client_slot {
 	uint32_t retries;
 	bool staged;              /* payload is this slot's staging buffer */
 	bool send_ack;            /* also (re)send ack_hdr (see client_op.c) */
+	bool held;                /* the appliance acknowledged it HELD: probe, don't re-send */
+	bool probed;              /* a PULL probe is out and unanswered */
+	uint64_t seq;             /* the core's transmission number of its last payload send */
+	uint64_t fast_ns;         /* last gap re-send or probe (at most one per RTT) */
 	uint64_t first_ns, sent_ns, due_ns;
 	uint64_t rto_ns;          /* this chunk's current timeout (doubles per retry) */
 	uint32_t next_free;
@@ -85,6 +90,8 @@ struct client_core {
 	uint64_t srtt, rttvar, rto;
 	uint64_t est;             /* the estimator's RTO (rto may be backed off above it) */
 	uint64_t min_rtt;         /* shortest sample of a chunk sent once (0: none yet) */
+	uint64_t tx_seq;          /* payload transmissions so far (slot seq) */
+	bool seen_held;           /* this core answers HELD (else RTO samples completions) */
 };
 
 enum client_op_state { CLIENT_OP_FREE = 0, CLIENT_OP_ACTIVE, CLIENT_OP_DONE, CLIENT_OP_FAILED };
@@ -160,11 +167,23 @@ void client_cores_free(struct tally_client *c);
 int client_ops_init(struct tally_client *c);
 void client_pump(struct tally_client *c, uint32_t core);
 void client_slot_release(struct tally_client *c, uint32_t core, uint32_t slot);
-void client_rtt_sample(struct client_core *cc, uint64_t rtt_ns, const struct tally_client_cfg *cfg);
 void client_op_finish(struct tally_client *c, uint32_t opi);
 void client_op_fail(struct tally_client *c, uint32_t opi, int err);
 void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t ch, uint32_t round,
 		      const void *payload);
+
+/* client_ack.c (calls client_util.c only) */
+/* An RTT sample: push -> first acknowledgement (HELD or RESULT) of a chunk sent once. */
+void client_rtt_sample(struct client_core *cc, uint64_t rtt_ns, const struct tally_client_cfg *cfg);
+/* (Re)send a slot's payload (and its ack copy); numbers the transmission. */
+void client_xmit(struct tally_client *c, uint32_t core, struct client_slot *sl);
+/* Header-only PULL for a held data slot. */
+void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl, uint64_t now);
+/* Transmission xseq was acknowledged (HELD, or a RESULT including us): re-send earlier
+ * pushes still unanswered an RTT later, probe earlier held chunks (result only). */
+void client_gap_scan(struct tally_client *c, uint32_t core, uint64_t xseq, bool result,
+		     uint64_t now);
+void client_rx_held(struct tally_client *c, const struct tally_pkt *p);
 
 /* client_fold.c */
 /* Build the push payload of a chunk whose fold is pending: stage = in + fold (in the wire

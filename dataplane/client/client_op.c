@@ -75,29 +75,6 @@ void client_cores_free(struct tally_client *c)
 	c->cores = NULL;
 }
 
-void client_rtt_sample(struct client_core *cc, uint64_t r, const struct tally_client_cfg *cfg)
-{
-	uint64_t var, rto, max = (uint64_t)cfg->rto_max_us * 1000;
-	uint64_t min = (uint64_t)cfg->rto_min_us * 1000;
-
-	if (!cc->have_rtt) {
-		cc->srtt = r;
-		cc->rttvar = r / 2;
-		cc->have_rtt = true;
-	} else {
-		uint64_t d = cc->srtt > r ? cc->srtt - r : r - cc->srtt;
-
-		cc->rttvar = (3 * cc->rttvar + d) / 4;
-		cc->srtt = (7 * cc->srtt + r) / 8;
-	}
-	var = 4 * cc->rttvar;
-	rto = cc->srtt + (var > CLIENT_CLOCK_G_NS ? var : CLIENT_CLOCK_G_NS);
-	if (rto < min)
-		rto = min;
-	cc->est = rto > max ? max : rto;
-	cc->rto = cc->est;
-}
-
 static void client_pend_unlink(struct tally_client *c, struct client_core *cc, uint32_t opi)
 {
 	struct client_op *op = &c->ops_tab[opi];
@@ -173,13 +150,6 @@ void client_op_fail(struct tally_client *c, uint32_t opi, int err)
 	c->nactive--;
 }
 
-static void client_xmit(struct tally_client *c, uint32_t core, struct client_slot *sl)
-{
-	if (sl->send_ack)
-		client_send(c, core, sl->ack_hdr, sl->payload, sl->len);
-	client_send(c, core, sl->hdr, sl->payload, sl->len);
-}
-
 /* First transmission of chunk `ch` of operation `opi` in window slot `s`. */
 static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch, uint32_t s,
 			  uint64_t now)
@@ -198,6 +168,8 @@ static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch,
 	sl->payload = op->in + (size_t)off * k->esize;
 	sl->staged = false;
 	sl->send_ack = false;
+	sl->held = sl->probed = false;
+	sl->fast_ns = 0;
 	if (k->fold && (k->fold_pending[ch >> 3] & (1u << (ch & 7)))) {
 		bool left = client_fold_stage((enum tally_dtype)k->reg.dtype, sl->stage, sl->payload,
 					  (uint8_t *)k->fold + (size_t)off * 4, n);
@@ -262,6 +234,8 @@ void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t
 	sl->payload = sl->stage;
 	sl->staged = true;
 	sl->send_ack = false;
+	sl->held = sl->probed = false;
+	sl->fast_ns = 0;
 	sl->op = CLIENT_ACKWAIT;
 	sl->kidx = (uint32_t)(k - c->keys);
 	sl->round = round;
@@ -282,7 +256,7 @@ void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t
 		cc->next_due = sl->due_ns;
 	k->ackslot[ch] = s;
 	c->st.ack_pushes++;
-	client_send(c, k->core, sl->hdr, sl->payload, sl->len);
+	client_xmit(c, k->core, sl);
 }
 
 void client_pump(struct tally_client *c, uint32_t core)
@@ -415,9 +389,38 @@ int tally_client_test(struct tally_client *c, int handle)
 	return rc;
 }
 
+/* A slot's timer fired: a held chunk is probed (header only) unless its last probe went
+ * unanswered; anything else has its payload re-sent. Either way the timer backs off. */
+static void client_slot_expire(struct tally_client *c, uint32_t core, struct client_slot *sl,
+			       uint64_t now)
+{
+	struct client_core *cc = &c->cores[core];
+	uint64_t max = (uint64_t)c->cfg.rto_max_us * 1000;
+	uint64_t rto = sl->rto_ns * 2 > max ? max : sl->rto_ns * 2;
+
+	sl->rto_ns = rto;
+	sl->due_ns = now + rto;
+	if (sl->held && !sl->probed && sl->op != CLIENT_ACKWAIT) {
+		client_probe(c, core, sl, now);
+		return;
+	}
+	sl->held = sl->probed = false;
+	sl->retries++;
+	/* RFC 6298 5.5-5.7: the backed-off RTO stays for new chunks until a sample comes in
+	 * (chunks sent together back off to the same value, no compounding). */
+	if (rto > cc->rto && cc->rto < 4 * cc->est)
+		cc->rto = rto < 4 * cc->est ? rto : 4 * cc->est;
+	sl->sent_ns = now;
+	if (sl->op == CLIENT_ACKWAIT)
+		c->st.ack_pushes++;
+	else
+		c->st.retransmits++;
+	client_xmit(c, core, sl);
+}
+
 uint64_t tally_client_tick(struct tally_client *c)
 {
-	uint64_t now, next = UINT64_MAX, max = (uint64_t)c->cfg.rto_max_us * 1000;
+	uint64_t now, next = UINT64_MAX;
 	uint64_t give_up = (uint64_t)c->cfg.give_up_ms * 1000000u;
 
 	if (!c->joined)
@@ -431,7 +434,6 @@ uint64_t tally_client_tick(struct tally_client *c)
 
 			for (uint32_t s = 0; s < 2 * c->cfg.window && cc->inflight; s++) {
 				struct client_slot *sl = &cc->slots[s];
-				uint64_t rto;
 
 				if (sl->op == CLIENT_NONE)
 					continue;
@@ -454,23 +456,8 @@ uint64_t tally_client_tick(struct tally_client *c)
 					client_op_fail(c, sl->op, -ETIMEDOUT);
 					continue;
 				}
-				if (sl->due_ns <= now) {
-					sl->retries++;
-					rto = sl->rto_ns * 2 > max ? max : sl->rto_ns * 2;
-					sl->rto_ns = rto;
-					sl->due_ns = now + rto;
-					/* RFC 6298 5.5-5.7: the backed-off RTO stays for new chunks
-					 * until a sample comes in (chunks sent together back off to
-					 * the same value, no compounding). */
-					if (rto > cc->rto && cc->rto < 4 * cc->est)
-						cc->rto = rto < 4 * cc->est ? rto : 4 * cc->est;
-					sl->sent_ns = now;
-					if (sl->op == CLIENT_ACKWAIT)
-						c->st.ack_pushes++;
-					else
-						c->st.retransmits++;
-					client_xmit(c, core, sl);
-				}
+				if (sl->due_ns <= now)
+					client_slot_expire(c, core, sl, now);
 				if (sl->first_ns + give_up < sl->due_ns)
 					sl->due_ns = sl->first_ns + give_up;
 				if (sl->due_ns < nd)

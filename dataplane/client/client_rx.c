@@ -35,6 +35,7 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 	const struct tally_hdr *h = &p->hdr;
 	struct client_key *k = client_key_find(c, h->key);
 	uint32_t ch, par, opi, w, *cst;
+	uint64_t gap_seq = 0;
 	struct client_op *op;
 	const uint8_t *mine;
 	size_t len;
@@ -111,25 +112,24 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 
 		uint64_t now = c->ops->now_ns(c->xctx);
 
-		/* The RTT that matters is push to completion, which includes waiting for the
-		 * slowest worker. Karn's rule (no sample from a retransmitted chunk) would keep
-		 * only completions faster than the RTO, so the RTO could never grow past the
-		 * completion skew it keeps firing on. A RESULT without RESEND is the
-		 * completion's fan-out; when it comes more than a round trip after our last
-		 * copy, that copy did not complete the chunk, and timing it from the first
-		 * push is exact if that push arrived (nearly always; else too long, which
-		 * errs safe). A RESULT right after a re-send, or a RESEND answer to one, is
-		 * ambiguous: no sample. */
-		uint64_t r = now - sl->first_ns;
-
-		if (sl->retries == 0) {
-			if (!cc->min_rtt || r < cc->min_rtt)
-				cc->min_rtt = r;
-			client_rtt_sample(cc, r, &c->cfg);
-		} else if (!(h->flags & TALLY_F_RESEND) &&
+		/* The RTT sample is push -> first answer (client_ack.c): a RESULT that is the
+		 * first answer to a push sent once times the push that completed the chunk.
+		 * After a HELD the wait for other workers is not sampled, nor (Karn) a
+		 * chunk re-sent. */
+		if (sl->retries == 0 && !sl->held) {
+			client_rtt_sample(cc, now - sl->first_ns, &c->cfg);
+		} else if (!cc->seen_held && !(h->flags & TALLY_F_RESEND) &&
 			   now - sl->sent_ns > 2 * cc->min_rtt + CLIENT_CLOCK_G_NS) {
-			client_rtt_sample(cc, r, &c->cfg);
+			/* An appliance that never answers HELD: the completion time is all
+			 * there is, or the RTO could never grow past the completion skew it
+			 * keeps firing on. A RESULT more than a round trip after our last copy
+			 * is the fan-out of a completion that copy did not cause: timing it from
+			 * the first push is exact if that push arrived. */
+			client_rtt_sample(cc, now - sl->first_ns, &c->cfg);
 		}
+		/* only a RESULT with our push in proves it arrived: a gap before it is a loss */
+		if (h->flags & TALLY_F_INCLUDED)
+			gap_seq = sl->seq;
 		if (!(h->flags & TALLY_F_INCLUDED)) {
 			if (client_exclude(c, k, ch, h->round, sl->payload)) {
 				client_seterr(c, "allreduce key %u round %u chunk %u: no memory to keep "
@@ -155,6 +155,8 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 	c->st.results++;
 	if (--op->remaining == 0)
 		client_op_finish(c, opi);
+	if (gap_seq)
+		client_gap_scan(c, k->core, gap_seq, true, c->ops->now_ns(c->xctx));
 	client_pump(c, k->core);
 }
 
@@ -213,6 +215,12 @@ void tally_client_rx(struct tally_client *c, const void *buf, size_t len)
 			return;
 		}
 		client_rx_result(c, &p);
+	} else if (p.hdr.op == TALLY_OP_HELD) {
+		if (!c->joined) {
+			c->st.drops[TALLY_R_NOT_JOINED]++;
+			return;
+		}
+		client_rx_held(c, &p);
 	} else if (p.hdr.op == TALLY_OP_ERROR && p.hdr.aux == TALLY_OP_PUSH) {
 		c->st.errors++;
 		if (c->joined)

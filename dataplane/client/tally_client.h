@@ -5,7 +5,18 @@
  * key's chunks, PUSHes them to the core that owns the key (key % ncores from JOIN_OK) with
  * a window of chunks in flight per core, retransmits each chunk on its own timer (adaptive
  * RTO from measured RTTs, starting at cfg.rto_init_us, doubling per retry up to rto_max_us),
- * and writes each RESULT's payload into the output buffer. A chunk that gets no RESULT within
+ * and writes each RESULT's payload into the output buffer.
+ *
+ * Acknowledgements (tally_proto.h, HELD): the RTT sampled is push -> the chunk's first
+ * answer, a HELD (the appliance holds the push, the chunk waits for other workers) or its
+ * RESULT, so the RTO follows the network and the appliance, not the slowest worker. A held
+ * chunk is never re-sent unasked: its timer sends a header-only PULL (backed off from 2 RTO)
+ * and re-sends the payload only when a probe goes unanswered. Losses show up as gaps: when
+ * a push sent later to the same core is answered while an earlier one is not, an RTT after
+ * that one left, it is re-sent at once (stats.fast_retransmits), at most once per RTT; a
+ * held chunk whose RESULT is overtaken by a later one is probed. Trade-off: one small
+ * packet back per held push (ranges of consecutive chunks share one) and a few probes per
+ * long wait, against duplicate payloads whenever completion is slower than the RTO. A chunk that gets no RESULT within
  * cfg.give_up_ms fails the operation with -ETIMEDOUT and a message naming key, round, chunk.
  *
  * Quorum (eager-SGD): a RESULT without TALLY_F_INCLUDED means this worker's push was left
@@ -54,7 +65,10 @@ struct tally_client_cfg {
 struct tally_client_stats {
 	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes;
 	uint64_t pushes;          /* first transmissions of a chunk */
-	uint64_t retransmits;
+	uint64_t retransmits;     /* payload re-sends (timer or gap) */
+	uint64_t fast_retransmits;/* of which on a gap: a later push was acknowledged first */
+	uint64_t helds;           /* HELD acknowledgements received */
+	uint64_t probes;          /* header-only PULLs for held chunks (timer or gap) */
 	uint64_t results;         /* RESULTs used */
 	uint64_t dup_results;     /* RESULTs for chunks already done */
 	uint64_t excluded;        /* chunks whose RESULT did not include us (folded forward) */

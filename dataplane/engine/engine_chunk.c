@@ -100,6 +100,7 @@ static void result_unicast(struct tally_engine *e, struct engine_key *k, uint32_
 		h.flags |= TALLY_F_INCLUDED;
 	if (resend)
 		h.flags |= TALLY_F_RESEND;
+	engine_held_flush_any(e);
 	e->st.results++;
 	e->st.resends++;
 	engine_send_result(e, &k->job->ranks[rank].addr, &h, pl, bytes, engine_xbuf(e, k, idx));
@@ -137,6 +138,9 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 	else if (ch->count < k->reg.participants)
 		e->st.quorum_completions++;
 
+	/* Pending HELDs go first: a worker must not see this RESULT before the HELD of a
+	 * chunk it pushed earlier (it would take the gap for a loss). */
+	engine_held_flush_any(e);
 	/* Fan-out: one header per recipient (its rank, INCLUDED), one shared payload. */
 	struct tally_hdr h;
 	result_hdr(k, idx, &h, bytes);
@@ -300,6 +304,8 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 	if (engine_bit(contrib, w)) {
 		engine_heard(job, w, now, len);
 		e->st.duplicates++;
+		/* its HELD was lost or is late: say it again, the payload need not come back */
+		engine_held_add(e, k, w, r, h->offset, h->count);
 		return TALLY_OK;
 	}
 	/* Reached for a chunk already open only: nothing has changed yet. */
@@ -323,6 +329,8 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 	e->st.push_bytes += h->payload_len;
 	if (ch->count >= k->quorum)
 		engine_complete(e, k, idx, ENGINE_HOW_QUORUM);
+	else
+		engine_held_add(e, k, w, r, h->offset, h->count);
 	return TALLY_OK;
 }
 
@@ -348,8 +356,14 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 		return engine_drop(e, TALLY_R_STALE_ROUND);
 	engine_heard(job, h->rank, engine_now_cached(e), len);
 	e->st.pulls++;
-	if (ch->state == ENGINE_CH_DONE)
+	if (ch->state == ENGINE_CH_DONE) {
 		result_unicast(e, k, idx, h->rank, 1);
+	} else if (engine_bit(engine_contrib_bm(k, idx), h->rank)) {
+		/* a probe: the push is held, the chunk waits for others */
+		e->st.probes++;
+		engine_held_now(e, k, h->rank, h->round, c * k->reg.chunk_elems,
+				engine_chunk_len(k, c));
+	}
 	return TALLY_OK;
 }
 

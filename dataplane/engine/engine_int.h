@@ -7,6 +7,7 @@
  *   engine_key.c    registration (key memory from the arena), removal, policy, key walker
  *   engine_chunk.c  PUSH, completion and fan-out, PULL, deadlines, stuck walker
  *   engine_det.c    deterministic staging pool
+ *   engine_held.c   HELD acknowledgements, coalesced into ranges
  *   engine_ktab.c   the key hash table
  *   engine_util.c   shared helpers: drop/send/reject, create-time memory, job lookup,
  *                   address identity, authentication, rank binding
@@ -105,6 +106,16 @@ struct engine_stage {                  /* one staged push in the deterministic p
 	uint32_t rank;
 };
 
+/* A HELD not yet sent: chunks [off, end) (elements) of (job, rank, key, round). */
+struct engine_held {
+	struct tally_addr to;
+	uint64_t token;
+	uint32_t job_id, rank, key, round;
+	uint32_t off, end;
+	uint8_t dtype;
+};
+#define ENGINE_HELD_MAX 16
+
 struct tally_engine {
 	struct tally_engine_cfg cfg;
 	const struct tally_xport_ops *ops;
@@ -137,6 +148,9 @@ struct tally_engine {
 	uint32_t *det_free;        /* stack of free slot indices */
 	struct engine_stage *det_meta;
 	const void *det_src[TALLY_MAX_WORKERS]; /* scratch: staged payloads by rank */
+
+	struct engine_held held[ENGINE_HELD_MAX]; /* pending HELDs (engine_held.c) */
+	uint32_t nheld;
 };
 
 /* engine_util.c (a leaf: calls nothing else in the library) */
@@ -272,6 +286,21 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 unsigned engine_deadlines(struct tally_engine *e);
 void engine_open_unlink(struct tally_engine *e, struct engine_key *k, uint32_t idx);
 void engine_dl_update(struct tally_engine *e, struct engine_key *k);
+
+/* engine_held.c (calls engine_util.c only) */
+/* Acknowledge rank's push of chunk [off, off+count) of (k, round): coalesced, sent later. */
+void engine_held_add(struct tally_engine *e, const struct engine_key *k, uint32_t rank,
+		     uint32_t round, uint32_t off, uint32_t count);
+/* The same, sent at once (the answer to a PULL probe). */
+void engine_held_now(struct tally_engine *e, const struct engine_key *k, uint32_t rank,
+		     uint32_t round, uint32_t off, uint32_t count);
+/* Send every pending HELD. */
+void engine_held_flush(struct tally_engine *e);
+static inline void engine_held_flush_any(struct tally_engine *e)
+{
+	if (e->nheld)
+		engine_held_flush(e);
+}
 
 /* engine_det.c */
 int engine_det_init(struct tally_engine *e);

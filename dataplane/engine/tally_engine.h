@@ -29,9 +29,12 @@
  *    keys), and per chunk a contributor bitmap, a "seen" bitmap (any push of that round,
  *    late ones included), a count, a round number and a state.
  *  - PUSH (key, round r, chunk c) from rank w, slot p = r & 1:
- *      * slot holds round r, open: w's bit set → duplicate (count, ignore); else add (first
- *        contribution loads), set bit; count == quorum → complete: RESULT to every joined
- *        participant, flag INCLUDED per recipient, contrib = count.
+ *      * slot holds round r, open: w's bit set → duplicate (counted, not added, answered
+ *        HELD); else add (first contribution loads), set bit; count == quorum → complete:
+ *        RESULT to every joined participant, flag INCLUDED per recipient, contrib = count;
+ *        count < quorum → HELD to w (coalesced: consecutive chunks of one worker's key and
+ *        round share one HELD, sent before any RESULT and at the latest at
+ *        tally_engine_poll(); call it once per receive burst).
  *      * slot holds round r, complete: a RESULT unicast to w (RESEND flag if w was
  *        included, i.e. a duplicate); w's push is NOT added (it is folded by the worker into
  *        its next push, eager-SGD); mark w seen.
@@ -53,7 +56,9 @@
  *      * a slot whose RESULT buffer the transport still references (a copy of round r-2
  *        queued for transmit, tally_xport_ops.buf_busy) is not reused either:
  *        TALLY_R_TOO_EARLY, counted in result_busy; the queued copies never change.
- *  - PULL (key, round, offset): re-sends that RESULT if the slot holds that round complete.
+ *  - PULL (key, round, offset): re-sends that RESULT if the slot holds that round complete;
+ *    answers HELD at once if it holds that round open with the sender's push in (a probe);
+ *    otherwise nothing (the worker re-sends its push).
  *  - BYE unbinds the rank.
  *  - Every rejection returns its reason, is counted in drops[reason] and changes no state.
  *    Rejected control requests (JOIN, REGISTER) are answered with ERROR when the sender's
@@ -103,11 +108,11 @@ struct tally_engine_cfg {
 	X(tx_errors, tx_errors, "sends the transport refused") \
 	X(joins, joins, "JOINs accepted") \
 	X(registers, registers, "REGISTERs accepted") \
-	X(pulls, pulls, "PULLs answered") \
+	X(pulls, pulls, "PULLs answered (RESULT, or HELD: see probes)") \
 	X(byes, byes, "BYEs accepted") \
 	X(pushes, pushes, "pushes added to an accumulator") \
 	X(push_bytes, push_bytes, "payload bytes of those pushes (goodput)") \
-	X(duplicates, duplicates, "pushes whose bit was already set") \
+	X(duplicates, duplicates, "pushes whose bit was already set (open chunk: answered HELD)") \
 	X(late_pushes, late_pushes, "pushes after completion (not added)") \
 	X(completions, completions, "chunks completed") \
 	X(quorum_completions, quorum_completions, "completed with count < participants") \
@@ -115,7 +120,10 @@ struct tally_engine_cfg {
 	X(results, results, "RESULT packets sent (fan-out copies)") \
 	X(resends, resends, "RESULT re-sent (duplicate push, late push, PULL)") \
 	X(result_busy, result_busy, "pushes refused (too_early, also in drops): the slot's " \
-	  "previous RESULT copies were still queued in the transport")
+	  "previous RESULT copies were still queued in the transport") \
+	X(held_sent, held_sent, "HELD acknowledgements sent (one covers a range of chunks)") \
+	X(held_chunks, held_chunks, "chunk pushes acknowledged HELD (chunk still open)") \
+	X(probes, probes, "PULLs for an open chunk holding the sender's push, answered HELD")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;

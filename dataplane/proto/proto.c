@@ -112,6 +112,7 @@ const char *tally_op_name(uint8_t op)
 		[TALLY_OP_REGISTER] = "REGISTER", [TALLY_OP_PUSH] = "PUSH",
 		[TALLY_OP_RESULT] = "RESULT", [TALLY_OP_PULL] = "PULL",
 		[TALLY_OP_ERROR] = "ERROR", [TALLY_OP_BYE] = "BYE",
+		[TALLY_OP_HELD] = "HELD",
 	};
 	if (op == 0 || op > TALLY_OP_MAX)
 		return "unknown";
@@ -180,6 +181,7 @@ static long op_fixed_len(uint8_t op)
 	case TALLY_OP_PULL:
 	case TALLY_OP_ERROR:
 	case TALLY_OP_BYE:
+	case TALLY_OP_HELD:
 		return 0;
 	default:
 		return -1;
@@ -234,6 +236,12 @@ enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_p
 			return TALLY_R_BAD_COUNT;
 	} else if (h.op == TALLY_OP_PULL && h.dtype >= TALLY_DT_COUNT) {
 		return TALLY_R_BAD_DTYPE;
+	} else if (h.op == TALLY_OP_HELD) {
+		if (h.dtype >= TALLY_DT_COUNT)
+			return TALLY_R_BAD_DTYPE;
+		/* a range of whole chunks: never empty, never past 2^32 elements */
+		if (h.count == 0 || (uint64_t)h.offset + h.count > UINT32_MAX)
+			return TALLY_R_BAD_COUNT;
 	}
 	if (h.rank >= TALLY_MAX_WORKERS)
 		return TALLY_R_BAD_RANK;

@@ -35,8 +35,24 @@ enum tally_op {
 	TALLY_OP_PULL = 6,
 	TALLY_OP_ERROR = 7,    /* reason in hdr.reason, the offending op in hdr.aux */
 	TALLY_OP_BYE = 8,
-	TALLY_OP_MAX = 8
+	TALLY_OP_HELD = 9,     /* appliance→worker, header only: see "HELD" below */
+	TALLY_OP_MAX = 9
 };
+
+/* HELD (appliance→worker, no payload): the appliance holds this worker's pushes of
+ * (key, round) for every chunk in [offset, offset + count) elements (whole chunks, one or
+ * more consecutive ones; dtype = the key's). Sent when a push is added to a chunk that does
+ * not complete with it, when a duplicate push reaches a chunk still open, and in answer to
+ * a PULL for a chunk still open that holds the sender's push. The worker then stops
+ * re-sending that payload: its retransmission timer measures push -> HELD/RESULT (the
+ * network and the appliance), not the wait for the slowest worker, and while held it only
+ * PULLs (header only, backed off) in case the RESULT is lost.
+ * Trade-off: one 64-byte packet more per held push (fewer where the engine coalesces
+ * consecutive chunks of one worker into one range, until it next sends anything or is
+ * polled), against duplicate payloads of whole chunks and an RTO inflated by straggling
+ * workers. A HELD is advisory: the exactly-once bitmap, quorum, deterministic mode and
+ * the round rules do not change; a lost HELD costs one payload re-send (a duplicate,
+ * answered with HELD again). The engine keeps no per-packet timer. */
 
 /* hdr.flags */
 #define TALLY_F_ACK 0x0001u      /* REGISTER acknowledgement */
@@ -158,7 +174,8 @@ uint32_t tally_crc32c(const void *buf, size_t len);
 
 /* Decode and validate everything that needs no state: length, magic, version, op, payload
  * length (exact for control ops: JOIN, JOIN_OK 16; REGISTER 32; PULL, ERROR, BYE 0), dtype
- * (PUSH, RESULT, PULL), count >= 1 and count * dtype size == payload (PUSH/RESULT), rank
+ * (PUSH, RESULT, PULL, HELD), count >= 1 and count * dtype size == payload (PUSH/RESULT),
+ * HELD: no payload, count >= 1 and offset + count within 32 bits (TALLY_R_BAD_COUNT), rank
  * bound, CRC (checked last). The reserved field is ignored.
  * Returns TALLY_OK and fills *pkt, or the reason. Never reads past buf[len). */
 enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_pkt *pkt);
