@@ -62,15 +62,16 @@ void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl,
 	h.dtype = k->reg.dtype;
 	tally_proto_finish(hb, &h, NULL, 0);
 	sl->probed = true;
+	sl->nprobe++;
 	sl->fast_ns = now;
 	c->st.probes++;
 	client_send(c, core, hb, NULL, 0);
 }
 
-/* Slots sent before transmission `xseq` (just acknowledged) and still without an answer
- * an RTT plus a reordering allowance later. `result`: the acknowledgement was a RESULT
- * including us (then held slots without a RESULT are probed too). */
-void client_gap_scan(struct tally_client *c, uint32_t core, uint64_t xseq, bool result,
+/* Slots sent before transmission `xseq` (just answered) and still without an answer an RTT
+ * plus a reordering allowance later: CLIENT_GAP_RESEND re-sends unanswered pushes (the
+ * first answer to a push sent once), CLIENT_GAP_PROBE probes held chunks (a RESULT). */
+void client_gap_scan(struct tally_client *c, uint32_t core, uint64_t xseq, unsigned how,
 		     uint64_t now)
 {
 	struct client_core *cc = &c->cores[core];
@@ -85,10 +86,12 @@ void client_gap_scan(struct tally_client *c, uint32_t core, uint64_t xseq, bool 
 		    now - sl->sent_ns < late || now - sl->fast_ns < cc->srtt)
 			continue;
 		if (sl->held) {
-			if (result && !sl->probed)
+			if ((how & CLIENT_GAP_PROBE) && !sl->probed)
 				client_probe(c, core, sl, now);
 			continue;
 		}
+		if (!(how & CLIENT_GAP_RESEND))
+			continue;
 		sl->fast_ns = sl->sent_ns = now;
 		sl->retries++;
 		c->st.retransmits++;
@@ -109,6 +112,26 @@ static struct client_slot *client_hold(struct tally_client *c, struct client_key
 	if (CLIENT_CH_STATE(w) != CLIENT_CH_INFLIGHT)
 		return NULL;
 	return &c->cores[k->core].slots[CLIENT_CH_SLOT(w)];
+}
+
+/* MISSING: the appliance does not hold our push of the chunk a probe asked about (lost, or
+ * refused as too early). Only the answer to an outstanding probe counts: a late copy of an
+ * older one must not re-send a payload already sent again. */
+static void client_rx_missing(struct tally_client *c, struct client_key *k,
+			      const struct tally_hdr *h, uint64_t now)
+{
+	struct client_slot *sl = client_hold(c, k, h->round, h->offset / k->reg.chunk_elems);
+
+	c->st.missing++;
+	if (!sl || !sl->probed)
+		return;
+	sl->held = sl->probed = false;
+	sl->nprobe = 0;
+	sl->retries++;
+	sl->fast_ns = sl->sent_ns = now;
+	sl->due_ns = now + sl->rto_ns;
+	c->st.retransmits++;
+	client_xmit(c, k->core, sl);
 }
 
 void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
@@ -136,6 +159,10 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 	now = c->ops->now_ns(c->xctx);
 	struct client_core *cc = &c->cores[k->core];
 	cc->seen_held = true;
+	if (h->flags & TALLY_F_MISSING) {
+		client_rx_missing(c, k, h, now);
+		return;
+	}
 	for (uint32_t ch = h->offset / k->reg.chunk_elems; (uint64_t)ch * k->reg.chunk_elems < end;
 	     ch++) {
 		struct client_slot *sl = client_hold(c, k, h->round, ch);
@@ -143,12 +170,16 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 		if (!sl)
 			continue;
 		sl->probed = false; /* answered */
-		if (sl->seq > xseq)
-			xseq = sl->seq;
+		sl->nprobe = 0;
 		if (sl->held)
 			continue;
+		/* evidence of a gap only from a push sent once: an answer to an earlier copy
+		 * of a re-sent one would make everything sent since look lost */
+		if (sl->retries == 0 && sl->seq > xseq)
+			xseq = sl->seq;
 		/* first HELD: from now on probe (backed off), never re-send unasked */
 		sl->held = true;
+		cc->last_ans_ns = now;
 		sl->rto_ns = 2 * cc->rto;
 		sl->due_ns = now + sl->rto_ns;
 		if (sl->due_ns < cc->next_due)
@@ -160,5 +191,5 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 	if (last)
 		client_rtt_sample(cc, now - last->first_ns, &c->cfg);
 	if (xseq)
-		client_gap_scan(c, k->core, xseq, false, now);
+		client_gap_scan(c, k->core, xseq, CLIENT_GAP_RESEND, now);
 }

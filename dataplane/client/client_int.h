@@ -29,6 +29,7 @@
 #define CLIENT_ERRLEN 256
 #define CLIENT_CLOCK_G_NS 10000ull /* RFC 6298 "G": our timer granularity */
 #define CLIENT_RTO_MIN_NS 20000ull /* default floor of the adaptive RTO (cfg.rto_min_us) */
+#define CLIENT_PROBES_MAX 3        /* unanswered probes before the payload goes again */
 
 /* Per-chunk state word of an operation: low 2 bits the state, the rest the window slot. */
 enum client_chunk_state { CLIENT_CH_QUEUED = 0, CLIENT_CH_INFLIGHT = 1, CLIENT_CH_DONE = 2 };
@@ -69,6 +70,7 @@ struct client_slot {
 	bool send_ack;            /* also (re)send ack_hdr (see client_op.c) */
 	bool held;                /* the appliance acknowledged it HELD: probe, don't re-send */
 	bool probed;              /* a PULL probe is out and unanswered */
+	uint8_t nprobe;           /* probes in a row without an answer */
 	uint64_t seq;             /* the core's transmission number of its last payload send */
 	uint64_t fast_ns;         /* last gap re-send or probe (at most one per RTT) */
 	uint64_t first_ns, sent_ns, due_ns;
@@ -92,6 +94,7 @@ struct client_core {
 	uint64_t min_rtt;         /* shortest sample of a chunk sent once (0: none yet) */
 	uint64_t tx_seq;          /* payload transmissions so far (slot seq) */
 	bool seen_held;           /* this core answers HELD (else RTO samples completions) */
+	uint64_t last_ans_ns;     /* last first answer (HELD or RESULT) to a push of ours */
 };
 
 enum client_op_state { CLIENT_OP_FREE = 0, CLIENT_OP_ACTIVE, CLIENT_OP_DONE, CLIENT_OP_FAILED };
@@ -179,9 +182,11 @@ void client_rtt_sample(struct client_core *cc, uint64_t rtt_ns, const struct tal
 void client_xmit(struct tally_client *c, uint32_t core, struct client_slot *sl);
 /* Header-only PULL for a held data slot. */
 void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl, uint64_t now);
-/* Transmission xseq was acknowledged (HELD, or a RESULT including us): re-send earlier
- * pushes still unanswered an RTT later, probe earlier held chunks (result only). */
-void client_gap_scan(struct tally_client *c, uint32_t core, uint64_t xseq, bool result,
+/* Transmission xseq was answered: re-send earlier pushes still unanswered an RTT later
+ * and/or probe earlier held chunks without a RESULT (how: CLIENT_GAP_*). */
+#define CLIENT_GAP_RESEND 1u
+#define CLIENT_GAP_PROBE 2u
+void client_gap_scan(struct tally_client *c, uint32_t core, uint64_t xseq, unsigned how,
 		     uint64_t now);
 void client_rx_held(struct tally_client *c, const struct tally_pkt *p);
 

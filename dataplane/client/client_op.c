@@ -169,6 +169,7 @@ static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch,
 	sl->staged = false;
 	sl->send_ack = false;
 	sl->held = sl->probed = false;
+	sl->nprobe = 0;
 	sl->fast_ns = 0;
 	if (k->fold && (k->fold_pending[ch >> 3] & (1u << (ch & 7)))) {
 		bool left = client_fold_stage((enum tally_dtype)k->reg.dtype, sl->stage, sl->payload,
@@ -235,6 +236,7 @@ void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t
 	sl->staged = true;
 	sl->send_ack = false;
 	sl->held = sl->probed = false;
+	sl->nprobe = 0;
 	sl->fast_ns = 0;
 	sl->op = CLIENT_ACKWAIT;
 	sl->kidx = (uint32_t)(k - c->keys);
@@ -389,21 +391,35 @@ int tally_client_test(struct tally_client *c, int handle)
 	return rc;
 }
 
-/* A slot's timer fired: a held chunk is probed (header only) unless its last probe went
- * unanswered; anything else has its payload re-sent. Either way the timer backs off. */
+/* A slot's timer fired. A data push not yet probed since it was last sent is probed first
+ * (header-only PULL): held, it stays held (the timer backs off); unanswered, the answer is
+ * most likely late, not lost (a busy appliance, a descheduled process), and the probe
+ * costs 64 bytes where a re-send would cost a duplicate payload. The appliance answers
+ * MISSING when it does not hold the push (client_ack.c re-sends it then); only
+ * CLIENT_PROBES_MAX probes in a row without any answer have the payload re-sent unasked.
+ * Losses proper are mostly repaired sooner, from gaps (client_ack.c). */
 static void client_slot_expire(struct tally_client *c, uint32_t core, struct client_slot *sl,
 			       uint64_t now)
 {
 	struct client_core *cc = &c->cores[core];
 	uint64_t max = (uint64_t)c->cfg.rto_max_us * 1000;
-	uint64_t rto = sl->rto_ns * 2 > max ? max : sl->rto_ns * 2;
+	uint64_t rto;
 
-	sl->rto_ns = rto;
-	sl->due_ns = now + rto;
-	if (sl->held && !sl->probed && sl->op != CLIENT_ACKWAIT) {
+	/* the estimate may have grown since the push left (the first round's queues) */
+	if (sl->rto_ns < cc->rto)
+		sl->rto_ns = cc->rto;
+	rto = sl->rto_ns * 2 > max ? max : sl->rto_ns * 2;
+	/* (an appliance that never answered HELD does not answer probes either: re-send) */
+	if (cc->seen_held && sl->op != CLIENT_ACKWAIT && sl->nprobe < CLIENT_PROBES_MAX) {
+		if (sl->held || sl->probed)
+			sl->rto_ns = rto;
+		sl->due_ns = now + sl->rto_ns;
 		client_probe(c, core, sl, now);
 		return;
 	}
+	sl->nprobe = 0;
+	sl->rto_ns = rto;
+	sl->due_ns = now + rto;
 	sl->held = sl->probed = false;
 	sl->retries++;
 	/* RFC 6298 5.5-5.7: the backed-off RTO stays for new chunks until a sample comes in
@@ -456,6 +472,13 @@ uint64_t tally_client_tick(struct tally_client *c)
 					client_op_fail(c, sl->op, -ETIMEDOUT);
 					continue;
 				}
+				/* RFC 6298 5.3: the timer restarts with every answer that shows
+				 * progress. While the core keeps answering, a push still without
+				 * one is queued, not lost (losses show as gaps: client_ack.c); the
+				 * timer is for a core gone silent. */
+				if (sl->due_ns <= now && sl->op != CLIENT_ACKWAIT && cc->seen_held &&
+				    cc->last_ans_ns + cc->rto > now)
+					sl->due_ns = cc->last_ans_ns + cc->rto;
 				if (sl->due_ns <= now)
 					client_slot_expire(c, core, sl, now);
 				if (sl->first_ns + give_up < sl->due_ns)

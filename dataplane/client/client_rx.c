@@ -36,6 +36,7 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 	struct client_key *k = client_key_find(c, h->key);
 	uint32_t ch, par, opi, w, *cst;
 	uint64_t gap_seq = 0;
+	unsigned gap_how = 0;
 	struct client_op *op;
 	const uint8_t *mine;
 	size_t len;
@@ -112,6 +113,8 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 
 		uint64_t now = c->ops->now_ns(c->xctx);
 
+		cc->last_ans_ns = now;
+
 		/* The RTT sample is push -> first answer (client_ack.c): a RESULT that is the
 		 * first answer to a push sent once times the push that completed the chunk.
 		 * After a HELD the wait for other workers is not sampled, nor (Karn) a
@@ -127,9 +130,13 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 			 * the first push is exact if that push arrived. */
 			client_rtt_sample(cc, now - sl->first_ns, &c->cfg);
 		}
-		/* only a RESULT with our push in proves it arrived: a gap before it is a loss */
-		if (h->flags & TALLY_F_INCLUDED)
+		/* Only a RESULT with our push in proves it arrived. The first answer to a push
+		 * sent once shows a gap in what we sent before it (re-send); a RESULT of a
+		 * held chunk, in completion order, a RESULT lost before it (probe). */
+		if ((h->flags & TALLY_F_INCLUDED) && sl->retries == 0) {
 			gap_seq = sl->seq;
+			gap_how = sl->held ? CLIENT_GAP_PROBE : CLIENT_GAP_RESEND | CLIENT_GAP_PROBE;
+		}
 		if (!(h->flags & TALLY_F_INCLUDED)) {
 			if (client_exclude(c, k, ch, h->round, sl->payload)) {
 				client_seterr(c, "allreduce key %u round %u chunk %u: no memory to keep "
@@ -156,7 +163,7 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 	if (--op->remaining == 0)
 		client_op_finish(c, opi);
 	if (gap_seq)
-		client_gap_scan(c, k->core, gap_seq, true, c->ops->now_ns(c->xctx));
+		client_gap_scan(c, k->core, gap_seq, gap_how, c->ops->now_ns(c->xctx));
 	client_pump(c, k->core);
 }
 

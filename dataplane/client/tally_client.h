@@ -9,9 +9,12 @@
  *
  * Acknowledgements (tally_proto.h, HELD): the RTT sampled is push -> the chunk's first
  * answer, a HELD (the appliance holds the push, the chunk waits for other workers) or its
- * RESULT, so the RTO follows the network and the appliance, not the slowest worker. A held
- * chunk is never re-sent unasked: its timer sends a header-only PULL (backed off from 2 RTO)
- * and re-sends the payload only when a probe goes unanswered. Losses show up as gaps: when
+ * RESULT, so the RTO follows the network and the appliance, not the slowest worker. Timers
+ * restart with every answer from the core (RFC 6298 5.3), so queueing behind our own
+ * window is not taken for loss. An expired chunk is first probed with a header-only PULL,
+ * answered HELD (backed off, no re-send), RESULT, or HELD+MISSING (the push is not there:
+ * re-sent at once); the payload goes out unasked only after 3 unanswered probes. Losses
+ * show up as gaps: when
  * a push sent later to the same core is answered while an earlier one is not, an RTT after
  * that one left, it is re-sent at once (stats.fast_retransmits), at most once per RTT; a
  * held chunk whose RESULT is overtaken by a later one is probed. Trade-off: one small
@@ -68,7 +71,8 @@ struct tally_client_stats {
 	uint64_t retransmits;     /* payload re-sends (timer or gap) */
 	uint64_t fast_retransmits;/* of which on a gap: a later push was acknowledged first */
 	uint64_t helds;           /* HELD acknowledgements received */
-	uint64_t probes;          /* header-only PULLs for held chunks (timer or gap) */
+	uint64_t probes;          /* header-only PULLs (timer, or gap for held chunks) */
+	uint64_t missing;         /* probes answered MISSING (push lost: re-sent at once) */
 	uint64_t results;         /* RESULTs used */
 	uint64_t dup_results;     /* RESULTs for chunks already done */
 	uint64_t excluded;        /* chunks whose RESULT did not include us (folded forward) */

@@ -350,19 +350,28 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 		return engine_drop(e, TALLY_R_NOT_PARTICIPANT);
 	uint32_t idx = (h->round & 1) * k->nchunks + c;
 	const struct engine_chunk *ch = &k->chunks[idx];
-	if (ch->state == ENGINE_CH_UNUSED || ch->round < h->round)
+	uint32_t off = c * k->reg.chunk_elems, n = engine_chunk_len(k, c);
+	if (ch->state == ENGINE_CH_UNUSED || ch->round < h->round) {
+		/* the round has not started here: the sender's push of it is missing */
+		e->st.missing++;
+		engine_held_now(e, k, h->rank, h->round, off, n, 1);
 		return engine_drop(e, TALLY_R_TOO_EARLY);
+	}
 	if (ch->round > h->round)
 		return engine_drop(e, TALLY_R_STALE_ROUND);
 	engine_heard(job, h->rank, engine_now_cached(e), len);
 	e->st.pulls++;
 	if (ch->state == ENGINE_CH_DONE) {
-		result_unicast(e, k, idx, h->rank, 1);
+		/* RESEND tells the worker its push was seen (it acknowledges the round, see
+		 * tally_client.h): a PULL is no push, so only if one was */
+		result_unicast(e, k, idx, h->rank, engine_bit(engine_seen_bm(k, idx), h->rank));
 	} else if (engine_bit(engine_contrib_bm(k, idx), h->rank)) {
 		/* a probe: the push is held, the chunk waits for others */
 		e->st.probes++;
-		engine_held_now(e, k, h->rank, h->round, c * k->reg.chunk_elems,
-				engine_chunk_len(k, c));
+		engine_held_now(e, k, h->rank, h->round, off, n, 0);
+	} else {
+		e->st.missing++;
+		engine_held_now(e, k, h->rank, h->round, off, n, 1);
 	}
 	return TALLY_OK;
 }

@@ -25,6 +25,7 @@ static void held_send(struct tally_engine *e, const struct engine_held *hd)
 	h.offset = hd->off;
 	h.count = hd->end - hd->off;
 	h.dtype = hd->dtype;
+	h.flags = hd->missing ? TALLY_F_MISSING : 0;
 	e->st.held_sent++;
 	engine_send(e, &hd->to, &h, NULL, 0);
 }
@@ -48,6 +49,7 @@ static void held_fill(struct engine_held *hd, const struct engine_key *k, uint32
 	hd->off = off;
 	hd->end = off + count;
 	hd->dtype = k->dtype;
+	hd->missing = 0;
 }
 
 void engine_held_add(struct tally_engine *e, const struct engine_key *k, uint32_t rank,
@@ -74,11 +76,13 @@ void engine_held_add(struct tally_engine *e, const struct engine_key *k, uint32_
 }
 
 void engine_held_now(struct tally_engine *e, const struct engine_key *k, uint32_t rank,
-		     uint32_t round, uint32_t off, uint32_t count)
+		     uint32_t round, uint32_t off, uint32_t count, int missing)
 {
 	struct engine_held hd;
 
-	e->st.held_chunks++;
+	if (!missing)
+		e->st.held_chunks++;
 	held_fill(&hd, k, rank, round, off, count);
+	hd.missing = (uint8_t)(missing != 0);
 	held_send(e, &hd);
 }

@@ -113,6 +113,7 @@ struct engine_held {
 	uint32_t job_id, rank, key, round;
 	uint32_t off, end;
 	uint8_t dtype;
+	uint8_t missing;       /* TALLY_F_MISSING (never pending: sent at once) */
 };
 #define ENGINE_HELD_MAX 16
 
@@ -291,9 +292,10 @@ void engine_dl_update(struct tally_engine *e, struct engine_key *k);
 /* Acknowledge rank's push of chunk [off, off+count) of (k, round): coalesced, sent later. */
 void engine_held_add(struct tally_engine *e, const struct engine_key *k, uint32_t rank,
 		     uint32_t round, uint32_t off, uint32_t count);
-/* The same, sent at once (the answer to a PULL probe). */
+/* The same, sent at once (the answer to a PULL probe); missing: TALLY_F_MISSING, the
+ * push is not here. */
 void engine_held_now(struct tally_engine *e, const struct engine_key *k, uint32_t rank,
-		     uint32_t round, uint32_t off, uint32_t count);
+		     uint32_t round, uint32_t off, uint32_t count, int missing);
 /* Send every pending HELD. */
 void engine_held_flush(struct tally_engine *e);
 static inline void engine_held_flush_any(struct tally_engine *e)

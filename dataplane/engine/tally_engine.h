@@ -58,7 +58,8 @@
  *        TALLY_R_TOO_EARLY, counted in result_busy; the queued copies never change.
  *  - PULL (key, round, offset): re-sends that RESULT if the slot holds that round complete;
  *    answers HELD at once if it holds that round open with the sender's push in (a probe);
- *    otherwise nothing (the worker re-sends its push).
+ *    HELD with TALLY_F_MISSING if that round is open without it or not started here (the
+ *    worker re-sends its push; a round not started is also counted TOO_EARLY as before).
  *  - BYE unbinds the rank.
  *  - Every rejection returns its reason, is counted in drops[reason] and changes no state.
  *    Rejected control requests (JOIN, REGISTER) are answered with ERROR when the sender's
@@ -123,7 +124,8 @@ struct tally_engine_cfg {
 	  "previous RESULT copies were still queued in the transport") \
 	X(held_sent, held_sent, "HELD acknowledgements sent (one covers a range of chunks)") \
 	X(held_chunks, held_chunks, "chunk pushes acknowledged HELD (chunk still open)") \
-	X(probes, probes, "PULLs for an open chunk holding the sender's push, answered HELD")
+	X(probes, probes, "PULLs for an open chunk holding the sender's push, answered HELD") \
+	X(missing, missing, "PULLs for a chunk without the sender's push, answered MISSING")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;

@@ -96,6 +96,7 @@ static const char *const reason_names[TALLY_R_COUNT] = {
 	[TALLY_R_UNSUPPORTED] = "unsupported",
 	[TALLY_R_DRAINING] = "draining",
 	[TALLY_R_UNEXPECTED_OP] = "unexpected_op",
+	[TALLY_R_BAD_FLAGS] = "bad_flags",
 };
 
 const char *tally_reason_name(enum tally_reason r)
@@ -242,6 +243,8 @@ enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_p
 		/* a range of whole chunks: never empty, never past 2^32 elements */
 		if (h.count == 0 || (uint64_t)h.offset + h.count > UINT32_MAX)
 			return TALLY_R_BAD_COUNT;
+		if (h.flags & ~TALLY_F_MISSING)
+			return TALLY_R_BAD_FLAGS;
 	}
 	if (h.rank >= TALLY_MAX_WORKERS)
 		return TALLY_R_BAD_RANK;

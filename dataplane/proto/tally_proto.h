@@ -43,7 +43,8 @@ enum tally_op {
  * (key, round) for every chunk in [offset, offset + count) elements (whole chunks, one or
  * more consecutive ones; dtype = the key's). Sent when a push is added to a chunk that does
  * not complete with it, when a duplicate push reaches a chunk still open, and in answer to
- * a PULL for a chunk still open that holds the sender's push. The worker then stops
+ * a PULL for a chunk still open that holds the sender's push; with TALLY_F_MISSING, in
+ * answer to a PULL for a chunk that does not hold it (lost, or refused). The worker then stops
  * re-sending that payload: its retransmission timer measures push -> HELD/RESULT (the
  * network and the appliance), not the wait for the slowest worker, and while held it only
  * PULLs (header only, backed off) in case the RESULT is lost.
@@ -57,7 +58,10 @@ enum tally_op {
 /* hdr.flags */
 #define TALLY_F_ACK 0x0001u      /* REGISTER acknowledgement */
 #define TALLY_F_INCLUDED 0x0002u /* RESULT: the recipient's own push is in this sum */
-#define TALLY_F_RESEND 0x0004u   /* RESULT: a re-sent copy (duplicate push or PULL) */
+#define TALLY_F_RESEND 0x0004u   /* RESULT: a re-sent copy to a push the appliance had
+				  * seen already (duplicate or late push, or PULL after one) */
+#define TALLY_F_MISSING 0x0008u  /* HELD: the opposite, the appliance does NOT hold the
+				  * sender's push of this chunk (answer to a PULL): re-send it */
 
 /* The wire header. Encoded/decoded field by field (never cast a packet buffer to it). */
 struct tally_hdr {
@@ -149,6 +153,7 @@ enum tally_reason {
 	TALLY_R_UNSUPPORTED,    /* e.g. compression not offered */
 	TALLY_R_DRAINING,       /* appliance draining: no new rounds */
 	TALLY_R_UNEXPECTED_OP,  /* an op this side never receives */
+	TALLY_R_BAD_FLAGS,      /* flags the op does not define (HELD: only MISSING) */
 	TALLY_R_COUNT
 };
 
@@ -175,7 +180,8 @@ uint32_t tally_crc32c(const void *buf, size_t len);
 /* Decode and validate everything that needs no state: length, magic, version, op, payload
  * length (exact for control ops: JOIN, JOIN_OK 16; REGISTER 32; PULL, ERROR, BYE 0), dtype
  * (PUSH, RESULT, PULL, HELD), count >= 1 and count * dtype size == payload (PUSH/RESULT),
- * HELD: no payload, count >= 1 and offset + count within 32 bits (TALLY_R_BAD_COUNT), rank
+ * HELD: no payload, count >= 1 and offset + count within 32 bits (TALLY_R_BAD_COUNT), no
+ * flag but TALLY_F_MISSING (TALLY_R_BAD_FLAGS), rank
  * bound, CRC (checked last). The reserved field is ignored.
  * Returns TALLY_OK and fills *pkt, or the reason. Never reads past buf[len). */
 enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_pkt *pkt);

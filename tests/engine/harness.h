@@ -316,6 +316,7 @@ static inline uint64_t h_digest(const struct h *h)
 	st.tx_pkts = st.tx_bytes = st.tx_errors = 0; /* sends are checked on their own */
 	memset(st.drops, 0, sizeof(st.drops));
 	st.result_busy = 0; /* counts a refusal, like drops */
+	st.held_sent = st.missing = 0; /* a MISSING answers a refused PULL, like an ERROR */
 	dg_mix(&d, &st, sizeof(st));
 	size_t mem = tally_engine_mem_used(h->e);
 	dg_mix(&d, &mem, sizeof(mem));
