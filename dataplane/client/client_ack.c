@@ -40,6 +40,7 @@ void client_rtt_sample(struct client_core *cc, uint64_t r, const struct tally_cl
 void client_xmit(struct tally_client *c, uint32_t core, struct client_slot *sl)
 {
 	sl->seq = ++c->cores[core].tx_seq;
+	sl->fast_rtx = false;
 	if (sl->send_ack)
 		client_send(c, core, sl->ack_hdr, sl->payload, sl->len);
 	client_send(c, core, sl->hdr, sl->payload, sl->len);
@@ -75,10 +76,14 @@ void client_gap_scan(struct tally_client *c, uint32_t core, uint64_t xseq, unsig
 		     uint64_t now)
 {
 	struct client_core *cc = &c->cores[core];
-	uint64_t late = cc->min_rtt + cc->min_rtt / 4 + CLIENT_CLOCK_G_NS;
+	uint64_t reo = cc->min_rtt / 4 * (cc->reo_mult ? cc->reo_mult : 1);
+	uint64_t late;
 
 	if (!cc->have_rtt)
 		return;
+	if (reo > cc->srtt)
+		reo = cc->srtt;
+	late = cc->min_rtt + reo + CLIENT_CLOCK_G_NS;
 	for (uint32_t s = 0; s < 2 * c->cfg.window; s++) {
 		struct client_slot *sl = &cc->slots[s];
 
@@ -97,7 +102,25 @@ void client_gap_scan(struct tally_client *c, uint32_t core, uint64_t xseq, unsig
 		c->st.retransmits++;
 		c->st.fast_retransmits++;
 		client_xmit(c, core, sl);
+		sl->fast_rtx = true;
+		/* none of the last 16 proven spurious: narrow the allowance again */
+		if (++cc->fast_clean >= 16 && cc->reo_mult > 1) {
+			cc->reo_mult /= 2;
+			cc->fast_clean = 0;
+		}
 	}
+}
+
+void client_spurious(struct client_core *cc, struct client_slot *sl)
+{
+	if (!sl->fast_rtx)
+		return;
+	sl->fast_rtx = false;
+	if (!cc->reo_mult)
+		cc->reo_mult = 1;
+	if (cc->reo_mult < 64)
+		cc->reo_mult *= 2;
+	cc->fast_clean = 0;
 }
 
 /* Mark one in-flight chunk held; returns its slot (NULL: nothing to mark). */
@@ -129,6 +152,16 @@ static void client_rx_missing(struct tally_client *c, struct client_key *k,
 	sl->nprobe = 0;
 	sl->retries++;
 	sl->fast_ns = sl->sent_ns = now;
+	/* The probe went and came back: the path works, no backoff; unless the round could
+	 * not start yet (TOO_EARLY: another worker has not acknowledged the one before),
+	 * which may take long: back off then. */
+	if (h->reason == TALLY_R_TOO_EARLY) {
+		uint64_t max = (uint64_t)c->cfg.rto_max_us * 1000;
+
+		sl->rto_ns = sl->rto_ns * 2 > max ? max : sl->rto_ns * 2;
+	} else {
+		sl->rto_ns = c->cores[k->core].rto;
+	}
 	sl->due_ns = now + sl->rto_ns;
 	c->st.retransmits++;
 	client_xmit(c, k->core, sl);
@@ -171,6 +204,8 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 			continue;
 		sl->probed = false; /* answered */
 		sl->nprobe = 0;
+		if (h->flags & TALLY_F_RESEND)
+			client_spurious(cc, sl);
 		if (sl->held)
 			continue;
 		/* evidence of a gap only from a push sent once: an answer to an earlier copy

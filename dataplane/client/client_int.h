@@ -29,7 +29,8 @@
 #define CLIENT_ERRLEN 256
 #define CLIENT_CLOCK_G_NS 10000ull /* RFC 6298 "G": our timer granularity */
 #define CLIENT_RTO_MIN_NS 20000ull /* default floor of the adaptive RTO (cfg.rto_min_us) */
-#define CLIENT_PROBES_MAX 3        /* unanswered probes before the payload goes again */
+#define CLIENT_PROBES_MAX 6        /* unanswered probes (backed off) before the payload goes
+				    * again unasked: a safety net, MISSING asks for it */
 
 /* Per-chunk state word of an operation: low 2 bits the state, the rest the window slot. */
 enum client_chunk_state { CLIENT_CH_QUEUED = 0, CLIENT_CH_INFLIGHT = 1, CLIENT_CH_DONE = 2 };
@@ -71,6 +72,7 @@ struct client_slot {
 	bool held;                /* the appliance acknowledged it HELD: probe, don't re-send */
 	bool probed;              /* a PULL probe is out and unanswered */
 	uint8_t nprobe;           /* probes in a row without an answer */
+	bool fast_rtx;            /* the last payload send was a gap re-send */
 	uint64_t seq;             /* the core's transmission number of its last payload send */
 	uint64_t fast_ns;         /* last gap re-send or probe (at most one per RTT) */
 	uint64_t first_ns, sent_ns, due_ns;
@@ -95,6 +97,8 @@ struct client_core {
 	uint64_t tx_seq;          /* payload transmissions so far (slot seq) */
 	bool seen_held;           /* this core answers HELD (else RTO samples completions) */
 	uint64_t last_ans_ns;     /* last first answer (HELD or RESULT) to a push of ours */
+	uint32_t reo_mult;        /* reordering allowance, in min_rtt/4 (RFC 8985 reo_wnd) */
+	uint32_t fast_clean;      /* gap re-sends since the allowance last changed */
 };
 
 enum client_op_state { CLIENT_OP_FREE = 0, CLIENT_OP_ACTIVE, CLIENT_OP_DONE, CLIENT_OP_FAILED };
@@ -189,6 +193,9 @@ void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl,
 void client_gap_scan(struct tally_client *c, uint32_t core, uint64_t xseq, unsigned how,
 		     uint64_t now);
 void client_rx_held(struct tally_client *c, const struct tally_pkt *p);
+/* An answer says the appliance already had the push when our last copy came (RESEND): if
+ * that copy was a gap re-send, the gap was reordering: widen the allowance. */
+void client_spurious(struct client_core *cc, struct client_slot *sl);
 
 /* client_fold.c */
 /* Build the push payload of a chunk whose fold is pending: stage = in + fold (in the wire

@@ -114,12 +114,18 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		uint64_t now = c->ops->now_ns(c->xctx);
 
 		cc->last_ans_ns = now;
+		if (h->flags & TALLY_F_LAST)
+			cc->seen_held = true; /* an appliance that answers HELD and probes */
+		if ((h->flags & (TALLY_F_RESEND | TALLY_F_INCLUDED)) ==
+		    (TALLY_F_RESEND | TALLY_F_INCLUDED) && !sl->held)
+			client_spurious(cc, sl);
 
 		/* The RTT sample is push -> first answer (client_ack.c): a RESULT that is the
-		 * first answer to a push sent once times the push that completed the chunk.
-		 * After a HELD the wait for other workers is not sampled, nor (Karn) a
-		 * chunk re-sent. */
-		if (sl->retries == 0 && !sl->held) {
+		 * first answer to a push sent once, if that push completed the chunk (LAST:
+		 * else our HELD was lost and the RESULT times the wait for the others). After
+		 * a HELD the wait is not sampled, nor (Karn) a chunk re-sent. */
+		if (sl->retries == 0 && !sl->held &&
+		    (!cc->seen_held || (h->flags & TALLY_F_LAST))) {
 			client_rtt_sample(cc, now - sl->first_ns, &c->cfg);
 		} else if (!cc->seen_held && !(h->flags & TALLY_F_RESEND) &&
 			   now - sl->sent_ns > 2 * cc->min_rtt + CLIENT_CLOCK_G_NS) {

@@ -106,7 +106,8 @@ static void result_unicast(struct tally_engine *e, struct engine_key *k, uint32_
 	engine_send_result(e, &k->job->ranks[rank].addr, &h, pl, bytes, engine_xbuf(e, k, idx));
 }
 
-void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how)
+void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how,
+		     uint32_t last)
 {
 	struct engine_chunk *ch = &k->chunks[idx];
 	uint32_t p = idx >= k->nchunks;
@@ -152,6 +153,8 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 			continue;
 		h.rank = r;
 		h.flags = engine_bit(cb, r) ? TALLY_F_INCLUDED : 0;
+		if (r == last && how == ENGINE_HOW_QUORUM)
+			h.flags |= TALLY_F_LAST;
 		e->st.results++;
 		engine_send_result(e, &ranks[r].addr, &h, pl, bytes, xbuf);
 	}
@@ -304,8 +307,9 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 	if (engine_bit(contrib, w)) {
 		engine_heard(job, w, now, len);
 		e->st.duplicates++;
-		/* its HELD was lost or is late: say it again, the payload need not come back */
-		engine_held_add(e, k, w, r, h->offset, h->count);
+		/* its HELD was lost or is late: say it again, the payload need not come back;
+		 * RESEND: this copy was not needed (a worker's reordering estimate learns) */
+		engine_held_now(e, k, w, r, h->offset, h->count, TALLY_F_RESEND, TALLY_OK);
 		return TALLY_OK;
 	}
 	/* Reached for a chunk already open only: nothing has changed yet. */
@@ -328,7 +332,7 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 	e->st.pushes++;
 	e->st.push_bytes += h->payload_len;
 	if (ch->count >= k->quorum)
-		engine_complete(e, k, idx, ENGINE_HOW_QUORUM);
+		engine_complete(e, k, idx, ENGINE_HOW_QUORUM, w);
 	else
 		engine_held_add(e, k, w, r, h->offset, h->count);
 	return TALLY_OK;
@@ -352,9 +356,13 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 	const struct engine_chunk *ch = &k->chunks[idx];
 	uint32_t off = c * k->reg.chunk_elems, n = engine_chunk_len(k, c);
 	if (ch->state == ENGINE_CH_UNUSED || ch->round < h->round) {
-		/* the round has not started here: the sender's push of it is missing */
+		/* the round has not started here: the sender's push of it is missing; say
+		 * whether a push could start it now (else the worker backs off) */
+		uint32_t oidx = ((h->round & 1) ^ 1) * k->nchunks + c;
+		enum tally_reason why = may_start(k, ch, &k->chunks[oidx], oidx, h->round);
 		e->st.missing++;
-		engine_held_now(e, k, h->rank, h->round, off, n, 1);
+		engine_held_now(e, k, h->rank, h->round, off, n, TALLY_F_MISSING,
+				why == TALLY_OK ? TALLY_OK : TALLY_R_TOO_EARLY);
 		return engine_drop(e, TALLY_R_TOO_EARLY);
 	}
 	if (ch->round > h->round)
@@ -368,10 +376,10 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 	} else if (engine_bit(engine_contrib_bm(k, idx), h->rank)) {
 		/* a probe: the push is held, the chunk waits for others */
 		e->st.probes++;
-		engine_held_now(e, k, h->rank, h->round, off, n, 0);
+		engine_held_now(e, k, h->rank, h->round, off, n, 0, TALLY_OK);
 	} else {
 		e->st.missing++;
-		engine_held_now(e, k, h->rank, h->round, off, n, 1);
+		engine_held_now(e, k, h->rank, h->round, off, n, TALLY_F_MISSING, TALLY_OK);
 	}
 	return TALLY_OK;
 }
@@ -392,7 +400,7 @@ unsigned engine_deadlines(struct tally_engine *e)
 			uint32_t idx = k->open_head;
 			if (now - k->chunks[idx].first_ns < k->deadline_ns)
 				break;
-			engine_complete(e, k, idx, ENGINE_HOW_DEADLINE);
+			engine_complete(e, k, idx, ENGINE_HOW_DEADLINE, ENGINE_NIL);
 			done++;
 		}
 		k = next;

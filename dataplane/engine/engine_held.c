@@ -25,7 +25,8 @@ static void held_send(struct tally_engine *e, const struct engine_held *hd)
 	h.offset = hd->off;
 	h.count = hd->end - hd->off;
 	h.dtype = hd->dtype;
-	h.flags = hd->missing ? TALLY_F_MISSING : 0;
+	h.flags = hd->flags;
+	h.reason = hd->reason;
 	e->st.held_sent++;
 	engine_send(e, &hd->to, &h, NULL, 0);
 }
@@ -49,7 +50,8 @@ static void held_fill(struct engine_held *hd, const struct engine_key *k, uint32
 	hd->off = off;
 	hd->end = off + count;
 	hd->dtype = k->dtype;
-	hd->missing = 0;
+	hd->flags = 0;
+	hd->reason = TALLY_OK;
 }
 
 void engine_held_add(struct tally_engine *e, const struct engine_key *k, uint32_t rank,
@@ -76,13 +78,15 @@ void engine_held_add(struct tally_engine *e, const struct engine_key *k, uint32_
 }
 
 void engine_held_now(struct tally_engine *e, const struct engine_key *k, uint32_t rank,
-		     uint32_t round, uint32_t off, uint32_t count, int missing)
+		     uint32_t round, uint32_t off, uint32_t count, uint16_t flags,
+		     enum tally_reason reason)
 {
 	struct engine_held hd;
 
-	if (!missing)
+	if (!(flags & TALLY_F_MISSING))
 		e->st.held_chunks++;
 	held_fill(&hd, k, rank, round, off, count);
-	hd.missing = (uint8_t)(missing != 0);
+	hd.flags = flags;
+	hd.reason = (uint8_t)reason;
 	held_send(e, &hd);
 }

@@ -113,7 +113,8 @@ struct engine_held {
 	uint32_t job_id, rank, key, round;
 	uint32_t off, end;
 	uint8_t dtype;
-	uint8_t missing;       /* TALLY_F_MISSING (never pending: sent at once) */
+	uint16_t flags;        /* TALLY_F_MISSING / TALLY_F_RESEND: never pending, sent at once */
+	uint8_t reason;        /* MISSING: TALLY_R_TOO_EARLY when the round cannot start yet */
 };
 #define ENGINE_HELD_MAX 16
 
@@ -282,7 +283,9 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 			     const struct tally_addr *from, size_t len);
 enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt *pkt,
 			     const struct tally_addr *from, size_t len);
-void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how);
+/* how: ENGINE_HOW_QUORUM (completed by rank `last`'s push) or ENGINE_HOW_DEADLINE. */
+void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how,
+		     uint32_t last);
 /* Deadline completions (tally_engine_poll). */
 unsigned engine_deadlines(struct tally_engine *e);
 void engine_open_unlink(struct tally_engine *e, struct engine_key *k, uint32_t idx);
@@ -292,10 +295,12 @@ void engine_dl_update(struct tally_engine *e, struct engine_key *k);
 /* Acknowledge rank's push of chunk [off, off+count) of (k, round): coalesced, sent later. */
 void engine_held_add(struct tally_engine *e, const struct engine_key *k, uint32_t rank,
 		     uint32_t round, uint32_t off, uint32_t count);
-/* The same, sent at once (the answer to a PULL probe); missing: TALLY_F_MISSING, the
- * push is not here. */
+/* The same, sent at once with flags: 0 (answer to a PULL probe), TALLY_F_RESEND (to a
+ * duplicate push: the worker learns its re-send was not needed), TALLY_F_MISSING (answer to
+ * a PULL: the push is not here). */
 void engine_held_now(struct tally_engine *e, const struct engine_key *k, uint32_t rank,
-		     uint32_t round, uint32_t off, uint32_t count, int missing);
+		     uint32_t round, uint32_t off, uint32_t count, uint16_t flags,
+		     enum tally_reason reason);
 /* Send every pending HELD. */
 void engine_held_flush(struct tally_engine *e);
 static inline void engine_held_flush_any(struct tally_engine *e)

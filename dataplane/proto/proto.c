@@ -243,7 +243,9 @@ enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_p
 		/* a range of whole chunks: never empty, never past 2^32 elements */
 		if (h.count == 0 || (uint64_t)h.offset + h.count > UINT32_MAX)
 			return TALLY_R_BAD_COUNT;
-		if (h.flags & ~TALLY_F_MISSING)
+		/* MISSING or RESEND (a duplicate push acknowledged), not both, nothing else */
+		if ((h.flags & ~(TALLY_F_MISSING | TALLY_F_RESEND)) ||
+		    h.flags == (TALLY_F_MISSING | TALLY_F_RESEND))
 			return TALLY_R_BAD_FLAGS;
 	}
 	if (h.rank >= TALLY_MAX_WORKERS)

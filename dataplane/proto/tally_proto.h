@@ -44,7 +44,9 @@ enum tally_op {
  * more consecutive ones; dtype = the key's). Sent when a push is added to a chunk that does
  * not complete with it, when a duplicate push reaches a chunk still open, and in answer to
  * a PULL for a chunk still open that holds the sender's push; with TALLY_F_MISSING, in
- * answer to a PULL for a chunk that does not hold it (lost, or refused). The worker then stops
+ * answer to a PULL for a chunk that does not hold it (lost, or refused); with TALLY_F_RESEND
+ * in answer to a duplicate push (like TCP's D-SACK: that re-send was not needed, so the
+ * worker widens its reordering allowance). The worker then stops
  * re-sending that payload: its retransmission timer measures push -> HELD/RESULT (the
  * network and the appliance), not the wait for the slowest worker, and while held it only
  * PULLs (header only, backed off) in case the RESULT is lost.
@@ -60,6 +62,8 @@ enum tally_op {
 #define TALLY_F_INCLUDED 0x0002u /* RESULT: the recipient's own push is in this sum */
 #define TALLY_F_RESEND 0x0004u   /* RESULT: a re-sent copy to a push the appliance had
 				  * seen already (duplicate or late push, or PULL after one) */
+#define TALLY_F_LAST 0x0010u     /* RESULT: the recipient's push completed the chunk, so the
+				  * RESULT is its answer, a round-trip sample (tally_client.h) */
 #define TALLY_F_MISSING 0x0008u  /* HELD: the opposite, the appliance does NOT hold the
 				  * sender's push of this chunk (answer to a PULL): re-send it */
 
@@ -153,7 +157,7 @@ enum tally_reason {
 	TALLY_R_UNSUPPORTED,    /* e.g. compression not offered */
 	TALLY_R_DRAINING,       /* appliance draining: no new rounds */
 	TALLY_R_UNEXPECTED_OP,  /* an op this side never receives */
-	TALLY_R_BAD_FLAGS,      /* flags the op does not define (HELD: only MISSING) */
+	TALLY_R_BAD_FLAGS,      /* flags the op does not define (HELD: MISSING or RESEND) */
 	TALLY_R_COUNT
 };
 
@@ -181,7 +185,7 @@ uint32_t tally_crc32c(const void *buf, size_t len);
  * length (exact for control ops: JOIN, JOIN_OK 16; REGISTER 32; PULL, ERROR, BYE 0), dtype
  * (PUSH, RESULT, PULL, HELD), count >= 1 and count * dtype size == payload (PUSH/RESULT),
  * HELD: no payload, count >= 1 and offset + count within 32 bits (TALLY_R_BAD_COUNT), no
- * flag but TALLY_F_MISSING (TALLY_R_BAD_FLAGS), rank
+ * flags but TALLY_F_MISSING or TALLY_F_RESEND, not both (TALLY_R_BAD_FLAGS), rank
  * bound, CRC (checked last). The reserved field is ignored.
  * Returns TALLY_OK and fills *pkt, or the reason. Never reads past buf[len). */
 enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_pkt *pkt);
