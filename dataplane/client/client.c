@@ -226,6 +226,9 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 	rc = client_cores_init(c);
 	if (rc)
 		goto out;
+	/* HELD-capable: probe before re-sending from the first push on */
+	for (uint32_t i = 0; i < c->ncores; i++)
+		c->cores[i].seen_held = (c->caps & TALLY_CAP_HELD) != 0;
 	for (uint32_t i = 0; i < c->nkeys; i++)
 		c->keys[i].core = c->keys[i].key % c->ncores;
 	c->joined = true;

@@ -87,11 +87,13 @@ void client_gap_scan(struct tally_client *c, uint32_t core, uint64_t xseq, unsig
 	for (uint32_t s = 0; s < 2 * c->cfg.window; s++) {
 		struct client_slot *sl = &cc->slots[s];
 
+		/* a re-sent push is judged like any other: by answers to pushes sent after
+		 * it (seq) an RTT later (sent_ns), RACK's rule; probes once per RTT */
 		if (sl->op == CLIENT_NONE || sl->op == CLIENT_ACKWAIT || sl->seq >= xseq ||
-		    now - sl->sent_ns < late || now - sl->fast_ns < cc->srtt)
+		    now - sl->sent_ns < late)
 			continue;
 		if (sl->held) {
-			if ((how & CLIENT_GAP_PROBE) && !sl->probed)
+			if ((how & CLIENT_GAP_PROBE) && !sl->probed && now - sl->fast_ns >= late)
 				client_probe(c, core, sl, now);
 			continue;
 		}

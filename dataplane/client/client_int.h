@@ -95,7 +95,8 @@ struct client_core {
 	uint64_t est;             /* the estimator's RTO (rto may be backed off above it) */
 	uint64_t min_rtt;         /* shortest sample of a chunk sent once (0: none yet) */
 	uint64_t tx_seq;          /* payload transmissions so far (slot seq) */
-	bool seen_held;           /* this core answers HELD (else RTO samples completions) */
+	bool seen_held;           /* this core answers HELD and probes (JOIN_OK caps, or seen):
+				   * else old rules, the RTO samples completions */
 	uint64_t last_ans_ns;     /* last first answer (HELD or RESULT) to a push of ours */
 	uint32_t reo_mult;        /* reordering allowance, in min_rtt/4 (RFC 8985 reo_wnd) */
 	uint32_t fast_clean;      /* gap re-sends since the allowance last changed */
