@@ -415,11 +415,6 @@ void tally_client_bye(struct tally_client *c)
 
 	if (!c->joined)
 		return;
-	if (getenv("TALLY_DBG"))
-		for (uint32_t i = 0; i < c->ncores; i++)
-			fprintf(stderr, "DBG core %u srtt %lu rttvar %lu rto %lu est %lu min %lu\n", i,
-				c->cores[i].srtt, c->cores[i].rttvar, c->cores[i].rto, c->cores[i].est,
-				c->cores[i].min_rtt);
 	client_fill_hdr(c, &h, TALLY_OP_BYE);
 	tally_proto_finish(hdr, &h, NULL, 0);
 	for (uint32_t core = 0; core < c->ncores; core++)

@@ -413,7 +413,12 @@ static void client_slot_expire(struct tally_client *c, uint32_t core, struct cli
 	rto = sl->rto_ns * 2 > max ? max : sl->rto_ns * 2;
 	/* (an appliance that never answered HELD does not answer probes either: re-send) */
 	if (cc->seen_held && sl->op != CLIENT_ACKWAIT && sl->nprobe < CLIENT_PROBES_MAX) {
-		/* held: backed off (x2; x4 measured: tail RESULT losses cost 5x more) */
+		/* held: backed off (x2; x4 measured: tail RESULT losses cost 5x more), up to
+		 * CLIENT_HELD_CAP RTOs: a RESULT lost at the end of a long wait is found
+		 * that soon (the wait itself is someone else's) */
+		if (sl->held && rto > CLIENT_HELD_CAP * cc->rto)
+			rto = CLIENT_HELD_CAP * cc->rto > sl->rto_ns ? CLIENT_HELD_CAP * cc->rto :
+								       sl->rto_ns;
 		if (sl->held || sl->probed)
 			sl->rto_ns = rto;
 		sl->due_ns = now + sl->rto_ns;
@@ -435,6 +440,16 @@ static void client_slot_expire(struct tally_client *c, uint32_t core, struct cli
 	else
 		c->st.retransmits++;
 	client_xmit(c, core, sl);
+}
+
+/* How long a core may stay silent before the pushes still unanswered are probed. The RTO
+ * covers queueing behind a full window; once the core has gone quiet those queues have
+ * drained, so a fraction of it will do (a probe costs 64 bytes). */
+static uint64_t client_quiet_ns(const struct tally_client *c, const struct client_core *cc)
+{
+	uint64_t q = cc->rto / CLIENT_QUIET_DIV, min = (uint64_t)c->cfg.rto_min_us * 1000;
+
+	return q > min ? q : min;
 }
 
 uint64_t tally_client_tick(struct tally_client *c)
@@ -480,8 +495,8 @@ uint64_t tally_client_tick(struct tally_client *c)
 				 * one is queued, not lost (losses show as gaps: client_ack.c); the
 				 * timer is for a core gone silent. */
 				if (sl->due_ns <= now && sl->op != CLIENT_ACKWAIT && cc->seen_held &&
-				    cc->last_ans_ns + cc->rto > now)
-					sl->due_ns = cc->last_ans_ns + cc->rto;
+				    cc->last_ans_ns + client_quiet_ns(c, cc) > now)
+					sl->due_ns = cc->last_ans_ns + client_quiet_ns(c, cc);
 				if (sl->due_ns <= now)
 					client_slot_expire(c, core, sl, now);
 				if (sl->first_ns + give_up < sl->due_ns)
