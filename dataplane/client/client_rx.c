@@ -114,7 +114,7 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		uint64_t now = c->ops->now_ns(c->xctx);
 
 		cc->last_ans_ns = now;
-		if (h->flags & TALLY_F_LAST)
+		if (h->aux & TALLY_AUX_LAST)
 			cc->seen_held = true; /* an appliance that answers HELD and probes */
 		if ((h->flags & (TALLY_F_RESEND | TALLY_F_INCLUDED)) ==
 		    (TALLY_F_RESEND | TALLY_F_INCLUDED) && !sl->held)
@@ -125,7 +125,7 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		 * else our HELD was lost and the RESULT times the wait for the others). After
 		 * a HELD the wait is not sampled, nor (Karn) a chunk re-sent. */
 		if (sl->retries == 0 && !sl->held &&
-		    (!cc->seen_held || (h->flags & TALLY_F_LAST))) {
+		    (!cc->seen_held || (h->aux & TALLY_AUX_LAST))) {
 			client_rtt_sample(cc, now - sl->first_ns, &c->cfg);
 		} else if (!cc->seen_held && !(h->flags & TALLY_F_RESEND) &&
 			   now - sl->sent_ns > 2 * cc->min_rtt + CLIENT_CLOCK_G_NS) {

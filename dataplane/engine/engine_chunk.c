@@ -153,8 +153,7 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 			continue;
 		h.rank = r;
 		h.flags = engine_bit(cb, r) ? TALLY_F_INCLUDED : 0;
-		if (r == last && how == ENGINE_HOW_QUORUM)
-			h.flags |= TALLY_F_LAST;
+		h.aux = r == last && how == ENGINE_HOW_QUORUM ? TALLY_AUX_LAST : 0;
 		e->st.results++;
 		engine_send_result(e, &ranks[r].addr, &h, pl, bytes, xbuf);
 	}

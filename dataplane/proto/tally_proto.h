@@ -62,8 +62,6 @@ enum tally_op {
 #define TALLY_F_INCLUDED 0x0002u /* RESULT: the recipient's own push is in this sum */
 #define TALLY_F_RESEND 0x0004u   /* RESULT: a re-sent copy to a push the appliance had
 				  * seen already (duplicate or late push, or PULL after one) */
-#define TALLY_F_LAST 0x0010u     /* RESULT: the recipient's push completed the chunk, so the
-				  * RESULT is its answer, a round-trip sample (tally_client.h) */
 #define TALLY_F_MISSING 0x0008u  /* HELD: the opposite, the appliance does NOT hold the
 				  * sender's push of this chunk (answer to a PULL): re-send it */
 
@@ -85,9 +83,14 @@ struct tally_hdr {
 	uint16_t contrib;     /* RESULT: how many workers' pushes the sum holds */
 	uint32_t payload_len; /* bytes after the header */
 	uint32_t crc;         /* CRC32C of the payload (0 for an empty payload) */
-	uint32_t aux;         /* op-specific: ERROR: the rejected op */
+	uint32_t aux;         /* op-specific: ERROR: the rejected op; RESULT: TALLY_AUX_LAST */
 	uint64_t reserved;    /* zero on send, ignored on receive */
 };
+
+/* RESULT's aux: the recipient's push completed the chunk, so this RESULT is its answer and
+ * a round-trip sample (tally_client.h). In aux rather than flags: flags say what the sum
+ * is (INCLUDED) and why it came (RESEND); this only says when. */
+#define TALLY_AUX_LAST 0x1u
 
 /* Payloads of the control ops (little-endian, fixed size). */
 #define TALLY_CAP_DETERMINISTIC 0x1u

@@ -45,6 +45,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tally_proto_encode_hdr(enc, h);
 	CHECK(memcmp(enc, data, 56) == 0);
 
+	if (h->op == TALLY_OP_HELD) {
+		CHECK(h->payload_len == 0 && h->count >= 1 && h->dtype < TALLY_DT_COUNT);
+		CHECK((uint64_t)h->offset + h->count <= UINT32_MAX);
+		CHECK(!(h->flags & ~(TALLY_F_MISSING | TALLY_F_RESEND)));
+		CHECK(h->flags != (TALLY_F_MISSING | TALLY_F_RESEND));
+	}
 	if (h->op == TALLY_OP_PUSH || h->op == TALLY_OP_RESULT) {
 		CHECK(h->dtype < TALLY_DT_COUNT);
 		CHECK((uint64_t)h->count * tally_dtype_size((enum tally_dtype)h->dtype) ==
