@@ -7,20 +7,25 @@
  * RTO from measured RTTs, starting at cfg.rto_init_us, doubling per retry up to rto_max_us),
  * and writes each RESULT's payload into the output buffer.
  *
- * Acknowledgements (tally_proto.h, HELD): the RTT sampled is push -> the chunk's first
- * answer, a HELD (the appliance holds the push, the chunk waits for other workers) or its
- * RESULT, so the RTO follows the network and the appliance, not the slowest worker. Timers
- * restart with every answer from the core (RFC 6298 5.3), so queueing behind our own
- * window is not taken for loss. An expired chunk is first probed with a header-only PULL,
- * answered HELD (backed off, no re-send), RESULT, or HELD+MISSING (the push is not there:
- * re-sent at once); the payload goes out unasked only after 3 unanswered probes. Losses
- * show up as gaps: when
- * a push sent later to the same core is answered while an earlier one is not, an RTT after
- * that one left, it is re-sent at once (stats.fast_retransmits), at most once per RTT; a
- * held chunk whose RESULT is overtaken by a later one is probed. Trade-off: one small
- * packet back per held push (ranges of consecutive chunks share one) and a few probes per
- * long wait, against duplicate payloads whenever completion is slower than the RTO. A chunk that gets no RESULT within
- * cfg.give_up_ms fails the operation with -ETIMEDOUT and a message naming key, round, chunk.
+ * Acknowledgements (tally_proto.h, HELD; only with an appliance offering TALLY_CAP_HELD,
+ * else every timeout re-sends and completion times are sampled, as before): the RTT sampled
+ * is push -> the chunk's first answer, a HELD (the appliance holds the push, the chunk waits
+ * for other workers) or the RESULT its push completed (TALLY_AUX_LAST), so the RTO follows
+ * the network and the appliance, not the slowest worker. Timers restart with every answer
+ * from the core (RFC 6298 5.3): pushes queued behind our own window are not lost; once the
+ * core is quiet for RTO/4, each unanswered or held chunk is probed with a header-only PULL
+ * (backed off x2; held ones at least every 8 RTO), answered HELD (no re-send), the RESULT,
+ * or HELD+MISSING (re-sent at once); the payload goes out unasked only after 6 probes with
+ * no answer at all. Losses show up as gaps (RACK-like): the first answer to a push sent
+ * once re-sends every push sent before it to that core still unanswered an RTT plus a
+ * reordering allowance later (stats.fast_retransmits); the allowance doubles when an answer
+ * flagged RESEND shows such a re-send was not needed, halves after 16 that were; a RESULT
+ * overtaking an earlier held chunk's has that one probed.
+ * Trade-off: one 64-byte HELD per held push (ranges of consecutive chunks share one) and a
+ * few probes per wait, against whole duplicate payloads whenever completion is slower than
+ * the RTO; a probe that meets a RESULT still on its way costs one RESULT re-sent.
+ * A chunk that gets no RESULT within cfg.give_up_ms fails the operation with -ETIMEDOUT and
+ * a message naming key, round, chunk.
  *
  * Quorum (eager-SGD): a RESULT without TALLY_F_INCLUDED means this worker's push was left
  * out. The session keeps that chunk's contribution (in f32, or i32) and adds it into the
