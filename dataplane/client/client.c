@@ -193,7 +193,7 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 	}
 	client_cores_free(c); /* a re-join (after BYE) may find another core count */
 	j.world_size = c->cfg.world_size;
-	j.caps = TALLY_CAP_DETERMINISTIC | TALLY_CAP_QUORUM;
+	j.caps = TALLY_CAP_DETERMINISTIC | TALLY_CAP_QUORUM | TALLY_CAP_HELD;
 	j.max_chunk_bytes = c->cfg.max_chunk_bytes;
 	tally_proto_put_join(pl, &j);
 	client_fill_hdr(c, &h, TALLY_OP_JOIN);

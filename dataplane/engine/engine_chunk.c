@@ -153,7 +153,7 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 			continue;
 		h.rank = r;
 		h.flags = engine_bit(cb, r) ? TALLY_F_INCLUDED : 0;
-		h.aux = r == last && how == ENGINE_HOW_QUORUM ? TALLY_AUX_LAST : 0;
+		h.aux = r == last && how == ENGINE_HOW_QUORUM && ranks[r].held ? TALLY_AUX_LAST : 0;
 		e->st.results++;
 		engine_send_result(e, &ranks[r].addr, &h, pl, bytes, xbuf);
 	}
@@ -359,7 +359,8 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 		 * whether a push could start it now (else the worker backs off) */
 		uint32_t oidx = ((h->round & 1) ^ 1) * k->nchunks + c;
 		enum tally_reason why = may_start(k, ch, &k->chunks[oidx], oidx, h->round);
-		e->st.missing++;
+		if (k->job->ranks[h->rank].held)
+			e->st.missing++;
 		engine_held_now(e, k, h->rank, h->round, off, n, TALLY_F_MISSING,
 				why == TALLY_OK ? TALLY_OK : TALLY_R_TOO_EARLY);
 		return engine_drop(e, TALLY_R_TOO_EARLY);
@@ -374,10 +375,12 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 		result_unicast(e, k, idx, h->rank, engine_bit(engine_seen_bm(k, idx), h->rank));
 	} else if (engine_bit(engine_contrib_bm(k, idx), h->rank)) {
 		/* a probe: the push is held, the chunk waits for others */
-		e->st.probes++;
+		if (k->job->ranks[h->rank].held)
+			e->st.probes++;
 		engine_held_now(e, k, h->rank, h->round, off, n, 0, TALLY_OK);
 	} else {
-		e->st.missing++;
+		if (k->job->ranks[h->rank].held)
+			e->st.missing++;
 		engine_held_now(e, k, h->rank, h->round, off, n, TALLY_F_MISSING, TALLY_OK);
 	}
 	return TALLY_OK;

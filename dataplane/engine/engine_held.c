@@ -57,6 +57,8 @@ static void held_fill(struct engine_held *hd, const struct engine_key *k, uint32
 void engine_held_add(struct tally_engine *e, const struct engine_key *k, uint32_t rank,
 		     uint32_t round, uint32_t off, uint32_t count)
 {
+	if (!k->job->ranks[rank].held)
+		return; /* a worker that did not ask for HELDs (JOIN caps) */
 	e->st.held_chunks++;
 	for (uint32_t i = 0; i < e->nheld; i++) {
 		struct engine_held *hd = &e->held[i];
@@ -83,6 +85,8 @@ void engine_held_now(struct tally_engine *e, const struct engine_key *k, uint32_
 {
 	struct engine_held hd;
 
+	if (!k->job->ranks[rank].held)
+		return;
 	if (!(flags & TALLY_F_MISSING))
 		e->st.held_chunks++;
 	held_fill(&hd, k, rank, round, off, count);

@@ -85,6 +85,7 @@ struct engine_key {
 struct engine_rank {
 	struct tally_addr addr;
 	uint8_t bound;
+	uint8_t held;          /* its JOIN offered TALLY_CAP_HELD: HELD, MISSING, AUX_LAST */
 	uint64_t last_ns, pkts, bytes;
 };
 

@@ -119,6 +119,7 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 		return engine_reject(e, h, from, r);
 	}
 	engine_heard(job, h->rank, now, len);
+	job->ranks[h->rank].held = (jn.caps & TALLY_CAP_HELD) != 0;
 	e->st.joins++;
 
 	struct tally_join_ok ok;

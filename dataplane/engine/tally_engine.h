@@ -32,6 +32,7 @@
  *      * slot holds round r, open: w's bit set → duplicate (counted, not added, answered
  *        HELD); else add (first contribution loads), set bit; count == quorum → complete:
  *        RESULT to every joined participant, flag INCLUDED per recipient, contrib = count;
+ *        (HELD, MISSING and AUX_LAST only to workers whose JOIN offered TALLY_CAP_HELD)
  *        count < quorum → HELD to w (coalesced: consecutive chunks of one worker's key and
  *        round share one HELD, sent before any RESULT and at the latest at
  *        tally_engine_poll(); call it once per receive burst).

@@ -95,7 +95,8 @@ struct tally_hdr {
 /* Payloads of the control ops (little-endian, fixed size). */
 #define TALLY_CAP_DETERMINISTIC 0x1u
 #define TALLY_CAP_QUORUM 0x2u
-#define TALLY_CAP_HELD 0x4u  /* JOIN_OK: this appliance sends HELD and answers PULL probes */
+#define TALLY_CAP_HELD 0x4u  /* JOIN: send me HELD (MISSING, AUX_LAST); JOIN_OK: this
+			      * appliance does (to the workers that asked) */
 
 struct tally_join {          /* JOIN payload, 16 bytes */
 	uint32_t world_size;

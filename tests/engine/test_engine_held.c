@@ -23,14 +23,33 @@ static const struct cap_pkt *nth(const struct h *h, size_t i)
 	return &h->cap.q[i];
 }
 
-/* Three workers, one key of 4 chunks of 4 f32. */
+/* A JOIN asking for HELDs (TALLY_CAP_HELD), as the client sends it. */
+static enum tally_reason join_held(struct h *h, uint32_t rank, uint32_t world)
+{
+	struct tally_hdr hd = h_hdr(TALLY_OP_JOIN, rank);
+	struct tally_join j = { .world_size = world, .max_chunk_bytes = 8192,
+				.caps = TALLY_CAP_HELD };
+	uint8_t pl[TALLY_JOIN_LEN];
+	struct tally_addr a = h_addr(rank);
+
+	tally_proto_put_join(pl, &j);
+	return h_rx_hdr(h, &hd, pl, sizeof(pl), &a);
+}
+
+/* Three workers (ranks 0 and 2 ask for HELDs, rank 1 does not), one key of 4 chunks of
+ * 4 f32. */
 static void held_setup(struct h *h, uint16_t quorum)
 {
 	struct tally_register r = h_reg(16, 4, TALLY_DT_F32, 3, quorum);
 
 	h_start(h, NULL);
 	h->cap.keep_held = 1;
-	h_setup(h, 3, 1, &r);
+	assert_int_equal(tally_engine_job_add(h->e, H_JOB, H_TOKEN, 3), 0);
+	for (uint32_t w = 0; w < 3; w++) {
+		assert_int_equal(w != 1 ? join_held(h, w, 3) : h_join(h, w, 3), TALLY_OK);
+		assert_int_equal(h_register(h, w, 1, &r), TALLY_OK);
+	}
+	h_clear(h);
 }
 
 static void test_held_ranges(void **state)
@@ -56,18 +75,20 @@ static void test_held_ranges(void **state)
 	assert_int_equal(st->held_sent, 1);
 	assert_int_equal(st->held_chunks, 3);
 	assert_int_equal(nth(&h, 0)->to.cookie, h_addr(0).cookie);
-	/* rank 1 pushes chunk 3, then chunk 0 (not consecutive): two HELDs at poll */
+	/* rank 1 did not ask: nothing but what it always got */
 	h_clear(&h);
 	assert_int_equal(h_push(&h, 1, 1, 0, 12, TALLY_DT_F32, v, 4), TALLY_OK);
 	assert_int_equal(h_push(&h, 1, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
 	tally_engine_poll(h.e);
-	assert_int_equal(h.cap.n, 2);
+	assert_int_equal(h.cap.n, 0);
+	/* rank 2 pushes chunk 3, then chunk 1 (not consecutive: chunk 3's HELD goes at once),
+	 * then chunk 0, which completes: chunk 1's pending HELD goes before the RESULTs,
+	 * AUX_LAST on rank 2's copy only */
+	assert_int_equal(h_push(&h, 2, 1, 0, 12, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 2, 1, 0, 4, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h.cap.n, 1);
 	assert_int_equal(nth(&h, 0)->pkt.hdr.offset, 12);
-	assert_int_equal(nth(&h, 1)->pkt.hdr.offset, 0);
-	/* rank 1's chunk 1 is pending when rank 2 completes chunk 0: HELD first, then the
-	 * RESULTs, LAST on rank 2's copy only */
 	h_clear(&h);
-	assert_int_equal(h_push(&h, 1, 1, 0, 4, TALLY_DT_F32, v, 4), TALLY_OK);
 	assert_int_equal(h_push(&h, 2, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
 	assert_int_equal(h.cap.n, 4);
 	assert_int_equal(nth(&h, 0)->pkt.hdr.op, TALLY_OP_HELD);
@@ -100,27 +121,29 @@ static void test_held_duplicates_and_probes(void **state)
 	assert_int_equal(h.cap.n, 1);
 	assert_int_equal(nth(&h, 0)->pkt.hdr.op, TALLY_OP_HELD);
 	assert_int_equal(nth(&h, 0)->pkt.hdr.flags, TALLY_F_RESEND);
-	/* PULL of the open chunk from its pusher: HELD; from another: MISSING */
+	/* PULL of the open chunk from its pusher: HELD; from another: MISSING; from one that
+	 * did not ask for HELDs: nothing, as before */
 	h_clear(&h);
 	assert_int_equal(h_pull(&h, 0, 1, 0, 0), TALLY_OK);
+	assert_int_equal(h_pull(&h, 2, 1, 0, 0), TALLY_OK);
 	assert_int_equal(h_pull(&h, 1, 1, 0, 0), TALLY_OK);
 	assert_int_equal(h.cap.n, 2);
 	assert_int_equal(nth(&h, 0)->pkt.hdr.flags, 0);
 	assert_int_equal(nth(&h, 0)->pkt.hdr.rank, 0);
 	assert_int_equal(nth(&h, 1)->pkt.hdr.flags, TALLY_F_MISSING);
 	assert_int_equal(nth(&h, 1)->pkt.hdr.reason, TALLY_OK);
-	assert_int_equal(nth(&h, 1)->pkt.hdr.rank, 1);
+	assert_int_equal(nth(&h, 1)->pkt.hdr.rank, 2);
 	assert_int_equal(st->probes, 1);
 	assert_int_equal(st->missing, 1);
 	/* a round that cannot start yet: MISSING with TOO_EARLY, the PULL counted too_early */
 	h_clear(&h);
-	assert_int_equal(h_pull(&h, 1, 1, 2, 0), TALLY_R_TOO_EARLY);
+	assert_int_equal(h_pull(&h, 2, 1, 2, 0), TALLY_R_TOO_EARLY);
 	assert_int_equal(h.cap.n, 1);
 	assert_int_equal(nth(&h, 0)->pkt.hdr.flags, TALLY_F_MISSING);
 	assert_int_equal(nth(&h, 0)->pkt.hdr.reason, TALLY_R_TOO_EARLY);
 	/* round 1 of an unused parity could start now: MISSING, reason OK */
 	h_clear(&h);
-	assert_int_equal(h_pull(&h, 1, 1, 1, 0), TALLY_R_TOO_EARLY);
+	assert_int_equal(h_pull(&h, 2, 1, 1, 0), TALLY_R_TOO_EARLY);
 	assert_int_equal(nth(&h, 0)->pkt.hdr.reason, TALLY_OK);
 	/* quorum 2: rank 1 completes chunk 0; rank 2 never pushed it */
 	assert_int_equal(h_push(&h, 1, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
