@@ -125,6 +125,41 @@ void client_spurious(struct client_core *cc, struct client_slot *sl)
 	cc->fast_clean = 0;
 }
 
+unsigned client_result_answer(struct tally_client *c, struct client_core *cc,
+			      struct client_slot *sl, const struct tally_hdr *h, uint64_t *gap_seq)
+{
+	uint64_t now = c->ops->now_ns(c->xctx);
+
+	cc->last_ans_ns = now;
+	if (h->aux & TALLY_AUX_LAST)
+		cc->seen_held = true; /* an appliance that answers HELD and probes */
+	if ((h->flags & (TALLY_F_RESEND | TALLY_F_INCLUDED)) ==
+	    (TALLY_F_RESEND | TALLY_F_INCLUDED) && !sl->held)
+		client_spurious(cc, sl);
+	/* The RTT sample is push -> first answer: a RESULT that is the first answer to a
+	 * push sent once, if that push completed the chunk (AUX_LAST: else our HELD was lost
+	 * and the RESULT times the wait for the others). After a HELD the wait is not
+	 * sampled, nor (Karn) a chunk re-sent. */
+	if (sl->retries == 0 && !sl->held && (!cc->seen_held || (h->aux & TALLY_AUX_LAST))) {
+		client_rtt_sample(cc, now - sl->first_ns, &c->cfg);
+	} else if (!cc->seen_held && !(h->flags & TALLY_F_RESEND) &&
+		   now - sl->sent_ns > 2 * cc->min_rtt + CLIENT_CLOCK_G_NS) {
+		/* An appliance that never answers HELD: the completion time is all there is,
+		 * or the RTO could never grow past the completion skew it keeps firing on. A
+		 * RESULT more than a round trip after our last copy is the fan-out of a
+		 * completion that copy did not cause: timing it from the first push is exact
+		 * if that push arrived. */
+		client_rtt_sample(cc, now - sl->first_ns, &c->cfg);
+	}
+	/* Only a RESULT with our push in proves it arrived. The first answer to a push sent
+	 * once shows a gap in what we sent before it (re-send); a RESULT of a held chunk, in
+	 * completion order, a RESULT lost before it (probe). */
+	if (!(h->flags & TALLY_F_INCLUDED) || sl->retries)
+		return 0;
+	*gap_seq = sl->seq;
+	return sl->held ? CLIENT_GAP_PROBE : CLIENT_GAP_RESEND | CLIENT_GAP_PROBE;
+}
+
 /* Mark one in-flight chunk held; returns its slot (NULL: nothing to mark). */
 static struct client_slot *client_hold(struct tally_client *c, struct client_key *k,
 				       uint32_t round, uint32_t ch)

@@ -198,6 +198,10 @@ void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl,
 void client_gap_scan(struct tally_client *c, uint32_t core, uint64_t xseq, unsigned how,
 		     uint64_t now);
 void client_rx_held(struct tally_client *c, const struct tally_pkt *p);
+/* A RESULT answering data slot sl: timers, RTT sample, reordering evidence. Returns the
+ * gap scan to run once the RESULT is taken (CLIENT_GAP_*, 0: none) and its *gap_seq. */
+unsigned client_result_answer(struct tally_client *c, struct client_core *cc,
+			      struct client_slot *sl, const struct tally_hdr *h, uint64_t *gap_seq);
 /* An answer says the appliance already had the push when our last copy came (RESEND): if
  * that copy was a gap re-send, the gap was reordering: widen the allowance. */
 void client_spurious(struct client_core *cc, struct client_slot *sl);

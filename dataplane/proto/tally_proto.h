@@ -162,6 +162,7 @@ enum tally_reason {
 	TALLY_R_UNSUPPORTED,    /* e.g. compression not offered */
 	TALLY_R_DRAINING,       /* appliance draining: no new rounds */
 	TALLY_R_UNEXPECTED_OP,  /* an op this side never receives */
+	/* stateless again (tally_proto_decode), numbered last so the codes above keep theirs */
 	TALLY_R_BAD_FLAGS,      /* flags the op does not define (HELD: MISSING or RESEND) */
 	TALLY_R_COUNT
 };
