@@ -30,7 +30,8 @@
 #define CLIENT_CLOCK_G_NS 10000ull /* RFC 6298 "G": our timer granularity */
 #define CLIENT_RTO_MIN_NS 20000ull /* default floor of the adaptive RTO (cfg.rto_min_us) */
 #ifndef CLIENT_QUIET_DIV
-#define CLIENT_QUIET_DIV 4         /* a core silent for rto / this: probe (client_op.c) */
+#define CLIENT_QUIET_DIV 1         /* a core silent for rto / this: probe (client_op.c); 4
+				    * measured: ~30% more RESULTs re-sent to probes, no faster */
 #endif
 #define CLIENT_HELD_CAP 8          /* held chunks are probed at least every 8 RTO */
 #define CLIENT_PROBES_MAX 6        /* unanswered probes (backed off) before the payload goes

@@ -442,9 +442,9 @@ static void client_slot_expire(struct tally_client *c, uint32_t core, struct cli
 	client_xmit(c, core, sl);
 }
 
-/* How long a core may stay silent before the pushes still unanswered are probed. The RTO
- * covers queueing behind a full window; once the core has gone quiet those queues have
- * drained, so a fraction of it will do (a probe costs 64 bytes). */
+/* How long a core may stay silent before the pushes still unanswered are probed: the RTO
+ * (CLIENT_QUIET_DIV 1). A fraction would find tail losses sooner, but probes that meet a
+ * RESULT still queued on its way each cost a RESULT re-sent (measured, client_int.h). */
 static uint64_t client_quiet_ns(const struct tally_client *c, const struct client_core *cc)
 {
 	uint64_t q = cc->rto / CLIENT_QUIET_DIV, min = (uint64_t)c->cfg.rto_min_us * 1000;

@@ -13,7 +13,7 @@
  * for other workers) or the RESULT its push completed (TALLY_AUX_LAST), so the RTO follows
  * the network and the appliance, not the slowest worker. Timers restart with every answer
  * from the core (RFC 6298 5.3): pushes queued behind our own window are not lost; once the
- * core is quiet for RTO/4, each unanswered or held chunk is probed with a header-only PULL
+ * core is quiet for an RTO, each unanswered or held chunk is probed with a header-only PULL
  * (backed off x2; held ones at least every 8 RTO), answered HELD (no re-send), the RESULT,
  * or HELD+MISSING (re-sent at once); the payload goes out unasked only after 6 probes with
  * no answer at all. Losses show up as gaps (RACK-like): the first answer to a push sent
