@@ -373,16 +373,15 @@ static void test_first_sum(void **state)
 	assert_int_equal(st->completions, 3);
 	assert_int_equal(st->quorum_completions, 0);
 	assert_int_equal(st->results, 9);
-	assert_int_equal(st->tx_pkts - st->held_sent, 9);
+	assert_int_equal(st->tx_pkts, 9);
 	assert_int_equal(tally_engine_open_chunks(h.e), 0);
 	assert_int_equal(tally_engine_open_rounds(h.e), 0);
 
 	/* A failing transport is counted, not fatal. */
 	h.cap.fail_send = 1;
-	uint64_t held0 = st->held_sent; /* the HELDs to ranks 0 and 1 fail too */
 	for (uint32_t w = 0; w < 3; w++)
 		assert_int_equal(h_push(&h, w, 42, 1, 0, TALLY_DT_F32, &in[w][0], 4), TALLY_OK);
-	assert_int_equal(st->tx_errors - (st->held_sent - held0), 3);
+	assert_int_equal(st->tx_errors, 3);
 	assert_int_equal(st->completions, 4);
 	h_stop(&h);
 }
