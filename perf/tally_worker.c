@@ -62,6 +62,8 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		       o->warmup, o->chunk_bytes, secs, r0secs, verify_secs, gbps, s->tx_pkts, s->rx_pkts, s->pushes,
 		       s->retransmits, s->results, s->dup_results, s->excluded, s->errors, drops,
 		       chk->checked, chk->mismatches, chk->max_err, chk->max_err_ratio);
+		printf(",\"fast_retransmits\":%" PRIu64 ",\"helds\":%" PRIu64 ",\"probes\":%" PRIu64,
+		       s->fast_retransmits, s->helds, s->probes);
 		wx_json(wx);
 		printf(",\"ok\":%s,\"error\":\"", rc ? "false" : "true");
 		for (const char *p = err; *p; p++)

@@ -194,7 +194,7 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 	}
 	client_cores_free(c); /* a re-join (after BYE) may find another core count */
 	j.world_size = c->cfg.world_size;
-	j.caps = TALLY_CAP_DETERMINISTIC | TALLY_CAP_QUORUM;
+	j.caps = TALLY_CAP_DETERMINISTIC | TALLY_CAP_QUORUM | TALLY_CAP_HELD;
 	j.max_chunk_bytes = c->cfg.max_chunk_bytes;
 	j.incarnation = c->cfg.incarnation;
 	tally_proto_put_join(pl, &j);
@@ -228,6 +228,9 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 	rc = client_cores_init(c);
 	if (rc)
 		goto out;
+	/* HELD-capable: probe before re-sending from the first push on */
+	for (uint32_t i = 0; i < c->ncores; i++)
+		c->cores[i].seen_held = (c->caps & TALLY_CAP_HELD) != 0;
 	for (uint32_t i = 0; i < c->nkeys; i++)
 		c->keys[i].core = c->keys[i].key % c->ncores;
 	c->joined = true;

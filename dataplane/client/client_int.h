@@ -8,6 +8,7 @@
  *   client_rx.c    packet intake: validation, RESULT reassembly, quorum fold
  *   client_err.c   the appliance's reports that end an operation (silent rank, drain)
  *   client_fold.c  the quorum fold arithmetic per dtype
+ *   client_ack.c   RTO estimator, HELD intake, PULL probes, gap (fast) retransmission
  *
  * Memory: key state at registration, window slots (with their staging buffers) at JOIN,
  * operation slots at creation. The packet paths never allocate (a key registered without
@@ -29,6 +30,13 @@
 #define CLIENT_ERRLEN 256
 #define CLIENT_CLOCK_G_NS 10000ull /* RFC 6298 "G": our timer granularity */
 #define CLIENT_RTO_MIN_NS 20000ull /* default floor of the adaptive RTO (cfg.rto_min_us) */
+#ifndef CLIENT_QUIET_DIV
+#define CLIENT_QUIET_DIV 1         /* a core silent for rto / this: probe (client_op.c); 4
+				    * measured: ~30% more RESULTs re-sent to probes, no faster */
+#endif
+#define CLIENT_HELD_CAP 8          /* held chunks are probed at least every 8 RTO */
+#define CLIENT_PROBES_MAX 6        /* unanswered probes (backed off) before the payload goes
+				    * again unasked: a safety net, MISSING asks for it */
 
 /* Per-chunk state word of an operation: low 2 bits the state, the rest the window slot. */
 enum client_chunk_state { CLIENT_CH_QUEUED = 0, CLIENT_CH_INFLIGHT = 1, CLIENT_CH_DONE = 2 };
@@ -73,6 +81,12 @@ struct client_slot {
 	uint32_t retries;
 	bool staged;              /* payload is this slot's staging buffer */
 	bool send_ack;            /* also (re)send ack_hdr (see client_op.c) */
+	bool held;                /* the appliance acknowledged it HELD: probe, don't re-send */
+	bool probed;              /* a PULL probe is out and unanswered */
+	uint8_t nprobe;           /* probes in a row without an answer */
+	bool fast_rtx;            /* the last payload send was a gap re-send */
+	uint64_t seq;             /* the core's transmission number of its last payload send */
+	uint64_t fast_ns;         /* last gap re-send or probe (at most one per RTT) */
 	uint64_t first_ns, sent_ns, due_ns;
 	uint64_t rto_ns;          /* this chunk's current timeout (doubles per retry) */
 	uint32_t next_free;
@@ -92,6 +106,12 @@ struct client_core {
 	uint64_t srtt, rttvar, rto;
 	uint64_t est;             /* the estimator's RTO (rto may be backed off above it) */
 	uint64_t min_rtt;         /* shortest sample of a chunk sent once (0: none yet) */
+	uint64_t tx_seq;          /* payload transmissions so far (slot seq) */
+	bool seen_held;           /* this core answers HELD and probes (JOIN_OK caps, or seen):
+				   * else old rules, the RTO samples completions */
+	uint64_t last_ans_ns;     /* last first answer (HELD or RESULT) to a push of ours */
+	uint32_t reo_mult;        /* reordering allowance, in min_rtt/4 (RFC 8985 reo_wnd) */
+	uint32_t fast_clean;      /* gap re-sends since the allowance last changed */
 };
 
 enum client_op_state { CLIENT_OP_FREE = 0, CLIENT_OP_ACTIVE, CLIENT_OP_DONE, CLIENT_OP_FAILED };
@@ -167,7 +187,6 @@ void client_cores_free(struct tally_client *c);
 int client_ops_init(struct tally_client *c);
 void client_pump(struct tally_client *c, uint32_t core);
 void client_slot_release(struct tally_client *c, uint32_t core, uint32_t slot);
-void client_rtt_sample(struct client_core *cc, uint64_t rtt_ns, const struct tally_client_cfg *cfg);
 void client_op_finish(struct tally_client *c, uint32_t opi);
 void client_op_fail(struct tally_client *c, uint32_t opi, int err);
 void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t ch, uint32_t round,
@@ -178,6 +197,27 @@ void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t
 void client_rx_silent(struct tally_client *c, const struct tally_hdr *h);
 /* The text of a push refused because the appliance drains. */
 void client_err_draining(struct tally_client *c, const struct tally_hdr *h, uint32_t core);
+/* client_ack.c (calls client_util.c only) */
+/* An RTT sample: push -> first acknowledgement (HELD or RESULT) of a chunk sent once. */
+void client_rtt_sample(struct client_core *cc, uint64_t rtt_ns, const struct tally_client_cfg *cfg);
+/* (Re)send a slot's payload (and its ack copy); numbers the transmission. */
+void client_xmit(struct tally_client *c, uint32_t core, struct client_slot *sl);
+/* Header-only PULL for a held data slot. */
+void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl, uint64_t now);
+/* Transmission xseq was answered: re-send earlier pushes still unanswered an RTT later
+ * and/or probe earlier held chunks without a RESULT (how: CLIENT_GAP_*). */
+#define CLIENT_GAP_RESEND 1u
+#define CLIENT_GAP_PROBE 2u
+void client_gap_scan(struct tally_client *c, uint32_t core, uint64_t xseq, unsigned how,
+		     uint64_t now);
+void client_rx_held(struct tally_client *c, const struct tally_pkt *p);
+/* A RESULT answering data slot sl: timers, RTT sample, reordering evidence. Returns the
+ * gap scan to run once the RESULT is taken (CLIENT_GAP_*, 0: none) and its *gap_seq. */
+unsigned client_result_answer(struct tally_client *c, struct client_core *cc,
+			      struct client_slot *sl, const struct tally_hdr *h, uint64_t *gap_seq);
+/* An answer says the appliance already had the push when our last copy came (RESEND): if
+ * that copy was a gap re-send, the gap was reordering: widen the allowance. */
+void client_spurious(struct client_core *cc, struct client_slot *sl);
 
 /* client_fold.c */
 /* Build the push payload of a chunk whose fold is pending: stage = in + fold (in the wire

@@ -5,6 +5,7 @@
  * staging buffers at JOIN, per-chunk state words at key registration.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,29 +74,6 @@ void client_cores_free(struct tally_client *c)
 	}
 	free(c->cores);
 	c->cores = NULL;
-}
-
-void client_rtt_sample(struct client_core *cc, uint64_t r, const struct tally_client_cfg *cfg)
-{
-	uint64_t var, rto, max = (uint64_t)cfg->rto_max_us * 1000;
-	uint64_t min = (uint64_t)cfg->rto_min_us * 1000;
-
-	if (!cc->have_rtt) {
-		cc->srtt = r;
-		cc->rttvar = r / 2;
-		cc->have_rtt = true;
-	} else {
-		uint64_t d = cc->srtt > r ? cc->srtt - r : r - cc->srtt;
-
-		cc->rttvar = (3 * cc->rttvar + d) / 4;
-		cc->srtt = (7 * cc->srtt + r) / 8;
-	}
-	var = 4 * cc->rttvar;
-	rto = cc->srtt + (var > CLIENT_CLOCK_G_NS ? var : CLIENT_CLOCK_G_NS);
-	if (rto < min)
-		rto = min;
-	cc->est = rto > max ? max : rto;
-	cc->rto = cc->est;
 }
 
 static void client_pend_unlink(struct tally_client *c, struct client_core *cc, uint32_t opi)
@@ -173,13 +151,6 @@ void client_op_fail(struct tally_client *c, uint32_t opi, int err)
 	c->nactive--;
 }
 
-static void client_xmit(struct tally_client *c, uint32_t core, struct client_slot *sl)
-{
-	if (sl->send_ack)
-		client_send(c, core, sl->ack_hdr, sl->payload, sl->len);
-	client_send(c, core, sl->hdr, sl->payload, sl->len);
-}
-
 /* First transmission of chunk `ch` of operation `opi` in window slot `s`. */
 static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch, uint32_t s,
 			  uint64_t now)
@@ -198,6 +169,10 @@ static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch,
 	sl->payload = op->in + client_chunk_boff(k, ch);
 	sl->staged = false;
 	sl->send_ack = false;
+	sl->held = sl->probed = false;
+	sl->nprobe = 0;
+	sl->fast_ns = 0;
+	sl->fast_rtx = false;
 	if (k->fold && (k->fold_pending[ch >> 3] & (1u << (ch & 7)))) {
 		bool left = client_fold_stage((enum tally_dtype)k->reg.dtype, sl->stage, sl->payload,
 					  (uint8_t *)k->fold + (size_t)off * 4, n);
@@ -264,6 +239,9 @@ void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t
 	sl->payload = sl->stage;
 	sl->staged = true;
 	sl->send_ack = false;
+	sl->held = sl->probed = false;
+	sl->nprobe = 0;
+	sl->fast_ns = 0;
 	sl->op = CLIENT_ACKWAIT;
 	sl->kidx = (uint32_t)(k - c->keys);
 	sl->round = round;
@@ -286,7 +264,7 @@ void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t
 		cc->next_due = sl->due_ns;
 	k->ackslot[ch] = s;
 	c->st.ack_pushes++;
-	client_send(c, k->core, sl->hdr, sl->payload, sl->len);
+	client_xmit(c, k->core, sl);
 }
 
 void client_pump(struct tally_client *c, uint32_t core)
@@ -419,9 +397,68 @@ int tally_client_test(struct tally_client *c, int handle)
 	return rc;
 }
 
+/* A slot's timer fired. A data push not yet probed since it was last sent is probed first
+ * (header-only PULL): held, it stays held (the timer backs off); unanswered, the answer is
+ * most likely late, not lost (a busy appliance, a descheduled process), and the probe
+ * costs 64 bytes where a re-send would cost a duplicate payload. The appliance answers
+ * MISSING when it does not hold the push (client_ack.c re-sends it then); only
+ * CLIENT_PROBES_MAX probes in a row without any answer have the payload re-sent unasked.
+ * Losses proper are mostly repaired sooner, from gaps (client_ack.c). */
+static void client_slot_expire(struct tally_client *c, uint32_t core, struct client_slot *sl,
+			       uint64_t now)
+{
+	struct client_core *cc = &c->cores[core];
+	uint64_t max = (uint64_t)c->cfg.rto_max_us * 1000;
+	uint64_t rto;
+
+	/* the estimate may have grown since the push left (the first round's queues) */
+	if (sl->rto_ns < cc->rto)
+		sl->rto_ns = cc->rto;
+	rto = sl->rto_ns * 2 > max ? max : sl->rto_ns * 2;
+	/* (an appliance that never answered HELD does not answer probes either: re-send) */
+	if (cc->seen_held && sl->op != CLIENT_ACKWAIT && sl->nprobe < CLIENT_PROBES_MAX) {
+		/* held: backed off (x2; x4 measured: tail RESULT losses cost 5x more), up to
+		 * CLIENT_HELD_CAP RTOs: a RESULT lost at the end of a long wait is found
+		 * that soon (the wait itself is someone else's) */
+		if (sl->held && rto > CLIENT_HELD_CAP * cc->rto)
+			rto = CLIENT_HELD_CAP * cc->rto > sl->rto_ns ? CLIENT_HELD_CAP * cc->rto :
+								       sl->rto_ns;
+		if (sl->held || sl->probed)
+			sl->rto_ns = rto;
+		sl->due_ns = now + sl->rto_ns;
+		client_probe(c, core, sl, now);
+		return;
+	}
+	sl->nprobe = 0;
+	sl->rto_ns = rto;
+	sl->due_ns = now + rto;
+	sl->held = sl->probed = false;
+	sl->retries++;
+	/* RFC 6298 5.5-5.7: the backed-off RTO stays for new chunks until a sample comes in
+	 * (chunks sent together back off to the same value, no compounding). */
+	if (rto > cc->rto && cc->rto < 4 * cc->est)
+		cc->rto = rto < 4 * cc->est ? rto : 4 * cc->est;
+	sl->sent_ns = now;
+	if (sl->op == CLIENT_ACKWAIT)
+		c->st.ack_pushes++;
+	else
+		c->st.retransmits++;
+	client_xmit(c, core, sl);
+}
+
+/* How long a core may stay silent before the pushes still unanswered are probed: the RTO
+ * (CLIENT_QUIET_DIV 1). A fraction would find tail losses sooner, but probes that meet a
+ * RESULT still queued on its way each cost a RESULT re-sent (measured, client_int.h). */
+static uint64_t client_quiet_ns(const struct tally_client *c, const struct client_core *cc)
+{
+	uint64_t q = cc->rto / CLIENT_QUIET_DIV, min = (uint64_t)c->cfg.rto_min_us * 1000;
+
+	return q > min ? q : min;
+}
+
 uint64_t tally_client_tick(struct tally_client *c)
 {
-	uint64_t now, next = UINT64_MAX, max = (uint64_t)c->cfg.rto_max_us * 1000;
+	uint64_t now, next = UINT64_MAX;
 	uint64_t give_up = (uint64_t)c->cfg.give_up_ms * 1000000u;
 
 	if (!c->joined)
@@ -435,7 +472,6 @@ uint64_t tally_client_tick(struct tally_client *c)
 
 			for (uint32_t s = 0; s < 2 * c->cfg.window && cc->inflight; s++) {
 				struct client_slot *sl = &cc->slots[s];
-				uint64_t rto;
 
 				if (sl->op == CLIENT_NONE)
 					continue;
@@ -458,23 +494,15 @@ uint64_t tally_client_tick(struct tally_client *c)
 					client_op_fail(c, sl->op, -ETIMEDOUT);
 					continue;
 				}
-				if (sl->due_ns <= now) {
-					sl->retries++;
-					rto = sl->rto_ns * 2 > max ? max : sl->rto_ns * 2;
-					sl->rto_ns = rto;
-					sl->due_ns = now + rto;
-					/* RFC 6298 5.5-5.7: the backed-off RTO stays for new chunks
-					 * until a sample comes in (chunks sent together back off to
-					 * the same value, no compounding). */
-					if (rto > cc->rto && cc->rto < 4 * cc->est)
-						cc->rto = rto < 4 * cc->est ? rto : 4 * cc->est;
-					sl->sent_ns = now;
-					if (sl->op == CLIENT_ACKWAIT)
-						c->st.ack_pushes++;
-					else
-						c->st.retransmits++;
-					client_xmit(c, core, sl);
-				}
+				/* RFC 6298 5.3: the timer restarts with every answer that shows
+				 * progress. While the core keeps answering, a push still without
+				 * one is queued, not lost (losses show as gaps: client_ack.c); the
+				 * timer is for a core gone silent. */
+				if (sl->due_ns <= now && sl->op != CLIENT_ACKWAIT && cc->seen_held &&
+				    cc->last_ans_ns + client_quiet_ns(c, cc) > now)
+					sl->due_ns = cc->last_ans_ns + client_quiet_ns(c, cc);
+				if (sl->due_ns <= now)
+					client_slot_expire(c, core, sl, now);
 				if (sl->first_ns + give_up < sl->due_ns)
 					sl->due_ns = sl->first_ns + give_up;
 				if (sl->due_ns < nd)

@@ -40,6 +40,8 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 	const struct tally_hdr *h = &p->hdr;
 	struct client_key *k = client_key_find(c, h->key);
 	uint32_t ch, par, opi, w, *cst;
+	uint64_t gap_seq = 0;
+	unsigned gap_how = 0;
 	struct client_op *op;
 	const uint8_t *mine;
 	size_t len;
@@ -114,27 +116,7 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		uint32_t s = CLIENT_CH_SLOT(w);
 		struct client_slot *sl = &cc->slots[s];
 
-		uint64_t now = c->ops->now_ns(c->xctx);
-
-		/* The RTT that matters is push to completion, which includes waiting for the
-		 * slowest worker. Karn's rule (no sample from a retransmitted chunk) would keep
-		 * only completions faster than the RTO, so the RTO could never grow past the
-		 * completion skew it keeps firing on. A RESULT without RESEND is the
-		 * completion's fan-out; when it comes more than a round trip after our last
-		 * copy, that copy did not complete the chunk, and timing it from the first
-		 * push is exact if that push arrived (nearly always; else too long, which
-		 * errs safe). A RESULT right after a re-send, or a RESEND answer to one, is
-		 * ambiguous: no sample. */
-		uint64_t r = now - sl->first_ns;
-
-		if (sl->retries == 0) {
-			if (!cc->min_rtt || r < cc->min_rtt)
-				cc->min_rtt = r;
-			client_rtt_sample(cc, r, &c->cfg);
-		} else if (!(h->flags & TALLY_F_RESEND) &&
-			   now - sl->sent_ns > 2 * cc->min_rtt + CLIENT_CLOCK_G_NS) {
-			client_rtt_sample(cc, r, &c->cfg);
-		}
+		gap_how = client_result_answer(c, cc, sl, h, &gap_seq);
 		if (!(h->flags & TALLY_F_INCLUDED)) {
 			if (client_exclude(c, k, ch, h->round, sl->payload)) {
 				client_seterr(c, "allreduce key %u round %u chunk %u: no memory to keep "
@@ -160,6 +142,8 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 	c->st.results++;
 	if (--op->remaining == 0)
 		client_op_finish(c, opi);
+	if (gap_seq)
+		client_gap_scan(c, k->core, gap_seq, gap_how, c->ops->now_ns(c->xctx));
 	client_pump(c, k->core);
 }
 
@@ -235,6 +219,12 @@ void tally_client_rx(struct tally_client *c, const void *buf, size_t len)
 		c->st.errors++; /* aux names the silent rank, not an op */
 		if (c->joined)
 			client_rx_silent(c, &p.hdr);
+	} else if (p.hdr.op == TALLY_OP_HELD) {
+		if (!c->joined) {
+			c->st.drops[TALLY_R_NOT_JOINED]++;
+			return;
+		}
+		client_rx_held(c, &p);
 	} else if (p.hdr.op == TALLY_OP_ERROR && p.hdr.aux == TALLY_OP_PUSH) {
 		c->st.errors++;
 		if (c->joined)

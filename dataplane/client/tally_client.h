@@ -5,8 +5,27 @@
  * key's chunks, PUSHes them to the core that owns the key (key % ncores from JOIN_OK) with
  * a window of chunks in flight per core, retransmits each chunk on its own timer (adaptive
  * RTO from measured RTTs, starting at cfg.rto_init_us, doubling per retry up to rto_max_us),
- * and writes each RESULT's payload into the output buffer. A chunk that gets no RESULT within
- * cfg.give_up_ms fails the operation with -ETIMEDOUT and a message naming key, round, chunk.
+ * and writes each RESULT's payload into the output buffer.
+ *
+ * Acknowledgements (tally_proto.h, HELD; only with an appliance offering TALLY_CAP_HELD,
+ * else every timeout re-sends and completion times are sampled, as before): the RTT sampled
+ * is push -> the chunk's first answer, a HELD (the appliance holds the push, the chunk waits
+ * for other workers) or the RESULT its push completed (TALLY_AUX_LAST), so the RTO follows
+ * the network and the appliance, not the slowest worker. Timers restart with every answer
+ * from the core (RFC 6298 5.3): pushes queued behind our own window are not lost; once the
+ * core is quiet for an RTO, each unanswered or held chunk is probed with a header-only PULL
+ * (backed off x2; held ones at least every 8 RTO), answered HELD (no re-send), the RESULT,
+ * or HELD+MISSING (re-sent at once); the payload goes out unasked only after 6 probes with
+ * no answer at all. Losses show up as gaps (RACK-like): the first answer to a push sent
+ * once re-sends every push sent before it to that core still unanswered an RTT plus a
+ * reordering allowance later (stats.fast_retransmits); the allowance doubles when an answer
+ * flagged RESEND shows such a re-send was not needed, halves after 16 that were; a RESULT
+ * overtaking an earlier held chunk's has that one probed.
+ * Trade-off: one 64-byte HELD per held push (ranges of consecutive chunks share one) and a
+ * few probes per wait, against whole duplicate payloads whenever completion is slower than
+ * the RTO; a probe that meets a RESULT still on its way costs one RESULT re-sent.
+ * A chunk that gets no RESULT within cfg.give_up_ms fails the operation with -ETIMEDOUT and
+ * a message naming key, round, chunk.
  * The appliance may end an operation sooner: ERROR RANK_SILENT (a participant it waits on is
  * silent; -EPIPE, the message names the rank, the appliance, key and round) or ERROR
  * DRAINING (it is shutting down or upgrading; -ESHUTDOWN).
@@ -62,7 +81,11 @@ struct tally_client_cfg {
 struct tally_client_stats {
 	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes;
 	uint64_t pushes;          /* first transmissions of a chunk */
-	uint64_t retransmits;
+	uint64_t retransmits;     /* payload re-sends (timer or gap) */
+	uint64_t fast_retransmits;/* of which on a gap: a later push was acknowledged first */
+	uint64_t helds;           /* HELD acknowledgements received */
+	uint64_t probes;          /* header-only PULLs (timer, or gap for held chunks) */
+	uint64_t missing;         /* probes answered MISSING (push lost: re-sent at once) */
 	uint64_t results;         /* RESULTs used */
 	uint64_t dup_results;     /* RESULTs for chunks already done */
 	uint64_t excluded;        /* chunks whose RESULT did not include us (folded forward) */

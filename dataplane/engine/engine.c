@@ -127,6 +127,7 @@ enum tally_reason tally_engine_rx(struct tally_engine *e, const void *buf, size_
 
 unsigned tally_engine_poll(struct tally_engine *e)
 {
+	engine_held_flush_any(e);
 	if (e->zombies)
 		engine_keys_reap(e);
 	engine_life_poll(e);

@@ -101,12 +101,14 @@ static void result_unicast(struct tally_engine *e, struct engine_key *k, uint32_
 		h.flags |= TALLY_F_INCLUDED;
 	if (resend)
 		h.flags |= TALLY_F_RESEND;
+	engine_held_flush_any(e);
 	e->st.results++;
 	e->st.resends++;
 	engine_send_result(e, &k->job->ranks[rank].addr, &h, pl, bytes, engine_xbuf(e, k, idx));
 }
 
-void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how)
+void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how,
+		     uint32_t last)
 {
 	struct engine_chunk *ch = &k->chunks[idx];
 	uint32_t p = idx >= k->nchunks;
@@ -140,6 +142,9 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 	else if (ch->count < k->reg.participants)
 		e->st.quorum_completions++;
 
+	/* Pending HELDs go first: a worker must not see this RESULT before the HELD of a
+	 * chunk it pushed earlier (it would take the gap for a loss). */
+	engine_held_flush_any(e);
 	/* Fan-out: one header per recipient (its rank, INCLUDED), one shared payload. */
 	struct tally_hdr h;
 	result_hdr(k, idx, &h, bytes);
@@ -152,6 +157,7 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 		h.rank = r;
 		h.flags = (uint16_t)((k->onebit ? TALLY_F_ONEBIT : 0) |
 				     (engine_bit(cb, r) ? TALLY_F_INCLUDED : 0));
+		h.aux = r == last && how == ENGINE_HOW_QUORUM && ranks[r].held ? TALLY_AUX_LAST : 0;
 		e->st.results++;
 		engine_send_result(e, &ranks[r].addr, &h, pl, bytes, xbuf);
 	}
@@ -304,6 +310,9 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 	if (engine_bit(contrib, w)) {
 		engine_heard(job, w, now, len);
 		e->st.duplicates++;
+		/* its HELD was lost or is late: say it again, the payload need not come back;
+		 * RESEND: this copy was not needed (a worker's reordering estimate learns) */
+		engine_held_now(e, k, w, r, h->offset, h->count, TALLY_F_RESEND, TALLY_OK);
 		return TALLY_OK;
 	}
 	/* Reached for a chunk already open only: nothing has changed yet. */
@@ -328,7 +337,9 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 	e->st.pushes++;
 	e->st.push_bytes += h->payload_len;
 	if (ch->count >= k->quorum)
-		engine_complete(e, k, idx, ENGINE_HOW_QUORUM);
+		engine_complete(e, k, idx, ENGINE_HOW_QUORUM, w);
+	else
+		engine_held_add(e, k, w, r, h->offset, h->count);
 	return TALLY_OK;
 }
 
@@ -348,14 +359,36 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 		return engine_drop(e, TALLY_R_NOT_PARTICIPANT);
 	uint32_t idx = (h->round & 1) * k->nchunks + c;
 	const struct engine_chunk *ch = &k->chunks[idx];
-	if (ch->state == ENGINE_CH_UNUSED || ch->round < h->round)
+	uint32_t off = c * k->reg.chunk_elems, n = engine_chunk_len(k, c);
+	if (ch->state == ENGINE_CH_UNUSED || ch->round < h->round) {
+		/* the round has not started here: the sender's push of it is missing; say
+		 * whether a push could start it now (else the worker backs off) */
+		uint32_t oidx = ((h->round & 1) ^ 1) * k->nchunks + c;
+		enum tally_reason why = may_start(k, ch, &k->chunks[oidx], oidx, h->round);
+		if (k->job->ranks[h->rank].held)
+			e->st.missing++;
+		engine_held_now(e, k, h->rank, h->round, off, n, TALLY_F_MISSING,
+				why == TALLY_OK ? TALLY_OK : TALLY_R_TOO_EARLY);
 		return engine_drop(e, TALLY_R_TOO_EARLY);
+	}
 	if (ch->round > h->round)
 		return engine_drop(e, TALLY_R_STALE_ROUND);
 	engine_heard(job, h->rank, engine_now_cached(e), len);
 	e->st.pulls++;
-	if (ch->state == ENGINE_CH_DONE)
-		result_unicast(e, k, idx, h->rank, 1);
+	if (ch->state == ENGINE_CH_DONE) {
+		/* RESEND tells the worker its push was seen (it acknowledges the round, see
+		 * tally_client.h): a PULL is no push, so only if one was */
+		result_unicast(e, k, idx, h->rank, engine_bit(engine_seen_bm(k, idx), h->rank));
+	} else if (engine_bit(engine_contrib_bm(k, idx), h->rank)) {
+		/* a probe: the push is held, the chunk waits for others */
+		if (k->job->ranks[h->rank].held)
+			e->st.probes++;
+		engine_held_now(e, k, h->rank, h->round, off, n, 0, TALLY_OK);
+	} else {
+		if (k->job->ranks[h->rank].held)
+			e->st.missing++;
+		engine_held_now(e, k, h->rank, h->round, off, n, TALLY_F_MISSING, TALLY_OK);
+	}
 	return TALLY_OK;
 }
 
@@ -375,7 +408,7 @@ unsigned engine_deadlines(struct tally_engine *e)
 			uint32_t idx = k->open_head;
 			if (now - k->chunks[idx].first_ns < k->deadline_ns)
 				break;
-			engine_complete(e, k, idx, ENGINE_HOW_DEADLINE);
+			engine_complete(e, k, idx, ENGINE_HOW_DEADLINE, ENGINE_NIL);
 			done++;
 		}
 		k = next;

@@ -9,6 +9,7 @@
  *   engine_chunk.c  PUSH, completion and fan-out, PULL, deadlines, stuck walker
  *   engine_det.c    deterministic staging pool
  *   engine_onebit.c one-bit keys: decompress-accumulate, the server stage at completion
+ *   engine_held.c   HELD acknowledgements, coalesced into ranges
  *   engine_ktab.c   the key hash table
  *   engine_util.c   shared helpers: drop/send/reject, create-time memory, job lookup,
  *                   address identity, authentication, rank binding
@@ -94,6 +95,7 @@ struct engine_key {
 struct engine_rank {
 	struct tally_addr addr;
 	uint8_t bound;
+	uint8_t held;          /* its JOIN offered TALLY_CAP_HELD: HELD, MISSING, AUX_LAST */
 	uint64_t last_ns, pkts, bytes;
 	uint64_t drain_err_ns;         /* last ERROR DRAINING to it (rate limit), 0: none */
 };
@@ -117,6 +119,18 @@ struct engine_stage {                  /* one staged push in the deterministic p
 	uint32_t next;
 	uint32_t rank;
 };
+
+/* A HELD not yet sent: chunks [off, end) (elements) of (job, rank, key, round). */
+struct engine_held {
+	struct tally_addr to;
+	uint64_t token;
+	uint32_t job_id, rank, key, round;
+	uint32_t off, end;
+	uint8_t dtype;
+	uint16_t flags;        /* TALLY_F_MISSING / TALLY_F_RESEND: never pending, sent at once */
+	uint8_t reason;        /* MISSING: TALLY_R_TOO_EARLY when the round cannot start yet */
+};
+#define ENGINE_HELD_MAX 16
 
 struct tally_engine {
 	struct tally_engine_cfg cfg;
@@ -151,6 +165,9 @@ struct tally_engine {
 	struct engine_stage *det_meta;
 	const void *det_src[TALLY_MAX_WORKERS]; /* scratch: staged payloads by rank */
 	uint32_t life_job, life_key;   /* round-robin cursors of the idle and dead-rank checks */
+
+	struct engine_held held[ENGINE_HELD_MAX]; /* pending HELDs (engine_held.c) */
+	uint32_t nheld;
 };
 
 /* engine_util.c (a leaf: calls nothing else in the library) */
@@ -302,7 +319,9 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 			     const struct tally_addr *from, size_t len);
 enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt *pkt,
 			     const struct tally_addr *from, size_t len);
-void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how);
+/* how: ENGINE_HOW_QUORUM (completed by rank `last`'s push) or ENGINE_HOW_DEADLINE. */
+void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how,
+		     uint32_t last);
 /* Deadline completions (tally_engine_poll). */
 unsigned engine_deadlines(struct tally_engine *e);
 void engine_open_unlink(struct tally_engine *e, struct engine_key *k, uint32_t idx);
@@ -320,6 +339,24 @@ void engine_onebit_server(struct tally_engine *e, struct engine_key *k, uint32_t
 static inline size_t engine_wire_bytes(const struct engine_key *k, uint32_t n)
 {
 	return k->onebit ? TALLY_ONEBIT_BYTES(n) : (size_t)n * k->esize;
+}
+
+/* engine_held.c (calls engine_util.c only) */
+/* Acknowledge rank's push of chunk [off, off+count) of (k, round): coalesced, sent later. */
+void engine_held_add(struct tally_engine *e, const struct engine_key *k, uint32_t rank,
+		     uint32_t round, uint32_t off, uint32_t count);
+/* The same, sent at once with flags: 0 (answer to a PULL probe), TALLY_F_RESEND (to a
+ * duplicate push: the worker learns its re-send was not needed), TALLY_F_MISSING (answer to
+ * a PULL: the push is not here). */
+void engine_held_now(struct tally_engine *e, const struct engine_key *k, uint32_t rank,
+		     uint32_t round, uint32_t off, uint32_t count, uint16_t flags,
+		     enum tally_reason reason);
+/* Send every pending HELD. */
+void engine_held_flush(struct tally_engine *e);
+static inline void engine_held_flush_any(struct tally_engine *e)
+{
+	if (e->nheld)
+		engine_held_flush(e);
 }
 
 /* engine_det.c */

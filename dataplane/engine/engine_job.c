@@ -126,6 +126,7 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 		return engine_reject(e, h, from, r);
 	}
 	engine_heard(job, h->rank, now, len);
+	job->ranks[h->rank].held = (jn.caps & TALLY_CAP_HELD) != 0;
 	e->st.joins++;
 
 	struct tally_join_ok ok;
@@ -135,7 +136,8 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 	ok.max_chunk_bytes = e->cfg.max_chunk_bytes;
 	if (jn.max_chunk_bytes && jn.max_chunk_bytes < ok.max_chunk_bytes)
 		ok.max_chunk_bytes = jn.max_chunk_bytes;
-	ok.caps = TALLY_CAP_QUORUM | (e->det_nslots ? TALLY_CAP_DETERMINISTIC : 0);
+	ok.caps = TALLY_CAP_QUORUM | TALLY_CAP_HELD |
+		  (e->det_nslots ? TALLY_CAP_DETERMINISTIC : 0);
 	ok.world_size = job->world;
 	uint8_t pl[TALLY_JOIN_OK_LEN];
 	tally_proto_put_join_ok(pl, &ok);

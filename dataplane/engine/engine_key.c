@@ -326,7 +326,7 @@ int tally_engine_key_policy(struct tally_engine *e, uint32_t job_id, uint32_t ke
 	while (idx != ENGINE_NIL) {
 		uint32_t next = k->chunks[idx].next;
 		if (k->chunks[idx].count >= k->quorum)
-			engine_complete(e, k, idx, ENGINE_HOW_QUORUM);
+			engine_complete(e, k, idx, ENGINE_HOW_QUORUM, ENGINE_NIL);
 		idx = next;
 	}
 	engine_dl_update(e, k);

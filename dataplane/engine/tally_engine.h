@@ -29,9 +29,13 @@
  *    keys), and per chunk a contributor bitmap, a "seen" bitmap (any push of that round,
  *    late ones included), a count, a round number and a state.
  *  - PUSH (key, round r, chunk c) from rank w, slot p = r & 1:
- *      * slot holds round r, open: w's bit set → duplicate (count, ignore); else add (first
- *        contribution loads), set bit; count == quorum → complete: RESULT to every joined
- *        participant, flag INCLUDED per recipient, contrib = count.
+ *      * slot holds round r, open: w's bit set → duplicate (counted, not added, answered
+ *        HELD); else add (first contribution loads), set bit; count == quorum → complete:
+ *        RESULT to every joined participant, flag INCLUDED per recipient, contrib = count;
+ *        (HELD, MISSING and AUX_LAST only to workers whose JOIN offered TALLY_CAP_HELD)
+ *        count < quorum → HELD to w (coalesced: consecutive chunks of one worker's key and
+ *        round share one HELD, sent before any RESULT and at the latest at
+ *        tally_engine_poll(); call it once per receive burst).
  *      * slot holds round r, complete: a RESULT unicast to w (RESEND flag if w was
  *        included, i.e. a duplicate); w's push is NOT added (it is folded by the worker into
  *        its next push, eager-SGD); mark w seen.
@@ -68,7 +72,10 @@
  *    rounds (a chunk's round r+1 cannot complete before its round r). A worker left out
  *    gets the RESULT without INCLUDED as usual; its contribution is not folded by the
  *    client (signs cannot be summed into f32) but by the caller, into its worker error.
- *  - PULL (key, round, offset): re-sends that RESULT if the slot holds that round complete.
+ *  - PULL (key, round, offset): re-sends that RESULT if the slot holds that round complete;
+ *    answers HELD at once if it holds that round open with the sender's push in (a probe);
+ *    HELD with TALLY_F_MISSING if that round is open without it or not started here (the
+ *    worker re-sends its push; a round not started is also counted TOO_EARLY as before).
  *  - BYE unbinds the rank.
  *  - Job lifecycle (engine_life.c): a job ends when every rank bound to it has said BYE
  *    (jobs_freed_bye), or when no packet came from any of its ranks for
@@ -148,11 +155,11 @@ struct tally_engine_cfg {
 	X(tx_errors, tx_errors, "sends the transport refused") \
 	X(joins, joins, "JOINs accepted") \
 	X(registers, registers, "REGISTERs accepted") \
-	X(pulls, pulls, "PULLs answered") \
+	X(pulls, pulls, "PULLs answered (RESULT, or HELD: see probes)") \
 	X(byes, byes, "BYEs accepted") \
 	X(pushes, pushes, "pushes added to an accumulator") \
 	X(push_bytes, push_bytes, "payload bytes of those pushes (goodput)") \
-	X(duplicates, duplicates, "pushes whose bit was already set") \
+	X(duplicates, duplicates, "pushes whose bit was already set (open chunk: answered HELD)") \
 	X(late_pushes, late_pushes, "pushes after completion (not added)") \
 	X(completions, completions, "chunks completed") \
 	X(quorum_completions, quorum_completions, "completed with count < participants") \
@@ -168,7 +175,11 @@ struct tally_engine_cfg {
 	X(jobs_freed_idle, jobs_freed_idle, "jobs ended: no packet for the job idle timeout") \
 	X(incarnations, incarnations, "jobs replaced by a new incarnation (relaunch)") \
 	X(dead_rank_errors, dead_rank_errors, "RANK_SILENT reports (ERRORs to waiting ranks)") \
-	X(drain_errors, drain_errors, "ERROR DRAINING sent for refused pushes")
+	X(drain_errors, drain_errors, "ERROR DRAINING sent for refused pushes") \
+	X(held_sent, held_sent, "HELD acknowledgements sent (one covers a range of chunks)") \
+	X(held_chunks, held_chunks, "chunk pushes acknowledged HELD (chunk still open)") \
+	X(probes, probes, "PULLs for an open chunk holding the sender's push, answered HELD") \
+	X(missing, missing, "PULLs for a chunk without the sender's push, answered MISSING")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;

@@ -99,6 +99,7 @@ static const char *const reason_names[TALLY_R_COUNT] = {
 	[TALLY_R_JOB_TABLE_FULL] = "job_table_full",
 	[TALLY_R_INCARNATION_LIVE] = "incarnation_live",
 	[TALLY_R_RANK_SILENT] = "rank_silent",
+	[TALLY_R_BAD_FLAGS] = "bad_flags",
 };
 
 const char *tally_reason_name(enum tally_reason r)
@@ -115,6 +116,7 @@ const char *tally_op_name(uint8_t op)
 		[TALLY_OP_REGISTER] = "REGISTER", [TALLY_OP_PUSH] = "PUSH",
 		[TALLY_OP_RESULT] = "RESULT", [TALLY_OP_PULL] = "PULL",
 		[TALLY_OP_ERROR] = "ERROR", [TALLY_OP_BYE] = "BYE",
+		[TALLY_OP_HELD] = "HELD",
 	};
 	if (op == 0 || op > TALLY_OP_MAX)
 		return "unknown";
@@ -183,6 +185,7 @@ static long op_fixed_len(uint8_t op)
 	case TALLY_OP_PULL:
 	case TALLY_OP_ERROR:
 	case TALLY_OP_BYE:
+	case TALLY_OP_HELD:
 		return 0;
 	default:
 		return -1;
@@ -253,6 +256,16 @@ enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_p
 			return r;
 	} else if (h.op == TALLY_OP_PULL && h.dtype >= TALLY_DT_COUNT) {
 		return TALLY_R_BAD_DTYPE;
+	} else if (h.op == TALLY_OP_HELD) {
+		if (h.dtype >= TALLY_DT_COUNT)
+			return TALLY_R_BAD_DTYPE;
+		/* a range of whole chunks: never empty, never past 2^32 elements */
+		if (h.count == 0 || (uint64_t)h.offset + h.count > UINT32_MAX)
+			return TALLY_R_BAD_COUNT;
+		/* MISSING or RESEND (a duplicate push acknowledged), not both, nothing else */
+		if ((h.flags & ~(TALLY_F_MISSING | TALLY_F_RESEND)) ||
+		    h.flags == (TALLY_F_MISSING | TALLY_F_RESEND))
+			return TALLY_R_BAD_FLAGS;
 	}
 	if (h.rank >= TALLY_MAX_WORKERS)
 		return TALLY_R_BAD_RANK;

@@ -36,13 +36,35 @@ enum tally_op {
 	TALLY_OP_ERROR = 7,    /* reason in hdr.reason, the offending op in hdr.aux (RANK_SILENT:
 				* the silent rank in hdr.aux, see enum tally_reason) */
 	TALLY_OP_BYE = 8,
-	TALLY_OP_MAX = 8
+	TALLY_OP_HELD = 9,     /* appliance→worker, header only: see "HELD" below */
+	TALLY_OP_MAX = 9
 };
+
+/* HELD (appliance→worker, no payload): the appliance holds this worker's pushes of
+ * (key, round) for every chunk in [offset, offset + count) elements (whole chunks, one or
+ * more consecutive ones; dtype = the key's). Sent when a push is added to a chunk that does
+ * not complete with it, when a duplicate push reaches a chunk still open, and in answer to
+ * a PULL for a chunk still open that holds the sender's push; with TALLY_F_MISSING, in
+ * answer to a PULL for a chunk that does not hold it (lost, or refused); with TALLY_F_RESEND
+ * in answer to a duplicate push (like TCP's D-SACK: that re-send was not needed, so the
+ * worker widens its reordering allowance). The worker then stops
+ * re-sending that payload: its retransmission timer measures push -> HELD/RESULT (the
+ * network and the appliance), not the wait for the slowest worker, and while held it only
+ * PULLs (header only, backed off) in case the RESULT is lost.
+ * Trade-off: one 64-byte packet more per held push (fewer where the engine coalesces
+ * consecutive chunks of one worker into one range, until it next sends anything or is
+ * polled), against duplicate payloads of whole chunks and an RTO inflated by straggling
+ * workers. A HELD is advisory: the exactly-once bitmap, quorum, deterministic mode and
+ * the round rules do not change; a lost HELD costs one payload re-send (a duplicate,
+ * answered with HELD again). The engine keeps no per-packet timer. */
 
 /* hdr.flags */
 #define TALLY_F_ACK 0x0001u      /* REGISTER acknowledgement */
 #define TALLY_F_INCLUDED 0x0002u /* RESULT: the recipient's own push is in this sum */
-#define TALLY_F_RESEND 0x0004u   /* RESULT: a re-sent copy (duplicate push or PULL) */
+#define TALLY_F_RESEND 0x0004u   /* RESULT: a re-sent copy to a push the appliance had
+				  * seen already (duplicate or late push, or PULL after one) */
+#define TALLY_F_MISSING 0x0008u  /* HELD: the opposite, the appliance does NOT hold the
+				  * sender's push of this chunk (answer to a PULL): re-send it */
 /* PUSH/RESULT of a one-bit key (REGISTER compression TALLY_COMP_ONEBIT): the payload is
  * TALLY_ONEBIT_BYTES(count) bytes, [f32 scale, little-endian][sign bits of the count
  * elements, LSB-first, bit 1 = "+" (tally_sum.h)], dtype is f32 (the user side's), count
@@ -67,13 +89,20 @@ struct tally_hdr {
 	uint16_t contrib;     /* RESULT: how many workers' pushes the sum holds */
 	uint32_t payload_len; /* bytes after the header */
 	uint32_t crc;         /* CRC32C of the payload (0 for an empty payload) */
-	uint32_t aux;         /* op-specific: ERROR: the rejected op */
+	uint32_t aux;         /* op-specific: ERROR: the rejected op; RESULT: TALLY_AUX_LAST */
 	uint64_t reserved;    /* zero on send, ignored on receive */
 };
+
+/* RESULT's aux: the recipient's push completed the chunk, so this RESULT is its answer and
+ * a round-trip sample (tally_client.h). In aux rather than flags: flags say what the sum
+ * is (INCLUDED) and why it came (RESEND); this only says when. */
+#define TALLY_AUX_LAST 0x1u
 
 /* Payloads of the control ops (little-endian, fixed size). */
 #define TALLY_CAP_DETERMINISTIC 0x1u
 #define TALLY_CAP_QUORUM 0x2u
+#define TALLY_CAP_HELD 0x4u  /* JOIN: send me HELD (MISSING, AUX_LAST); JOIN_OK: this
+			      * appliance does (to the workers that asked) */
 
 struct tally_join {          /* JOIN payload, 24 bytes */
 	uint32_t world_size;
@@ -162,6 +191,8 @@ enum tally_reason {
 	TALLY_R_INCARNATION_LIVE, /* JOIN of another incarnation while the job's is live */
 	TALLY_R_RANK_SILENT,    /* ERROR to ranks waiting on a chunk: hdr.aux names the silent
 				 * rank, hdr.count how long it has been silent (ms) */
+	/* stateless again (tally_proto_decode), numbered last so the codes above keep theirs */
+	TALLY_R_BAD_FLAGS,      /* flags the op does not define (HELD: MISSING or RESEND) */
 	TALLY_R_COUNT
 };
 
@@ -187,9 +218,11 @@ uint32_t tally_crc32c(const void *buf, size_t len);
 
 /* Decode and validate everything that needs no state: length, magic, version, op, payload
  * length (exact for control ops: JOIN 24, JOIN_OK 16; REGISTER 32; PULL, ERROR, BYE 0), dtype
- * (PUSH, RESULT, PULL), count >= 1 and count * dtype size == payload (PUSH/RESULT; with
+ * (PUSH, RESULT, PULL, HELD), count >= 1 and count * dtype size == payload (PUSH/RESULT; with
  * TALLY_F_ONEBIT: dtype f32 else BAD_DTYPE, payload == TALLY_ONEBIT_BYTES(count) else
- * BAD_COUNT), rank bound, CRC (checked last). The reserved field is ignored.
+ * BAD_COUNT), HELD: no payload, count >= 1 and offset + count within 32 bits
+ * (TALLY_R_BAD_COUNT), no flags but TALLY_F_MISSING or TALLY_F_RESEND, not both
+ * (TALLY_R_BAD_FLAGS), rank bound, CRC (checked last). The reserved field is ignored.
  * Returns TALLY_OK and fills *pkt, or the reason. Never reads past buf[len). */
 enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_pkt *pkt);
 

@@ -26,7 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct tally_pkt pkt;
 	enum tally_reason r = tally_proto_decode(data, size, &pkt);
 	CHECK((unsigned)r < TALLY_R_COUNT);
-	CHECK(r <= TALLY_R_BAD_RANK); /* the decoder only gives stateless reasons */
+	/* the decoder only gives stateless reasons (BAD_FLAGS is one, numbered last) */
+	CHECK(r <= TALLY_R_BAD_RANK || r == TALLY_R_BAD_FLAGS);
 	(void)tally_reason_name(r);
 	if (r != TALLY_OK)
 		return 0;
@@ -45,6 +46,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tally_proto_encode_hdr(enc, h);
 	CHECK(memcmp(enc, data, 56) == 0);
 
+	if (h->op == TALLY_OP_HELD) {
+		CHECK(h->payload_len == 0 && h->count >= 1 && h->dtype < TALLY_DT_COUNT);
+		CHECK((uint64_t)h->offset + h->count <= UINT32_MAX);
+		CHECK(!(h->flags & ~(TALLY_F_MISSING | TALLY_F_RESEND)));
+		CHECK(h->flags != (TALLY_F_MISSING | TALLY_F_RESEND));
+	}
 	if ((h->op == TALLY_OP_PUSH || h->op == TALLY_OP_RESULT) && (h->flags & TALLY_F_ONEBIT)) {
 		/* one-bit: f32, [scale][ceil(count / 8) bytes of bits] */
 		CHECK(h->dtype == TALLY_DT_F32 && h->count >= 1);

@@ -56,6 +56,15 @@ def proto_corpus():
     out["pull"] = packet(6, key=3, rnd=2, offset=128)
     out["error"] = packet(7, reason=20, aux=4)
     out["bye"] = packet(8, rank=5)
+    # HELD (op 9): a range of whole chunks, header only; MISSING (8) or RESEND (4) flags
+    out["held"] = packet(9, key=3, rnd=2, offset=256, count=768)
+    out["held_missing"] = packet(9, key=3, rnd=2, offset=128, count=128, flags=8, reason=19)
+    out["held_resend"] = packet(9, key=3, rnd=5, offset=0, count=64, flags=4, dtype=2)
+    out["held_bad_flags"] = packet(9, key=3, offset=0, count=64, flags=12)
+    out["held_zero_count"] = packet(9, key=3, offset=64, count=0)
+    out["held_wraps"] = packet(9, key=3, offset=0xFFFFFF00, count=0x200)
+    out["held_payload"] = packet(9, b"\x01\x02\x03\x04", key=3, count=4)
+    out["result_last"] = packet(5, struct.pack("<2f", 1, 2), count=2, flags=3, contrib=2, aux=1)
     out["bad_crc"] = bytearray(out["push_f32"])
     out["bad_crc"][70] ^= 1
     out["truncated"] = out["join"][:40]
@@ -192,6 +201,31 @@ def engine_corpus():
     p.push(1, 1, 0, 0)
     p.push(1, 1, 0, 1)
     out["open_admission"] = bytes(p.b)
+
+    # HELD, probes and MISSING: pushes that do not complete (HELD, coalesced), duplicates
+    # of open chunks (HELD+RESEND), PULLs of open chunks with and without the sender's
+    # push (HELD / MISSING), of rounds not started (MISSING, TOO_EARLY), of complete ones.
+    p = Prog()
+    for r in range(3):
+        p.join(r)
+    p.register(0, 0, 256, 32, 0, 3, 3)
+    for idx in range(4):
+        p.push(0, 0, 0, idx)
+    p.tick(1)
+    p.push(0, 0, 0, 1)
+    p.pull(0, 0, 0, 2)
+    p.pull(1, 0, 0, 2)
+    p.pull(1, 0, 1, 0)
+    p.pull(2, 0, 3, 0)
+    for idx in range(4):
+        p.push(1, 0, 0, idx)
+        p.push(2, 0, 0, idx)
+    p.pull(0, 0, 0, 3)
+    p.push(0, 0, 1, 0)
+    p.pull(1, 0, 1, 0)
+    p.pull(0, 0, 1, 0)
+    p.replay(1)
+    out["held_probe_missing"] = bytes(p.b)
     return out
 
 

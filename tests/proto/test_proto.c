@@ -134,6 +134,8 @@ static void test_every_op_round_trip(void **state)
 		} else if (op == TALLY_OP_ERROR) {
 			h.reason = TALLY_R_TOO_EARLY;
 			h.aux = TALLY_OP_PUSH;
+		} else if (op == TALLY_OP_HELD) {
+			h.flags = TALLY_F_MISSING; /* the only flags HELD has: see test_held */
 		}
 		tally_proto_finish(buf, &h, pl, plen);
 		struct tally_pkt pkt;
@@ -450,6 +452,59 @@ static void test_names(void **state)
 	assert_string_equal(tally_op_name(200), "unknown");
 }
 
+/* HELD (and HELD+MISSING / +RESEND): header only, a non-empty range within 32 bits, a
+ * known dtype, only its own flags. Every field survives the round trip. */
+static void test_held(void **state)
+{
+	(void)state;
+	uint8_t buf[TALLY_HDR_LEN + 8];
+	struct tally_hdr h = sample_hdr();
+	struct tally_pkt pkt;
+
+	h.op = TALLY_OP_HELD;
+	h.flags = 0;
+	h.offset = 256;
+	h.count = 3 * 256;
+	h.rank = 7;
+	h.reason = TALLY_R_TOO_EARLY;
+	tally_proto_finish(buf, &h, NULL, 0);
+	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN, &pkt), TALLY_OK);
+	assert_int_equal(pkt.hdr.op, TALLY_OP_HELD);
+	assert_int_equal(pkt.hdr.offset, 256);
+	assert_int_equal(pkt.hdr.count, 768);
+	assert_int_equal(pkt.hdr.key, h.key);
+	assert_int_equal(pkt.hdr.round, h.round);
+	assert_int_equal(pkt.hdr.reason, TALLY_R_TOO_EARLY);
+	assert_string_equal(tally_op_name(TALLY_OP_HELD), "HELD");
+	for (uint16_t f = 0; f < 0x20; f++) {
+		h.flags = f;
+		tally_proto_finish(buf, &h, NULL, 0);
+		enum tally_reason want = (f == 0 || f == TALLY_F_MISSING || f == TALLY_F_RESEND) ?
+					 TALLY_OK : TALLY_R_BAD_FLAGS;
+		assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN, &pkt), want);
+	}
+	h.flags = TALLY_F_MISSING;
+	h.count = 0;
+	tally_proto_finish(buf, &h, NULL, 0);
+	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN, &pkt), TALLY_R_BAD_COUNT);
+	h.offset = 0xFFFFFF00u;
+	h.count = 0xFF;
+	tally_proto_finish(buf, &h, NULL, 0);
+	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN, &pkt), TALLY_OK);
+	h.count = 0x100; /* its end does not fit 32 bits */
+	tally_proto_finish(buf, &h, NULL, 0);
+	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN, &pkt), TALLY_R_BAD_COUNT);
+	h.count = 1;
+	h.dtype = TALLY_DT_COUNT;
+	tally_proto_finish(buf, &h, NULL, 0);
+	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN, &pkt), TALLY_R_BAD_DTYPE);
+	h.dtype = TALLY_DT_F32;
+	memset(buf + TALLY_HDR_LEN, 1, 4); /* a payload: HELD has none */
+	tally_proto_finish(buf, &h, buf + TALLY_HDR_LEN, 4);
+	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN + 4, &pkt), TALLY_R_LEN_MISMATCH);
+	assert_string_equal(tally_reason_name(TALLY_R_BAD_FLAGS), "bad_flags");
+}
+
 /* Random garbage never crashes the decoder and never decodes as OK unless it is valid. */
 static void test_random_garbage(void **state)
 {
@@ -487,6 +542,7 @@ int main(void)
 		cmocka_unit_test(test_onebit_decode),
 		cmocka_unit_test(test_register_validation),
 		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_held),
 		cmocka_unit_test(test_random_garbage),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
