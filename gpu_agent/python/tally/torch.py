@@ -577,6 +577,9 @@ def broadcast_optimizer_state(optimizer, root_rank=0, agent=None):
         optimizer.load_state_dict(sd)
 
 
+_ddp_patch_lock = threading.Lock()
+
+
 def DistributedDataParallel(module, state=None, root_rank=0, **ddp_kw):
     """torch's DistributedDataParallel with Tally doing the exchange: the module's state is
     broadcast from root_rank through Tally (any dtype: gloo cannot broadcast bf16, so DDP's
@@ -587,14 +590,20 @@ def DistributedDataParallel(module, state=None, root_rank=0, **ddp_kw):
     state = state if state is not None else TallyState()
     broadcast_parameters(module.state_dict(), root_rank, agent=state.agent)
     ddp_kw.setdefault("broadcast_buffers", False)
-    orig = getattr(DDP, "_distributed_broadcast_coalesced", None)
-    if orig is not None:
-        DDP._distributed_broadcast_coalesced = lambda self, *a, **k: None
-    try:
-        ddp = DDP(module, **ddp_kw)
-    finally:
-        if orig is not None:
-            DDP._distributed_broadcast_coalesced = orig
+    import torch.nn.parallel.distributed as ddp_mod
+    # DDP's initial broadcast: _sync_module_states (torch >= 1.13) or
+    # _distributed_broadcast_coalesced (older); the state is already everywhere
+    patches = [(o, n, getattr(o, n)) for o, n in ((ddp_mod, "_sync_module_states"),
+                                                   (DDP, "_distributed_broadcast_coalesced"))
+               if hasattr(o, n)]
+    with _ddp_patch_lock:
+        for o, n, _ in patches:
+            setattr(o, n, lambda *a, **k: None)
+        try:
+            ddp = DDP(module, **ddp_kw)
+        finally:
+            for o, n, f in patches:
+                setattr(o, n, f)
     ddp.register_comm_hook(state, comm_hook)
     ddp.tally_state = state
     return ddp
