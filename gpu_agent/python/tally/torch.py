@@ -138,6 +138,36 @@ def _agent(agent):
     return a
 
 
+# ---- Horovod's process functions: `import horovod.torch as hvd` -> `import tally.torch as hvd`
+
+def init(**agent_kw):
+    """hvd.init(): the process-wide agent, from the environment (TALLY_APPLIANCES, torchrun's
+    RANK / WORLD_SIZE / LOCAL_RANK ...), in submission order."""
+    return _agent(_agent_init(**agent_kw))
+
+
+def rank():
+    return _agent_init().rank
+
+
+def size():
+    return _agent_init().world_size
+
+
+def local_rank():
+    return _agent_init().local_rank
+
+
+def local_size():
+    return _agent_init().local_size
+
+
+def shutdown():
+    from .agent import shutdown as _shutdown
+    _inflights.clear()
+    _shutdown()
+
+
 class Handle:
     """An allreduce in flight (allreduce_async): synchronize(handle) or handle.wait() for the
     result, poll(handle) to ask."""
