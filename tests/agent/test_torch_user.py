@@ -255,6 +255,19 @@ def errors_checks():
             failed += check("tensor 'b'" in msg and "'a'" in msg and "set_order(submit)" in msg
                             and time.time() - t0 < 10,
                             f"rounds-order stall times out in {time.time() - t0:.1f} s: {msg}")
+        # the same stall with a callback (how the DDP hook, DistributedOptimizer and
+        # allreduce_async push): the watchdog fails it after op_timeout_ms
+        import tally.torch as tt
+        tb = a.declare("c", 16, "f32")  # round 0 of 'c' waits for 'b' (declared before it)
+        h = tt.Handle(buf)
+        t0 = time.time()
+        tt._inflight(a).start(tb, buf, h._done)
+        try:
+            h.wait()
+            failed += check(False, "callback stall: returned")
+        except tally.TallyTimeoutError as e:
+            failed += check("tensor 'c'" in str(e) and "tensor 'b'" in str(e) and time.time() - t0 < 10,
+                            f"callback stall fails in {time.time() - t0:.1f} s: {str(e)[:90]}...")
         a.close()
         os.environ["TALLY_DETERMINISTIC"] = "1"
         try:
