@@ -59,6 +59,8 @@ struct agent_req {
 	tally_agent_cb cb;
 	void *cb_arg;
 	int comp;          /* a compressed round (agent_comp_active at submission) */
+	uint64_t t0_ns;    /* submission (CLOCK_MONOTONIC): the deadline of wait()/expire() */
+	uint64_t round;    /* the tensor's push_pull count at submission */
 };
 
 struct agent_flight {

@@ -5,10 +5,20 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent_core.h"
 #include "tally_agent.h"
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static struct agent_req *req_of(struct tally_agent *a, int handle)
 {
@@ -81,6 +91,8 @@ static int take_slot_locked(struct tally_agent *a, int tensor, void *ptr, size_t
 	r->cb = cb;
 	r->cb_arg = cb_arg;
 	r->comp = agent_comp_active(t, t->subm);
+	r->t0_ns = mono_ns();
+	r->round = t->subm;
 	t->busy = 1;
 	return (int)slot;
 }
@@ -208,6 +220,104 @@ int tally_agent_test(struct tally_agent *a, int handle)
 	return rc;
 }
 
+/* What request `slot` waits for, appended to out: its partitions still queued and in flight
+ * (which appliance, key), and what holds the queue (the rounds order, the credit window). */
+static void describe_stall_locked(struct tally_agent *a, unsigned slot, double idle_s,
+				  char *out, size_t len)
+{
+	struct agent_req *r = &a->reqs[slot];
+	const struct agent_tensor *t = &a->tensors[r->tensor];
+	unsigned queued = 0, flying = 0, appl = 0, key = 0;
+	size_t n;
+
+	for (unsigned i = 0; i < a->sched.n; i++)
+		queued += a->sched.items[i].req == slot;
+	for (unsigned i = 0; i < a->nflight; i++)
+		if (a->flight[i].req == slot && a->flight[i].result == 0) {
+			const struct agent_part *p = part_at(a, a->flight[i].part);
+			if (!flying++)
+				appl = p->appl, key = p->key;
+		}
+	n = (size_t)snprintf(out, len, "push_pull %llu of tensor '%s'%s: no progress for %.1f s "
+			     "(op_timeout_ms %u, TALLY_OP_TIMEOUT_MS)",
+			     (unsigned long long)r->round, t->name, a->net_tag, idle_s,
+			     a->cfg.op_timeout_ms);
+	if (n >= len)
+		return;
+	if (flying) {
+		snprintf(out + n, len - n, ": %u partition(s) in flight, e.g. key %u at appliance %u "
+			 "(%s:%u), waiting for the other ranks' pushes of it", flying, key, appl,
+			 a->cfg.appliances[appl].host, a->cfg.appliances[appl].port);
+		return;
+	}
+	if (!queued) {
+		snprintf(out + n, len - n, ": its bytes are with the local stage (the other local "
+			 "ranks' push_pull of it)");
+		return;
+	}
+	if (a->order_mode == TALLY_AGENT_ORDER_ROUNDS && t->ordered) {
+		/* the rounds order: a round starts after every ordered tensor's earlier rounds */
+		for (unsigned i = 0; i < a->ntensors; i++) {
+			const struct agent_tensor *o = &a->tensors[i];
+
+			if (o == t || !o->ordered || o->busy < 0 || o->subm > r->round)
+				continue;
+			snprintf(out + n, len - n, ": not started: the default 'rounds' start order "
+				 "waits until tensor '%s' (pushed %u times) is pushed for round %llu; "
+				 "a tensor pushed on its own schedule needs set_order(submit) "
+				 "(tally.Agent does it by default) or set_ordered(tensor, 0)", o->name,
+				 o->subm, (unsigned long long)r->round);
+			return;
+		}
+	}
+	snprintf(out + n, len - n, ": %u partition(s) not started, %zu bytes in flight (credit "
+		 "window %zu), %u partitions queued in all", queued, a->inflight_bytes,
+		 a->cfg.credit_bytes, a->sched.n);
+}
+
+static void noop_cb(void *arg, int handle, int status)
+{
+	(void)arg, (void)handle, (void)status;
+}
+
+/* 1 when request `slot` has gone past its deadline: no partition of the agent completed or
+ * started for op_timeout_ms since it was submitted (2 x op_timeout_ms when one of its
+ * partitions is on the network: the client fails those itself after op_timeout_ms, with
+ * the appliance's reason). */
+static int past_deadline_locked(struct tally_agent *a, unsigned slot, double *idle_s)
+{
+	struct agent_req *r = &a->reqs[slot];
+	uint64_t now = mono_ns(), since = r->t0_ns > a->last_progress_ns ? r->t0_ns
+						 : a->last_progress_ns;
+	uint64_t lim = (uint64_t)a->cfg.op_timeout_ms * 1000000u;
+	int flying = 0;
+
+	for (unsigned i = 0; i < a->nflight; i++)
+		flying |= a->flight[i].req == slot && a->flight[i].result == 0;
+	*idle_s = (double)(now - since) / 1e9;
+	return now > since && now - since > (flying ? 2 * lim : lim);
+}
+
+/* Fail request `slot` with -ETIMEDOUT and the stall's description: its queued partitions
+ * are taken back; one already on the network still ends there (the request is released
+ * then). The caller's wait() returns now; a callback runs now, or when the network is done
+ * with the request, exactly once. */
+static void expire_locked(struct tally_agent *a, unsigned slot, double idle_s)
+{
+	struct agent_req *r = &a->reqs[slot];
+	char msg[sizeof(a->err)];
+	unsigned before = a->sched.n;
+
+	describe_stall_locked(a, slot, idle_s, msg, sizeof(msg));
+	agent_set_err(a, "%s", msg);
+	unqueue_locked(a, slot);
+	r->left -= before - a->sched.n;
+	if (!r->status)
+		r->status = -ETIMEDOUT;
+	if (r->left == 0 && !agent_copy_back_locked(a, slot))
+		agent_finish_req_locked(a, slot);
+}
+
 int tally_agent_wait(struct tally_agent *a, int handle)
 {
 	struct agent_req *r;
@@ -219,10 +329,44 @@ int tally_agent_wait(struct tally_agent *a, int handle)
 		pthread_mutex_unlock(&a->mu);
 		return -ENOENT;
 	}
-	while (r->state == REQ_PENDING)
-		pthread_cond_wait(&a->done, &a->mu);
+	while (r->state == REQ_PENDING) {
+		struct timespec ts;
+		double idle;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&a->done, &a->mu, &ts);
+		if (r->state == REQ_PENDING &&
+		    past_deadline_locked(a, (unsigned)(r - a->reqs), &idle)) {
+			/* the handle is given up: whatever is still on the network ends without it */
+			r->cb = noop_cb;
+			r->cb_arg = NULL;
+			expire_locked(a, (unsigned)(r - a->reqs), idle);
+			pthread_mutex_unlock(&a->mu);
+			return -ETIMEDOUT;
+		}
+	}
 	finish_locked(r, &rc);
 	pthread_mutex_unlock(&a->mu);
 	return rc;
 }
 
+int tally_agent_expire(struct tally_agent *a, int handle)
+{
+	unsigned slot;
+	double idle;
+	int rc = 0;
+
+	if (handle < 0)
+		return -ENOENT;
+	pthread_mutex_lock(&a->mu);
+	slot = (unsigned)handle % a->cfg.max_handles;
+	if (a->reqs[slot].state != REQ_PENDING || handle_of(a, slot) != handle)
+		rc = 0; /* done (or released): nothing to expire */
+	else if (past_deadline_locked(a, slot, &idle)) {
+		expire_locked(a, slot, idle);
+		rc = 1;
+	}
+	pthread_mutex_unlock(&a->mu);
+	return rc;
+}

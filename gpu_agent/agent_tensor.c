@@ -119,8 +119,11 @@ static int register_locked(struct tally_agent *a, int id)
 	rc = a->reg_rc;
 	a->reg_tensor = -1;
 	if (rc) {
-		agent_errf(a->err, sizeof(a->err), "declare '%s': %s", a->tensors[id].name,
-			   a->reg_err);
+		agent_errf(a->err, sizeof(a->err), "declare '%s': %s%s", a->tensors[id].name,
+			   a->reg_err, rc == -ENOTSUP && a->cfg.deterministic ?
+			   " (TALLY_DETERMINISTIC=1 / cfg.deterministic asks for sums in rank "
+			   "order: the appliance needs a deterministic pool, tallyd --det-pool SIZE "
+			   "or tally-udpd --det-pool BYTES; or unset TALLY_DETERMINISTIC)" : "");
 		/* leave it declared (keys are numbered), but unusable */
 		a->tensors[id].busy = -1;
 	}

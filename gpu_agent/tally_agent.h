@@ -230,8 +230,21 @@ int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t b
 			  void *stream, tally_agent_cb cb, void *cb_arg);
 /* 1 done, 0 pending, negative errno failed (done/failed release the handle). */
 int tally_agent_test(struct tally_agent *a, int handle);
-/* Block until done: 0 or negative errno (-ETIMEDOUT, -ECANCELED, ...). */
+/* Block until done: 0 or negative errno (-ETIMEDOUT, -ECANCELED, ...). Never for ever: when
+ * the agent completed no partition for cfg.op_timeout_ms (TALLY_OP_TIMEOUT_MS) since the
+ * push_pull was submitted (2 x op_timeout_ms while one of its partitions is on the network,
+ * where the client fails it after op_timeout_ms with the appliance's reason), it returns
+ * -ETIMEDOUT and tally_agent_strerror says what the push_pull waits for: which tensor and
+ * round, partitions in flight at which appliance, or what holds the start order (e.g. "the
+ * default 'rounds' start order waits until tensor 'b' ... is pushed"). The handle is
+ * released; queued partitions are taken back, one on the network ends there unseen. */
 int tally_agent_wait(struct tally_agent *a, int handle);
+/* The same deadline for a push_pull with a callback (or one nobody waits on): call it now and
+ * then (e.g. every second) for each pending handle. Past its deadline the push_pull fails
+ * with -ETIMEDOUT and the description above (strerror); the callback runs with it (now, or
+ * when the network is done with the push_pull's partitions in flight) and 1 is returned; 0
+ * while within its deadline or when done; -ENOENT for a negative handle. */
+int tally_agent_expire(struct tally_agent *a, int handle);
 
 /* The last error's text (which tensor / key / appliance, why), or "". Per agent. */
 const char *tally_agent_strerror(struct tally_agent *a);

@@ -9,7 +9,7 @@ tally.metrics               per-rank Prometheus metrics (push_pull latency, agen
 """
 from . import metrics  # noqa: F401
 from .agent import (Agent, ApplianceDrainingError, RankSilentError, TallyError,  # noqa: F401
-                    shutdown)
+                    TallyTimeoutError, shutdown)
 from .agent import init as _init
 
 

@@ -133,6 +133,7 @@ _sig = {
                                              AgentCb, _P]),
     "tally_agent_test": (ctypes.c_int, [_P, ctypes.c_int]),
     "tally_agent_wait": (ctypes.c_int, [_P, ctypes.c_int]),
+    "tally_agent_expire": (ctypes.c_int, [_P, ctypes.c_int]),
     "tally_agent_strerror": (ctypes.c_char_p, [_P]),
     "tally_agent_partitions": (ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(AgentPart), ctypes.c_uint]),
     "tally_agent_get_stats": (None, [_P, ctypes.POINTER(AgentStats)]),

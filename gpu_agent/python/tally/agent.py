@@ -38,6 +38,12 @@ class ApplianceDrainingError(TallyError):
     """The appliance is draining (shutting down or upgrading) and refused a new round."""
 
 
+class TallyTimeoutError(TallyError):
+    """A push_pull made no progress for op_timeout_ms (TALLY_OP_TIMEOUT_MS): the message says
+    what it waited for (tensor and round, partitions in flight at which appliance, or what
+    held the start order)."""
+
+
 def _error(code, message):
     """The TallyError subclass that fits the agent's error."""
     e = -code if code < 0 else code
@@ -45,11 +51,14 @@ def _error(code, message):
         return RankSilentError(code, message)
     if e == errno.ESHUTDOWN and " is draining " in message:
         return ApplianceDrainingError(code, message)
+    if e == errno.ETIMEDOUT:
+        return TallyTimeoutError(code, message)
     return TallyError(code, message)
 
 
 class Agent:
     """A libtally_agent instance. Keyword arguments override the environment:
+    order="submit" (default; TALLY_ORDER) or "rounds" (see set_order),
     appliances="h:p,...", job_id, token, rank, world_size, local_rank, local_size,
     partition_bytes, credit_bytes, average, connect_timeout_ms, op_timeout_ms, quorum,
     local_agg (0 / "off", 1 / "sum": local rank 0 pushes the machine's sum, 2 / "shard":
@@ -57,6 +66,10 @@ class Agent:
     TALLY_LOCAL_AGG, see tally_agent.h)."""
 
     def __init__(self, **kw):
+        order = kw.pop("order", None) or os.environ.get("TALLY_ORDER") or "submit"
+        if order not in ("submit", "rounds"):
+            raise ValueError(f"tally.Agent: order {order!r} (TALLY_ORDER): 'submit' or 'rounds'")
+        self.order = "rounds"  # the library's default until set_order below
         cfg = _lib.AgentCfg()
         _lib.lib.tally_agent_cfg_defaults(ctypes.byref(cfg))
         err = ctypes.create_string_buffer(512)
@@ -85,6 +98,13 @@ class Agent:
         self.rank, self.world_size, self.local_rank, self.local_size = r.value, w.value, lr.value, ls.value
         self.average = bool(cfg.average)
         self.local_agg = cfg.local_agg
+        self.op_timeout_ms = cfg.op_timeout_ms
+        self.deterministic = bool(cfg.deterministic)
+        # Submission order by default: a plain loop of push_pulls of one tensor, or tensors
+        # pushed on their own schedules, never wait for a tensor that is not pushed again
+        # (the library's 'rounds' order would); every rank submits the same push_pulls in
+        # the same order, which every tally.torch path does (and Horovod users already do).
+        self.set_order(order)
         self.appliances = [f"{cfg.appliances[i].host.decode()}:{cfg.appliances[i].port}"
                            for i in range(cfg.nappliances)]
 
@@ -129,7 +149,10 @@ class Agent:
         modes = {"rounds": _lib.ORDER_ROUNDS, "submit": _lib.ORDER_SUBMIT}
         if mode not in modes:
             raise ValueError(f"tally.Agent.set_order: mode must be one of {sorted(modes)}")
+        if mode == self.order:
+            return
         self._check(_lib.lib.tally_agent_set_order(self._h, modes[mode]))
+        self.order = mode
 
     def push_pull(self, tensor, ptr, nbytes, device=_lib.DEV_CPU, stream=None, callback=None, cb_arg=0):
         """Start a push_pull; returns a handle. `callback` is a ctypes AgentCb that the caller
@@ -140,7 +163,18 @@ class Agent:
                                                           ctypes.c_void_p(cb_arg) if cb_arg else None))
 
     def wait(self, handle):
+        """Block until the push_pull is done. Never for ever: after op_timeout_ms without
+        progress it raises TallyError (ETIMEDOUT) saying what the push_pull waits for."""
         self._check(_lib.lib.tally_agent_wait(self._h, handle))
+
+    def test(self, handle):
+        """True when done (the handle is released), False while pending; raises on failure."""
+        return self._check(_lib.lib.tally_agent_test(self._h, handle)) == 1
+
+    def expire(self, handle):
+        """Fail a push_pull (with or without callback) that is past its deadline (no progress
+        for op_timeout_ms): True when it was expired now. See tally_agent_expire."""
+        return _lib.lib.tally_agent_expire(self._h, handle) == 1 if self._h else False
 
     def partitions(self, tensor):
         arr = (_lib.AgentPart * 4096)()
