@@ -66,8 +66,12 @@ def run(out, model, opt, epochs, freeze, extra, log):
 
 
 def git_head():
-    r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
-                       stderr=subprocess.DEVNULL, text=True)
+    """The checkout's commit, or "?" (no git, e.g. in the torch 2.x chroot, or no checkout)."""
+    try:
+        r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    except OSError:
+        return "?"
     return r.stdout.strip() or "?"
 
 
