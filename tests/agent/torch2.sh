@@ -91,7 +91,7 @@ ninja -C /tally/build gpu_agent/libtally_agent.so appliance/udpd/tally-udpd test
 fail=0
 for t in tests/agent/test_abi.py tests/agent/test_opt_torch.py tests/agent/test_torch_api.py tests/agent/test_train.py \
 	tests/agent/test_ddp_rebuild.py tests/agent/test_onebit_sim.py tests/agent/test_onebit_appliance.py \
-	tests/agent/test_onebit_train.py; do
+	tests/agent/test_onebit_train.py tests/agent/test_torch_user.py tests/agent/test_horovod_port.py; do
 	echo "== torch2: $t"
 	timeout 900 python3 "$t"
 	rc=$?
