@@ -74,6 +74,8 @@ def build_parser():
     p.add_argument("--timeout", type=float, default=300, help="seconds per implementation")
     p.add_argument("--prefix", default=f"perf{os.getpid() % 100000}",
                    help="name prefix of namespaces/interfaces")
+    p.add_argument("--keep-logs", default="",
+                   help="copy every process's log (worker JSON with udp counters) to this folder")
     ar.add_args(p)
     return p
 
@@ -462,6 +464,8 @@ def main(argv):
         return 1
     finally:
         cl.cleanup()
+        if o.keep_logs:  # the per-worker counters explain a slow run (retransmits, syscalls)
+            shutil.copytree(tmp, o.keep_logs, dirs_exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
     print_results(results, o)
     ran = [r for r in results if not r["note"].startswith("skipped")]
