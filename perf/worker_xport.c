@@ -79,9 +79,9 @@ void wx_json(struct worker_xport *wx)
 	printf(",\"udp\":{\"tx_pkts\":%" PRIu64 ",\"tx_calls\":%" PRIu64 ",\"tx_errors\":%" PRIu64
 	       ",\"tx_gso_sends\":%" PRIu64 ",\"rx_pkts\":%" PRIu64 ",\"rx_calls\":%" PRIu64
 	       ",\"rx_gro_batches\":%" PRIu64 ",\"rx_truncated\":%" PRIu64 ",\"spins\":%" PRIu64
-	       ",\"spin_hits\":%" PRIu64 ",\"blocks\":%" PRIu64 ",\"block_ms\":%.3f}",
+	       ",\"spin_hits\":%" PRIu64 ",\"spin_ms\":%.3f,\"blocks\":%" PRIu64 ",\"block_ms\":%.3f}",
 	       s->tx_pkts, s->tx_calls, s->tx_errors, s->tx_gso_sends, s->rx_pkts, s->rx_calls,
-	       s->rx_gro_batches, s->rx_truncated, s->spins, s->spin_hits, s->blocks,
+	       s->rx_gro_batches, s->rx_truncated, s->spins, s->spin_hits, (double)s->spin_ns / 1e6, s->blocks,
 	       (double)s->block_ns / 1e6);
 }
 

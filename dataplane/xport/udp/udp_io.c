@@ -294,6 +294,7 @@ static int udp_spin(struct tally_udp *u, uint64_t *timeout_ns)
 		}
 		now = udp_now_ns(NULL);
 	}
+	u->st.spin_ns += now - t0;
 	*timeout_ns -= now - t0 < *timeout_ns ? now - t0 : *timeout_ns;
 	return n;
 }
