@@ -74,6 +74,8 @@ def build_parser():
     p.add_argument("--timeout", type=float, default=300, help="seconds per implementation")
     p.add_argument("--prefix", default=f"perf{os.getpid() % 100000}",
                    help="name prefix of namespaces/interfaces")
+    p.add_argument("--keep-logs", default="",
+                   help="copy every process's log (worker JSON with udp counters) to this folder")
     ar.add_args(p)
     return p
 
@@ -162,10 +164,13 @@ def tally_rank_result(objs):
     if not objs:
         return None
     ok = all(o.get("ok") and not o.get("mismatches") and o.get("checked", 0) > 0 for o in objs)
-    return {"seconds": max(o["seconds"] for o in objs), "ok": ok,
-            "retransmits": sum(o.get("retransmits", 0) for o in objs),
-            "gso_sends": sum((o.get("udp") or {}).get("tx_gso_sends", 0) for o in objs),
-            "first_round_seconds": max(o.get("first_round_seconds", 0) for o in objs)}
+    r = {"seconds": max(o["seconds"] for o in objs), "ok": ok,
+         "retransmits": sum(o.get("retransmits", 0) for o in objs),
+         "gso_sends": sum((o.get("udp") or {}).get("tx_gso_sends", 0) for o in objs),
+         "first_round_seconds": max(o.get("first_round_seconds", 0) for o in objs)}
+    if any("median_round_seconds" in o for o in objs):  # workers that time every round
+        r["median_round_seconds"] = max(o.get("median_round_seconds", 0) for o in objs)
+    return r
 
 
 def emulated_rto_us(link_gbit, window=64, chunk=8192, appliances=1):
@@ -248,6 +253,10 @@ def tally_plan(cl, o):
         # UDP GSO super-frames up to the wire, as TCP's TSO/GSO for the peers; the bridge
         # port to each AF_PACKET appliance segments them (allreduce_netns.py)
         extra.append("--gso")
+    if o.emulate and worker_opt(extra, "--window", None) is None:
+        # shaped links keep the 64-chunk window their RTO and tbf queues were sized for
+        # (tally-worker's own default, 128, sends a 1 MiB tensor in one burst)
+        extra[:0] = ["--window", "64"]
     if o.emulate and "--rto-us" not in extra:
         try:
             window = int(worker_opt(extra, "--window", 64))
@@ -312,6 +321,9 @@ def run_tally(cl, o):
     r["gso_sends"] = sum(x["gso_sends"] for x in per_rank if x)  # --gso: super-frames sent
     # the first round (a warm-up one unless --warmup 0): cold state, first RTT samples
     r["first_round_seconds"] = max((x["first_round_seconds"] for x in per_rank if x), default=None)
+    # the slowest rank's median round: on a shared host the mean carries descheduled rounds
+    r["median_round_seconds"] = max((x.get("median_round_seconds", 0) for x in per_rank if x),
+                                    default=None)
     if extra:
         r["worker_args"] = " ".join(extra)
     return r
@@ -462,6 +474,8 @@ def main(argv):
         return 1
     finally:
         cl.cleanup()
+        if o.keep_logs:  # the per-worker counters explain a slow run (retransmits, syscalls)
+            shutil.copytree(tmp, o.keep_logs, dirs_exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
     print_results(results, o)
     ran = [r for r in results if not r["note"].startswith("skipped")]

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tally_udp.h"
 #include "worker_opts.h"
 
 void wk_usage(FILE *f)
@@ -22,6 +23,8 @@ void wk_usage(FILE *f)
 		"  --local-ip A/LEN     our address on the DPDK port; --dpdk-port NAME (default first)\n"
 		"  --bind ADDR          local address (udp)\n"
 		"  --gso / --no-gro     UDP segmentation offload on send / no GRO on receive\n"
+		"  --busy-poll-us N     udp: spin this long for a RESULT before sleeping (default 50\n"
+		"                       with 4+ CPUs, else 0 = off; TALLY_UDP_BUSY_POLL_US overrides)\n"
 		"  --job N --token N    job id and 64-bit token (default 1, 1)\n"
 		"  --rank N --world N   this worker's rank and the job's world size (default 0, 1)\n"
 		"  --bytes SIZE         gradient bytes per worker per round (default 64M)\n"
@@ -29,7 +32,7 @@ void wk_usage(FILE *f)
 		"  --dtype T            f32 (default), bf16, f16, i32\n"
 		"  --chunk BYTES        largest chunk payload (default 8192)\n"
 		"  --rounds N           rounds (default 3)\n"
-		"  --window N           chunks in flight per appliance core (default 64)\n"
+		"  --window N           chunks in flight per appliance core (default 128)\n"
 		"  --seed N             data seed (default 1)\n"
 		"  --values V           random (default) or exact (order-independent sums)\n"
 		"  --deterministic      register deterministic keys: results checked bit-exact\n"
@@ -98,7 +101,7 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 	       O_TOKEN, O_RANK, O_WORLD, O_BYTES, O_KEYS, O_KEYBASE, O_DTYPE, O_CHUNK, O_ROUNDS,
 	       O_WINDOW, O_SEED, O_VALUES, O_DET, O_NOVERIFY, O_JOINMS, O_GIVEUP, O_RTO, O_JSON,
 	       O_HELP, O_LOCALIP, O_DPDKPORT, O_SECONDS, O_BLAST, O_BLASTCORES, O_LINGER,
-	       O_NOBARRIER, O_WARMUP, O_RTOMIN, O_INCARNATION };
+	       O_NOBARRIER, O_WARMUP, O_RTOMIN, O_INCARNATION, O_BUSYPOLL };
 	static const struct option lo[] = {
 		{ "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT },
 		{ "transport", 1, 0, O_TRANSPORT }, { "dpdk", 1, 0, O_DPDK },
@@ -117,6 +120,7 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 		{ "blast-cores", 1, 0, O_BLASTCORES }, { "linger", 0, 0, O_LINGER },
 		{ "no-barrier", 0, 0, O_NOBARRIER }, { "warmup", 1, 0, O_WARMUP },
 		{ "rto-min-us", 1, 0, O_RTOMIN }, { "incarnation", 1, 0, O_INCARNATION },
+		{ "busy-poll-us", 1, 0, O_BUSYPOLL },
 		{ 0, 0, 0, 0 } };
 	uint32_t port = TALLY_DEFAULT_PORT;
 	int c, bad = 0;
@@ -154,6 +158,14 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 		case O_BIND: o->x.bind = optarg; break;
 		case O_GSO: o->x.gso = 1; break;
 		case O_NOGRO: o->x.gro = 0; break;
+		case O_BUSYPOLL: {
+			uint32_t v = 0;
+
+			/* 0 means off here; the transport takes < 0 as off, 0 as its default */
+			bad |= wk_u32(optarg, &v) || v > TALLY_UDP_BUSY_POLL_MAX_US;
+			o->x.busy_poll_us = v ? (int)v : -1;
+			break;
+		}
 		case O_JOB: bad |= wk_u32(optarg, &o->job_id); break;
 		case O_TOKEN: bad |= wk_u64(optarg, &o->token); break;
 		case O_INCARNATION: bad |= wk_u64(optarg, &o->incarnation); break;

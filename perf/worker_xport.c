@@ -35,6 +35,7 @@ int wx_open(const struct wx_opts *o, struct worker_xport *wx, char *err, size_t 
 	uc.bind_host = o->bind;
 	uc.gso = o->gso;
 	uc.gro = o->gro;
+	uc.busy_poll_us = o->busy_poll_us;
 	wx->ctx = tally_udp_create(&uc, NULL, NULL, &rc, err, errlen);
 	if (!wx->ctx)
 		return rc ? rc : -EINVAL;
@@ -77,9 +78,11 @@ void wx_json(struct worker_xport *wx)
 	s = tally_udp_stats(wx->ctx);
 	printf(",\"udp\":{\"tx_pkts\":%" PRIu64 ",\"tx_calls\":%" PRIu64 ",\"tx_errors\":%" PRIu64
 	       ",\"tx_gso_sends\":%" PRIu64 ",\"rx_pkts\":%" PRIu64 ",\"rx_calls\":%" PRIu64
-	       ",\"rx_gro_batches\":%" PRIu64 ",\"rx_truncated\":%" PRIu64 "}",
+	       ",\"rx_gro_batches\":%" PRIu64 ",\"rx_truncated\":%" PRIu64 ",\"spins\":%" PRIu64
+	       ",\"spin_hits\":%" PRIu64 ",\"spin_ms\":%.3f,\"blocks\":%" PRIu64 ",\"block_ms\":%.3f}",
 	       s->tx_pkts, s->tx_calls, s->tx_errors, s->tx_gso_sends, s->rx_pkts, s->rx_calls,
-	       s->rx_gro_batches, s->rx_truncated);
+	       s->rx_gro_batches, s->rx_truncated, s->spins, s->spin_hits, (double)s->spin_ns / 1e6, s->blocks,
+	       (double)s->block_ns / 1e6);
 }
 
 void wx_close(struct worker_xport *wx)

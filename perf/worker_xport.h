@@ -19,6 +19,7 @@ struct wx_opts {
 	uint16_t base_port;
 	const char *bind;      /* udp: local address */
 	int gso, gro;          /* udp offloads */
+	int busy_poll_us;      /* udp: 0 transport default, < 0 off */
 	const char *eal_args;  /* dpdk: EAL arguments, space separated */
 	const char *local_ip;  /* dpdk: our address, ADDR/LEN */
 	const char *dpdk_port; /* dpdk: port name (default: the first port) */

@@ -196,6 +196,48 @@ static void test_bad_args(void **state)
 	assert_int_equal(rc, -EINVAL);
 }
 
+/* The busy-poll setting: cfg and TALLY_UDP_BUSY_POLL_US are checked at create; a spin that
+ * finds nothing falls through to ppoll and is counted (no timing asserted). */
+static void test_busy_poll(void **state)
+{
+	struct tally_udp_cfg cfg = { .host = "127.0.0.1" };
+	struct tally_udp *u;
+	char err[256];
+	int rc = 0;
+
+	(void)state;
+	cfg.base_port = (uint16_t)(test_port() + 300);
+	cfg.busy_poll_us = TALLY_UDP_BUSY_POLL_MAX_US + 1;
+	assert_null(tally_udp_create(&cfg, NULL, NULL, &rc, err, sizeof(err)));
+	assert_int_equal(rc, -EINVAL);
+	assert_non_null(strstr(err, "busy poll"));
+	const char *bad[] = { "x", "-1", "20001", "5us" };
+
+	cfg.busy_poll_us = 0;
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		setenv("TALLY_UDP_BUSY_POLL_US", bad[i], 1);
+		rc = 0;
+		assert_null(tally_udp_create(&cfg, NULL, NULL, &rc, err, sizeof(err)));
+		assert_int_equal(rc, -EINVAL);
+		assert_non_null(strstr(err, "TALLY_UDP_BUSY_POLL_US"));
+	}
+	setenv("TALLY_UDP_BUSY_POLL_US", "0", 1); /* off: straight to ppoll */
+	u = tally_udp_create(&cfg, NULL, NULL, &rc, err, sizeof(err));
+	assert_non_null(u);
+	assert_true(tally_udp_ops()->poll(u, 1000000) >= 0);
+	assert_int_equal(tally_udp_stats(u)->spins, 0);
+	assert_int_equal(tally_udp_stats(u)->blocks, 1);
+	tally_udp_destroy(u);
+	unsetenv("TALLY_UDP_BUSY_POLL_US");
+	cfg.busy_poll_us = 100; /* spins, finds nothing, then sleeps the rest */
+	u = tally_udp_create(&cfg, NULL, NULL, &rc, err, sizeof(err));
+	assert_non_null(u);
+	assert_true(tally_udp_ops()->poll(u, 1000000) >= 0);
+	assert_int_equal(tally_udp_stats(u)->spins, 1);
+	assert_int_equal(tally_udp_stats(u)->spin_hits, 0);
+	tally_udp_destroy(u);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -204,6 +246,7 @@ int main(void)
 		cmocka_unit_test(test_bad_host),
 		cmocka_unit_test(test_bind_busy),
 		cmocka_unit_test(test_bad_args),
+		cmocka_unit_test(test_busy_poll),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -58,6 +58,7 @@ struct tally_udp {
 	struct mmsghdr *smsg;
 	struct iovec *siov;
 	char *sctl;
+	uint64_t busy_ns;            /* busy-poll budget per wait (0: off) */
 	struct tally_udp_stats st;
 	char err[256];
 };

@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,44 @@ static int udp_resolve(const char *host, struct sockaddr_in *sa, char *why, size
 	return 0;
 }
 
+/* The busy-poll budget: the environment (operators switch it off without a rebuild) over
+ * cfg over the mode's default. 0 or -EINVAL with the reason in errbuf. */
+static int udp_busy_cfg(struct tally_udp *u, char *errbuf, size_t errlen)
+{
+	const char *env = getenv("TALLY_UDP_BUSY_POLL_US");
+	long us = u->cfg.busy_poll_us;
+
+	if (us > TALLY_UDP_BUSY_POLL_MAX_US) {
+		snprintf(errbuf, errlen, "udp: busy poll %ld us out of range (max %d)", us,
+			 TALLY_UDP_BUSY_POLL_MAX_US);
+		return -EINVAL;
+	}
+	if (!us) {
+		/* Spinning pays only where the reply is produced on another CPU: with fewer than
+		 * TALLY_UDP_BUSY_POLL_MIN_CPUS usable CPUs the spin takes the CPU that the
+		 * appliance or the peer rank needs (measured on 2 shared cores: no gain, more
+		 * spurious retransmits), so the default there is off. */
+		cpu_set_t set;
+		int ncpu = sched_getaffinity(0, sizeof(set), &set) ? 1 : CPU_COUNT(&set);
+
+		us = u->cfg.listen || ncpu < TALLY_UDP_BUSY_POLL_MIN_CPUS ?
+			     0 : TALLY_UDP_BUSY_POLL_DEFAULT_US;
+	}
+	if (env && *env) {
+		char *end;
+
+		errno = 0;
+		us = strtol(env, &end, 10);
+		if (errno || *end || us < 0 || us > TALLY_UDP_BUSY_POLL_MAX_US) {
+			snprintf(errbuf, errlen, "udp: TALLY_UDP_BUSY_POLL_US='%s': want 0..%d "
+				 "microseconds (0 = off)", env, TALLY_UDP_BUSY_POLL_MAX_US);
+			return -EINVAL;
+		}
+	}
+	u->busy_ns = us > 0 ? (uint64_t)us * 1000 : 0;
+	return 0;
+}
+
 /* Open the socket of one appliance core (client: connected to base + core; listen: bound). */
 static const struct tally_xport_ops udp_ops = {
 	.send = udp_send,
@@ -92,6 +131,9 @@ struct tally_udp *tally_udp_create(const struct tally_udp_cfg *cfg, tally_udp_rx
 			 u->cfg.batch, u->cfg.ncores, u->cfg.host ? u->cfg.host : "(none)");
 		goto fail;
 	}
+	rc = udp_busy_cfg(u, errbuf, errlen);
+	if (rc)
+		goto fail;
 	if (u->cfg.listen)
 		rc = udp_resolve(u->cfg.host, &u->local, why, sizeof(why));
 	else
