@@ -25,79 +25,21 @@
 #include <cmocka.h>
 
 #include "tally_agent.h"
+#include "udpd_proc.h"
 #include "tally_sum.h"
 
 static const char *udpd;
 static pid_t appl_pid, open_pid;
 static unsigned port, open_port;
 
-/* A free block of two UDP ports on loopback (the appliance binds base and base + 1). */
-static unsigned free_ports(void)
-{
-	for (int tries = 0; tries < 50; tries++) {
-		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-		socklen_t l = sizeof(a);
-		int s = socket(AF_INET, SOCK_DGRAM, 0), t;
-		unsigned p;
-
-		bind(s, (struct sockaddr *)&a, sizeof(a));
-		getsockname(s, (struct sockaddr *)&a, &l);
-		p = ntohs(a.sin_port);
-		close(s);
-		if (p + 1 > 65535)
-			continue;
-		t = socket(AF_INET, SOCK_DGRAM, 0);
-		a.sin_port = htons((uint16_t)(p + 1));
-		int ok = bind(t, (struct sockaddr *)&a, sizeof(a)) == 0;
-		close(t);
-		if (ok)
-			return p;
-	}
-	return 0;
-}
-
-/* Start an appliance (job 7 admitted for 4 workers, or open admission: the first JOIN of a
- * job creates it) and wait for its "N cores on port" line (machines here are loaded:
- * seconds, not milliseconds). */
 static void start_appliance(pid_t *pid, unsigned *pport, int open_adm)
 {
-	char p[16], line[256];
-	int fds[2];
-
-	*pport = free_ports();
-	snprintf(p, sizeof(p), "%u", *pport);
-	if (pipe(fds))
-		exit(1);
-	*pid = fork();
-	if (*pid == 0) {
-		dup2(fds[1], 2);
-		close(fds[0]);
-		if (open_adm)
-			execl(udpd, udpd, "--addr", "127.0.0.1", "--port", p, "--cores", "2", "--open",
-			      (char *)NULL);
-		else
-			execl(udpd, udpd, "--addr", "127.0.0.1", "--port", p, "--cores", "2", "--job",
-			      "7", "--token", "1234", "--world", "4", (char *)NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	FILE *f = fdopen(fds[0], "r");
-	while (f && fgets(line, sizeof(line), f)) {
-		fputs(line, stderr);
-		if (strstr(line, "cores on port"))
-			break;
-	}
-	/* keep draining its stderr in the background would need a thread: the appliance writes
-	 * nothing more to stderr until it exits, and its stats go to stdout */
+	udpd_start(udpd, pid, pport, open_adm ? 0 : 4);
 }
 
 static void stop_appliance(pid_t *pid)
 {
-	if (*pid > 0) {
-		kill(*pid, SIGTERM);
-		waitpid(*pid, NULL, 0);
-		*pid = 0;
-	}
+	udpd_stop(pid);
 }
 
 static void cfg_for(struct tally_agent_cfg *c, int rank, uint64_t token, unsigned p)
