@@ -21,6 +21,7 @@
 #include <cmocka.h>
 #include "tally_ctl.h"
 
+#include "ctl_cli.h"
 #include "udp_worker.h"
 
 #define JOB 7
@@ -37,72 +38,15 @@ static uint16_t port;
 static struct uw w[W];
 static char out[1 << 17], err[1 << 14];
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-}
-
-static void slurp(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY);
-	ssize_t n = fd >= 0 ? read(fd, buf, cap - 1) : 0;
-	buf[n > 0 ? n : 0] = '\0';
-	if (fd >= 0)
-		close(fd);
-	unlink(path);
-}
-
-static int ctl(const char *first, ...)
-{
-	const char *args[32] = { tallyctl, "--socket", sock };
-	int n = 3, status;
-	char po[64], pe[64];
-	va_list ap;
-
-	va_start(ap, first);
-	for (const char *a = first; a && n < 31; a = va_arg(ap, const char *))
-		args[n++] = a;
-	va_end(ap);
-	args[n] = NULL;
-	snprintf(po, sizeof(po), "/tmp/ctl-udpd-out-%d", (int)getpid());
-	snprintf(pe, sizeof(pe), "/tmp/ctl-udpd-err-%d", (int)getpid());
-	pid_t pid = fork();
-	if (pid == 0) {
-		int fo = open(po, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-		int fe = open(pe, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-		dup2(fo, 1);
-		dup2(fe, 2);
-		execv(tallyctl, (char *const *)args);
-		_exit(98);
-	}
-	waitpid(pid, &status, 0);
-	slurp(po, out, sizeof(out));
-	slurp(pe, err, sizeof(err));
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-#define CTLJ(...) ctl_json(ctl("--json", __VA_ARGS__, NULL))
-static json_t *ctl_json(int rc)
-{
-	if (rc != 0)
-		fail_msg("tallyctl exit %d: %s", rc, err);
-	json_t *j = json_loads(out, JSON_DECODE_ANY, NULL);
-	if (!j)
-		fail_msg("not JSON: %.300s", out);
-	return j;
-}
-
-static json_int_t geti(const json_t *o, const char *path)
-{
-	char buf[128], *save, *tok;
-	const json_t *cur = o;
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (tok = strtok_r(buf, ".", &save); tok && cur; tok = strtok_r(NULL, ".", &save))
-		cur = json_object_get(cur, tok);
-	return cur ? json_integer_value(cur) : -1;
-}
+/* tallyctl against this appliance's socket (ctl_cli.c) */
+static struct ctl_cli cli = { .sock = sock, .tag = "udpd", .out = out, .outcap = sizeof(out),
+			      .err = err, .errcap = sizeof(err) };
+#define ctl(...) ctl_cli_run(&cli, __VA_ARGS__)
+/* tallyctl --json CMD ...: the parsed result (asserts exit 0). */
+#define CTLJ(...) ctl_cli_json(&cli, ctl_cli_run(&cli, "--json", __VA_ARGS__, NULL))
+#define geti(o, path) ctl_cli_geti(o, path, -1) /* -1 for an absent path */
+#define sleep_ms ctl_cli_sleep_ms
+#define slurp ctl_cli_slurp
 
 static int group_setup(void **state)
 {
@@ -279,6 +223,7 @@ int main(int argc, char **argv)
 	}
 	udpd = argv[1];
 	tallyctl = argv[2];
+	cli.bin = tallyctl;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_status_and_job),
 		cmocka_unit_test(test_stats_json),
