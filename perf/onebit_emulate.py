@@ -136,17 +136,6 @@ def find_udpd(given):
     return hits[0] if hits else None
 
 
-def last_json(text):
-    for line in reversed(text.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                return None
-    return None
-
-
 def log(msg):
     print(f"[onebit-emulate {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -190,6 +179,7 @@ def run_one(cl, a, impl, udpd, tmp, run_no):
     wall = time.time() - t0
     if app is not None:
         cl.stop(app)
+    from perf_allreduce import last_json
     r = last_json(cl.logtext(f"{impl}0"))
     bad = [i for i, p in enumerate(procs) if p.returncode not in (0, None) and p.returncode != 0]
     if not done or r is None or bad:
