@@ -161,7 +161,7 @@ struct tally_ctl_server *tally_ctl_server_create(const struct tally_ctl_server_c
 	if (!s->cfg.request_timeout_ms)
 		s->cfg.request_timeout_ms = 5000;
 	if (!s->cfg.idle_timeout_ms)
-		s->cfg.idle_timeout_ms = 300000;
+		s->cfg.idle_timeout_ms = TALLY_CTL_IDLE_TIMEOUT_MS;
 	snprintf(s->path, sizeof(s->path), "%s", s->cfg.path);
 	s->cfg.path = s->path;
 	if (s->cfg.allow_gid_set) {
@@ -322,6 +322,24 @@ static int peer_allowed(struct tally_ctl_server *s, int fd, struct ucred *uc)
 	return 0;
 }
 
+/* A full table must not lock the operator out (idle connections held by anyone allowed):
+ * the client idle the longest, with no request or answer under way, makes room. 1 if one did. */
+static int evict_idlest(struct tally_ctl_server *s)
+{
+	struct ctl_client *c, *old = NULL;
+
+	for (c = s->clients; c; c = c->next)
+		if (!c->busy_ms && c->out_off == c->out_len && (!old || c->last_ms < old->last_ms))
+			old = c;
+	if (!old)
+		return 0;
+	slog(s, LOG_NOTICE, "control client pid %d idle %llu ms evicted: %u clients (max_clients)",
+	     (int)old->pid, (unsigned long long)(now_ms() - old->last_ms), s->st.clients);
+	client_close(s, old);
+	s->st.evicted++;
+	return 1;
+}
+
 static void accept_one(struct tally_ctl_server *s)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -341,7 +359,7 @@ static void accept_one(struct tally_ctl_server *s)
 			 (unsigned)uc.uid, s->group);
 		goto reject;
 	}
-	if (s->st.clients >= s->cfg.max_clients) {
+	if (s->st.clients >= s->cfg.max_clients && !evict_idlest(s)) {
 		s->st.busy++;
 		slog(s, LOG_WARNING, "control client pid %d refused: %u clients already",
 		     (int)uc.pid, s->st.clients);

@@ -151,7 +151,10 @@ struct tally_ctl_server_cfg {
 	size_t max_output;           /* answer bytes queued for a client, beyond one answer (16 MiB) */
 	unsigned max_clients;        /* default 64 */
 	unsigned request_timeout_ms; /* a started request must complete in this (default 5000) */
-	unsigned idle_timeout_ms;    /* idle connections closed after (default 300000, 0 never) */
+	unsigned idle_timeout_ms;    /* idle connections closed after (default
+				      * TALLY_CTL_IDLE_TIMEOUT_MS); when max_clients are connected
+				      * a new one evicts the client idle the longest (stats.evicted),
+				      * so idle connections never lock the operator out */
 	/* Log sink (syslog priorities); NULL: stderr. */
 	void (*log)(void *lctx, int prio, const char *msg);
 	void *log_ctx;
@@ -161,7 +164,9 @@ struct tally_ctl_server_stats {
 	uint64_t accepted, refused, busy, closed;
 	uint64_t requests, errors, parse_errors, too_large, timeouts, output_overflow;
 	unsigned clients;
+	uint64_t evicted;            /* idle clients closed to make room for a new one */
 };
+#define TALLY_CTL_IDLE_TIMEOUT_MS 10000u
 
 struct tally_ctl_server *tally_ctl_server_create(const struct tally_ctl_server_cfg *cfg,
 						 const struct tally_ctl_backend *b, int *err);

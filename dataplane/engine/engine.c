@@ -30,6 +30,10 @@ void tally_engine_cfg_defaults(struct tally_engine_cfg *cfg)
 		cfg->job_idle_timeout_ns = 60000000000ull;
 	if (!cfg->dead_rank_timeout_ns)
 		cfg->dead_rank_timeout_ns = 10000000000ull;
+	if (!cfg->admit_timeout_ns)
+		cfg->admit_timeout_ns = 60000000000ull;
+	if (!cfg->admit_claims) /* a flood of claims can take half the job table, never all */
+		cfg->admit_claims = cfg->max_jobs > 1 ? cfg->max_jobs / 2 : 1;
 }
 
 struct tally_engine *tally_engine_create(const struct tally_engine_cfg *cfg_in,
@@ -44,7 +48,8 @@ struct tally_engine *tally_engine_create(const struct tally_engine_cfg *cfg_in,
 	struct tally_engine_cfg cfg = *cfg_in;
 	tally_engine_cfg_defaults(&cfg);
 	if (cfg.max_chunk_bytes > TALLY_MAX_PAYLOAD || cfg.max_keys > (1u << 30) ||
-	    cfg.max_jobs > 65536 || (!cfg.alloc != !cfg.free))
+	    cfg.max_jobs > 65536 || (!cfg.alloc != !cfg.free) ||
+	    cfg.nallow > TALLY_ENGINE_MAX_ALLOW)
 		goto fail;
 	rc = tally_sum_init();
 	if (rc < 0)
@@ -104,6 +109,8 @@ enum tally_reason tally_engine_rx(struct tally_engine *e, const void *buf, size_
 
 	e->st.rx_pkts++;
 	e->st.rx_bytes += len;
+	if (!engine_guard_allowed(e, from)) /* the allow-list comes before anything else */
+		return engine_drop(e, TALLY_R_NOT_ALLOWED);
 	enum tally_reason r = tally_proto_decode(buf, len, &pkt);
 	if (r != TALLY_OK)
 		return engine_drop(e, r);
@@ -131,6 +138,7 @@ unsigned tally_engine_poll(struct tally_engine *e)
 	if (e->zombies)
 		engine_keys_reap(e);
 	engine_life_poll(e);
+	engine_guard_poll(e);
 	return engine_deadlines(e);
 }
 

@@ -4,6 +4,7 @@
  * Files, each calling only files listed after it (no file cycle):
  *   engine.c        create/destroy, rx dispatch (op switch), poll, stats, drain
  *   engine_job.c    jobs: operator and open admission, JOIN/BYE, job/worker walkers
+ *   engine_guard.c  allow-list, open-admission limits and claim expiry, BYE identity
  *   engine_life.c   job lifecycle: end (BYE, idle), incarnations, dead-rank reports
  *   engine_key.c    registration (key memory from the arena), removal, policy, key walker
  *   engine_chunk.c  PUSH, completion and fan-out, PULL, deadlines, stuck walker
@@ -11,6 +12,7 @@
  *   engine_onebit.c one-bit keys: decompress-accumulate, the server stage at completion
  *   engine_held.c   HELD acknowledgements, coalesced into ranges
  *   engine_ktab.c   the key hash table
+ *   engine_quota.c  per-job quotas (keys, bytes)
  *   engine_util.c   shared helpers: drop/send/reject, create-time memory, job lookup,
  *                   address identity, authentication, rank binding
  *   engine_arena.c  the per-core allocator keys come from (engine_arena.h)
@@ -113,6 +115,12 @@ struct engine_job {
 	uint32_t pol_deadline_us;
 	uint64_t incarnation;          /* 0: none given yet */
 	uint64_t last_ns;              /* last packet from any rank, or admission (idle timeout) */
+	/* guard and quotas (engine_guard.c, engine_quota.c) */
+	uint64_t created_ns;           /* admission (open claims expire from here) */
+	uint8_t claim;                 /* open admission, no key registered yet */
+	uint32_t q_keys;               /* own quotas (0: the engine's) */
+	uint64_t q_bytes;
+	size_t mem;                    /* arena bytes of its live keys */
 };
 
 struct engine_stage {                  /* one staged push in the deterministic pool */
@@ -165,6 +173,7 @@ struct tally_engine {
 	struct engine_stage *det_meta;
 	const void *det_src[TALLY_MAX_WORKERS]; /* scratch: staged payloads by rank */
 	uint32_t life_job, life_key;   /* round-robin cursors of the idle and dead-rank checks */
+	uint32_t guard_job;            /* round-robin cursor of the claim expiry */
 
 	struct engine_held held[ENGINE_HELD_MAX]; /* pending HELDs (engine_held.c) */
 	uint32_t nheld;
@@ -184,8 +193,16 @@ enum tally_reason engine_reject(struct tally_engine *e, const struct tally_hdr *
 void *engine_mem_alloc(struct tally_engine *e, size_t size);
 void engine_mem_free(struct tally_engine *e, void *p);
 struct engine_job *engine_job_find(struct tally_engine *e, uint32_t id);
+/* Identity: IP, UDP port, transport cookie and source MAC. */
 int engine_addr_eq(const struct tally_addr *a, const struct tally_addr *b);
-/* Job, token, rank < world, rank bound to `from`. On success *jobp is set. */
+/* The same without the MAC (the IP/port a MAC_MISMATCH is told from). */
+int engine_addr_eq_l3(const struct tally_addr *a, const struct tally_addr *b);
+/* May `from` bind `rank` now? TALLY_OK (unbound, the same identity, or silent for the
+ * rejoin timeout), RANK_TAKEN or MAC_MISMATCH. Changes nothing. */
+enum tally_reason engine_bind_check(const struct tally_engine *e, const struct engine_job *job,
+				    uint32_t rank, const struct tally_addr *from, uint64_t now);
+/* Job, token, rank < world, rank bound to `from` (MAC_MISMATCH: its IP/port from another
+ * MAC). On success *jobp is set and the rank's "last heard" is the cached clock. */
 enum tally_reason engine_auth(struct tally_engine *e, const struct tally_hdr *h,
 			  const struct tally_addr *from, struct engine_job **jobp);
 /* Bind rank to `from` (JOIN rules: RANK_TAKEN unless silent for rejoin_timeout). */
@@ -226,6 +243,36 @@ enum tally_reason engine_rx_bye(struct tally_engine *e, const struct tally_pkt *
 			    const struct tally_addr *from);
 int engine_jobs_init(struct tally_engine *e);
 void engine_jobs_free(struct tally_engine *e);
+
+/* engine_guard.c (calls engine_life.c and engine_util.c) */
+/* cfg.allow: 1 if the source may send at all. */
+static inline int engine_guard_allowed(const struct tally_engine *e, const struct tally_addr *from)
+{
+	if (!e->cfg.nallow)
+		return 1;
+	for (uint32_t i = 0; i < e->cfg.nallow; i++)
+		if (from && (from->ip & e->cfg.allow[i].mask) == e->cfg.allow[i].net)
+			return 1;
+	return 0;
+}
+/* An open-admission JOIN that would create a job of `world` ranks: OK, ADMIT_SUBNET,
+ * QUOTA_RANKS or ADMIT_LIMIT. */
+enum tally_reason engine_guard_claim(const struct tally_engine *e, const struct tally_addr *from,
+				     uint32_t world);
+/* A JOIN that would re-bind a bound rank to another identity: 1 if it may (the per-packet
+ * authentication's check of the JOIN goes here; until then every JOIN that passes the
+ * rejoin timeout may). */
+int engine_guard_join_authentic(const struct tally_engine *e, const struct engine_job *job,
+				const struct tally_pkt *pkt);
+enum tally_reason engine_guard_bye(struct tally_engine *e, const struct tally_hdr *h,
+				   const struct tally_addr *from, struct engine_job **jobp);
+/* Claim expiry, one job slot per call (tally_engine_poll). */
+void engine_guard_poll(struct tally_engine *e);
+
+/* engine_quota.c (a leaf) */
+/* May job register one more key of `bytes` arena bytes? OK, QUOTA_KEYS, QUOTA_BYTES. */
+enum tally_reason engine_quota_check(const struct tally_engine *e, const struct engine_job *job,
+				     size_t bytes);
 
 /* engine_life.c */
 /* End a job: keys freed, bindings dropped; an open-admission job also loses its slot. */

@@ -32,6 +32,7 @@ static struct engine_job *job_new(struct tally_engine *e, uint32_t id, uint64_t 
 	free_slot->ranks = ranks;
 	free_slot->in_use = 1;
 	free_slot->last_ns = engine_now(e); /* the idle timeout counts from admission */
+	free_slot->created_ns = free_slot->last_ns;
 	return free_slot;
 }
 
@@ -101,11 +102,15 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 		if (jn.world_size == 0 || jn.world_size > TALLY_MAX_WORKERS ||
 		    h->rank >= jn.world_size)
 			return engine_reject(e, h, from, TALLY_R_BAD_RANK);
+		r = engine_guard_claim(e, from, jn.world_size);
+		if (r != TALLY_OK)
+			return engine_reject(e, h, from, r);
 		int err = 0;
 		job = job_new(e, h->job_id, h->token, jn.world_size, &err);
 		if (!job)
 			return engine_reject(e, h, from, TALLY_R_JOB_TABLE_FULL);
 		job->open_adm = 1;
+		job->claim = 1;
 		job->incarnation = jn.incarnation;
 		created = 1;
 	}
@@ -114,6 +119,10 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 	if (h->rank >= job->world || (jn.world_size && jn.world_size != job->world))
 		return engine_reject(e, h, from, TALLY_R_BAD_RANK);
 	uint64_t now = engine_now(e);
+	const struct engine_rank *rk = &job->ranks[h->rank];
+	if (rk->bound && !engine_addr_eq(&rk->addr, src) &&
+	    !engine_guard_join_authentic(e, job, pkt))
+		return engine_reject(e, h, from, TALLY_R_RANK_TAKEN);
 	if (!created) { /* a relaunch replaces the old state (engine_life.c) */
 		r = engine_incarnation(e, job, h->rank, src, jn.incarnation, now);
 		if (r != TALLY_OK)
@@ -159,7 +168,7 @@ enum tally_reason engine_rx_bye(struct tally_engine *e, const struct tally_pkt *
 			    const struct tally_addr *from)
 {
 	struct engine_job *job;
-	enum tally_reason r = engine_auth(e, &pkt->hdr, from, &job);
+	enum tally_reason r = engine_guard_bye(e, &pkt->hdr, from, &job);
 	if (r != TALLY_OK)
 		return engine_drop(e, r);
 	struct engine_rank *rk = &job->ranks[pkt->hdr.rank];
@@ -188,6 +197,9 @@ int tally_engine_walk_jobs(const struct tally_engine *e,
 			.keys = j->nkeys,
 			.open_admission = j->open_adm,
 			.incarnation = j->incarnation,
+			.mem_bytes = j->mem,
+			.quota_keys = j->q_keys ? j->q_keys : e->cfg.quota_keys,
+			.quota_bytes = j->q_bytes ? j->q_bytes : e->cfg.quota_bytes,
 		};
 		int rc = cb(arg, &ji);
 		if (rc)

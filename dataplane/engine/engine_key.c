@@ -136,10 +136,12 @@ static int reg_check(const struct tally_engine *e, const struct engine_job *job,
 	return 0;
 }
 
-/* Create a key (caller checked it does not exist). 0, -ENOMEM, -ENOSPC. */
+/* Create a key (caller checked it does not exist). 0, -ENOMEM, -ENOSPC, -EDQUOT (the job's
+ * quota); *why is the reason to answer. */
 static int key_create(struct tally_engine *e, struct engine_job *job, uint32_t key,
-		      const struct tally_register *reg)
+		      const struct tally_register *reg, enum tally_reason *why)
 {
+	*why = TALLY_R_NO_MEMORY;
 	if (e->nkeys >= e->cfg.max_keys)
 		return -ENOSPC;
 	uint32_t nchunks = (uint32_t)(((uint64_t)reg->nelems + reg->chunk_elems - 1) /
@@ -147,6 +149,10 @@ static int key_create(struct tally_engine *e, struct engine_job *job, uint32_t k
 	uint32_t bm_words = (reg->participants + 63u) / 64u;
 	struct key_layout l;
 	key_layout(e, reg, nchunks, bm_words, &l);
+	*why = engine_quota_check(e, job, l.total);
+	if (*why != TALLY_OK)
+		return -EDQUOT;
+	*why = TALLY_R_NO_MEMORY;
 	size_t charged;
 	uint8_t *blk = engine_arena_alloc(&e->arena, l.total, &charged);
 	if (!blk)
@@ -195,7 +201,10 @@ static int key_create(struct tally_engine *e, struct engine_job *job, uint32_t k
 	}
 	engine_ktab_insert(e, k);
 	job->nkeys++;
+	job->mem += charged;
+	job->claim = 0; /* the claimant registered: no longer a pending claim */
 	e->mem_used += charged;
+	*why = TALLY_OK;
 	return 0;
 }
 
@@ -213,7 +222,7 @@ int tally_engine_key_register(struct tally_engine *e, uint32_t job_id, uint32_t 
 	struct engine_key *k = engine_key_find(e, job_id, key);
 	if (k)
 		return same_reg(&k->reg, reg) ? 0 : -EEXIST;
-	return key_create(e, job, key, reg);
+	return key_create(e, job, key, reg, &why);
 }
 
 enum tally_reason engine_rx_register(struct tally_engine *e, const struct tally_pkt *pkt,
@@ -237,18 +246,17 @@ enum tally_reason engine_rx_register(struct tally_engine *e, const struct tally_
 		return engine_reject(e, h, from, r);
 
 	/* Validate everything before the implicit bind so a rejection changes nothing. */
-	const struct engine_rank *rk = &job->ranks[h->rank];
 	uint64_t now = engine_now(e);
-	if (rk->bound && !engine_addr_eq(&rk->addr, src) &&
-	    now - rk->last_ns < e->cfg.rejoin_timeout_ns)
-		return engine_reject(e, h, from, TALLY_R_RANK_TAKEN);
+	r = engine_bind_check(e, job, h->rank, src, now);
+	if (r != TALLY_OK)
+		return engine_reject(e, h, from, r);
 	struct engine_key *k = engine_key_find(e, h->job_id, h->key);
 	if (k && !same_reg(&k->reg, &reg))
 		return engine_reject(e, h, from, TALLY_R_KEY_CONFLICT);
 	if (!k) {
-		int rc = key_create(e, job, h->key, &reg);
+		int rc = key_create(e, job, h->key, &reg, &r);
 		if (rc < 0)
-			return engine_reject(e, h, from, TALLY_R_NO_MEMORY);
+			return engine_reject(e, h, from, r);
 	}
 	engine_bind(e, job, h->rank, src, now);
 	engine_heard(job, h->rank, now, len);
@@ -287,6 +295,7 @@ static void key_remove(struct tally_engine *e, struct engine_key *k)
 	engine_dl_update(e, k);
 	engine_ktab_delete(e, k);
 	k->job->nkeys--;
+	k->job->mem -= k->mem;
 	k->job = NULL;
 	/* A RESULT copy still queued in the transport points into this block: keep it (and
 	 * its budget charge) until tally_engine_poll finds it released. */

@@ -76,7 +76,17 @@
  *    answers HELD at once if it holds that round open with the sender's push in (a probe);
  *    HELD with TALLY_F_MISSING if that round is open without it or not started here (the
  *    worker re-sends its push; a round not started is also counted TOO_EARLY as before).
- *  - BYE unbinds the rank.
+ *  - BYE unbinds the rank; a BYE for a rank bound elsewhere (address or MAC) is BYE_REFUSED.
+ *  - Identity and guard (engine_guard.c): a rank is bound to (IP, port, transport cookie,
+ *    MAC); every packet that passes job, token and address refreshes its "last heard"
+ *    (retransmissions, PULLs and refused pushes included). A JOIN or REGISTER for a bound
+ *    rank from another address is RANK_TAKEN, from the same IP/port with another MAC
+ *    MAC_MISMATCH, until the rank was silent cfg.rejoin_timeout_ns (then it re-binds,
+ *    counted in rebinds); a data packet from the bound IP/port with another MAC is
+ *    MAC_MISMATCH. cfg.allow is checked before anything; open admission is limited to
+ *    cfg.admit_subnet, cfg.quota_ranks and cfg.admit_claims pending claims, and a claim
+ *    with no key after cfg.admit_timeout_ns is ended. REGISTER beyond the job's quotas is
+ *    QUOTA_KEYS / QUOTA_BYTES (engine_quota.c).
  *  - Job lifecycle (engine_life.c): a job ends when every rank bound to it has said BYE
  *    (jobs_freed_bye), or when no packet came from any of its ranks for
  *    cfg.job_idle_timeout_ns (jobs_freed_idle; tally_engine_poll checks one job slot per
@@ -123,6 +133,12 @@ extern "C" {
 
 struct tally_engine;
 
+/* An IPv4 prefix, network order: ip matches when (ip & mask) == net. */
+struct tally_engine_cidr {
+	uint32_t net, mask;
+};
+#define TALLY_ENGINE_MAX_ALLOW 16
+
 struct tally_engine_cfg {
 	uint16_t core_index;       /* this core's index (JOIN_OK) */
 	uint16_t ncores;           /* cores of the appliance (JOIN_OK) */
@@ -142,6 +158,20 @@ struct tally_engine_cfg {
 	uint64_t job_idle_timeout_ns;  /* default 60 s: a job silent this long is ended */
 	uint64_t dead_rank_timeout_ns; /* default 10 s: a chunk waiting this long on a rank silent
 					* as long gets ERROR RANK_SILENT to the waiting ranks */
+	/* Guard (engine_guard.c; THREAT_MODEL.md). Addresses and masks in network order. */
+	uint32_t nallow;           /* source allow-list: 0 = every source; else a packet from
+				    * outside allow[0..nallow) is NOT_ALLOWED before anything */
+	struct tally_engine_cidr allow[TALLY_ENGINE_MAX_ALLOW];
+	struct tally_engine_cidr admit_subnet; /* open admission only from here (mask 0: any) */
+	uint64_t admit_timeout_ns; /* default 10 s: an open-admission job that registered no key
+				    * this long after its first JOIN is ended (claims_expired) */
+	uint32_t admit_claims;     /* default 4: open-admission jobs without a key at once;
+				    * a JOIN for one more is ADMIT_LIMIT */
+	/* Quotas per job on this engine (engine_quota.c), 0 = none; an operator-admitted job
+	 * may have its own (tally_engine_job_quota). */
+	uint32_t quota_keys;       /* keys a job may register (QUOTA_KEYS) */
+	uint64_t quota_bytes;      /* key memory a job may hold (QUOTA_BYTES) */
+	uint32_t quota_ranks;      /* world size an open-admission JOIN may ask (QUOTA_RANKS) */
 };
 
 /* Engine counters, one X(field, shown_name, help) each: the struct, the names the control
@@ -179,7 +209,10 @@ struct tally_engine_cfg {
 	X(held_sent, held_sent, "HELD acknowledgements sent (one covers a range of chunks)") \
 	X(held_chunks, held_chunks, "chunk pushes acknowledged HELD (chunk still open)") \
 	X(probes, probes, "PULLs for an open chunk holding the sender's push, answered HELD") \
-	X(missing, missing, "PULLs for a chunk without the sender's push, answered MISSING")
+	X(missing, missing, "PULLs for a chunk without the sender's push, answered MISSING") \
+	X(rebinds, rebinds, "ranks re-bound to a new address or MAC after the rejoin timeout") \
+	X(claims_expired, claims_expired, "open-admission jobs ended: no key registered within " \
+	  "the admission timeout")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;
@@ -201,10 +234,15 @@ void tally_engine_destroy(struct tally_engine *e);
 /* Operator admission. 0, -EEXIST (same id, other token/world), -ENOSPC, -EINVAL. */
 int tally_engine_job_add(struct tally_engine *e, uint32_t job_id, uint64_t token,
 			 uint32_t world_size);
+/* An operator-admitted job's own quotas (0: the engine's cfg.quota_keys / quota_bytes);
+ * they bound later REGISTERs, keys already held stay. 0, -ENOENT. */
+int tally_engine_job_quota(struct tally_engine *e, uint32_t job_id, uint32_t quota_keys,
+			   uint64_t quota_bytes);
 /* Evict a job: its keys and memory are freed. 0 or -ENOENT. */
 int tally_engine_job_remove(struct tally_engine *e, uint32_t job_id);
 
 /* Register a key directly (same checks as REGISTER). 0, -EEXIST (conflicting), -ENOMEM,
+ * -EDQUOT (the job's key or byte quota),
  * -ENOENT (no such job), -EINVAL (bad parameters), -ENOSPC (max_keys). */
 int tally_engine_key_register(struct tally_engine *e, uint32_t job_id, uint32_t key,
 			      const struct tally_register *reg);
@@ -246,6 +284,10 @@ struct tally_engine_job_info {
 	int open_admission;        /* created by the first JOIN */
 	uint32_t reserved;         /* 0 (keeps the struct free of padding) */
 	uint64_t incarnation;      /* the launch it serves (0: none given yet) */
+	uint64_t mem_bytes;        /* key memory charged to it (its quota counts this) */
+	uint32_t quota_keys;       /* its quotas in force (0: none) */
+	uint32_t reserved2;
+	uint64_t quota_bytes;
 };
 int tally_engine_walk_jobs(const struct tally_engine *e,
 			   int (*cb)(void *arg, const struct tally_engine_job_info *ji),

@@ -100,7 +100,42 @@ static const char *const reason_names[TALLY_R_COUNT] = {
 	[TALLY_R_INCARNATION_LIVE] = "incarnation_live",
 	[TALLY_R_RANK_SILENT] = "rank_silent",
 	[TALLY_R_BAD_FLAGS] = "bad_flags",
+	[TALLY_R_MAC_MISMATCH] = "mac_mismatch",
+	[TALLY_R_BYE_REFUSED] = "bye_refused",
+	[TALLY_R_QUOTA_KEYS] = "quota_keys",
+	[TALLY_R_QUOTA_BYTES] = "quota_bytes",
+	[TALLY_R_QUOTA_RANKS] = "quota_ranks",
+	[TALLY_R_NOT_ALLOWED] = "not_allowed",
+	[TALLY_R_ADMIT_SUBNET] = "admit_subnet",
+	[TALLY_R_ADMIT_LIMIT] = "admit_limit",
 };
+
+/* Reasons that are a configured limit: the setting an operator changes. */
+static const char *const reason_hints[TALLY_R_COUNT] = {
+	[TALLY_R_NO_MEMORY] = "the appliance's memory budget is full (tallyd mem_budget)",
+	[TALLY_R_JOB_TABLE_FULL] = "every job slot is in use (tallyd max_jobs)",
+	[TALLY_R_QUOTA_KEYS] = "the job's key quota is reached (tallyd --quota-keys, "
+			       "tallyctl admit --quota-keys)",
+	[TALLY_R_QUOTA_BYTES] = "the job's memory quota is reached (tallyd --quota-bytes, "
+				"tallyctl admit --quota-bytes)",
+	[TALLY_R_QUOTA_RANKS] = "the world size exceeds the job rank quota (tallyd "
+				"--quota-ranks, tallyctl admit --quota-ranks)",
+	[TALLY_R_NOT_ALLOWED] = "the source is outside the allow-list (tallyd --allow CIDR)",
+	[TALLY_R_ADMIT_SUBNET] = "open admission is restricted to a subnet (tallyd "
+				 "--admit-subnet CIDR)",
+	[TALLY_R_ADMIT_LIMIT] = "too many open-admission claims not yet registered (tallyd "
+				"--admit-claims, --admit-timeout)",
+	[TALLY_R_RANK_TAKEN] = "the rank is bound to another live address (tallyd "
+			       "rejoin_timeout)",
+	[TALLY_R_MAC_MISMATCH] = "the rank is bound to this IP and port from another MAC",
+};
+
+const char *tally_reason_hint(enum tally_reason r)
+{
+	if ((unsigned)r >= TALLY_R_COUNT || !reason_hints[r])
+		return "";
+	return reason_hints[r];
+}
 
 const char *tally_reason_name(enum tally_reason r)
 {

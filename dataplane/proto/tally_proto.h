@@ -193,10 +193,22 @@ enum tally_reason {
 				 * rank, hdr.count how long it has been silent (ms) */
 	/* stateless again (tally_proto_decode), numbered last so the codes above keep theirs */
 	TALLY_R_BAD_FLAGS,      /* flags the op does not define (HELD: MISSING or RESEND) */
+	/* identity, quotas, admission (engine_guard.c, engine_quota.c; THREAT_MODEL.md) */
+	TALLY_R_MAC_MISMATCH,   /* rank bound at this IP/port but from another source MAC */
+	TALLY_R_BYE_REFUSED,    /* BYE not from the rank's bound address and MAC */
+	TALLY_R_QUOTA_KEYS,     /* REGISTER beyond the job's key quota */
+	TALLY_R_QUOTA_BYTES,    /* REGISTER beyond the job's memory quota */
+	TALLY_R_QUOTA_RANKS,    /* JOIN of a new job whose world size exceeds the rank quota */
+	TALLY_R_NOT_ALLOWED,    /* source address outside every --allow CIDR */
+	TALLY_R_ADMIT_SUBNET,   /* open-admission JOIN from outside the admission subnet */
+	TALLY_R_ADMIT_LIMIT,    /* open-admission JOIN: too many claims not yet registered */
 	TALLY_R_COUNT
 };
 
 const char *tally_reason_name(enum tally_reason r);
+/* What to change when a reason is a configured limit (e.g. "the job's key quota: tallyd
+ * --quota-keys, tallyctl admit --quota-keys"), else "" (never NULL). */
+const char *tally_reason_hint(enum tally_reason r);
 const char *tally_op_name(uint8_t op);
 
 /* A decoded packet: header plus a pointer into the caller's buffer (zero copy). */

@@ -320,7 +320,7 @@ static void test_data_rejections(void **state)
 	H_EXPECT_REJECT(&h, h_pull(&h, 0, 1, 0, 3), TALLY_R_BAD_RANGE, 0);
 	H_EXPECT_REJECT(&h, h_pull(&h, 3, 1, 0, 0), TALLY_R_NOT_PARTICIPANT, 0);
 	hd = h_hdr(TALLY_OP_BYE, 1);
-	H_EXPECT_REJECT(&h, h_rx_hdr(&h, &hd, NULL, 0, &a0), TALLY_R_NOT_JOINED, 0);
+	H_EXPECT_REJECT(&h, h_rx_hdr(&h, &hd, NULL, 0, &a0), TALLY_R_BYE_REFUSED, 0);
 
 	const struct tally_engine_stats *st = tally_engine_stats(h.e);
 	assert_int_equal(st->pushes, 1);

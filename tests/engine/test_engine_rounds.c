@@ -263,7 +263,7 @@ static void test_bye(void **state)
 	float v[4] = { 1, 2, 3, 4 };
 	assert_int_equal(h_bye(&h, 2), TALLY_OK);
 	assert_int_equal(tally_engine_stats(h.e)->byes, 1);
-	H_EXPECT_REJECT(&h, h_bye(&h, 2), TALLY_R_NOT_JOINED, 0);
+	H_EXPECT_REJECT(&h, h_bye(&h, 2), TALLY_R_BYE_REFUSED, 0);
 	H_EXPECT_REJECT(&h, h_push(&h, 2, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_R_NOT_JOINED, 0);
 	/* the fan-out skips the rank that left */
 	round_all(&h, 2, 1, 0, v, 4);

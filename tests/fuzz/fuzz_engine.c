@@ -145,7 +145,11 @@ static int d_job(void *a, const struct tally_engine_job_info *x)
 }
 static int d_wk(void *a, const struct tally_engine_worker_info *x)
 {
-	mix(a, x, sizeof(*x));
+	/* a packet from the bound rank refreshes its "last heard" even when refused (it
+	 * shows the rank alive): the only state a rejection may change */
+	struct tally_engine_worker_info w = *x;
+	w.last_heard_ns = 0;
+	mix(a, &w, sizeof(w));
 	return 0;
 }
 struct ksum {
