@@ -28,6 +28,10 @@ static const struct tally_ctl_param p_job_add[] = {
 	  .help = "64-bit job token every packet must carry (decimal or 0x hex)" },
 	{ .name = "world_size", .type = TALLY_CTL_T_UINT, .required = 1, .min = 1, .max = 1024,
 	  .help = "number of workers (ranks 0..world_size-1)" },
+	{ .name = "quota_keys", .type = TALLY_CTL_T_UINT, .max = U32MAX,
+	  .help = "keys this job may register (default: the appliance's --quota-keys)" },
+	{ .name = "quota_bytes", .type = TALLY_CTL_T_U64,
+	  .help = "key memory this job may hold, bytes (default: the appliance's --quota-bytes)" },
 };
 
 static const struct tally_ctl_param p_keys[] = {

@@ -44,7 +44,8 @@ struct tally_actl *tally_actl_start(const struct tally_actl_cfg *cfg, int *err)
 	actl_stats_register(&a->b);
 	actl_jobs_register(&a->b);
 	actl_query_register(&a->b);
-	struct tally_ctl_server_cfg sc = { .path = path, .log = actl_log, .log_ctx = a };
+	struct tally_ctl_server_cfg sc = { .path = path, .log = actl_log, .log_ctx = a,
+					   .idle_timeout_ms = cfg->idle_timeout_ms };
 	a->srv = tally_ctl_server_create(&sc, &a->b, err);
 	if (!a->srv) {
 		/* An explicit socket that cannot be served is fatal. The default one may be

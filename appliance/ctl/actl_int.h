@@ -23,6 +23,8 @@ struct actl_job {
 	uint64_t token;
 	int has_quorum, has_deadline;
 	uint32_t quorum, deadline_us;
+	uint32_t quota_keys;       /* job_add's own quotas, whole appliance (0: defaults) */
+	uint64_t quota_bytes;
 };
 
 /* Counters of the last interval, for rates. */

@@ -20,13 +20,16 @@ static const char *const level_names[] = { [LOG_ERR] = "error", [LOG_WARNING] = 
 struct job_arg {
 	uint32_t job_id, world_size;
 	uint64_t token;
+	uint32_t quota_keys;       /* per core (the appliance's split over its cores) */
+	uint64_t quota_bytes;
 };
 
 static int e_job_add(struct tally_engine *e, unsigned core, void *arg)
 {
 	const struct job_arg *j = arg;
 	(void)core;
-	return e ? tally_engine_job_add(e, j->job_id, j->token, j->world_size) : -ENOTSUP;
+	int rc = e ? tally_engine_job_add(e, j->job_id, j->token, j->world_size) : -ENOTSUP;
+	return rc ? rc : tally_engine_job_quota(e, j->job_id, j->quota_keys, j->quota_bytes);
 }
 
 static int e_job_remove(struct tally_engine *e, unsigned core, void *arg)
@@ -46,6 +49,14 @@ static int h_job_add(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 		return -EINVAL;
 	j.job_id = (uint32_t)json_integer_value(json_object_get(p, "job_id"));
 	j.world_size = (uint32_t)json_integer_value(json_object_get(p, "world_size"));
+	uint64_t qb = 0;
+	uint32_t qk = (uint32_t)json_integer_value(json_object_get(p, "quota_keys"));
+	if (json_object_get(p, "quota_bytes") && tally_ctl_get_u64(p, "quota_bytes", &qb))
+		return -EINVAL;
+	/* keys and their memory are spread over the cores (key % cores): so is the quota */
+	unsigned nc = actl_ncores(a) ? actl_ncores(a) : 1;
+	j.quota_keys = (uint32_t)((qk + nc - 1) / nc);
+	j.quota_bytes = (qb + nc - 1) / nc;
 	rc = a->ops->exec_all(a->ctx, e_job_add, &j);
 	if (rc) {
 		snprintf(m, ml, rc == -EEXIST ? "job %u exists with another token or world size"
@@ -60,6 +71,8 @@ static int h_job_add(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 		aj->admitted = 1;
 		aj->token = j.token;
 		aj->world_size = j.world_size;
+		aj->quota_keys = qk;
+		aj->quota_bytes = qb;
 	}
 	*r = json_pack("{s:I, s:I}", "job_id", (json_int_t)j.job_id, "world_size",
 		       (json_int_t)j.world_size);
@@ -321,9 +334,15 @@ static int h_config_save(void *ctx, const json_t *p, json_t **r, char *m, size_t
 		if (!j->used || !j->admitted)
 			continue;
 		snprintf(tok, sizeof(tok), "0x%016" PRIx64, j->token);
-		json_array_append_new(calls, json_pack("{s:s, s:{s:I, s:s, s:I}}", "method",
+		json_t *c = json_pack("{s:s, s:{s:I, s:s, s:I}}", "method",
 			"job_add", "params", "job_id", (json_int_t)j->job_id, "token", tok,
-			"world_size", (json_int_t)j->world_size));
+			"world_size", (json_int_t)j->world_size);
+		json_t *cp = json_object_get(c, "params");
+		if (j->quota_keys)
+			json_object_set_new(cp, "quota_keys", json_integer(j->quota_keys));
+		if (j->quota_bytes)
+			json_object_set_new(cp, "quota_bytes", json_integer((json_int_t)j->quota_bytes));
+		json_array_append_new(calls, c);
 	}
 	for (int i = 0; i < ACTL_MAX_JOBS; i++) /* policies after every job they refer to */
 		if (a->jobs[i].used && (a->jobs[i].has_quorum || a->jobs[i].has_deadline))

@@ -194,6 +194,9 @@ static json_t *jobs_json(struct tally_actl *a, int has_job, uint32_t job_id, int
 			if (ji[k].joined > all[j].joined)
 				all[j].joined = ji[k].joined;
 			all[j].keys += ji[k].keys; /* a key lives on one core */
+			all[j].mem_bytes += ji[k].mem_bytes; /* so do its memory and quotas */
+			all[j].quota_keys += ji[k].quota_keys;
+			all[j].quota_bytes += ji[k].quota_bytes;
 			if (!all[j].incarnation) /* a core the launch has not joined yet says 0 */
 				all[j].incarnation = ji[k].incarnation;
 		}
@@ -215,6 +218,9 @@ static json_t *jobs_json(struct tally_actl *a, int has_job, uint32_t job_id, int
 			snprintf(inc, sizeof(inc), "0x%016llx",
 				 (unsigned long long)all[j].incarnation);
 		json_object_set_new(o, "incarnation", json_string(inc));
+		json_object_set_new(o, "mem_bytes", json_integer((json_int_t)all[j].mem_bytes));
+		json_object_set_new(o, "quota_keys", json_integer(all[j].quota_keys));
+		json_object_set_new(o, "quota_bytes", json_integer((json_int_t)all[j].quota_bytes));
 		json_object_set_new(o, "policy", pol);
 		json_array_append_new(arr, o);
 	}

@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -111,6 +112,8 @@ struct tally_actl_cfg {
 	const char *socket_path;    /* NULL or "": TALLY_CTL_DEFAULT_SOCKET */
 	const struct tally_actl_ops *ops;
 	void *ctx;
+	unsigned idle_timeout_ms;   /* idle control connections closed after (0: the server's
+				     * TALLY_CTL_IDLE_TIMEOUT_MS) */
 };
 
 /* Serves the socket. An explicit path that cannot be served fails (-errno); the default
@@ -123,5 +126,33 @@ void tally_actl_stop(struct tally_actl *a);
 int tally_actl_replay(struct tally_actl *a, const char *path, char *err, size_t errlen);
 /* The server's epoll fd (-1 without a socket), for loops that wait on it. */
 int tally_actl_fd(const struct tally_actl *a);
+
+/* ---- trust settings (actl_guard.c), the same in tallyd and tally-udpd ---------------- */
+struct tally_actl_guard {
+	uint32_t nallow;                 /* --allow CIDR, repeatable */
+	struct tally_engine_cidr allow[TALLY_ENGINE_MAX_ALLOW];
+	struct tally_engine_cidr admit_subnet; /* --admit-subnet (mask 0: any) */
+	uint32_t admit_timeout_ms;       /* --admit-timeout-ms (0: the engine's 60 s) */
+	uint32_t admit_claims;           /* --admit-claims (0: half of max-jobs) */
+	uint32_t quota_keys;             /* --quota-keys, whole appliance (0: half the key table) */
+	uint64_t quota_bytes;            /* --quota-bytes, like --mem (0: half of it) */
+	uint32_t quota_ranks;            /* --quota-ranks (0: TALLY_MAX_WORKERS) */
+	uint32_t ctl_idle_timeout_ms;    /* --ctl-idle-timeout-ms */
+	uint32_t rejoin_timeout_ms;      /* --rejoin-timeout-ms (0: the engine's 5 s) */
+};
+void tally_actl_guard_init(struct tally_actl_guard *g);
+/* One setting by its long-flag name: 0, 1 when `name` is not a trust setting, or -EINVAL
+ * with a sentence naming the setting in err. */
+int tally_actl_guard_set(struct tally_actl_guard *g, const char *name, const char *value,
+			 char *err, size_t errlen);
+/* "10.0.0.0/24" → network and mask (network order). -EINVAL (not a CIDR), -EDOM (host
+ * bits set). */
+int tally_actl_parse_cidr(const char *s, struct tally_engine_cidr *out);
+/* The engine settings of one core; call after mem_budget and max_keys are set. `split`:
+ * the cores a whole-appliance quota is divided over (tallyd: its cores; udpd: 1, its --mem
+ * is per core already). */
+void tally_actl_guard_engine(const struct tally_actl_guard *g, struct tally_engine_cfg *ec,
+			     unsigned split);
+void tally_actl_guard_usage(FILE *f);
 
 #endif

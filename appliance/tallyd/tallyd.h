@@ -93,6 +93,8 @@ struct tallyd_port {
 	int rx_intr;                    /* its RX queues have interrupts (idle = interrupt) */
 	struct tally_pkt_ifaddr ifa;
 	char driver[32];
+	char afp_iface[16];             /* net_af_packet: its interface ("" otherwise) */
+	uint64_t afp_drops;             /* frames its kernel ring dropped (main thread) */
 };
 
 struct tallyd {

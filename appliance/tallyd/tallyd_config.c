@@ -47,6 +47,7 @@ void tallyd_conf_init(struct tallyd_conf *c)
 	c->tx_flush_us = 10;
 	c->drain_timeout_ms = 10000;
 	snprintf(c->ctl_path, sizeof(c->ctl_path), "/run/tally/tallyd.sock");
+	tally_actl_guard_init(&c->guard);
 }
 
 int tallyd_parse_size(const char *s, uint64_t *out)
@@ -237,6 +238,8 @@ int tallyd_conf_set(struct tallyd_conf *c, const char *n, const char *v, char *e
 		return 0; \
 	} while (0)
 
+	if ((rc = tally_actl_guard_set(&c->guard, n, v, err, errlen)) <= 0)
+		return rc;
 	if (!strcmp(n, "eal")) {
 		NEED_VALUE();
 		return cfg_set_eal(c, v, err, errlen);
@@ -579,4 +582,5 @@ void tallyd_usage(FILE *f)
 		"                        once the control plane is up; an error stops tallyd\n"
 		"  --io-forward          bounce Tally packets back, no engine (I/O baseline)\n"
 		"  --check-config        validate, print the sizing, exit\n");
+	tally_actl_guard_usage(f);
 }

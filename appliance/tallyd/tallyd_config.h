@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tally_actl.h"
+
 #define TALLYD_MAX_PORTS 8
 #define TALLYD_MAX_CORES 64
 #define TALLYD_MAX_EAL_ARGS 64
@@ -69,6 +71,7 @@ struct tallyd_conf {
 	uint32_t job_idle_timeout_ms;  /* engine: end a silent job after (0: its 60 s) */
 	char ctl_path[108];
 	char ctl_config[512];      /* a tallyctl config-save file replayed at start */
+	struct tally_actl_guard guard; /* allow-list, admission, quotas, control idle timeout */
 };
 
 /* The defaults (no ports). */

@@ -182,7 +182,12 @@ static json_t *b_ports(void *ctx)
 
 	for (uint16_t i = 0; i < d->nports; i++) {
 		struct rte_eth_stats es = { 0 };
+		struct tallyd_port *tp = &d->port[i];
 		rte_eth_stats_get(d->port[i].port_id, &es);
+		/* af_packet's ring drops are missed frames its PMD does not report */
+		if (tp->afp_iface[0])
+			tally_dpdk_afp_drops(tp->afp_iface, &tp->afp_drops);
+		es.imissed += tp->afp_drops;
 		json_array_append_new(ports, json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 			"port", (int)i, "rx_pkts", (json_int_t)es.ipackets, "rx_bytes",
 			(json_int_t)es.ibytes, "tx_pkts", (json_int_t)es.opackets, "tx_bytes",
@@ -225,7 +230,8 @@ void tallyd_ctl_collect(struct tallyd *d, struct tally_actl_counters *total)
 int tallyd_ctl_start(struct tallyd *d)
 {
 	struct tally_actl_cfg cfg = { .socket_path = d->conf.ctl_path, .ops = &tallyd_actl_ops,
-				      .ctx = d };
+				      .ctx = d,
+				      .idle_timeout_ms = d->conf.guard.ctl_idle_timeout_ms };
 	int err = 0;
 
 	d->ctl = tally_actl_start(&cfg, &err);

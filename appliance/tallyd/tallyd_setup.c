@@ -51,6 +51,8 @@ static int setup_ports_find(struct tallyd *d, char *err, size_t errlen)
 			p->socket = (int)rte_socket_id();
 		if (rte_eth_dev_info_get(p->port_id, &info) == 0)
 			snprintf(p->driver, sizeof(p->driver), "%s", info.driver_name);
+		if (tally_dpdk_afp_iface(d->conf.port[i].dev, p->afp_iface, sizeof(p->afp_iface)))
+			p->afp_iface[0] = '\0';
 	}
 	d->nports = d->conf.nports;
 	return 0;
@@ -191,6 +193,7 @@ static int setup_engine(struct tallyd *d, struct tallyd_lcore *lc, char *err, si
 	ec.max_chunk_bytes = d->conf.max_chunk;
 	ec.max_jobs = d->conf.max_jobs;
 	ec.mem_budget = (size_t)(d->conf.mem_budget / d->ncores);
+	tally_actl_guard_engine(&d->conf.guard, &ec, d->ncores);
 	ec.det_pool_bytes = (size_t)d->conf.det_pool;
 	ec.open_admission = d->conf.open_admission;
 	ec.dead_rank_timeout_ns = (uint64_t)d->conf.dead_rank_timeout_ms * 1000000u;

@@ -37,11 +37,11 @@ struct udpd_conf {
 	uint32_t drain_timeout_ms; /* a shutdown with drain waits this long (10000) */
 	uint32_t dead_rank_timeout_ms; /* engine: report a silent rank after (0: 10000) */
 	uint32_t job_idle_timeout_ms;  /* engine: end a silent job after (0: 60000) */
-	uint32_t rejoin_timeout_ms;    /* engine: rank / incarnation takeover after (0: 5000) */
 	char ctl_path[108];        /* control socket ("" = the default one) */
 	char ctl_config[512];      /* a tallyctl config-save file replayed at start */
 	char stats_path[512];      /* counters as one JSON line at exit ("" = stdout) */
 	int check_config, help;
+	struct tally_actl_guard guard; /* allow-list, admission, quotas, control idle timeout */
 };
 
 /* udpd_conf.c */

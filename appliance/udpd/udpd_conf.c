@@ -27,6 +27,7 @@ static int cerr(char *err, size_t len, const char *fmt, ...)
 void udpd_conf_init(struct udpd_conf *c)
 {
 	memset(c, 0, sizeof(*c));
+	tally_actl_guard_init(&c->guard);
 	c->base_port = TALLY_DEFAULT_PORT;
 	c->ncores = 2;
 	c->mem_budget = 1ull << 30;
@@ -99,7 +100,6 @@ static const struct num_set nums[] = {
 	NS("drain-timeout-ms", 0, 3600000, drain_timeout_ms),
 	NS("dead-rank-timeout-ms", 0, 86400000, dead_rank_timeout_ms),
 	NS("job-idle-timeout-ms", 0, UINT32_MAX, job_idle_timeout_ms),
-	NS("rejoin-timeout-ms", 0, 86400000, rejoin_timeout_ms),
 };
 
 static void store(void *p, size_t size, unsigned long long v)
@@ -126,7 +126,10 @@ static int set_switch(int *field, const char *n, const char *v, char *err, size_
 int udpd_conf_set(struct udpd_conf *c, const char *n, const char *v, char *err, size_t el)
 {
 	unsigned long long x;
+	int rc = tally_actl_guard_set(&c->guard, n, v, err, el);
 
+	if (rc <= 0)
+		return rc;
 	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
 		if (strcmp(n, nums[i].name))
 			continue;
@@ -257,12 +260,11 @@ void udpd_usage(FILE *f)
 		"  --dead-rank-timeout-ms N  a chunk waiting this long on a rank silent as long\n"
 		"                        fails the waiting workers' operation, naming the rank (10000)\n"
 		"  --job-idle-timeout-ms N   a job with no packet this long ends, memory freed (60000)\n"
-		"  --rejoin-timeout-ms N     a rank or a job silent this long may be taken over by a\n"
-		"                        restarted worker or a relaunch (5000)\n"
 		"Exit status: 0; 1 start failure; 2 bad settings; 3 the shutdown drain timed out and\n"
 		"abandoned open rounds (logged with their number).\n"
 		"  --ctl-socket PATH     control socket (/run/tally/tallyd.sock); also --control\n"
 		"  --control-config FILE replay a 'tallyctl config-save' file at start\n"
 		"  --stats FILE          every counter as one JSON line at exit (stdout)\n"
 		"  --check-config        validate and exit\n");
+	tally_actl_guard_usage(f);
 }

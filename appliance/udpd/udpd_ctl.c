@@ -158,7 +158,8 @@ void udpd_ctl_collect(struct udpd *d, struct tally_actl_counters *total)
 int udpd_ctl_start(struct udpd *d)
 {
 	struct tally_actl_cfg cfg = { .socket_path = d->conf.ctl_path, .ops = &udpd_actl_ops,
-				      .ctx = d };
+				      .ctx = d,
+				      .idle_timeout_ms = d->conf.guard.ctl_idle_timeout_ms };
 	int err = 0;
 
 	d->ctl = tally_actl_start(&cfg, &err);

@@ -48,13 +48,13 @@ int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
 		ec.ncores = (uint16_t)d->ncores;
 		ec.base_port = d->conf.base_port;
 		ec.mem_budget = (size_t)d->conf.mem_budget;
+		tally_actl_guard_engine(&d->conf.guard, &ec, 1); /* --mem is per core */
 		ec.det_pool_bytes = (size_t)d->conf.det_pool;
 		ec.max_chunk_bytes = d->conf.max_chunk;
 		ec.max_jobs = d->conf.max_jobs;
 		ec.open_admission = d->conf.open_admission;
 		ec.dead_rank_timeout_ns = (uint64_t)d->conf.dead_rank_timeout_ms * 1000000u;
 		ec.job_idle_timeout_ns = (uint64_t)d->conf.job_idle_timeout_ms * 1000000u;
-		ec.rejoin_timeout_ns = (uint64_t)d->conf.rejoin_timeout_ms * 1000000u;
 		tally_engine_cfg_defaults(&ec); /* 0: the engine's defaults */
 		d->eng[i] = tally_engine_create(&ec, tally_udp_ops(), d->udp, &rc);
 		if (!d->eng[i]) {

@@ -52,6 +52,15 @@ struct tally_dpdk_port_cfg {
 					  * device that refuses them is set up without */
 };
 
+/* net_af_packet ports: the PMD does not report frames its kernel ring dropped (imissed
+ * stays 0). tally_dpdk_afp_iface finds the interface in a vdev spec ("net_af_packet0,
+ * iface=veth0,..."): 0, or -ENOENT (not an af_packet vdev). tally_dpdk_afp_drops adds the
+ * drops since the last call of every packet socket of this process bound to iface (the
+ * kernel resets them on read: keep the sum): the number of sockets, or -ENODEV / -ENOENT.
+ * Control thread only (it makes syscalls). */
+int tally_dpdk_afp_iface(const char *devargs, char *iface, size_t len);
+int tally_dpdk_afp_drops(const char *iface, uint64_t *drops);
+
 /* Port id of a device named as EAL knows it ("0000:3b:00.0", "net_memif0"). 0 or -ENODEV. */
 int tally_dpdk_port_find(const char *name, uint16_t *port_id);
 
