@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * test_guard_engine.c — the engine's guard, unit by unit, on the capture transport of the
+ * engine tests: "last heard" refreshed by every valid packet (so a live rank cannot be
+ * stolen), identity (IP, port, MAC) for JOIN, data and BYE, re-bind after real silence,
+ * per-job quotas (keys, bytes, operator override, memory given back), the allow-list, and
+ * open admission (subnet, rank quota, claim limit, claim expiry). Each case checks the
+ * refusal's reason, its counter, and that nothing else changed.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../engine/harness.h"
+
+#define SEC 1000000000ull
+
+static void advance(struct h *h, uint64_t ns)
+{
+	h->cap.now += ns;
+	tally_engine_poll(h->e); /* the appliance loop polls: the engine's clock moves */
+}
+
+static enum tally_reason join_from(struct h *h, uint32_t job, uint32_t rank, uint32_t world,
+				   const struct tally_addr *a)
+{
+	struct tally_hdr hd = h_hdr(TALLY_OP_JOIN, rank);
+	struct tally_join j = { .world_size = world, .max_chunk_bytes = 8192 };
+	uint8_t pl[TALLY_JOIN_LEN];
+	hd.job_id = job;
+	tally_proto_put_join(pl, &j);
+	return h_rx_hdr(h, &hd, pl, sizeof(pl), a);
+}
+
+static enum tally_reason op_from(struct h *h, uint8_t op, uint32_t rank,
+				 const struct tally_addr *a)
+{
+	struct tally_hdr hd = h_hdr(op, rank);
+	return h_rx_hdr(h, &hd, NULL, 0, a);
+}
+
+static enum tally_reason register_as(struct h *h, uint32_t job, uint32_t rank, uint32_t key,
+				     uint32_t nelems)
+{
+	struct tally_register r = h_reg(nelems, 2048, TALLY_DT_F32, 1, 1);
+	struct tally_hdr hd = h_hdr(TALLY_OP_REGISTER, rank);
+	uint8_t pl[TALLY_REGISTER_LEN];
+	struct tally_addr a = h_addr(rank);
+	hd.job_id = job;
+	hd.key = key;
+	tally_proto_put_register(pl, &r);
+	return h_rx_hdr(h, &hd, pl, sizeof(pl), &a);
+}
+
+/* A rank that only probes (PULL) or is refused (TOO_EARLY) is alive: no takeover. */
+static void test_last_heard_every_packet(void **state)
+{
+	struct h h;
+	(void)state;
+	h_start(&h, NULL);
+	struct tally_register r = h_reg(4, 4, TALLY_DT_F32, 2, 2);
+	h_setup(&h, 2, 1, &r);
+	float v[4] = { 1, 2, 3, 4 };
+	assert_int_equal(h_push(&h, 0, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	/* rank 0 waits for rank 1: only probes (and a push of round 2, too early) for 8 s */
+	for (int s = 0; s < 8; s++) {
+		advance(&h, SEC);
+		assert_int_equal(h_pull(&h, 0, 1, 0, 0), TALLY_OK);
+		assert_int_equal(h_push(&h, 0, 1, 2, 0, TALLY_DT_F32, v, 4), TALLY_R_TOO_EARLY);
+	}
+	struct tally_addr thief = h_addr(0);
+	thief.ip = 0x0a0000feu;
+	H_EXPECT_REJECT(&h, join_from(&h, H_JOB, 0, 2, &thief), TALLY_R_RANK_TAKEN, 1);
+	/* rank 1 never sent since its JOIN (8 s > the 5 s rejoin timeout): a restart may
+	 * take it over, and that re-bind is counted */
+	struct tally_addr moved = h_addr(1);
+	moved.port = 4242;
+	assert_int_equal(join_from(&h, H_JOB, 1, 2, &moved), TALLY_OK);
+	assert_int_equal(tally_engine_stats(h.e)->rebinds, 1);
+	h_stop(&h);
+}
+
+/* Same IP and port, another MAC: JOIN, data and BYE are refused under their reasons. */
+static void test_mac_identity(void **state)
+{
+	struct h h;
+	(void)state;
+	h_start(&h, NULL);
+	struct tally_register r = h_reg(4, 4, TALLY_DT_F32, 2, 2);
+	h_setup(&h, 2, 1, &r);
+	struct tally_addr spoof = h_addr(0);
+	spoof.mac[5] = 0x66;
+	H_EXPECT_REJECT(&h, join_from(&h, H_JOB, 0, 2, &spoof), TALLY_R_MAC_MISMATCH, 1);
+	float v[4] = { 1e9f, 1, 1, 1 };
+	struct tally_hdr hd = h_hdr(TALLY_OP_PUSH, 0);
+	hd.key = 1;
+	hd.count = 4;
+	hd.dtype = TALLY_DT_F32;
+	H_EXPECT_REJECT(&h, h_rx_hdr(&h, &hd, v, sizeof(v), &spoof), TALLY_R_MAC_MISMATCH, 0);
+	/* spoofed BYEs: another MAC, another port, another address; the rank stays bound */
+	H_EXPECT_REJECT(&h, op_from(&h, TALLY_OP_BYE, 0, &spoof), TALLY_R_BYE_REFUSED, 0);
+	struct tally_addr other = h_addr(0);
+	other.port = 1;
+	H_EXPECT_REJECT(&h, op_from(&h, TALLY_OP_BYE, 0, &other), TALLY_R_BYE_REFUSED, 0);
+	H_EXPECT_REJECT(&h, op_from(&h, TALLY_OP_BYE, 0, &other), TALLY_R_BYE_REFUSED, 0);
+	/* the real ranks still sum, and RESULTs go to the bound MAC */
+	float w[4] = { 1, 2, 3, 4 };
+	assert_int_equal(h_push(&h, 0, 1, 0, 0, TALLY_DT_F32, w, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 1, 1, 0, 0, TALLY_DT_F32, w, 4), TALLY_OK);
+	const struct cap_pkt *res = h_result(&h, 0, 1, 0, 0);
+	assert_non_null(res);
+	assert_int_equal(res->to.mac[5], 0);
+	assert_true(((const float *)res->pkt.payload)[0] == 2.0f);
+	assert_int_equal(op_from(&h, TALLY_OP_BYE, 0, &(struct tally_addr){ 0 }),
+			 TALLY_R_BYE_REFUSED);
+	h_stop(&h);
+}
+
+static int job_mem(void *arg, const struct tally_engine_job_info *ji)
+{
+	if (ji->job_id == H_JOB)
+		*(uint64_t *)arg = ji->mem_bytes;
+	return 0;
+}
+
+static void test_quotas(void **state)
+{
+	struct tally_engine_cfg cfg;
+	struct h h;
+	(void)state;
+	h_init_cfg(&cfg);
+	cfg.quota_keys = 2;
+	cfg.quota_bytes = 1u << 20;
+	h_start(&h, &cfg);
+	assert_int_equal(tally_engine_job_add(h.e, H_JOB, H_TOKEN, 1), 0);
+	assert_int_equal(tally_engine_job_add(h.e, H_JOB + 1, H_TOKEN, 1), 0);
+	assert_int_equal(h_join(&h, 0, 1), TALLY_OK);
+	/* 3 x 64K elements = 3 x (2 x 256 KiB) accumulators: the second fits, the third not */
+	assert_int_equal(register_as(&h, H_JOB, 0, 1, 65536), TALLY_OK);
+	H_EXPECT_REJECT(&h, register_as(&h, H_JOB, 0, 2, 3 * 65536), TALLY_R_QUOTA_BYTES, 1);
+	assert_int_equal(register_as(&h, H_JOB, 0, 2, 16), TALLY_OK);
+	H_EXPECT_REJECT(&h, register_as(&h, H_JOB, 0, 3, 16), TALLY_R_QUOTA_KEYS, 1);
+	assert_int_equal(tally_engine_key_register(h.e, H_JOB, 9,
+		&(struct tally_register){ .nelems = 16, .chunk_elems = 16, .dtype = TALLY_DT_F32,
+					  .participants = 1, .quorum = 1 }), -EDQUOT);
+	uint64_t mem = 0;
+	tally_engine_walk_jobs(h.e, job_mem, &mem);
+	assert_true(mem > 512u << 10 && mem <= 1u << 20);
+	/* the operator raises this job's quota: one more key fits */
+	assert_int_equal(tally_engine_job_quota(h.e, H_JOB, 3, 0), 0);
+	assert_int_equal(register_as(&h, H_JOB, 0, 3, 16), TALLY_OK);
+	assert_int_equal(tally_engine_job_quota(h.e, 999, 3, 0), -ENOENT);
+	/* the job ends: its memory is no longer charged to it */
+	assert_int_equal(h_bye(&h, 0), TALLY_OK);
+	mem = 1;
+	tally_engine_walk_jobs(h.e, job_mem, &mem);
+	assert_int_equal(mem, 0);
+	h_stop(&h);
+}
+
+static void test_allow_list(void **state)
+{
+	struct tally_engine_cfg cfg;
+	struct h h;
+	(void)state;
+	h_init_cfg(&cfg);
+	cfg.nallow = 1;
+	cfg.allow[0].net = 0x0a000000u;      /* h_addr's IPs, as stored: 10.0.0.0/30 */
+	cfg.allow[0].mask = 0xfffffffcu;
+	h_start(&h, &cfg);
+	assert_int_equal(tally_engine_job_add(h.e, H_JOB, H_TOKEN, 8), 0);
+	assert_int_equal(h_join(&h, 0, 8), TALLY_OK);
+	H_EXPECT_REJECT(&h, h_join(&h, 5, 8), TALLY_R_NOT_ALLOWED, 0);
+	/* before decoding: garbage from outside is NOT_ALLOWED, not BAD_MAGIC */
+	struct tally_addr out = h_addr(7);
+	uint8_t junk[8] = { 0 };
+	assert_int_equal(tally_engine_rx(h.e, junk, sizeof(junk), &out), TALLY_R_NOT_ALLOWED);
+	assert_int_equal(h_drops(&h, TALLY_R_BAD_MAGIC) + h_drops(&h, TALLY_R_TRUNCATED), 0);
+	h_stop(&h);
+}
+
+static int count_jobs(void *arg, const struct tally_engine_job_info *ji)
+{
+	(void)ji;
+	(*(unsigned *)arg)++;
+	return 0;
+}
+
+static void test_open_admission(void **state)
+{
+	struct tally_engine_cfg cfg;
+	struct h h;
+	unsigned n;
+	(void)state;
+	h_init_cfg(&cfg);
+	cfg.open_admission = 1;
+	cfg.admit_subnet.net = 0x0a000000u;  /* 10.0.0.0/29 as h_addr stores it */
+	cfg.admit_subnet.mask = 0xfffffff8u;
+	cfg.admit_claims = 2;
+	cfg.quota_ranks = 8;
+	cfg.admit_timeout_ns = 3 * SEC;
+	h_start(&h, &cfg);
+	struct tally_addr a = h_addr(1), far = h_addr(9);
+	H_EXPECT_REJECT(&h, join_from(&h, 100, 0, 2, &far), TALLY_R_ADMIT_SUBNET, 1);
+	H_EXPECT_REJECT(&h, join_from(&h, 100, 0, 16, &a), TALLY_R_QUOTA_RANKS, 1);
+	/* a token-less flood: new job ids, one JOIN each; two claims, then refusals */
+	assert_int_equal(join_from(&h, 100, 0, 1, &a), TALLY_OK);
+	assert_int_equal(join_from(&h, 101, 0, 1, &a), TALLY_OK);
+	for (uint32_t j = 102; j < 140; j++)
+		assert_int_equal(join_from(&h, j, 0, 1, &a), TALLY_R_ADMIT_LIMIT);
+	assert_int_equal(h_drops(&h, TALLY_R_ADMIT_LIMIT), 38);
+	assert_int_equal(h_drops(&h, TALLY_R_JOB_TABLE_FULL), 0);
+	/* the operator still admits jobs */
+	assert_int_equal(tally_engine_job_add(h.e, H_JOB, H_TOKEN, 2), 0);
+	/* job 101 registers a key: no longer a claim; job 100 never does and expires */
+	struct tally_hdr hd = h_hdr(TALLY_OP_REGISTER, 0);
+	struct tally_register r = h_reg(16, 16, TALLY_DT_F32, 1, 1);
+	uint8_t pl[TALLY_REGISTER_LEN];
+	hd.job_id = 101;
+	hd.key = 1;
+	tally_proto_put_register(pl, &r);
+	assert_int_equal(h_rx_hdr(&h, &hd, pl, sizeof(pl), &a), TALLY_OK);
+	advance(&h, 4 * SEC);
+	for (uint32_t i = 0; i < h.cfg.max_jobs; i++)
+		tally_engine_poll(h.e);
+	assert_int_equal(tally_engine_stats(h.e)->claims_expired, 1);
+	n = 0;
+	tally_engine_walk_jobs(h.e, count_jobs, &n);
+	assert_int_equal(n, 2); /* 101 (registered) and the operator's */
+	/* a claim slot is free again */
+	assert_int_equal(join_from(&h, 150, 0, 1, &a), TALLY_OK);
+	h_stop(&h);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_last_heard_every_packet),
+		cmocka_unit_test(test_mac_identity),
+		cmocka_unit_test(test_quotas),
+		cmocka_unit_test(test_allow_list),
+		cmocka_unit_test(test_open_admission),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
