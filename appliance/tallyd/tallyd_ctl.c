@@ -188,12 +188,20 @@ static json_t *b_ports(void *ctx)
 		if (tp->afp_iface[0])
 			tally_dpdk_afp_drops(tp->afp_iface, &tp->afp_drops);
 		es.imissed += tp->afp_drops;
-		json_array_append_new(ports, json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+		json_t *o = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 			"port", (int)i, "rx_pkts", (json_int_t)es.ipackets, "rx_bytes",
 			(json_int_t)es.ibytes, "tx_pkts", (json_int_t)es.opackets, "tx_bytes",
 			(json_int_t)es.obytes, "rx_missed", (json_int_t)es.imissed, "rx_errors",
 			(json_int_t)es.ierrors, "tx_errors", (json_int_t)es.oerrors, "rx_nombuf",
-			(json_int_t)es.rx_nombuf));
+			(json_int_t)es.rx_nombuf);
+		/* its fragments are reassembled (or time out) in the kernel, not here */
+		struct tally_dpdk_reasm ra;
+		if (tp->afp_iface[0] && tally_dpdk_kernel_reasm(&ra) == 0) {
+			json_object_set_new(o, "kernel_reasm_fragments", json_integer((json_int_t)ra.reqds));
+			json_object_set_new(o, "kernel_reasm_ok", json_integer((json_int_t)ra.oks));
+			json_object_set_new(o, "kernel_reasm_failed", json_integer((json_int_t)ra.fails));
+		}
+		json_array_append_new(ports, o);
 	}
 	return ports;
 }
