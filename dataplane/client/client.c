@@ -500,16 +500,20 @@ void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 		c->st.errors++;
 		if (h->aux == TALLY_OP_JOIN && c->wait == CLIENT_W_JOIN && !c->wait_done) {
 			c->wait_err = client_err_from_reason(h->reason);
-			client_seterr(c, "JOIN of job %u rank %u refused by appliance core %u: %s",
+			client_seterr(c, "JOIN of job %u rank %u refused by appliance core %u: %s%s%s",
 				  c->cfg.job_id, c->cfg.rank, c->wait_key,
-				  tally_reason_name((enum tally_reason)h->reason));
+				  tally_reason_name((enum tally_reason)h->reason),
+				  *tally_reason_hint((enum tally_reason)h->reason) ? ": " : "",
+				  tally_reason_hint((enum tally_reason)h->reason));
 			c->wait_done = true;
 		} else if (h->aux == TALLY_OP_REGISTER && c->wait == CLIENT_W_REGISTER &&
 			   h->key == c->wait_key && !c->wait_done) {
 			c->wait_err = client_err_from_reason(h->reason);
-			client_seterr(c, "register key %u refused by appliance core %u: %s", h->key,
+			client_seterr(c, "register key %u refused by appliance core %u: %s%s%s", h->key,
 				  h->key % c->ncores,
-				  tally_reason_name((enum tally_reason)h->reason));
+				  tally_reason_name((enum tally_reason)h->reason),
+				  *tally_reason_hint((enum tally_reason)h->reason) ? ": " : "",
+				  tally_reason_hint((enum tally_reason)h->reason));
 			c->wait_done = true;
 		}
 		return;

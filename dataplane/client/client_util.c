@@ -34,6 +34,13 @@ int client_err_from_reason(unsigned reason)
 	case TALLY_R_JOB_TABLE_FULL: return -ENOSPC;
 	case TALLY_R_INCARNATION_LIVE: return -EBUSY; /* retried like RANK_TAKEN */
 	case TALLY_R_RANK_SILENT: return -EPIPE;
+	case TALLY_R_QUOTA_KEYS: return -EDQUOT;
+	case TALLY_R_QUOTA_BYTES: return -EDQUOT;
+	case TALLY_R_QUOTA_RANKS: return -EDQUOT;
+	case TALLY_R_NOT_ALLOWED: return -EACCES;
+	case TALLY_R_ADMIT_SUBNET: return -EACCES;
+	case TALLY_R_ADMIT_LIMIT: return -EAGAIN;
+	case TALLY_R_MAC_MISMATCH: return -EBUSY;
 	default: return -EPROTO;
 	}
 }

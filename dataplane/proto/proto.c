@@ -115,11 +115,11 @@ static const char *const reason_hints[TALLY_R_COUNT] = {
 	[TALLY_R_NO_MEMORY] = "the appliance's memory budget is full (tallyd mem_budget)",
 	[TALLY_R_JOB_TABLE_FULL] = "every job slot is in use (tallyd max_jobs)",
 	[TALLY_R_QUOTA_KEYS] = "the job's key quota is reached (tallyd --quota-keys, "
-			       "tallyctl admit --quota-keys)",
+			       "tallyctl job-add --quota-keys)",
 	[TALLY_R_QUOTA_BYTES] = "the job's memory quota is reached (tallyd --quota-bytes, "
-				"tallyctl admit --quota-bytes)",
-	[TALLY_R_QUOTA_RANKS] = "the world size exceeds the job rank quota (tallyd "
-				"--quota-ranks, tallyctl admit --quota-ranks)",
+				"tallyctl job-add --quota-bytes)",
+	[TALLY_R_QUOTA_RANKS] = "the world size exceeds the open-admission rank quota "
+				"(tallyd --quota-ranks, or admit the job: tallyctl job-add)",
 	[TALLY_R_NOT_ALLOWED] = "the source is outside the allow-list (tallyd --allow CIDR)",
 	[TALLY_R_ADMIT_SUBNET] = "open admission is restricted to a subnet (tallyd "
 				 "--admit-subnet CIDR)",

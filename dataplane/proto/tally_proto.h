@@ -207,7 +207,7 @@ enum tally_reason {
 
 const char *tally_reason_name(enum tally_reason r);
 /* What to change when a reason is a configured limit (e.g. "the job's key quota: tallyd
- * --quota-keys, tallyctl admit --quota-keys"), else "" (never NULL). */
+ * --quota-keys, tallyctl job-add --quota-keys"), else "" (never NULL). */
 const char *tally_reason_hint(enum tally_reason r);
 const char *tally_op_name(uint8_t op);
 

@@ -97,11 +97,26 @@ static void test_settings(void **state)
 	assert_int_equal(ec.nallow, 0);
 }
 
+/* The worker's error text names the setting that bounds it. */
+static void test_hints(void **state)
+{
+	(void)state;
+	assert_non_null(strstr(tally_reason_hint(TALLY_R_QUOTA_BYTES), "--quota-bytes"));
+	assert_non_null(strstr(tally_reason_hint(TALLY_R_QUOTA_KEYS), "job-add --quota-keys"));
+	assert_non_null(strstr(tally_reason_hint(TALLY_R_NOT_ALLOWED), "--allow"));
+	assert_non_null(strstr(tally_reason_hint(TALLY_R_ADMIT_SUBNET), "--admit-subnet"));
+	assert_string_equal(tally_reason_hint(TALLY_OK), "");
+	assert_string_equal(tally_reason_hint(TALLY_R_COUNT), "");
+	for (int r = TALLY_R_MAC_MISMATCH; r < TALLY_R_COUNT; r++)
+		assert_string_not_equal(tally_reason_name((enum tally_reason)r), "unknown");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cidr),
 		cmocka_unit_test(test_settings),
+		cmocka_unit_test(test_hints),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
