@@ -127,6 +127,19 @@ int tally_actl_replay(struct tally_actl *a, const char *path, char *err, size_t 
 /* The server's epoll fd (-1 without a socket), for loops that wait on it. */
 int tally_actl_fd(const struct tally_actl *a);
 
+/* ---- what the kernel dropped before the appliance saw it (actl_kernel.c) ------------- */
+/* The counters of the appliance's network namespace (/proc/net/snmp), namespace-wide. */
+struct tally_actl_kernel {
+	uint64_t reasm_fragments;   /* IP fragments queued for reassembly */
+	uint64_t reasm_ok;          /* datagrams reassembled */
+	uint64_t reasm_failed;      /* reassemblies that failed (timeouts included) */
+	uint64_t udp_rcvbuf_errors; /* datagrams dropped: a socket's receive buffer was full */
+	uint64_t udp_in_errors;     /* every UDP receive error (rcvbuf ones included) */
+};
+int tally_actl_kernel_read(struct tally_actl_kernel *k);
+/* Adds kernel_reasm_* (and with udp, kernel_udp_*) to a `ports` entry. */
+void tally_actl_kernel_json(json_t *port, int udp);
+
 /* ---- trust settings (actl_guard.c), the same in tallyd and tally-udpd ---------------- */
 struct tally_actl_guard {
 	uint32_t nallow;                 /* --allow CIDR, repeatable */

@@ -195,12 +195,8 @@ static json_t *b_ports(void *ctx)
 			(json_int_t)es.ierrors, "tx_errors", (json_int_t)es.oerrors, "rx_nombuf",
 			(json_int_t)es.rx_nombuf);
 		/* its fragments are reassembled (or time out) in the kernel, not here */
-		struct tally_dpdk_reasm ra;
-		if (tp->afp_iface[0] && tally_dpdk_kernel_reasm(&ra) == 0) {
-			json_object_set_new(o, "kernel_reasm_fragments", json_integer((json_int_t)ra.reqds));
-			json_object_set_new(o, "kernel_reasm_ok", json_integer((json_int_t)ra.oks));
-			json_object_set_new(o, "kernel_reasm_failed", json_integer((json_int_t)ra.fails));
-		}
+		if (tp->afp_iface[0])
+			tally_actl_kernel_json(o, 0);
 		json_array_append_new(ports, o);
 	}
 	return ports;

@@ -129,6 +129,17 @@ static void b_status(void *ctx, json_t *out)
 		"det_pool_bytes", (json_int_t)d->conf.det_pool));
 }
 
+/* Kernel UDP: what the kernel dropped before the sockets (full receive buffers) and its
+ * fragment reassembly (the kernel reassembles for tally-udpd), for `stats`. */
+static json_t *b_ports(void *ctx)
+{
+	json_t *p = json_pack("{s:i}", "port", 0);
+
+	(void)ctx;
+	tally_actl_kernel_json(p, 1);
+	return json_pack("[o]", p);
+}
+
 static int b_set_log_level(void *ctx, int prio)
 {
 	struct udpd *d = ctx;
@@ -146,7 +157,7 @@ static void b_log(void *ctx, int prio, const char *msg)
 static const struct tally_actl_ops udpd_actl_ops = {
 	.ncores = b_ncores, .exec = b_exec, .exec_all = b_exec_all, .collect = b_collect,
 	.stats_reset = b_stats_reset, .drain = b_drain, .shutdown = b_shutdown,
-	.quitting = b_quitting, .uptime = b_uptime, .status = b_status, .ports = NULL,
+	.quitting = b_quitting, .uptime = b_uptime, .status = b_status, .ports = b_ports,
 	.set_log_level = b_set_log_level, .log = b_log,
 };
 

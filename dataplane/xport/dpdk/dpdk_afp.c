@@ -7,11 +7,10 @@
  * The PMD also joins its sockets in a fanout group with PACKET_FANOUT_FLAG_DEFRAG: the
  * kernel reassembles IP fragments before the PMD sees them (complete ones arrive whole,
  * incomplete ones time out in the kernel), so tallyd's own ip_fragment counter never
- * moves there; the namespace's IP reassembly counters (/proc/net/snmp) say what happened.
+ * moves there; tallyd shows the namespace's reassembly counters (appliance/ctl).
  */
 #include <dirent.h>
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <net/if.h>
@@ -83,37 +82,4 @@ int tally_dpdk_afp_iface(const char *devargs, char *iface, size_t len)
 	memcpy(iface, p, n);
 	iface[n] = '\0';
 	return 0;
-}
-
-int tally_dpdk_kernel_reasm(struct tally_dpdk_reasm *r)
-{
-	char names[1024], vals[1024];
-	FILE *f = fopen("/proc/net/snmp", "r");
-	int rc = -ENOENT;
-
-	if (!f)
-		return -errno;
-	memset(r, 0, sizeof(*r));
-	/* two "Ip:" lines: the field names, then their values */
-	while (fgets(names, sizeof(names), f)) {
-		if (strncmp(names, "Ip: ", 4) || !fgets(vals, sizeof(vals), f))
-			continue;
-		char *sn = NULL, *sv = NULL;
-		char *n = strtok_r(names, " \n", &sn), *v = strtok_r(vals, " \n", &sv);
-		for (; n && v; n = strtok_r(NULL, " \n", &sn), v = strtok_r(NULL, " \n", &sv)) {
-			uint64_t x = strtoull(v, NULL, 10);
-			if (!strcmp(n, "ReasmReqds"))
-				r->reqds = x;
-			else if (!strcmp(n, "ReasmOKs"))
-				r->oks = x;
-			else if (!strcmp(n, "ReasmFails"))
-				r->fails = x;
-			else if (!strcmp(n, "ReasmTimeout"))
-				r->timeouts = x;
-		}
-		rc = 0;
-		break;
-	}
-	fclose(f);
-	return rc;
 }

@@ -60,15 +60,6 @@ struct tally_dpdk_port_cfg {
  * Control thread only (it makes syscalls). */
 int tally_dpdk_afp_iface(const char *devargs, char *iface, size_t len);
 int tally_dpdk_afp_drops(const char *iface, uint64_t *drops);
-/* The kernel's IP reassembly counters in this process's network namespace (/proc/net/snmp;
- * an af_packet port's fragments are reassembled there, see dpdk_afp.c). 0 or -errno. */
-struct tally_dpdk_reasm {
-	uint64_t reqds;     /* fragments received for reassembly */
-	uint64_t oks;       /* datagrams reassembled */
-	uint64_t fails;     /* reassembly failures (timeouts included) */
-	uint64_t timeouts;  /* incomplete datagrams timed out */
-};
-int tally_dpdk_kernel_reasm(struct tally_dpdk_reasm *r);
 
 /* Port id of a device named as EAL knows it ("0000:3b:00.0", "net_memif0"). 0 or -ENODEV. */
 int tally_dpdk_port_find(const char *name, uint16_t *port_id);
