@@ -281,5 +281,6 @@ if a:
 sys.exit(1 if bad else 0)
 PY
 e2e_stop "$app_pid" || { e2e_log "appliance exit status $? after SIGTERM"; fail=1; }
+rm -rf "/var/run/dpdk/$ID" # tallyd's EAL runtime directory (its --file-prefix)
 [ $fail = 0 ] && e2e_log PASS || e2e_log FAIL
 exit $fail
