@@ -142,6 +142,9 @@ struct tally_engine_cfg {
 	uint64_t job_idle_timeout_ns;  /* default 60 s: a job silent this long is ended */
 	uint64_t dead_rank_timeout_ns; /* default 10 s: a chunk waiting this long on a rank silent
 					* as long gets ERROR RANK_SILENT to the waiting ranks */
+	uint64_t boot_id;          /* this start of the appliance, in JOIN_OK / PING answers /
+				    * ERRORs (tally_proto.h PING): every core of one appliance
+				    * gives the same; 0: tally_engine_create draws one */
 };
 
 /* Engine counters, one X(field, shown_name, help) each: the struct, the names the control
@@ -179,7 +182,11 @@ struct tally_engine_cfg {
 	X(held_sent, held_sent, "HELD acknowledgements sent (one covers a range of chunks)") \
 	X(held_chunks, held_chunks, "chunk pushes acknowledged HELD (chunk still open)") \
 	X(probes, probes, "PULLs for an open chunk holding the sender's push, answered HELD") \
-	X(missing, missing, "PULLs for a chunk without the sender's push, answered MISSING")
+	X(missing, missing, "PULLs for a chunk without the sender's push, answered MISSING") \
+	X(pings, pings, "liveness PINGs answered (PING+ACK, or ERROR to an unknown worker)") \
+	X(need_asks, need_asks, "ERROR NEED_RESULT sent: a rank re-pushed round r after a " \
+	  "restart while others were at r+1") \
+	X(installs, installs, "complete sums installed as a round's result (TALLY_F_COMPLETE)")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;
