@@ -27,10 +27,11 @@ void tally_client_cfg_defaults(struct tally_client_cfg *cfg)
 		cfg->max_ops = 256;
 	if (!cfg->rto_min_us)
 		cfg->rto_min_us = CLIENT_RTO_MIN_NS / 1000;
-	if (!cfg->probe_ms)
-		cfg->probe_ms = 200;
+	/* a give-up shorter than the defaults (tests, tight jobs) pulls them down */
 	if (!cfg->dead_ms)
-		cfg->dead_ms = 1000;
+		cfg->dead_ms = cfg->give_up_ms < 1000 ? cfg->give_up_ms : 1000;
+	if (!cfg->probe_ms)
+		cfg->probe_ms = cfg->dead_ms < 200 ? cfg->dead_ms : 200;
 }
 
 int tally_client_state(const struct tally_client *c)

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "tally_client.h"
@@ -177,6 +178,7 @@ struct tally_client {
 	bool restart;              /* the appliance restarted: rejoin at the next tick */
 	bool failed_fast;          /* fail_fast: this outage's operations are failed already */
 	bool drain_seen;           /* a push was refused DRAINING (state DRAINING) */
+	bool was_busy;             /* work was outstanding at the last liveness tick */
 	uint8_t live;              /* enum tally_client_state */
 	uint64_t boot;             /* boot id of core 0's JOIN_OK (0: the appliance has none) */
 	uint64_t jok_boot;         /* of the JOIN_OK being waited for */
@@ -228,6 +230,18 @@ static inline void client_live_keep(struct client_key *k, uint32_t ch, const str
 	memcpy(k->last + boff, payload, len);
 	k->last_round[ch] = h->round;
 	k->last_contrib[ch] = h->contrib;
+}
+/* "appliance A unreachable for N ms: " while it is silent, else "" (give-up texts). */
+static inline const char *client_live_silence(struct tally_client *c, uint64_t now)
+{
+	static __thread char buf[128];
+
+	if (c->live != TALLY_CLIENT_SILENT && c->live != TALLY_CLIENT_DOWN)
+		return "";
+	snprintf(buf, sizeof(buf), "appliance %s unreachable for %llu ms: ",
+		 c->cfg.appliance[0] ? c->cfg.appliance : "appliance",
+		 (unsigned long long)((now - c->last_heard_ns) / 1000000u));
+	return buf;
 }
 /* client_op.c's timers (client_drive.c runs them with the liveness timer). */
 uint64_t client_op_tick(struct tally_client *c);

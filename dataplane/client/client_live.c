@@ -215,6 +215,7 @@ uint64_t client_live_tick(struct tally_client *c)
 {
 	uint64_t now = live_now(c), probe = (uint64_t)c->cfg.probe_ms * 1000000u;
 	uint64_t dead = (uint64_t)c->cfg.dead_ms * 1000000u, silence;
+	bool busy;
 
 	if (c->heard) {
 		c->heard = false;
@@ -227,11 +228,14 @@ uint64_t client_live_tick(struct tally_client *c)
 		live_restart(c);
 		now = live_now(c);
 	}
-	/* idle and up: silence is not news (a DOWN appliance is still probed) */
-	if (!live_busy(c) && c->live != TALLY_CLIENT_SILENT && c->live != TALLY_CLIENT_DOWN) {
+	/* idle and up: silence is not news (a DOWN appliance is still probed); it counts
+	 * from the first tick with work outstanding (the session may not be ticked idle) */
+	busy = live_busy(c);
+	if (busy && !c->was_busy && c->live != TALLY_CLIENT_SILENT && c->live != TALLY_CLIENT_DOWN)
 		c->last_heard_ns = now;
+	c->was_busy = busy;
+	if (!busy && c->live != TALLY_CLIENT_SILENT && c->live != TALLY_CLIENT_DOWN)
 		return UINT64_MAX;
-	}
 	silence = now - c->last_heard_ns;
 	if (silence < probe) {
 		c->ping_gap_ns = probe;

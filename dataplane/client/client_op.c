@@ -484,22 +484,13 @@ uint64_t client_op_tick(struct tally_client *c)
 					struct client_op *op = &c->ops_tab[sl->op];
 					struct client_key *k = &c->keys[op->kidx];
 
-					if (c->live == TALLY_CLIENT_SILENT || c->live == TALLY_CLIENT_DOWN)
-						client_seterr(c, "appliance %s unreachable for %llu ms: "
-							  "allreduce key %u round %u gave up after %u ms",
-							  c->cfg.appliance[0] ? c->cfg.appliance :
-										"appliance",
-							  (unsigned long long)((now - c->last_heard_ns) /
-									       1000000u),
-							  k->key, op->round, c->cfg.give_up_ms);
-					else
-						client_seterr(c, "allreduce key %u round %u: chunk %u (offset %u, "
-							  "%u elements) got no RESULT from appliance core "
-							  "%u within %u ms (%u retransmits)",
-							  k->key, op->round, sl->chunk,
-							  sl->chunk * k->reg.chunk_elems,
-							  client_chunk_count(k, sl->chunk), core,
-							  c->cfg.give_up_ms, sl->retries);
+					client_seterr(c, "%sallreduce key %u round %u: chunk %u (offset %u, "
+						  "%u elements) got no RESULT from appliance core "
+						  "%u within %u ms (%u retransmits)",
+						  client_live_silence(c, now), k->key, op->round,
+						  sl->chunk, sl->chunk * k->reg.chunk_elems,
+						  client_chunk_count(k, sl->chunk), core,
+						  c->cfg.give_up_ms, sl->retries);
 					client_op_fail(c, sl->op, -ETIMEDOUT);
 					continue;
 				}
