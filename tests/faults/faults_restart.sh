@@ -56,7 +56,7 @@ start_app() {
 			"net_af_packet0,iface=${ID}a0,framesz=9216,blocksz=36864,framecnt=2048,qpairs=1" \
 			--ip $app_ip/24 --base-port $port --open-admission --mem 128M --det-pool 8M \
 			--ctl-socket "$E2E_TMP/$name.sock" "$@" \
-			-- --no-huge --no-pci -m 512 --file-prefix "$ID$name" --lcores "0@0"
+			-- --no-huge --no-pci -m 512 --file-prefix "$ID$name" --lcores "0@0,1@1"
 		app=$E2E_LAST_PID
 		e2e_wait_log "$name" "ready" 60 $app
 	fi
