@@ -231,16 +231,16 @@ static inline void client_live_keep(struct client_key *k, uint32_t ch, const str
 	k->last_round[ch] = h->round;
 	k->last_contrib[ch] = h->contrib;
 }
-/* "appliance A unreachable for N ms: " while it is silent, else "" (give-up texts). */
-static inline const char *client_live_silence(struct tally_client *c, uint64_t now)
+/* "appliance A unreachable for N ms: " into buf while it is silent, else "" (give-up
+ * texts). Returns buf. */
+static inline const char *client_live_silence(const struct tally_client *c, uint64_t now,
+					      char *buf, size_t len)
 {
-	static __thread char buf[128];
-
-	if (c->live != TALLY_CLIENT_SILENT && c->live != TALLY_CLIENT_DOWN)
-		return "";
-	snprintf(buf, sizeof(buf), "appliance %s unreachable for %llu ms: ",
-		 c->cfg.appliance[0] ? c->cfg.appliance : "appliance",
-		 (unsigned long long)((now - c->last_heard_ns) / 1000000u));
+	buf[0] = '\0';
+	if (c->live == TALLY_CLIENT_SILENT || c->live == TALLY_CLIENT_DOWN)
+		snprintf(buf, len, "appliance %s unreachable for %llu ms: ",
+			 c->cfg.appliance[0] ? c->cfg.appliance : "appliance",
+			 (unsigned long long)((now - c->last_heard_ns) / 1000000u));
 	return buf;
 }
 /* client_op.c's timers (client_drive.c runs them with the liveness timer). */

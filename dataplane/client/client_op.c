@@ -483,11 +483,12 @@ uint64_t client_op_tick(struct tally_client *c)
 				if (now - sl->first_ns >= give_up) {
 					struct client_op *op = &c->ops_tab[sl->op];
 					struct client_key *k = &c->keys[op->kidx];
+					char why[128];
 
 					client_seterr(c, "%sallreduce key %u round %u: chunk %u (offset %u, "
 						  "%u elements) got no RESULT from appliance core "
 						  "%u within %u ms (%u retransmits)",
-						  client_live_silence(c, now), k->key, op->round,
+						  client_live_silence(c, now, why, sizeof(why)), k->key, op->round,
 						  sl->chunk, sl->chunk * k->reg.chunk_elems,
 						  client_chunk_count(k, sl->chunk), core,
 						  c->cfg.give_up_ms, sl->retries);

@@ -77,6 +77,17 @@
  *    HELD with TALLY_F_MISSING if that round is open without it or not started here (the
  *    worker re-sends its push; a round not started is also counted TOO_EARLY as before).
  *  - BYE unbinds the rank.
+ *  - PING (tally_proto.h): answered PING+ACK to a joined rank, ERROR (NOT_JOINED,
+ *    WRONG_JOB, ...) to anyone else; both, JOIN_OK and every ERROR carry cfg.boot_id, so a
+ *    worker tells a restart from a slow appliance (pings counts them).
+ *  - After a restart (engine_recover.c): a chunk open at round r whose other parity holds
+ *    r+1 has every rank seen at r+1 but not at r asked for round r's sum (ERROR
+ *    NEED_RESULT, need_asks), after each push that does not complete it and each PULL of
+ *    it. A PUSH with TALLY_F_COMPLETE (contrib = participants; one-bit keys and partial
+ *    sums are UNSUPPORTED) is installed as round r's result when that chunk is open at r:
+ *    the partial sum and deterministic staging of the re-pushes are dropped, every
+ *    participant's bit set, and the chunk completes as usual (installs); a second one is a
+ *    duplicate, one for a chunk not open at that round STALE_ROUND.
  *  - Job lifecycle (engine_life.c): a job ends when every rank bound to it has said BYE
  *    (jobs_freed_bye), or when no packet came from any of its ranks for
  *    cfg.job_idle_timeout_ns (jobs_freed_idle; tally_engine_poll checks one job slot per

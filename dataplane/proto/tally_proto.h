@@ -243,7 +243,8 @@ uint32_t tally_crc32c(const void *buf, size_t len);
  * TALLY_F_ONEBIT: dtype f32 else BAD_DTYPE, payload == TALLY_ONEBIT_BYTES(count) else
  * BAD_COUNT), HELD: no payload, count >= 1 and offset + count within 32 bits
  * (TALLY_R_BAD_COUNT), no flags but TALLY_F_MISSING or TALLY_F_RESEND, not both
- * (TALLY_R_BAD_FLAGS), rank bound, CRC (checked last). The reserved field is ignored.
+ * (TALLY_R_BAD_FLAGS), PING: no payload, no flags but TALLY_F_ACK (TALLY_R_BAD_FLAGS),
+ * rank bound, CRC (checked last). The reserved field is ignored.
  * Returns TALLY_OK and fills *pkt, or the reason. Never reads past buf[len). */
 enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_pkt *pkt);
 

@@ -8,7 +8,9 @@
  *     complete sum, and both rounds finish with the exact sums (nothing summed twice);
  *   - a restart mid-round with both ranks re-pushing: the sum is exact, not doubled;
  *   - the states and fail_fast: -EHOSTDOWN at dead_ms, DOWN, then UP when it answers;
- *   - without fail_fast the give-up text says how long the appliance was unreachable.
+ *   - without fail_fast the give-up text says how long the appliance was unreachable;
+ *   - the engine alone: PING answered ACK or ERROR with the boot id (JOIN_OK too), hostile
+ *     PINGs rejected, complete pushes refused unless whole and for a round open here.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -279,9 +281,135 @@ static void test_give_up_names_outage(void **state)
 	fx_free(x);
 }
 
+/* ---- the engine's side alone, through a transport that keeps the last packet ---- */
+
+struct cap {
+	uint8_t buf[TALLY_HDR_LEN + TALLY_MAX_PAYLOAD];
+	size_t len;
+	unsigned n;
+};
+
+static int cap_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
+		    const void *payload, size_t len)
+{
+	struct cap *c = ctx;
+
+	(void)to;
+	memcpy(c->buf, hdr, TALLY_HDR_LEN);
+	if (len)
+		memcpy(c->buf + TALLY_HDR_LEN, payload, len);
+	c->len = TALLY_HDR_LEN + len;
+	c->n++;
+	return 0;
+}
+
+static uint64_t cap_now(void *ctx)
+{
+	(void)ctx;
+	return 1000;
+}
+
+static const struct tally_xport_ops cap_ops = { .send = cap_send, .now_ns = cap_now };
+
+static struct tally_hdr cap_last(struct cap *c)
+{
+	struct tally_pkt p;
+
+	assert_int_equal(tally_proto_decode(c->buf, c->len, &p), TALLY_OK);
+	return p.hdr;
+}
+
+static enum tally_reason rx_hdr(struct tally_engine *e, struct tally_hdr *h, const void *pl,
+				size_t len)
+{
+	static const struct tally_addr from = { .ip = 1, .port = 2 };
+	uint8_t buf[TALLY_HDR_LEN + 256];
+
+	h->job_id = JOB;
+	h->token = TOKEN;
+	tally_proto_finish(buf, h, pl, len);
+	memcpy(buf + TALLY_HDR_LEN, pl, len);
+	return tally_engine_rx(e, buf, TALLY_HDR_LEN + len, &from);
+}
+
+static void test_engine_ping_and_install_rules(void **state)
+{
+	struct tally_engine_cfg ec = { .open_admission = 1, .mem_budget = 1u << 20,
+				       .boot_id = 0xb007 };
+	struct tally_register r = { .nelems = 4, .chunk_elems = 4, .dtype = TALLY_DT_F32,
+				    .participants = 2, .quorum = 2 };
+	struct tally_join j = { .world_size = 2 };
+	uint8_t jpl[TALLY_JOIN_LEN], rpl[TALLY_REGISTER_LEN], raw[TALLY_HDR_LEN];
+	float v[4] = { 1, 2, 3, 4 };
+	struct tally_hdr h, a;
+	struct cap cap = { 0 };
+	struct tally_pkt pkt;
+	int err;
+
+	(void)state;
+	tally_engine_cfg_defaults(&ec);
+	struct tally_engine *e = tally_engine_create(&ec, &cap_ops, &cap, &err);
+	assert_non_null(e);
+	/* a PING from a worker the appliance does not know: ERROR with the boot id */
+	memset(&h, 0, sizeof(h));
+	h.op = TALLY_OP_PING;
+	assert_int_equal(rx_hdr(e, &h, NULL, 0), TALLY_R_WRONG_JOB);
+	a = cap_last(&cap);
+	assert_int_equal(a.op, TALLY_OP_ERROR);
+	assert_int_equal(a.aux, TALLY_OP_PING);
+	assert_int_equal(a.reason, TALLY_R_WRONG_JOB);
+	assert_true(a.reserved == 0xb007);
+	/* JOIN_OK carries it; a joined rank's PING is answered PING+ACK with it */
+	memset(&h, 0, sizeof(h));
+	h.op = TALLY_OP_JOIN;
+	tally_proto_put_join(jpl, &j);
+	assert_int_equal(rx_hdr(e, &h, jpl, sizeof(jpl)), TALLY_OK);
+	a = cap_last(&cap);
+	assert_int_equal(a.op, TALLY_OP_JOIN_OK);
+	assert_true(a.reserved == 0xb007);
+	memset(&h, 0, sizeof(h));
+	h.op = TALLY_OP_PING;
+	assert_int_equal(rx_hdr(e, &h, NULL, 0), TALLY_OK);
+	a = cap_last(&cap);
+	assert_int_equal(a.op, TALLY_OP_PING);
+	assert_int_equal(a.flags, TALLY_F_ACK);
+	assert_true(a.reserved == 0xb007);
+	assert_int_equal(tally_engine_stats(e)->pings, 2);
+	/* hostile PINGs: flags, a payload, an ACK sent to the appliance */
+	h.flags = TALLY_F_MISSING;
+	tally_proto_finish(raw, &h, NULL, 0);
+	assert_int_equal(tally_proto_decode(raw, sizeof(raw), &pkt), TALLY_R_BAD_FLAGS);
+	memset(&h, 0, sizeof(h));
+	h.op = TALLY_OP_PING;
+	assert_int_equal(rx_hdr(e, &h, v, sizeof(v)), TALLY_R_LEN_MISMATCH);
+	h.flags = TALLY_F_ACK;
+	assert_int_equal(rx_hdr(e, &h, NULL, 0), TALLY_R_UNEXPECTED_OP);
+	/* complete pushes: refused unless the round is open here, and only whole sums */
+	memset(&h, 0, sizeof(h));
+	h.op = TALLY_OP_REGISTER;
+	h.key = KEY;
+	tally_proto_put_register(rpl, &r);
+	assert_int_equal(rx_hdr(e, &h, rpl, sizeof(rpl)), TALLY_OK);
+	memset(&h, 0, sizeof(h));
+	h.op = TALLY_OP_PUSH;
+	h.flags = TALLY_F_COMPLETE;
+	h.key = KEY;
+	h.round = 3;
+	h.count = 4;
+	h.dtype = TALLY_DT_F32;
+	h.contrib = 1;
+	assert_int_equal(rx_hdr(e, &h, v, sizeof(v)), TALLY_R_UNSUPPORTED);
+	h.contrib = 2;
+	assert_int_equal(rx_hdr(e, &h, v, sizeof(v)), TALLY_R_STALE_ROUND);
+	assert_int_equal(tally_engine_stats(e)->installs, 0);
+	assert_int_equal(tally_engine_stats(e)->completions, 0);
+	tally_engine_destroy(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_engine_ping_and_install_rules),
 		cmocka_unit_test(test_lagging_rank),
 		cmocka_unit_test(test_no_double_sum),
 		cmocka_unit_test(test_fail_fast_and_states),
