@@ -117,16 +117,22 @@ static void wk_event(struct tally_client *c, const char *ev, uint32_t round)
 }
 
 /* tally_client_wait, one poll of at most 1 ms at a time, reporting state changes and
- * restarts survived as they happen. */
+ * restarts survived as they happen. (tally_client_test releases a finished handle: its
+ * first non-zero answer is the result.) */
 static int wk_wait_events(struct tally_client *c, struct worker_xport *wx, int h)
 {
 	static int last_state = TALLY_CLIENT_UP;
 	static uint64_t last_restarts;
+	uint64_t next;
 	int rc;
 
-	while (!(rc = tally_client_test(c, h))) {
-		uint64_t next = tally_client_tick(c);
-
+	for (;;) {
+		/* what already arrived first, as tally_client_wait does */
+		for (int i = 0; i < 16 && wx->ops->poll(wx->ctx, 0) > 0; i++)
+			;
+		if ((rc = tally_client_test(c, h)))
+			break;
+		next = tally_client_tick(c);
 		if (tally_client_state(c) != last_state) {
 			last_state = tally_client_state(c);
 			wk_event(c, "state", 0);
@@ -135,13 +141,10 @@ static int wk_wait_events(struct tally_client *c, struct worker_xport *wx, int h
 			last_restarts = tally_client_stats(c)->restarts;
 			wk_event(c, "rejoined", 0);
 		}
-		if (tally_client_test(c, h) == 0)
-			wx->ops->poll(wx->ctx, next < 1000000 ? next : 1000000);
-		else
+		if ((rc = tally_client_test(c, h)))
 			break;
+		wx->ops->poll(wx->ctx, next < 1000000 ? (next ? next : 1) : 1000000);
 	}
-	if (!rc)
-		rc = tally_client_test(c, h);
 	return rc < 0 ? rc : 0;
 }
 
