@@ -64,6 +64,9 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		       chk->checked, chk->mismatches, chk->max_err, chk->max_err_ratio);
 		printf(",\"fast_retransmits\":%" PRIu64 ",\"helds\":%" PRIu64 ",\"probes\":%" PRIu64,
 		       s->fast_retransmits, s->helds, s->probes);
+		printf(",\"restarts\":%" PRIu64 ",\"rejoins\":%" PRIu64 ",\"repushes\":%" PRIu64
+		       ",\"pings\":%" PRIu64 ",\"complete_pushes\":%" PRIu64, s->restarts,
+		       s->rejoins, s->repushes, s->pings, s->complete_pushes);
 		wx_json(wx);
 		printf(",\"ok\":%s,\"error\":\"", rc ? "false" : "true");
 		for (const char *p = err; *p; p++)
@@ -83,6 +86,10 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 	       ", errors %" PRIu64 ", drops %" PRIu64 "\n",
 	       s->tx_pkts, s->rx_pkts, s->pushes, s->retransmits, s->results, s->dup_results,
 	       s->excluded, s->errors, drops);
+	if (s->restarts || s->pings)
+		printf("  appliance restarts survived %" PRIu64 " (rejoins %" PRIu64 ", pushes re-sent %"
+		       PRIu64 ", round sums sent %" PRIu64 "), liveness pings %" PRIu64 "\n",
+		       s->restarts, s->rejoins, s->repushes, s->complete_pushes, s->pings);
 	for (int r = 1; r < TALLY_R_COUNT; r++)
 		if (s->drops[r])
 			printf("    dropped %s: %" PRIu64 "\n", tally_reason_name((enum tally_reason)r),
@@ -92,6 +99,53 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 	if (chk->mismatches)
 		printf("  first mismatch: %s\n", chk->first);
 	printf("  %s%s\n", rc ? "FAILED: " : "OK", err);
+}
+
+/* --events: a JSON line on stderr, CLOCK_MONOTONIC seconds (what the benchmark's
+ * time.monotonic() reads), so a driver can time kill -> noticed -> resumed. */
+static void wk_event(struct tally_client *c, const char *ev, uint32_t round)
+{
+	static const char *const states[] = { "up", "silent", "down", "draining" };
+	struct timespec ts;
+	int st = tally_client_state(c);
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	fprintf(stderr, "{\"ev\":\"%s\",\"t\":%.6f,\"round\":%u,\"state\":\"%s\","
+		"\"restarts\":%" PRIu64 "}\n", ev, ts.tv_sec + ts.tv_nsec / 1e9, round,
+		st >= 0 && st < 4 ? states[st] : "?", tally_client_stats(c)->restarts);
+	fflush(stderr);
+}
+
+/* tally_client_wait, one poll of at most 1 ms at a time, reporting state changes and
+ * restarts survived as they happen. (tally_client_test releases a finished handle: its
+ * first non-zero answer is the result.) */
+static int wk_wait_events(struct tally_client *c, struct worker_xport *wx, int h)
+{
+	static int last_state = TALLY_CLIENT_UP;
+	static uint64_t last_restarts;
+	uint64_t next;
+	int rc;
+
+	for (;;) {
+		/* what already arrived first, as tally_client_wait does */
+		for (int i = 0; i < 16 && wx->ops->poll(wx->ctx, 0) > 0; i++)
+			;
+		if ((rc = tally_client_test(c, h)))
+			break;
+		next = tally_client_tick(c);
+		if (tally_client_state(c) != last_state) {
+			last_state = tally_client_state(c);
+			wk_event(c, "state", 0);
+		}
+		if (tally_client_stats(c)->restarts != last_restarts) {
+			last_restarts = tally_client_stats(c)->restarts;
+			wk_event(c, "rejoined", 0);
+		}
+		if ((rc = tally_client_test(c, h)))
+			break;
+		wx->ops->poll(wx->ctx, next < 1000000 ? (next ? next : 1) : 1000000);
+	}
+	return rc < 0 ? rc : 0;
 }
 
 static int wk_cmp_d(const void *a, const void *b)
@@ -190,7 +244,9 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 			int32_t go = o->seconds <= 0 || !timed || wk_now() - start < o->seconds;
 			int32_t sum = 0;
 
-			rc = tally_client_allreduce(c, vote_key, vote_round++, &go, &sum);
+			rc = tally_client_start(c, vote_key, vote_round++, &go, &sum);
+			if (rc >= 0)
+				rc = o->events ? wk_wait_events(c, wx, rc) : tally_client_wait(c, rc);
 			if (rc) {
 				snprintf(err, errlen, "%s before round %u: %s (%s)",
 					 o->seconds > 0 ? "vote" : "barrier", r, strerror(-rc),
@@ -215,7 +271,8 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 			}
 		}
 		for (uint32_t k = 0; k < o->nkeys; k++) {
-			rc = tally_client_wait(c, keys[k].handle);
+			rc = o->events ? wk_wait_events(c, wx, keys[k].handle) :
+					 tally_client_wait(c, keys[k].handle);
 			if (rc) {
 				snprintf(err, errlen, "allreduce key %u round %u: %s (%s)", keys[k].id,
 					 r, strerror(-rc), tally_client_strerror(c));
@@ -223,6 +280,8 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 			}
 		}
 		t1 = wk_now();
+		if (o->events)
+			wk_event(c, "round", r);
 		if (timed) {
 			*secs += t1 - t0;
 			rt[r - o->warmup] = t1 - t0;
@@ -367,6 +426,9 @@ int main(int argc, char **argv)
 	if (cc.rto_init_us > 100000)
 		cc.rto_max_us = cc.rto_init_us; /* the default ceiling (100 ms) below them */
 	cc.give_up_ms = o.give_up_ms;
+	cc.probe_ms = o.probe_ms;
+	cc.dead_ms = o.dead_ms;
+	tally_client_cfg_defaults(&cc);
 	cc.incarnation = o.incarnation;
 	snprintf(cc.appliance, sizeof(cc.appliance), "%s:%u", o.x.host ? o.x.host : "?",
 		 o.x.base_port);

@@ -43,6 +43,11 @@ void wk_usage(FILE *f)
 		"                       their queueing delay, or waiting is taken for loss)\n"
 		"  --seconds T          stop starting rounds after T seconds (--rounds is the cap)\n"
 		"  --no-barrier         do not wait for every rank before each round\n"
+		"  --probe-ms N         probe a silent appliance after N ms (default 200);\n"
+		"  --dead-ms N          call it down after N ms (default 1000)\n"
+		"  --events             one JSON line on stderr per round done and per session\n"
+		"                       state change (up/silent/down/draining, restarts),\n"
+		"                       CLOCK_MONOTONIC seconds: perf/faults_bench.py\n"
 		"  --warmup N           N untimed (still verified) rounds first (default 0)\n"
 		"  --incarnation N      this launch of the job (default 0: none); every rank of a\n"
 		"                       launch gives the same N, a new N replaces an earlier launch's\n"
@@ -101,7 +106,8 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 	       O_TOKEN, O_RANK, O_WORLD, O_BYTES, O_KEYS, O_KEYBASE, O_DTYPE, O_CHUNK, O_ROUNDS,
 	       O_WINDOW, O_SEED, O_VALUES, O_DET, O_NOVERIFY, O_JOINMS, O_GIVEUP, O_RTO, O_JSON,
 	       O_HELP, O_LOCALIP, O_DPDKPORT, O_SECONDS, O_BLAST, O_BLASTCORES, O_LINGER,
-	       O_NOBARRIER, O_WARMUP, O_RTOMIN, O_INCARNATION, O_BUSYPOLL };
+	       O_NOBARRIER, O_WARMUP, O_RTOMIN, O_INCARNATION, O_BUSYPOLL, O_EVENTS, O_PROBE,
+	       O_DEAD };
 	static const struct option lo[] = {
 		{ "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT },
 		{ "transport", 1, 0, O_TRANSPORT }, { "dpdk", 1, 0, O_DPDK },
@@ -119,6 +125,8 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 		{ "seconds", 1, 0, O_SECONDS }, { "blast", 0, 0, O_BLAST },
 		{ "blast-cores", 1, 0, O_BLASTCORES }, { "linger", 0, 0, O_LINGER },
 		{ "no-barrier", 0, 0, O_NOBARRIER }, { "warmup", 1, 0, O_WARMUP },
+		{ "events", 0, 0, O_EVENTS }, { "probe-ms", 1, 0, O_PROBE },
+		{ "dead-ms", 1, 0, O_DEAD },
 		{ "rto-min-us", 1, 0, O_RTOMIN }, { "incarnation", 1, 0, O_INCARNATION },
 		{ "busy-poll-us", 1, 0, O_BUSYPOLL },
 		{ 0, 0, 0, 0 } };
@@ -150,6 +158,9 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 		case O_BLAST: o->blast = 1; break;
 		case O_LINGER: o->linger = 1; break;
 		case O_NOBARRIER: o->barrier = 0; break;
+		case O_EVENTS: o->events = 1; break;
+		case O_PROBE: bad |= wk_u32(optarg, &o->probe_ms); break;
+		case O_DEAD: bad |= wk_u32(optarg, &o->dead_ms); break;
 		case O_WARMUP: bad |= wk_u32(optarg, &o->warmup) || o->warmup > 1000; break;
 		case O_BLASTCORES:
 			bad |= wk_u32(optarg, &o->blast_cores) || !o->blast_cores ||

@@ -37,6 +37,9 @@ struct wk_opts {
 	int barrier;         /* all ranks meet before each round (default on) */
 	uint32_t warmup;     /* untimed (verified) rounds before the timed ones */
 	uint64_t incarnation; /* this launch of the job, in JOIN (0: none) */
+	int events;          /* one JSON line on stderr per round done and session state
+			      * change, CLOCK_MONOTONIC seconds (perf/faults_bench.py) */
+	uint32_t probe_ms, dead_ms; /* the session's liveness settings (0: defaults) */
 };
 
 void wk_usage(FILE *f);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include <rte_ethdev.h>
 #include <rte_flow.h>
@@ -163,6 +164,17 @@ ring_fail:
 	return NULL;
 }
 
+/* One boot id for every core of this start: workers tell a restart by it (tally_proto.h
+ * PING). 0 (no entropy): each engine draws its own. */
+static uint64_t setup_boot_id(void)
+{
+	static uint64_t id;
+
+	if (!id && getrandom(&id, sizeof(id), 0) != sizeof(id))
+		id = 0;
+	return id;
+}
+
 static int setup_engine(struct tallyd *d, struct tallyd_lcore *lc, char *err, size_t errlen)
 {
 	struct tally_engine_cfg ec;
@@ -201,6 +213,7 @@ static int setup_engine(struct tallyd *d, struct tallyd_lcore *lc, char *err, si
 	ec.alloc = setup_alloc;
 	ec.free = setup_free;
 	ec.alloc_ctx = lc;
+	ec.boot_id = setup_boot_id();
 	tally_engine_cfg_defaults(&ec);
 	lc->engine = tally_engine_create(&ec, &tally_dpdk_engine_ops, &lc->tx, &rc);
 	if (!lc->engine) {

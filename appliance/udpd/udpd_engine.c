@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +41,10 @@ int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
 	if (!d->udp)
 		return rc ? rc : -EINVAL;
 	d->ncores = d->conf.ncores;
+	/* one boot id for every core: workers tell a restart by it (tally_proto.h PING) */
+	uint64_t boot = 0;
+	if (getrandom(&boot, sizeof(boot), 0) != sizeof(boot))
+		boot = 0; /* each engine draws its own */
 	for (unsigned i = 0; i < d->ncores; i++) {
 		struct tally_engine_cfg ec = { 0 };
 
@@ -55,6 +60,7 @@ int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
 		ec.open_admission = d->conf.open_admission;
 		ec.dead_rank_timeout_ns = (uint64_t)d->conf.dead_rank_timeout_ms * 1000000u;
 		ec.job_idle_timeout_ns = (uint64_t)d->conf.job_idle_timeout_ms * 1000000u;
+		ec.boot_id = boot;
 		tally_engine_cfg_defaults(&ec); /* 0: the engine's defaults */
 		d->eng[i] = tally_engine_create(&ec, tally_udp_ops(), d->udp, &rc);
 		if (!d->eng[i]) {

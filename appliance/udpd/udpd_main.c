@@ -21,9 +21,10 @@ static struct udpd g_udpd; /* large; zeroed */
 
 static void on_signal(int sig)
 {
-	(void)sig;
 	if (atomic_load(&g_udpd.quit)) /* a second signal skips the drain */
 		atomic_store(&g_udpd.stop, 1);
+	else if (sig == SIGTERM) /* as tallyd: SIGTERM drains (systemd stop, upgrades) */
+		g_udpd.drain_on_quit = 1;
 	atomic_store(&g_udpd.quit, 1);
 }
 

@@ -27,6 +27,16 @@ void tally_client_cfg_defaults(struct tally_client_cfg *cfg)
 		cfg->max_ops = 256;
 	if (!cfg->rto_min_us)
 		cfg->rto_min_us = CLIENT_RTO_MIN_NS / 1000;
+	/* a give-up shorter than the defaults (tests, tight jobs) pulls them down */
+	if (!cfg->dead_ms)
+		cfg->dead_ms = cfg->give_up_ms < 1000 ? cfg->give_up_ms : 1000;
+	if (!cfg->probe_ms)
+		cfg->probe_ms = cfg->dead_ms < 200 ? cfg->dead_ms : 200;
+}
+
+int tally_client_state(const struct tally_client *c)
+{
+	return c->live;
 }
 
 const char *tally_client_strerror(const struct tally_client *c)
@@ -65,7 +75,8 @@ struct tally_client *tally_client_create(const struct tally_client_cfg *cfg,
 	rc = -EINVAL;
 	if (c->cfg.max_chunk_bytes > TALLY_MAX_PAYLOAD || c->cfg.max_chunk_bytes < 4 ||
 	    c->cfg.window > (1u << 20) || c->cfg.max_ops > 32768 ||
-	    c->cfg.rto_max_us < c->cfg.rto_init_us)
+	    c->cfg.rto_max_us < c->cfg.rto_init_us || c->cfg.fail_fast > 1 ||
+	    c->cfg.dead_ms < c->cfg.probe_ms || c->cfg.give_up_ms < c->cfg.dead_ms)
 		goto fail;
 	c->ops = ops;
 	c->xctx = xctx;
@@ -98,6 +109,9 @@ void tally_client_destroy(struct tally_client *c)
 		free(k->excl_round);
 		free(k->unacked);
 		free(k->ackslot);
+		free(k->last);
+		free(k->last_round);
+		free(k->last_contrib);
 	}
 	free(c->keys);
 	free(c->khash);
@@ -114,7 +128,7 @@ static uint64_t client_now(struct tally_client *c)
 }
 
 /* Send a request and poll until answered, retrying with exponential backoff. */
-static int client_request(struct tally_client *c, uint32_t core, const uint8_t *hdr,
+int client_request(struct tally_client *c, uint32_t core, const uint8_t *hdr,
 		      const void *payload, size_t len, uint64_t timeout_ns)
 {
 	uint64_t start = client_now(c), rto = (uint64_t)c->cfg.rto_init_us * 1000;
@@ -149,7 +163,7 @@ static int client_request(struct tally_client *c, uint32_t core, const uint8_t *
 /* client_request, retried while the appliance answers RANK_TAKEN (-EBUSY): our rank is still
  * bound to an address of ours whose BYE was lost (a restarted worker, a new socket), and
  * the appliance frees it once that address has been silent for its rejoin timeout. */
-static int client_request_rebind(struct tally_client *c, uint32_t core, const uint8_t *hdr,
+int client_request_rebind(struct tally_client *c, uint32_t core, const uint8_t *hdr,
 			     const void *payload, size_t len, uint64_t timeout_ns)
 {
 	uint64_t start = client_now(c), pause = (uint64_t)c->cfg.rto_init_us * 1000;
@@ -177,11 +191,24 @@ static int client_request_rebind(struct tally_client *c, uint32_t core, const ui
 	}
 }
 
+void client_join_msg(struct tally_client *c, uint8_t hdr[TALLY_HDR_LEN],
+		     uint8_t pl[TALLY_JOIN_LEN])
+{
+	struct tally_join j = {0};
+	struct tally_hdr h;
+
+	j.world_size = c->cfg.world_size;
+	j.caps = TALLY_CAP_DETERMINISTIC | TALLY_CAP_QUORUM | TALLY_CAP_HELD;
+	j.max_chunk_bytes = c->cfg.max_chunk_bytes;
+	j.incarnation = c->cfg.incarnation;
+	tally_proto_put_join(pl, &j);
+	client_fill_hdr(c, &h, TALLY_OP_JOIN);
+	tally_proto_finish(hdr, &h, pl, TALLY_JOIN_LEN);
+}
+
 int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 {
 	uint8_t hdr[TALLY_HDR_LEN], pl[TALLY_JOIN_LEN];
-	struct tally_join j = {0};
-	struct tally_hdr h;
 	uint64_t timeout_ns = (uint64_t)timeout_ms * 1000000u;
 	int rc;
 
@@ -193,13 +220,7 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 		return -EBUSY;
 	}
 	client_cores_free(c); /* a re-join (after BYE) may find another core count */
-	j.world_size = c->cfg.world_size;
-	j.caps = TALLY_CAP_DETERMINISTIC | TALLY_CAP_QUORUM | TALLY_CAP_HELD;
-	j.max_chunk_bytes = c->cfg.max_chunk_bytes;
-	j.incarnation = c->cfg.incarnation;
-	tally_proto_put_join(pl, &j);
-	client_fill_hdr(c, &h, TALLY_OP_JOIN);
-	tally_proto_finish(hdr, &h, pl, sizeof(pl));
+	client_join_msg(c, hdr, pl);
 
 	/* Core 0 tells us how many cores there are; every core keeps its own job table,
 	 * so the others are joined too (one at a time: JOIN_OK names its core in aux). */
@@ -234,6 +255,8 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 	for (uint32_t i = 0; i < c->nkeys; i++)
 		c->keys[i].core = c->keys[i].key % c->ncores;
 	c->joined = true;
+	c->boot = c->jok_boot;
+	c->live = TALLY_CLIENT_UP;
 out:
 	if (rc == -ETIMEDOUT)
 		client_seterr(c, "JOIN of job %u rank %u: no answer from appliance core %u within %u ms",
@@ -292,11 +315,30 @@ static int client_key_add(struct tally_client *c, uint32_t key, const struct tal
 		free(k->cst[1]);
 		return -ENOMEM;
 	}
+	/* The last result per chunk, for a rank that misses it across a restart. */
+	if (!k->onebit) {
+		k->last = malloc((size_t)reg->nelems * k->esize);
+		k->last_round = malloc(k->nchunks * sizeof(uint32_t));
+		k->last_contrib = calloc(k->nchunks, sizeof(uint16_t));
+		if (!k->last || !k->last_round || !k->last_contrib) {
+			free(k->last);
+			free(k->last_round);
+			free(k->last_contrib);
+			free(k->cst[0]);
+			free(k->cst[1]);
+			return -ENOMEM;
+		}
+		for (uint32_t i = 0; i < k->nchunks; i++)
+			k->last_round[i] = CLIENT_NONE;
+	}
 	/* Keys that can complete without us get their fold buffer now. */
 	if (reg->quorum < reg->participants || reg->deadline_us) {
 		int rc = client_fold_alloc(c, k);
 
 		if (rc) {
+			free(k->last);
+			free(k->last_round);
+			free(k->last_contrib);
 			free(k->cst[0]);
 			free(k->cst[1]);
 			return rc;
@@ -364,12 +406,22 @@ static int client_reg_chunk(struct tally_client *c, struct tally_register *reg, 
 	return 0;
 }
 
+void client_register_msg(struct tally_client *c, uint32_t key, const struct tally_register *reg,
+			 uint8_t hdr[TALLY_HDR_LEN], uint8_t pl[TALLY_REGISTER_LEN])
+{
+	struct tally_hdr h;
+
+	tally_proto_put_register(pl, reg);
+	client_fill_hdr(c, &h, TALLY_OP_REGISTER);
+	h.key = key;
+	tally_proto_finish(hdr, &h, pl, TALLY_REGISTER_LEN);
+}
+
 int tally_client_register(struct tally_client *c, uint32_t key, const struct tally_register *in)
 {
 	uint8_t hdr[TALLY_HDR_LEN], pl[TALLY_REGISTER_LEN];
 	struct tally_register reg;
 	struct tally_pkt pkt;
-	struct tally_hdr h;
 	struct client_key *k;
 	size_t es;
 	int rc;
@@ -397,11 +449,10 @@ int tally_client_register(struct tally_client *c, uint32_t key, const struct tal
 	}
 	memset(reg.reserved, 0, sizeof(reg.reserved));
 	/* Validate what we would send exactly as the appliance will. */
-	tally_proto_put_register(pl, &reg);
-	client_fill_hdr(c, &h, TALLY_OP_REGISTER);
-	h.key = key;
-	tally_proto_finish(hdr, &h, pl, sizeof(pl));
-	pkt.hdr = h;
+	client_register_msg(c, key, &reg, hdr, pl);
+	client_fill_hdr(c, &pkt.hdr, TALLY_OP_REGISTER);
+	pkt.hdr.key = key;
+	pkt.hdr.payload_len = TALLY_REGISTER_LEN;
 	pkt.payload = pl;
 	if (tally_proto_get_register(&pkt, &reg) != TALLY_OK) {
 		client_seterr(c, "register key %u: invalid parameters", key);
@@ -475,8 +526,10 @@ void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 			c->st.drops[TALLY_R_LEN_MISMATCH]++;
 			return;
 		}
-		if (c->wait_key == 0)
+		if (c->wait_key == 0) {
 			c->jok = jok;
+			c->jok_boot = h->reserved; /* restarts are told by it (client_live.c) */
+		}
 		else if (jok.ncores != c->ncores) {
 			c->wait_err = -EPROTO;
 			client_seterr(c, "JOIN_OK from core %u says %u cores, core 0 said %u",

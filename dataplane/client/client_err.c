@@ -31,6 +31,8 @@ void client_rx_silent(struct tally_client *c, const struct tally_hdr *h)
 
 void client_err_draining(struct tally_client *c, const struct tally_hdr *h, uint32_t core)
 {
+	c->drain_seen = true;
+	c->live = TALLY_CLIENT_DRAINING;
 	client_seterr(c, "appliance %s is draining (shutting down or upgrading): core %u refused "
 		  "key %u round %u", client_appliance(c), core, h->key, h->round);
 }

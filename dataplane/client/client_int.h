@@ -9,6 +9,9 @@
  *   client_err.c   the appliance's reports that end an operation (silent rank, drain)
  *   client_fold.c  the quorum fold arithmetic per dtype
  *   client_ack.c   RTO estimator, HELD intake, PULL probes, gap (fast) retransmission
+ *   client_live.c  liveness PINGs, appliance restart: rejoin, re-register, re-push,
+ *                  complete sums on NEED_RESULT, fail_fast
+ *   client_drive.c tick and wait: the op timers and the liveness timer together
  *
  * Memory: key state at registration, window slots (with their staging buffers) at JOIN,
  * operation slots at creation. The packet paths never allocate (a key registered without
@@ -20,6 +23,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "tally_client.h"
 
@@ -67,6 +72,11 @@ struct client_key {
 				  * worker error keeps it) */
 	uint32_t *excl_round;    /* one-bit, per chunk: the last round whose RESULT left us out
 				  * (tally_client_excluded), CLIENT_NONE; with the fold buffers */
+	/* The last RESULT per chunk (client_live.c): what a rank that missed it after an
+	 * appliance restart needs; NULL for one-bit keys. */
+	uint8_t *last;           /* the key's wire bytes */
+	uint32_t *last_round;    /* per chunk, CLIENT_NONE: none yet */
+	uint16_t *last_contrib;
 };
 
 /* One chunk in flight to an appliance core. */
@@ -162,6 +172,17 @@ struct tally_client {
 	struct client_op *ops_tab;     /* cfg.max_ops */
 	uint32_t nactive;          /* operations started and not finished */
 	uint32_t op_free_head;     /* via pend_next */
+
+	/* liveness (client_live.c) */
+	bool heard;                /* a valid packet came since the last tick */
+	bool restart;              /* the appliance restarted: rejoin at the next tick */
+	bool failed_fast;          /* fail_fast: this outage's operations are failed already */
+	bool drain_seen;           /* a push was refused DRAINING (state DRAINING) */
+	bool was_busy;             /* work was outstanding at the last liveness tick */
+	uint8_t live;              /* enum tally_client_state */
+	uint64_t boot;             /* boot id of core 0's JOIN_OK (0: the appliance has none) */
+	uint64_t jok_boot;         /* of the JOIN_OK being waited for */
+	uint64_t last_heard_ns, ping_due_ns, ping_gap_ns, rejoined_ns;
 };
 
 /* client_util.c (a leaf: calls nothing else in the library) */
@@ -180,6 +201,50 @@ static inline uint32_t client_hash(uint32_t key)
 /* client.c */
 void client_rx_control(struct tally_client *c, const struct tally_pkt *p);
 int client_fold_alloc(struct tally_client *c, struct client_key *k);
+/* Blocking request: send, poll until answered (c->wait_done), retry with backoff. */
+int client_request(struct tally_client *c, uint32_t core, const uint8_t *hdr,
+		   const void *payload, size_t len, uint64_t timeout_ns);
+/* client_request, retried while the appliance answers RANK_TAKEN / INCARNATION_LIVE. */
+int client_request_rebind(struct tally_client *c, uint32_t core, const uint8_t *hdr,
+			  const void *payload, size_t len, uint64_t timeout_ns);
+/* The JOIN and REGISTER messages as tally_client_join / _register send them. */
+void client_join_msg(struct tally_client *c, uint8_t hdr[TALLY_HDR_LEN],
+		     uint8_t pl[TALLY_JOIN_LEN]);
+void client_register_msg(struct tally_client *c, uint32_t key, const struct tally_register *reg,
+			 uint8_t hdr[TALLY_HDR_LEN], uint8_t pl[TALLY_REGISTER_LEN]);
+
+/* client_live.c (calls client.c, client_op.c, client_ack.c, client_util.c) */
+/* A PING answer or an ERROR to a PING (boot id in hdr.reserved). */
+void client_live_rx(struct tally_client *c, const struct tally_hdr *h);
+/* ERROR NEED_RESULT: send round h->round's sum of that chunk if we hold it. */
+void client_live_need(struct tally_client *c, const struct tally_hdr *h);
+/* Liveness timer: PINGs, states, rejoin after a restart, fail_fast. Returns the ns until
+ * it wants to run again (UINT64_MAX: nothing outstanding). */
+uint64_t client_live_tick(struct tally_client *c);
+/* The last RESULT of chunk ch of k, kept for NEED_RESULT (client_rx.c). */
+static inline void client_live_keep(struct client_key *k, uint32_t ch, const struct tally_hdr *h,
+				    const void *payload, size_t boff, size_t len)
+{
+	if (!k->last)
+		return;
+	memcpy(k->last + boff, payload, len);
+	k->last_round[ch] = h->round;
+	k->last_contrib[ch] = h->contrib;
+}
+/* "appliance A unreachable for N ms: " into buf while it is silent, else "" (give-up
+ * texts). Returns buf. */
+static inline const char *client_live_silence(const struct tally_client *c, uint64_t now,
+					      char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (c->live == TALLY_CLIENT_SILENT || c->live == TALLY_CLIENT_DOWN)
+		snprintf(buf, len, "appliance %s unreachable for %llu ms: ",
+			 c->cfg.appliance[0] ? c->cfg.appliance : "appliance",
+			 (unsigned long long)((now - c->last_heard_ns) / 1000000u));
+	return buf;
+}
+/* client_op.c's timers (client_drive.c runs them with the liveness timer). */
+uint64_t client_op_tick(struct tally_client *c);
 
 /* client_op.c */
 int client_cores_init(struct tally_client *c);

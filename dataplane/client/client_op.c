@@ -456,7 +456,7 @@ static uint64_t client_quiet_ns(const struct tally_client *c, const struct clien
 	return q > min ? q : min;
 }
 
-uint64_t tally_client_tick(struct tally_client *c)
+uint64_t client_op_tick(struct tally_client *c)
 {
 	uint64_t now, next = UINT64_MAX;
 	uint64_t give_up = (uint64_t)c->cfg.give_up_ms * 1000000u;
@@ -483,12 +483,13 @@ uint64_t tally_client_tick(struct tally_client *c)
 				if (now - sl->first_ns >= give_up) {
 					struct client_op *op = &c->ops_tab[sl->op];
 					struct client_key *k = &c->keys[op->kidx];
+					char why[128];
 
-					client_seterr(c, "allreduce key %u round %u: chunk %u (offset %u, "
+					client_seterr(c, "%sallreduce key %u round %u: chunk %u (offset %u, "
 						  "%u elements) got no RESULT from appliance core "
 						  "%u within %u ms (%u retransmits)",
-						  k->key, op->round, sl->chunk,
-						  sl->chunk * k->reg.chunk_elems,
+						  client_live_silence(c, now, why, sizeof(why)), k->key, op->round,
+						  sl->chunk, sl->chunk * k->reg.chunk_elems,
 						  client_chunk_count(k, sl->chunk), core,
 						  c->cfg.give_up_ms, sl->retries);
 					client_op_fail(c, sl->op, -ETIMEDOUT);
@@ -501,7 +502,11 @@ uint64_t tally_client_tick(struct tally_client *c)
 				if (sl->due_ns <= now && sl->op != CLIENT_ACKWAIT && cc->seen_held &&
 				    cc->last_ans_ns + client_quiet_ns(c, cc) > now)
 					sl->due_ns = cc->last_ans_ns + client_quiet_ns(c, cc);
-				if (sl->due_ns <= now)
+				/* a DOWN appliance is found again by the liveness PINGs
+				 * (client_live.c), not by re-sending payloads into the void */
+				if (sl->due_ns <= now && c->live == TALLY_CLIENT_DOWN)
+					sl->due_ns = now + (uint64_t)c->cfg.rto_max_us * 1000;
+				else if (sl->due_ns <= now)
 					client_slot_expire(c, core, sl, now);
 				if (sl->first_ns + give_up < sl->due_ns)
 					sl->due_ns = sl->first_ns + give_up;
@@ -517,47 +522,4 @@ uint64_t tally_client_tick(struct tally_client *c)
 	if (next == UINT64_MAX)
 		return UINT64_MAX;
 	return next > now ? next - now : 0;
-}
-
-int tally_client_wait(struct tally_client *c, int handle)
-{
-	for (;;) {
-		int rc = tally_client_test(c, handle);
-		uint64_t next;
-
-		if (rc)
-			return rc < 0 ? rc : 0;
-		if (!c->ops->poll)
-			return -ENOTSUP;
-		/* Take in what already arrived before deciding that anything is late: after
-		 * the process was descheduled, RESULTs wait in the socket, and timers alone
-		 * would re-send chunks that are done (measured: 3-4x spurious retransmits on
-		 * a loaded host). */
-		for (int i = 0; i < 16 && c->ops->poll(c->xctx, 0) > 0; i++)
-			;
-		rc = tally_client_test(c, handle);
-		if (rc)
-			return rc < 0 ? rc : 0;
-		next = tally_client_tick(c);
-		rc = tally_client_test(c, handle);
-		if (rc)
-			return rc < 0 ? rc : 0;
-		if (next > 10000000ull)
-			next = 10000000ull; /* wake at least every 10 ms */
-		if (!next)
-			next = 1;
-		rc = c->ops->poll(c->xctx, next);
-		if (rc < 0 && rc != -EINTR && rc != -EAGAIN)
-			return rc;
-	}
-}
-
-int tally_client_allreduce(struct tally_client *c, uint32_t key, uint32_t round,
-			   const void *in, void *out)
-{
-	int h = tally_client_start(c, key, round, in, out);
-
-	if (h < 0)
-		return h;
-	return tally_client_wait(c, h);
 }

@@ -138,6 +138,7 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 	}
 	}
 	memcpy(op->out + client_chunk_boff(k, ch), p->payload, len);
+	client_live_keep(k, ch, h, p->payload, client_chunk_boff(k, ch), len);
 	cst[ch] = CLIENT_CH_MAKE(CLIENT_CH_DONE, 0);
 	c->st.results++;
 	if (--op->remaining == 0)
@@ -207,6 +208,22 @@ void tally_client_rx(struct tally_client *c, const void *buf, size_t len)
 	}
 	if (p.hdr.rank != c->cfg.rank) {
 		c->st.drops[TALLY_R_BAD_RANK]++;
+		return;
+	}
+	c->heard = true; /* the appliance lives (client_live.c) */
+	if (p.hdr.op == TALLY_OP_PING || (p.hdr.op == TALLY_OP_ERROR && p.hdr.aux == TALLY_OP_PING)) {
+		if (p.hdr.op == TALLY_OP_ERROR)
+			c->st.errors++;
+		if (c->joined)
+			client_live_rx(c, &p.hdr);
+		else
+			c->st.drops[TALLY_R_NOT_JOINED]++;
+		return;
+	}
+	if (p.hdr.op == TALLY_OP_ERROR && p.hdr.reason == TALLY_R_NEED_RESULT) {
+		c->st.errors++;
+		if (c->joined)
+			client_live_need(c, &p.hdr);
 		return;
 	}
 	if (p.hdr.op == TALLY_OP_RESULT) {

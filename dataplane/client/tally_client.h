@@ -38,6 +38,25 @@
  * appliance answers it (stats.ack_pushes): it starts round r+1 only after seeing everyone
  * in round r.
  *
+ * Appliance restart (client_live.c): while work is outstanding and nothing has come from
+ * the appliance for cfg.probe_ms, the session sends a header-only PING to core 0, again
+ * every probe_ms doubling up to max(probe_ms, 500 ms) while the silence lasts (state
+ * SILENT; DOWN once the silence reaches cfg.dead_ms). A restart is recognised positively:
+ * the answer carries a boot id other than the one of our JOIN_OK, or is an ERROR saying the
+ * appliance does not know us (NOT_JOINED, WRONG_JOB). The session then JOINs every core
+ * again (same job, token, rank, incarnation), REGISTERs every key with its parameters and
+ * re-sends every push still in flight from the caller's input (stats.repushes); queued
+ * chunks follow as usual. A rank that missed round r's RESULT re-pushes r while the others
+ * are at r+1: the fresh appliance asks them (ERROR NEED_RESULT) and the session answers
+ * with round r's sum, kept per chunk from its RESULT (TALLY_F_COMPLETE; a copy of the key's
+ * last result per chunk, until the next round's RESULT replaces it). Nothing is summed
+ * twice: the appliance installs that sum in place of the re-pushes. Not covered: one-bit
+ * keys (the server error is lost) and keys completed by quorum or deadline (the sum does
+ * not say whose pushes it holds). With cfg.fail_fast the outstanding operations instead
+ * end with -EHOSTDOWN at dead_ms (the caller moves them; the session keeps probing); else
+ * they wait for the appliance and fail only at give_up_ms, the message saying how long the
+ * appliance has been unreachable.
+ *
  * Rounds of one key must be used in order (r, r+1, ...): pushing round r+1 acknowledges
  * round r to the appliance; rounds r and r+1 may run at once, r+2 waits (-EBUSY). A failed
  * round may be started again. A session is used by one thread.
@@ -76,7 +95,16 @@ struct tally_client_cfg {
 				   * the appliance's state of an earlier launch (tally_engine.h). */
 	char appliance[64];       /* the appliance's address for error messages
 				   * ("10.0.0.1:9170"); "" → "appliance" */
+	uint32_t probe_ms;  /* probe after this much silence while work is outstanding (default 200) */
+	uint32_t dead_ms;   /* appliance considered down after this silence (default 1000) */
+	uint8_t fail_fast;  /* 1: at dead_ms every outstanding op completes with -EHOSTDOWN (the caller
+			       moves it elsewhere; the client keeps probing); 0 (default): wait for the
+			       appliance to return, rejoin, re-push; fail at give_up_ms */
 };
+
+/* The session's view of its appliance (tally_client_state). */
+enum tally_client_state { TALLY_CLIENT_UP, TALLY_CLIENT_SILENT, TALLY_CLIENT_DOWN,
+			  TALLY_CLIENT_DRAINING };
 
 struct tally_client_stats {
 	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes;
@@ -94,6 +122,12 @@ struct tally_client_stats {
 	uint64_t errors;          /* ERROR packets received */
 	uint64_t drops[TALLY_R_COUNT]; /* received packets rejected, by reason */
 	uint64_t rank_taken_retries; /* JOINs refused RANK_TAKEN and tried again */
+	/* appliance restarts (client_live.c); liveness PINGs also count in probes */
+	uint64_t restarts;        /* appliance restarts survived (rejoined after one) */
+	uint64_t rejoins;         /* JOIN + REGISTER rounds completed after a restart */
+	uint64_t repushes;        /* pushes re-sent to a restarted appliance */
+	uint64_t pings;           /* liveness PINGs sent */
+	uint64_t complete_pushes; /* round sums sent on NEED_RESULT (a rank missed them) */
 };
 
 void tally_client_cfg_defaults(struct tally_client_cfg *cfg);
@@ -150,6 +184,9 @@ void tally_client_bye(struct tally_client *c);
 const char *tally_client_strerror(const struct tally_client *c);
 const struct tally_client_stats *tally_client_stats(const struct tally_client *c);
 uint16_t tally_client_ncores(const struct tally_client *c);
+/* enum tally_client_state: UP (answers come, or nothing outstanding), SILENT (probing),
+ * DOWN (silent for dead_ms), DRAINING (it refused a push: draining). */
+int tally_client_state(const struct tally_client *c);
 
 #ifdef __cplusplus
 }

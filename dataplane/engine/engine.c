@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "engine_int.h"
 
@@ -58,6 +60,11 @@ struct tally_engine *tally_engine_create(const struct tally_engine_cfg *cfg_in,
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		goto fail;
+	/* a boot id per start (tally_proto.h PING); a short read falls back to the clock */
+	if (!cfg.boot_id && getrandom(&cfg.boot_id, sizeof(cfg.boot_id), 0) != sizeof(cfg.boot_id))
+		cfg.boot_id = ops->now_ns(xctx) ^ ((uint64_t)getpid() << 32);
+	if (!cfg.boot_id)
+		cfg.boot_id = 1;
 	e->cfg = cfg;
 	e->ops = ops;
 	e->xctx = xctx;
@@ -127,6 +134,8 @@ enum tally_reason tally_engine_rx(struct tally_engine *e, const void *buf, size_
 		return engine_rx_pull(e, &pkt, from ? from : &noaddr, len);
 	case TALLY_OP_BYE:
 		return engine_rx_bye(e, &pkt, from ? from : &noaddr);
+	case TALLY_OP_PING:
+		return engine_rx_ping(e, &pkt, from, len);
 	default: /* JOIN_OK, RESULT, ERROR: only the worker side receives them */
 		return engine_drop(e, TALLY_R_UNEXPECTED_OP);
 	}

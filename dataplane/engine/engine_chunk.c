@@ -163,6 +163,54 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 	}
 }
 
+/* ---- complete sums after an appliance restart (engine_recover.c asks for them) ---- */
+
+/* Every participant's bit: the sum being installed held all of them. */
+static void all_bits(const struct engine_key *k, uint64_t *bm)
+{
+	for (uint32_t wd = 0; wd < k->bm_words; wd++) {
+		uint32_t left = k->reg.participants - wd * 64;
+
+		bm[wd] = left >= 64 ? ~0ull : ((1ull << left) - 1);
+	}
+}
+
+static enum tally_reason chunk_install(struct tally_engine *e, const struct tally_pkt *pkt,
+				       struct engine_job *job, struct engine_key *k, uint32_t c,
+				       size_t len)
+{
+	const struct tally_hdr *h = &pkt->hdr;
+	uint32_t p = h->round & 1, idx = p * k->nchunks + c;
+	struct engine_chunk *ch = &k->chunks[idx];
+
+	/* one-bit sums carry the old appliance's server error, which is gone; a quorum sum
+	 * does not say which ranks it holds: neither can stand in for the lost round */
+	if (k->onebit || h->contrib != k->reg.participants)
+		return engine_drop(e, TALLY_R_UNSUPPORTED);
+	engine_heard(job, h->rank, engine_now_cached(e), len);
+	if (ch->state == ENGINE_CH_DONE && ch->round == h->round) {
+		e->st.duplicates++; /* another rank's answer came first */
+		return TALLY_OK;
+	}
+	/* only a round someone re-pushed and waits on (it is open here) is installed */
+	if (ch->state != ENGINE_CH_OPEN || ch->round != h->round)
+		return engine_drop(e, TALLY_R_STALE_ROUND);
+	/* the partial sum of the re-pushes is dropped, never added to: those ranks'
+	 * contributions are in the complete sum already (nothing summed twice) */
+	if (k->det)
+		engine_det_release(e, ch);
+	tally_sum_load((enum tally_dtype)k->dtype,
+		       (uint8_t *)k->acc[p] + (size_t)h->offset * 4, pkt->payload, h->count);
+	all_bits(k, engine_contrib_bm(k, idx));
+	all_bits(k, engine_seen_bm(k, idx));
+	ch->count = k->reg.participants;
+	ch->nseen = k->reg.participants;
+	ch->folded = k->reg.participants;
+	e->st.installs++;
+	engine_complete(e, k, idx, ENGINE_HOW_QUORUM, ENGINE_NIL);
+	return TALLY_OK;
+}
+
 /* ---- PUSH ---- */
 
 /* Has every participant acknowledged the other slot's round (pushed it)? A participant
@@ -262,6 +310,8 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 	if (w >= k->reg.participants)
 		return engine_drop(e, TALLY_R_NOT_PARTICIPANT);
 
+	if (h->flags & TALLY_F_COMPLETE)
+		return chunk_install(e, pkt, job, k, c, len);
 	uint32_t r = h->round, p = r & 1;
 	uint32_t idx = p * k->nchunks + c;
 	struct engine_chunk *ch = &k->chunks[idx];
@@ -313,6 +363,7 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 		/* its HELD was lost or is late: say it again, the payload need not come back;
 		 * RESEND: this copy was not needed (a worker's reordering estimate learns) */
 		engine_held_now(e, k, w, r, h->offset, h->count, TALLY_F_RESEND, TALLY_OK);
+		engine_recover_check(e, k, c);
 		return TALLY_OK;
 	}
 	/* Reached for a chunk already open only: nothing has changed yet. */
@@ -336,10 +387,12 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 	ch->nseen++;
 	e->st.pushes++;
 	e->st.push_bytes += h->payload_len;
-	if (ch->count >= k->quorum)
+	if (ch->count >= k->quorum) {
 		engine_complete(e, k, idx, ENGINE_HOW_QUORUM, w);
-	else
+	} else {
 		engine_held_add(e, k, w, r, h->offset, h->count);
+		engine_recover_check(e, k, c);
+	}
 	return TALLY_OK;
 }
 
@@ -384,6 +437,7 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 		if (k->job->ranks[h->rank].held)
 			e->st.probes++;
 		engine_held_now(e, k, h->rank, h->round, off, n, 0, TALLY_OK);
+		engine_recover_check(e, k, c);
 	} else {
 		if (k->job->ranks[h->rank].held)
 			e->st.missing++;

@@ -7,7 +7,9 @@
  *   engine_guard.c  allow-list, open-admission limits and claim expiry, BYE identity
  *   engine_life.c   job lifecycle: end (BYE, idle), incarnations, dead-rank reports
  *   engine_key.c    registration (key memory from the arena), removal, policy, key walker
- *   engine_chunk.c  PUSH, completion and fan-out, PULL, deadlines, stuck walker
+ *   engine_chunk.c  PUSH, completion and fan-out, PULL, deadlines, stuck walker,
+ *                   complete-sum installs after a restart (TALLY_F_COMPLETE)
+ *   engine_recover.c restart support: PING answers, NEED_RESULT asks
  *   engine_det.c    deterministic staging pool
  *   engine_onebit.c one-bit keys: decompress-accumulate, the server stage at completion
  *   engine_held.c   HELD acknowledgements, coalesced into ranges
@@ -360,6 +362,13 @@ static inline void engine_key_job_policy(struct engine_key *k)
 		k->deadline_ns = (uint64_t)j->pol_deadline_us * 1000u;
 	}
 }
+
+/* engine_recover.c (calls engine_util.c only) */
+enum tally_reason engine_rx_ping(struct tally_engine *e, const struct tally_pkt *pkt,
+				 const struct tally_addr *from, size_t len);
+/* After a push or PULL at chunk c: one parity open at round r, the other at r+1 → ask
+ * the ranks seen at r+1 only for round r's sum (ERROR NEED_RESULT). */
+void engine_recover_check(struct tally_engine *e, struct engine_key *k, uint32_t c);
 
 /* engine_chunk.c */
 enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt *pkt,

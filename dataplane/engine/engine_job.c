@@ -158,6 +158,7 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 	oh.token = job->token;
 	oh.rank = h->rank;
 	oh.aux = e->cfg.core_index; /* the client joins cores one at a time by this */
+	oh.reserved = e->cfg.boot_id;
 	oh.payload_len = TALLY_JOIN_OK_LEN;
 	oh.crc = tally_crc32c(pl, sizeof(pl));
 	engine_send(e, src, &oh, pl, sizeof(pl));

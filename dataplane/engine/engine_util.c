@@ -86,6 +86,7 @@ enum tally_reason engine_reject(struct tally_engine *e, const struct tally_hdr *
 	h.offset = req->offset;
 	h.count = req->count;
 	h.dtype = req->dtype;
+	h.reserved = e->cfg.boot_id; /* a worker learns from any ERROR whether we restarted */
 	engine_send(e, from, &h, NULL, 0);
 	return r;
 }

@@ -87,6 +87,17 @@
  *    cfg.admit_subnet, cfg.quota_ranks and cfg.admit_claims pending claims, and a claim
  *    with no key after cfg.admit_timeout_ns is ended. REGISTER beyond the job's quotas is
  *    QUOTA_KEYS / QUOTA_BYTES (engine_quota.c).
+ *  - PING (tally_proto.h): answered PING+ACK to a joined rank, ERROR (NOT_JOINED,
+ *    WRONG_JOB, ...) to anyone else; both, JOIN_OK and every ERROR carry cfg.boot_id, so a
+ *    worker tells a restart from a slow appliance (pings counts them).
+ *  - After a restart (engine_recover.c): a chunk open at round r whose other parity holds
+ *    r+1 has every rank seen at r+1 but not at r asked for round r's sum (ERROR
+ *    NEED_RESULT, need_asks), after each push that does not complete it and each PULL of
+ *    it. A PUSH with TALLY_F_COMPLETE (contrib = participants; one-bit keys and partial
+ *    sums are UNSUPPORTED) is installed as round r's result when that chunk is open at r:
+ *    the partial sum and deterministic staging of the re-pushes are dropped, every
+ *    participant's bit set, and the chunk completes as usual (installs); a second one is a
+ *    duplicate, one for a chunk not open at that round STALE_ROUND.
  *  - Job lifecycle (engine_life.c): a job ends when every rank bound to it has said BYE
  *    (jobs_freed_bye), or when no packet came from any of its ranks for
  *    cfg.job_idle_timeout_ns (jobs_freed_idle; tally_engine_poll checks one job slot per
@@ -172,6 +183,9 @@ struct tally_engine_cfg {
 	uint32_t quota_keys;       /* keys a job may register (QUOTA_KEYS) */
 	uint64_t quota_bytes;      /* key memory a job may hold (QUOTA_BYTES) */
 	uint32_t quota_ranks;      /* world size an open-admission JOIN may ask (QUOTA_RANKS) */
+	uint64_t boot_id;          /* this start of the appliance, in JOIN_OK / PING answers /
+				    * ERRORs (tally_proto.h PING): every core of one appliance
+				    * gives the same; 0: tally_engine_create draws one */
 };
 
 /* Engine counters, one X(field, shown_name, help) each: the struct, the names the control
@@ -212,7 +226,11 @@ struct tally_engine_cfg {
 	X(missing, missing, "PULLs for a chunk without the sender's push, answered MISSING") \
 	X(rebinds, rebinds, "ranks re-bound to a new address or MAC after the rejoin timeout") \
 	X(claims_expired, claims_expired, "open-admission jobs ended: no key registered within " \
-	  "the admission timeout")
+	  "the admission timeout") \
+	X(pings, pings, "liveness PINGs answered (PING+ACK, or ERROR to an unknown worker)") \
+	X(need_asks, need_asks, "ERROR NEED_RESULT sent: a rank re-pushed round r after a " \
+	  "restart while others were at r+1") \
+	X(installs, installs, "complete sums installed as a round's result (TALLY_F_COMPLETE)")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;

@@ -108,6 +108,7 @@ static const char *const reason_names[TALLY_R_COUNT] = {
 	[TALLY_R_NOT_ALLOWED] = "not_allowed",
 	[TALLY_R_ADMIT_SUBNET] = "admit_subnet",
 	[TALLY_R_ADMIT_LIMIT] = "admit_limit",
+	[TALLY_R_NEED_RESULT] = "need_result",
 };
 
 /* Reasons that are a configured limit: the setting an operator changes. */
@@ -151,7 +152,7 @@ const char *tally_op_name(uint8_t op)
 		[TALLY_OP_REGISTER] = "REGISTER", [TALLY_OP_PUSH] = "PUSH",
 		[TALLY_OP_RESULT] = "RESULT", [TALLY_OP_PULL] = "PULL",
 		[TALLY_OP_ERROR] = "ERROR", [TALLY_OP_BYE] = "BYE",
-		[TALLY_OP_HELD] = "HELD",
+		[TALLY_OP_HELD] = "HELD", [TALLY_OP_PING] = "PING",
 	};
 	if (op == 0 || op > TALLY_OP_MAX)
 		return "unknown";
@@ -194,7 +195,9 @@ void tally_proto_encode_hdr(uint8_t out[TALLY_HDR_LEN], const struct tally_hdr *
 	put32(out + HO_PLEN, h->payload_len);
 	put32(out + HO_CRC, h->crc);
 	put32(out + HO_AUX, h->aux);
-	put64(out + HO_RESERVED, 0);
+	/* the appliance's boot id rides in JOIN_OK, PING and ERROR; zero elsewhere */
+	put64(out + HO_RESERVED, h->op == TALLY_OP_JOIN_OK || h->op == TALLY_OP_PING ||
+				 h->op == TALLY_OP_ERROR ? h->reserved : 0);
 }
 
 void tally_proto_finish(uint8_t out[TALLY_HDR_LEN], struct tally_hdr *hdr, const void *payload,
@@ -221,6 +224,7 @@ static long op_fixed_len(uint8_t op)
 	case TALLY_OP_ERROR:
 	case TALLY_OP_BYE:
 	case TALLY_OP_HELD:
+	case TALLY_OP_PING:
 		return 0;
 	default:
 		return -1;
@@ -301,6 +305,8 @@ enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_p
 		if ((h.flags & ~(TALLY_F_MISSING | TALLY_F_RESEND)) ||
 		    h.flags == (TALLY_F_MISSING | TALLY_F_RESEND))
 			return TALLY_R_BAD_FLAGS;
+	} else if (h.op == TALLY_OP_PING && (h.flags & ~TALLY_F_ACK)) {
+		return TALLY_R_BAD_FLAGS;
 	}
 	if (h.rank >= TALLY_MAX_WORKERS)
 		return TALLY_R_BAD_RANK;

@@ -37,8 +37,17 @@ enum tally_op {
 				* the silent rank in hdr.aux, see enum tally_reason) */
 	TALLY_OP_BYE = 8,
 	TALLY_OP_HELD = 9,     /* appliance→worker, header only: see "HELD" below */
-	TALLY_OP_MAX = 9
+	TALLY_OP_PING = 10,    /* liveness probe, header only: see "PING" below */
+	TALLY_OP_MAX = 10
 };
+
+/* PING (worker→appliance, header only, flags 0): a worker with work outstanding that has
+ * heard nothing for its probe_ms asks whether the appliance lives. Answered with PING +
+ * TALLY_F_ACK (the sender is joined: job, token, rank, address check out) or with ERROR
+ * (aux = TALLY_OP_PING, reason WRONG_JOB / NOT_JOINED / ...: the appliance does not know
+ * this worker, e.g. because it restarted). Both answers, and every JOIN_OK, carry the
+ * appliance's boot id in hdr.reserved: a random 64-bit value drawn at each start, so a
+ * worker recognises a restart positively (tally_client.h). */
 
 /* HELD (appliance→worker, no payload): the appliance holds this worker's pushes of
  * (key, round) for every chunk in [offset, offset + count) elements (whole chunks, one or
@@ -70,6 +79,12 @@ enum tally_op {
  * elements, LSB-first, bit 1 = "+" (tally_sum.h)], dtype is f32 (the user side's), count
  * stays in elements. The element i of the chunk is bit_i ? scale : -scale. */
 #define TALLY_F_ONEBIT 0x0040u
+/* PUSH: not a contribution but the complete sum of (key, round, chunk) as a RESULT gave
+ * it to the sender (payload = that RESULT's, contrib = its contributor count), sent in
+ * answer to ERROR NEED_RESULT after an appliance restart: a rank that missed round r's
+ * RESULT re-pushes round r to the fresh appliance while the others, already at r+1, hold
+ * that result. The engine installs it as round r's result (tally_engine.h). */
+#define TALLY_F_COMPLETE 0x0080u
 
 /* The wire header. Encoded/decoded field by field (never cast a packet buffer to it). */
 struct tally_hdr {
@@ -90,7 +105,8 @@ struct tally_hdr {
 	uint32_t payload_len; /* bytes after the header */
 	uint32_t crc;         /* CRC32C of the payload (0 for an empty payload) */
 	uint32_t aux;         /* op-specific: ERROR: the rejected op; RESULT: TALLY_AUX_LAST */
-	uint64_t reserved;    /* zero on send, ignored on receive */
+	uint64_t reserved;    /* JOIN_OK, PING, ERROR from the appliance: its boot id (see
+			       * PING); else zero on send, ignored on receive */
 };
 
 /* RESULT's aux: the recipient's push completed the chunk, so this RESULT is its answer and
@@ -202,6 +218,11 @@ enum tally_reason {
 	TALLY_R_NOT_ALLOWED,    /* source address outside every --allow CIDR */
 	TALLY_R_ADMIT_SUBNET,   /* open-admission JOIN from outside the admission subnet */
 	TALLY_R_ADMIT_LIMIT,    /* open-admission JOIN: too many claims not yet registered */
+	/* stateful again, appended */
+	TALLY_R_NEED_RESULT,    /* ERROR to a rank whose push of round+1 of this chunk the
+				 * appliance holds while another rank pushes round (it missed
+				 * that RESULT before a restart): answer with a TALLY_F_COMPLETE
+				 * push of round's sum if you hold it */
 	TALLY_R_COUNT
 };
 
@@ -234,7 +255,8 @@ uint32_t tally_crc32c(const void *buf, size_t len);
  * TALLY_F_ONEBIT: dtype f32 else BAD_DTYPE, payload == TALLY_ONEBIT_BYTES(count) else
  * BAD_COUNT), HELD: no payload, count >= 1 and offset + count within 32 bits
  * (TALLY_R_BAD_COUNT), no flags but TALLY_F_MISSING or TALLY_F_RESEND, not both
- * (TALLY_R_BAD_FLAGS), rank bound, CRC (checked last). The reserved field is ignored.
+ * (TALLY_R_BAD_FLAGS), PING: no payload, no flags but TALLY_F_ACK (TALLY_R_BAD_FLAGS),
+ * rank bound, CRC (checked last). The reserved field is ignored.
  * Returns TALLY_OK and fills *pkt, or the reason. Never reads past buf[len). */
 enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_pkt *pkt);
 

@@ -103,7 +103,8 @@ static int fz_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
 	CHECK(tally_proto_decode(buf, TALLY_HDR_LEN + len, &pkt) == TALLY_OK);
 	const struct tally_hdr *h = &pkt.hdr;
 	CHECK(h->op == TALLY_OP_JOIN_OK || h->op == TALLY_OP_REGISTER ||
-	      h->op == TALLY_OP_RESULT || h->op == TALLY_OP_ERROR || h->op == TALLY_OP_HELD);
+	      h->op == TALLY_OP_RESULT || h->op == TALLY_OP_ERROR || h->op == TALLY_OP_HELD ||
+	      h->op == TALLY_OP_PING);
 	/* HELD: header only, a non-empty range of whole chunks (decode checked the rest) */
 	if (h->op == TALLY_OP_HELD) {
 		CHECK(len == 0 && h->count >= 1);

@@ -136,6 +136,8 @@ static void test_every_op_round_trip(void **state)
 			h.aux = TALLY_OP_PUSH;
 		} else if (op == TALLY_OP_HELD) {
 			h.flags = TALLY_F_MISSING; /* the only flags HELD has: see test_held */
+		} else if (op == TALLY_OP_PING) {
+			h.flags = TALLY_F_ACK; /* the answer; a PING itself has none */
 		}
 		tally_proto_finish(buf, &h, pl, plen);
 		struct tally_pkt pkt;

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * engine_recover.c — what a worker needs from the engine to ride through an appliance
+ * restart (tally_proto.h PING, NEED_RESULT, TALLY_F_COMPLETE; ARCHITECTURE.md "Appliance
+ * restart"): PINGs answered with the boot id, and the lagging-rank case, where the old
+ * appliance completed round r of a chunk, some ranks got its RESULT and moved on to r+1,
+ * another did not and re-pushes r to the fresh appliance. Nobody else pushes r again, so
+ * the engine asks the ranks it saw at r+1 for round r's sum (ERROR NEED_RESULT) and
+ * installs the first complete push that comes back as round r's result
+ * (engine_chunk.c, chunk_install). Calls engine_util.c only; nothing here allocates.
+ */
+#include <string.h>
+
+#include "engine_int.h"
+
+enum tally_reason engine_rx_ping(struct tally_engine *e, const struct tally_pkt *pkt,
+				 const struct tally_addr *from, size_t len)
+{
+	const struct tally_hdr *h = &pkt->hdr;
+	struct engine_job *job;
+	struct tally_hdr a;
+
+	if (h->flags & TALLY_F_ACK)
+		return engine_drop(e, TALLY_R_UNEXPECTED_OP);
+	e->st.pings++;
+	enum tally_reason rsn = engine_auth(e, h, from, &job);
+	/* ERROR (with the boot id) tells a worker we do not know it: it joins again */
+	if (rsn != TALLY_OK)
+		return engine_reject(e, h, from, rsn);
+	engine_heard(job, h->rank, engine_now_cached(e), len);
+	memset(&a, 0, sizeof(a));
+	a.op = TALLY_OP_PING;
+	a.flags = TALLY_F_ACK;
+	a.job_id = job->id;
+	a.token = job->token;
+	a.rank = h->rank;
+	a.aux = e->cfg.core_index;
+	a.reserved = e->cfg.boot_id;
+	engine_send(e, &job->ranks[h->rank].addr, &a, NULL, 0);
+	return TALLY_OK;
+}
+
+/* Slot idx holds round r open, slot oidx round r+1: ask every bound rank seen in r+1 but
+ * not in r for r's sum. Most such ranks simply re-pushed r+1 before r and do not hold it;
+ * they ignore the ask (it is advisory, like HELD). */
+static void recover_ask(struct tally_engine *e, struct engine_key *k, uint32_t idx, uint32_t oidx)
+{
+	const uint64_t *seen = engine_seen_bm(k, idx), *oseen = engine_seen_bm(k, oidx);
+	uint32_t c = idx >= k->nchunks ? idx - k->nchunks : idx;
+	struct tally_hdr h;
+
+	for (uint32_t wd = 0; wd < k->bm_words; wd++) {
+		uint64_t ask = oseen[wd] & ~seen[wd];
+
+		while (ask) {
+			uint32_t w = wd * 64 + (uint32_t)__builtin_ctzll(ask);
+
+			ask &= ask - 1;
+			if (w >= k->reg.participants || !k->job->ranks[w].bound)
+				continue;
+			memset(&h, 0, sizeof(h));
+			h.op = TALLY_OP_ERROR;
+			h.reason = TALLY_R_NEED_RESULT;
+			h.aux = TALLY_OP_PUSH;
+			h.job_id = k->job_id;
+			h.token = k->job->token;
+			h.rank = w;
+			h.key = k->key;
+			h.round = k->chunks[idx].round;
+			h.offset = c * k->reg.chunk_elems;
+			h.count = engine_chunk_len(k, c);
+			h.dtype = k->dtype;
+			h.reserved = e->cfg.boot_id;
+			e->st.need_asks++;
+			engine_send(e, &k->job->ranks[w].addr, &h, NULL, 0);
+		}
+	}
+}
+
+void engine_recover_check(struct tally_engine *e, struct engine_key *k, uint32_t c)
+{
+	uint32_t i0 = c, i1 = k->nchunks + c;
+	const struct engine_chunk *s0 = &k->chunks[i0], *s1 = &k->chunks[i1];
+
+	if (s0->state == ENGINE_CH_OPEN && s1->state != ENGINE_CH_UNUSED && s1->round == s0->round + 1)
+		recover_ask(e, k, i0, i1);
+	else if (s1->state == ENGINE_CH_OPEN && s0->state != ENGINE_CH_UNUSED &&
+		 s0->round == s1->round + 1)
+		recover_ask(e, k, i1, i0);
+}
