@@ -162,7 +162,13 @@ struct tally_client {
 	struct client_op *ops_tab;     /* cfg.max_ops */
 	uint32_t nactive;          /* operations started and not finished */
 	uint32_t op_free_head;     /* via pend_next */
+	/* TEMPORARY (h-failover stand-in for h-restart's liveness) */
+	uint64_t live_rx, live_ns;
+	uint32_t live_active;
+	int live_state;
 };
+/* client_live_tmp.c (TEMPORARY) */
+void client_live_tick(struct tally_client *c, uint64_t now);
 
 /* client_util.c (a leaf: calls nothing else in the library) */
 int client_err_from_reason(unsigned reason);

@@ -464,6 +464,7 @@ uint64_t tally_client_tick(struct tally_client *c)
 	if (!c->joined)
 		return UINT64_MAX;
 	now = client_now(c);
+	client_live_tick(c, now); /* TEMPORARY (h-failover) */
 	for (uint32_t core = 0; core < c->ncores; core++) {
 		struct client_core *cc = &c->cores[core];
 

@@ -76,7 +76,16 @@ struct tally_client_cfg {
 				   * the appliance's state of an earlier launch (tally_engine.h). */
 	char appliance[64];       /* the appliance's address for error messages
 				   * ("10.0.0.1:9170"); "" → "appliance" */
+	/* TEMPORARY (h-failover, minimal stand-in for h-restart's liveness; drop at merge) */
+	uint32_t probe_ms;  /* probe after this much silence while work is outstanding (default 200) */
+	uint32_t dead_ms;   /* appliance considered down after this silence (default 1000) */
+	uint8_t fail_fast;  /* 1: at dead_ms every outstanding op completes with -EHOSTDOWN */
 };
+
+/* TEMPORARY (h-failover; h-restart provides the real one) */
+enum tally_client_state { TALLY_CLIENT_UP, TALLY_CLIENT_SILENT, TALLY_CLIENT_DOWN,
+			  TALLY_CLIENT_DRAINING };
+int tally_client_state(const struct tally_client *c);
 
 struct tally_client_stats {
 	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes;

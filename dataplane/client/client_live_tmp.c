@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * client_live_tmp.c — TEMPORARY (branch h-failover): the smallest stand-in for the
+ * appliance liveness that branch h-restart adds to the client (probe_ms, dead_ms,
+ * fail_fast, tally_client_state). It only exists so the agent's failover can be tested
+ * before that lands; the merge keeps h-restart's version and drops this file.
+ * Liveness here: while operations are outstanding, any received packet is a sign of life
+ * (the client's own probes of held chunks keep a live appliance answering); silence for
+ * dead_ms makes the appliance DOWN and, with fail_fast, fails every outstanding operation
+ * with -EHOSTDOWN. */
+#include <errno.h>
+
+#include "client_int.h"
+
+void client_live_tick(struct tally_client *c, uint64_t now)
+{
+	uint64_t probe = (uint64_t)(c->cfg.probe_ms ? c->cfg.probe_ms : 200) * 1000000u;
+	uint64_t dead = (uint64_t)(c->cfg.dead_ms ? c->cfg.dead_ms : 1000) * 1000000u;
+
+	if (c->live_rx != c->st.rx_pkts) { /* a sign of life */
+		c->live_rx = c->st.rx_pkts;
+		c->live_ns = now;
+		c->live_state = TALLY_CLIENT_UP;
+		c->live_active = c->nactive;
+		return;
+	}
+	if (!c->nactive || !c->live_active) { /* idle, or work starting: the clock restarts */
+		c->live_active = c->nactive;
+		c->live_ns = now;
+		return;
+	}
+	if (now - c->live_ns < probe)
+		return;
+	if (now - c->live_ns < dead) {
+		c->live_state = TALLY_CLIENT_SILENT;
+		return;
+	}
+	c->live_state = TALLY_CLIENT_DOWN;
+	if (!c->cfg.fail_fast)
+		return;
+	client_seterr(c, "appliance %s silent for %u ms with work outstanding: down",
+		      c->cfg.appliance[0] ? c->cfg.appliance : "appliance",
+		      (unsigned)((now - c->live_ns) / 1000000u));
+	for (uint32_t i = 0; i < c->cfg.max_ops; i++)
+		if (c->ops_tab[i].state == CLIENT_OP_ACTIVE)
+			client_op_fail(c, i, -EHOSTDOWN);
+	c->live_active = 0;
+}
+
+int tally_client_state(const struct tally_client *c)
+{
+	return c->live_state;
+}
