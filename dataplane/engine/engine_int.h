@@ -113,6 +113,7 @@ struct engine_job {
 	uint32_t pol_deadline_us;
 	uint64_t incarnation;          /* 0: none given yet */
 	uint64_t last_ns;              /* last packet from any rank, or admission (idle timeout) */
+	uint32_t gone;                 /* appliances its workers reported GONE (engine_gone.c) */
 };
 
 struct engine_stage {                  /* one staged push in the deterministic pool */
@@ -230,6 +231,9 @@ void engine_jobs_free(struct tally_engine *e);
 /* engine_life.c */
 /* End a job: keys freed, bindings dropped; an open-admission job also loses its slot. */
 void engine_job_end(struct tally_engine *e, struct engine_job *job);
+/* engine_gone.c: a worker's GONE report (tally_proto.h) */
+enum tally_reason engine_rx_gone(struct tally_engine *e, const struct tally_pkt *pkt,
+				 const struct tally_addr *from);
 /* JOIN of `rank` with incarnation `inc`: TALLY_OK (the job adopted it if new, see
  * tally_engine.h) or TALLY_R_INCARNATION_LIVE. */
 enum tally_reason engine_incarnation(struct tally_engine *e, struct engine_job *job,

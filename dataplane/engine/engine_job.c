@@ -188,6 +188,7 @@ int tally_engine_walk_jobs(const struct tally_engine *e,
 			.keys = j->nkeys,
 			.open_admission = j->open_adm,
 			.incarnation = j->incarnation,
+			.gone = j->gone,
 		};
 		int rc = cb(arg, &ji);
 		if (rc)

@@ -179,7 +179,9 @@ struct tally_engine_cfg {
 	X(held_sent, held_sent, "HELD acknowledgements sent (one covers a range of chunks)") \
 	X(held_chunks, held_chunks, "chunk pushes acknowledged HELD (chunk still open)") \
 	X(probes, probes, "PULLs for an open chunk holding the sender's push, answered HELD") \
-	X(missing, missing, "PULLs for a chunk without the sender's push, answered MISSING")
+	X(missing, missing, "PULLs for a chunk without the sender's push, answered MISSING") \
+	X(gone_reports, gone_reports, "GONE reports that grew a job's set of gone appliances " \
+	  "(its workers failed over from another appliance)")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;
@@ -244,7 +246,8 @@ struct tally_engine_job_info {
 	uint32_t joined;           /* ranks bound to an address */
 	uint32_t keys;             /* keys registered */
 	int open_admission;        /* created by the first JOIN */
-	uint32_t reserved;         /* 0 (keeps the struct free of padding) */
+	uint32_t gone;             /* appliances its workers reported GONE (bit i: the i-th of
+				    * the job's appliance list): they failed over from them */
 	uint64_t incarnation;      /* the launch it serves (0: none given yet) */
 };
 int tally_engine_walk_jobs(const struct tally_engine *e,
