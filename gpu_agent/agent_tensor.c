@@ -98,6 +98,7 @@ static int append_locked(struct tally_agent *a, const char *name, size_t bytes, 
 		p->off = (size_t)i * pb;
 		p->bytes = kb - p->off < pb ? kb - p->off : pb;
 		p->appl = agent_plan_place(&a->plan, p->bytes);
+		p->home = p->appl;
 		p->round = 0;
 	}
 	a->nparts += np;
