@@ -44,6 +44,7 @@ struct agent_tensor {
 struct agent_part {
 	uint32_t key, appl;
 	uint32_t home;     /* appl as first placed (agent_plan); appl differs after a failover */
+	uint8_t evict;     /* its draining appliance refused a round: it moves (failover) */
 	size_t off, bytes;
 	uint32_t round;    /* next round of this key (progress thread) */
 	uint32_t cround;   /* next round of its compressed key */
@@ -71,6 +72,7 @@ struct agent_flight {
 	int op;            /* network op id; -1 before start, AGENT_OP_MOVE: push again where
 			    * its part lives now (its appliance failed it: gone) */
 	uint32_t round;    /* the round it pushes (uncompressed parts) */
+	uint32_t appl;     /* where it was started (its part may have moved since) */
 	uint32_t req, part;
 	int result;        /* 0 pending, 1 done, < 0 failed */
 };
@@ -125,8 +127,10 @@ struct tally_agent {
 	char reg_err[256];
 
 	/* failover (agent_failover.c, progress thread) */
-	uint32_t gone;          /* appliances this rank has moved off (agreed set) */
-	uint32_t gone_seen;     /* failed ops' appliances, not yet applied */
+	uint32_t gone;          /* dead appliances: every key moves (agreed through GONE) */
+	uint32_t draining;      /* draining ones: a key moves when a round of it is refused */
+	uint32_t gone_seen, drain_seen; /* failed ops' appliances, not yet applied */
+	int evicted;            /* parts marked evict, not yet moved */
 	uint64_t gone_ns[TALLY_AGENT_MAX_APPLIANCES]; /* when each went (CLOCK_REALTIME) */
 	unsigned placed;        /* parts REGISTERed (the progress thread's) */
 	uint64_t moved_pushes;  /* open-round pushes moved (progress thread's count) */

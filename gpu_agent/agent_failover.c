@@ -2,12 +2,18 @@
  * agent_failover.c — keys move off appliances that are gone (gpu_agent/README.md
  * "Failover"). With several appliances the client sessions fail fast: an operation on an
  * appliance silent for dead_ms ends with -EHOSTDOWN, one refused by a draining appliance
- * with -ESHUTDOWN. Such an operation is not an error here: its appliance joins this rank's
- * gone set, the set is told to the survivors (TALLY_OP_GONE, which pass it on to every rank
- * of the job, so ranks that have not noticed follow), the keys are re-placed by
- * agent_replan (a function of the key table and the gone set alone: every rank places them
- * alike), REGISTERed at their new appliances, and the open round is pushed again from the
- * tensor's saved input. The progress thread runs all of it. */
+ * with -ESHUTDOWN. Neither is an error here.
+ *  - Dead (-EHOSTDOWN): the appliance joins this rank's dead set, which goes to the
+ *    survivors (TALLY_OP_GONE); they pass it on to every rank of the job, so ranks that
+ *    have not noticed move too. Every key of a dead appliance moves at once.
+ *  - Draining (-ESHUTDOWN): a draining appliance still finishes the rounds it started and
+ *    refuses the others, the same way for every rank, so a key moves when a round of it
+ *    is refused, and not before (a rank that moved a key whose round the appliance had
+ *    started would wait for ever on the survivor for ranks that pushed it there).
+ * Where a key moves is agent_replan's, a function of the key table and the set of dead
+ * and draining appliances, the same on every rank. Moved keys are REGISTERed at their new
+ * appliances and the failed round is pushed again from the tensor's saved input. The
+ * progress thread runs all of it. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,14 +49,19 @@ void agent_part_reg(const struct tally_agent *a, const struct agent_tensor *t,
 
 int agent_failover_take(struct tally_agent *a, struct agent_flight *f, int rc)
 {
-	const struct agent_part *p = part_at(a, f->part);
 	const struct agent_req *rq = &a->reqs[f->req];
 
 	/* a compressed round cannot be pushed again: its worker error moved on already */
 	if ((rc != -EHOSTDOWN && rc != -ESHUTDOWN) || a->plan.n < 2 || rq->comp ||
 	    !a->tensors[rq->tensor].saved)
 		return 0;
-	a->gone_seen |= 1u << p->appl;
+	if (rc == -EHOSTDOWN) {
+		a->gone_seen |= 1u << f->appl;
+	} else {
+		a->drain_seen |= 1u << f->appl;
+		part_at(a, f->part)->evict = 1;
+		a->evicted = 1;
+	}
 	f->op = AGENT_OP_MOVE;
 	return 1;
 }
@@ -63,7 +74,7 @@ static int fo_plan_locked(struct tally_agent *a, unsigned from, unsigned to,
 	struct agent_replan r;
 	unsigned k = 0;
 
-	agent_replan_begin(&r, &a->plan, a->gone);
+	agent_replan_begin(&r, &a->plan, a->gone | a->draining);
 	for (unsigned ti = 0; ti < a->ntensors; ti++) {
 		const struct agent_tensor *t = &a->tensors[ti];
 
@@ -74,6 +85,9 @@ static int fo_plan_locked(struct tally_agent *a, unsigned from, unsigned to,
 
 			if (ap < 0)
 				return ap;
+			/* a draining appliance keeps a key until it refuses a round of it */
+			if (!(a->gone & (1u << p->home)) && !p->evict)
+				ap = (int)p->home;
 			if ((uint32_t)ap == p->appl)
 				continue;
 			if (pi >= from || !out) {
@@ -119,9 +133,9 @@ static int fo_register(struct tally_agent *a, const struct fo_move *m, unsigned 
 	return rc;
 }
 
-/* No lock: the gone set grew to g. 0, or negative errno (every appliance gone, or a
- * survivor refused a moved key) with a->err set. */
-static int fo_apply(struct tally_agent *a, uint32_t g)
+/* No lock: the dead set is g, the draining set d (grown, or keys to evict). 0, or negative
+ * errno (every appliance gone, or a survivor refused a moved key) with a->err set. */
+static int fo_apply(struct tally_agent *a, uint32_t g, uint32_t d)
 {
 	struct timespec ts;
 	struct fo_move *m;
@@ -131,18 +145,21 @@ static int fo_apply(struct tally_agent *a, uint32_t g)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	pthread_mutex_lock(&a->mu);
 	for (unsigned i = 0; i < a->plan.n; i++)
-		if ((g & ~a->gone) & (1u << i)) {
+		if (((g | d) & ~(a->gone | a->draining)) & (1u << i)) {
 			a->gone_ns[i] = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 			a->st.failovers++;
 		}
+	int tell = g != a->gone;
 	a->gone = g;
+	a->draining = d;
+	a->evicted = 0;
 	m = calloc(a->placed ? a->placed : 1, sizeof(*m));
 	rc = m ? fo_plan_locked(a, a->placed, a->placed, m, &n) : -ENOMEM;
 	if (rc == -ENODEV)
 		agent_errf(a->err, sizeof(a->err), "failover: every appliance is gone (dead or "
 			   "draining); start one and relaunch, or add appliances to TALLY_APPLIANCES");
 	pthread_mutex_unlock(&a->mu);
-	if (a->net->declare_gone)
+	if (tell && a->net->declare_gone)
 		a->net->declare_gone(a->net_ctx, g);
 	if (!rc)
 		rc = fo_register(a, m, n);
@@ -153,16 +170,16 @@ static int fo_apply(struct tally_agent *a, uint32_t g)
 void agent_failover_poll(struct tally_agent *a, unsigned n)
 {
 	uint32_t all = a->plan.n >= 32 ? UINT32_MAX : (1u << a->plan.n) - 1;
-	uint32_t g = a->gone | a->gone_seen;
+	uint32_t g = a->gone | a->gone_seen, d = a->draining | a->drain_seen;
 	int rc = 0;
 
 	if (a->plan.n < 2)
 		return;
 	if (a->net->gone)
 		g |= a->net->gone(a->net_ctx) & all;
-	a->gone_seen = 0;
-	if (g != a->gone)
-		rc = fo_apply(a, g);
+	a->gone_seen = a->drain_seen = 0;
+	if (g != a->gone || d != a->draining || a->evicted)
+		rc = fo_apply(a, g, d);
 	for (unsigned i = 0; i < n; i++) {
 		struct agent_flight *f = &a->flight[i];
 		struct agent_part *p = part_at(a, f->part);
@@ -177,6 +194,7 @@ void agent_failover_poll(struct tally_agent *a, unsigned n)
 		}
 		/* the saved input: what this rank owes the sum (its output may hold part of
 		 * a result already) */
+		f->appl = p->appl;
 		f->op = a->net->start(a->net_ctx, p->appl, p->key, f->round, t->saved + p->off,
 				      rq->buf + p->off);
 		if (f->op < 0)

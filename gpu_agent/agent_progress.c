@@ -46,7 +46,7 @@ static void do_register(struct tally_agent *a)
 	int rc = 0;
 
 	/* declared after a failover: its parts go where the re-plan puts them */
-	if (a->gone && !a->reg_comp)
+	if ((a->gone | a->draining) && !a->reg_comp)
 		rc = agent_failover_place(a, t.first_part);
 	pthread_mutex_unlock(&a->mu);
 	for (unsigned i = 0; i < t.nparts && !rc; i++) {
@@ -168,6 +168,7 @@ static void start_new(struct tally_agent *a, unsigned from, unsigned to)
 		struct agent_req *rq = &a->reqs[f->req];
 		uint8_t *b = rq->buf + p->off;
 
+		f->appl = p->appl;
 		if (rq->comp) {
 			f->op = agent_comp_start(a, &a->tensors[rq->tensor], p, rq->buf,
 						 &a->push_bytes);
@@ -220,15 +221,15 @@ static void poll_flight(struct tally_agent *a, unsigned n)
 
 		if (f->result || f->op == AGENT_OP_MOVE)
 			continue;
-		f->result = a->net->test(a->net_ctx, p->appl, f->op);
+		f->result = a->net->test(a->net_ctx, f->appl, f->op);
 		if (f->result < 0 && agent_failover_take(a, f, f->result))
 			f->result = 0; /* pushed again where its key moves (agent_failover_poll) */
 		else if (f->result < 0)
 			agent_errf(a->err, sizeof(a->err), "tensor '%s'%s key %u on appliance %u "
 				   "(%s:%u): %s", a->tensors[a->reqs[f->req].tensor].name, a->net_tag,
-				   p->key, p->appl, a->cfg.appliances[p->appl].host,
-				   a->cfg.appliances[p->appl].port,
-				   a->net->strerror(a->net_ctx, p->appl));
+				   p->key, f->appl, a->cfg.appliances[f->appl].host,
+				   a->cfg.appliances[f->appl].port,
+				   a->net->strerror(a->net_ctx, f->appl));
 		else if (f->result == 1)
 			average_part(a, f);
 	}
@@ -247,6 +248,7 @@ static void complete_locked(struct tally_agent *a)
 	a->st.moved_pushes = a->moved_pushes;
 	for (unsigned i = 0; i < a->plan.n; i++)
 		a->live[i] = (a->gone & (1u << i)) ? TALLY_AGENT_GONE :
+			     (a->draining & (1u << i)) ? TALLY_AGENT_DRAINING :
 			     a->net->liveness ? a->net->liveness(a->net_ctx, i) : TALLY_AGENT_UP;
 	for (unsigned i = 0; i < a->nflight;) {
 		struct agent_flight f = a->flight[i];

@@ -163,7 +163,7 @@ struct tally_client {
 	uint32_t nactive;          /* operations started and not finished */
 	uint32_t op_free_head;     /* via pend_next */
 	/* TEMPORARY (h-failover stand-in for h-restart's liveness) */
-	uint64_t live_rx, live_ns;
+	uint64_t live_rx, live_ns, live_probe_ns;
 	uint32_t live_active;
 	int live_state;
 };

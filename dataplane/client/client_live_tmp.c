@@ -3,13 +3,31 @@
  * appliance liveness that branch h-restart adds to the client (probe_ms, dead_ms,
  * fail_fast, tally_client_state). It only exists so the agent's failover can be tested
  * before that lands; the merge keeps h-restart's version and drops this file.
- * Liveness here: while operations are outstanding, any received packet is a sign of life
- * (the client's own probes of held chunks keep a live appliance answering); silence for
- * dead_ms makes the appliance DOWN and, with fail_fast, fails every outstanding operation
- * with -EHOSTDOWN. */
+ * Liveness here: while operations are outstanding, any received packet is a sign of life;
+ * after probe_ms of silence each core gets a PULL for one chunk in flight every probe_ms (a
+ * live appliance answers: HELD, MISSING or the RESULT); silence for dead_ms makes the
+ * appliance DOWN and, with fail_fast, fails every outstanding operation with -EHOSTDOWN. */
 #include <errno.h>
 
 #include "client_int.h"
+
+/* One PULL per core for a chunk in flight: any answer shows the appliance is alive. */
+static void live_probe(struct tally_client *c, uint64_t now)
+{
+	c->live_probe_ns = now;
+	for (uint32_t core = 0; core < c->ncores; core++) {
+		struct client_core *cc = &c->cores[core];
+
+		for (uint32_t s = 0; s < 2 * c->cfg.window; s++) {
+			struct client_slot *sl = &cc->slots[s];
+
+			if (sl->op < c->cfg.max_ops) {
+				client_probe(c, core, sl, now);
+				break;
+			}
+		}
+	}
+}
 
 void client_live_tick(struct tally_client *c, uint64_t now)
 {
@@ -32,6 +50,8 @@ void client_live_tick(struct tally_client *c, uint64_t now)
 		return;
 	if (now - c->live_ns < dead) {
 		c->live_state = TALLY_CLIENT_SILENT;
+		if (now - c->live_probe_ns >= probe)
+			live_probe(c, now);
 		return;
 	}
 	c->live_state = TALLY_CLIENT_DOWN;
