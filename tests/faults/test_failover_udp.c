@@ -6,8 +6,9 @@
  *   kill -9 of appliance 1 (no restart): the ranks move its keys to appliance 0 and finish;
  *   SIGTERM (drain) of appliance 1: the same, and the drained appliance exits 0 (it
  *   abandoned no round);
- * each rank counts one failover and shows appliance 1 gone / draining, the survivor counts
- * the GONE report (tallyctl stats) where the appliance died.
+ * each rank counts one failover and shows appliance 1 gone / draining; where it died the
+ * survivor counts the GONE report (tallyctl stats) and lists appliance 1 among the job's
+ * gone appliances (tallyctl jobs).
  *   test_failover_udp PATH_TO_TALLY_UDPD PATH_TO_TALLYCTL */
 #include <errno.h>
 #include <pthread.h>
@@ -94,6 +95,7 @@ static void appl_kill(struct appl *a)
 
 static struct appl ap[2];
 static atomic_int done_iters[W];
+static atomic_int may_leave; /* the job stays (no BYE) until the survivor was asked */
 
 struct worker {
 	int rank, rc;
@@ -167,8 +169,19 @@ static void *worker_main(void *arg)
 	}
 	tally_agent_get_stats(a, &w->st);
 	w->live1 = tally_agent_liveness(a, 1, NULL);
+	for (int i = 0; i < 3000 && !atomic_load(&may_leave); i++)
+		usleep(10000);
 	tally_agent_destroy(a);
 	return NULL;
+}
+
+/* No rank stopped on an error (a failed rank never reaches ITERS). */
+static int all_running(const struct worker *w)
+{
+	for (int r = 0; r < W; r++)
+		if (w[r].rc)
+			return 0;
+	return 1;
 }
 
 static int min_done(void)
@@ -182,17 +195,18 @@ static int min_done(void)
 	return m;
 }
 
-/* tallyctl --json stats of the survivor, the value of one counter (-1 if absent). */
-static long ctl_counter(const char *sock, const char *name)
+/* tallyctl --json CMD of the survivor, the text after "name": (NULL if absent). */
+static const char *ctl_field(const char *sock, const char *what, const char *name)
 {
-	char cmd[512], buf[65536];
+	static char buf[65536];
+	char cmd[512];
 	size_t n;
 	FILE *f;
 
-	snprintf(cmd, sizeof(cmd), "%s --socket %s --json stats 2>&1", tallyctl, sock);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s --json %s 2>&1", tallyctl, sock, what);
 	f = popen(cmd, "r");
 	if (!f)
-		return -1;
+		return NULL;
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	pclose(f);
 	buf[n] = 0;
@@ -200,15 +214,23 @@ static long ctl_counter(const char *sock, const char *name)
 	snprintf(key, sizeof(key), "\"%s\":", name);
 	const char *p = strstr(buf, key);
 	if (!p) {
-		printf("# tallyctl stats: %.300s\n", buf);
-		return -1;
+		printf("# tallyctl %s: %.300s\n", what, buf);
+		return NULL;
 	}
-	return strtol(p + strlen(key), NULL, 10);
+	return p + strlen(key);
+}
+
+static long ctl_counter(const char *sock, const char *name)
+{
+	const char *v = ctl_field(sock, "stats", name);
+
+	return v ? strtol(v, NULL, 10) : -1;
 }
 
 static void run_fault(int sig, struct worker *w)
 {
 	pthread_t t[W];
+	int listed = 0;
 
 	appl_start(&ap[0], 0);
 	appl_start(&ap[1], 1);
@@ -222,8 +244,16 @@ static void run_fault(int sig, struct worker *w)
 	kill(ap[1].pid, sig); /* the ranks are in round 8 or 9: partitions in flight */
 	printf("# %s appliance 1 after %d rounds\n", sig == SIGKILL ? "kill -9" : "SIGTERM",
 	       min_done());
+	/* every rank through the last round: the survivor's view, then BYE */
+	while (min_done() < ITERS && all_running(w))
+		usleep(5000);
+	const char *g = ctl_field(ap[0].sock, "jobs", "gone_appliances");
+	printf("# survivor: job 7 gone_appliances %.12s\n", g ? g : "?");
+	listed = g && strncmp(g, "[1]", 3) == 0;
+	atomic_store(&may_leave, 1);
 	for (int r = 0; r < W; r++)
 		pthread_join(t[r], NULL);
+	atomic_store(&may_leave, 0);
 	for (int r = 0; r < W; r++) {
 		printf("# rank %d: rc %d failovers %llu moved pushes %llu appliance 1 liveness %d %s\n",
 		       r, w[r].rc, (unsigned long long)w[r].st.failovers,
@@ -237,6 +267,10 @@ static void run_fault(int sig, struct worker *w)
 		assert_int_equal(w[r].st.push_pulls, 2 * ITERS);
 		assert_int_equal(w[r].st.failovers, 1);
 	}
+	/* dead: reported GONE; draining: each key moved on its own refusal, which may be all
+	 * before the drained appliance exits (then nobody had to report it) */
+	if (sig == SIGKILL)
+		assert_true(listed);
 }
 
 static void test_kill9_one_of_two(void **state)
