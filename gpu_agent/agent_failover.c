@@ -52,9 +52,20 @@ int agent_failover_take(struct tally_agent *a, struct agent_flight *f, int rc)
 	const struct agent_req *rq = &a->reqs[f->req];
 
 	/* a compressed round cannot be pushed again: its worker error moved on already */
+	uint32_t all = a->plan.n >= 32 ? UINT32_MAX : (1u << a->plan.n) - 1;
+	uint32_t out = a->gone | a->draining | a->gone_seen | a->drain_seen | (1u << f->appl);
+
 	if ((rc != -EHOSTDOWN && rc != -ESHUTDOWN) || a->plan.n < 2 || rq->comp ||
 	    !a->tensors[rq->tensor].saved)
 		return 0;
+	if (out == all && rc == -ESHUTDOWN)
+		return 0; /* the last appliance drains: nowhere to go (the error says so) */
+	if (out == all) {
+		/* never off the last one: silent is not proof of death (a stalled host), and
+		 * there is nowhere else to go; push to it again and wait (a restart rejoins) */
+		f->op = AGENT_OP_MOVE;
+		return 1;
+	}
 	if (rc == -EHOSTDOWN) {
 		a->gone_seen |= 1u << f->appl;
 	} else {
