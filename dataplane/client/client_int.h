@@ -168,7 +168,7 @@ struct tally_client {
 	int live_state;
 };
 /* client_live_tmp.c (TEMPORARY) */
-void client_live_tick(struct tally_client *c, uint64_t now);
+int client_live_tick(struct tally_client *c, uint64_t now); /* 1: fail all, -EHOSTDOWN */
 
 /* client_util.c (a leaf: calls nothing else in the library) */
 int client_err_from_reason(unsigned reason);

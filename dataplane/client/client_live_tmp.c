@@ -7,8 +7,6 @@
  * after probe_ms of silence each core gets a PULL for one chunk in flight every probe_ms (a
  * live appliance answers: HELD, MISSING or the RESULT); silence for dead_ms makes the
  * appliance DOWN and, with fail_fast, fails every outstanding operation with -EHOSTDOWN. */
-#include <errno.h>
-
 #include "client_int.h"
 
 /* One PULL per core for a chunk in flight: any answer shows the appliance is alive. */
@@ -29,7 +27,7 @@ static void live_probe(struct tally_client *c, uint64_t now)
 	}
 }
 
-void client_live_tick(struct tally_client *c, uint64_t now)
+int client_live_tick(struct tally_client *c, uint64_t now)
 {
 	uint64_t probe = (uint64_t)(c->cfg.probe_ms ? c->cfg.probe_ms : 200) * 1000000u;
 	uint64_t dead = (uint64_t)(c->cfg.dead_ms ? c->cfg.dead_ms : 1000) * 1000000u;
@@ -39,31 +37,29 @@ void client_live_tick(struct tally_client *c, uint64_t now)
 		c->live_ns = now;
 		c->live_state = TALLY_CLIENT_UP;
 		c->live_active = c->nactive;
-		return;
+		return 0;
 	}
 	if (!c->nactive || !c->live_active) { /* idle, or work starting: the clock restarts */
 		c->live_active = c->nactive;
 		c->live_ns = now;
-		return;
+		return 0;
 	}
 	if (now - c->live_ns < probe)
-		return;
+		return 0;
 	if (now - c->live_ns < dead) {
 		c->live_state = TALLY_CLIENT_SILENT;
 		if (now - c->live_probe_ns >= probe)
 			live_probe(c, now);
-		return;
+		return 0;
 	}
 	c->live_state = TALLY_CLIENT_DOWN;
 	if (!c->cfg.fail_fast)
-		return;
+		return 0;
 	client_seterr(c, "appliance %s silent for %u ms with work outstanding: down",
 		      c->cfg.appliance[0] ? c->cfg.appliance : "appliance",
 		      (unsigned)((now - c->live_ns) / 1000000u));
-	for (uint32_t i = 0; i < c->cfg.max_ops; i++)
-		if (c->ops_tab[i].state == CLIENT_OP_ACTIVE)
-			client_op_fail(c, i, -EHOSTDOWN);
 	c->live_active = 0;
+	return 1; /* the caller fails every outstanding operation with -EHOSTDOWN */
 }
 
 int tally_client_state(const struct tally_client *c)

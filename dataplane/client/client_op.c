@@ -464,7 +464,10 @@ uint64_t tally_client_tick(struct tally_client *c)
 	if (!c->joined)
 		return UINT64_MAX;
 	now = client_now(c);
-	client_live_tick(c, now); /* TEMPORARY (h-failover) */
+	if (client_live_tick(c, now)) /* TEMPORARY (h-failover) */
+		for (uint32_t i = 0; i < c->cfg.max_ops; i++)
+			if (c->ops_tab[i].state == CLIENT_OP_ACTIVE)
+				client_op_fail(c, i, -EHOSTDOWN);
 	for (uint32_t core = 0; core < c->ncores; core++) {
 		struct client_core *cc = &c->cores[core];
 
