@@ -48,8 +48,8 @@ int client_live_tick(struct tally_client *c, uint64_t now)
 		return 0;
 	if (now - c->live_ns < dead) {
 		c->live_state = TALLY_CLIENT_SILENT;
-		if (now - c->live_probe_ns >= probe)
-			live_probe(c, now);
+		if (c->cfg.fail_fast && now - c->live_probe_ns >= probe)
+			live_probe(c, now); /* only where silence fails operations */
 		return 0;
 	}
 	c->live_state = TALLY_CLIENT_DOWN;
