@@ -131,6 +131,7 @@ struct tally_agent {
 	uint32_t draining;      /* draining ones: a key moves when a round of it is refused */
 	uint32_t gone_seen, drain_seen; /* failed ops' appliances, not yet applied */
 	int evicted;            /* parts marked evict, not yet moved */
+	int moving;             /* flight entries marked AGENT_OP_MOVE, not yet pushed again */
 	uint64_t gone_ns[TALLY_AGENT_MAX_APPLIANCES]; /* when each went (CLOCK_REALTIME) */
 	unsigned placed;        /* parts REGISTERed (the progress thread's) */
 	uint64_t moved_pushes;  /* open-round pushes moved (progress thread's count) */

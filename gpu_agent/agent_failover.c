@@ -50,11 +50,10 @@ void agent_part_reg(const struct tally_agent *a, const struct agent_tensor *t,
 int agent_failover_take(struct tally_agent *a, struct agent_flight *f, int rc)
 {
 	const struct agent_req *rq = &a->reqs[f->req];
-
-	/* a compressed round cannot be pushed again: its worker error moved on already */
 	uint32_t all = a->plan.n >= 32 ? UINT32_MAX : (1u << a->plan.n) - 1;
 	uint32_t out = a->gone | a->draining | a->gone_seen | a->drain_seen | (1u << f->appl);
 
+	/* a compressed round cannot be pushed again: its worker error moved on already */
 	if ((rc != -EHOSTDOWN && rc != -ESHUTDOWN) || a->plan.n < 2 || rq->comp ||
 	    !a->tensors[rq->tensor].saved)
 		return 0;
@@ -64,6 +63,7 @@ int agent_failover_take(struct tally_agent *a, struct agent_flight *f, int rc)
 		/* never off the last one: silent is not proof of death (a stalled host), and
 		 * there is nowhere else to go; push to it again and wait (a restart rejoins) */
 		f->op = AGENT_OP_MOVE;
+		a->moving = 1;
 		return 1;
 	}
 	if (rc == -EHOSTDOWN) {
@@ -74,6 +74,7 @@ int agent_failover_take(struct tally_agent *a, struct agent_flight *f, int rc)
 		a->evicted = 1;
 	}
 	f->op = AGENT_OP_MOVE;
+	a->moving = 1;
 	return 1;
 }
 
@@ -191,14 +192,17 @@ void agent_failover_poll(struct tally_agent *a, unsigned n)
 	a->gone_seen = a->drain_seen = 0;
 	if (g != a->gone || d != a->draining || a->evicted)
 		rc = fo_apply(a, g, d);
+	if (!a->moving)
+		return;
+	a->moving = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct agent_flight *f = &a->flight[i];
-		struct agent_part *p = part_at(a, f->part);
-		const struct agent_req *rq = &a->reqs[f->req];
-		const struct agent_tensor *t = &a->tensors[rq->tensor];
 
 		if (f->op != AGENT_OP_MOVE || f->result)
 			continue;
+		struct agent_part *p = part_at(a, f->part);
+		const struct agent_req *rq = &a->reqs[f->req];
+		const struct agent_tensor *t = &a->tensors[rq->tensor];
 		if (rc) {
 			f->result = rc == -ENODEV ? -EHOSTDOWN : rc;
 			continue;
