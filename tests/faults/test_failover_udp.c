@@ -6,6 +6,8 @@
  *   kill -9 of appliance 1 (no restart): the ranks move its keys to appliance 0 and finish;
  *   SIGTERM (drain) of appliance 1: the same, and the drained appliance exits 0 (it
  *   abandoned no round);
+ *   kill -9 of both, one after the other: no hang, every rank fails within twice the
+ *   operation timeout saying the appliance does not answer;
  * each rank counts one failover and shows appliance 1 gone / draining; where it died the
  * survivor counts the GONE report (tallyctl stats) and lists appliance 1 among the job's
  * gone appliances (tallyctl jobs).
@@ -94,6 +96,7 @@ static void appl_kill(struct appl *a)
 }
 
 static struct appl ap[2];
+static uint32_t op_timeout_ms = 20000;
 static atomic_int done_iters[W];
 static atomic_int may_leave; /* the job stays (no BYE) until the survivor was asked */
 
@@ -128,7 +131,7 @@ static void *worker_main(void *arg)
 	c.credit_bytes = 512 * 1024;
 	c.average = 0;
 	c.connect_timeout_ms = 15000;
-	c.op_timeout_ms = 20000;
+	c.op_timeout_ms = op_timeout_ms;
 	struct tally_agent *a = tally_agent_create(&c, &err, w->err, sizeof(w->err));
 	if (!a) {
 		w->rc = err ? err : -1;
@@ -307,6 +310,53 @@ static void test_drain_one_of_two(void **state)
 	appl_kill(&ap[0]);
 }
 
+/* Both appliances lost (kill -9 of 1, the ranks move to 0, then kill -9 of 0): nothing
+ * hangs, every rank's push_pull fails within twice op_timeout_ms saying the appliance does
+ * not answer and there is nowhere left to go. */
+static void test_both_lost(void **state)
+{
+	(void)state;
+	struct worker w[W];
+	pthread_t t[W];
+	struct timespec t0, t1;
+
+	op_timeout_ms = 2000;
+	appl_start(&ap[0], 0);
+	appl_start(&ap[1], 1);
+	atomic_store(&may_leave, 1);
+	for (int r = 0; r < W; r++) {
+		atomic_store(&done_iters[r], 0);
+		w[r] = (struct worker){.rank = r, .x = malloc(NB * 4), .s = malloc(NS * 4)};
+		pthread_create(&t[r], NULL, worker_main, &w[r]);
+	}
+	while (min_done() < 4)
+		usleep(2000);
+	appl_kill(&ap[1]);
+	int at = min_done();
+	while (min_done() < at + 3 && all_running(w))
+		usleep(2000); /* through the failover: rounds on appliance 0 alone */
+	appl_kill(&ap[0]);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int r = 0; r < W; r++)
+		pthread_join(t[r], NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	printf("# both lost: ranks returned %.1f s after the second kill\n", s);
+	op_timeout_ms = 20000;
+	for (int r = 0; r < W; r++) {
+		printf("# rank %d: rc %d after %d rounds: %s\n", r, w[r].rc, w[r].rc ? -1 : ITERS,
+		       w[r].err);
+		assert_int_equal(w[r].rc, -3);
+		assert_non_null(strstr(w[r].err, "no progress"));
+		assert_non_null(strstr(w[r].err, "does not answer"));
+		assert_int_equal(w[r].st.failovers, 1);
+		free(w[r].x);
+		free(w[r].s);
+	}
+	assert_true(s < 2 * 2.0 + 5.0);
+	atomic_store(&may_leave, 0);
+}
+
 static int teardown(void **state)
 {
 	(void)state;
@@ -329,6 +379,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_kill9_one_of_two, teardown),
 		cmocka_unit_test_teardown(test_drain_one_of_two, teardown),
+		cmocka_unit_test_teardown(test_both_lost, teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	char cmd[128];
