@@ -46,8 +46,10 @@ static void do_register(struct tally_agent *a)
 	int rc = 0;
 
 	/* declared after a failover: its parts go where the re-plan puts them */
-	if ((a->gone | a->draining) && !a->reg_comp)
-		rc = agent_failover_place(a, t.first_part);
+	if ((a->gone | a->draining) && !a->reg_comp &&
+	    (rc = agent_failover_place(a, t.first_part)))
+		agent_errf(a->reg_err, sizeof(a->reg_err), "every appliance is gone (dead or "
+			   "draining): no appliance for its keys");
 	pthread_mutex_unlock(&a->mu);
 	for (unsigned i = 0; i < t.nparts && !rc; i++) {
 		const struct agent_part *p = part_at(a, t.first_part + i); /* blocks never move */
@@ -177,8 +179,6 @@ static void start_new(struct tally_agent *a, unsigned from, unsigned to)
 			const uint8_t *in = b;
 
 			/* several appliances: keep the input until it is summed, for a failover */
-			if (a->plan.n >= 2 && !t->saved)
-				t->saved = malloc(t->key_bytes); /* once per tensor, first round */
 			if (t->saved) {
 				memcpy(t->saved + p->off, b, p->bytes);
 				in = t->saved + p->off;
