@@ -197,8 +197,10 @@ void tally_agent_destroy(struct tally_agent *a)
 	for (unsigned i = 0; a->tensors && i < a->ntensors; i++)
 		if (a->tensors[i].stage)
 			a->stage->free_state(a->stage_ctx, a->tensors[i].stage);
-	for (unsigned i = 0; a->tensors && i < a->ntensors; i++)
+	for (unsigned i = 0; a->tensors && i < a->ntensors; i++) {
 		agent_comp_free(&a->tensors[i]);
+		free(a->tensors[i].saved);
+	}
 	if (a->stage)
 		a->stage->destroy(a->stage_ctx);
 	agent_sched_free(&a->sched);
@@ -223,6 +225,20 @@ void tally_agent_get_stats(struct tally_agent *a, struct tally_agent_stats *out)
 	pthread_mutex_lock(&a->mu);
 	*out = a->st;
 	pthread_mutex_unlock(&a->mu);
+}
+
+int tally_agent_liveness(struct tally_agent *a, unsigned i, uint64_t *gone_realtime_ns)
+{
+	int st;
+
+	if (i >= a->plan.n)
+		return -EINVAL;
+	pthread_mutex_lock(&a->mu);
+	st = a->live[i];
+	if (gone_realtime_ns)
+		*gone_realtime_ns = a->gone_ns[i];
+	pthread_mutex_unlock(&a->mu);
+	return st;
 }
 
 void tally_agent_ranks(struct tally_agent *a, int *rank, int *world, int *local_rank,

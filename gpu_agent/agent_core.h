@@ -15,6 +15,7 @@
 #include "tally_agent.h"
 
 enum { REQ_FREE = 0, REQ_PENDING, REQ_DONE };
+#define AGENT_OP_MOVE (-2)
 
 struct agent_tensor {
 	char name[TALLY_AGENT_NAME_MAX];
@@ -33,6 +34,8 @@ struct agent_tensor {
 	uint64_t comp_on, comp_off;
 	float *werr;       /* worker error, f32 per element of key_bytes */
 	uint8_t *cin, *cout; /* compressed partitions, p->coff each, chunk by chunk */
+	uint8_t *saved;    /* with several appliances: the open round's input, key_bytes,
+			    * kept until it is summed so a failover can push it again */
 };
 
 #define AGENT_PART_BLOCK 1024u
@@ -40,6 +43,8 @@ struct agent_tensor {
 
 struct agent_part {
 	uint32_t key, appl;
+	uint32_t home;     /* appl as first placed (agent_plan); appl differs after a failover */
+	uint8_t evict;     /* its draining appliance refused a round: it moves (failover) */
 	size_t off, bytes;
 	uint32_t round;    /* next round of this key (progress thread) */
 	uint32_t cround;   /* next round of its compressed key */
@@ -64,7 +69,10 @@ struct agent_req {
 };
 
 struct agent_flight {
-	int op;            /* network op id; -1 before start */
+	int op;            /* network op id; -1 before start, AGENT_OP_MOVE: push again where
+			    * its part lives now (its appliance failed it: gone) */
+	uint32_t round;    /* the round it pushes (uncompressed parts) */
+	uint32_t appl;     /* where it was started (its part may have moved since) */
 	uint32_t req, part;
 	int result;        /* 0 pending, 1 done, < 0 failed */
 };
@@ -118,6 +126,17 @@ struct tally_agent {
 	int reg_rc;
 	char reg_err[256];
 
+	/* failover (agent_failover.c, progress thread) */
+	uint32_t gone;          /* dead appliances: every key moves (agreed through GONE) */
+	uint32_t draining;      /* draining ones: a key moves when a round of it is refused */
+	uint32_t gone_seen, drain_seen; /* failed ops' appliances, not yet applied */
+	int evicted;            /* parts marked evict, not yet moved */
+	int moving;             /* flight entries marked AGENT_OP_MOVE, not yet pushed again */
+	uint64_t gone_ns[TALLY_AGENT_MAX_APPLIANCES]; /* when each went (CLOCK_REALTIME) */
+	unsigned placed;        /* parts REGISTERed (the progress thread's) */
+	uint64_t moved_pushes;  /* open-round pushes moved (progress thread's count) */
+	int live[TALLY_AGENT_MAX_APPLIANCES]; /* enum tally_agent_liveness, under the lock */
+
 	char err[512];
 	struct tally_agent_stats st;
 	uint64_t push_bytes;    /* progress thread's count, copied to st under the lock */
@@ -160,6 +179,20 @@ int agent_comp_start(struct tally_agent *a, const struct agent_tensor *t, struct
 void agent_comp_finish(struct tally_agent *a, const struct agent_tensor *t,
 		       const struct agent_part *p, uint8_t *buf);
 void agent_comp_free(struct agent_tensor *t);
+
+/* ---- failover (agent_failover.c), progress thread ---- */
+/* A part's REGISTER for the network (key and parameters), uncompressed or compressed. */
+void agent_part_reg(const struct tally_agent *a, const struct agent_tensor *t,
+		    const struct agent_part *p, int comp, struct tally_register *reg,
+		    uint32_t *key);
+/* An op of flight entry f failed with rc: 1 if it is a failover (the entry was marked
+ * AGENT_OP_MOVE and its appliance noted), 0 if it is an error. */
+int agent_failover_take(struct tally_agent *a, struct agent_flight *f, int rc);
+/* No lock: apply a grown gone set (declare it, re-plan, REGISTER moved keys) and push the
+ * moved entries of flight [0, n) again. */
+void agent_failover_poll(struct tally_agent *a, unsigned n);
+/* Place parts [from, nparts) under the current gone set (declaration after a failover). */
+int agent_failover_place(struct tally_agent *a, unsigned from);
 
 /* ---- completion (agent_complete.c) ---- */
 /* The stage's view of request `slot` (lock held). */

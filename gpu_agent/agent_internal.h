@@ -41,6 +41,12 @@ struct agent_net_ops {
 	/* The largest payload appliance `appl` takes (JOIN_OK, after connect). NULL: the
 	 * configured max_chunk_bytes. */
 	uint32_t (*max_chunk)(void *ctx, unsigned appl);
+	/* Failover (NULL: a network without it). The gone set others reported through the
+	 * survivors (TALLY_OP_GONE); tell the survivors ours (re-sent until they echo it);
+	 * an appliance's liveness (enum tally_agent_liveness). */
+	uint32_t (*gone)(void *ctx);
+	void (*declare_gone)(void *ctx, uint32_t gone);
+	int (*liveness)(void *ctx, unsigned appl);
 };
 
 /* Production network: one tally_client + kernel UDP transport per appliance. */
@@ -86,6 +92,18 @@ struct agent_plan {
 int agent_plan_init(struct agent_plan *p, const struct tally_agent_cfg *cfg);
 /* The appliance for the next partition of `bytes` (and account for it). */
 unsigned agent_plan_place(struct agent_plan *p, size_t bytes);
+
+/* ---- re-plan over the survivors (agent_replan.c) ---- */
+struct agent_replan {
+	unsigned n;
+	uint32_t gone;                              /* bit i: appliance i is gone */
+	double share[TALLY_AGENT_MAX_APPLIANCES];
+	uint64_t load[TALLY_AGENT_MAX_APPLIANCES];
+};
+void agent_replan_begin(struct agent_replan *r, const struct agent_plan *p, uint32_t gone);
+/* Feed every part in declaration order: its appliance under the gone set (its home if that
+ * survives), or -ENODEV when every appliance with a share is gone. */
+int agent_replan_next(struct agent_replan *r, unsigned home, uint64_t bytes);
 
 /* ---- scheduler ---- */
 struct agent_sched_item {

@@ -14,22 +14,94 @@
 #include "tally_client.h"
 #include "tally_udp.h"
 
+struct ncl;
+
 struct ncl_appl {
 	struct tally_udp *u;
 	struct tally_client *c;
+	struct ncl *n;
+	uint32_t acked;     /* the gone set this appliance echoed (TALLY_OP_GONE) */
 	char err[320];
 };
 
 struct ncl {
 	struct tally_agent_cfg cfg;
 	unsigned n;
+	uint32_t gone_rx;   /* gone sets the survivors passed on */
+	uint32_t declared;  /* ours, re-sent until each survivor echoes it */
+	uint64_t declared_ns;
 	struct ncl_appl ap[TALLY_AGENT_MAX_APPLIANCES];
 };
 
+/* GONE is the agent's (the failover agreement, agent_failover.c), not the session's. */
 static void ncl_rx(void *arg, const void *buf, size_t len, const struct tally_addr *from)
 {
+	struct ncl_appl *ap = arg;
+	struct tally_pkt p;
+
 	(void)from;
-	tally_client_rx(arg, buf, len);
+	if (len >= TALLY_HDR_LEN && ((const uint8_t *)buf)[5] == TALLY_OP_GONE) {
+		if (tally_proto_decode(buf, len, &p) == TALLY_OK &&
+		    p.hdr.job_id == ap->n->cfg.job_id && p.hdr.token == ap->n->cfg.token) {
+			ap->n->gone_rx |= p.hdr.aux;
+			ap->acked |= p.hdr.aux;
+		}
+		return;
+	}
+	tally_client_rx(ap->c, buf, len);
+}
+
+static uint64_t ncl_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Our gone set to every survivor that has not echoed it yet (core 0 keeps the job). */
+static void ncl_gone_send(struct ncl *n)
+{
+	struct tally_hdr h = {.op = TALLY_OP_GONE, .job_id = n->cfg.job_id,
+			      .rank = (uint32_t)n->cfg.rank, .token = n->cfg.token,
+			      .aux = n->declared};
+	struct tally_addr to;
+	uint8_t hb[TALLY_HDR_LEN];
+
+	memset(&to, 0, sizeof(to));
+	tally_proto_finish(hb, &h, NULL, 0);
+	for (unsigned i = 0; i < n->n; i++) {
+		if ((n->declared & (1u << i)) || (n->ap[i].acked & n->declared) == n->declared)
+			continue;
+		tally_udp_ops()->send(n->ap[i].u, &to, hb, NULL, 0);
+		tally_udp_flush(n->ap[i].u);
+	}
+	n->declared_ns = ncl_now();
+}
+
+static uint32_t ncl_gone(void *ctx)
+{
+	return ((struct ncl *)ctx)->gone_rx;
+}
+
+static void ncl_declare_gone(void *ctx, uint32_t gone)
+{
+	struct ncl *n = ctx;
+
+	n->declared = gone;
+	ncl_gone_send(n);
+}
+
+static int ncl_liveness(void *ctx, unsigned i)
+{
+	struct ncl *n = ctx;
+
+	switch (tally_client_state(n->ap[i].c)) {
+	case TALLY_CLIENT_SILENT: return TALLY_AGENT_SILENT;
+	case TALLY_CLIENT_DOWN: return TALLY_AGENT_DOWN;
+	case TALLY_CLIENT_DRAINING: return TALLY_AGENT_DRAINING;
+	default: return TALLY_AGENT_UP;
+	}
 }
 
 static void ncl_destroy(void *ctx)
@@ -119,6 +191,9 @@ static void ncl_progress(void *ctx, uint64_t timeout_ns)
 		ops->poll(n->ap[i].u, wait);
 		tally_client_tick(n->ap[i].c);
 	}
+	/* a survivor that has not echoed our gone set yet hears it again (lost GONE) */
+	if (n->declared && ncl_now() - n->declared_ns > 100000000u)
+		ncl_gone_send(n);
 }
 
 static const char *ncl_strerror(void *ctx, unsigned i)
@@ -158,6 +233,9 @@ static const struct agent_net_ops ncl_ops = {
 	.destroy = ncl_destroy,
 	.excluded = ncl_excluded,
 	.max_chunk = ncl_max_chunk,
+	.gone = ncl_gone,
+	.declare_gone = ncl_declare_gone,
+	.liveness = ncl_liveness,
 };
 
 /* A one-rank job with no incarnation given: this process is the launch. */
@@ -215,6 +293,9 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 		ccfg.incarnation = cfg->incarnation;
 		if (!ccfg.incarnation && cfg->world_size == 1) /* one rank: the launch is us */
 			ccfg.incarnation = agent_net_random_incarnation();
+		/* several appliances: an operation on a dead one fails at dead_ms (-EHOSTDOWN)
+		 * and its key moves (agent_failover.c); one appliance: wait for its restart */
+		ccfg.fail_fast = cfg->nappliances >= 2;
 		snprintf(ccfg.appliance, sizeof(ccfg.appliance), "%s:%u", ap->host, ap->port);
 		if (cfg->window)
 			ccfg.window = cfg->window;
@@ -232,7 +313,8 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 				   ap->port, strerror(-rc));
 			goto fail;
 		}
-		tally_udp_set_rx(n->ap[i].u, ncl_rx, n->ap[i].c);
+		n->ap[i].n = n;
+		tally_udp_set_rx(n->ap[i].u, ncl_rx, &n->ap[i]);
 	}
 	*ops = &ncl_ops;
 	*ctx = n;

@@ -45,26 +45,24 @@ static void do_register(struct tally_agent *a)
 	struct agent_tensor t = a->tensors[a->reg_tensor];
 	int rc = 0;
 
+	/* declared after a failover: its parts go where the re-plan puts them */
+	if ((a->gone | a->draining) && !a->reg_comp &&
+	    (rc = agent_failover_place(a, t.first_part)))
+		agent_errf(a->reg_err, sizeof(a->reg_err), "every appliance is gone (dead or "
+			   "draining): no appliance for its keys");
 	pthread_mutex_unlock(&a->mu);
 	for (unsigned i = 0; i < t.nparts && !rc; i++) {
 		const struct agent_part *p = part_at(a, t.first_part + i); /* blocks never move */
-		size_t esz = tally_dtype_size(t.dtype);
-		struct tally_register reg = {
-			.nelems = (uint32_t)(p->bytes / esz),
-			.chunk_elems = 0,
-			.dtype = (uint8_t)t.dtype,
-			.flags = a->cfg.deterministic ? TALLY_KEY_DETERMINISTIC : 0,
-			.participants = (uint16_t)a->net_world,
-			.quorum = a->cfg.quorum && a->cfg.quorum < a->net_world ? a->cfg.quorum
-								      : (uint16_t)a->net_world,
-		};
-		uint32_t key = p->key;
-		if (a->reg_comp)
-			agent_comp_reg(a, p, &reg, &key);
+		struct tally_register reg;
+		uint32_t key;
+
+		agent_part_reg(a, &t, p, a->reg_comp, &reg, &key);
 		rc = a->net->register_key(a->net_ctx, p->appl, key, &reg, a->reg_err,
 					  sizeof(a->reg_err));
 	}
 	pthread_mutex_lock(&a->mu);
+	if (!rc && !a->reg_comp && t.first_part + t.nparts > a->placed)
+		a->placed = t.first_part + t.nparts;
 	a->reg_rc = rc;
 	pthread_cond_broadcast(&a->done);
 }
@@ -153,7 +151,7 @@ static void schedule_locked(struct tally_agent *a)
 		if (ensure_flight_cap(a))
 			break;
 		agent_sched_pop(&a->sched, &it);
-		a->flight[a->nflight++] = (struct agent_flight){-1, it.req, it.part, 0};
+		a->flight[a->nflight++] = (struct agent_flight){.op = -1, .req = it.req, .part = it.part};
 		a->inflight_bytes += p->bytes;
 		a->credit_blocked = 0;
 		a->last_progress_ns = now_ns();
@@ -172,11 +170,21 @@ static void start_new(struct tally_agent *a, unsigned from, unsigned to)
 		struct agent_req *rq = &a->reqs[f->req];
 		uint8_t *b = rq->buf + p->off;
 
+		f->appl = p->appl;
 		if (rq->comp) {
 			f->op = agent_comp_start(a, &a->tensors[rq->tensor], p, rq->buf,
 						 &a->push_bytes);
 		} else {
-			f->op = a->net->start(a->net_ctx, p->appl, p->key, p->round, b, b);
+			struct agent_tensor *t = &a->tensors[rq->tensor];
+			const uint8_t *in = b;
+
+			/* several appliances: keep the input until it is summed, for a failover */
+			if (t->saved) {
+				memcpy(t->saved + p->off, b, p->bytes);
+				in = t->saved + p->off;
+			}
+			f->round = p->round;
+			f->op = a->net->start(a->net_ctx, p->appl, p->key, p->round, in, b);
 			p->round++;
 			a->push_bytes += p->bytes;
 		}
@@ -211,15 +219,17 @@ static void poll_flight(struct tally_agent *a, unsigned n)
 		struct agent_flight *f = &a->flight[i];
 		struct agent_part *p = part_at(a, f->part);
 
-		if (f->result)
+		if (f->result || f->op == AGENT_OP_MOVE)
 			continue;
-		f->result = a->net->test(a->net_ctx, p->appl, f->op);
-		if (f->result < 0)
+		f->result = a->net->test(a->net_ctx, f->appl, f->op);
+		if (f->result < 0 && agent_failover_take(a, f, f->result))
+			f->result = 0; /* pushed again where its key moves (agent_failover_poll) */
+		else if (f->result < 0)
 			agent_errf(a->err, sizeof(a->err), "tensor '%s'%s key %u on appliance %u "
 				   "(%s:%u): %s", a->tensors[a->reqs[f->req].tensor].name, a->net_tag,
-				   p->key, p->appl, a->cfg.appliances[p->appl].host,
-				   a->cfg.appliances[p->appl].port,
-				   a->net->strerror(a->net_ctx, p->appl));
+				   p->key, f->appl, a->cfg.appliances[f->appl].host,
+				   a->cfg.appliances[f->appl].port,
+				   a->net->strerror(a->net_ctx, f->appl));
 		else if (f->result == 1)
 			average_part(a, f);
 	}
@@ -235,6 +245,11 @@ static void complete_locked(struct tally_agent *a)
 	a->st.retransmits = rtx;
 	a->st.excluded = excl;
 	a->st.push_bytes = a->push_bytes;
+	a->st.moved_pushes = a->moved_pushes;
+	for (unsigned i = 0; i < a->plan.n; i++)
+		a->live[i] = (a->gone & (1u << i)) ? TALLY_AGENT_GONE :
+			     (a->draining & (1u << i)) ? TALLY_AGENT_DRAINING :
+			     a->net->liveness ? a->net->liveness(a->net_ctx, i) : TALLY_AGENT_UP;
 	for (unsigned i = 0; i < a->nflight;) {
 		struct agent_flight f = a->flight[i];
 		struct agent_req *r = &a->reqs[f.req];
@@ -277,6 +292,7 @@ void *agent_progress_main(void *arg)
 		pthread_mutex_unlock(&a->mu);
 		start_new(a, first_new, nflight);
 		poll_flight(a, nflight);
+		agent_failover_poll(a, nflight);
 		pthread_mutex_lock(&a->mu);
 		complete_locked(a);
 	}

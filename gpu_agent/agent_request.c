@@ -244,6 +244,19 @@ static void describe_stall_locked(struct tally_agent *a, unsigned slot, double i
 			     a->cfg.op_timeout_ms);
 	if (n >= len)
 		return;
+	/* an appliance with work in flight that does not answer: the last one left after a
+	 * failover (it is pushed to again and waited for), whatever this request waits on */
+	for (unsigned i = 0; i < a->nflight; i++) {
+		unsigned d = part_at(a, a->flight[i].part)->appl;
+
+		if (a->flight[i].result == 0 &&
+		    (a->live[d] == TALLY_AGENT_DOWN || a->live[d] == TALLY_AGENT_SILENT)) {
+			snprintf(out + n, len - n, ": appliance %u (%s:%u) does not answer (down, "
+				 "and no other appliance left to move its keys to)", d,
+				 a->cfg.appliances[d].host, a->cfg.appliances[d].port);
+			return;
+		}
+	}
 	if (flying) {
 		snprintf(out + n, len - n, ": %u partition(s) in flight, e.g. key %u at appliance %u "
 			 "(%s:%u), waiting for the other ranks' pushes of it", flying, key, appl,

@@ -82,6 +82,13 @@ static int append_locked(struct tally_agent *a, const char *name, size_t bytes, 
 	struct agent_tensor *t = &a->tensors[a->ntensors];
 
 	memset(t, 0, sizeof(*t));
+	/* several appliances: each round's input is kept until it is summed, so a failover
+	 * can push it again (agent_failover.c) */
+	if (a->plan.n >= 2 && !(t->saved = malloc(kb ? kb : 1))) {
+		agent_errf(a->err, sizeof(a->err), "declare '%s': no memory for the %zu bytes kept "
+			   "for failover", name, kb);
+		return -ENOMEM;
+	}
 	strcpy(t->name, name);
 	t->bytes = bytes;
 	t->key_bytes = kb;
@@ -98,6 +105,7 @@ static int append_locked(struct tally_agent *a, const char *name, size_t bytes, 
 		p->off = (size_t)i * pb;
 		p->bytes = kb - p->off < pb ? kb - p->off : pb;
 		p->appl = agent_plan_place(&a->plan, p->bytes);
+		p->home = p->appl;
 		p->round = 0;
 	}
 	a->nparts += np;

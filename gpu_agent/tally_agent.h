@@ -273,7 +273,21 @@ struct tally_agent_stats {
 				   * sorts before it in the global order */
 	uint64_t push_bytes;      /* PUSH payload bytes sent, first transmissions (sum over
 				   * client sessions): wire bytes, so compression shows here */
+	uint64_t failovers;       /* appliances this rank moved its keys off (dead, draining) */
+	uint64_t moved_pushes;    /* open-round partitions pushed again on a survivor */
 };
+
+/* An appliance as this rank sees it (failover: gpu_agent/README.md). */
+enum tally_agent_liveness {
+	TALLY_AGENT_UP = 0,       /* answering */
+	TALLY_AGENT_SILENT,       /* quiet past probe_ms with work outstanding */
+	TALLY_AGENT_DOWN,         /* quiet past dead_ms */
+	TALLY_AGENT_DRAINING,     /* refusing new rounds */
+	TALLY_AGENT_GONE          /* its keys moved to the survivors */
+};
+/* Appliance i's liveness (enum tally_agent_liveness) and when this rank moved off it
+ * (CLOCK_REALTIME ns, 0: it did not); -EINVAL for no such appliance. */
+int tally_agent_liveness(struct tally_agent *a, unsigned i, uint64_t *gone_realtime_ns);
 void tally_agent_get_stats(struct tally_agent *a, struct tally_agent_stats *out);
 /* sizeof of a public structure by its name ("tally_agent_cfg", "tally_agent_appliance",
  * "tally_agent_stats", "tally_agent_part", "tally_opt_cfg", "tally_opt_tensor"), 0 for

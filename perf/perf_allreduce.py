@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import sys
 import time
 
@@ -68,6 +69,10 @@ def build_parser():
                    help="appliance link rate (default link-gbit*W/K: total >= the workers')")
     p.add_argument("--appliances", type=int, default=None, help="Tally appliances (K, default 1)")
     p.add_argument("--worker-args", default="", help="extra tally-worker options (one string)")
+    p.add_argument("--kill-appliance", default="",
+                   help="N[@SECONDS]: kill -9 Tally appliance N (0-based) SECONDS (1) after the "
+                        "workers start; with 2+ appliances each tally-worker moves its job to the "
+                        "next appliance that answers (tally-worker --failover)")
     p.add_argument("--gso", choices=("on", "off"), default="on",
                    help="Tally workers send with UDP GSO (on; TCP peers use TSO/GSO alike)")
     p.add_argument("--bin", default=os.environ.get("TALLY_BUILD", ""), help="build directory")
@@ -130,6 +135,14 @@ def parse_args(argv):
         raise UsageError("--appliances must be 1..8")
     if (o.bytes // 4) < o.appliances * 16:
         raise UsageError("--size too small for that many appliances")
+    o.kill_n, o.kill_after = None, 1.0
+    if o.kill_appliance:
+        m = re.fullmatch(r"(\d+)(?:@(\d+(?:\.\d+)?))?", o.kill_appliance)
+        if not m or int(m.group(1)) >= o.appliances or o.appliances < 2 or o.hosts:
+            raise UsageError("--kill-appliance N[@SECONDS]: N < --appliances (2 or more), "
+                             "on the namespace cluster (not --hosts)")
+        o.kill_n = int(m.group(1))
+        o.kill_after = float(m.group(2) or 1.0)
     if not 0.001 <= o.link_gbit <= 400:
         raise UsageError("--link-gbit must be 0.001..400")
     if o.appliance_gbit == 0:
@@ -274,13 +287,16 @@ def tally_plan(cl, o):
         for k, (ip, port) in enumerate(addrs):
             n = elems // K if k + 1 < K else elems - off
             off += n
+            # several appliances: the job of appliance k moves to the next one that answers
+            # when k is lost, the same list on every rank (the same choice)
+            fo = [f"{addrs[(k + j) % K][0]}:{addrs[(k + j) % K][1]}" for j in range(1, K)]
             workers.append((i, where, f"tw{i}-{k}", [
                 worker, "--host", ip, "--port", str(port), "--job", str(7 + k),
                 "--token", "1", "--rank", str(i), "--world", str(o.workers),
                 "--bytes", str(n * 4), "--keys", str(max(1, 16 // K)), "--key-base", str(k * 1000),
                 "--rounds", str(o.rounds), "--warmup", str(o.warmup), "--dtype", o.dtype,
                 "--seed", str(seed), "--json"]
-                + extra))
+                + (["--failover", ",".join(fo)] if fo else []) + extra))
     return apps, workers, extra
 
 
@@ -301,7 +317,13 @@ def run_tally(cl, o):
     procs = [(i, cl.bg(where, name, argv)) for i, where, name, argv in workers_plan]
     if o.dry_run:
         return None
+    killer = None
+    if o.kill_n is not None:  # a fault injected mid-run: the workers fail over
+        killer = threading.Timer(o.kill_after, lambda: os.killpg(apps[o.kill_n].pid, signal.SIGKILL))
+        killer.start()
     done = cl.wait_all([p for _, p in procs], o.timeout)
+    if killer:
+        killer.cancel()
     per_rank = []
     for i in range(o.workers):
         objs = [last_json(cl.logtext(p.logname)) for r, p in procs if r == i]
@@ -326,6 +348,9 @@ def run_tally(cl, o):
                                     default=None)
     if extra:
         r["worker_args"] = " ".join(extra)
+    if o.kill_n is not None:
+        r["killed_appliance"] = f"{o.kill_n} after {o.kill_after:g} s"
+        r["failovers"] = sum(cl.logtext(p.logname).count(" moved to ") for _, p in procs)
     return r
 
 
@@ -475,7 +500,8 @@ def main(argv):
     finally:
         cl.cleanup()
         if o.keep_logs:  # the per-worker counters explain a slow run (retransmits, syscalls)
-            shutil.copytree(tmp, o.keep_logs, dirs_exist_ok=True)
+            shutil.copytree(tmp, o.keep_logs, dirs_exist_ok=True,  # not the control sockets
+                            ignore=shutil.ignore_patterns("*.sock"))
         shutil.rmtree(tmp, ignore_errors=True)
     print_results(results, o)
     ran = [r for r in results if not r["note"].startswith("skipped")]

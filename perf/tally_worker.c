@@ -14,6 +14,7 @@
 
 #include "tally_client.h"
 #include "worker_data.h"
+#include "worker_failover.h"
 #include "worker_opts.h"
 #include "worker_xport.h"
 
@@ -165,22 +166,14 @@ static double wk_median(double *t, uint32_t n)
 	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }
 
-static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally_client *c,
-		  struct wk_key *keys, void *in, void *out, double *secs, double *r0secs,
-		  double *vsecs, struct wd_check *chk, uint32_t *done, double *rt, char *err,
-		  size_t errlen)
+/* REGISTER the keys (and the vote key when ranks vote or barrier) with the session. */
+static int wk_register(const struct wk_opts *o, struct tally_client *c, const struct wk_key *keys,
+		       int voting, char *err, size_t errlen)
 {
-	struct wd_gen g = { .seed = o->seed, .dtype = o->dtype, .values = o->values };
 	size_t es = tally_dtype_size(o->dtype);
-	int bit_exact = o->deterministic || o->values == WD_EXACT || o->dtype == TALLY_DT_I32;
+	uint32_t vote_key = o->key_base + o->nkeys;
 	int rc;
 
-	rc = tally_client_join(c, o->join_ms);
-	if (rc) {
-		snprintf(err, errlen, "join job %u as rank %u/%u: %s (%s)", o->job_id, o->rank,
-			 o->world, strerror(-rc), tally_client_strerror(c));
-		return rc;
-	}
 	for (uint32_t k = 0; k < o->nkeys; k++) {
 		struct tally_register reg = {
 			.nelems = (uint32_t)keys[k].n, .chunk_elems = (uint32_t)(o->chunk_bytes / es),
@@ -196,15 +189,6 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 			return rc;
 		}
 	}
-	/* --seconds: ranks must agree on the last round (a round one rank skips would never
-	 * complete for the others), so they vote through the appliance itself: one i32 key,
-	 * each pushes 1 to go on; all go on only when the sum is the world size. The same key
-	 * is a barrier before every round (MPI and Gloo programs barrier before timing too):
-	 * otherwise the first rank's first round includes waiting for the last rank to start,
-	 * generate its data and join, which dwarfs a small allreduce. */
-	uint32_t vote_key = o->key_base + o->nkeys, vote_round = 0;
-	int voting = o->seconds > 0 || (o->barrier && o->world > 1);
-
 	if (voting) {
 		struct tally_register vr = { .nelems = 1, .chunk_elems = 1, .dtype = TALLY_DT_I32,
 					     .participants = (uint16_t)o->world,
@@ -217,6 +201,50 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 			return rc;
 		}
 	}
+	return 0;
+}
+
+/* --failover: the appliance is down (-EHOSTDOWN): move the job and register again. 1 moved
+ * (push the round again), 0 not a failover (rc stands), negative errno. */
+static int wk_failover(const struct wk_opts *o, struct wk_sess *s, const struct wk_key *keys,
+		       int voting, int rc, char *err, size_t errlen)
+{
+	if (rc != -EHOSTDOWN || !s->nfo)
+		return 0;
+	rc = wk_fo_move(s, o->join_ms, err, errlen);
+	if (!rc)
+		rc = wk_register(o, s->c, keys, voting, err, errlen);
+	return rc ? rc : 1;
+}
+
+static int wk_run(const struct wk_opts *o, struct wk_sess *s,
+		  struct wk_key *keys, void *in, void *out, double *secs, double *r0secs,
+		  double *vsecs, struct wd_check *chk, uint32_t *done, double *rt, char *err,
+		  size_t errlen)
+{
+	struct wd_gen g = { .seed = o->seed, .dtype = o->dtype, .values = o->values };
+	size_t es = tally_dtype_size(o->dtype);
+	int bit_exact = o->deterministic || o->values == WD_EXACT || o->dtype == TALLY_DT_I32;
+	struct tally_client *c = s->c;
+	int rc;
+
+	rc = tally_client_join(c, o->join_ms);
+	if (rc) {
+		snprintf(err, errlen, "join job %u as rank %u/%u: %s (%s)", o->job_id, o->rank,
+			 o->world, strerror(-rc), tally_client_strerror(c));
+		return rc;
+	}
+	/* --seconds: ranks must agree on the last round (a round one rank skips would never
+	 * complete for the others), so they vote through the appliance itself: one i32 key,
+	 * each pushes 1 to go on; all go on only when the sum is the world size. The same key
+	 * is a barrier before every round (MPI and Gloo programs barrier before timing too):
+	 * otherwise the first rank's first round includes waiting for the last rank to start,
+	 * generate its data and join, which dwarfs a small allreduce. */
+	uint32_t vote_key = o->key_base + o->nkeys, vote_round = 0;
+	int voting = o->seconds > 0 || (o->barrier && o->world > 1), skip_barrier = 0;
+
+	if ((rc = wk_register(o, c, keys, voting, err, errlen)))
+		return rc;
 	double start = wk_now();
 
 	/* --warmup: the first rounds run and are verified but not timed (nccl-tests' warm-up
@@ -240,13 +268,21 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 		 * generated its data and checked the last result. On shared cores a rank that
 		 * generates or verifies (untimed for it) while the others run a timed round
 		 * slows them down; MPI and Gloo get the same barrier. */
-		if (o->seconds > 0 || (o->barrier && o->world > 1)) {
+		if (voting && !skip_barrier) {
 			int32_t go = o->seconds <= 0 || !timed || wk_now() - start < o->seconds;
 			int32_t sum = 0;
 
 			rc = tally_client_start(c, vote_key, vote_round++, &go, &sum);
 			if (rc >= 0)
 				rc = o->events ? wk_wait_events(c, wx, rc) : tally_client_wait(c, rc);
+			int moved = rc ? wk_failover(o, s, keys, voting, rc, err, errlen) : 0;
+			if (moved == 1) { /* every rank votes this round again on the survivor */
+				c = s->c;
+				vote_round--;
+				r--;
+				continue;
+			}
+			rc = moved < 0 ? moved : rc;
 			if (rc) {
 				snprintf(err, errlen, "%s before round %u: %s (%s)",
 					 o->seconds > 0 ? "vote" : "barrier", r, strerror(-rc),
@@ -256,6 +292,7 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 			if (sum != (int32_t)o->world)
 				break;
 		}
+		skip_barrier = 0;
 		if (timed)
 			*done = r + 1 - o->warmup;
 		t0 = wk_now();
@@ -273,11 +310,21 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 		for (uint32_t k = 0; k < o->nkeys; k++) {
 			rc = o->events ? wk_wait_events(c, wx, keys[k].handle) :
 					 tally_client_wait(c, keys[k].handle);
+			int moved = rc ? wk_failover(o, s, keys, voting, rc, err, errlen) : 0;
+			if (moved == 1)
+				break; /* the keys of this round go again, on the survivor */
+			rc = moved < 0 ? moved : rc;
 			if (rc) {
 				snprintf(err, errlen, "allreduce key %u round %u: %s (%s)", keys[k].id,
 					 r, strerror(-rc), tally_client_strerror(c));
 				return rc;
 			}
+		}
+		if (c != s->c) { /* moved: every rank pushes this round's keys again */
+			c = s->c;
+			skip_barrier = 1;
+			r--;
+			continue;
 		}
 		t1 = wk_now();
 		if (o->events)
@@ -300,7 +347,6 @@ static int wk_run(const struct wk_opts *o, struct worker_xport *wx, struct tally
 			return -EBADMSG;
 		}
 	}
-	(void)wx;
 	return 0;
 }
 
@@ -374,8 +420,7 @@ int main(int argc, char **argv)
 		.blast_cores = 1, .barrier = 1,
 	};
 	struct tally_client_cfg cc = { 0 };
-	struct worker_xport wx = { 0 };
-	struct tally_client *c = NULL;
+	struct wk_sess s = { 0 };
 	struct wk_key *keys = NULL;
 	struct wd_check chk = { 0 };
 	double secs = 0, vsecs = 0, r0secs = 0, median = 0, *rt = NULL;
@@ -406,7 +451,20 @@ int main(int argc, char **argv)
 		keys[k].first = total / o.nkeys * k;
 		keys[k].n = k + 1 < o.nkeys ? total / o.nkeys : total - keys[k].first;
 	}
-	rc = wx_open(&o.x, &wx, err, sizeof(err));
+	if (o.failover && wk_fo_parse(o.failover, &s)) {
+		fprintf(stderr, "tally-worker: bad --failover '%s': HOST:PORT[,HOST:PORT...], at most "
+			"%d\n", o.failover, WK_FO_MAX);
+		rc = 2;
+		goto out;
+	}
+	if (s.nfo && o.x.kind != WX_UDP) {
+		fprintf(stderr, "tally-worker: --failover needs --transport udp (a DPDK port is "
+			"opened once per process)\n");
+		rc = 2;
+		goto out;
+	}
+	s.x = o.x;
+	rc = wx_open(&s.x, &s.wx, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "tally-worker: %s\n", err);
 		rc = 1;
@@ -434,36 +492,44 @@ int main(int argc, char **argv)
 		 o.x.base_port);
 	if (cc.max_ops < o.nkeys)
 		cc.max_ops = o.nkeys;
-	c = tally_client_create(&cc, wx.ops, wx.ctx, &rc);
-	if (!c) {
+	cc.fail_fast = s.nfo > 0; /* a dead appliance: -EHOSTDOWN, then --failover */
+	s.cc = cc;
+	s.c = tally_client_create(&cc, s.wx.ops, s.wx.ctx, &rc);
+	if (!s.c) {
 		fprintf(stderr, "tally-worker: client session: %s\n", strerror(-rc));
 		rc = 1;
 		goto out;
 	}
-	wx_attach(&wx, c);
+	wx_attach(&s.wx, s.c);
 	if (o.blast) {
-		rc = wk_blast(&o, &wx, c, in, &secs);
+		rc = wk_blast(&o, &s.wx, s.c, in, &secs);
 		o.rounds = 0;
 	} else {
 		uint32_t done = 0;
 
-		rc = wk_run(&o, &wx, c, keys, in, out, &secs, &r0secs, &vsecs, &chk, &done, rt,
+		rc = wk_run(&o, &s, keys, in, out, &secs, &r0secs, &vsecs, &chk, &done, rt,
 			    err, sizeof(err));
 		o.rounds = done;
 		median = wk_median(rt, done);
 	}
-	tally_client_bye(c);
-	wx_flush(&wx);
-	wk_print(&o, &wx, c, secs, r0secs, median, vsecs, &chk, rc, err);
+	if (!s.c) { /* a failover that could not open a transport */
+		fprintf(stderr, "tally-worker rank %u: %s\n", o.rank, err);
+		rc = 1;
+		goto out;
+	}
+	tally_client_bye(s.c);
+	wx_flush(&s.wx);
+	o.x = s.x; /* the report names the appliance the run ended on */
+	wk_print(&o, &s.wx, s.c, secs, r0secs, median, vsecs, &chk, rc, err);
 	if (rc && !o.json)
 		fprintf(stderr, "tally-worker rank %u: %s\n", o.rank, err);
 	rc = rc ? 1 : 0;
 	if (o.linger)
 		wk_linger();
 out:
-	if (c)
-		tally_client_destroy(c);
-	wx_close(&wx);
+	if (s.c)
+		tally_client_destroy(s.c);
+	wx_close(&s.wx);
 	free(keys);
 	free(rt);
 	free(in);

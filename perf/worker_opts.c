@@ -52,6 +52,10 @@ void wk_usage(FILE *f)
 		"  --incarnation N      this launch of the job (default 0: none); every rank of a\n"
 		"                       launch gives the same N, a new N replaces an earlier launch's\n"
 		"                       state on the appliance (a relaunch after a crash)\n"
+		"  --failover LIST      HOST:PORT[,...]: when the appliance is down (silent 1 s with\n"
+		"                       work outstanding) the job moves to the first of these that\n"
+		"                       answers, keys registered again, the round pushed again;\n"
+		"                       every rank of the job must give the same list\n"
 		"  --blast              I/O baseline against tallyd --io-forward: send PUSH frames of\n"
 		"                       one chunk for --seconds, count what comes back (no JOIN)\n"
 		"  --blast-cores N      appliance cores to spread the blast over (default 1)\n"
@@ -107,7 +111,7 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 	       O_WINDOW, O_SEED, O_VALUES, O_DET, O_NOVERIFY, O_JOINMS, O_GIVEUP, O_RTO, O_JSON,
 	       O_HELP, O_LOCALIP, O_DPDKPORT, O_SECONDS, O_BLAST, O_BLASTCORES, O_LINGER,
 	       O_NOBARRIER, O_WARMUP, O_RTOMIN, O_INCARNATION, O_BUSYPOLL, O_EVENTS, O_PROBE,
-	       O_DEAD };
+	       O_DEAD, O_FAILOVER };
 	static const struct option lo[] = {
 		{ "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT },
 		{ "transport", 1, 0, O_TRANSPORT }, { "dpdk", 1, 0, O_DPDK },
@@ -128,7 +132,7 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 		{ "events", 0, 0, O_EVENTS }, { "probe-ms", 1, 0, O_PROBE },
 		{ "dead-ms", 1, 0, O_DEAD },
 		{ "rto-min-us", 1, 0, O_RTOMIN }, { "incarnation", 1, 0, O_INCARNATION },
-		{ "busy-poll-us", 1, 0, O_BUSYPOLL },
+		{ "busy-poll-us", 1, 0, O_BUSYPOLL }, { "failover", 1, 0, O_FAILOVER },
 		{ 0, 0, 0, 0 } };
 	uint32_t port = TALLY_DEFAULT_PORT;
 	int c, bad = 0;
@@ -177,6 +181,7 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 			o->x.busy_poll_us = v ? (int)v : -1;
 			break;
 		}
+		case O_FAILOVER: o->failover = optarg; break; /* checked by wk_fo_parse */
 		case O_JOB: bad |= wk_u32(optarg, &o->job_id); break;
 		case O_TOKEN: bad |= wk_u64(optarg, &o->token); break;
 		case O_INCARNATION: bad |= wk_u64(optarg, &o->incarnation); break;

@@ -40,6 +40,7 @@ struct wk_opts {
 	int events;          /* one JSON line on stderr per round done and session state
 			      * change, CLOCK_MONOTONIC seconds (perf/faults_bench.py) */
 	uint32_t probe_ms, dead_ms; /* the session's liveness settings (0: defaults) */
+	const char *failover; /* appliances to move the job to when this one is down */
 };
 
 void wk_usage(FILE *f);

@@ -199,6 +199,7 @@ static json_t *jobs_json(struct tally_actl *a, int has_job, uint32_t job_id, int
 			all[j].quota_bytes += ji[k].quota_bytes;
 			if (!all[j].incarnation) /* a core the launch has not joined yet says 0 */
 				all[j].incarnation = ji[k].incarnation;
+			all[j].gone |= ji[k].gone; /* core 0 hears GONE; union anyway */
 		}
 	}
 	for (unsigned j = 0; j < nall; j++) {
@@ -221,6 +222,12 @@ static json_t *jobs_json(struct tally_actl *a, int has_job, uint32_t job_id, int
 		json_object_set_new(o, "mem_bytes", json_integer((json_int_t)all[j].mem_bytes));
 		json_object_set_new(o, "quota_keys", json_integer(all[j].quota_keys));
 		json_object_set_new(o, "quota_bytes", json_integer((json_int_t)all[j].quota_bytes));
+		/* appliances (indices in the job's list) its workers failed over from */
+		json_t *gone = json_array();
+		for (unsigned b = 0; b < 32; b++)
+			if (all[j].gone & (1u << b))
+				json_array_append_new(gone, json_integer(b));
+		json_object_set_new(o, "gone_appliances", gone);
 		json_object_set_new(o, "policy", pol);
 		json_array_append_new(arr, o);
 	}

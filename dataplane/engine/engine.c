@@ -136,6 +136,8 @@ enum tally_reason tally_engine_rx(struct tally_engine *e, const void *buf, size_
 		return engine_rx_bye(e, &pkt, from ? from : &noaddr);
 	case TALLY_OP_PING:
 		return engine_rx_ping(e, &pkt, from, len);
+	case TALLY_OP_GONE:
+		return engine_rx_gone(e, &pkt, from ? from : &noaddr);
 	default: /* JOIN_OK, RESULT, ERROR: only the worker side receives them */
 		return engine_drop(e, TALLY_R_UNEXPECTED_OP);
 	}

@@ -123,6 +123,7 @@ struct engine_job {
 	uint32_t q_keys;               /* own quotas (0: the engine's) */
 	uint64_t q_bytes;
 	size_t mem;                    /* arena bytes of its live keys */
+	uint32_t gone;                 /* appliances its workers reported GONE (engine_gone.c) */
 };
 
 struct engine_stage {                  /* one staged push in the deterministic pool */
@@ -279,6 +280,9 @@ enum tally_reason engine_quota_check(const struct tally_engine *e, const struct 
 /* engine_life.c */
 /* End a job: keys freed, bindings dropped; an open-admission job also loses its slot. */
 void engine_job_end(struct tally_engine *e, struct engine_job *job);
+/* engine_gone.c: a worker's GONE report (tally_proto.h) */
+enum tally_reason engine_rx_gone(struct tally_engine *e, const struct tally_pkt *pkt,
+				 const struct tally_addr *from);
 /* JOIN of `rank` with incarnation `inc`: TALLY_OK (the job adopted it if new, see
  * tally_engine.h) or TALLY_R_INCARNATION_LIVE. */
 enum tally_reason engine_incarnation(struct tally_engine *e, struct engine_job *job,

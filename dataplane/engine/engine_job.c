@@ -201,6 +201,7 @@ int tally_engine_walk_jobs(const struct tally_engine *e,
 			.mem_bytes = j->mem,
 			.quota_keys = j->q_keys ? j->q_keys : e->cfg.quota_keys,
 			.quota_bytes = j->q_bytes ? j->q_bytes : e->cfg.quota_bytes,
+			.gone = j->gone,
 		};
 		int rc = cb(arg, &ji);
 		if (rc)

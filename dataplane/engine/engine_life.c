@@ -17,6 +17,7 @@ static void job_reset(struct tally_engine *e, struct engine_job *job)
 	engine_keys_remove_job(e, job);
 	memset(job->ranks, 0, job->world * sizeof(*job->ranks));
 	job->joined = 0;
+	job->gone = 0; /* a new launch or job starts with every appliance */
 }
 
 void engine_job_end(struct tally_engine *e, struct engine_job *job)

@@ -230,7 +230,9 @@ struct tally_engine_cfg {
 	X(pings, pings, "liveness PINGs answered (PING+ACK, or ERROR to an unknown worker)") \
 	X(need_asks, need_asks, "ERROR NEED_RESULT sent: a rank re-pushed round r after a " \
 	  "restart while others were at r+1") \
-	X(installs, installs, "complete sums installed as a round's result (TALLY_F_COMPLETE)")
+	X(installs, installs, "complete sums installed as a round's result (TALLY_F_COMPLETE)") \
+	X(gone_reports, gone_reports, "GONE reports that grew a job's set of gone appliances " \
+	  "(its workers failed over from another appliance)")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;
@@ -300,7 +302,8 @@ struct tally_engine_job_info {
 	uint32_t joined;           /* ranks bound to an address */
 	uint32_t keys;             /* keys registered */
 	int open_admission;        /* created by the first JOIN */
-	uint32_t reserved;         /* 0 (keeps the struct free of padding) */
+	uint32_t gone;             /* appliances its workers reported GONE (bit i: the i-th of
+				    * the job's appliance list): they failed over from them */
 	uint64_t incarnation;      /* the launch it serves (0: none given yet) */
 	uint64_t mem_bytes;        /* key memory charged to it (its quota counts this) */
 	uint32_t quota_keys;       /* its quotas in force (0: none) */

@@ -152,7 +152,7 @@ const char *tally_op_name(uint8_t op)
 		[TALLY_OP_REGISTER] = "REGISTER", [TALLY_OP_PUSH] = "PUSH",
 		[TALLY_OP_RESULT] = "RESULT", [TALLY_OP_PULL] = "PULL",
 		[TALLY_OP_ERROR] = "ERROR", [TALLY_OP_BYE] = "BYE",
-		[TALLY_OP_HELD] = "HELD", [TALLY_OP_PING] = "PING",
+		[TALLY_OP_HELD] = "HELD", [TALLY_OP_PING] = "PING", [TALLY_OP_GONE] = "GONE",
 	};
 	if (op == 0 || op > TALLY_OP_MAX)
 		return "unknown";
@@ -225,6 +225,7 @@ static long op_fixed_len(uint8_t op)
 	case TALLY_OP_BYE:
 	case TALLY_OP_HELD:
 	case TALLY_OP_PING:
+	case TALLY_OP_GONE:
 		return 0;
 	default:
 		return -1;

@@ -38,7 +38,8 @@ enum tally_op {
 	TALLY_OP_BYE = 8,
 	TALLY_OP_HELD = 9,     /* appliance→worker, header only: see "HELD" below */
 	TALLY_OP_PING = 10,    /* liveness probe, header only: see "PING" below */
-	TALLY_OP_MAX = 10
+	TALLY_OP_GONE = 11,    /* both ways, header only: see "GONE" below */
+	TALLY_OP_MAX = 11
 };
 
 /* PING (worker→appliance, header only, flags 0): a worker with work outstanding that has
@@ -66,6 +67,14 @@ enum tally_op {
  * workers. A HELD is advisory: the exactly-once bitmap, quorum, deterministic mode and
  * the round rules do not change; a lost HELD costs one payload re-send (a duplicate,
  * answered with HELD again). The engine keeps no per-packet timer. */
+
+/* GONE (header only; hdr.aux = a set of appliances, bit i = the i-th appliance of the job's
+ * appliance list as every worker's agent orders it): worker→appliance, "these appliances
+ * are gone for this job" (dead or draining; the worker moved their keys to the survivors);
+ * appliance→worker, the job's whole gone set as this appliance knows it. The appliance ORs
+ * what a worker reports into its job's set and, when the set grew, sends it to every bound
+ * rank of the job (so a rank that has not noticed yet moves too, see gpu_agent/README.md
+ * "Failover"), else to the sender alone (its acknowledgement). */
 
 /* hdr.flags */
 #define TALLY_F_ACK 0x0001u      /* REGISTER acknowledgement */

@@ -128,6 +128,12 @@ def main():
     assert 'le="+Inf"' in text and 'rank="0",job_id="5"' in text
     pp = [l for l in text.splitlines() if l.startswith("tally_agent_push_pulls_total")]
     assert int(pp[0].split()[-1]) >= n, pp
+    if got is not None:  # the real agent: its failover counter and its appliance's liveness
+        lint_ok(text, ["tally_agent_failovers_total", "tally_agent_appliance_up"])
+        fo = [l for l in text.splitlines() if l.startswith("tally_agent_failovers_total")]
+        assert fo and fo[0].split()[-1] == "0", fo
+        up = [l for l in text.splitlines() if l.startswith("tally_agent_appliance_up{")]
+        assert up and 'appliance="0",state="up"' in up[0] and up[0].endswith(" 1"), up
     try:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/nope", timeout=5)
         raise AssertionError("404 expected")

@@ -104,7 +104,8 @@ class AgentCfg(ctypes.Structure):
 class AgentStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in ("push_pulls", "failed", "partitions", "bytes",
                                                 "max_inflight_bytes", "credit_waits", "credit_overdrafts", "retransmits",
-                                                "excluded", "order_waits", "push_bytes")]
+                                                "excluded", "order_waits", "push_bytes",
+                                                "failovers", "moved_pushes")]
 
 
 class AgentPart(ctypes.Structure):
@@ -138,6 +139,7 @@ _sig = {
     "tally_agent_partitions": (ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(AgentPart), ctypes.c_uint]),
     "tally_agent_get_stats": (None, [_P, ctypes.POINTER(AgentStats)]),
     "tally_agent_ranks": (None, [_P] + [ctypes.POINTER(ctypes.c_int)] * 4),
+    "tally_agent_liveness": (ctypes.c_int, [_P, ctypes.c_uint, ctypes.POINTER(ctypes.c_uint64)]),
 }
 for _name, (_res, _args) in _sig.items():
     _f = getattr(lib, _name)

@@ -186,6 +186,21 @@ class Agent:
         _lib.lib.tally_agent_get_stats(self._h, ctypes.byref(s))
         return {f: getattr(s, f) for f, _ in s._fields_}
 
+    LIVENESS = ("up", "silent", "down", "draining", "gone")
+
+    def liveness(self):
+        """Per appliance, as this rank sees it: [(state, gone_unix_seconds or None)], state
+        one of LIVENESS ('gone': its keys moved to the survivors)."""
+        out, i = [], 0
+        while True:
+            t = ctypes.c_uint64(0)
+            st = _lib.lib.tally_agent_liveness(self._h, i, ctypes.byref(t))
+            if st < 0:
+                return out
+            out.append((self.LIVENESS[st] if st < len(self.LIVENESS) else str(st),
+                        t.value / 1e9 if t.value else None))
+            i += 1
+
     def close(self):
         if self._h:
             _lib.lib.tally_agent_destroy(self._h)

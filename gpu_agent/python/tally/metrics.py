@@ -18,7 +18,11 @@ keeps that label for the scrape job).
 The agent's counters come from every Agent registered with track(); the DDP hook's and the
 process-wide agent are registered by tally.torch and tally.init.
 
-There is no failover counter: the agent does not count failovers yet.
+  tally_agent_failovers_total              appliances this rank moved its keys off (dead or
+                                           draining; gpu_agent/README.md "Failover")
+  tally_agent_appliance_up                 gauge per appliance (label appliance = its index in
+                                           TALLY_APPLIANCES, state = up/silent/down/draining/
+                                           gone): 1 answering, 0 otherwise
 """
 import bisect
 import os
@@ -39,6 +43,8 @@ _HELP = {
     "retransmits": "chunks retransmitted by the client sessions",
     "excluded": "results that left this rank's push out (quorum)",
     "order_waits": "partitions held for the submission order",
+    "failovers": "appliances this rank moved its keys off (dead or draining)",
+    "moved_pushes": "open-round partitions pushed again on a surviving appliance",
 }
 
 
@@ -116,9 +122,28 @@ def _agent_stats():
     return tot
 
 
+def _liveness():
+    with _lock:
+        agents = list(_agents)
+    for a in agents:
+        try:
+            return a.liveness()
+        except Exception:       # closed agent, or a library without liveness
+            continue
+    return []
+
+
 def render():
     """The metrics of this process as Prometheus text exposition (a str)."""
     out = []
+    live = _liveness()
+    if live:
+        n = "tally_agent_appliance_up"
+        out += [f"# HELP {n} 1 while this rank's session with the appliance is answering "
+                "(state: up, silent, down, draining, gone)", f"# TYPE {n} gauge"]
+        for i, (state, _) in enumerate(live):
+            lab = _labels(f'appliance="{i}",state="{state}"')
+            out.append(f"{n}{{{lab}}} {1 if state == 'up' else 0}")
     name = "tally_agent_push_pull_duration_seconds"
     counts, total = push_pull_seconds.snapshot()
     out += [f"# HELP {name} seconds from a push_pull's start to its completion (DDP hook, optimizer)",
