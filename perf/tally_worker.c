@@ -274,7 +274,7 @@ static int wk_run(const struct wk_opts *o, struct wk_sess *s,
 
 			rc = tally_client_start(c, vote_key, vote_round++, &go, &sum);
 			if (rc >= 0)
-				rc = o->events ? wk_wait_events(c, wx, rc) : tally_client_wait(c, rc);
+				rc = o->events ? wk_wait_events(c, &s->wx, rc) : tally_client_wait(c, rc);
 			int moved = rc ? wk_failover(o, s, keys, voting, rc, err, errlen) : 0;
 			if (moved == 1) { /* every rank votes this round again on the survivor */
 				c = s->c;
@@ -308,7 +308,7 @@ static int wk_run(const struct wk_opts *o, struct wk_sess *s,
 			}
 		}
 		for (uint32_t k = 0; k < o->nkeys; k++) {
-			rc = o->events ? wk_wait_events(c, wx, keys[k].handle) :
+			rc = o->events ? wk_wait_events(c, &s->wx, keys[k].handle) :
 					 tally_client_wait(c, keys[k].handle);
 			int moved = rc ? wk_failover(o, s, keys, voting, rc, err, errlen) : 0;
 			if (moved == 1)
