@@ -100,6 +100,10 @@ static const char *const reason_names[TALLY_R_COUNT] = {
 	[TALLY_R_INCARNATION_LIVE] = "incarnation_live",
 	[TALLY_R_RANK_SILENT] = "rank_silent",
 	[TALLY_R_BAD_FLAGS] = "bad_flags",
+	[TALLY_R_BAD_MAC] = "bad_mac",
+	[TALLY_R_AUTH_REQUIRED] = "auth_required",
+	[TALLY_R_NO_KEY] = "no_key",
+	[TALLY_R_REPLAY] = "replay",
 };
 
 const char *tally_reason_name(enum tally_reason r)
@@ -229,7 +233,8 @@ enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_p
 	h.payload_len = get32(b + HO_PLEN);
 	if (h.payload_len > TALLY_MAX_PAYLOAD)
 		return TALLY_R_OVERSIZED;
-	if ((size_t)h.payload_len != len - TALLY_HDR_LEN)
+	size_t hl = tally_proto_hdr_len(b);
+	if (len < hl || (size_t)h.payload_len != len - hl)
 		return TALLY_R_LEN_MISMATCH;
 	long fixed = op_fixed_len(h.op);
 	if (fixed >= 0 && (long)h.payload_len != fixed)
@@ -263,19 +268,26 @@ enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_p
 		if (h.count == 0 || (uint64_t)h.offset + h.count > UINT32_MAX)
 			return TALLY_R_BAD_COUNT;
 		/* MISSING or RESEND (a duplicate push acknowledged), not both, nothing else */
-		if ((h.flags & ~(TALLY_F_MISSING | TALLY_F_RESEND)) ||
-		    h.flags == (TALLY_F_MISSING | TALLY_F_RESEND))
+		if ((h.flags & ~(TALLY_F_MISSING | TALLY_F_RESEND | TALLY_F_AUTH)) ||
+		    (h.flags & (TALLY_F_MISSING | TALLY_F_RESEND)) ==
+			    (TALLY_F_MISSING | TALLY_F_RESEND))
 			return TALLY_R_BAD_FLAGS;
 	}
 	if (h.rank >= TALLY_MAX_WORKERS)
 		return TALLY_R_BAD_RANK;
-	/* The CRC last: it is the only check that reads the whole payload. */
-	if (h.crc != (h.payload_len ? tally_crc32c(b + TALLY_HDR_LEN, h.payload_len) : 0u))
+	/* The CRC last: it is the only check that reads the whole payload. An authenticated
+	 * packet has none (its tag, checked by the key's owner, covers the payload). */
+	if (hl != TALLY_HDR_LEN) {
+		if (h.crc != 0)
+			return TALLY_R_BAD_CRC;
+	} else if (h.crc != (h.payload_len ? tally_crc32c(b + hl, h.payload_len) : 0u)) {
 		return TALLY_R_BAD_CRC;
+	}
 
 	if (pkt) {
 		pkt->hdr = h;
-		pkt->payload = b + TALLY_HDR_LEN;
+		pkt->payload = b + hl;
+		pkt->auth = hl != TALLY_HDR_LEN ? b + TALLY_HDR_LEN : NULL;
 	}
 	return TALLY_OK;
 }

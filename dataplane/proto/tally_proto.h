@@ -70,6 +70,19 @@ enum tally_op {
  * elements, LSB-first, bit 1 = "+" (tally_sum.h)], dtype is f32 (the user side's), count
  * stays in elements. The element i of the chunk is bit_i ? scale : -scale. */
 #define TALLY_F_ONEBIT 0x0040u
+/* Authenticated packet (a job admitted with a key, tally_auth.h): the 64-byte header is
+ * followed by a TALLY_AUTH_LEN-byte auth block, [12-byte GMAC IV][16-byte GMAC tag], then
+ * the payload (payload_len counts the payload only). The tag is AES-256-GMAC over the
+ * 64 header bytes and the payload; hdr.crc is 0 (the tag covers the payload). JOIN puts a
+ * fresh nonce in hdr.reserved (strictly increasing per rank), JOIN_OK echoes it, BYE
+ * repeats the nonce of the JOIN that bound the rank (replays of either are refused).
+ * Any op may carry it; without it the format and CRC are unchanged. */
+#define TALLY_F_AUTH 0x0080u
+#define TALLY_AUTH_IV_LEN 12
+#define TALLY_AUTH_TAG_LEN 16
+#define TALLY_AUTH_LEN (TALLY_AUTH_IV_LEN + TALLY_AUTH_TAG_LEN)
+/* Largest encoded header: the header and the auth block. */
+#define TALLY_HDR_MAX (TALLY_HDR_LEN + TALLY_AUTH_LEN)
 
 /* The wire header. Encoded/decoded field by field (never cast a packet buffer to it). */
 struct tally_hdr {
@@ -193,6 +206,12 @@ enum tally_reason {
 				 * rank, hdr.count how long it has been silent (ms) */
 	/* stateless again (tally_proto_decode), numbered last so the codes above keep theirs */
 	TALLY_R_BAD_FLAGS,      /* flags the op does not define (HELD: MISSING or RESEND) */
+	/* authentication (tally_auth.h), numbered last for the same reason */
+	TALLY_R_BAD_MAC,        /* TALLY_F_AUTH packet whose tag does not verify with the key */
+	TALLY_R_AUTH_REQUIRED,  /* packet without TALLY_F_AUTH for a job admitted with a key */
+	TALLY_R_NO_KEY,         /* TALLY_F_AUTH packet for a job (or peer) without a key */
+	TALLY_R_REPLAY,         /* JOIN nonce not above the rank's last, BYE or JOIN_OK nonce
+				 * not the bound JOIN's */
 	TALLY_R_COUNT
 };
 
@@ -203,7 +222,15 @@ const char *tally_op_name(uint8_t op);
 struct tally_pkt {
 	struct tally_hdr hdr;
 	const uint8_t *payload;
+	const uint8_t *auth;  /* TALLY_F_AUTH: the auth block (IV, tag), else NULL */
 };
+
+/* Bytes of an encoded header as sent: TALLY_HDR_LEN, or TALLY_HDR_MAX when its flags say
+ * TALLY_F_AUTH (the auth block follows it). Transports send this many header bytes. */
+static inline size_t tally_proto_hdr_len(const uint8_t *hdr)
+{
+	return (hdr[6] & TALLY_F_AUTH) ? TALLY_HDR_MAX : TALLY_HDR_LEN;
+}
 
 /* Encode a header into 64 bytes at `out`. Sets magic/version; `hdr->payload_len` and
  * `hdr->crc` are written as given (use tally_proto_finish()). */
@@ -223,6 +250,9 @@ uint32_t tally_crc32c(const void *buf, size_t len);
  * BAD_COUNT), HELD: no payload, count >= 1 and offset + count within 32 bits
  * (TALLY_R_BAD_COUNT), no flags but TALLY_F_MISSING or TALLY_F_RESEND, not both
  * (TALLY_R_BAD_FLAGS), rank bound, CRC (checked last). The reserved field is ignored.
+ * With TALLY_F_AUTH the auth block sits between header and payload (its bytes count in
+ * len), crc must be 0 (else BAD_CRC) and the tag is NOT checked here (the key is the
+ * engine's or client's: tally_auth_verify); pkt->auth points at the block.
  * Returns TALLY_OK and fills *pkt, or the reason. Never reads past buf[len). */
 enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_pkt *pkt);
 
