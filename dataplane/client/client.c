@@ -73,6 +73,9 @@ struct tally_client *tally_client_create(const struct tally_client_cfg *cfg,
 	rc = client_ops_init(c);
 	if (rc)
 		goto fail;
+	rc = client_auth_init(c);
+	if (rc)
+		goto fail;
 	if (err)
 		*err = 0;
 	return c;
@@ -88,6 +91,7 @@ void tally_client_destroy(struct tally_client *c)
 	if (!c)
 		return;
 	client_cores_free(c);
+	client_auth_fini(c);
 	for (uint32_t i = 0; i < c->nkeys; i++) {
 		struct client_key *k = &c->keys[i];
 
@@ -199,6 +203,7 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 	j.incarnation = c->cfg.incarnation;
 	tally_proto_put_join(pl, &j);
 	client_fill_hdr(c, &h, TALLY_OP_JOIN);
+	h.reserved = c->join_nonce = client_join_nonce(c);
 	tally_proto_finish(hdr, &h, pl, sizeof(pl));
 
 	/* Core 0 tells us how many cores there are; every core keeps its own job table,
@@ -446,6 +451,7 @@ void tally_client_bye(struct tally_client *c)
 	if (!c->joined)
 		return;
 	client_fill_hdr(c, &h, TALLY_OP_BYE);
+	h.reserved = c->join_nonce; /* a keyed job's appliance takes only the bound JOIN's */
 	tally_proto_finish(hdr, &h, NULL, 0);
 	for (uint32_t core = 0; core < c->ncores; core++)
 		client_send(c, core, hdr, NULL, 0);
@@ -500,9 +506,14 @@ void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 		c->st.errors++;
 		if (h->aux == TALLY_OP_JOIN && c->wait == CLIENT_W_JOIN && !c->wait_done) {
 			c->wait_err = client_err_from_reason(h->reason);
-			client_seterr(c, "JOIN of job %u rank %u refused by appliance core %u: %s",
+			client_seterr(c, "JOIN of job %u rank %u refused by appliance core %u: %s%s",
 				  c->cfg.job_id, c->cfg.rank, c->wait_key,
-				  tally_reason_name((enum tally_reason)h->reason));
+				  tally_reason_name((enum tally_reason)h->reason),
+				  h->reason == TALLY_R_BAD_MAC ? " (our key is not the job's: check "
+				  "TALLY_AUTH_KEY_FILE)" : h->reason == TALLY_R_AUTH_REQUIRED ?
+				  " (the job was admitted with a key: set TALLY_AUTH_KEY_FILE)" :
+				  h->reason == TALLY_R_NO_KEY ? " (the appliance has no key for this "
+				  "job: admit it with a key file, or unset TALLY_AUTH_KEY_FILE)" : "");
 			c->wait_done = true;
 		} else if (h->aux == TALLY_OP_REGISTER && c->wait == CLIENT_W_REGISTER &&
 			   h->key == c->wait_key && !c->wait_done) {

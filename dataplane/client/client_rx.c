@@ -209,6 +209,8 @@ void tally_client_rx(struct tally_client *c, const void *buf, size_t len)
 		c->st.drops[TALLY_R_BAD_RANK]++;
 		return;
 	}
+	if (!client_auth_rx(c, buf, &p))
+		return;
 	if (p.hdr.op == TALLY_OP_RESULT) {
 		if (!c->joined) {
 			c->st.drops[TALLY_R_NOT_JOINED]++;

@@ -76,6 +76,14 @@ struct tally_client_cfg {
 				   * the appliance's state of an earlier launch (tally_engine.h). */
 	char appliance[64];       /* the appliance's address for error messages
 				   * ("10.0.0.1:9170"); "" → "appliance" */
+	/* Authentication (tally_proto.h TALLY_F_AUTH): with auth set, every packet is signed
+	 * with auth_key (AES-256-GMAC, the job's key from TALLY_AUTH_KEY_FILE) and only
+	 * packets whose tag verifies are taken (others counted in drops[bad_mac],
+	 * drops[auth_required]); the JOIN carries a fresh nonce that JOIN_OK must echo
+	 * (drops[replay]). A JOIN refused bad_mac / auth_required / no_key fails at once
+	 * with a message naming TALLY_AUTH_KEY_FILE. */
+	uint8_t auth;
+	uint8_t auth_key[32];
 };
 
 struct tally_client_stats {
@@ -94,6 +102,8 @@ struct tally_client_stats {
 	uint64_t errors;          /* ERROR packets received */
 	uint64_t drops[TALLY_R_COUNT]; /* received packets rejected, by reason */
 	uint64_t rank_taken_retries; /* JOINs refused RANK_TAKEN and tried again */
+	uint64_t auth_signed;     /* packets signed (cfg.auth) */
+	uint64_t auth_verified;   /* received packets whose tag verified */
 };
 
 void tally_client_cfg_defaults(struct tally_client_cfg *cfg);
