@@ -163,7 +163,7 @@ void tally_proto_encode_hdr(uint8_t out[TALLY_HDR_LEN], const struct tally_hdr *
 	put32(out + HO_PLEN, h->payload_len);
 	put32(out + HO_CRC, h->crc);
 	put32(out + HO_AUX, h->aux);
-	put64(out + HO_RESERVED, 0);
+	put64(out + HO_RESERVED, h->reserved); /* the JOIN/BYE nonce of keyed jobs, else 0 */
 }
 
 void tally_proto_finish(uint8_t out[TALLY_HDR_LEN], struct tally_hdr *hdr, const void *payload,

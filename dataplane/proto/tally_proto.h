@@ -103,7 +103,8 @@ struct tally_hdr {
 	uint32_t payload_len; /* bytes after the header */
 	uint32_t crc;         /* CRC32C of the payload (0 for an empty payload) */
 	uint32_t aux;         /* op-specific: ERROR: the rejected op; RESULT: TALLY_AUX_LAST */
-	uint64_t reserved;    /* zero on send, ignored on receive */
+	uint64_t reserved;    /* JOIN, JOIN_OK, BYE with TALLY_F_AUTH: the JOIN nonce; else
+			       * zero on send (encoded as given), ignored on receive */
 };
 
 /* RESULT's aux: the recipient's push completed the chunk, so this RESULT is its answer and
