@@ -8,6 +8,7 @@
 int perf_sum_main(int argc, char **argv);
 int perf_engine_main(int argc, char **argv);
 int perf_engine_onebit_main(int argc, char **argv); /* engine --onebit */
+int perf_engine_auth_main(int argc, char **argv);   /* engine --auth */
 int perf_line_main(int argc, char **argv);
 int perf_allreduce_main(int argc, char **argv);
 int perf_report_main(int argc, char **argv);
