@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tally_auth.h"
 #include "tally_client.h"
 #include "worker_data.h"
 #include "worker_opts.h"
@@ -64,6 +65,12 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		       chk->checked, chk->mismatches, chk->max_err, chk->max_err_ratio);
 		printf(",\"fast_retransmits\":%" PRIu64 ",\"helds\":%" PRIu64 ",\"probes\":%" PRIu64,
 		       s->fast_retransmits, s->helds, s->probes);
+		printf(",\"auth_verified\":%" PRIu64 ",\"drop_reasons\":{", s->auth_verified);
+		for (int r = 1, n = 0; r < TALLY_R_COUNT; r++)
+			if (s->drops[r])
+				printf("%s\"%s\":%" PRIu64, n++ ? "," : "",
+				       tally_reason_name((enum tally_reason)r), s->drops[r]);
+		printf("}");
 		wx_json(wx);
 		printf(",\"ok\":%s,\"error\":\"", rc ? "false" : "true");
 		for (const char *p = err; *p; p++)
@@ -368,6 +375,16 @@ int main(int argc, char **argv)
 		cc.rto_max_us = cc.rto_init_us; /* the default ceiling (100 ms) below them */
 	cc.give_up_ms = o.give_up_ms;
 	cc.incarnation = o.incarnation;
+	if (o.key_file) {
+		char kerr[320];
+
+		if (tally_auth_key_load(o.key_file, cc.auth_key, kerr, sizeof(kerr)) < 0) {
+			fprintf(stderr, "tally-worker: --key-file / TALLY_AUTH_KEY_FILE: %s\n", kerr);
+			rc = 1;
+			goto out;
+		}
+		cc.auth = 1;
+	}
 	snprintf(cc.appliance, sizeof(cc.appliance), "%s:%u", o.x.host ? o.x.host : "?",
 		 o.x.base_port);
 	if (cc.max_ops < o.nkeys)

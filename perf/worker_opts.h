@@ -37,6 +37,7 @@ struct wk_opts {
 	int barrier;         /* all ranks meet before each round (default on) */
 	uint32_t warmup;     /* untimed (verified) rounds before the timed ones */
 	uint64_t incarnation; /* this launch of the job, in JOIN (0: none) */
+	const char *key_file; /* --key-file or $TALLY_AUTH_KEY_FILE: authenticated job */
 };
 
 void wk_usage(FILE *f);

@@ -23,6 +23,7 @@ struct actl_job {
 	uint64_t token;
 	int has_quorum, has_deadline;
 	uint32_t quorum, deadline_us;
+	char key_file[256];        /* job_add's key_file ("" none): config_save repeats it */
 };
 
 /* Counters of the last interval, for rates. */
