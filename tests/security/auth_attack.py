@@ -12,7 +12,7 @@ rank's own address (raw socket, spoofed source; as root) or else from its own so
   result_forged RESULT to rank 0 with a guessed tag             -> worker bad_mac
   join_plain    JOIN for rank 0 from our own socket, no tag     -> appliance auth_required
 Prints one JSON object: what it sent and whether it could spoof source addresses.
-  auth_attack.py --port P --workers JSON --job J --token T --seconds S [--cores N]
+  auth_attack.py --port P --workers JSON --job J --token T --seconds S [--cores N] [--ip A]
 """
 import argparse
 import json
@@ -59,14 +59,15 @@ class Sender:
         except PermissionError:
             self.raw = None
 
-    def send(self, data, src_port, dst_port, ip="127.0.0.1"):
-        if self.raw is None or src_port is None:
-            self.udp.sendto(data, (ip, dst_port))
+    def send(self, data, src, dst):
+        """src, dst: (ip, port); src port None: from our own socket."""
+        if self.raw is None or src[1] is None:
+            self.udp.sendto(data, dst)
             return
-        a = socket.inet_aton(ip)
-        udp = struct.pack("!HHHH", src_port, dst_port, 8 + len(data), 0) + data
-        iph = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0, a, a)
-        self.raw.sendto(iph + udp, (ip, 0))
+        udp = struct.pack("!HHHH", src[1], dst[1], 8 + len(data), 0) + data
+        iph = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0,
+                          socket.inet_aton(src[0]), socket.inet_aton(dst[0]))
+        self.raw.sendto(iph + udp, (dst[0], 0))
 
 
 def main():
@@ -77,14 +78,17 @@ def main():
     ap.add_argument("--job", type=int, required=True)
     ap.add_argument("--token", type=int, required=True)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--ip", default="127.0.0.1", help="the appliance's address")
     a = ap.parse_args()
     with open(a.workers) as f:
         ws = json.load(f)
     if isinstance(ws, dict):
         ws = ws.get("workers", ws.get("result", []))
     # each core binds a rank to the address it joined from (a socket per core)
-    port_of = {(w["rank"], w["core"]): int(w["addr"].rsplit(":", 1)[1])
+    addr_of = {(w["rank"], w["core"]): (w["addr"].rsplit(":", 1)[0],
+                                        int(w["addr"].rsplit(":", 1)[1]))
                for w in ws if w.get("job_id") == a.job}
+    nobody = (None, None)
     s = Sender()
     sent = {k: 0 for k in ("push_plain", "push_forged", "bye_forged", "bye_plain",
                            "result_plain", "result_forged", "join_plain")}
@@ -93,29 +97,28 @@ def main():
     end = time.time() + a.seconds
     while time.time() < end:
         for core in range(a.cores):
-            dst = a.port + core
+            dst = (a.ip, a.port + core)
+            w0, w1 = addr_of.get((0, core), nobody), addr_of.get((1, core), nobody)
             for key in range(4):
                 kw = dict(key=key, rnd=0, count=256, dtype=0)
-                s.send(plain(4, a.job, a.token, 0, payload, **kw), port_of.get((0, core)), dst)
+                s.send(plain(4, a.job, a.token, 0, payload, **kw), w0, dst)
                 sent["push_plain"] += 1
-                s.send(forged(4, a.job, a.token, 0, payload, **kw), port_of.get((0, core)),
-                       dst)
+                s.send(forged(4, a.job, a.token, 0, payload, **kw), w0, dst)
                 sent["push_forged"] += 1
-            s.send(forged(8, a.job, a.token, 1), port_of.get((1, core)), dst)
+            s.send(forged(8, a.job, a.token, 1), w1, dst)
             sent["bye_forged"] += 1
-            s.send(plain(8, a.job, a.token, 1), port_of.get((1, core)), dst)
+            s.send(plain(8, a.job, a.token, 1), w1, dst)
             sent["bye_plain"] += 1
-            s.send(plain(1, a.job, a.token, 0, join), None, dst)
+            s.send(plain(1, a.job, a.token, 0, join), nobody, dst)
             sent["join_plain"] += 1
-            if (0, core) in port_of:
+            if w0 != nobody:
                 kw = dict(key=0, rnd=0, count=256, dtype=0)
-                w0 = port_of[(0, core)]
                 s.send(plain(5, a.job, a.token, 0, payload, **kw), dst, w0)
                 sent["result_plain"] += 1
                 s.send(forged(5, a.job, a.token, 0, payload, **kw), dst, w0)
                 sent["result_forged"] += 1
         time.sleep(0.01)
-    print(json.dumps({"spoofed_source": s.raw is not None, "bindings_seen": len(port_of),
+    print(json.dumps({"spoofed_source": s.raw is not None, "bindings_seen": len(addr_of),
                       "sent": sent}))
     return 0
 
