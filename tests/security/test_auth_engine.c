@@ -229,9 +229,20 @@ static void test_replay_join_bye(void **state)
 	H_EXPECT_REJECT(&a->h, a_feed(a, 5), TALLY_R_REPLAY, 1);
 	/* BYE must repeat the bound JOIN's nonce */
 	H_EXPECT_REJECT(&a->h, a_bye(a, 0, 999), TALLY_R_REPLAY, 0);
+	/* a signed REGISTER (recorded) does not bind a keyed job's rank from elsewhere */
+	struct tally_register rg = h_reg(8, 8, TALLY_DT_F32, 2, 2);
+	uint8_t rpl[TALLY_REGISTER_LEN];
+	tally_proto_put_register(rpl, &rg);
+	struct tally_hdr rh = h_hdr(TALLY_OP_REGISTER, 0);
+	rh.key = 1;
+	a_build(a, &rh, rpl, sizeof(rpl), 1);
+	H_EXPECT_REJECT(&a->h, a_feed(a, 6), TALLY_R_NOT_JOINED, 1);
 	assert_int_equal(a_bye(a, 0, 1000), TALLY_OK);
 	uint8_t rec_bye[TALLY_HDR_MAX];
 	memcpy(rec_bye, a->buf, TALLY_HDR_MAX);
+	/* nor, now that rank 0 left, from its old address */
+	a_build(a, &rh, rpl, sizeof(rpl), 1);
+	H_EXPECT_REJECT(&a->h, a_feed(a, 0), TALLY_R_NOT_JOINED, 1);
 	/* after the BYE, the recorded JOIN replayed from the old address is refused too */
 	memcpy(a->buf, rec_join, rec_join_len);
 	a->len = rec_join_len;
