@@ -10,6 +10,7 @@
  * Reported per CPU second of this thread: push payload goodput, its ratio auth/plain
  * (median of per-repetition ratios, repetitions interleaved) and cores per 100G port
  * (12.5 GB/s / goodput) for both; chunk sizes 1 KiB and 8 KiB unless --chunk is given.
+ * First the MAC candidates' own rates at those sizes (perf_auth_mac.c), the choice's basis.
  *   tally-perf engine --auth [--workers W] [--chunk BYTES]... [--chunks N] [--reps N]
  *                            [--min-time S] [--json]
  */
@@ -330,9 +331,11 @@ int perf_engine_auth_main(int argc, char **argv)
 		       o.chunks, tally_sum_isa_name(tally_sum_isa()), o.reps);
 		printf("goodput = push payload summed per CPU second; auth = AES-256-GMAC verify "
 		       "per push + sign per RESULT copy\n");
+	}
+	perf_auth_mac_table(o.sizes, o.nsizes, o.min_s, o.json);
+	if (!o.json)
 		printf("%6s %10s %10s %8s %12s %12s\n", "chunk", "plain GB/s", "auth GB/s",
 		       "ratio", "plain c/100G", "auth c/100G");
-	}
 	for (unsigned s = 0; s < o.nsizes; s++) {
 		rc = pau_size(&o, o.sizes[s]);
 		if (rc < 0) {
