@@ -106,8 +106,10 @@ enum tally_reason engine_join_nonce_check(struct tally_engine *e, const struct e
 	const struct engine_rank *rk = &job->ranks[h->rank];
 	if (h->reserved > last)
 		return TALLY_OK;
-	/* the JOIN that bound this address, re-sent (its JOIN_OK was lost): answer again */
-	if (h->reserved == last && last && rk->bound && engine_addr_eq(&rk->addr, from))
+	/* the JOIN that bound this address, re-sent (its JOIN_OK was lost): answer again; from
+	 * another source MAC it is a replay that would redirect the rank's RESULTs */
+	if (h->reserved == last && last && rk->bound && engine_addr_eq(&rk->addr, from) &&
+	    memcmp(rk->addr.mac, from->mac, sizeof(from->mac)) == 0)
 		return TALLY_OK;
 	return TALLY_R_REPLAY;
 }

@@ -223,6 +223,12 @@ static void test_replay_join_bye(void **state)
 	size_t rec_join_len = a->len;
 	/* an older nonce, even correctly signed (a JOIN recorded earlier), is refused */
 	H_EXPECT_REJECT(&a->h, a_join(a, 0, 999, 1), TALLY_R_REPLAY, 1);
+	/* the recorded JOIN replayed from the bound IP and port but another source MAC (it
+	 * would redirect rank 0's RESULTs): refused */
+	struct tally_addr spoof = h_addr(0);
+	spoof.mac[5] = 0x66;
+	H_EXPECT_REJECT(&a->h, tally_engine_rx(a->h.e, rec_join, rec_join_len, &spoof),
+			TALLY_R_REPLAY, 1);
 	/* the recorded JOIN replayed from another address: refused */
 	memcpy(a->buf, rec_join, rec_join_len);
 	a->len = rec_join_len;
