@@ -32,6 +32,11 @@ static const struct tally_ctl_param p_job_add[] = {
 	  .help = "keys this job may register (default: the appliance's --quota-keys)" },
 	{ .name = "quota_bytes", .type = TALLY_CTL_T_U64,
 	  .help = "key memory this job may hold, bytes (default: the appliance's --quota-bytes)" },
+	{ .name = "key_file", .type = TALLY_CTL_T_STRING,
+	  .help = "absolute path of the job's key file (32 random bytes or 64 hex digits, "
+		  "mode 0600), read by the appliance: every packet of the job is then "
+		  "authenticated (AES-256-GMAC); workers read the same file from "
+		  "TALLY_AUTH_KEY_FILE" },
 };
 
 static const struct tally_ctl_param p_keys[] = {
@@ -111,7 +116,7 @@ static const struct tally_ctl_method methods[TALLY_CTL_M_COUNT] = {
 	  "{job_id, token, world_size, workers, keys, mem_bytes, policy:{quorum, deadline_us, "
 	  "deterministic}}", P_END(p_job_req), 0, 0 },
 	{ TALLY_CTL_M_JOB_ADD, "job_add", "job-add", "admit a job (operator admission)",
-	  "{job_id, world_size}", P_END(p_job_add), 1, 0 },
+	  "{job_id, world_size, authenticated}", P_END(p_job_add), 1, 0 },
 	{ TALLY_CTL_M_KEYS_LIST, "keys_list", "keys",
 	  "registered keys with their state: open rounds, missing contributors",
 	  "[{job_id, key, core, dtype, elems, chunks, participants, quorum, deterministic, "

@@ -166,6 +166,14 @@ int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errl
 			h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
 		c.incarnation = h ? h : 1;
 	}
+	if ((s = getenv("TALLY_AUTH_KEY_FILE")) && *s) {
+		if (strlen(s) >= sizeof(c.auth_key_file)) {
+			agent_errf(err, errlen, "environment TALLY_AUTH_KEY_FILE: path longer than %zu "
+				   "bytes", sizeof(c.auth_key_file) - 1);
+			return -EINVAL;
+		}
+		snprintf(c.auth_key_file, sizeof(c.auth_key_file), "%s", s);
+	}
 	ENV("TALLY_PARTITION_BYTES", 1ull << 32, c.partition_bytes);
 	ENV("TALLY_CREDIT_BYTES", 1ull << 40, c.credit_bytes);
 	ENV("TALLY_AVERAGE", 1, c.average);

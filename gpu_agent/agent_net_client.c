@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent_internal.h"
+#include "tally_auth.h"
 #include "tally_client.h"
 #include "tally_udp.h"
 
@@ -307,6 +308,16 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 			ccfg.rto_max_us = cfg->rto_max_us;
 		if (cfg->rto_min_us)
 			ccfg.rto_min_us = cfg->rto_min_us;
+		if (cfg->auth_key_file[0]) {
+			char kerr[320];
+
+			rc = tally_auth_key_load(cfg->auth_key_file, ccfg.auth_key, kerr, sizeof(kerr));
+			if (rc < 0) {
+				agent_errf(err, errlen, "TALLY_AUTH_KEY_FILE: %s", kerr);
+				goto fail;
+			}
+			ccfg.auth = 1;
+		}
 		n->ap[i].c = tally_client_create(&ccfg, tally_udp_ops(), n->ap[i].u, &rc);
 		if (!n->ap[i].c) {
 			agent_errf(err, errlen, "appliance %u (%s:%u): client session: %s", i, ap->host,

@@ -110,6 +110,9 @@ struct tally_agent_cfg {
 				     * gives every rank the same one); else, world_size 1 only, a
 				     * random value at create; else 0 (none: a relaunch waits for
 				     * the appliance's job idle timeout) */
+	char auth_key_file[256];    /* the job's key file (TALLY_AUTH_KEY_FILE): every packet is
+				     * signed and verified (AES-256-GMAC), for a job the operator
+				     * admitted with that key; "" none */
 };
 
 /* Defaults for everything; rank etc. set to -1 (resolved at create). */
@@ -119,7 +122,8 @@ void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg);
  * TALLY_AVERAGE=0|1, TALLY_DETERMINISTIC=0|1, TALLY_LOCAL_AGG=0|1|2|off|sum|shard,
  * TALLY_LOCAL_SHM_BYTES, TALLY_CREDIT_STALL_MS, TALLY_WINDOW, TALLY_MAX_CHUNK_BYTES, TALLY_RTO_INIT_US,
  * TALLY_RTO_MAX_US, TALLY_RTO_MIN_US, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM,
- * TALLY_INCARNATION (else TORCHELASTIC_RUN_ID, hashed: see incarnation), and the
+ * TALLY_INCARNATION (else TORCHELASTIC_RUN_ID, hashed: see incarnation), TALLY_AUTH_KEY_FILE,
+ * and the
  * ranks from TALLY_RANK/RANK, TALLY_WORLD_SIZE/WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE.
  * 0, or -EINVAL with a message naming the variable. (TALLY_GSO=0|1, UDP segmentation
  * offload on the workers' sends, is read by tally_agent_create: kernel-UDP appliances only.) */

@@ -5,9 +5,14 @@
 #ifndef PERF_CMDS_H
 #define PERF_CMDS_H
 
+#include <stddef.h>
+
 int perf_sum_main(int argc, char **argv);
 int perf_engine_main(int argc, char **argv);
 int perf_engine_onebit_main(int argc, char **argv); /* engine --onebit */
+int perf_engine_auth_main(int argc, char **argv);   /* engine --auth */
+/* The MAC candidates' rates at header + each size (perf_auth_mac.c). */
+void perf_auth_mac_table(const size_t *sizes, unsigned nsizes, double min_s, int json);
 int perf_line_main(int argc, char **argv);
 int perf_allreduce_main(int argc, char **argv);
 int perf_report_main(int argc, char **argv);

@@ -98,6 +98,8 @@ static void peng_usage(FILE *f)
 		"                         [--reps N] [--min-time S] [--cpu N] [--json]\n"
 		"       tally-perf engine --onebit [--workers W] [--chunk BYTES] [--chunks N]\n"
 		"                         [--min-time S]   (one-bit server stage vs f32, one run)\n"
+		"       tally-perf engine --auth [--workers W] [--chunk BYTES]... [--chunks N]\n"
+		"                         [--reps N] [--min-time S] [--json]   (GMAC vs plain)\n"
 		"  One engine on one core fed prebuilt PUSH packets of W workers (default 4), chunk\n"
 		"  payloads of BYTES (default 8K), N chunks per key (default 256), deterministic mode\n"
 		"  off and on (default both). --order: the workers' arrival order within each chunk\n"
@@ -497,6 +499,8 @@ int perf_engine_main(int argc, char **argv)
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--onebit"))
 			return perf_engine_onebit_main(argc, argv);
+		else if (!strcmp(argv[i], "--auth"))
+			return perf_engine_auth_main(argc, argv);
 	int rc = peng_parse(argc, argv, &o);
 	if (rc)
 		return rc == 1 ? 0 : rc;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tally_auth.h"
 #include "tally_client.h"
 #include "worker_data.h"
 #include "worker_failover.h"
@@ -68,6 +69,12 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		printf(",\"restarts\":%" PRIu64 ",\"rejoins\":%" PRIu64 ",\"repushes\":%" PRIu64
 		       ",\"pings\":%" PRIu64 ",\"complete_pushes\":%" PRIu64, s->restarts,
 		       s->rejoins, s->repushes, s->pings, s->complete_pushes);
+		printf(",\"auth_verified\":%" PRIu64 ",\"drop_reasons\":{", s->auth_verified);
+		for (int r = 1, n = 0; r < TALLY_R_COUNT; r++)
+			if (s->drops[r])
+				printf("%s\"%s\":%" PRIu64, n++ ? "," : "",
+				       tally_reason_name((enum tally_reason)r), s->drops[r]);
+		printf("}");
 		wx_json(wx);
 		printf(",\"ok\":%s,\"error\":\"", rc ? "false" : "true");
 		for (const char *p = err; *p; p++)
@@ -488,6 +495,16 @@ int main(int argc, char **argv)
 	cc.dead_ms = o.dead_ms;
 	tally_client_cfg_defaults(&cc);
 	cc.incarnation = o.incarnation;
+	if (o.key_file) {
+		char kerr[320];
+
+		if (tally_auth_key_load(o.key_file, cc.auth_key, kerr, sizeof(kerr)) < 0) {
+			fprintf(stderr, "tally-worker: --key-file / TALLY_AUTH_KEY_FILE: %s\n", kerr);
+			rc = 1;
+			goto out;
+		}
+		cc.auth = 1;
+	}
 	snprintf(cc.appliance, sizeof(cc.appliance), "%s:%u", o.x.host ? o.x.host : "?",
 		 o.x.base_port);
 	if (cc.max_ops < o.nkeys)

@@ -59,6 +59,8 @@ void wk_usage(FILE *f)
 		"  --blast              I/O baseline against tallyd --io-forward: send PUSH frames of\n"
 		"                       one chunk for --seconds, count what comes back (no JOIN)\n"
 		"  --blast-cores N      appliance cores to spread the blast over (default 1)\n"
+		"  --key-file F         the job's key file: sign and verify every packet (a job\n"
+		"                       admitted with a key); default $TALLY_AUTH_KEY_FILE\n"
 		"  --json               one JSON object on stdout\n"
 		"  --linger             after the report stay attached (no polling) until SIGTERM:\n"
 		"                       a memif server must stop before its clients detach\n");
@@ -111,7 +113,7 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 	       O_WINDOW, O_SEED, O_VALUES, O_DET, O_NOVERIFY, O_JOINMS, O_GIVEUP, O_RTO, O_JSON,
 	       O_HELP, O_LOCALIP, O_DPDKPORT, O_SECONDS, O_BLAST, O_BLASTCORES, O_LINGER,
 	       O_NOBARRIER, O_WARMUP, O_RTOMIN, O_INCARNATION, O_BUSYPOLL, O_EVENTS, O_PROBE,
-	       O_DEAD, O_FAILOVER };
+	       O_DEAD, O_FAILOVER, O_KEYFILE };
 	static const struct option lo[] = {
 		{ "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT },
 		{ "transport", 1, 0, O_TRANSPORT }, { "dpdk", 1, 0, O_DPDK },
@@ -133,9 +135,14 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 		{ "dead-ms", 1, 0, O_DEAD },
 		{ "rto-min-us", 1, 0, O_RTOMIN }, { "incarnation", 1, 0, O_INCARNATION },
 		{ "busy-poll-us", 1, 0, O_BUSYPOLL }, { "failover", 1, 0, O_FAILOVER },
+		{ "key-file", 1, 0, O_KEYFILE },
 		{ 0, 0, 0, 0 } };
 	uint32_t port = TALLY_DEFAULT_PORT;
 	int c, bad = 0;
+
+	o->key_file = getenv("TALLY_AUTH_KEY_FILE"); /* --key-file overrides */
+	if (o->key_file && !*o->key_file)
+		o->key_file = NULL;
 
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (c) {
@@ -221,6 +228,7 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 			       o->rto_min_us > 10000000;
 			break;
 		case O_JSON: o->json = 1; break;
+		case O_KEYFILE: o->key_file = optarg; bad = !*optarg; break;
 		case O_HELP: case 'h': wk_usage(stdout); exit(0);
 		default: return -EINVAL;
 		}

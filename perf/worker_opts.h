@@ -41,6 +41,7 @@ struct wk_opts {
 			      * change, CLOCK_MONOTONIC seconds (perf/faults_bench.py) */
 	uint32_t probe_ms, dead_ms; /* the session's liveness settings (0: defaults) */
 	const char *failover; /* appliances to move the job to when this one is down */
+	const char *key_file; /* --key-file or $TALLY_AUTH_KEY_FILE: authenticated job */
 };
 
 void wk_usage(FILE *f);

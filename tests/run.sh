@@ -25,7 +25,7 @@ done
 # prometheus: promtool and the server for suite prometheus).
 pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3 python3-numpy python3-torch python3-sklearn python3-matplotlib
       libdpdk-dev dpdk libisal-dev libibverbs-dev librdmacm-dev libnuma-dev
-      libcmocka-dev libjansson-dev iproute2 nftables openmpi-bin libopenmpi-dev prometheus)
+      libcmocka-dev libjansson-dev libssl-dev iproute2 nftables openmpi-bin libopenmpi-dev prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -25,6 +25,7 @@ struct actl_job {
 	uint32_t quorum, deadline_us;
 	uint32_t quota_keys;       /* job_add's own quotas, whole appliance (0: defaults) */
 	uint64_t quota_bytes;
+	char key_file[256];        /* job_add's key_file ("" none): config_save repeats it */
 };
 
 /* Counters of the last interval, for rates. */

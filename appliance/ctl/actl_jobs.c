@@ -10,7 +10,10 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "actl_int.h"
+#include "tally_auth.h"
 
 static const char *const level_names[] = { [LOG_ERR] = "error", [LOG_WARNING] = "warning",
 					   [LOG_NOTICE] = "notice", [LOG_INFO] = "info",
@@ -22,14 +25,48 @@ struct job_arg {
 	uint64_t token;
 	uint32_t quota_keys;       /* per core (the appliance's split over its cores) */
 	uint64_t quota_bytes;
+	int has_key;
+	uint8_t key[TALLY_AUTH_KEY_LEN];
 };
 
 static int e_job_add(struct tally_engine *e, unsigned core, void *arg)
 {
 	const struct job_arg *j = arg;
 	(void)core;
-	int rc = e ? tally_engine_job_add(e, j->job_id, j->token, j->world_size) : -ENOTSUP;
-	return rc ? rc : tally_engine_job_quota(e, j->job_id, j->quota_keys, j->quota_bytes);
+	if (!e)
+		return -ENOTSUP;
+	int rc = tally_engine_job_add(e, j->job_id, j->token, j->world_size);
+	if (rc == 0)
+		rc = tally_engine_job_quota(e, j->job_id, j->quota_keys, j->quota_bytes);
+	if (rc == 0 && j->has_key)
+		rc = tally_engine_job_key(e, j->job_id, j->key);
+	return rc;
+}
+
+/* The optional key_file of job_add: read here, by the appliance, so the key crosses no
+ * socket. 0 (none given, or read), or -EINVAL with the message naming the file. */
+static int job_key_load(const json_t *p, struct job_arg *j, char *m, size_t ml)
+{
+	const char *path = json_string_value(json_object_get(p, "key_file"));
+	char err[256];
+
+	if (!path)
+		return 0;
+	if (strlen(path) >= sizeof(((struct actl_job *)0)->key_file)) {
+		snprintf(m, ml, "key_file: path longer than 255 bytes");
+		return -EINVAL;
+	}
+	if (path[0] != '/') {
+		snprintf(m, ml, "key_file '%s': give an absolute path (the appliance reads it)",
+			 path);
+		return -EINVAL;
+	}
+	if (tally_auth_key_load(path, j->key, err, sizeof(err)) < 0) {
+		snprintf(m, ml, "job %u: %s", j->job_id, err);
+		return -EINVAL;
+	}
+	j->has_key = 1;
+	return 0;
 }
 
 static int e_job_remove(struct tally_engine *e, unsigned core, void *arg)
@@ -57,10 +94,14 @@ static int h_job_add(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	unsigned nc = actl_ncores(a) ? actl_ncores(a) : 1;
 	j.quota_keys = (uint32_t)((qk + nc - 1) / nc);
 	j.quota_bytes = (qb + nc - 1) / nc;
+	rc = job_key_load(p, &j, m, ml);
+	if (rc)
+		return rc;
 	rc = a->ops->exec_all(a->ctx, e_job_add, &j);
+	OPENSSL_cleanse(j.key, sizeof(j.key));
 	if (rc) {
-		snprintf(m, ml, rc == -EEXIST ? "job %u exists with another token or world size"
-			 : rc == -ENOSPC ? "job %u: no room for another job"
+		snprintf(m, ml, rc == -EEXIST ? "job %u exists with another token, world size or "
+			 "key" : rc == -ENOSPC ? "job %u: no room for another job"
 			 : "job %u: cannot be added", j.job_id);
 		if (rc != -EEXIST) /* do not leave it on some cores only */
 			a->ops->exec_all(a->ctx, e_job_remove, &j);
@@ -68,14 +109,17 @@ static int h_job_add(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	}
 	struct actl_job *aj = actl_job_find(a, j.job_id, 1);
 	if (aj) {
+		const char *kf = json_string_value(json_object_get(p, "key_file"));
 		aj->admitted = 1;
 		aj->token = j.token;
 		aj->world_size = j.world_size;
 		aj->quota_keys = qk;
 		aj->quota_bytes = qb;
+		/* config_save names the file, never the key */
+		snprintf(aj->key_file, sizeof(aj->key_file), "%s", kf ? kf : "");
 	}
-	*r = json_pack("{s:I, s:I}", "job_id", (json_int_t)j.job_id, "world_size",
-		       (json_int_t)j.world_size);
+	*r = json_pack("{s:I, s:I, s:b}", "job_id", (json_int_t)j.job_id, "world_size",
+		       (json_int_t)j.world_size, "authenticated", j.has_key);
 	return 0;
 }
 
@@ -342,6 +386,8 @@ static int h_config_save(void *ctx, const json_t *p, json_t **r, char *m, size_t
 			json_object_set_new(cp, "quota_keys", json_integer(j->quota_keys));
 		if (j->quota_bytes)
 			json_object_set_new(cp, "quota_bytes", json_integer((json_int_t)j->quota_bytes));
+		if (j->key_file[0])
+			json_object_set_new(cp, "key_file", json_string(j->key_file));
 		json_array_append_new(calls, c);
 	}
 	for (int i = 0; i < ACTL_MAX_JOBS; i++) /* policies after every job they refer to */

@@ -533,7 +533,7 @@ int tallyd_conf_validate(const struct tallyd_conf *c, char *err, size_t errlen)
 	if (!cfg_is_pow2(c->rx_desc) || !cfg_is_pow2(c->tx_desc))
 		return cfg_err(err, errlen, "rx-desc %u / tx-desc %u: descriptor counts must be "
 			       "powers of two", c->rx_desc, c->tx_desc);
-	unsigned need = TALLY_PKT_HDRS_LEN + TALLY_HDR_LEN + c->max_chunk;
+	unsigned need = TALLY_PKT_HDRS_LEN + TALLY_HDR_MAX + c->max_chunk;
 	if (need > c->frame_room)
 		return cfg_err(err, errlen, "max-chunk %u needs frames of %u bytes but frame-size "
 			       "is %u: raise frame-size or lower max-chunk", c->max_chunk, need,

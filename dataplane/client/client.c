@@ -84,6 +84,9 @@ struct tally_client *tally_client_create(const struct tally_client_cfg *cfg,
 	rc = client_ops_init(c);
 	if (rc)
 		goto fail;
+	rc = client_auth_init(c);
+	if (rc)
+		goto fail;
 	if (err)
 		*err = 0;
 	return c;
@@ -99,6 +102,7 @@ void tally_client_destroy(struct tally_client *c)
 	if (!c)
 		return;
 	client_cores_free(c);
+	client_auth_fini(c);
 	for (uint32_t i = 0; i < c->nkeys; i++) {
 		struct client_key *k = &c->keys[i];
 
@@ -203,6 +207,7 @@ void client_join_msg(struct tally_client *c, uint8_t hdr[TALLY_HDR_LEN],
 	j.incarnation = c->cfg.incarnation;
 	tally_proto_put_join(pl, &j);
 	client_fill_hdr(c, &h, TALLY_OP_JOIN);
+	h.reserved = c->join_nonce = client_join_nonce(c); /* JOIN_OK echoes it (auth) */
 	tally_proto_finish(hdr, &h, pl, TALLY_JOIN_LEN);
 }
 
@@ -497,6 +502,7 @@ void tally_client_bye(struct tally_client *c)
 	if (!c->joined)
 		return;
 	client_fill_hdr(c, &h, TALLY_OP_BYE);
+	h.reserved = c->join_nonce; /* a keyed job's appliance takes only the bound JOIN's */
 	tally_proto_finish(hdr, &h, NULL, 0);
 	for (uint32_t core = 0; core < c->ncores; core++)
 		client_send(c, core, hdr, NULL, 0);
@@ -528,7 +534,7 @@ void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 		}
 		if (c->wait_key == 0) {
 			c->jok = jok;
-			c->jok_boot = h->reserved; /* restarts are told by it (client_live.c) */
+			c->jok_boot = (uint64_t)h->round << 32 | h->key; /* boot id (client_live.c) */
 		}
 		else if (jok.ncores != c->ncores) {
 			c->wait_err = -EPROTO;

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tally_auth.h"
 #include "tally_client.h"
 
 #define CLIENT_NONE UINT32_MAX
@@ -169,6 +170,9 @@ struct tally_client {
 	uint32_t *khash;           /* open addressing: key index + 1, 0 empty */
 	uint32_t khash_mask;
 
+	struct tally_auth *auth;   /* cfg.auth: the job key's GMAC context, else NULL */
+	uint64_t join_nonce;       /* nonce of our last JOIN (hdr.reserved), BYE repeats it */
+
 	struct client_op *ops_tab;     /* cfg.max_ops */
 	uint32_t nactive;          /* operations started and not finished */
 	uint32_t op_free_head;     /* via pend_next */
@@ -197,6 +201,15 @@ static inline uint32_t client_hash(uint32_t key)
 {
 	return key * 2654435761u;
 }
+
+/* client_auth.c (calls client_util.c only) */
+int client_auth_init(struct tally_client *c);
+void client_auth_fini(struct tally_client *c);
+/* A fresh JOIN nonce: the wall clock in ns, above every earlier one of this session. */
+uint64_t client_join_nonce(struct tally_client *c);
+/* Authentication of a decoded packet before anything else looks at it: 1 take it,
+ * 0 dropped (counted). */
+int client_auth_rx(struct tally_client *c, const void *buf, const struct tally_pkt *p);
 
 /* client.c */
 void client_rx_control(struct tally_client *c, const struct tally_pkt *p);

@@ -210,6 +210,8 @@ void tally_client_rx(struct tally_client *c, const void *buf, size_t len)
 		c->st.drops[TALLY_R_BAD_RANK]++;
 		return;
 	}
+	if (!client_auth_rx(c, buf, &p))
+		return;
 	c->heard = true; /* the appliance lives (client_live.c) */
 	if (p.hdr.op == TALLY_OP_PING || (p.hdr.op == TALLY_OP_ERROR && p.hdr.aux == TALLY_OP_PING)) {
 		if (p.hdr.op == TALLY_OP_ERROR)

@@ -41,6 +41,10 @@ int client_err_from_reason(unsigned reason)
 	case TALLY_R_ADMIT_SUBNET: return -EACCES;
 	case TALLY_R_ADMIT_LIMIT: return -EAGAIN;
 	case TALLY_R_MAC_MISMATCH: return -EBUSY;
+	case TALLY_R_BAD_MAC: return -EKEYREJECTED;
+	case TALLY_R_AUTH_REQUIRED: return -EKEYREJECTED;
+	case TALLY_R_NO_KEY: return -EKEYREJECTED;
+	case TALLY_R_REPLAY: return -EKEYREJECTED;
 	default: return -EPROTO;
 	}
 }
@@ -71,10 +75,23 @@ int client_send(struct tally_client *c, uint32_t core, const uint8_t *hdr, const
 
 	memset(&to, 0, sizeof(to));
 	to.core = core;
-	rc = c->ops->send(c->xctx, &to, hdr, payload, len);
+	if (c->auth) {
+		/* signed per transmission: a re-send gets its own IV (tally_auth.h) */
+		uint8_t hb[TALLY_HDR_MAX];
+
+		memcpy(hb, hdr, TALLY_HDR_LEN);
+		tally_auth_mark(hb);
+		rc = tally_auth_sign(c->auth, hb, payload, len);
+		if (rc)
+			return rc;
+		c->st.auth_signed++;
+		rc = c->ops->send(c->xctx, &to, hb, payload, len);
+	} else {
+		rc = c->ops->send(c->xctx, &to, hdr, payload, len);
+	}
 	if (rc == 0) {
 		c->st.tx_pkts++;
-		c->st.tx_bytes += TALLY_HDR_LEN + len;
+		c->st.tx_bytes += tally_proto_hdr_len(hdr) + (c->auth ? TALLY_AUTH_LEN : 0) + len;
 	}
 	return rc;
 }

@@ -100,6 +100,14 @@ struct tally_client_cfg {
 	uint8_t fail_fast;  /* 1: at dead_ms every outstanding op completes with -EHOSTDOWN (the caller
 			       moves it elsewhere; the client keeps probing); 0 (default): wait for the
 			       appliance to return, rejoin, re-push; fail at give_up_ms */
+	/* Authentication (tally_proto.h TALLY_F_AUTH): with auth set, every packet is signed
+	 * with auth_key (AES-256-GMAC, the job's key from TALLY_AUTH_KEY_FILE) and only
+	 * packets whose tag verifies are taken (others counted in drops[bad_mac],
+	 * drops[auth_required]); the JOIN carries a fresh nonce that JOIN_OK must echo
+	 * (drops[replay]). A JOIN refused bad_mac / auth_required / no_key fails at once
+	 * with a message naming TALLY_AUTH_KEY_FILE. */
+	uint8_t auth;
+	uint8_t auth_key[32];
 };
 
 /* The session's view of its appliance (tally_client_state). */
@@ -128,6 +136,8 @@ struct tally_client_stats {
 	uint64_t repushes;        /* pushes re-sent to a restarted appliance */
 	uint64_t pings;           /* liveness PINGs sent */
 	uint64_t complete_pushes; /* round sums sent on NEED_RESULT (a rank missed them) */
+	uint64_t auth_signed;     /* packets signed (cfg.auth) */
+	uint64_t auth_verified;   /* received packets whose tag verified */
 };
 
 void tally_client_cfg_defaults(struct tally_client_cfg *cfg);

@@ -74,6 +74,9 @@ struct tally_engine *tally_engine_create(const struct tally_engine_cfg *cfg_in,
 	rc = engine_jobs_init(e);
 	if (rc < 0)
 		goto fail;
+	rc = engine_auth_init(e);
+	if (rc < 0)
+		goto fail;
 	rc = engine_keys_arena_init(e);
 	if (rc < 0)
 		goto fail;
@@ -104,6 +107,7 @@ void tally_engine_destroy(struct tally_engine *e)
 	engine_keys_fini(e);
 	engine_det_fini(e);
 	engine_jobs_free(e);
+	engine_auth_fini(e);
 	engine_keys_arena_fini(e);
 	free(e);
 }
@@ -121,6 +125,9 @@ enum tally_reason tally_engine_rx(struct tally_engine *e, const void *buf, size_
 	enum tally_reason r = tally_proto_decode(buf, len, &pkt);
 	if (r != TALLY_OK)
 		return engine_drop(e, r);
+	r = engine_rx_verify(e, buf, &pkt, from);
+	if (r != TALLY_OK)
+		return r;
 	switch (pkt.hdr.op) {
 	case TALLY_OP_PUSH:
 		return engine_rx_push(e, &pkt, from ? from : &noaddr, len);

@@ -5,6 +5,7 @@
  *   engine.c        create/destroy, rx dispatch (op switch), poll, stats, drain
  *   engine_job.c    jobs: operator and open admission, JOIN/BYE, job/worker walkers
  *   engine_guard.c  allow-list, open-admission limits and claim expiry, BYE identity
+ *   engine_auth.c   per-packet authentication: job keys, verify on receive, JOIN/BYE nonces
  *   engine_life.c   job lifecycle: end (BYE, idle), incarnations, dead-rank reports
  *   engine_key.c    registration (key memory from the arena), removal, policy, key walker
  *   engine_chunk.c  PUSH, completion and fan-out, PULL, deadlines, stuck walker,
@@ -26,6 +27,7 @@
 #include <stdint.h>
 
 #include "engine_arena.h"
+#include "tally_auth.h"
 #include "tally_engine.h"
 
 #define ENGINE_NIL UINT32_MAX
@@ -180,9 +182,39 @@ struct tally_engine {
 
 	struct engine_held held[ENGINE_HELD_MAX]; /* pending HELDs (engine_held.c) */
 	uint32_t nheld;
+
+	/* authentication (engine_auth.c): one GMAC context per job slot, created at create
+	 * and keyed at admission; the last accepted JOIN nonce per (job slot, rank), kept
+	 * across job ends and incarnations so a recorded JOIN or BYE stays refused */
+	struct tally_auth **auths;     /* [cfg.max_jobs] */
+	uint64_t *join_nonce;          /* [cfg.max_jobs * TALLY_MAX_WORKERS] */
 };
 
+/* engine_auth.c */
+int engine_auth_init(struct tally_engine *e);
+void engine_auth_fini(struct tally_engine *e);
+/* Before any state change: a job with a key takes only packets whose tag verifies
+ * (BAD_MAC, AUTH_REQUIRED), a job without one takes none with an auth block (NO_KEY).
+ * A refused JOIN is answered with an unsigned ERROR so a worker with a wrong or missing
+ * key hears why at once; everything else is dropped. TALLY_OK or the reason (counted). */
+enum tally_reason engine_rx_verify(struct tally_engine *e, const void *buf,
+				   const struct tally_pkt *pkt, const struct tally_addr *from);
+/* JOIN of a keyed job: nonce (hdr.reserved) must be above the rank's last accepted one
+ * (equal: the same JOIN re-sent from the address it bound). TALLY_OK or TALLY_R_REPLAY. */
+enum tally_reason engine_join_nonce_check(struct tally_engine *e, const struct engine_job *job,
+					  const struct tally_hdr *h, const struct tally_addr *from);
+void engine_join_nonce_set(struct tally_engine *e, const struct engine_job *job,
+			   const struct tally_hdr *h);
+/* BYE of a keyed job: must repeat the nonce of the JOIN that bound the rank. */
+enum tally_reason engine_bye_nonce_check(struct tally_engine *e, const struct engine_job *job,
+					 const struct tally_hdr *h);
+
 /* engine_util.c (a leaf: calls nothing else in the library) */
+/* The job's GMAC context when it has a key, else NULL. */
+struct tally_auth *engine_job_auth(const struct tally_engine *e, const struct engine_job *job);
+/* engine_reject without a signature (answers to packets that failed authentication). */
+enum tally_reason engine_reject_plain(struct tally_engine *e, const struct tally_hdr *req,
+				      const struct tally_addr *from, enum tally_reason r);
 enum tally_reason engine_drop(struct tally_engine *e, enum tally_reason r);
 void engine_send(struct tally_engine *e, const struct tally_addr *to, const struct tally_hdr *h,
 	     const void *payload, size_t len);

@@ -25,6 +25,7 @@ static struct engine_job *job_new(struct tally_engine *e, uint32_t id, uint64_t 
 	}
 	struct engine_rank *ranks = free_slot->ranks;
 	memset(ranks, 0, world * sizeof(*ranks));
+	tally_auth_clear(e->auths[free_slot - e->jobs]); /* a new job: no key until given one */
 	memset(free_slot, 0, sizeof(*free_slot));
 	free_slot->id = id;
 	free_slot->token = token;
@@ -54,6 +55,7 @@ int tally_engine_job_remove(struct tally_engine *e, uint32_t job_id)
 	if (!j)
 		return -ENOENT;
 	engine_keys_remove_job(e, j);
+	tally_auth_clear(e->auths[j - e->jobs]);
 	struct engine_rank *ranks = j->ranks;
 	memset(j, 0, sizeof(*j));
 	j->ranks = ranks;
@@ -118,6 +120,9 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 		return engine_reject(e, h, from, TALLY_R_WRONG_TOKEN);
 	if (h->rank >= job->world || (jn.world_size && jn.world_size != job->world))
 		return engine_reject(e, h, from, TALLY_R_BAD_RANK);
+	r = engine_join_nonce_check(e, job, h, src);
+	if (r != TALLY_OK)
+		return engine_reject(e, h, from, r);
 	uint64_t now = engine_now(e);
 	const struct engine_rank *rk = &job->ranks[h->rank];
 	if (rk->bound && !engine_addr_eq(&rk->addr, src) &&
@@ -134,6 +139,7 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 			tally_engine_job_remove(e, job->id);
 		return engine_reject(e, h, from, r);
 	}
+	engine_join_nonce_set(e, job, h);
 	engine_heard(job, h->rank, now, len);
 	job->ranks[h->rank].held = (jn.caps & TALLY_CAP_HELD) != 0;
 	e->st.joins++;
@@ -158,7 +164,9 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 	oh.token = job->token;
 	oh.rank = h->rank;
 	oh.aux = e->cfg.core_index; /* the client joins cores one at a time by this */
-	oh.reserved = e->cfg.boot_id;
+	oh.reserved = h->reserved;  /* the JOIN's nonce: this JOIN_OK answers that JOIN */
+	oh.key = (uint32_t)e->cfg.boot_id; /* and our boot id (tally_proto.h PING) */
+	oh.round = (uint32_t)(e->cfg.boot_id >> 32);
 	oh.payload_len = TALLY_JOIN_OK_LEN;
 	oh.crc = tally_crc32c(pl, sizeof(pl));
 	engine_send(e, src, &oh, pl, sizeof(pl));
@@ -170,6 +178,8 @@ enum tally_reason engine_rx_bye(struct tally_engine *e, const struct tally_pkt *
 {
 	struct engine_job *job;
 	enum tally_reason r = engine_guard_bye(e, &pkt->hdr, from, &job);
+	if (r == TALLY_OK)
+		r = engine_bye_nonce_check(e, job, &pkt->hdr);
 	if (r != TALLY_OK)
 		return engine_drop(e, r);
 	struct engine_rank *rk = &job->ranks[pkt->hdr.rank];

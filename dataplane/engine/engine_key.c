@@ -246,6 +246,11 @@ enum tally_reason engine_rx_register(struct tally_engine *e, const struct tally_
 		return engine_reject(e, h, from, r);
 
 	/* Validate everything before the implicit bind so a rejection changes nothing. */
+	const struct engine_rank *rk = &job->ranks[h->rank];
+	/* A keyed job binds ranks by JOIN only (its nonce refuses replays): a recorded
+	 * REGISTER replayed from elsewhere must not take the rank. */
+	if (engine_job_auth(e, job) && (!rk->bound || !engine_addr_eq(&rk->addr, src)))
+		return engine_reject(e, h, from, TALLY_R_NOT_JOINED);
 	uint64_t now = engine_now(e);
 	r = engine_bind_check(e, job, h->rank, src, now);
 	if (r != TALLY_OK)

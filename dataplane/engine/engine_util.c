@@ -35,58 +35,95 @@ enum tally_reason engine_drop(struct tally_engine *e, enum tally_reason r)
 	return r;
 }
 
-void engine_send(struct tally_engine *e, const struct tally_addr *to, const struct tally_hdr *h,
-	     const void *payload, size_t len)
+struct tally_auth *engine_job_auth(const struct tally_engine *e, const struct engine_job *job)
 {
-	uint8_t hb[TALLY_HDR_LEN];
+	struct tally_auth *a = e->auths[job - e->jobs];
+	return tally_auth_has_key(a) ? a : NULL;
+}
+
+/* Every packet the engine sends goes through here: a keyed job's packets are signed per
+ * destination (each RESULT copy has its own header, so its own IV and tag). */
+static void send_pkt(struct tally_engine *e, const struct tally_addr *to,
+		     const struct tally_hdr *h, const void *payload, size_t len, void *xbuf,
+		     int sign)
+{
+	uint8_t hb[TALLY_HDR_MAX];
+	struct engine_job *job = sign ? engine_job_find(e, h->job_id) : NULL;
+	struct tally_auth *a = job ? engine_job_auth(e, job) : NULL;
+	int rc;
+
 	tally_proto_encode_hdr(hb, h);
-	int rc = e->ops->send(e->xctx, to, hb, len ? payload : NULL, len);
+	if (a) {
+		tally_auth_mark(hb);
+		if (tally_auth_sign(a, hb, len ? payload : NULL, len) != 0) {
+			e->st.tx_errors++;
+			return;
+		}
+	}
+	if (xbuf && e->ops->send_buf)
+		rc = e->ops->send_buf(e->xctx, to, hb, payload, len, xbuf);
+	else
+		rc = e->ops->send(e->xctx, to, hb, len ? payload : NULL, len);
 	if (rc < 0) {
 		e->st.tx_errors++;
 		return;
 	}
 	e->st.tx_pkts++;
-	e->st.tx_bytes += TALLY_HDR_LEN + len;
+	e->st.tx_bytes += tally_proto_hdr_len(hb) + len;
+}
+
+void engine_send(struct tally_engine *e, const struct tally_addr *to, const struct tally_hdr *h,
+	     const void *payload, size_t len)
+{
+	send_pkt(e, to, h, payload, len, NULL, 1);
 }
 
 void engine_send_result(struct tally_engine *e, const struct tally_addr *to,
 			const struct tally_hdr *h, const void *payload, size_t len, void *xbuf)
 {
-	if (!xbuf || !e->ops->send_buf) {
-		engine_send(e, to, h, payload, len);
-		return;
-	}
-	uint8_t hb[TALLY_HDR_LEN];
-	tally_proto_encode_hdr(hb, h);
-	int rc = e->ops->send_buf(e->xctx, to, hb, payload, len, xbuf);
-	if (rc < 0) {
-		e->st.tx_errors++;
-		return;
-	}
-	e->st.tx_pkts++;
-	e->st.tx_bytes += TALLY_HDR_LEN + len;
+	send_pkt(e, to, h, payload, len, xbuf, 1);
+}
+
+static void error_hdr(const struct tally_engine *e, struct tally_hdr *h,
+		      const struct tally_hdr *req, enum tally_reason r)
+{
+	memset(h, 0, sizeof(*h));
+	h->reserved = e->cfg.boot_id; /* a worker learns from any ERROR whether we restarted */
+	h->op = TALLY_OP_ERROR;
+	h->reason = (uint8_t)r;
+	h->aux = req->op;
+	h->job_id = req->job_id;
+	h->rank = req->rank;
+	h->token = req->token;
+	h->key = req->key;
+	h->round = req->round;
+	h->offset = req->offset;
+	h->count = req->count;
+	h->dtype = req->dtype;
+}
+
+enum tally_reason engine_reject_plain(struct tally_engine *e, const struct tally_hdr *req,
+				      const struct tally_addr *from, enum tally_reason r)
+{
+	struct tally_hdr h;
+
+	engine_drop(e, r);
+	if (!from)
+		return r;
+	error_hdr(e, &h, req, r);
+	send_pkt(e, from, &h, NULL, 0, NULL, 0);
+	return r;
 }
 
 enum tally_reason engine_reject(struct tally_engine *e, const struct tally_hdr *req,
 			    const struct tally_addr *from, enum tally_reason r)
 {
+	struct tally_hdr h;
+
 	engine_drop(e, r);
 	if (!from)
 		return r;
-	struct tally_hdr h;
-	memset(&h, 0, sizeof(h));
-	h.op = TALLY_OP_ERROR;
-	h.reason = (uint8_t)r;
-	h.aux = req->op;
-	h.job_id = req->job_id;
-	h.rank = req->rank;
-	h.token = req->token;
-	h.key = req->key;
-	h.round = req->round;
-	h.offset = req->offset;
-	h.count = req->count;
-	h.dtype = req->dtype;
-	h.reserved = e->cfg.boot_id; /* a worker learns from any ERROR whether we restarted */
+	error_hdr(e, &h, req, r);
 	engine_send(e, from, &h, NULL, 0);
 	return r;
 }

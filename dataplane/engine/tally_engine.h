@@ -258,6 +258,17 @@ int tally_engine_job_add(struct tally_engine *e, uint32_t job_id, uint64_t token
  * they bound later REGISTERs, keys already held stay. 0, -ENOENT. */
 int tally_engine_job_quota(struct tally_engine *e, uint32_t job_id, uint32_t quota_keys,
 			   uint64_t quota_bytes);
+/* Give an admitted job its key (tally_auth.h; the operator's, never sent on the wire):
+ * from then on the job takes only TALLY_F_AUTH packets whose GMAC verifies (drops:
+ * bad_mac, auth_required; a JOIN refused so is answered with an unsigned ERROR naming the
+ * reason), every packet the engine sends it is signed, JOIN nonces must increase per rank
+ * and BYE repeats the bound JOIN's (replay). A job without a key refuses TALLY_F_AUTH
+ * packets (no_key). The key stays with the admission (job ends and incarnations keep it).
+ * 0 (also: the same key again), -ENOENT (no such job), -EEXIST (it has another key),
+ * -EINVAL, -EIO. Call on the engine's thread, off the datapath (it keys a context). */
+int tally_engine_job_key(struct tally_engine *e, uint32_t job_id, const uint8_t key[32]);
+/* 1 when the job has a key. */
+int tally_engine_job_keyed(struct tally_engine *e, uint32_t job_id);
 /* Evict a job: its keys and memory are freed. 0 or -ENOENT. */
 int tally_engine_job_remove(struct tally_engine *e, uint32_t job_id);
 

@@ -109,6 +109,10 @@ static const char *const reason_names[TALLY_R_COUNT] = {
 	[TALLY_R_ADMIT_SUBNET] = "admit_subnet",
 	[TALLY_R_ADMIT_LIMIT] = "admit_limit",
 	[TALLY_R_NEED_RESULT] = "need_result",
+	[TALLY_R_BAD_MAC] = "bad_mac",
+	[TALLY_R_AUTH_REQUIRED] = "auth_required",
+	[TALLY_R_NO_KEY] = "no_key",
+	[TALLY_R_REPLAY] = "replay",
 };
 
 /* Reasons that are a configured limit: the setting an operator changes. */
@@ -129,6 +133,10 @@ static const char *const reason_hints[TALLY_R_COUNT] = {
 	[TALLY_R_RANK_TAKEN] = "the rank is bound to another live address (tallyd "
 			       "rejoin_timeout)",
 	[TALLY_R_MAC_MISMATCH] = "the rank is bound to this IP and port from another MAC",
+	[TALLY_R_BAD_MAC] = "our key is not the job's: check TALLY_AUTH_KEY_FILE",
+	[TALLY_R_AUTH_REQUIRED] = "the job was admitted with a key: set TALLY_AUTH_KEY_FILE",
+	[TALLY_R_NO_KEY] = "the appliance has no key for this job: admit it with a key file "
+			   "(tallyctl job-add --key-file), or unset TALLY_AUTH_KEY_FILE",
 };
 
 const char *tally_reason_hint(enum tally_reason r)
@@ -195,9 +203,7 @@ void tally_proto_encode_hdr(uint8_t out[TALLY_HDR_LEN], const struct tally_hdr *
 	put32(out + HO_PLEN, h->payload_len);
 	put32(out + HO_CRC, h->crc);
 	put32(out + HO_AUX, h->aux);
-	/* the appliance's boot id rides in JOIN_OK, PING and ERROR; zero elsewhere */
-	put64(out + HO_RESERVED, h->op == TALLY_OP_JOIN_OK || h->op == TALLY_OP_PING ||
-				 h->op == TALLY_OP_ERROR ? h->reserved : 0);
+	put64(out + HO_RESERVED, h->reserved); /* boot id (JOIN_OK: nonce echo), JOIN/BYE nonce, else 0 */
 }
 
 void tally_proto_finish(uint8_t out[TALLY_HDR_LEN], struct tally_hdr *hdr, const void *payload,
@@ -269,7 +275,8 @@ enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_p
 	h.payload_len = get32(b + HO_PLEN);
 	if (h.payload_len > TALLY_MAX_PAYLOAD)
 		return TALLY_R_OVERSIZED;
-	if ((size_t)h.payload_len != len - TALLY_HDR_LEN)
+	size_t hl = tally_proto_hdr_len(b);
+	if (len < hl || (size_t)h.payload_len != len - hl)
 		return TALLY_R_LEN_MISMATCH;
 	long fixed = op_fixed_len(h.op);
 	if (fixed >= 0 && (long)h.payload_len != fixed)
@@ -303,21 +310,28 @@ enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_p
 		if (h.count == 0 || (uint64_t)h.offset + h.count > UINT32_MAX)
 			return TALLY_R_BAD_COUNT;
 		/* MISSING or RESEND (a duplicate push acknowledged), not both, nothing else */
-		if ((h.flags & ~(TALLY_F_MISSING | TALLY_F_RESEND)) ||
-		    h.flags == (TALLY_F_MISSING | TALLY_F_RESEND))
+		if ((h.flags & ~(TALLY_F_MISSING | TALLY_F_RESEND | TALLY_F_AUTH)) ||
+		    (h.flags & (TALLY_F_MISSING | TALLY_F_RESEND)) ==
+			    (TALLY_F_MISSING | TALLY_F_RESEND))
 			return TALLY_R_BAD_FLAGS;
 	} else if (h.op == TALLY_OP_PING && (h.flags & ~TALLY_F_ACK)) {
 		return TALLY_R_BAD_FLAGS;
 	}
 	if (h.rank >= TALLY_MAX_WORKERS)
 		return TALLY_R_BAD_RANK;
-	/* The CRC last: it is the only check that reads the whole payload. */
-	if (h.crc != (h.payload_len ? tally_crc32c(b + TALLY_HDR_LEN, h.payload_len) : 0u))
+	/* The CRC last: it is the only check that reads the whole payload. An authenticated
+	 * packet has none (its tag, checked by the key's owner, covers the payload). */
+	if (hl != TALLY_HDR_LEN) {
+		if (h.crc != 0)
+			return TALLY_R_BAD_CRC;
+	} else if (h.crc != (h.payload_len ? tally_crc32c(b + hl, h.payload_len) : 0u)) {
 		return TALLY_R_BAD_CRC;
+	}
 
 	if (pkt) {
 		pkt->hdr = h;
-		pkt->payload = b + TALLY_HDR_LEN;
+		pkt->payload = b + hl;
+		pkt->auth = hl != TALLY_HDR_LEN ? b + TALLY_HDR_LEN : NULL;
 	}
 	return TALLY_OK;
 }

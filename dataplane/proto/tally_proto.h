@@ -93,7 +93,20 @@ enum tally_op {
  * answer to ERROR NEED_RESULT after an appliance restart: a rank that missed round r's
  * RESULT re-pushes round r to the fresh appliance while the others, already at r+1, hold
  * that result. The engine installs it as round r's result (tally_engine.h). */
-#define TALLY_F_COMPLETE 0x0080u
+#define TALLY_F_COMPLETE 0x0100u
+/* Authenticated packet (a job admitted with a key, tally_auth.h): the 64-byte header is
+ * followed by a TALLY_AUTH_LEN-byte auth block, [12-byte GMAC IV][16-byte GMAC tag], then
+ * the payload (payload_len counts the payload only). The tag is AES-256-GMAC over the
+ * 64 header bytes and the payload; hdr.crc is 0 (the tag covers the payload). JOIN puts a
+ * fresh nonce in hdr.reserved (strictly increasing per rank), JOIN_OK echoes it, BYE
+ * repeats the nonce of the JOIN that bound the rank (replays of either are refused).
+ * Any op may carry it; without it the format and CRC are unchanged. */
+#define TALLY_F_AUTH 0x0080u
+#define TALLY_AUTH_IV_LEN 12
+#define TALLY_AUTH_TAG_LEN 16
+#define TALLY_AUTH_LEN (TALLY_AUTH_IV_LEN + TALLY_AUTH_TAG_LEN)
+/* Largest encoded header: the header and the auth block. */
+#define TALLY_HDR_MAX (TALLY_HDR_LEN + TALLY_AUTH_LEN)
 
 /* The wire header. Encoded/decoded field by field (never cast a packet buffer to it). */
 struct tally_hdr {
@@ -114,8 +127,10 @@ struct tally_hdr {
 	uint32_t payload_len; /* bytes after the header */
 	uint32_t crc;         /* CRC32C of the payload (0 for an empty payload) */
 	uint32_t aux;         /* op-specific: ERROR: the rejected op; RESULT: TALLY_AUX_LAST */
-	uint64_t reserved;    /* JOIN_OK, PING, ERROR from the appliance: its boot id (see
-			       * PING); else zero on send, ignored on receive */
+	uint64_t reserved;    /* PING+ACK, ERROR from the appliance: its boot id (see PING;
+			       * JOIN_OK carries it in key (low) and round (high)); JOIN,
+			       * JOIN_OK, BYE with TALLY_F_AUTH: the JOIN nonce; else zero on
+			       * send (encoded as given), ignored on receive */
 };
 
 /* RESULT's aux: the recipient's push completed the chunk, so this RESULT is its answer and
@@ -232,6 +247,12 @@ enum tally_reason {
 				 * appliance holds while another rank pushes round (it missed
 				 * that RESULT before a restart): answer with a TALLY_F_COMPLETE
 				 * push of round's sum if you hold it */
+	/* authentication (tally_auth.h), numbered last for the same reason */
+	TALLY_R_BAD_MAC,        /* TALLY_F_AUTH packet whose tag does not verify with the key */
+	TALLY_R_AUTH_REQUIRED,  /* packet without TALLY_F_AUTH for a job admitted with a key */
+	TALLY_R_NO_KEY,         /* TALLY_F_AUTH packet for a job (or peer) without a key */
+	TALLY_R_REPLAY,         /* JOIN nonce not above the rank's last, BYE or JOIN_OK nonce
+				 * not the bound JOIN's */
 	TALLY_R_COUNT
 };
 
@@ -245,7 +266,15 @@ const char *tally_op_name(uint8_t op);
 struct tally_pkt {
 	struct tally_hdr hdr;
 	const uint8_t *payload;
+	const uint8_t *auth;  /* TALLY_F_AUTH: the auth block (IV, tag), else NULL */
 };
+
+/* Bytes of an encoded header as sent: TALLY_HDR_LEN, or TALLY_HDR_MAX when its flags say
+ * TALLY_F_AUTH (the auth block follows it). Transports send this many header bytes. */
+static inline size_t tally_proto_hdr_len(const uint8_t *hdr)
+{
+	return (hdr[6] & TALLY_F_AUTH) ? TALLY_HDR_MAX : TALLY_HDR_LEN;
+}
 
 /* Encode a header into 64 bytes at `out`. Sets magic/version; `hdr->payload_len` and
  * `hdr->crc` are written as given (use tally_proto_finish()). */
@@ -266,6 +295,9 @@ uint32_t tally_crc32c(const void *buf, size_t len);
  * (TALLY_R_BAD_COUNT), no flags but TALLY_F_MISSING or TALLY_F_RESEND, not both
  * (TALLY_R_BAD_FLAGS), PING: no payload, no flags but TALLY_F_ACK (TALLY_R_BAD_FLAGS),
  * rank bound, CRC (checked last). The reserved field is ignored.
+ * With TALLY_F_AUTH the auth block sits between header and payload (its bytes count in
+ * len), crc must be 0 (else BAD_CRC) and the tag is NOT checked here (the key is the
+ * engine's or client's: tally_auth_verify); pkt->auth points at the block.
  * Returns TALLY_OK and fills *pkt, or the reason. Never reads past buf[len). */
 enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_pkt *pkt);
 

@@ -25,7 +25,7 @@ struct cap_pkt {
 	struct tally_addr to;
 	struct tally_pkt pkt;
 	size_t len;
-	uint8_t buf[TALLY_HDR_LEN + TALLY_MAX_PAYLOAD];
+	uint8_t buf[TALLY_HDR_MAX + TALLY_MAX_PAYLOAD];
 };
 
 struct cap {
@@ -51,16 +51,17 @@ static inline int cap_send(void *ctx, const struct tally_addr *to, const uint8_t
 	}
 	struct cap_pkt *p = &c->q[c->n];
 	p->to = *to;
-	memcpy(p->buf, hdr, TALLY_HDR_LEN);
+	size_t hl = tally_proto_hdr_len(hdr); /* a signed header carries its auth block */
+	memcpy(p->buf, hdr, hl);
 	assert_true(len <= TALLY_MAX_PAYLOAD);
 	if (len)
-		memcpy(p->buf + TALLY_HDR_LEN, payload, len);
-	p->len = TALLY_HDR_LEN + len;
+		memcpy(p->buf + hl, payload, len);
+	p->len = hl + len;
 	/* Everything the engine sends must decode (CRC included). */
 	enum tally_reason r = tally_proto_decode(p->buf, p->len, &p->pkt);
 	if (r != TALLY_OK)
 		fail_msg("engine sent an undecodable packet: %s", tally_reason_name(r));
-	p->pkt.payload = p->buf + TALLY_HDR_LEN;
+	p->pkt.payload = p->buf + hl;
 	/* HELD acknowledgements are counted apart, so the tests of what else the engine
 	 * sends see the same packets as before them */
 	if (p->pkt.hdr.op == TALLY_OP_HELD) {

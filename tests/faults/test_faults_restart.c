@@ -366,7 +366,7 @@ static void test_engine_ping_and_install_rules(void **state)
 	assert_int_equal(rx_hdr(e, &h, jpl, sizeof(jpl)), TALLY_OK);
 	a = cap_last(&cap);
 	assert_int_equal(a.op, TALLY_OP_JOIN_OK);
-	assert_true(a.reserved == 0xb007);
+	assert_true(((uint64_t)a.round << 32 | a.key) == 0xb007);
 	memset(&h, 0, sizeof(h));
 	h.op = TALLY_OP_PING;
 	assert_int_equal(rx_hdr(e, &h, NULL, 0), TALLY_OK);

@@ -33,12 +33,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 
 	const struct tally_hdr *h = &pkt.hdr;
-	CHECK(size == TALLY_HDR_LEN + h->payload_len);
+	/* an authenticated packet: the auth block between header and payload, no CRC */
+	size_t hl = (h->flags & TALLY_F_AUTH) ? TALLY_HDR_MAX : TALLY_HDR_LEN;
+	CHECK(tally_proto_hdr_len(data) == hl);
+	CHECK(size == hl + h->payload_len);
 	CHECK(h->payload_len <= TALLY_MAX_PAYLOAD);
-	CHECK(pkt.payload == data + TALLY_HDR_LEN);
+	CHECK(pkt.payload == data + hl);
+	CHECK(pkt.auth == (hl == TALLY_HDR_LEN ? NULL : data + TALLY_HDR_LEN));
 	CHECK(h->op >= 1 && h->op <= TALLY_OP_MAX);
 	CHECK(h->rank < TALLY_MAX_WORKERS);
-	CHECK(h->crc == tally_crc32c(pkt.payload, h->payload_len));
+	CHECK(h->crc == (hl == TALLY_HDR_LEN ? tally_crc32c(pkt.payload, h->payload_len) : 0));
 	(void)tally_op_name(h->op);
 
 	/* The header re-encodes to the same bytes (the reserved field is not kept). */
@@ -49,8 +53,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (h->op == TALLY_OP_HELD) {
 		CHECK(h->payload_len == 0 && h->count >= 1 && h->dtype < TALLY_DT_COUNT);
 		CHECK((uint64_t)h->offset + h->count <= UINT32_MAX);
-		CHECK(!(h->flags & ~(TALLY_F_MISSING | TALLY_F_RESEND)));
-		CHECK(h->flags != (TALLY_F_MISSING | TALLY_F_RESEND));
+		CHECK(!(h->flags & ~(TALLY_F_MISSING | TALLY_F_RESEND | TALLY_F_AUTH)));
+		CHECK((h->flags & (TALLY_F_MISSING | TALLY_F_RESEND)) !=
+		      (TALLY_F_MISSING | TALLY_F_RESEND));
 	}
 	if ((h->op == TALLY_OP_PUSH || h->op == TALLY_OP_RESULT) && (h->flags & TALLY_F_ONEBIT)) {
 		/* one-bit: f32, [scale][ceil(count / 8) bytes of bits] */

@@ -229,6 +229,45 @@ def engine_corpus():
     return out
 
 
+def auth_packet(op, payload=b"", flags=0, rank=0, key=1, count=0, nonce=0):
+    """A TALLY_F_AUTH packet: header (crc 0), a zero auth block, payload (proto seeds: the
+    decoder does not check the tag)."""
+    hdr = struct.pack("<IBBHIIQIIIIBBHIIIQ", 0x31594C54, 1, op, flags | 0x80, 7, rank,
+                      0x1122334455667788, key, 0, 0, count, 0, 0, 0, len(payload), 0, 0, nonce)
+    return hdr + bytes(28) + payload
+
+
+def auth_proto_corpus():
+    return {"push_auth": auth_packet(4, bytes(range(32)), count=8),
+            "join_auth": auth_packet(1, struct.pack("<IIIIQ", 4, 4, 8192, 0, 0), nonce=99),
+            "held_auth": auth_packet(9, flags=0x8, count=4)}
+
+
+def auth_corpus():
+    """fuzz_auth.c inputs: op, flags, rank, key, round, offset, count, dtype, nonce,
+    mutation position, xor, 4 spare bytes, then the payload."""
+    rng = random.Random(14)
+
+    def inp(op, flags=0, rank=0, key=0, rnd=0, off=0, count=0, dtype=0, nonce=0, pos=0,
+            xor=1, payload=b""):
+        return struct.pack("<BHBIIIHBQHB", op, flags, rank, key, rnd, off, count, dtype, nonce,
+                           pos, xor) + bytes(4) + payload
+    return {
+        "join": inp(1, nonce=12345, payload=struct.pack("<IIIIQ", 4, 4, 8192, 0, 0), pos=60,
+                    xor=0x80),
+        "bye": inp(8, rank=1, nonce=12345, pos=56, xor=1),
+        "push_f32": inp(4, rank=2, key=1, count=16, payload=bytes(rng.getrandbits(8)
+                                                                   for _ in range(64)),
+                        pos=100, xor=4),
+        "push_tag": inp(4, key=1, count=8, payload=bytes(32), pos=80, xor=0xff),
+        "pull": inp(6, rank=3, key=1, rnd=2, pos=8, xor=2),
+        "register": inp(3, key=5, payload=struct.pack("<IIBBHHHI12x", 64, 16, 0, 0, 0, 4, 4, 0),
+                        pos=92, xor=1),
+        "held_flags": inp(9, flags=0x8, key=1, count=4, pos=64, xor=9),
+        "result": inp(5, key=1, count=4, payload=bytes(16), pos=70, xor=3),
+    }
+
+
 def write(sub, items):
     d = os.path.join(HERE, "corpus", sub)
     os.makedirs(d, exist_ok=True)
@@ -240,3 +279,5 @@ def write(sub, items):
 if __name__ == "__main__":
     write("proto", proto_corpus())
     write("engine", engine_corpus())
+    write("proto", auth_proto_corpus())
+    write("auth", auth_corpus())

@@ -132,13 +132,14 @@ static int dpdk_cli_send(void *ctx, const struct tally_addr *to, const uint8_t *
 			dpdk_cli_arp_request(x);
 		return -EHOSTUNREACH;
 	}
+	size_t hl = tally_proto_hdr_len(hdr); /* with its auth block, if signed */
 	struct rte_mbuf *m = rte_pktmbuf_alloc(x->cfg.pool);
 	if (!m) {
 		x->tx.st.drops[TALLY_PKT_D_NO_MBUF]++;
 		return -ENOBUFS;
 	}
 	uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(TALLY_PKT_HDRS_LEN +
-								   TALLY_HDR_LEN + len));
+								   hl + len));
 	if (!d) {
 		rte_pktmbuf_free(m);
 		return -EMSGSIZE;
@@ -146,10 +147,10 @@ static int dpdk_cli_send(void *ctx, const struct tally_addr *to, const uint8_t *
 	tally_pkt_build_udp(d, x->ifa.mac, x->server_mac, x->ifa.ip, x->cfg.server_ip,
 			     rte_cpu_to_be_16(x->cfg.local_port),
 			     rte_cpu_to_be_16((uint16_t)(x->cfg.base_port + to->core)),
-			     TALLY_HDR_LEN + len, x->ip_id++);
-	memcpy(d + TALLY_PKT_HDRS_LEN, hdr, TALLY_HDR_LEN);
+			     hl + len, x->ip_id++);
+	memcpy(d + TALLY_PKT_HDRS_LEN, hdr, hl);
 	if (len)
-		memcpy(d + TALLY_PKT_HDRS_LEN + TALLY_HDR_LEN, payload, len);
+		memcpy(d + TALLY_PKT_HDRS_LEN + hl, payload, len);
 	tally_dpdk_tx_enqueue(&x->tx, 0, m);
 	return 0;
 }

@@ -147,7 +147,10 @@ static struct rte_mbuf *dpdk_frame(struct tally_dpdk_tx *tx, const struct tally_
 		tx->st.drops[TALLY_PKT_D_NO_MBUF]++;
 		return NULL;
 	}
-	size_t hlen = TALLY_PKT_HDRS_LEN + TALLY_HDR_LEN + (copy ? len : 0);
+	/* an authenticated header carries its per-destination tag: it stays in this mbuf,
+	 * ahead of the shared payload segment */
+	size_t hl = tally_proto_hdr_len(hdr);
+	size_t hlen = TALLY_PKT_HDRS_LEN + hl + (copy ? len : 0);
 	uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)hlen);
 	if (!d) {
 		rte_pktmbuf_free(m);
@@ -156,10 +159,10 @@ static struct rte_mbuf *dpdk_frame(struct tally_dpdk_tx *tx, const struct tally_
 	}
 	tally_pkt_build_udp(d, p->ifa.mac, to->mac, p->ifa.ip, to->ip,
 			     rte_cpu_to_be_16((uint16_t)(p->ifa.base_port + tx->core)), to->port,
-			     TALLY_HDR_LEN + len, tx->ip_id++);
-	memcpy(d + TALLY_PKT_HDRS_LEN, hdr, TALLY_HDR_LEN);
+			     hl + len, tx->ip_id++);
+	memcpy(d + TALLY_PKT_HDRS_LEN, hdr, hl);
 	if (copy && len)
-		memcpy(d + TALLY_PKT_HDRS_LEN + TALLY_HDR_LEN, payload, len);
+		memcpy(d + TALLY_PKT_HDRS_LEN + hl, payload, len);
 	return m;
 }
 

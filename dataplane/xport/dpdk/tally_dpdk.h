@@ -114,8 +114,10 @@ struct tally_dpdk_tx {
 	struct tally_dpdk_txport port[TALLY_DPDK_MAX_PORTS];
 };
 
-/* hdr_pool's data room must hold RTE_PKTMBUF_HEADROOM + 42 + 64 + TALLY_DPDK_COPY_MAX. */
-#define TALLY_DPDK_HDR_ROOM (RTE_PKTMBUF_HEADROOM + TALLY_PKT_HDRS_LEN + 64 + TALLY_DPDK_COPY_MAX)
+/* hdr_pool's data room must hold RTE_PKTMBUF_HEADROOM + 42 + the header with its auth block
+ * (TALLY_HDR_MAX) + TALLY_DPDK_COPY_MAX. */
+#define TALLY_DPDK_HDR_ROOM (RTE_PKTMBUF_HEADROOM + TALLY_PKT_HDRS_LEN + TALLY_HDR_MAX + \
+			     TALLY_DPDK_COPY_MAX)
 
 void tally_dpdk_tx_init(struct tally_dpdk_tx *tx, uint16_t core, struct rte_mempool *hdr_pool,
 			uint32_t flush_us);

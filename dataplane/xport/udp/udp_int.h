@@ -23,7 +23,7 @@
 #define SOL_UDP 17
 #endif
 
-#define UDP_SLOT (TALLY_HDR_LEN + TALLY_MAX_PAYLOAD)
+#define UDP_SLOT (TALLY_HDR_MAX + TALLY_MAX_PAYLOAD) /* an authenticated header too */
 #define UDP_GRO_BUF 65536u
 #define UDP_GSO_MAX_BYTES 65000u
 #define UDP_GSO_MAX_SEGS 64u

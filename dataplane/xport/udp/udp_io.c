@@ -178,10 +178,11 @@ int udp_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
 		}
 	}
 	slot = s->slots + (size_t)s->nq * UDP_SLOT;
-	memcpy(slot, hdr, TALLY_HDR_LEN);
+	size_t hl = tally_proto_hdr_len(hdr); /* with its auth block, if signed */
+	memcpy(slot, hdr, hl);
 	if (len)
-		memcpy(slot + TALLY_HDR_LEN, payload, len);
-	s->lens[s->nq] = (uint32_t)(TALLY_HDR_LEN + len);
+		memcpy(slot + hl, payload, len);
+	s->lens[s->nq] = (uint32_t)(hl + len);
 	if (s->dst) {
 		memset(&s->dst[s->nq], 0, sizeof(s->dst[s->nq]));
 		s->dst[s->nq].sin_family = AF_INET;

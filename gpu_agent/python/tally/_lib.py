@@ -98,7 +98,7 @@ class AgentCfg(ctypes.Structure):
                 ("deterministic", ctypes.c_int), ("credit_stall_ms", ctypes.c_uint32),
                 ("local_agg", ctypes.c_int), ("local_shm_bytes", ctypes.c_size_t),
                 ("rto_max_us", ctypes.c_uint32), ("rto_min_us", ctypes.c_uint32),
-                ("incarnation", ctypes.c_uint64)]
+                ("incarnation", ctypes.c_uint64), ("auth_key_file", ctypes.c_char * 256)]
 
 
 class AgentStats(ctypes.Structure):

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * auth.c — AES-256-GMAC contexts over OpenSSL EVP (tally_auth.h): key, sign, verify. The
+ * cipher context keeps the key schedule; each packet re-initialises only the IV.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "tally_auth.h"
+
+struct tally_auth {
+	EVP_CIPHER_CTX *ctx;
+	int keyed;
+	uint32_t salt;
+	uint64_t ctr;
+	uint8_t key[TALLY_AUTH_KEY_LEN]; /* kept for tally_auth_key_equal only */
+};
+
+struct tally_auth *tally_auth_new(void)
+{
+	struct tally_auth *a = calloc(1, sizeof(*a));
+	if (!a)
+		return NULL;
+	a->ctx = EVP_CIPHER_CTX_new();
+	if (!a->ctx) {
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
+void tally_auth_free(struct tally_auth *a)
+{
+	if (!a)
+		return;
+	tally_auth_clear(a);
+	EVP_CIPHER_CTX_free(a->ctx);
+	free(a);
+}
+
+int tally_auth_set_key(struct tally_auth *a, const uint8_t key[TALLY_AUTH_KEY_LEN])
+{
+	uint8_t rnd[12];
+
+	if (!a || !key)
+		return -EINVAL;
+	tally_auth_clear(a);
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return -EIO;
+	if (EVP_EncryptInit_ex(a->ctx, EVP_aes_256_gcm(), NULL, key, NULL) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(a->ctx, EVP_CTRL_GCM_SET_IVLEN, TALLY_AUTH_IV_LEN, NULL) != 1)
+		return -EIO;
+	memcpy(&a->salt, rnd, 4);
+	memcpy(&a->ctr, rnd + 4, 8);
+	memcpy(a->key, key, TALLY_AUTH_KEY_LEN);
+	a->keyed = 1;
+	return 0;
+}
+
+void tally_auth_clear(struct tally_auth *a)
+{
+	if (!a)
+		return;
+	OPENSSL_cleanse(a->key, sizeof(a->key));
+	if (a->keyed)
+		EVP_CIPHER_CTX_reset(a->ctx); /* wipes the key schedule */
+	a->keyed = 0;
+}
+
+int tally_auth_has_key(const struct tally_auth *a)
+{
+	return a && a->keyed;
+}
+
+int tally_auth_key_equal(const struct tally_auth *a, const uint8_t key[TALLY_AUTH_KEY_LEN])
+{
+	return a && a->keyed && CRYPTO_memcmp(a->key, key, TALLY_AUTH_KEY_LEN) == 0;
+}
+
+int tally_auth_gmac(struct tally_auth *a, const uint8_t iv[TALLY_AUTH_IV_LEN],
+		    const void *aad1, size_t len1, const void *aad2, size_t len2,
+		    uint8_t tag[TALLY_AUTH_TAG_LEN])
+{
+	int outl = 0;
+	uint8_t dummy[16];
+
+	if (!a->keyed || len1 > INT32_MAX || len2 > INT32_MAX)
+		return -EIO;
+	if (EVP_EncryptInit_ex(a->ctx, NULL, NULL, NULL, iv) != 1)
+		return -EIO;
+	/* GMAC is GCM with everything as additional data and no plaintext */
+	if (len1 && EVP_EncryptUpdate(a->ctx, NULL, &outl, aad1, (int)len1) != 1)
+		return -EIO;
+	if (len2 && EVP_EncryptUpdate(a->ctx, NULL, &outl, aad2, (int)len2) != 1)
+		return -EIO;
+	if (EVP_EncryptFinal_ex(a->ctx, dummy, &outl) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(a->ctx, EVP_CTRL_GCM_GET_TAG, TALLY_AUTH_TAG_LEN, tag) != 1)
+		return -EIO;
+	return 0;
+}
+
+void tally_auth_mark(uint8_t *hdr)
+{
+	hdr[6] |= (uint8_t)TALLY_F_AUTH;
+	memset(hdr + 48, 0, 4); /* crc (offset 48): the tag covers the payload */
+}
+
+int tally_auth_sign(struct tally_auth *a, uint8_t *hdr, const void *payload, size_t len)
+{
+	uint8_t *iv = hdr + TALLY_HDR_LEN;
+
+	if (!a || !a->keyed || !(hdr[6] & TALLY_F_AUTH))
+		return -EINVAL;
+	memcpy(iv, &a->salt, 4);
+	memcpy(iv + 4, &a->ctr, 8);
+	a->ctr++;
+	return tally_auth_gmac(a, iv, hdr, TALLY_HDR_LEN, payload, len,
+			       hdr + TALLY_HDR_LEN + TALLY_AUTH_IV_LEN);
+}
+
+int tally_auth_verify(struct tally_auth *a, const void *buf, const struct tally_pkt *pkt)
+{
+	uint8_t tag[TALLY_AUTH_TAG_LEN];
+
+	if (!a || !a->keyed || !pkt->auth)
+		return -EBADMSG;
+	if (tally_auth_gmac(a, pkt->auth, buf, TALLY_HDR_LEN, pkt->payload,
+			    pkt->hdr.payload_len, tag) != 0)
+		return -EBADMSG;
+	if (CRYPTO_memcmp(tag, pkt->auth + TALLY_AUTH_IV_LEN, TALLY_AUTH_TAG_LEN) != 0)
+		return -EBADMSG;
+	return 0;
+}

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * client_auth.c — the worker side of per-packet authentication (tally_proto.h
+ * TALLY_F_AUTH): the session's GMAC context, JOIN nonces, and the check every received
+ * packet passes first. Signing is in client_send (client_util.c). Calls client_util.c only.
+ */
+#include <errno.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
+
+#include "client_int.h"
+
+int client_auth_init(struct tally_client *c)
+{
+	if (!c->cfg.auth)
+		return 0;
+	c->auth = tally_auth_new();
+	if (!c->auth)
+		return -ENOMEM;
+	int rc = tally_auth_set_key(c->auth, c->cfg.auth_key);
+	OPENSSL_cleanse(c->cfg.auth_key, sizeof(c->cfg.auth_key)); /* the context has it */
+	return rc;
+}
+
+void client_auth_fini(struct tally_client *c)
+{
+	tally_auth_free(c->auth);
+	c->auth = NULL;
+}
+
+uint64_t client_join_nonce(struct tally_client *c)
+{
+	struct timespec ts;
+	uint64_t n = 0;
+
+	/* the wall clock: a restarted worker's JOIN is newer than its last one */
+	if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
+		n = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return n > c->join_nonce ? n : c->join_nonce + 1;
+}
+
+/* An unsigned ERROR to our JOIN that says why the appliance could not take it: the only
+ * unsigned packet a keyed session accepts, so a wrong key fails the JOIN at once. */
+static int join_auth_error(const struct tally_client *c, const struct tally_hdr *h)
+{
+	return h->op == TALLY_OP_ERROR && h->aux == TALLY_OP_JOIN && c->wait == CLIENT_W_JOIN &&
+	       (h->reason == TALLY_R_BAD_MAC || h->reason == TALLY_R_AUTH_REQUIRED ||
+		h->reason == TALLY_R_NO_KEY || h->reason == TALLY_R_REPLAY);
+}
+
+int client_auth_rx(struct tally_client *c, const void *buf, const struct tally_pkt *p)
+{
+	if (!c->auth) {
+		if (!p->auth || join_auth_error(c, &p->hdr))
+			return 1;
+		c->st.drops[TALLY_R_NO_KEY]++;
+		return 0;
+	}
+	if (!p->auth) {
+		if (join_auth_error(c, &p->hdr))
+			return 1;
+		c->st.drops[TALLY_R_AUTH_REQUIRED]++;
+		return 0;
+	}
+	if (tally_auth_verify(c->auth, buf, p) != 0) {
+		c->st.drops[TALLY_R_BAD_MAC]++;
+		return 0;
+	}
+	/* a JOIN_OK answers our JOIN only if it echoes its nonce (else: a recorded one) */
+	if (p->hdr.op == TALLY_OP_JOIN_OK && p->hdr.reserved != c->join_nonce) {
+		c->st.drops[TALLY_R_REPLAY]++;
+		return 0;
+	}
+	c->st.auth_verified++;
+	return 1;
+}

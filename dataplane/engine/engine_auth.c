@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * engine_auth.c — per-packet authentication on the appliance side (tally_proto.h
+ * TALLY_F_AUTH, tally_auth.h): job keys, the check every packet passes before it may change
+ * anything, and the JOIN/BYE nonces that make recorded JOINs and BYEs useless.
+ *
+ * Replays of data packets need no nonce: a replayed PUSH of (rank, key, round, offset)
+ * finds the rank's bit set in the chunk's exactly-once bitmap (engine_chunk.c: a duplicate,
+ * answered HELD/RESULT to the bound address, never summed again), or the round gone
+ * (STALE_ROUND) or not yet startable (TOO_EARLY); a replayed PULL only re-sends to the
+ * bound address; a replayed REGISTER is an identical one (acked). JOIN and BYE change
+ * bindings, so they carry a nonce: JOIN's is strictly increasing per rank (the client
+ * uses the wall clock in ns), BYE repeats the bound JOIN's.
+ * Calls engine_util.c only.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_int.h"
+
+int engine_auth_init(struct tally_engine *e)
+{
+	e->auths = calloc(e->cfg.max_jobs, sizeof(*e->auths));
+	e->join_nonce = calloc((size_t)e->cfg.max_jobs * TALLY_MAX_WORKERS,
+			       sizeof(*e->join_nonce));
+	if (!e->auths || !e->join_nonce)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < e->cfg.max_jobs; i++) {
+		e->auths[i] = tally_auth_new();
+		if (!e->auths[i])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+void engine_auth_fini(struct tally_engine *e)
+{
+	if (e->auths)
+		for (uint32_t i = 0; i < e->cfg.max_jobs; i++)
+			tally_auth_free(e->auths[i]);
+	free(e->auths);
+	free(e->join_nonce);
+	e->auths = NULL;
+	e->join_nonce = NULL;
+}
+
+int tally_engine_job_key(struct tally_engine *e, uint32_t job_id,
+			 const uint8_t key[TALLY_AUTH_KEY_LEN])
+{
+	if (!e || !key)
+		return -EINVAL;
+	struct engine_job *job = engine_job_find(e, job_id);
+	if (!job)
+		return -ENOENT;
+	uint32_t slot = (uint32_t)(job - e->jobs);
+	struct tally_auth *a = e->auths[slot];
+	if (tally_auth_has_key(a))
+		return tally_auth_key_equal(a, key) ? 0 : -EEXIST;
+	int rc = tally_auth_set_key(a, key);
+	if (rc)
+		return rc;
+	/* a new key: packets recorded under an earlier one fail the tag anyway */
+	memset(e->join_nonce + (size_t)slot * TALLY_MAX_WORKERS, 0,
+	       TALLY_MAX_WORKERS * sizeof(*e->join_nonce));
+	return 0;
+}
+
+int tally_engine_job_keyed(struct tally_engine *e, uint32_t job_id)
+{
+	struct engine_job *job = e ? engine_job_find(e, job_id) : NULL;
+	return job && engine_job_auth(e, job) != NULL;
+}
+
+enum tally_reason engine_rx_verify(struct tally_engine *e, const void *buf,
+				   const struct tally_pkt *pkt, const struct tally_addr *from)
+{
+	struct engine_job *job = engine_job_find(e, pkt->hdr.job_id);
+	struct tally_auth *a = job ? engine_job_auth(e, job) : NULL;
+	enum tally_reason r;
+
+	if (!a)
+		r = pkt->auth ? TALLY_R_NO_KEY : TALLY_OK;
+	else if (!pkt->auth)
+		r = TALLY_R_AUTH_REQUIRED;
+	else
+		r = tally_auth_verify(a, buf, pkt) == 0 ? TALLY_OK : TALLY_R_BAD_MAC;
+	if (r == TALLY_OK)
+		return r;
+	/* only a JOIN is answered: it is how a worker with a wrong or missing key finds out */
+	if (pkt->hdr.op == TALLY_OP_JOIN)
+		return engine_reject_plain(e, &pkt->hdr, from, r);
+	return engine_drop(e, r);
+}
+
+static uint64_t *nonce_of(struct tally_engine *e, const struct engine_job *job, uint32_t rank)
+{
+	return &e->join_nonce[(size_t)(job - e->jobs) * TALLY_MAX_WORKERS + rank];
+}
+
+enum tally_reason engine_join_nonce_check(struct tally_engine *e, const struct engine_job *job,
+					  const struct tally_hdr *h, const struct tally_addr *from)
+{
+	if (!engine_job_auth(e, job))
+		return TALLY_OK;
+	uint64_t last = *nonce_of(e, job, h->rank);
+	const struct engine_rank *rk = &job->ranks[h->rank];
+	if (h->reserved > last)
+		return TALLY_OK;
+	/* the JOIN that bound this address, re-sent (its JOIN_OK was lost): answer again; from
+	 * another source MAC it is a replay that would redirect the rank's RESULTs */
+	if (h->reserved == last && last && rk->bound && engine_addr_eq(&rk->addr, from) &&
+	    memcmp(rk->addr.mac, from->mac, sizeof(from->mac)) == 0)
+		return TALLY_OK;
+	return TALLY_R_REPLAY;
+}
+
+void engine_join_nonce_set(struct tally_engine *e, const struct engine_job *job,
+			   const struct tally_hdr *h)
+{
+	if (engine_job_auth(e, job))
+		*nonce_of(e, job, h->rank) = h->reserved;
+}
+
+enum tally_reason engine_bye_nonce_check(struct tally_engine *e, const struct engine_job *job,
+					 const struct tally_hdr *h)
+{
+	if (!engine_job_auth(e, job))
+		return TALLY_OK;
+	uint64_t last = *nonce_of(e, job, h->rank);
+	return last && h->reserved == last ? TALLY_OK : TALLY_R_REPLAY;
+}

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# auth_udpd.sh --bin BUILDDIR — authenticated packets end to end with real processes:
+# tally-udpd on loopback, a job admitted with a key (tallyctl job-add --key-file), two
+# tally-worker ranks with the key (TALLY_AUTH_KEY_FILE and --key-file), and an attacker
+# (auth_attack.py: spoofed pushes, BYEs and RESULTs as joined ranks, from their own
+# addresses when root allows raw sockets) during the run (suite 'security').
+#  1. admission refuses bad key files with a message naming the file;
+#  2. a worker with the wrong key, and one without a key, fail at JOIN within seconds
+#     with a message naming TALLY_AUTH_KEY_FILE (not the 30 s timeout);
+#  3. the attacked run completes bit-exact (deterministic keys) and every attempt is
+#     counted: appliance drops auth_required and bad_mac, workers' drops of the spoofed
+#     RESULTs, no BYE accepted but the workers' own.
+set -u
+bin=
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--bin) bin=$2; shift 2 ;;
+	*) echo "auth_udpd.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+here=$(cd "$(dirname "$0")" && pwd)
+UDPD=$bin/appliance/udpd/tally-udpd
+WORKER=$bin/perf/tally-worker
+CTL=$bin/control/tallyctl
+[ -x "$UDPD" ] && [ -x "$WORKER" ] && [ -x "$CTL" ] || { echo "binaries missing under $bin" >&2; exit 1; }
+tmp=$(mktemp -d /tmp/tally-auth.XXXXXX)
+port=$((20000 + ($$ % 20000)))
+app=
+cleanup() {
+	[ -n "$app" ] && kill -9 "$app" 2>/dev/null
+	for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; for f in "$tmp"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -5 "$f"; }; done >&2; exit 1; }
+jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+
+python3 -c "import os; print(os.urandom(32).hex())" >"$tmp/key"
+python3 -c "import os; print(os.urandom(32).hex())" >"$tmp/wrong"
+head -c 16 /dev/urandom >"$tmp/short"
+chmod 600 "$tmp/key" "$tmp/wrong" "$tmp/short"
+
+"$UDPD" --addr 127.0.0.1 --port $port --cores 2 --max-jobs 4 --mem 64M --det-pool 4M \
+	--ctl-socket "$tmp/ctl.sock" --stats "$tmp/app.json" 2>"$tmp/udpd.err" &
+app=$!
+for _ in $(seq 100); do [ -S "$tmp/ctl.sock" ] && break; sleep 0.1; done
+[ -S "$tmp/ctl.sock" ] || fail "tally-udpd did not start"
+C=("$CTL" --socket "$tmp/ctl.sock")
+
+# 1. admission with bad key files: refused, the file named; then the real one
+out=$("${C[@]}" job-add 5 --token 77 --world-size 2 --key-file "$tmp/short" 2>&1) &&
+	fail "a 16-byte key file was accepted"
+echo "$out" | grep -q "$tmp/short: 16 bytes" || fail "short key: unclear error: $out"
+out=$("${C[@]}" job-add 5 --token 77 --world-size 2 --key-file key 2>&1) &&
+	fail "a relative key path was accepted"
+echo "$out" | grep -q "absolute path" || fail "relative key path: unclear error: $out"
+"${C[@]}" --json job-add 5 --token 77 --world-size 2 --key-file "$tmp/key" >"$tmp/add.json" ||
+	fail "job-add with the key failed"
+[ "$(jget "$tmp/add.json" "d['authenticated']")" = True ] || fail "job-add: not authenticated"
+echo "ok 1 - admission with a key file; bad key files refused with the file named"
+
+# 2. wrong key / no key: a clear error at JOIN, well before the 30 s give-up
+W=("$WORKER" --host 127.0.0.1 --port $port --job 5 --token 77 --world 2 --keys 4
+   --join-ms 20000)
+t0=$(date +%s)
+"${W[@]}" --rank 0 --key-file "$tmp/wrong" --bytes 64K >/dev/null 2>"$tmp/wrong.err" &&
+	fail "a worker with the wrong key passed"
+grep -q "bad_mac.*check TALLY_AUTH_KEY_FILE" "$tmp/wrong.err" ||
+	fail "wrong key: unclear error: $(tail -1 "$tmp/wrong.err")"
+env -u TALLY_AUTH_KEY_FILE "${W[@]}" --rank 0 --bytes 64K >/dev/null 2>"$tmp/nokey.err" &&
+	fail "a worker without a key passed"
+grep -q "auth_required.*set TALLY_AUTH_KEY_FILE" "$tmp/nokey.err" ||
+	fail "no key: unclear error: $(tail -1 "$tmp/nokey.err")"
+[ $(($(date +%s) - t0)) -lt 10 ] || fail "the key errors took $(($(date +%s) - t0)) s"
+echo "ok 2 - wrong key and missing key fail at JOIN naming TALLY_AUTH_KEY_FILE"
+
+# 3. the attacked run: deterministic keys, every result checked bit-exact
+TALLY_AUTH_KEY_FILE=$tmp/key "${W[@]}" --rank 0 --bytes 1M --rounds 500 --deterministic \
+	--json >"$tmp/w0.json" 2>"$tmp/w0.err" & w0=$!
+"${W[@]}" --rank 1 --key-file "$tmp/key" --bytes 1M --rounds 500 --deterministic \
+	--json >"$tmp/w1.json" 2>"$tmp/w1.err" & w1=$!
+for _ in $(seq 100); do
+	"${C[@]}" --json workers >"$tmp/workers.json" 2>/dev/null &&
+		[ "$(jget "$tmp/workers.json" "len([w for w in d if w['job_id'] == 5])")" -ge 4 ] && break
+	sleep 0.05
+done
+python3 "$here/auth_attack.py" --port $port --cores 2 --workers "$tmp/workers.json" --job 5 \
+	--token 77 --seconds 2 >"$tmp/attack.json" 2>"$tmp/attack.err" || fail "attacker failed"
+wait $w0 || fail "rank 0 failed under attack: $(tail -1 "$tmp/w0.err")"
+wait $w1 || fail "rank 1 failed under attack: $(tail -1 "$tmp/w1.err")"
+"${C[@]}" --json stats >"$tmp/stats.json" || fail "tallyctl stats"
+cat "$tmp/attack.json"
+for r in 0 1; do
+	[ "$(jget "$tmp/w$r.json" "d['ok'] and d['mismatches'] == 0 and d['checked'] > 0")" = True ] ||
+		fail "rank $r: not bit-exact: $(cat "$tmp/w$r.json")"
+	echo "rank $r: checked $(jget "$tmp/w$r.json" "d['checked']") elements, drops $(jget "$tmp/w$r.json" "d['drop_reasons']")"
+done
+drops() { jget "$tmp/stats.json" "d['totals']['drops'].get('$1', 0)"; }
+sent() { jget "$tmp/attack.json" "d['sent']['$1']"; }
+echo "appliance drops: auth_required $(drops auth_required) bad_mac $(drops bad_mac); byes $(jget "$tmp/stats.json" "d['totals']['byes']")"
+# exact: every forged packet, plus the wrong-key and the keyless worker's JOIN of step 2
+[ "$(drops bad_mac)" -eq $(($(sent push_forged) + $(sent bye_forged) + 1)) ] ||
+	fail "appliance bad_mac $(drops bad_mac) != forged pushes + BYEs sent + 1"
+[ "$(drops auth_required)" -eq $(($(sent push_plain) + $(sent bye_plain) + $(sent join_plain) + 1)) ] ||
+	fail "appliance auth_required $(drops auth_required) != unsigned packets sent + 1"
+[ "$(jget "$tmp/stats.json" "d['totals']['byes']")" -le 4 ] || fail "more BYEs than the workers sent"
+# the spoofed RESULTs reached rank 0 while it ran (loopback loses nothing)
+[ "$(jget "$tmp/w0.json" "d['drop_reasons'].get('bad_mac', 0)")" -eq "$(sent result_forged)" ] ||
+	fail "rank 0 bad_mac drops != forged RESULTs sent"
+[ "$(jget "$tmp/w0.json" "d['drop_reasons'].get('auth_required', 0)")" -eq "$(sent result_plain)" ] ||
+	fail "rank 0 auth_required drops != unsigned RESULTs sent"
+echo "ok 3 - attacked run bit-exact, every spoofed packet refused and counted"
