@@ -49,8 +49,8 @@ struct tally_verbs_cfg {
 	int listen;            /* 0 client, 1 listen */
 	uint16_t ncores;       /* listen: cores a request may name (required); client: upper
 				* bound on the core index (default TALLY_VERBS_MAX_CORES) */
-	uint32_t slots;        /* landing slots per connection and direction, default 128 (must
-				* cover the client window per core: 64 by default) */
+	uint32_t slots;        /* landing slots per connection and direction, default 256 (must
+				* cover the client window per core and its answers) */
 	int gid_index;         /* < 0 (default): rdma_cm picks the GID of `host`; else that
 				* index is checked against it and a mismatch is an error naming
 				* the right index */

@@ -16,7 +16,7 @@ void tally_verbs_cfg_defaults(struct tally_verbs_cfg *cfg)
 	if (!cfg->listen && !cfg->ncores)
 		cfg->ncores = TALLY_VERBS_MAX_CORES;
 	if (!cfg->slots)
-		cfg->slots = 128;
+		cfg->slots = 256;
 	if (!cfg->timeout_ms)
 		cfg->timeout_ms = 2000;
 	if (!cfg->max_conns)
