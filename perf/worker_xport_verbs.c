@@ -20,7 +20,8 @@ static void wx_verbs_rx(void *arg, const void *buf, size_t len, const struct tal
 
 int wx_verbs_open(const struct wx_opts *o, struct worker_xport *wx, char *err, size_t errlen)
 {
-	struct tally_verbs_cfg vc = { .port = o->base_port, .gid_index = o->gid_index };
+	struct tally_verbs_cfg vc = { .port = o->base_port, .gid_index = o->gid_index,
+				      .busy_poll_us = o->busy_poll_us };
 	static char host[64];
 	int rc = 0;
 
@@ -50,10 +51,10 @@ void wx_verbs_json(struct worker_xport *wx)
 	       ",\"tx_not_conn\":%" PRIu64 ",\"tx_errors\":%" PRIu64 ",\"tx_credit_msgs\":%" PRIu64
 	       ",\"rx_credit_msgs\":%" PRIu64 ",\"rx_bad_len\":%" PRIu64 ",\"wc_errors\":%" PRIu64
 	       ",\"conns_up\":%" PRIu64 ",\"conns_down\":%" PRIu64 ",\"reconnects\":%" PRIu64
-	       ",\"cq_waits\":%" PRIu64 "}",
+	       ",\"cq_waits\":%" PRIu64 ",\"spins\":%" PRIu64 ",\"spin_hits\":%" PRIu64 "}",
 	       s->tx_pkts, s->rx_pkts, s->tx_no_credit, s->tx_not_conn, s->tx_errors,
 	       s->tx_credit_msgs, s->rx_credit_msgs, s->rx_bad_len, s->wc_errors, s->conns_up,
-	       s->conns_down, s->reconnects, s->cq_waits);
+	       s->conns_down, s->reconnects, s->cq_waits, s->spins, s->spin_hits);
 }
 
 void wx_verbs_close(struct worker_xport *wx)

@@ -43,9 +43,9 @@ struct udpd_conf {
 	char stats_path[512];      /* counters as one JSON line at exit ("" = stdout) */
 	int check_config, help;
 	char rdma_listen[80];      /* verbs listener ADDR:PORT ("" = none) */
-	uint32_t rdma_slots;       /* landing slots per connection (0: 256) */
+	uint32_t rdma_slots;       /* landing slots per connection (0: 128) */
 	int rdma_gid_index;        /* -1: rdma_cm chooses */
-	uint32_t rdma_max_conns;   /* (0: 256) */
+	uint32_t rdma_max_conns;   /* (0: 128) */
 };
 
 #define TALLY_VERBS_SLOTS_MAX 4096
@@ -72,6 +72,7 @@ struct udpd {
 	struct udpd_conf conf;
 	struct tally_udp *udp;
 	struct tally_verbs *verbs; /* rdma-listen's transport, or NULL */
+	unsigned net_turn;         /* engine thread: UDP is read every 4th turn while verbs is busy */
 	struct tally_engine *eng[UDPD_MAX_CORES];
 	unsigned ncores;
 	_Atomic(struct udpd_cmd *) mbox;

@@ -269,7 +269,7 @@ void udpd_usage(FILE *f)
 		"  --stats FILE          every counter as one JSON line at exit (stdout)\n"
 		"  --check-config        validate and exit\n"
 		"  --rdma-listen A:P     also accept RDMA verbs workers (rdma_cm) on A:P\n"
-		"  --rdma-slots N        verbs landing slots per connection, 4..4096 (256)\n"
+		"  --rdma-slots N        verbs landing slots per connection, 2^k in 4..4096 (128)\n"
 		"  --rdma-gid-index N    check the GID index (-1: rdma_cm chooses, default)\n"
 		"  --rdma-max-conns N    verbs connections at once (256)\n");
 }

@@ -31,7 +31,7 @@ int udpd_verbs_conf(struct udpd_conf *c, const char *n, const char *v, char *err
 	x = v ? strtol(v, &end, 10) : 0;
 	if (!v || !*v || *end)
 		x = -1000;
-	if (!strcmp(n, "rdma-slots") && x >= 4 && x <= TALLY_VERBS_SLOTS_MAX)
+	if (!strcmp(n, "rdma-slots") && x >= 4 && x <= TALLY_VERBS_SLOTS_MAX && !(x & (x - 1)))
 		c->rdma_slots = (uint32_t)x;
 	else if (!strcmp(n, "rdma-gid-index") && x >= -1 && x <= 255)
 		c->rdma_gid_index = (int)x;
@@ -40,7 +40,7 @@ int udpd_verbs_conf(struct udpd_conf *c, const char *n, const char *v, char *err
 	else if (!strcmp(n, "rdma-slots") || !strcmp(n, "rdma-gid-index") ||
 		 !strcmp(n, "rdma-max-conns")) {
 		snprintf(err, el, "'%s %s': want %s", n, v ? v : "",
-			 n[5] == 's' ? "4..4096 landing slots per connection" :
+			 n[5] == 's' ? "a power of two in 4..4096 (landing slots per connection)" :
 			 n[5] == 'g' ? "-1 (rdma_cm chooses) or a GID index 0..255" :
 				       "1..1024 connections");
 		return -EINVAL;
@@ -133,14 +133,20 @@ const struct tally_xport_ops *udpd_xport(struct udpd *d, void **ctx)
 
 void udpd_net_poll(struct udpd *d, uint64_t timeout_ns)
 {
+	int n = 0, b;
+
 	if (!d->verbs) {
 		tally_udp_ops()->poll(d->udp, timeout_ns);
 		return;
 	}
-	/* Both transports without a shared wait: block on the one carrying traffic, briefly
-	 * while both are in use, so neither waits long for the other's wake-up. */
-	int n = tally_verbs_ops()->poll(d->verbs, 0);
-	n += tally_udp_ops()->poll(d->udp, 0);
+	/* Both transports without a shared wait. While verbs completions keep coming, the UDP
+	 * sockets are read every 4th turn (a recvmmsg syscall each time costs more than a CQ
+	 * poll); when both are quiet, block on the one carrying traffic, briefly while verbs
+	 * peers are connected, so UDP packets wait at most VERBS_WAIT_NS. */
+	for (int i = 0; i < 4 && (b = tally_verbs_ops()->poll(d->verbs, 0)) > 0; i++)
+		n += b;
+	if (!n || !(++d->net_turn & 3))
+		n += tally_udp_ops()->poll(d->udp, 0);
 	if (n || !timeout_ns)
 		return;
 	if (tally_verbs_conns(d->verbs))

@@ -16,14 +16,24 @@
 #include "tally_verbs.h"
 #include "verbs_ring.h"
 
-/* The sender posts a data message: returns its slot (and the immediate in *imm) or -1. */
+/* The sender posts the next staged data message: returns the peer's landing slot (and the
+ * immediate in *imm), or -1 when the peer has no free slot. */
+static int post_staged(struct verbs_ring *tx, uint32_t *imm)
+{
+	uint32_t remote = 99;
+
+	if (verbs_ring_post_slot(tx, &remote) < 0)
+		return -1;
+	*imm = verbs_ring_tx_commit(tx, 1);
+	return (int)remote;
+}
+
+/* Stage one message (if staging has room) and post what credit allows. */
 static int post(struct verbs_ring *tx, uint32_t *imm)
 {
-	int slot = verbs_ring_tx_slot(tx);
-
-	if (slot >= 0)
-		*imm = verbs_ring_tx_commit(tx, 1);
-	return slot;
+	if (verbs_ring_stage_slot(tx) >= 0)
+		verbs_ring_staged(tx);
+	return post_staged(tx, imm);
 }
 
 static void test_slots_in_order_and_credit_bound(void **state)
@@ -33,30 +43,35 @@ static void test_slots_in_order_and_credit_bound(void **state)
 	int slot;
 
 	(void)state;
-	verbs_ring_init(&a, 4, 4);
-	verbs_ring_init(&b, 4, 4);
+	verbs_ring_init(&a, 4, 4, 8);
+	verbs_ring_init(&b, 4, 4, 8);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(post(&a, &imm[i]), i);
-	/* The peer has consumed nothing: a fifth message would overwrite slot 0. */
-	assert_int_equal(verbs_ring_tx_slot(&a), -1);
+	/* The peer has consumed nothing: a fifth message would overwrite slot 0; it waits in
+	 * staging (slot 4 of 8) instead. */
+	assert_int_equal(verbs_ring_stage_slot(&a), 4);
+	verbs_ring_staged(&a);
+	assert_int_equal(post_staged(&a, &imm[4]), -1);
 	for (int i = 0; i < 4; i++) {
 		verbs_ring_tx_completed(&a);
 		assert_int_equal(verbs_ring_rx(&b, imm[i], &slot), 0);
 		assert_int_equal(slot, i); /* the receiver finds the slot from its own count */
 	}
 	/* Still no credit until b says it consumed something. */
-	assert_int_equal(verbs_ring_tx_slot(&a), -1);
+	assert_int_equal(post_staged(&a, &imm[4]), -1);
 	verbs_ring_rx_done(&b);
 	verbs_ring_rx_done(&b);
-	assert_true(verbs_ring_credit_due(&b)); /* half the ring consumed, unreported */
+	assert_true(verbs_ring_credit_due(&b)); /* half the ring consumed, unreported, and
+						 * nothing staged at b to carry it */
 	uint32_t credit = verbs_ring_tx_commit(&b, 0);
 	assert_false(credit & VERBS_IMM_DATA);
 	assert_false(verbs_ring_credit_due(&b));
 	assert_int_equal(verbs_ring_rx(&a, credit, &slot), 0);
 	assert_int_equal(slot, -1);
-	assert_int_equal(post(&a, &imm[0]), 0); /* slots 0 and 1 are free again, in order */
-	assert_int_equal(post(&a, &imm[1]), 1);
-	assert_int_equal(verbs_ring_tx_slot(&a), -1);
+	/* Slots 0 and 1 are free again, in order: the staged fifth message goes to slot 0. */
+	assert_int_equal(post_staged(&a, &imm[4]), 0);
+	assert_int_equal(post(&a, &imm[0]), 1);
+	assert_int_equal(post(&a, &imm[0]), -1);
 }
 
 static void test_staging_waits_for_send_completion(void **state)
@@ -66,14 +81,42 @@ static void test_staging_waits_for_send_completion(void **state)
 	int slot;
 
 	(void)state;
-	verbs_ring_init(&a, 2, 2);
-	assert_int_equal(post(&a, &imm), 0);
-	assert_int_equal(post(&a, &imm), 1);
+	verbs_ring_init(&a, 2, 2, 4);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(verbs_ring_stage_slot(&a), i);
+		verbs_ring_staged(&a);
+	}
+	/* Four staged, none completed: staging is full, a fifth is dropped by the caller. */
+	assert_int_equal(verbs_ring_stage_slot(&a), -1);
+	assert_int_equal(post_staged(&a, &imm), 0);
+	assert_int_equal(post_staged(&a, &imm), 1);
+	assert_int_equal(post_staged(&a, &imm), -1); /* no credit for the third */
 	/* The peer consumed both, but our staging slot 0 is still being sent. */
 	assert_int_equal(verbs_ring_rx(&a, 2, &slot), 0);
-	assert_int_equal(verbs_ring_tx_slot(&a), -1);
+	assert_int_equal(verbs_ring_stage_slot(&a), -1);
 	verbs_ring_tx_completed(&a);
-	assert_int_equal(verbs_ring_tx_slot(&a), 0);
+	assert_int_equal(verbs_ring_stage_slot(&a), 0);
+	assert_int_equal(post_staged(&a, &imm), 0); /* the third goes to landing slot 0 */
+}
+
+static void test_credit_rides_on_staged(void **state)
+{
+	struct verbs_ring b;
+	uint32_t imm = 0;
+	int slot;
+
+	(void)state;
+	verbs_ring_init(&b, 4, 4, 8);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(verbs_ring_rx(&b, VERBS_IMM_DATA, &slot), 0);
+		verbs_ring_rx_done(&b);
+	}
+	verbs_ring_staged(&b);
+	/* A staged message can go now and will carry the credit: no explicit one. */
+	assert_false(verbs_ring_credit_due(&b));
+	assert_int_equal(post_staged(&b, &imm), 0);
+	assert_int_equal(imm, VERBS_IMM_DATA | 4);
+	assert_false(verbs_ring_credit_due(&b));
 }
 
 static void test_piggybacked_credit(void **state)
@@ -83,8 +126,8 @@ static void test_piggybacked_credit(void **state)
 	int slot;
 
 	(void)state;
-	verbs_ring_init(&a, 8, 8);
-	verbs_ring_init(&b, 8, 8);
+	verbs_ring_init(&a, 8, 8, 16);
+	verbs_ring_init(&b, 8, 8, 16);
 	assert_int_equal(post(&a, &imm), 0);
 	assert_int_equal(verbs_ring_rx(&b, imm, &slot), 0);
 	verbs_ring_rx_done(&b);
@@ -104,7 +147,7 @@ static void test_hostile_peer_refused(void **state)
 	int slot;
 
 	(void)state;
-	verbs_ring_init(&a, 2, 2);
+	verbs_ring_init(&a, 2, 2, 4);
 	assert_int_equal(post(&a, &imm), 0);
 	/* Claims to have consumed 5 of our 1 message. */
 	assert_int_equal(verbs_ring_rx(&a, 5, &slot), -EPROTO);
@@ -126,10 +169,10 @@ static void test_wraps(void **state)
 	int slot;
 
 	(void)state;
-	verbs_ring_init(&a, 3, 3);
-	verbs_ring_init(&b, 3, 3);
+	verbs_ring_init(&a, 4, 4, 8);
+	verbs_ring_init(&b, 4, 4, 8);
 	/* Near the 31-bit immediate wrap and the 32-bit counter wrap. */
-	a.tx_seq = a.tx_done = 0xfffffffeu;
+	a.tx_seq = a.tx_done = a.tx_staged = 0xfffffffeu;
 	a.peer_consumed = 0xfffffffeu & VERBS_IMM_MASK;
 	b.rx_seq = b.rx_consumed = b.rx_reported = 0xfffffffeu;
 	for (int i = 0; i < 1000; i++) {
@@ -174,6 +217,9 @@ static void test_no_device_error(void **state)
 	assert_null(tally_verbs_create(&cfg, NULL, NULL, &rc, err, sizeof(err)));
 	assert_int_equal(rc, -EINVAL);
 	assert_non_null(strstr(err, "slots 2"));
+	cfg.slots = 100; /* not a power of two */
+	assert_null(tally_verbs_create(&cfg, NULL, NULL, &rc, err, sizeof(err)));
+	assert_non_null(strstr(err, "slots 100: want a power of two"));
 	cfg.slots = 0;
 	v = tally_verbs_create(&cfg, NULL, NULL, &rc, err, sizeof(err));
 	if (v) { /* a host with an RDMA device: nothing more to check here */
@@ -189,6 +235,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_slots_in_order_and_credit_bound),
 		cmocka_unit_test(test_staging_waits_for_send_completion),
+		cmocka_unit_test(test_credit_rides_on_staged),
 		cmocka_unit_test(test_piggybacked_credit),
 		cmocka_unit_test(test_hostile_peer_refused),
 		cmocka_unit_test(test_wraps),

@@ -27,6 +27,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/tally-verbs-vm.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/share/bin" "$work/out"
 cp "$build/appliance/udpd/tally-udpd" "$build/perf/tally-worker" "$work/share/bin/"
+[ -n "${VERBS_CASES:-}" ] && echo "$VERBS_CASES" >"$work/share/cases"
 logdir=${TALLY_VM_LOGDIR:-${MESON_BUILD_ROOT:-}}
 if [ -n "$logdir" ] && [ -d "$logdir/meson-logs" ]; then logdir=$logdir/meson-logs; fi
 [ -n "$logdir" ] && [ -d "$logdir" ] || logdir=/tmp
@@ -41,5 +42,7 @@ rc=0
 echo "--- guest console (script part) ---"
 tr -d '\r' <"$log" | sed -n '/@@TALLY-VM READY/,/@@TALLY-VM RC=/p' | grep -v '^@@TALLY-VM OUT'
 echo "vm run: exit $rc in $((SECONDS - t0)) s; console log: $log"
+rm -rf "$logdir/verbs_vm-out"; cp -r "$work/out" "$logdir/verbs_vm-out" 2>/dev/null &&
+	echo "guest files (stats, worker logs): $logdir/verbs_vm-out"
 [ "$rc" -eq 0 ] || { echo "FAIL: the guest script exited $rc"; exit 1; }
 echo "PASS"

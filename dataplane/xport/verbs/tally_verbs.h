@@ -12,8 +12,9 @@
  * (the engine or the client session sums or copies them there), and returns the slot as a
  * credit: the 32-bit immediate of every message carries the sender's cumulative count of
  * slots it has consumed, and an explicit zero-length credit message goes out when half a
- * ring is unreported. A sender without credit (or staging space) drops the packet and
- * counts it (tx_no_credit); the protocols above retransmit. No slot is ever overwritten
+ * ring is unreported. A message without credit waits in the sender's staging ring (twice
+ * the landing ring) and is posted when credits return; only a full staging ring drops it
+ * (counted: tx_no_credit; the protocols above retransmit). No slot is ever overwritten
  * before its receiver is done with it.
  *
  * The datapath (send, poll with timeout 0) posts work requests and polls one completion
@@ -49,18 +50,25 @@ struct tally_verbs_cfg {
 	int listen;            /* 0 client, 1 listen */
 	uint16_t ncores;       /* listen: cores a request may name (required); client: upper
 				* bound on the core index (default TALLY_VERBS_MAX_CORES) */
-	uint32_t slots;        /* landing slots per connection and direction, default 256 (must
-				* cover the client window per core and its answers) */
+	uint32_t slots;        /* landing slots per connection and direction, a power of two,
+				* default 128 (the staging ring has twice as many: a burst
+				* waits there for credits instead of being dropped) */
 	int gid_index;         /* < 0 (default): rdma_cm picks the GID of `host`; else that
 				* index is checked against it and a mismatch is an error naming
 				* the right index */
 	uint32_t timeout_ms;   /* client: address/route resolution and connect, default 2000 */
 	uint32_t max_conns;    /* listen: connections at once, default 256 */
+	int busy_poll_us;      /* poll() with a timeout spins on the CQ this long before it
+				* blocks on the completion channel: 0 default (50 with at least
+				* 4 CPUs in the affinity mask, else off), < 0 off, at most 10000.
+				* TALLY_VERBS_BUSY_POLL_US (0 = off) overrides it. Spinning saves
+				* the interrupt and wake-up of every completion where the peer runs
+				* on another CPU. */
 };
 
 struct tally_verbs_stats {
 	uint64_t tx_pkts, tx_bytes, tx_credit_msgs;
-	uint64_t tx_no_credit;   /* dropped: no landing slot free at the peer (or staging) */
+	uint64_t tx_no_credit;   /* dropped: staging full (the peer returned no credit in time) */
 	uint64_t tx_not_conn;    /* dropped: no live connection to that peer/core */
 	uint64_t tx_errors;      /* ibv_post_send failed */
 	uint64_t rx_pkts, rx_bytes, rx_credit_msgs;
@@ -69,6 +77,7 @@ struct tally_verbs_stats {
 	uint64_t conns_up, conns_down, conns_rejected, reconnects;
 	uint64_t wc_errors;      /* completions with an error status (QP broken) */
 	uint64_t cq_waits;       /* poll() calls that blocked on the completion channel */
+	uint64_t spins, spin_hits; /* busy-poll spins started / ended by a completion */
 };
 
 void tally_verbs_cfg_defaults(struct tally_verbs_cfg *cfg);

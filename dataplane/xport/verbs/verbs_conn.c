@@ -111,10 +111,11 @@ int verbs_conn_setup(struct tally_verbs *v, struct verbs_conn *c, struct verbs_w
 		.cap = { .max_send_wr = n + VERBS_EXTRA_RECV, .max_recv_wr = n + VERBS_EXTRA_RECV,
 			 .max_send_sge = 1, .max_recv_sge = 1 },
 	};
-	size_t len = 2 * (size_t)n * VERBS_SLOT_BYTES;
+	size_t len = 3 * (size_t)n * VERBS_SLOT_BYTES; /* landing n, staging 2n */
 	int rc;
 
-	if (conn_mem(c, len)) {
+	c->lens = calloc(2 * (size_t)n, sizeof(*c->lens));
+	if (!c->lens || conn_mem(c, len)) {
 		verbs_err(v, "verbs: cannot map %zu KiB of rings: lower the slots setting", len >> 10);
 		return -ENOMEM;
 	}
@@ -159,8 +160,11 @@ int verbs_conn_peer(struct tally_verbs *v, struct verbs_conn *c, const void *pd,
 		return -EPROTO;
 	c->raddr = w.addr;
 	c->rkey = ntohl(w.rkey);
-	/* Our staging ring has cfg.slots entries: never run ahead of it either. */
-	verbs_ring_init(&c->ring, v->cfg.slots, n < v->cfg.slots ? n : v->cfg.slots);
+	if (n & (n - 1))
+		return -EPROTO; /* slot = count % n agrees across the 2^32 wrap only for 2^k */
+	/* Our send queue holds cfg.slots data posts: never more in flight than that. */
+	verbs_ring_init(&c->ring, v->cfg.slots, n < v->cfg.slots ? n : v->cfg.slots,
+			2 * v->cfg.slots);
 	return 0;
 }
 
@@ -171,39 +175,68 @@ int verbs_conn_post_recv(struct verbs_conn *c)
 	return -ibv_post_recv(c->qp, &wr, &bad);
 }
 
-int verbs_conn_post(struct tally_verbs *v, struct verbs_conn *c, const uint8_t *hdr,
-		    const void *payload, size_t len)
+int verbs_conn_stage(struct tally_verbs *v, struct verbs_conn *c, const uint8_t *hdr,
+		     const void *payload, size_t len)
 {
-	int data = hdr != NULL, slot = 0, rc;
-	struct ibv_sge sge = { .lkey = c->mr->lkey };
+	int slot = verbs_ring_stage_slot(&c->ring);
+	uint8_t *st;
+
+	if (slot < 0)
+		return -ENOBUFS;
+	if (TALLY_HDR_LEN + len > VERBS_SLOT_BYTES)
+		return -EMSGSIZE;
+	st = c->mem + ((size_t)v->cfg.slots + (size_t)slot) * VERBS_SLOT_BYTES;
+	memcpy(st, hdr, TALLY_HDR_LEN);
+	if (len)
+		memcpy(st + TALLY_HDR_LEN, payload, len);
+	c->lens[slot] = (uint32_t)(TALLY_HDR_LEN + len);
+	verbs_ring_staged(&c->ring);
+	return 0;
+}
+
+static int conn_post(struct verbs_conn *c, int data, uint64_t addr, uint32_t len,
+		     uint32_t remote)
+{
+	struct ibv_sge sge = { .addr = addr, .length = len, .lkey = c->mr->lkey };
 	struct ibv_send_wr wr = { .wr_id = verbs_wr_id(c, data), .sg_list = &sge,
-				  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+				  .num_sge = data, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
 				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	int rc;
 
-	if (data) {
-		uint8_t *st;
-
-		slot = verbs_ring_tx_slot(&c->ring);
-		if (slot < 0 || TALLY_HDR_LEN + len > VERBS_SLOT_BYTES)
-			return slot < 0 ? -ENOBUFS : -EMSGSIZE;
-		st = c->mem + ((size_t)v->cfg.slots + (size_t)slot) * VERBS_SLOT_BYTES;
-		memcpy(st, hdr, TALLY_HDR_LEN);
-		if (len)
-			memcpy(st + TALLY_HDR_LEN, payload, len);
-		sge.addr = (uint64_t)(uintptr_t)st;
-		sge.length = (uint32_t)(TALLY_HDR_LEN + len);
-		wr.num_sge = 1;
-	} else if (c->credit_out >= VERBS_EXTRA_RECV / 2) {
-		return -ENOBUFS; /* the peer's spare receives are for credits: never flood them */
-	}
 	wr.imm_data = htonl(verbs_ring_tx_imm(&c->ring, data));
-	wr.wr.rdma.remote_addr = c->raddr + (uint64_t)slot * VERBS_SLOT_BYTES;
+	wr.wr.rdma.remote_addr = c->raddr + (uint64_t)remote * VERBS_SLOT_BYTES;
 	wr.wr.rdma.rkey = c->rkey;
 	if ((rc = ibv_post_send(c->qp, &wr, &bad)))
 		return -rc;
 	verbs_ring_tx_commit(&c->ring, data);
-	if (!data)
-		c->credit_out++;
+	return 0;
+}
+
+int verbs_conn_flush(struct tally_verbs *v, struct verbs_conn *c)
+{
+	uint32_t remote;
+	int slot, n = 0, rc;
+
+	while ((slot = verbs_ring_post_slot(&c->ring, &remote)) >= 0) {
+		uint8_t *st = c->mem + ((size_t)v->cfg.slots + (size_t)slot) * VERBS_SLOT_BYTES;
+
+		if ((rc = conn_post(c, 1, (uint64_t)(uintptr_t)st, c->lens[slot], remote)))
+			return rc;
+		n++;
+	}
+	return n;
+}
+
+int verbs_conn_credit(struct verbs_conn *c)
+{
+	int rc;
+
+	/* The peer's spare receives are for credits: never flood them. */
+	if (c->credit_out >= VERBS_EXTRA_RECV / 2)
+		return -ENOBUFS;
+	if ((rc = conn_post(c, 0, 0, 0, 0)))
+		return rc;
+	c->credit_out++;
 	return 0;
 }
 
@@ -232,6 +265,8 @@ void verbs_conn_release(struct tally_verbs *v, struct verbs_conn *c)
 		ibv_dereg_mr(c->mr);
 	if (c->mem)
 		munmap(c->mem, c->mem_len);
+	free(c->lens);
+	c->lens = NULL;
 	c->qp = NULL;
 	c->id = NULL;
 	c->mr = NULL;

@@ -42,7 +42,8 @@ struct verbs_conn {
 	uint32_t core;
 	struct rdma_cm_id *id;
 	struct ibv_qp *qp;
-	uint8_t *mem;              /* landing ring, then staging ring */
+	uint8_t *mem;              /* landing ring (slots), then staging ring (2 x slots) */
+	uint32_t *lens;            /* bytes of each staged message */
 	size_t mem_len;
 	int huge;                  /* mem is a hugetlb mapping */
 	struct ibv_mr *mr;
@@ -71,6 +72,7 @@ struct tally_verbs {
 	struct verbs_conn *conns;
 	struct verbs_conn *by_core[TALLY_VERBS_MAX_CORES]; /* client */
 	struct sockaddr_in peer;   /* client: appliance */
+	uint64_t busy_ns;          /* busy-poll budget per wait (0: off) */
 	struct tally_verbs_stats st;
 	char err[256];
 };
@@ -105,9 +107,13 @@ int verbs_conn_setup(struct tally_verbs *v, struct verbs_conn *c, struct verbs_w
 /* The peer's ring from its private data; 0 or -EPROTO. */
 int verbs_conn_peer(struct tally_verbs *v, struct verbs_conn *c, const void *pd, size_t len);
 int verbs_conn_post_recv(struct verbs_conn *c);
-/* Post one message (credit only when hdr is NULL). 0 or -errno. */
-int verbs_conn_post(struct tally_verbs *v, struct verbs_conn *c, const uint8_t *hdr,
-		    const void *payload, size_t len);
+/* Copy one message into staging (-ENOBUFS: staging full). */
+int verbs_conn_stage(struct tally_verbs *v, struct verbs_conn *c, const uint8_t *hdr,
+		     const void *payload, size_t len);
+/* Post what is staged as far as the peer's credit allows: messages posted or -errno. */
+int verbs_conn_flush(struct tally_verbs *v, struct verbs_conn *c);
+/* Post an explicit credit message. 0 or -errno. */
+int verbs_conn_credit(struct verbs_conn *c);
 void verbs_conn_release(struct tally_verbs *v, struct verbs_conn *c);
 struct verbs_conn *verbs_conn_alloc(struct tally_verbs *v);
 

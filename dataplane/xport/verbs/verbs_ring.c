@@ -5,18 +5,31 @@
 
 #include <errno.h>
 
-void verbs_ring_init(struct verbs_ring *r, uint32_t nlocal, uint32_t nremote)
+void verbs_ring_init(struct verbs_ring *r, uint32_t nlocal, uint32_t nremote, uint32_t nstage)
 {
-	*r = (struct verbs_ring){ .nlocal = nlocal, .nremote = nremote };
+	*r = (struct verbs_ring){ .nlocal = nlocal, .nremote = nremote, .nstage = nstage };
 }
 
-int verbs_ring_tx_slot(const struct verbs_ring *r)
+int verbs_ring_stage_slot(const struct verbs_ring *r)
+{
+	if (r->tx_staged - r->tx_done >= r->nstage)
+		return -1;
+	return (int)(r->tx_staged % r->nstage);
+}
+
+void verbs_ring_staged(struct verbs_ring *r)
+{
+	r->tx_staged++;
+}
+
+int verbs_ring_post_slot(const struct verbs_ring *r, uint32_t *remote)
 {
 	uint32_t unconsumed = (r->tx_seq - r->peer_consumed) & VERBS_IMM_MASK;
 
-	if (unconsumed >= r->nremote || r->tx_seq - r->tx_done >= r->nremote)
+	if (r->tx_seq == r->tx_staged || unconsumed >= r->nremote)
 		return -1;
-	return (int)(r->tx_seq % r->nremote);
+	*remote = r->tx_seq % r->nremote;
+	return (int)(r->tx_seq % r->nstage);
 }
 
 uint32_t verbs_ring_tx_imm(const struct verbs_ring *r, int data)
@@ -67,5 +80,9 @@ void verbs_ring_rx_done(struct verbs_ring *r)
 
 int verbs_ring_credit_due(const struct verbs_ring *r)
 {
+	uint32_t remote;
+
+	if (verbs_ring_post_slot(r, &remote) >= 0)
+		return 0; /* a staged message goes out now and carries the credit */
 	return r->rx_consumed - r->rx_reported >= (r->nlocal + 1) / 2;
 }

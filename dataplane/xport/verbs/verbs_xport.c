@@ -5,6 +5,7 @@
 #include "verbs_int.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@ void tally_verbs_cfg_defaults(struct tally_verbs_cfg *cfg)
 	if (!cfg->listen && !cfg->ncores)
 		cfg->ncores = TALLY_VERBS_MAX_CORES;
 	if (!cfg->slots)
-		cfg->slots = 256;
+		cfg->slots = 128;
 	if (!cfg->timeout_ms)
 		cfg->timeout_ms = 2000;
 	if (!cfg->max_conns)
@@ -82,6 +83,37 @@ static int check_devices(struct tally_verbs *v)
 	return -ENODEV;
 }
 
+/* The busy-poll budget: the environment over cfg over the default (as the UDP transport). */
+static int busy_cfg(struct tally_verbs *v)
+{
+	const char *env = getenv("TALLY_VERBS_BUSY_POLL_US");
+	long us = v->cfg.busy_poll_us;
+
+	if (!us) {
+		cpu_set_t set;
+		int ncpu = sched_getaffinity(0, sizeof(set), &set) ? 1 : CPU_COUNT(&set);
+
+		us = ncpu >= 4 ? 50 : 0;
+	}
+	if (env && *env) {
+		char *end;
+
+		errno = 0;
+		us = strtol(env, &end, 10);
+		if (errno || *end || us < 0) {
+			verbs_err(v, "verbs: TALLY_VERBS_BUSY_POLL_US='%s': want 0..10000 microseconds "
+				  "(0 = off)", env);
+			return -EINVAL;
+		}
+	}
+	if (us > 10000) {
+		verbs_err(v, "verbs: busy poll %ld us out of range (max 10000)", us);
+		return -EINVAL;
+	}
+	v->busy_ns = us > 0 ? (uint64_t)us * 1000u : 0;
+	return 0;
+}
+
 static int validate(struct tally_verbs *v)
 {
 	const struct tally_verbs_cfg *c = &v->cfg;
@@ -90,8 +122,9 @@ static int validate(struct tally_verbs *v)
 		verbs_err(v, "verbs: ncores %u out of range 1..%d", c->ncores, TALLY_VERBS_MAX_CORES);
 		return -EINVAL;
 	}
-	if (c->slots < 4 || c->slots > TALLY_VERBS_MAX_SLOTS) {
-		verbs_err(v, "verbs: slots %u out of range 4..%d", c->slots, TALLY_VERBS_MAX_SLOTS);
+	if (c->slots < 4 || c->slots > TALLY_VERBS_MAX_SLOTS || (c->slots & (c->slots - 1))) {
+		verbs_err(v, "verbs: slots %u: want a power of two in 4..%d", c->slots,
+			  TALLY_VERBS_MAX_SLOTS);
 		return -EINVAL;
 	}
 	if (c->max_conns > TALLY_VERBS_MAX_CONNS) {
@@ -121,7 +154,8 @@ struct tally_verbs *tally_verbs_create(const struct tally_verbs_cfg *cfg, tally_
 	tally_verbs_cfg_defaults(&v->cfg);
 	v->rx = rx;
 	v->rx_arg = rx_arg;
-	if ((rc = validate(v)) || (rc = check_devices(v)) || (rc = verbs_cm_open(v)))
+	if ((rc = validate(v)) || (rc = busy_cfg(v)) || (rc = check_devices(v)) ||
+	    (rc = verbs_cm_open(v)))
 		goto fail_msg;
 	v->nconns = v->cfg.listen ? v->cfg.max_conns : v->cfg.ncores;
 	v->conns = calloc(v->nconns, sizeof(*v->conns));
