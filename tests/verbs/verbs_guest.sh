@@ -40,7 +40,7 @@ fi
 app=
 start_app() {
 	$B/tally-udpd --ip $A --rdma-listen $A:9170 --cores 2 --open-admission --det-pool 16M \
-		--dead-rank-timeout-ms 3000 --rejoin-timeout-ms 2000 --ctl-socket $T/ctl.sock \
+		--dead-rank-timeout-ms 15000 --rejoin-timeout-ms 2000 --ctl-socket $T/ctl.sock \
 		--stats $T/app$1.json >$T/app$1.out 2>$T/app$1.err &
 	app=$!
 	for _ in $(seq 1 100); do grep -q "rdma_cm listening" $T/app$1.err && return 0; sleep 0.1; done
@@ -145,7 +145,11 @@ if want bench; then
 		TALLY_VERBS_BUSY_POLL_US=$bp timeout 120 $B/tally-worker $V --host $A --job 41 \
 			--token 41 --rank 0 --world 1 --bytes 16M --keys 8 --rounds 3 --no-verify --json \
 			>$T/bw$bp.json 2>$T/bw$bp.err
+		[ $bp = 0 ] && timeout 120 $B/tally-worker --transport udp --host $A --job 42 --token 42 \
+			--rank 0 --world 1 --bytes 16M --keys 8 --rounds 3 --no-verify --json \
+			>$T/bwudp.json 2>$T/bwudp.err
 		kill -TERM $app; wait $app
+		[ $bp = 0 ] && echo "BENCH reference: the same job over kernel UDP (loopback) in this run: $(grep -o '"gbps":[0-9.]*' $T/bwudp.json | cut -d: -f2) Gbit/s of gradients"
 		gb=$(grep -o '"gbps":[0-9.]*' $T/bw$bp.json | cut -d: -f2)
 		echo "BENCH busy-poll ${bp} us: tally-worker over verbs, world 1, 3 rounds of 16 MiB f32: ${gb:-?} Gbit/s of gradients; $(grep -o '"verbs":{[^}]*}' $T/bw$bp.json)"
 		[ -n "$ibw" ] && [ -n "$gb" ] && awk -v g="$gb" -v i="$ibw" 'BEGIN { m = g * 1000 / 8;
