@@ -9,6 +9,8 @@ int perf_sum_main(int argc, char **argv);
 int perf_engine_main(int argc, char **argv);
 int perf_engine_onebit_main(int argc, char **argv); /* engine --onebit */
 int perf_line_main(int argc, char **argv);
+/* `line --transport verbs` (perf_line_verbs.c): Tally over verbs against ib_write_bw. */
+int perf_line_verbs_main(int argc, char **argv);
 int perf_allreduce_main(int argc, char **argv);
 int perf_report_main(int argc, char **argv);
 int perf_model_main(int argc, char **argv);

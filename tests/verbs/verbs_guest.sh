@@ -130,30 +130,15 @@ else
 fi
 
 fi
-# ---- 6. benchmark (figures only, no assertion): tally-worker over verbs vs ib_write_bw on
-# the same rxe device, in one run. Busy polling on both sides, as ib_write_bw does.
+# ---- 6. benchmark (figures only, no assertion): `tally-perf line --transport verbs`, which
+# runs ib_write_bw and Tally over verbs on the same rxe device in one run and prints the
+# ratio; without and with busy polling (ib_write_bw busy-polls).
 if want bench; then
 	kill -TERM $app; wait $app
-	ib_write_bw -d rxe0 -x 1 -s 8192 -n 4000 -F >$T/ibw_srv.txt 2>&1 &
-	sp=$!; sleep 1
-	timeout 60 ib_write_bw -d rxe0 -x 1 -s 8192 -n 4000 -F $A >$T/ibw.txt 2>&1
-	wait $sp
-	ibw=$(awk '/^ *8192 /{print $4}' $T/ibw.txt | tail -n 1) # BW average, MB/s
-	echo "BENCH ib_write_bw -x 1 -s 8192 -n 4000 (RDMA WRITE, one direction): ${ibw:-?} MB/s"
 	for bp in 0 1000; do
-		TALLY_VERBS_BUSY_POLL_US=$bp start_app b$bp || continue
-		TALLY_VERBS_BUSY_POLL_US=$bp timeout 120 $B/tally-worker $V --host $A --job 41 \
-			--token 41 --rank 0 --world 1 --bytes 16M --keys 8 --rounds 3 --no-verify --json \
-			>$T/bw$bp.json 2>$T/bw$bp.err
-		[ $bp = 0 ] && timeout 120 $B/tally-worker --transport udp --host $A --job 42 --token 42 \
-			--rank 0 --world 1 --bytes 16M --keys 8 --rounds 3 --no-verify --json \
-			>$T/bwudp.json 2>$T/bwudp.err
-		kill -TERM $app; wait $app
-		[ $bp = 0 ] && echo "BENCH reference: the same job over kernel UDP (loopback) in this run: $(grep -o '"gbps":[0-9.]*' $T/bwudp.json | cut -d: -f2) Gbit/s of gradients"
-		gb=$(grep -o '"gbps":[0-9.]*' $T/bw$bp.json | cut -d: -f2)
-		echo "BENCH busy-poll ${bp} us: tally-worker over verbs, world 1, 3 rounds of 16 MiB f32: ${gb:-?} Gbit/s of gradients; $(grep -o '"verbs":{[^}]*}' $T/bw$bp.json)"
-		[ -n "$ibw" ] && [ -n "$gb" ] && awk -v g="$gb" -v i="$ibw" 'BEGIN { m = g * 1000 / 8;
-			printf "BENCH busy-poll %s us: goodput ratio %.3f (gradient MB/s %.2f / ib_write_bw MB/s %.2f); wire ratio %.3f (push + RESULT bytes, both on the one device)\n", "'$bp'", m / i, m, i, 2 * m / i }'
+		TALLY_VERBS_BUSY_POLL_US=$bp timeout 200 $B/tally-perf line --transport verbs --addr $A \
+			--udpd $B/tally-udpd --worker $B/tally-worker --bytes 16M --rounds 3 2>&1 |
+			sed "s/^/BENCH busy-poll $bp us: /"
 	done
 	start_app 3
 fi

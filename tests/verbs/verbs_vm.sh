@@ -15,7 +15,7 @@ packages="iproute2 kmod procps rdma-core ibverbs-utils ibverbs-providers perftes
  librte-ring23 librte-telemetry23"
 packages=$(echo $packages)
 
-for b in appliance/udpd/tally-udpd perf/tally-worker; do
+for b in appliance/udpd/tally-udpd perf/tally-worker perf/tally-perf; do
 	[ -x "$build/$b" ] || { echo "SKIP: $build/$b not built"; exit 77; }
 done
 if ! ldd "$build/perf/tally-worker" | grep librdmacm >/dev/null; then
@@ -26,7 +26,8 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/tally-verbs-vm.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/share/bin" "$work/out"
-cp "$build/appliance/udpd/tally-udpd" "$build/perf/tally-worker" "$work/share/bin/"
+cp "$build/appliance/udpd/tally-udpd" "$build/perf/tally-worker" "$build/perf/tally-perf" \
+	"$work/share/bin/"
 [ -n "${VERBS_CASES:-}" ] && echo "$VERBS_CASES" >"$work/share/cases"
 logdir=${TALLY_VM_LOGDIR:-${MESON_BUILD_ROOT:-}}
 if [ -n "$logdir" ] && [ -d "$logdir/meson-logs" ]; then logdir=$logdir/meson-logs; fi
