@@ -6,9 +6,10 @@
  * Chosen for tally-udpd first: it needs no DPDK port, so a Soft-RoCE guest runs it as is.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <syslog.h>
+#include <time.h>
 
 #include "udpd.h"
 
@@ -74,8 +75,11 @@ static int mux_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
 
 static uint64_t mux_now(void *ctx)
 {
+	struct timespec ts;
+
 	(void)ctx;
-	return udpd_now_ns();
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static const struct tally_xport_ops mux_ops = { .send = mux_send, .now_ns = mux_now };
@@ -112,7 +116,7 @@ void udpd_verbs_destroy(struct udpd *d)
 	if (!d->verbs)
 		return;
 	s = tally_verbs_stats(d->verbs);
-	udpd_log(d, LOG_NOTICE, "verbs totals: tx_pkts %llu rx_pkts %llu tx_no_credit %llu "
+	fprintf(stderr, "tally-udpd: verbs totals: tx_pkts %llu rx_pkts %llu tx_no_credit %llu "
 		 "tx_not_conn %llu tx_errors %llu rx_bad_len %llu rx_bad_credit %llu conns_up %llu "
 		 "conns_down %llu conns_rejected %llu wc_errors %llu",
 		 (unsigned long long)s->tx_pkts, (unsigned long long)s->rx_pkts,
