@@ -88,6 +88,16 @@ job 17 "rdma:// address form and TALLY_TRANSPORT=verbs" "--host rdma://$A:9170" 
 	$SZ --dtype f32
 
 fi
+# ---- 3b. the agent (libtally_agent, as under the Python package) with TALLY_TRANSPORT=verbs ----
+if want agent; then
+	if [ -x $B/agent_verbs ]; then
+		out=$(LD_LIBRARY_PATH=$B TALLY_TRANSPORT=verbs timeout 180 $B/agent_verbs $A:9170 2>&1); rc=$?
+		echo "$out" | grep -E '^(ok|FAIL)'
+		[ $rc = 0 ] || bad "agent over verbs (rc $rc): $(echo "$out" | tail -n 3 | tr '\n' ' ')"
+	else
+		echo "SKIP agent over verbs: no agent_verbs in /share/bin (see the host's note)"
+	fi
+fi
 # ---- 4. one rank killed (-9) mid-round: its QP breaks, the others are told which rank ----
 if want kill; then
 pids=()

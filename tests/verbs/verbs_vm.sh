@@ -29,6 +29,15 @@ mkdir -p "$work/share/bin" "$work/out"
 cp "$build/appliance/udpd/tally-udpd" "$build/perf/tally-worker" "$build/perf/tally-perf" \
 	"$work/share/bin/"
 [ -n "${VERBS_CASES:-}" ] && echo "$VERBS_CASES" >"$work/share/cases"
+# The agent over verbs: libtally_agent.so and agent_verbs from this build, or from
+# $VERBS_AGENT_BUILD (e.g. a -Dcuda=disabled build): the guest has no CUDA runtime.
+abuild=${VERBS_AGENT_BUILD:-$build}
+if [ -x "$abuild/tests/verbs/agent_verbs" ] &&
+	! ldd "$abuild/gpu_agent/libtally_agent.so" | grep -E 'libcudart|libnccl' >/dev/null; then
+	cp "$abuild/tests/verbs/agent_verbs" "$abuild/gpu_agent/libtally_agent.so" "$work/share/bin/"
+else
+	echo "note: the agent-over-verbs case is skipped: $abuild/gpu_agent/libtally_agent.so needs the CUDA runtime, which the guest lacks (VERBS_AGENT_BUILD=a -Dcuda=disabled build runs it)"
+fi
 logdir=${TALLY_VM_LOGDIR:-${MESON_BUILD_ROOT:-}}
 if [ -n "$logdir" ] && [ -d "$logdir/meson-logs" ]; then logdir=$logdir/meson-logs; fi
 [ -n "$logdir" ] && [ -d "$logdir" ] || logdir=/tmp
