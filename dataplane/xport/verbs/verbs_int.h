@@ -67,6 +67,7 @@ struct tally_verbs {
 	struct ibv_cq *cq;
 	int cq_armed;
 	uint32_t cq_unacked;
+	uint32_t last_wcs;         /* completions the last CQ poll handled (packets or not) */
 	uint32_t nconns;           /* entries in conns[] */
 	uint32_t live;
 	struct verbs_conn *conns;
