@@ -68,7 +68,7 @@ job() {
 	if [ $rc = 0 ] && [ "$good" = 3 ]; then
 		ok "$name: 3 ranks ($xp) verified, $chk, $((SECONDS - t0)) s; rank0 verbs: $(grep -o '"verbs":{[^}]*}' $T/j$id.0.json | cut -c1-160)"
 	else
-		bad "$name (rc $rc, $good/3 ok): $(tail -n 2 $T/j$id.*.err | tr '\n' ' ')"
+		bad "$name (rc $rc, $good/3 ok): $(grep -ho '"error":"[^"]*"' $T/j$id.*.json | tr '\n' ' ') $(tail -n 2 $T/j$id.*.err | tr '\n' ' ')"
 	fi
 }
 V="--transport verbs"

@@ -52,6 +52,7 @@ struct verbs_conn {
 	struct verbs_ring ring;
 	struct tally_addr addr;    /* as handed to the rx callback */
 	uint32_t credit_out;       /* credit messages posted, not completed */
+	int dirty;                 /* in tally_verbs.dirty[]: consumed slots maybe unreported */
 	uint64_t retry_at_ns;      /* client: the next reconnect attempt */
 };
 
@@ -71,6 +72,8 @@ struct tally_verbs {
 	uint32_t nconns;           /* entries in conns[] */
 	uint32_t live;
 	struct verbs_conn *conns;
+	uint32_t *dirty;           /* connections to report credits to when the CQ goes idle */
+	uint32_t ndirty;
 	struct verbs_conn *by_core[TALLY_VERBS_MAX_CORES]; /* client */
 	struct sockaddr_in peer;   /* client: appliance */
 	uint64_t busy_ns;          /* busy-poll budget per wait (0: off) */

@@ -121,6 +121,10 @@ static int on_recv(struct tally_verbs *v, struct verbs_conn *c, const struct ibv
 		verbs_ring_rx_done(&c->ring);
 		rc = 1;
 	}
+	if (slot >= 0 && !c->dirty && v->ndirty < v->nconns) {
+		c->dirty = 1;
+		v->dirty[v->ndirty++] = c->idx;
+	}
 	/* Staged messages waiting for this credit go now (they carry our credits too); else
 	 * report ours explicitly when half the ring is unreported. */
 	if (c->state == VC_UP && verbs_conn_flush(v, c) < 0)
@@ -161,6 +165,32 @@ int verbs_poll_cq(struct tally_verbs *v)
 			v->st.tx_credit_msgs++; /* one held back by the limit */
 	}
 	return n < 0 ? -EIO : got;
+}
+
+/* The CQ is empty: return every consumed slot not yet reported, so a peer never waits
+ * for credits we hold while we have nothing to send it. One message per connection per
+ * burst, on the idle path only. */
+static void idle_credits(struct tally_verbs *v)
+{
+	uint32_t keep = 0;
+
+	for (uint32_t i = 0; i < v->ndirty; i++) {
+		struct verbs_conn *c = &v->conns[v->dirty[i]];
+
+		if (c->state != VC_UP || c->ring.rx_consumed == c->ring.rx_reported) {
+			c->dirty = 0;
+			continue;
+		}
+		if (verbs_conn_flush(v, c) > 0 || !verbs_conn_credit(c)) {
+			if (c->ring.rx_consumed == c->ring.rx_reported) {
+				v->st.tx_credit_msgs++;
+				c->dirty = 0;
+				continue;
+			}
+		}
+		v->dirty[keep++] = v->dirty[i]; /* the credit limit: next time */
+	}
+	v->ndirty = keep;
 }
 
 /* Block on the completion channel and the rdma_cm channel (nothing on the CQ). */
@@ -225,6 +255,8 @@ int verbs_poll(void *ctx, uint64_t timeout_ns)
 			continue;
 		if (!got && v->last_wcs && timeout_ns && verbs_now_ns(v) < end)
 			continue;
+		if (!got && !v->last_wcs && v->ndirty)
+			idle_credits(v);
 		if (!got && timeout_ns && v->busy_ns && !spun++)
 			got = spin(v, end);
 		if (got)

@@ -159,8 +159,9 @@ struct tally_verbs *tally_verbs_create(const struct tally_verbs_cfg *cfg, tally_
 		goto fail_msg;
 	v->nconns = v->cfg.listen ? v->cfg.max_conns : v->cfg.ncores;
 	v->conns = calloc(v->nconns, sizeof(*v->conns));
+	v->dirty = calloc(v->nconns, sizeof(*v->dirty));
 	rc = -ENOMEM;
-	if (!v->conns)
+	if (!v->conns || !v->dirty)
 		goto fail_msg;
 	for (uint32_t i = 0; i < v->nconns; i++)
 		v->conns[i].idx = i;
@@ -204,6 +205,7 @@ void tally_verbs_destroy(struct tally_verbs *v)
 	if (v->ch)
 		rdma_destroy_event_channel(v->ch);
 	free(v->conns);
+	free(v->dirty);
 	free(v);
 }
 
