@@ -48,7 +48,7 @@ t0=$SECONDS
 echo "guest ready in $((SECONDS - t0)) s"
 rc=0
 "$vm" run --script "$here/verbs_guest.sh" --packages "$packages" --share "$work/share" \
-	--out "$work/out" --nics 1 --timeout "${VERBS_VM_TIMEOUT:-540}" --log "$log" || rc=$?
+	--out "$work/out" --nics 1 --timeout "${VERBS_VM_TIMEOUT:-840}" --log "$log" || rc=$?
 echo "--- guest console (script part) ---"
 tr -d '\r' <"$log" | sed -n '/@@TALLY-VM READY/,/@@TALLY-VM RC=/p' | grep -v '^@@TALLY-VM OUT'
 echo "vm run: exit $rc in $((SECONDS - t0)) s; console log: $log"
