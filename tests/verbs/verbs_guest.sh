@@ -142,10 +142,11 @@ fi
 fi
 # ---- 6. benchmark (figures only, no assertion): `tally-perf line --transport verbs`, which
 # runs ib_write_bw and Tally over verbs on the same rxe device in one run and prints the
-# ratio; without and with busy polling (ib_write_bw busy-polls).
+# ratio, with busy polling as ib_write_bw does (BENCH_BUSY_POLL in /share/bench_busy: more
+# values, e.g. "0 1000", compare).
 if want bench; then
 	kill -TERM $app; wait $app
-	for bp in 0 1000; do
+	for bp in $(cat /share/bench_busy 2>/dev/null || echo 1000); do
 		TALLY_VERBS_BUSY_POLL_US=$bp timeout 200 $B/tally-perf line --transport verbs --addr $A \
 			--udpd $B/tally-udpd --worker $B/tally-worker --bytes 16M --rounds 3 2>&1 |
 			sed "s/^/BENCH busy-poll $bp us: /"

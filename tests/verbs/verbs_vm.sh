@@ -29,6 +29,7 @@ mkdir -p "$work/share/bin" "$work/out"
 cp "$build/appliance/udpd/tally-udpd" "$build/perf/tally-worker" "$build/perf/tally-perf" \
 	"$work/share/bin/"
 [ -n "${VERBS_CASES:-}" ] && echo "$VERBS_CASES" >"$work/share/cases"
+[ -n "${VERBS_BENCH_BUSY:-}" ] && echo "$VERBS_BENCH_BUSY" >"$work/share/bench_busy"
 # The agent over verbs: libtally_agent.so and agent_verbs from this build, or from
 # $VERBS_AGENT_BUILD (e.g. a -Dcuda=disabled build): the guest has no CUDA runtime.
 abuild=${VERBS_AGENT_BUILD:-$build}
@@ -48,7 +49,7 @@ t0=$SECONDS
 echo "guest ready in $((SECONDS - t0)) s"
 rc=0
 "$vm" run --script "$here/verbs_guest.sh" --packages "$packages" --share "$work/share" \
-	--out "$work/out" --nics 1 --timeout "${VERBS_VM_TIMEOUT:-840}" --log "$log" || rc=$?
+	--out "$work/out" --nics 1 --timeout "${VERBS_VM_TIMEOUT:-1080}" --log "$log" || rc=$?
 echo "--- guest console (script part) ---"
 tr -d '\r' <"$log" | sed -n '/@@TALLY-VM READY/,/@@TALLY-VM RC=/p' | grep -v '^@@TALLY-VM OUT'
 echo "vm run: exit $rc in $((SECONDS - t0)) s; console log: $log"
