@@ -12,6 +12,7 @@
 
 #include "agent_internal.h"
 #include "tally_auth.h"
+#include "agent_net_verbs.h"
 #include "tally_client.h"
 #include "tally_udp.h"
 
@@ -19,6 +20,8 @@ struct ncl;
 
 struct ncl_appl {
 	struct tally_udp *u;
+	void *v; /* RDMA verbs instead of u (TALLY_TRANSPORT=verbs, agent_net_verbs.c) */
+	const struct tally_xport_ops *xops;
 	struct tally_client *c;
 	struct ncl *n;
 	uint32_t acked;     /* the gone set this appliance echoed (TALLY_OP_GONE) */
@@ -72,7 +75,8 @@ static void ncl_gone_send(struct ncl *n)
 	memset(&to, 0, sizeof(to));
 	tally_proto_finish(hb, &h, NULL, 0);
 	for (unsigned i = 0; i < n->n; i++) {
-		if ((n->declared & (1u << i)) || (n->ap[i].acked & n->declared) == n->declared)
+		if ((n->declared & (1u << i)) || (n->ap[i].acked & n->declared) == n->declared ||
+		    !n->ap[i].u) /* GONE rides UDP sessions only (not verbs) */
 			continue;
 		tally_udp_ops()->send(n->ap[i].u, &to, hb, NULL, 0);
 		tally_udp_flush(n->ap[i].u);
@@ -112,11 +116,14 @@ static void ncl_destroy(void *ctx)
 	for (unsigned i = 0; i < n->n; i++) {
 		if (n->ap[i].c) {
 			tally_client_bye(n->ap[i].c);
-			tally_udp_flush(n->ap[i].u);
+			if (n->ap[i].u)
+				tally_udp_flush(n->ap[i].u);
 			tally_client_destroy(n->ap[i].c);
 		}
 		if (n->ap[i].u)
 			tally_udp_destroy(n->ap[i].u);
+		if (n->ap[i].v)
+			agent_net_verbs_close(n->ap[i].v);
 	}
 	free(n);
 }
@@ -182,14 +189,16 @@ static int ncl_test(void *ctx, unsigned i, int op)
 static void ncl_progress(void *ctx, uint64_t timeout_ns)
 {
 	struct ncl *n = ctx;
-	const struct tally_xport_ops *ops = tally_udp_ops();
 
 	for (unsigned i = 0; i < n->n; i++) {
 		uint64_t next = tally_client_tick(n->ap[i].c);
 		/* with several appliances no single one may block the others */
 		uint64_t wait = n->n == 1 ? (next < timeout_ns ? next : timeout_ns) : 0;
 
-		ops->poll(n->ap[i].u, wait);
+		if (n->ap[i].v)
+			n->ap[i].xops->poll(n->ap[i].v, wait);
+		else
+			tally_udp_ops()->poll(n->ap[i].u, wait);
 		tally_client_tick(n->ap[i].c);
 	}
 	/* a survivor that has not echoed our gone set yet hears it again (lost GONE) */
@@ -279,8 +288,14 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 			goto fail;
 		}
 		ucfg.gso = gso && strcmp(gso, "1") == 0;
-		n->ap[i].u = tally_udp_create(&ucfg, NULL, NULL, &rc, uerr, sizeof(uerr));
-		if (!n->ap[i].u) {
+		int verbs = agent_net_verbs_wanted(uerr, sizeof(uerr));
+		if (verbs > 0) /* TALLY_TRANSPORT=verbs: the same session over RC QPs */
+			rc = agent_net_verbs_open(ap->host, ap->port, &n->ap[i].v, &n->ap[i].xops,
+						  uerr, sizeof(uerr));
+		else if (!verbs)
+			n->ap[i].u = tally_udp_create(&ucfg, NULL, NULL, &rc, uerr, sizeof(uerr));
+		if (!n->ap[i].u && !n->ap[i].v) {
+			rc = verbs < 0 ? verbs : rc;
 			agent_errf(err, errlen, "appliance %u (%s:%u): %s", i, ap->host, ap->port, uerr);
 			goto fail;
 		}
@@ -318,14 +333,18 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 			}
 			ccfg.auth = 1;
 		}
-		n->ap[i].c = tally_client_create(&ccfg, tally_udp_ops(), n->ap[i].u, &rc);
+		n->ap[i].c = n->ap[i].v ? tally_client_create(&ccfg, n->ap[i].xops, n->ap[i].v, &rc)
+				 : tally_client_create(&ccfg, tally_udp_ops(), n->ap[i].u, &rc);
 		if (!n->ap[i].c) {
 			agent_errf(err, errlen, "appliance %u (%s:%u): client session: %s", i, ap->host,
 				   ap->port, strerror(-rc));
 			goto fail;
 		}
 		n->ap[i].n = n;
-		tally_udp_set_rx(n->ap[i].u, ncl_rx, &n->ap[i]);
+		if (n->ap[i].v) /* verbs: straight to the session (GONE rides UDP sessions only) */
+			agent_net_verbs_attach(n->ap[i].v, n->ap[i].c);
+		else
+			tally_udp_set_rx(n->ap[i].u, ncl_rx, &n->ap[i]);
 	}
 	*ops = &ncl_ops;
 	*ctx = n;

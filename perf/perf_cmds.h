@@ -14,6 +14,8 @@ int perf_engine_auth_main(int argc, char **argv);   /* engine --auth */
 /* The MAC candidates' rates at header + each size (perf_auth_mac.c). */
 void perf_auth_mac_table(const size_t *sizes, unsigned nsizes, double min_s, int json);
 int perf_line_main(int argc, char **argv);
+/* `line --transport verbs` (perf_line_verbs.c): Tally over verbs against ib_write_bw. */
+int perf_line_verbs_main(int argc, char **argv);
 int perf_allreduce_main(int argc, char **argv);
 int perf_report_main(int argc, char **argv);
 int perf_model_main(int argc, char **argv);

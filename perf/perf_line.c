@@ -305,6 +305,9 @@ int perf_line_main(int argc, char **argv)
 	char td[PATH_MAX], wk[PATH_MAX];
 	struct ln_run fwd = { 0 }, agg;
 	int rc;
+	for (int i = 1; i + 1 < argc; i++) /* verbs: its own runner (perf_line_verbs.c) */
+		if (!strcmp(argv[i], "--transport") && !strcmp(argv[i + 1], "verbs"))
+			return perf_line_verbs_main(argc, argv);
 
 	memset(&o, 0, sizeof(o));
 	rc = ln_parse(argc, argv, &o);

@@ -59,7 +59,7 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		       ",\"drops\":%" PRIu64 ",\"checked\":%" PRIu64 ",\"mismatches\":%" PRIu64
 		       ",\"max_err\":%.6g,\"max_err_ratio\":%.6g",
 		       o->blast ? "blast" : "allreduce", o->rank, o->world,
-		       o->x.kind == WX_DPDK ? "dpdk" : "udp", tally_dtype_name(o->dtype), o->values == WD_EXACT ? "exact" : "random",
+		       o->x.kind == WX_DPDK ? "dpdk" : o->x.kind == WX_VERBS ? "verbs" : "udp", tally_dtype_name(o->dtype), o->values == WD_EXACT ? "exact" : "random",
 		       o->deterministic ? "true" : "false", o->bytes, o->nkeys, o->rounds,
 		       o->warmup, o->chunk_bytes, secs, r0secs, median, verify_secs, gbps, s->tx_pkts, s->rx_pkts, s->pushes,
 		       s->retransmits, s->results, s->dup_results, s->excluded, s->errors, drops,
@@ -85,7 +85,7 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		return;
 	}
 	printf("tally-worker rank %u/%u %s %s: %u rounds x %zu bytes in %u keys, chunk %u\n",
-	       o->rank, o->world, o->x.kind == WX_DPDK ? "dpdk" : "udp",
+	       o->rank, o->world, o->x.kind == WX_DPDK ? "dpdk" : o->x.kind == WX_VERBS ? "verbs" : "udp",
 	       tally_dtype_name(o->dtype), o->rounds, o->bytes, o->nkeys, o->chunk_bytes);
 	printf("  allreduce %.3f s (%.2f Gbit/s of gradients), verify %.3f s\n", secs, gbps,
 	       verify_secs);

@@ -18,7 +18,9 @@ void wk_usage(FILE *f)
 		"usage: tally-worker --host ADDR [options]\n"
 		"  --host ADDR          appliance address (udp) \n"
 		"  --port N             appliance UDP base port (default 9170)\n"
-		"  --transport T        udp (default) or dpdk\n"
+		"  --transport T        udp (default), dpdk or verbs (also TALLY_TRANSPORT=verbs,\n"
+		"                       or --host rdma://ADDR:PORT)\n"
+		"  --rdma-gid-index N   verbs: check this GID index (-1: rdma_cm chooses, default)\n"
 		"  --dpdk ARGS          EAL arguments for --transport dpdk (one string)\n"
 		"  --local-ip A/LEN     our address on the DPDK port; --dpdk-port NAME (default first)\n"
 		"  --bind ADDR          local address (udp)\n"
@@ -106,6 +108,28 @@ static int wk_size(const char *s, size_t *out)
 	return 0;
 }
 
+/* TALLY_TRANSPORT=verbs|udp, or an rdma:// appliance address, picks the transport
+ * unless --transport did. 0 or 1 (bad value, with a message). */
+static int wk_transport_env(struct wk_opts *o, int explicit_kind)
+{
+	const char *t = getenv("TALLY_TRANSPORT");
+
+	if (explicit_kind)
+		return 0;
+	if (o->x.host && !strncmp(o->x.host, "rdma://", 7)) {
+		o->x.kind = WX_VERBS;
+		return 0;
+	}
+	if (!t || !*t || !strcmp(t, "udp"))
+		return 0;
+	if (!strcmp(t, "verbs") || !strcmp(t, "rdma")) {
+		o->x.kind = WX_VERBS;
+		return 0;
+	}
+	fprintf(stderr, "tally-worker: TALLY_TRANSPORT='%s': want udp or verbs\n", t);
+	return 1;
+}
+
 int wk_parse(int argc, char **argv, struct wk_opts *o)
 {
 	enum { O_HOST = 256, O_PORT, O_TRANSPORT, O_DPDK, O_BIND, O_GSO, O_NOGRO, O_JOB,
@@ -113,7 +137,7 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 	       O_WINDOW, O_SEED, O_VALUES, O_DET, O_NOVERIFY, O_JOINMS, O_GIVEUP, O_RTO, O_JSON,
 	       O_HELP, O_LOCALIP, O_DPDKPORT, O_SECONDS, O_BLAST, O_BLASTCORES, O_LINGER,
 	       O_NOBARRIER, O_WARMUP, O_RTOMIN, O_INCARNATION, O_BUSYPOLL, O_EVENTS, O_PROBE,
-	       O_DEAD, O_FAILOVER, O_KEYFILE };
+	       O_DEAD, O_FAILOVER, O_KEYFILE, O_GIDINDEX };
 	static const struct option lo[] = {
 		{ "host", 1, 0, O_HOST }, { "port", 1, 0, O_PORT },
 		{ "transport", 1, 0, O_TRANSPORT }, { "dpdk", 1, 0, O_DPDK },
@@ -135,10 +159,12 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 		{ "dead-ms", 1, 0, O_DEAD },
 		{ "rto-min-us", 1, 0, O_RTOMIN }, { "incarnation", 1, 0, O_INCARNATION },
 		{ "busy-poll-us", 1, 0, O_BUSYPOLL }, { "failover", 1, 0, O_FAILOVER },
-		{ "key-file", 1, 0, O_KEYFILE },
+		{ "key-file", 1, 0, O_KEYFILE }, { "rdma-gid-index", 1, 0, O_GIDINDEX },
 		{ 0, 0, 0, 0 } };
 	uint32_t port = TALLY_DEFAULT_PORT;
-	int c, bad = 0;
+	int c, bad = 0, kind_set = 0;
+
+	o->x.gid_index = -1;
 
 	o->key_file = getenv("TALLY_AUTH_KEY_FILE"); /* --key-file overrides */
 	if (o->key_file && !*o->key_file)
@@ -149,16 +175,27 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 		case O_HOST: o->x.host = optarg; break;
 		case O_PORT: bad |= wk_u32(optarg, &port) || !port || port > 65535; break;
 		case O_TRANSPORT:
+			kind_set = 1;
 			if (!strcmp(optarg, "udp"))
 				o->x.kind = WX_UDP;
 			else if (!strcmp(optarg, "dpdk"))
 				o->x.kind = WX_DPDK;
+			else if (!strcmp(optarg, "verbs"))
+				o->x.kind = WX_VERBS;
 			else
 				bad = 1;
 			break;
 		case O_DPDK: o->x.eal_args = optarg; break;
 		case O_LOCALIP: o->x.local_ip = optarg; break;
 		case O_DPDKPORT: o->x.dpdk_port = optarg; break;
+		case O_GIDINDEX: {
+			char *e;
+			long g = strtol(optarg, &e, 10);
+
+			bad |= *e || !*optarg || g < -1 || g > 255;
+			o->x.gid_index = (int)g;
+			break;
+		}
 		case O_SECONDS: {
 			char *e;
 
@@ -239,6 +276,7 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 		}
 	}
 	o->x.base_port = (uint16_t)port;
+	bad |= wk_transport_env(o, kind_set);
 	if (optind < argc) {
 		fprintf(stderr, "tally-worker: unexpected argument '%s'\n", argv[optind]);
 		return -EINVAL;

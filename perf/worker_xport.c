@@ -22,6 +22,15 @@ int wx_open(const struct wx_opts *o, struct worker_xport *wx, char *err, size_t 
 	int rc = 0;
 
 	wx->kind = o->kind;
+	if (o->kind == WX_VERBS) {
+#ifdef TALLY_WORKER_VERBS
+		return wx_verbs_open(o, wx, err, errlen);
+#else
+		snprintf(err, errlen, "--transport verbs: this build has no verbs transport "
+			 "(libibverbs-dev, librdmacm-dev)");
+		return -ENOTSUP;
+#endif
+	}
 	if (o->kind == WX_DPDK) {
 #ifdef TALLY_WORKER_DPDK
 		return wx_dpdk_open(o, wx, err, errlen);
@@ -47,6 +56,10 @@ void wx_attach(struct worker_xport *wx, struct tally_client *c)
 {
 	if (wx->kind == WX_UDP)
 		tally_udp_set_rx(wx->ctx, wx_udp_rx, c);
+#ifdef TALLY_WORKER_VERBS
+	else if (wx->kind == WX_VERBS)
+		wx_verbs_attach(wx, c);
+#endif
 #ifdef TALLY_WORKER_DPDK
 	else
 		wx_dpdk_attach(wx, c);
@@ -67,6 +80,12 @@ void wx_json(struct worker_xport *wx)
 {
 	const struct tally_udp_stats *s;
 
+#ifdef TALLY_WORKER_VERBS
+	if (wx->kind == WX_VERBS && wx->ctx) {
+		wx_verbs_json(wx);
+		return;
+	}
+#endif
 #ifdef TALLY_WORKER_DPDK
 	if (wx->kind == WX_DPDK) {
 		wx_dpdk_json(wx);
@@ -89,6 +108,10 @@ void wx_close(struct worker_xport *wx)
 {
 	if (wx->kind == WX_UDP && wx->ctx)
 		tally_udp_destroy(wx->ctx);
+#ifdef TALLY_WORKER_VERBS
+	if (wx->kind == WX_VERBS && wx->ctx)
+		wx_verbs_close(wx);
+#endif
 #ifdef TALLY_WORKER_DPDK
 	if (wx->kind == WX_DPDK)
 		wx_dpdk_close(wx);

@@ -11,7 +11,7 @@
 #include "tally_client.h"
 #include "tally_xport.h"
 
-enum wx_kind { WX_UDP = 0, WX_DPDK = 1 };
+enum wx_kind { WX_UDP = 0, WX_DPDK = 1, WX_VERBS = 2 };
 
 struct wx_opts {
 	enum wx_kind kind;
@@ -23,6 +23,7 @@ struct wx_opts {
 	const char *eal_args;  /* dpdk: EAL arguments, space separated */
 	const char *local_ip;  /* dpdk: our address, ADDR/LEN */
 	const char *dpdk_port; /* dpdk: port name (default: the first port) */
+	int gid_index;         /* verbs: -1 rdma_cm chooses, else checked */
 };
 
 struct worker_xport {
@@ -48,6 +49,14 @@ void wx_dpdk_attach(struct worker_xport *wx, struct tally_client *c);
 void wx_dpdk_flush(struct worker_xport *wx);
 void wx_dpdk_json(struct worker_xport *wx);
 void wx_dpdk_close(struct worker_xport *wx);
+#endif
+
+#ifdef TALLY_WORKER_VERBS
+/* The verbs side (worker_xport_verbs.c), only in builds with libibverbs and librdmacm. */
+int wx_verbs_open(const struct wx_opts *o, struct worker_xport *wx, char *err, size_t errlen);
+void wx_verbs_attach(struct worker_xport *wx, struct tally_client *c);
+void wx_verbs_json(struct worker_xport *wx);
+void wx_verbs_close(struct worker_xport *wx);
 #endif
 
 #endif

@@ -42,7 +42,13 @@ struct udpd_conf {
 	char stats_path[512];      /* counters as one JSON line at exit ("" = stdout) */
 	int check_config, help;
 	struct tally_actl_guard guard; /* allow-list, admission, quotas, control idle timeout */
+	char rdma_listen[80];      /* verbs listener ADDR:PORT ("" = none) */
+	uint32_t rdma_slots;       /* landing slots per connection (0: 128) */
+	int rdma_gid_index;        /* -1: rdma_cm chooses */
+	uint32_t rdma_max_conns;   /* (0: 128) */
 };
+
+#define TALLY_VERBS_SLOTS_MAX 4096
 
 /* udpd_conf.c */
 void udpd_conf_init(struct udpd_conf *c);
@@ -65,6 +71,8 @@ struct udpd_cmd {
 struct udpd {
 	struct udpd_conf conf;
 	struct tally_udp *udp;
+	struct tally_verbs *verbs; /* rdma-listen's transport, or NULL */
+	unsigned net_turn;         /* engine thread: UDP is read every 4th turn while verbs is busy */
 	struct tally_engine *eng[UDPD_MAX_CORES];
 	unsigned ncores;
 	_Atomic(struct udpd_cmd *) mbox;
@@ -84,6 +92,13 @@ void *udpd_engine_main(void *arg);
 /* fn on core's engine (all: every core) on the engine thread; waits for it. */
 int udpd_exec(struct udpd *d, int all, unsigned core, tally_actl_engine_fn fn, void *arg);
 uint64_t udpd_now_ns(void);
+
+/* udpd_verbs.c: the verbs listener beside UDP, and the transport under the engines */
+int udpd_verbs_conf(struct udpd_conf *c, const char *n, const char *v, char *err, size_t el);
+int udpd_verbs_create(struct udpd *d, char *err, size_t el);
+void udpd_verbs_destroy(struct udpd *d);
+const struct tally_xport_ops *udpd_xport(struct udpd *d, void **ctx);
+void udpd_net_poll(struct udpd *d, uint64_t timeout_ns);
 
 /* udpd_ctl.c: the control plane's backend */
 int udpd_ctl_start(struct udpd *d);

@@ -45,6 +45,10 @@ int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
 	uint64_t boot = 0;
 	if (getrandom(&boot, sizeof(boot), 0) != sizeof(boot))
 		boot = 0; /* each engine draws its own */
+	if ((rc = udpd_verbs_create(d, err, errlen)))
+		return rc;
+	void *xctx;
+	const struct tally_xport_ops *xops = udpd_xport(d, &xctx);
 	for (unsigned i = 0; i < d->ncores; i++) {
 		struct tally_engine_cfg ec = { 0 };
 
@@ -62,7 +66,7 @@ int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
 		ec.job_idle_timeout_ns = (uint64_t)d->conf.job_idle_timeout_ms * 1000000u;
 		ec.boot_id = boot;
 		tally_engine_cfg_defaults(&ec); /* 0: the engine's defaults */
-		d->eng[i] = tally_engine_create(&ec, tally_udp_ops(), d->udp, &rc);
+		d->eng[i] = tally_engine_create(&ec, xops, xctx, &rc);
 		if (!d->eng[i]) {
 			snprintf(err, errlen, "engine %u: %s", i, strerror(-rc));
 			return rc;
@@ -81,6 +85,7 @@ void udpd_engines_destroy(struct udpd *d)
 	for (unsigned i = 0; i < d->ncores; i++)
 		tally_engine_destroy(d->eng[i]);
 	d->ncores = 0;
+	udpd_verbs_destroy(d);
 	if (d->udp)
 		tally_udp_destroy(d->udp);
 	d->udp = NULL;
@@ -105,7 +110,7 @@ void *udpd_engine_main(void *arg)
 
 	atomic_store(&d->running, 1);
 	while (!atomic_load(&d->stop)) {
-		tally_udp_ops()->poll(d->udp, POLL_NS);
+		udpd_net_poll(d, POLL_NS);
 		for (unsigned i = 0; i < d->ncores; i++)
 			tally_engine_poll(d->eng[i]);
 		struct udpd_cmd *c = atomic_load_explicit(&d->mbox, memory_order_acquire);

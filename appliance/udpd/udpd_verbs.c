@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * udpd_verbs.c — tally-udpd's RDMA verbs listener beside its UDP sockets (rdma-listen =
+ * ADDR:PORT): the rdma-* settings, the transport under the engines (a multiplexer that
+ * sends each packet the way its rank joined: a verbs peer's address carries the verbs
+ * cookie, so one job may mix UDP and verbs workers), and the engine thread's poll of both.
+ * Chosen for tally-udpd first: it needs no DPDK port, so a Soft-RoCE guest runs it as is.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "udpd.h"
+
+#define VERBS_WAIT_NS 200000ull /* with verbs peers, UDP waits at most this for a wake-up */
+
+int udpd_verbs_conf(struct udpd_conf *c, const char *n, const char *v, char *err, size_t el)
+{
+	char *end = NULL;
+	long x;
+
+	if (!strcmp(n, "rdma-listen")) {
+		if (!v || strlen(v) >= sizeof(c->rdma_listen) || !strchr(v, '.')) {
+			snprintf(err, el, "'rdma-listen %s': want ADDR:PORT (the IPv4 address of the "
+				 "RDMA interface, e.g. 192.0.2.1:9170)", v ? v : "");
+			return -EINVAL;
+		}
+		snprintf(c->rdma_listen, sizeof(c->rdma_listen), "%s", v);
+		return 0;
+	}
+	x = v ? strtol(v, &end, 10) : 0;
+	if (!v || !*v || *end)
+		x = -1000;
+	if (!strcmp(n, "rdma-slots") && x >= 4 && x <= TALLY_VERBS_SLOTS_MAX && !(x & (x - 1)))
+		c->rdma_slots = (uint32_t)x;
+	else if (!strcmp(n, "rdma-gid-index") && x >= -1 && x <= 255)
+		c->rdma_gid_index = (int)x;
+	else if (!strcmp(n, "rdma-max-conns") && x >= 1 && x <= 1024)
+		c->rdma_max_conns = (uint32_t)x;
+	else if (!strcmp(n, "rdma-slots") || !strcmp(n, "rdma-gid-index") ||
+		 !strcmp(n, "rdma-max-conns")) {
+		snprintf(err, el, "'%s %s': want %s", n, v ? v : "",
+			 n[5] == 's' ? "a power of two in 4..4096 (landing slots per connection)" :
+			 n[5] == 'g' ? "-1 (rdma_cm chooses) or a GID index 0..255" :
+				       "1..1024 connections");
+		return -EINVAL;
+	} else {
+		snprintf(err, el, "unknown setting '%s' (tally-udpd --help)", n);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+#ifdef TALLY_HAVE_VERBS
+#include "tally_verbs.h"
+
+static void on_rx(void *arg, const void *buf, size_t len, const struct tally_addr *from)
+{
+	struct udpd *d = arg;
+
+	if (from->core < d->ncores)
+		tally_engine_rx(d->eng[from->core], buf, len, from);
+}
+
+static int mux_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
+		    const void *payload, size_t len)
+{
+	struct udpd *d = ctx;
+
+	if (tally_verbs_is_addr(to))
+		return tally_verbs_ops()->send(d->verbs, to, hdr, payload, len);
+	return tally_udp_ops()->send(d->udp, to, hdr, payload, len);
+}
+
+static uint64_t mux_now(void *ctx)
+{
+	struct timespec ts;
+
+	(void)ctx;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const struct tally_xport_ops mux_ops = { .send = mux_send, .now_ns = mux_now };
+
+int udpd_verbs_create(struct udpd *d, char *err, size_t el)
+{
+	struct tally_verbs_cfg vc = { .listen = 1, .ncores = d->conf.ncores,
+				      .slots = d->conf.rdma_slots,
+				      .gid_index = d->conf.rdma_gid_index,
+				      .max_conns = d->conf.rdma_max_conns };
+	char host[64];
+	uint16_t port = TALLY_DEFAULT_PORT;
+	int rc = 0;
+
+	if (!d->conf.rdma_listen[0])
+		return 0;
+	if (tally_verbs_parse_addr(d->conf.rdma_listen, host, sizeof(host), &port)) {
+		snprintf(err, el, "rdma-listen '%s': want ADDR:PORT", d->conf.rdma_listen);
+		return -EINVAL;
+	}
+	vc.host = host;
+	vc.port = port;
+	d->verbs = tally_verbs_create(&vc, on_rx, d, &rc, err, el);
+	if (!d->verbs)
+		return rc ? rc : -EINVAL;
+	fprintf(stderr, "tally-udpd: rdma_cm listening on %s:%u\n", host, port);
+	return 0;
+}
+
+void udpd_verbs_destroy(struct udpd *d)
+{
+	const struct tally_verbs_stats *s;
+
+	if (!d->verbs)
+		return;
+	s = tally_verbs_stats(d->verbs);
+	fprintf(stderr, "tally-udpd: verbs totals: tx_pkts %llu rx_pkts %llu tx_no_credit %llu "
+		 "tx_not_conn %llu tx_errors %llu rx_bad_len %llu rx_bad_credit %llu conns_up %llu "
+		 "conns_down %llu conns_rejected %llu wc_errors %llu",
+		 (unsigned long long)s->tx_pkts, (unsigned long long)s->rx_pkts,
+		 (unsigned long long)s->tx_no_credit, (unsigned long long)s->tx_not_conn,
+		 (unsigned long long)s->tx_errors, (unsigned long long)s->rx_bad_len,
+		 (unsigned long long)s->rx_bad_credit, (unsigned long long)s->conns_up,
+		 (unsigned long long)s->conns_down, (unsigned long long)s->conns_rejected,
+		 (unsigned long long)s->wc_errors);
+	tally_verbs_destroy(d->verbs);
+	d->verbs = NULL;
+}
+
+const struct tally_xport_ops *udpd_xport(struct udpd *d, void **ctx)
+{
+	*ctx = d->verbs ? (void *)d : (void *)d->udp;
+	return d->verbs ? &mux_ops : tally_udp_ops();
+}
+
+void udpd_net_poll(struct udpd *d, uint64_t timeout_ns)
+{
+	int n = 0, b;
+
+	if (!d->verbs) {
+		tally_udp_ops()->poll(d->udp, timeout_ns);
+		return;
+	}
+	/* Both transports without a shared wait. While verbs completions keep coming, the UDP
+	 * sockets are read every 4th turn (a recvmmsg syscall each time costs more than a CQ
+	 * poll); when both are quiet, block on the one carrying traffic, briefly while verbs
+	 * peers are connected, so UDP packets wait at most VERBS_WAIT_NS. */
+	for (int i = 0; i < 4 && (b = tally_verbs_ops()->poll(d->verbs, 0)) > 0; i++)
+		n += b;
+	if (!n || !(++d->net_turn & 3))
+		n += tally_udp_ops()->poll(d->udp, 0);
+	if (n || !timeout_ns)
+		return;
+	if (tally_verbs_conns(d->verbs))
+		tally_verbs_ops()->poll(d->verbs, timeout_ns < VERBS_WAIT_NS ? timeout_ns : VERBS_WAIT_NS);
+	else
+		tally_udp_ops()->poll(d->udp, timeout_ns);
+}
+#else
+int udpd_verbs_create(struct udpd *d, char *err, size_t el)
+{
+	if (!d->conf.rdma_listen[0])
+		return 0;
+	snprintf(err, el, "rdma-listen: this tally-udpd was built without verbs (libibverbs-dev "
+		 "and librdmacm-dev, meson option verbs)");
+	return -ENOTSUP;
+}
+
+void udpd_verbs_destroy(struct udpd *d)
+{
+	(void)d;
+}
+
+const struct tally_xport_ops *udpd_xport(struct udpd *d, void **ctx)
+{
+	*ctx = d->udp;
+	return tally_udp_ops();
+}
+
+void udpd_net_poll(struct udpd *d, uint64_t timeout_ns)
+{
+	tally_udp_ops()->poll(d->udp, timeout_ns);
+}
+#endif

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tally_verbs.h — RDMA verbs transport (tally_xport_ops) over RC queue pairs set up with
+ * rdma_cm (librdmacm): the client side for worker sessions and a listening side for an
+ * appliance. Messages are the protocol's packets (64-byte header + payload).
+ *
+ * Each connection is one RC QP between a worker and one appliance core (the core index
+ * travels in the connect request). Both ends register, once per connection, a ring of
+ * landing slots (page-aligned, hugepage-backed where the system has free hugepages) that
+ * the peer may RDMA WRITE into, and a staging ring to send from. A packet goes out as one
+ * RDMA WRITE_WITH_IMM of header + payload into the peer's next landing slot; the receiver
+ * finds the slot from its own in-order receive count, hands the bytes to the rx callback
+ * (the engine or the client session sums or copies them there), and returns the slot as a
+ * credit: the 32-bit immediate of every message carries the sender's cumulative count of
+ * slots it has consumed, and an explicit zero-length credit message goes out when half a
+ * ring is unreported. A message without credit waits in the sender's staging ring (twice
+ * the landing ring) and is posted when credits return; only a full staging ring drops it
+ * (counted: tx_no_credit; the protocols above retransmit). No slot is ever overwritten
+ * before its receiver is done with it.
+ *
+ * The datapath (send, poll with timeout 0) posts work requests and polls one completion
+ * queue: no lock, allocation or syscall. Connection setup, teardown and blocking waits
+ * (poll with a timeout: a completion channel) are the control path.
+ *
+ * An instance is used by one thread.
+ */
+#ifndef TALLY_XPORT_VERBS_H
+#define TALLY_XPORT_VERBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally_xport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TALLY_VERBS_MAX_CORES 256
+#define TALLY_VERBS_MAX_CONNS 1024
+#define TALLY_VERBS_MAX_SLOTS 4096
+/* tally_addr.cookie of a verbs peer: this tag, the connection's generation and index. */
+#define TALLY_VERBS_COOKIE_TAG 0x5645000000000000ull /* "VE" */
+
+struct tally_verbs;
+
+struct tally_verbs_cfg {
+	const char *host;      /* client: appliance address; listen: local address (required:
+				* rdma_cm binds to the device that owns it) */
+	uint16_t port;         /* rdma_cm port (TCP port space), default TALLY_DEFAULT_PORT */
+	int listen;            /* 0 client, 1 listen */
+	uint16_t ncores;       /* listen: cores a request may name (required); client: upper
+				* bound on the core index (default TALLY_VERBS_MAX_CORES) */
+	uint32_t slots;        /* landing slots per connection and direction, a power of two,
+				* default 128 (the staging ring has twice as many: a burst
+				* waits there for credits instead of being dropped) */
+	int gid_index;         /* < 0 (default): rdma_cm picks the GID of `host`; else that
+				* index is checked against it and a mismatch is an error naming
+				* the right index */
+	uint32_t timeout_ms;   /* client: address/route resolution and connect, default 2000 */
+	uint32_t max_conns;    /* listen: connections at once, default 256 */
+	int busy_poll_us;      /* poll() with a timeout spins on the CQ this long before it
+				* blocks on the completion channel: 0 default (50 with at least
+				* 4 CPUs in the affinity mask, else off), < 0 off, at most 10000.
+				* TALLY_VERBS_BUSY_POLL_US (0 = off) overrides it. Spinning saves
+				* the interrupt and wake-up of every completion where the peer runs
+				* on another CPU. */
+};
+
+struct tally_verbs_stats {
+	uint64_t tx_pkts, tx_bytes, tx_credit_msgs;
+	uint64_t tx_no_credit;   /* dropped: staging full (the peer returned no credit in time) */
+	uint64_t tx_not_conn;    /* dropped: no live connection to that peer/core */
+	uint64_t tx_errors;      /* ibv_post_send failed */
+	uint64_t rx_pkts, rx_bytes, rx_credit_msgs;
+	uint64_t rx_bad_len;     /* dropped: a write shorter than a header or longer than a slot */
+	uint64_t rx_bad_credit;  /* a peer returned credits it never had: connection dropped */
+	uint64_t conns_up, conns_down, conns_rejected, reconnects;
+	uint64_t wc_errors;      /* completions with an error status (QP broken) */
+	uint64_t cq_waits;       /* poll() calls that blocked on the completion channel */
+	uint64_t spins, spin_hits; /* busy-poll spins started / ended by a completion */
+};
+
+void tally_verbs_cfg_defaults(struct tally_verbs_cfg *cfg);
+
+/* Called for each received packet (buf valid only during the call). from->core is the
+ * appliance core of the connection; from->ip/port the peer's address and rdma_cm port;
+ * from->cookie names the connection (TALLY_VERBS_COOKIE_TAG set). */
+typedef void (*tally_verbs_rx_fn)(void *arg, const void *buf, size_t len,
+				  const struct tally_addr *from);
+
+/* Listen: binds and listens. Client: connects to core 0 now (so a bad address, no device or
+ * no listener fails here), other cores on first use. Returns NULL with *err a negative errno
+ * and a message that names the setting to change in errbuf. */
+struct tally_verbs *tally_verbs_create(const struct tally_verbs_cfg *cfg, tally_verbs_rx_fn rx,
+				       void *rx_arg, int *err, char *errbuf, size_t errlen);
+void tally_verbs_destroy(struct tally_verbs *v);
+void tally_verbs_set_rx(struct tally_verbs *v, tally_verbs_rx_fn rx, void *rx_arg);
+
+/* The ops to hand to tally_client_create()/tally_engine_create() with `v` as context. */
+const struct tally_xport_ops *tally_verbs_ops(void);
+
+/* Whether an address is a verbs peer's (for a transport multiplexer). */
+int tally_verbs_is_addr(const struct tally_addr *a);
+
+/* "rdma://HOST:PORT", "HOST:PORT" or "HOST" (port stays as given). 0 or -EINVAL. */
+int tally_verbs_parse_addr(const char *s, char *host, size_t hostlen, uint16_t *port);
+
+/* Live connections. */
+unsigned tally_verbs_conns(const struct tally_verbs *v);
+const struct tally_verbs_stats *tally_verbs_stats(const struct tally_verbs *v);
+/* The last error's text (connection events included), or "". */
+const char *tally_verbs_strerror(const struct tally_verbs *v);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

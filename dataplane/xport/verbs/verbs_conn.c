@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * verbs_conn.c — one verbs connection's resources: the device's PD and completion queue
+ * (shared by every connection, polled by the one thread that owns the instance), the RC QP,
+ * the landing and staging rings registered once, and posting a message (see tally_verbs.h).
+ */
+#include "verbs_int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <arpa/inet.h>
+
+#define HUGE_2M (2u << 20)
+
+void verbs_err(struct tally_verbs *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(v->err, sizeof(v->err), fmt, ap);
+	va_end(ap);
+}
+
+/* Completions per connection: every slot and extra receive, both ways. */
+static uint32_t conn_cqes(const struct tally_verbs *v)
+{
+	return 2 * (v->cfg.slots + VERBS_EXTRA_RECV);
+}
+
+int verbs_conn_device(struct tally_verbs *v, struct rdma_cm_id *id)
+{
+	struct ibv_device_attr da;
+	uint32_t want;
+	int cqe;
+
+	if (v->dev)
+		return id->verbs == v->dev ? 0 : -EXDEV;
+	if (!id->verbs) {
+		verbs_err(v, "verbs: rdma_cm gave no device for %s", v->cfg.host);
+		return -ENODEV;
+	}
+	if (ibv_query_device(id->verbs, &da)) {
+		verbs_err(v, "verbs: ibv_query_device(%s): %s",
+			  ibv_get_device_name(id->verbs->device), strerror(errno));
+		return -errno;
+	}
+	want = conn_cqes(v) * (v->cfg.listen ? v->cfg.max_conns : v->cfg.ncores);
+	cqe = want < (uint32_t)da.max_cqe ? (int)want : da.max_cqe;
+	v->pd = ibv_alloc_pd(id->verbs);
+	v->cc = v->pd ? ibv_create_comp_channel(id->verbs) : NULL;
+	v->cq = v->cc ? ibv_create_cq(id->verbs, cqe, v, v->cc, 0) : NULL;
+	if (!v->cq) {
+		int e = errno ? errno : ENOMEM;
+
+		verbs_err(v, "verbs: %s: cannot allocate a protection domain / completion queue "
+			  "of %d entries: %s%s", ibv_get_device_name(id->verbs->device), cqe,
+			  strerror(e), e == ENOMEM ? " (raise the memlock limit: ulimit -l, "
+			  "LimitMEMLOCK= in the systemd unit)" : "");
+		return -e;
+	}
+	/* The CQ bounds the connections: one that would overflow it is refused. */
+	if (v->cfg.listen && (uint32_t)cqe / conn_cqes(v) < v->cfg.max_conns)
+		v->cfg.max_conns = (uint32_t)cqe / conn_cqes(v);
+	v->dev = id->verbs;
+	return 0;
+}
+
+/* The rings: hugepages when the system has them free (fewer TLB and MTT entries), else
+ * ordinary pages; page-aligned either way. */
+static int conn_mem(struct verbs_conn *c, size_t len)
+{
+	size_t hlen = (len + HUGE_2M - 1) & ~(size_t)(HUGE_2M - 1);
+	void *p = mmap(NULL, hlen, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
+
+	if (p != MAP_FAILED) {
+		c->mem = p;
+		c->mem_len = hlen;
+		c->huge = 1;
+		return 0;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	c->mem = p;
+	c->mem_len = len;
+	c->huge = 0;
+	return 0;
+}
+
+static void memlock_err(struct tally_verbs *v, size_t len)
+{
+	struct rlimit rl = { 0, 0 };
+
+	getrlimit(RLIMIT_MEMLOCK, &rl);
+	verbs_err(v, "verbs: ibv_reg_mr of %zu KiB failed: ENOMEM: the memlock limit (%llu KiB) "
+		  "is too low for the registered rings: raise it (ulimit -l unlimited, or "
+		  "LimitMEMLOCK=infinity in the systemd unit) or lower the slots setting", len >> 10,
+		  rl.rlim_cur == RLIM_INFINITY ? 0ull : (unsigned long long)(rl.rlim_cur >> 10));
+}
+
+int verbs_conn_setup(struct tally_verbs *v, struct verbs_conn *c, struct verbs_wire *w)
+{
+	uint32_t n = v->cfg.slots;
+	struct ibv_qp_init_attr qa = {
+		.send_cq = v->cq, .recv_cq = v->cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = n + VERBS_EXTRA_RECV, .max_recv_wr = n + VERBS_EXTRA_RECV,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	size_t len = 3 * (size_t)n * VERBS_SLOT_BYTES; /* landing n, staging 2n */
+	int rc;
+
+	c->lens = calloc(2 * (size_t)n, sizeof(*c->lens));
+	if (!c->lens || conn_mem(c, len)) {
+		verbs_err(v, "verbs: cannot map %zu KiB of rings: lower the slots setting", len >> 10);
+		return -ENOMEM;
+	}
+	c->mr = ibv_reg_mr(v->pd, c->mem, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!c->mr) {
+		rc = errno ? -errno : -ENOMEM;
+		if (rc == -ENOMEM || rc == -EPERM)
+			memlock_err(v, len);
+		else
+			verbs_err(v, "verbs: ibv_reg_mr: %s", strerror(-rc));
+		return rc;
+	}
+	if (rdma_create_qp(c->id, v->pd, &qa)) {
+		rc = -errno;
+		verbs_err(v, "verbs: cannot create an RC queue pair (%u work requests): %s%s", n,
+			  strerror(-rc), rc == -ENOMEM ? " (raise the memlock limit or lower slots)" : "");
+		return rc;
+	}
+	c->qp = c->id->qp;
+	for (uint32_t i = 0; i < n + VERBS_EXTRA_RECV; i++)
+		if ((rc = verbs_conn_post_recv(c))) {
+			verbs_err(v, "verbs: ibv_post_recv: %s", strerror(-rc));
+			return rc;
+		}
+	*w = (struct verbs_wire){ .magic = htonl(VERBS_MAGIC), .core = htonl(c->core),
+				  .addr = (uint64_t)(uintptr_t)c->mem, .rkey = htonl(c->mr->rkey),
+				  .nslots = htonl(n), .slot_bytes = htonl(VERBS_SLOT_BYTES) };
+	return 0;
+}
+
+int verbs_conn_peer(struct tally_verbs *v, struct verbs_conn *c, const void *pd, size_t len)
+{
+	struct verbs_wire w;
+	uint32_t n;
+
+	if (!pd || len < sizeof(w))
+		return -EPROTO;
+	memcpy(&w, pd, sizeof(w));
+	n = ntohl(w.nslots);
+	if (ntohl(w.magic) != VERBS_MAGIC || ntohl(w.slot_bytes) != VERBS_SLOT_BYTES || !n ||
+	    n > TALLY_VERBS_MAX_SLOTS)
+		return -EPROTO;
+	c->raddr = w.addr;
+	c->rkey = ntohl(w.rkey);
+	if (n & (n - 1))
+		return -EPROTO; /* slot = count % n agrees across the 2^32 wrap only for 2^k */
+	/* Our send queue holds cfg.slots data posts: never more in flight than that. */
+	verbs_ring_init(&c->ring, v->cfg.slots, n < v->cfg.slots ? n : v->cfg.slots,
+			2 * v->cfg.slots);
+	return 0;
+}
+
+int verbs_conn_post_recv(struct verbs_conn *c)
+{
+	struct ibv_recv_wr wr = { .wr_id = verbs_wr_id(c, 0), .num_sge = 0 }, *bad;
+
+	return -ibv_post_recv(c->qp, &wr, &bad);
+}
+
+int verbs_conn_stage(struct tally_verbs *v, struct verbs_conn *c, const uint8_t *hdr,
+		     const void *payload, size_t len)
+{
+	int slot = verbs_ring_stage_slot(&c->ring);
+	uint8_t *st;
+
+	if (slot < 0)
+		return -ENOBUFS;
+	if (TALLY_HDR_LEN + len > VERBS_SLOT_BYTES)
+		return -EMSGSIZE;
+	st = c->mem + ((size_t)v->cfg.slots + (size_t)slot) * VERBS_SLOT_BYTES;
+	memcpy(st, hdr, TALLY_HDR_LEN);
+	if (len)
+		memcpy(st + TALLY_HDR_LEN, payload, len);
+	c->lens[slot] = (uint32_t)(TALLY_HDR_LEN + len);
+	verbs_ring_staged(&c->ring);
+	return 0;
+}
+
+static int conn_post(struct verbs_conn *c, int data, uint64_t addr, uint32_t len,
+		     uint32_t remote)
+{
+	struct ibv_sge sge = { .addr = addr, .length = len, .lkey = c->mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = verbs_wr_id(c, data), .sg_list = &sge,
+				  .num_sge = data, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	int rc;
+
+	wr.imm_data = htonl(verbs_ring_tx_imm(&c->ring, data));
+	wr.wr.rdma.remote_addr = c->raddr + (uint64_t)remote * VERBS_SLOT_BYTES;
+	wr.wr.rdma.rkey = c->rkey;
+	if ((rc = ibv_post_send(c->qp, &wr, &bad)))
+		return -rc;
+	verbs_ring_tx_commit(&c->ring, data);
+	return 0;
+}
+
+int verbs_conn_flush(struct tally_verbs *v, struct verbs_conn *c)
+{
+	uint32_t remote;
+	int slot, n = 0, rc;
+
+	while ((slot = verbs_ring_post_slot(&c->ring, &remote)) >= 0) {
+		uint8_t *st = c->mem + ((size_t)v->cfg.slots + (size_t)slot) * VERBS_SLOT_BYTES;
+
+		if ((rc = conn_post(c, 1, (uint64_t)(uintptr_t)st, c->lens[slot], remote)))
+			return rc;
+		n++;
+	}
+	return n;
+}
+
+int verbs_conn_credit(struct verbs_conn *c)
+{
+	int rc;
+
+	/* The peer's spare receives are for credits: never flood them. */
+	if (c->credit_out >= VERBS_EXTRA_RECV / 2)
+		return -ENOBUFS;
+	if ((rc = conn_post(c, 0, 0, 0, 0)))
+		return rc;
+	c->credit_out++;
+	return 0;
+}
+
+struct verbs_conn *verbs_conn_alloc(struct tally_verbs *v)
+{
+	for (uint32_t i = 0; i < v->nconns; i++)
+		if (v->conns[i].state == VC_FREE) {
+			struct verbs_conn *c = &v->conns[i];
+			uint16_t gen = (uint16_t)(c->gen + 1);
+
+			*c = (struct verbs_conn){ .idx = i, .gen = gen };
+			return c;
+		}
+	return NULL;
+}
+
+void verbs_conn_release(struct tally_verbs *v, struct verbs_conn *c)
+{
+	if (c->state == VC_UP && v->live)
+		v->live--;
+	if (c->qp)
+		rdma_destroy_qp(c->id);
+	if (c->id)
+		rdma_destroy_id(c->id);
+	if (c->mr)
+		ibv_dereg_mr(c->mr);
+	if (c->mem)
+		munmap(c->mem, c->mem_len);
+	free(c->lens);
+	c->lens = NULL;
+	c->qp = NULL;
+	c->id = NULL;
+	c->mr = NULL;
+	c->mem = NULL;
+	c->state = VC_FREE;
+	c->gen++;
+}

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * verbs_int.h — internal state of the verbs transport. Calls go verbs_xport.c (create,
+ * destroy, ops, stats) -> verbs_io.c (send, completion polling) -> verbs_cm.c (rdma_cm:
+ * listen, accept, connect, events) -> verbs_conn.c (a connection's QP and registered
+ * memory) -> verbs_ring.c (slot and credit arithmetic), never back.
+ */
+#ifndef VERBS_VERBS_INT_H
+#define VERBS_VERBS_INT_H
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "tally_proto.h"
+#include "tally_verbs.h"
+#include "verbs_ring.h"
+
+#define VERBS_MAGIC 0x54564231u /* "TVB1": our connect/accept private data */
+#define VERBS_SLOT_BYTES 9088u  /* TALLY_HDR_LEN + TALLY_MAX_PAYLOAD, 64-aligned */
+#define VERBS_CQ_BATCH 32
+#define VERBS_EXTRA_RECV 16     /* receives beyond the slots, for credit messages */
+
+enum verbs_state { VC_FREE = 0, VC_CONNECTING, VC_UP, VC_DEAD };
+
+/* What travels in the rdma_cm connect request (client) and accept (listener): the sender's
+ * landing ring. 32 bytes: within RC's 56-byte connect private data limit. */
+struct verbs_wire {
+	uint32_t magic;
+	uint32_t core;       /* request: the appliance core; accept: echoed */
+	uint64_t addr;       /* landing ring virtual address */
+	uint32_t rkey;
+	uint32_t nslots;
+	uint32_t slot_bytes;
+	uint32_t reason;     /* reject: why (enum verbs_reject) */
+};
+
+enum verbs_reject { VR_OK = 0, VR_BAD_REQUEST, VR_BAD_CORE, VR_FULL, VR_NO_MEMORY };
+
+struct verbs_conn {
+	enum verbs_state state;
+	uint16_t gen;              /* bumped at every reuse: stale completions are ignored */
+	uint32_t idx;
+	uint32_t core;
+	struct rdma_cm_id *id;
+	struct ibv_qp *qp;
+	uint8_t *mem;              /* landing ring (slots), then staging ring (2 x slots) */
+	uint32_t *lens;            /* bytes of each staged message */
+	size_t mem_len;
+	int huge;                  /* mem is a hugetlb mapping */
+	struct ibv_mr *mr;
+	uint64_t raddr;            /* peer's landing ring */
+	uint32_t rkey;
+	struct verbs_ring ring;
+	struct tally_addr addr;    /* as handed to the rx callback */
+	uint32_t credit_out;       /* credit messages posted, not completed */
+	int dirty;                 /* in tally_verbs.dirty[]: consumed slots maybe unreported */
+	uint64_t retry_at_ns;      /* client: the next reconnect attempt */
+};
+
+struct tally_verbs {
+	struct tally_verbs_cfg cfg;
+	tally_verbs_rx_fn rx;
+	void *rx_arg;
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *listen_id;
+	struct ibv_context *dev;   /* the device every connection is on (first one seen) */
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *cc;
+	struct ibv_cq *cq;
+	int cq_armed;
+	uint32_t cq_unacked;
+	uint32_t last_wcs;         /* completions the last CQ poll handled (packets or not) */
+	uint32_t nconns;           /* entries in conns[] */
+	uint32_t live;
+	struct verbs_conn *conns;
+	uint32_t *dirty;           /* connections to report credits to when the CQ goes idle */
+	uint32_t ndirty;
+	struct verbs_conn *by_core[TALLY_VERBS_MAX_CORES]; /* client */
+	struct sockaddr_in peer;   /* client: appliance */
+	uint64_t busy_ns;          /* busy-poll budget per wait (0: off) */
+	struct tally_verbs_stats st;
+	char err[256];
+};
+
+static inline uint64_t verbs_wr_id(const struct verbs_conn *c, int data)
+{
+	return ((uint64_t)c->gen << 40) | ((uint64_t)c->idx << 8) | (uint64_t)(data & 1);
+}
+
+/* verbs_cm.c */
+int verbs_cm_open(struct tally_verbs *v);
+int verbs_cm_listen(struct tally_verbs *v);
+int verbs_cm_connect(struct tally_verbs *v, uint32_t core);
+/* Handle every pending rdma_cm event; 0 or -errno. */
+int verbs_cm_events(struct tally_verbs *v);
+void verbs_cm_close(struct tally_verbs *v, struct verbs_conn *c);
+
+/* verbs_io.c */
+uint64_t verbs_now_ns(void *ctx);
+int verbs_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr, const void *payload,
+	       size_t len);
+int verbs_poll(void *ctx, uint64_t timeout_ns);
+/* Poll the CQ once; returns packets delivered. */
+int verbs_poll_cq(struct tally_verbs *v);
+
+/* verbs_conn.c */
+void verbs_err(struct tally_verbs *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* PD, CQ and completion channel on the device of `id` (first connection). 0 or -errno. */
+int verbs_conn_device(struct tally_verbs *v, struct rdma_cm_id *id);
+/* QP and registered rings for c (c->id set); fills *w with our landing ring. */
+int verbs_conn_setup(struct tally_verbs *v, struct verbs_conn *c, struct verbs_wire *w);
+/* The peer's ring from its private data; 0 or -EPROTO. */
+int verbs_conn_peer(struct tally_verbs *v, struct verbs_conn *c, const void *pd, size_t len);
+int verbs_conn_post_recv(struct verbs_conn *c);
+/* Copy one message into staging (-ENOBUFS: staging full). */
+int verbs_conn_stage(struct tally_verbs *v, struct verbs_conn *c, const uint8_t *hdr,
+		     const void *payload, size_t len);
+/* Post what is staged as far as the peer's credit allows: messages posted or -errno. */
+int verbs_conn_flush(struct tally_verbs *v, struct verbs_conn *c);
+/* Post an explicit credit message. 0 or -errno. */
+int verbs_conn_credit(struct verbs_conn *c);
+void verbs_conn_release(struct tally_verbs *v, struct verbs_conn *c);
+struct verbs_conn *verbs_conn_alloc(struct tally_verbs *v);
+
+#endif

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * worker_xport_verbs.c — tally-worker's RDMA verbs transport (--transport verbs,
+ * TALLY_TRANSPORT=verbs, or --host rdma://ADDR:PORT): one RC QP per appliance core,
+ * connected with rdma_cm to the appliance's rdma-listen address.
+ */
+#include "worker_xport.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tally_verbs.h"
+
+static void wx_verbs_rx(void *arg, const void *buf, size_t len, const struct tally_addr *from)
+{
+	(void)from;
+	tally_client_rx(arg, buf, len);
+}
+
+int wx_verbs_open(const struct wx_opts *o, struct worker_xport *wx, char *err, size_t errlen)
+{
+	struct tally_verbs_cfg vc = { .port = o->base_port, .gid_index = o->gid_index,
+				      .busy_poll_us = o->busy_poll_us };
+	static char host[64];
+	int rc = 0;
+
+	if (tally_verbs_parse_addr(o->host, host, sizeof(host), &vc.port)) {
+		snprintf(err, errlen, "--host '%s': want ADDR, ADDR:PORT or rdma://ADDR:PORT",
+			 o->host ? o->host : "");
+		return -EINVAL;
+	}
+	vc.host = host;
+	wx->ctx = tally_verbs_create(&vc, NULL, NULL, &rc, err, errlen);
+	if (!wx->ctx)
+		return rc ? rc : -EINVAL;
+	wx->ops = tally_verbs_ops();
+	return 0;
+}
+
+void wx_verbs_attach(struct worker_xport *wx, struct tally_client *c)
+{
+	tally_verbs_set_rx(wx->ctx, wx_verbs_rx, c);
+}
+
+void wx_verbs_json(struct worker_xport *wx)
+{
+	const struct tally_verbs_stats *s = tally_verbs_stats(wx->ctx);
+
+	printf(",\"verbs\":{\"tx_pkts\":%" PRIu64 ",\"rx_pkts\":%" PRIu64 ",\"tx_no_credit\":%" PRIu64
+	       ",\"tx_not_conn\":%" PRIu64 ",\"tx_errors\":%" PRIu64 ",\"tx_credit_msgs\":%" PRIu64
+	       ",\"rx_credit_msgs\":%" PRIu64 ",\"rx_bad_len\":%" PRIu64 ",\"wc_errors\":%" PRIu64
+	       ",\"conns_up\":%" PRIu64 ",\"conns_down\":%" PRIu64 ",\"reconnects\":%" PRIu64
+	       ",\"cq_waits\":%" PRIu64 ",\"spins\":%" PRIu64 ",\"spin_hits\":%" PRIu64 "}",
+	       s->tx_pkts, s->rx_pkts, s->tx_no_credit, s->tx_not_conn, s->tx_errors,
+	       s->tx_credit_msgs, s->rx_credit_msgs, s->rx_bad_len, s->wc_errors, s->conns_up,
+	       s->conns_down, s->reconnects, s->cq_waits, s->spins, s->spin_hits);
+}
+
+void wx_verbs_close(struct worker_xport *wx)
+{
+	tally_verbs_destroy(wx->ctx);
+}

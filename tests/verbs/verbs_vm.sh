@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# tests/verbs/verbs_vm.sh — meson test 'verbs_vm' (suite verbs): boots the cached QEMU guest
+# (tests/vm/vm.sh) with Soft-RoCE and runs verbs_guest.sh there against this build's
+# tally-udpd and tally-worker (copied in with --share; the guest is Debian 12 like this host,
+# its packages are the binaries' runtime libraries from `ldd`). Exit 77 (skip) with the
+# reason where VMs cannot run or the build has no verbs transport.
+# usage: verbs_vm.sh BUILD_DIR
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+vm=$here/../vm/vm.sh
+build=${1:?usage: verbs_vm.sh BUILD_DIR}
+packages="iproute2 kmod procps rdma-core ibverbs-utils ibverbs-providers perftest libbsd0 libfdt1
+ libibverbs1 libisal2 libjansson4 libmd0 libnl-route-3-200 libnuma1 librdmacm1 librte-eal23
+ librte-ethdev23 librte-kvargs23 librte-mbuf23 librte-mempool23 librte-meter23 librte-net23
+ librte-ring23 librte-telemetry23"
+packages=$(echo $packages)
+
+for b in appliance/udpd/tally-udpd perf/tally-worker perf/tally-perf; do
+	[ -x "$build/$b" ] || { echo "SKIP: $build/$b not built"; exit 77; }
+done
+if ! ldd "$build/perf/tally-worker" | grep librdmacm >/dev/null; then
+	echo "SKIP: this build has no verbs transport (libibverbs-dev, librdmacm-dev)"; exit 77
+fi
+"$vm" check || exit $?
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/tally-verbs-vm.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/share/bin" "$work/out"
+cp "$build/appliance/udpd/tally-udpd" "$build/perf/tally-worker" "$build/perf/tally-perf" \
+	"$work/share/bin/"
+[ -n "${VERBS_CASES:-}" ] && echo "$VERBS_CASES" >"$work/share/cases"
+[ -n "${VERBS_BENCH_BUSY:-}" ] && echo "$VERBS_BENCH_BUSY" >"$work/share/bench_busy"
+# The agent over verbs: libtally_agent.so and agent_verbs from this build, or from
+# $VERBS_AGENT_BUILD (e.g. a -Dcuda=disabled build): the guest has no CUDA runtime.
+abuild=${VERBS_AGENT_BUILD:-$build}
+if [ -x "$abuild/tests/verbs/agent_verbs" ] &&
+	! ldd "$abuild/gpu_agent/libtally_agent.so" | grep -E 'libcudart|libnccl' >/dev/null; then
+	cp "$abuild/tests/verbs/agent_verbs" "$abuild/gpu_agent/libtally_agent.so" "$work/share/bin/"
+else
+	echo "note: the agent-over-verbs case is skipped: $abuild/gpu_agent/libtally_agent.so needs the CUDA runtime, which the guest lacks (VERBS_AGENT_BUILD=a -Dcuda=disabled build runs it)"
+fi
+logdir=${TALLY_VM_LOGDIR:-${MESON_BUILD_ROOT:-}}
+if [ -n "$logdir" ] && [ -d "$logdir/meson-logs" ]; then logdir=$logdir/meson-logs; fi
+[ -n "$logdir" ] && [ -d "$logdir" ] || logdir=/tmp
+log=$logdir/verbs_vm-console.log
+
+t0=$SECONDS
+"$vm" build --packages "$packages" >/dev/null
+echo "guest ready in $((SECONDS - t0)) s"
+rc=0
+"$vm" run --script "$here/verbs_guest.sh" --packages "$packages" --share "$work/share" \
+	--out "$work/out" --nics 1 --timeout "${VERBS_VM_TIMEOUT:-1080}" --log "$log" || rc=$?
+echo "--- guest console (script part) ---"
+tr -d '\r' <"$log" | sed -n '/@@TALLY-VM READY/,/@@TALLY-VM RC=/p' | grep -v '^@@TALLY-VM OUT'
+echo "vm run: exit $rc in $((SECONDS - t0)) s; console log: $log"
+rm -rf "$logdir/verbs_vm-out"; cp -r "$work/out" "$logdir/verbs_vm-out" 2>/dev/null &&
+	echo "guest files (stats, worker logs): $logdir/verbs_vm-out"
+[ "$rc" -eq 0 ] || { echo "FAIL: the guest script exited $rc"; exit 1; }
+echo "PASS"
