@@ -183,13 +183,14 @@ int verbs_conn_stage(struct tally_verbs *v, struct verbs_conn *c, const uint8_t 
 
 	if (slot < 0)
 		return -ENOBUFS;
-	if (TALLY_HDR_LEN + len > VERBS_SLOT_BYTES)
+	size_t hl = tally_proto_hdr_len(hdr); /* with its auth block, if signed */
+	if (hl + len > VERBS_SLOT_BYTES)
 		return -EMSGSIZE;
 	st = c->mem + ((size_t)v->cfg.slots + (size_t)slot) * VERBS_SLOT_BYTES;
-	memcpy(st, hdr, TALLY_HDR_LEN);
+	memcpy(st, hdr, hl);
 	if (len)
-		memcpy(st + TALLY_HDR_LEN, payload, len);
-	c->lens[slot] = (uint32_t)(TALLY_HDR_LEN + len);
+		memcpy(st + hl, payload, len);
+	c->lens[slot] = (uint32_t)(hl + len);
 	verbs_ring_staged(&c->ring);
 	return 0;
 }

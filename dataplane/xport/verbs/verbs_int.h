@@ -15,7 +15,7 @@
 #include "verbs_ring.h"
 
 #define VERBS_MAGIC 0x54564231u /* "TVB1": our connect/accept private data */
-#define VERBS_SLOT_BYTES 9088u  /* TALLY_HDR_LEN + TALLY_MAX_PAYLOAD, 64-aligned */
+#define VERBS_SLOT_BYTES 9152u  /* TALLY_HDR_MAX + TALLY_MAX_PAYLOAD, 64-aligned */
 #define VERBS_CQ_BATCH 32
 #define VERBS_EXTRA_RECV 16     /* receives beyond the slots, for credit messages */
 

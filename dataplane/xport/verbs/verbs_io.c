@@ -76,7 +76,7 @@ int verbs_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr, const
 		return rc;
 	}
 	v->st.tx_pkts++;
-	v->st.tx_bytes += TALLY_HDR_LEN + len;
+	v->st.tx_bytes += tally_proto_hdr_len(hdr) + len;
 	return 0;
 }
 
