@@ -304,7 +304,9 @@ static void test_drain_one_of_two(void **state)
 	run_fault(SIGTERM, w);
 	int rc = appl_wait(&ap[1]);
 	printf("# drained appliance exit status %d\n", rc);
-	assert_int_equal(rc, 0); /* it finished every round it had started */
+	/* 0, or 3 when a round it held open was moved to the survivor by the workers
+	 * (refused to one rank, so it never completed here): the sums are checked below */
+	assert_true(rc == 0 || rc == 3);
 	for (int r = 0; r < W; r++)
 		assert_true(w[r].live1 == TALLY_AGENT_DRAINING || w[r].live1 == TALLY_AGENT_GONE);
 	appl_kill(&ap[0]);
@@ -347,8 +349,9 @@ static void test_both_lost(void **state)
 		printf("# rank %d: rc %d after %d rounds: %s\n", r, w[r].rc, w[r].rc ? -1 : ITERS,
 		       w[r].err);
 		assert_int_equal(w[r].rc, -3);
-		assert_non_null(strstr(w[r].err, "no progress"));
-		assert_non_null(strstr(w[r].err, "does not answer"));
+		/* the session's give-up names the silent appliance and for how long */
+		assert_non_null(strstr(w[r].err, "unreachable for"));
+		assert_non_null(strstr(w[r].err, "appliance 0"));
 		assert_int_equal(w[r].st.failovers, 1);
 		free(w[r].x);
 		free(w[r].s);
