@@ -41,6 +41,9 @@ struct agent_net_ops {
 	/* The largest payload appliance `appl` takes (JOIN_OK, after connect). NULL: the
 	 * configured max_chunk_bytes. */
 	uint32_t (*max_chunk)(void *ctx, unsigned appl);
+	/* Does appliance `appl` take TALLY_KEY_AVERAGE keys (JOIN_OK TALLY_CAP_AVERAGE, after
+	 * connect)? 1 / 0. NULL: no. */
+	int (*averages)(void *ctx, unsigned appl);
 };
 
 /* Production network: one tally_client + kernel UDP transport per appliance. */

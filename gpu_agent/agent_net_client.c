@@ -55,6 +55,13 @@ static uint32_t ncl_max_chunk(void *ctx, unsigned i)
 	return tally_client_max_chunk_bytes(n->ap[i].c);
 }
 
+static int ncl_averages(void *ctx, unsigned i)
+{
+	struct ncl *n = ctx;
+
+	return (tally_client_caps(n->ap[i].c) & TALLY_CAP_AVERAGE) != 0;
+}
+
 static int ncl_connect(void *ctx, unsigned i, uint32_t timeout_ms, char *err, size_t errlen)
 {
 	struct ncl *n = ctx;
@@ -158,6 +165,7 @@ static const struct agent_net_ops ncl_ops = {
 	.destroy = ncl_destroy,
 	.excluded = ncl_excluded,
 	.max_chunk = ncl_max_chunk,
+	.averages = ncl_averages,
 };
 
 /* A one-rank job with no incarnation given: this process is the launch. */

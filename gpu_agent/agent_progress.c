@@ -47,13 +47,18 @@ static void do_register(struct tally_agent *a)
 
 	pthread_mutex_unlock(&a->mu);
 	for (unsigned i = 0; i < t.nparts && !rc; i++) {
-		const struct agent_part *p = part_at(a, t.first_part + i); /* blocks never move */
+		struct agent_part *p = part_at(a, t.first_part + i); /* blocks never move */
 		size_t esz = tally_dtype_size(t.dtype);
+		/* f16 / bf16 averages taken by the appliance on its f32 sum, rounded once */
+		if (!a->reg_comp)
+			p->avg = t.average && agent_avg_ok(a, p->appl) &&
+				 (t.dtype == TALLY_DT_F16 || t.dtype == TALLY_DT_BF16);
 		struct tally_register reg = {
 			.nelems = (uint32_t)(p->bytes / esz),
 			.chunk_elems = 0,
 			.dtype = (uint8_t)t.dtype,
-			.flags = a->cfg.deterministic ? TALLY_KEY_DETERMINISTIC : 0,
+			.flags = (uint16_t)((a->cfg.deterministic ? TALLY_KEY_DETERMINISTIC : 0) |
+					    (p->avg && !a->reg_comp ? TALLY_KEY_AVERAGE : 0)),
 			.participants = (uint16_t)a->net_world,
 			.quorum = a->cfg.quorum && a->cfg.quorum < a->net_world ? a->cfg.quorum
 								      : (uint16_t)a->net_world,
@@ -198,7 +203,7 @@ static void average_part(struct tally_agent *a, const struct agent_flight *f)
 
 	if (r->comp)
 		agent_comp_finish(a, t, p, r->buf); /* the server averaged already */
-	else if (t->average)
+	else if (t->average && !p->avg) /* p->avg: the appliance averaged */
 		average(r->buf + p->off, p->bytes, t->dtype, a->cfg.world_size);
 }
 

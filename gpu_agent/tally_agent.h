@@ -152,8 +152,21 @@ void tally_agent_destroy(struct tally_agent *a);
  * bytes or dtype it is -EINVAL ("tensor 'x' changed shape: declared 400 bytes f32, now ..."). */
 int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, int dtype,
 			int priority);
+/* tally_agent_declare with the tensor's own average setting (instead of cfg.average), fixed
+ * before its keys are registered: an f16 / bf16 tensor that averages is averaged by the
+ * appliance on its f32 sum and rounded once (TALLY_KEY_AVERAGE; 4 x 40000 averages to 40000,
+ * not inf) where tally_agent_appliance_averages says so; else the agent divides the
+ * rounded sum. Such a tensor cannot be switched to sums later (set_average(0): -EINVAL). */
+int tally_agent_declare_avg(struct tally_agent *a, const char *name, size_t bytes, int dtype,
+			    int priority, int average);
+/* 1 when averaged f16 / bf16 tensors are averaged by the appliances before rounding: every
+ * appliance offered it (TALLY_CAP_AVERAGE), one push per rank (no local aggregation), no
+ * quorum; else 0 (the agent divides the sum rounded to f16 / bf16: send an f32 copy to
+ * average without overflow). */
+int tally_agent_appliance_averages(const struct tally_agent *a);
 /* Per-tensor override of cfg.average (0 sum, 1 divide by world_size), e.g. a broadcast done
- * as a sum with zeros from every non-root rank. 0 or -ENOENT. */
+ * as a sum with zeros from every non-root rank. 0, -ENOENT, or -EINVAL turning off the
+ * average of a tensor whose keys the appliance averages (see tally_agent_declare_avg). */
 int tally_agent_set_average(struct tally_agent *a, int tensor, int average);
 /* Every rank must start partitions in the same order, or the workers fill their windows with
  * different chunks and wait on each other for ever. So by default each tensor is "ordered":

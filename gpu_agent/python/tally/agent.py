@@ -100,6 +100,9 @@ class Agent:
         self.local_agg = cfg.local_agg
         self.op_timeout_ms = cfg.op_timeout_ms
         self.deterministic = bool(cfg.deterministic)
+        # f16 / bf16 tensors declared with average=True are averaged by the appliance on
+        # its f32 sum and rounded once (else the agent divides the rounded sum)
+        self.appliance_averages = bool(_lib.lib.tally_agent_appliance_averages(self._h))
         # Submission order by default: a plain loop of push_pulls of one tensor, or tensors
         # pushed on their own schedules, never wait for a tensor that is not pushed again
         # (the library's 'rounds' order would); every rank submits the same push_pulls in
@@ -117,11 +120,16 @@ class Agent:
         return _lib.lib.tally_agent_strerror(self._h).decode(errors="replace") if self._h else "closed"
 
     def declare(self, name, nbytes, dtype="f32", priority=0, average=None, ordered=None):
-        """ordered=False: a tensor not pushed once per round (one-off broadcasts); see
-        tally_agent_set_ordered."""
-        tid = self._check(_lib.lib.tally_agent_declare(self._h, name.encode(), nbytes, _DTYPES[dtype], priority))
-        if average is not None:
-            self._check(_lib.lib.tally_agent_set_average(self._h, tid, int(bool(average))))
+        """average: the tensor's own setting (None: the agent's, TALLY_AVERAGE), fixed at
+        declaration: an f16 / bf16 tensor that averages is averaged by the appliance before
+        rounding where `appliance_averages`. ordered=False: a tensor not pushed once per
+        round (one-off broadcasts); see tally_agent_set_ordered."""
+        if average is None:
+            tid = self._check(_lib.lib.tally_agent_declare(self._h, name.encode(), nbytes, _DTYPES[dtype],
+                                                           priority))
+        else:
+            tid = self._check(_lib.lib.tally_agent_declare_avg(self._h, name.encode(), nbytes, _DTYPES[dtype],
+                                                               priority, int(bool(average))))
         if ordered is not None:
             self._check(_lib.lib.tally_agent_set_ordered(self._h, tid, int(bool(ordered))))
         return tid
