@@ -106,8 +106,9 @@ struct tally_agent_cfg {
 	uint64_t incarnation;       /* this launch of the job, in every JOIN: a new value replaces
 				     * the appliance's state of an earlier launch (a relaunch after
 				     * a crash needs no operator). All ranks of a launch must agree:
-				     * TALLY_INCARNATION, else TORCHELASTIC_RUN_ID hashed (torchrun
-				     * gives every rank the same one); else, world_size 1 only, a
+				     * TALLY_INCARNATION, else TORCHELASTIC_RUN_ID hashed with
+				     * TORCHELASTIC_RESTART_COUNT (torchrun gives every rank the same;
+				     * its default run id "none" does not count); else, world_size 1 only, a
 				     * random value at create; else 0 (none: a relaunch waits for
 				     * the appliance's job idle timeout) */
 };
@@ -121,6 +122,10 @@ void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg);
  * TALLY_RTO_MAX_US, TALLY_RTO_MIN_US, TALLY_CONNECT_TIMEOUT_MS, TALLY_OP_TIMEOUT_MS, TALLY_QUORUM,
  * TALLY_INCARNATION (else TORCHELASTIC_RUN_ID, hashed: see incarnation), and the
  * ranks from TALLY_RANK/RANK, TALLY_WORLD_SIZE/WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE.
+ * With neither TALLY_JOB_ID nor TALLY_TOKEN set and a torchrun run id (TORCHELASTIC_RUN_ID,
+ * not "none"), the job id is derived from the run id and the world size (2^20 .. 2^24-1),
+ * the token from the run id, the incarnation from the run id and TORCHELASTIC_RESTART_COUNT;
+ * the Python package agrees a random token through torch's store instead (tally.identity).
  * 0, or -EINVAL with a message naming the variable. (TALLY_GSO=0|1, UDP segmentation
  * offload on the workers' sends, is read by tally_agent_create: kernel-UDP appliances only.) */
 int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errlen);

@@ -13,7 +13,7 @@ import ctypes
 import errno
 import os
 
-from . import _lib
+from . import _lib, identity
 
 _LOCAL_AGG = {"off": 0, "sum": 1, "shard": 2}
 COMPRESS_NONE = _lib.COMPRESS_NONE      # tally_agent_set_compression modes
@@ -63,7 +63,11 @@ class Agent:
     partition_bytes, credit_bytes, average, connect_timeout_ms, op_timeout_ms, quorum,
     local_agg (0 / "off", 1 / "sum": local rank 0 pushes the machine's sum, 2 / "shard":
     reduce-scatter over the local ranks, each pushes its shard on its own lane; the same as
-    TALLY_LOCAL_AGG, see tally_agent.h)."""
+    TALLY_LOCAL_AGG, see tally_agent.h). store: a torch.distributed Store the ranks share
+    (default: torch.distributed's, when initialised); without TALLY_JOB_ID / TALLY_TOKEN the
+    job identity is agreed through it (see tally.identity). After creation: job_id,
+    incarnation and identity (where they came from: "operator", "store", "run id", "one
+    rank" or "default")."""
 
     def __init__(self, **kw):
         order = kw.pop("order", None) or os.environ.get("TALLY_ORDER") or "submit"
@@ -79,7 +83,12 @@ class Agent:
         if app is not None:
             if _lib.lib.tally_agent_parse_appliances(ctypes.byref(cfg), app.encode(), err, len(err)):
                 raise TallyError(-errno.EINVAL, err.value.decode())
-        for k, v in kw.items():
+        store = kw.pop("store", None)
+        ident, self.identity = identity.resolve({k: v for k, v in kw.items() if v is not None},
+                                                kw.get("rank") if kw.get("rank") is not None else cfg.rank,
+                                                kw.get("world_size") if kw.get("world_size") is not None
+                                                else cfg.world_size, store)
+        for k, v in list(ident.items()) + list(kw.items()):
             if v is None:
                 continue
             if not hasattr(cfg, k) or k in ("appliances", "nappliances"):
@@ -96,6 +105,7 @@ class Agent:
         r, w, lr, ls = (ctypes.c_int() for _ in range(4))
         _lib.lib.tally_agent_ranks(self._h, ctypes.byref(r), ctypes.byref(w), ctypes.byref(lr), ctypes.byref(ls))
         self.rank, self.world_size, self.local_rank, self.local_size = r.value, w.value, lr.value, ls.value
+        self.job_id, self.incarnation = cfg.job_id, cfg.incarnation
         self.average = bool(cfg.average)
         self.local_agg = cfg.local_agg
         self.op_timeout_ms = cfg.op_timeout_ms
