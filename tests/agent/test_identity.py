@@ -167,10 +167,12 @@ def scenario_b(port):
     failed = 0
     mport = free_tcp()
     train.torch_store_compat()
+    # as torchrun's agent hosts it (torch 2.x waits for world_size clients unless told not to)
+    kw = dict(is_master=True, wait_for_workers=False)
     try:
-        store = dist.TCPStore("127.0.0.1", mport, W + 1, True, use_libuv=False)
+        store = dist.TCPStore("127.0.0.1", mport, use_libuv=False, **kw)
     except TypeError:
-        store = dist.TCPStore("127.0.0.1", mport, W + 1, True)
+        store = dist.TCPStore("127.0.0.1", mport, **kw)
     base = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(mport), TORCHELASTIC_USE_AGENT_STORE="True",
                 TORCHELASTIC_RUN_ID="tally-test-b")
     ps, q = launch(port, dict(base, TORCHELASTIC_RESTART_COUNT="0"), "agentstore", tag=2, steps=100, hang_after=3)
