@@ -51,9 +51,11 @@ def worker(rank, port, env, mode, tag, steps, hang_after, q, barrier):
         torch.set_num_threads(1)
         for k in OPERATOR:
             os.environ.pop(k, None)
+        pause = 0.02
         if mode == "pg-job1":  # the old default, every run job 1 / token 0
-            os.environ.update(TALLY_JOB_ID="1", TALLY_TOKEN="0", TALLY_CONNECT_TIMEOUT_MS="5000")
+            os.environ.update(TALLY_JOB_ID="1", TALLY_TOKEN="0", TALLY_CONNECT_TIMEOUT_MS="3000")
             mode = "pg"
+            pause = 0.25  # each run lasts past the other's JOIN retries (3 s): they overlap
         os.environ.update(TALLY_APPLIANCES=f"127.0.0.1:{port}", RANK=str(rank), WORLD_SIZE=str(W),
                           TALLY_OP_TIMEOUT_MS="20000", **env)
         if mode == "pg":
@@ -67,7 +69,7 @@ def worker(rank, port, env, mode, tag, steps, hang_after, q, barrier):
         done = 0
         for step in range(steps):
             if barrier is not None:
-                time.sleep(0.02)  # the runs overlap for their whole length
+                time.sleep(pause)  # the runs overlap for their whole length
             x = torch.full((1000,), float(tag * 1000 + rank + step))
             y = tt.allreduce(x, name="w", op=tt.Sum)
             want = float(sum(tag * 1000 + r + step for r in range(W)))
