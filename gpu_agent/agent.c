@@ -52,6 +52,8 @@ static int core_start(struct tally_agent *a, char *errbuf, size_t errlen)
 		uint32_t mc = a->net->max_chunk ? a->net->max_chunk(a->net_ctx, i) : 0;
 		if (mc && (!a->comp_max_chunk || mc < a->comp_max_chunk))
 			a->comp_max_chunk = mc;
+		if (a->net->averages && a->net->averages(a->net_ctx, i))
+			a->avg_appl |= 1ull << i;
 	}
 	if ((rc = -pthread_create(&a->thr, NULL, agent_progress_main, a))) {
 		agent_errf(errbuf, errlen, "cannot start the progress thread");

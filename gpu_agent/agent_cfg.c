@@ -140,6 +140,42 @@ static int env_u64(const char *name, uint64_t max, uint64_t *out, int *found, ch
 	return 0;
 }
 
+/* FNV-1a of a tag, the string s and a number: every rank of a launch hashes the same. */
+static uint64_t fnv(const char *tag, const char *s, uint64_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (const char *p = tag; *p; p++)
+		h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	for (int i = 0; i < 8; i++, n >>= 8)
+		h = (h ^ (n & 0xff)) * 0x100000001b3ull;
+	return h ? h : 1;
+}
+
+/* No TALLY_JOB_ID / TALLY_TOKEN: the identity of a torchrun launch from its run id (not
+ * torchrun's default "none"), so launches with other run ids or world sizes never share a
+ * job: job id (in 2^20 .. 2^24-1, below the sharded mode's limit) from the run id and
+ * world size, token from the run id (not a secret: tally.identity takes it from torch's
+ * store instead), incarnation from the run id and restart count (a restart of the launch
+ * is a new incarnation). Else, as before, job 1 / token 0. */
+static void cfg_identity(struct tally_agent_cfg *c, int operator_id, int inc_set,
+			 uint64_t restart)
+{
+	const char *run = getenv("TORCHELASTIC_RUN_ID");
+
+	if (!run || !*run || !strcmp(run, "none"))
+		return;
+	if (!operator_id) {
+		uint64_t world = c->world_size > 0 ? (uint64_t)c->world_size : 1;
+		c->job_id = (uint32_t)((1u << 20) + fnv("job", run, world) % ((1u << 24) - (1u << 20)));
+		c->token = fnv("token", run, 0);
+	}
+	if (!inc_set)
+		c->incarnation = fnv("incarnation", run, restart);
+}
+
 int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errlen)
 {
 	struct tally_agent_cfg c = *cfg;
@@ -157,15 +193,11 @@ int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errl
 	if ((s = getenv("TALLY_APPLIANCES")) && (rc = tally_agent_parse_appliances(&c, s, err, errlen)))
 		return rc;
 	ENV("TALLY_JOB_ID", UINT32_MAX, c.job_id);
+	int operator_id = f;
 	ENV("TALLY_TOKEN", UINT64_MAX, c.token);
+	operator_id |= f;
 	ENV("TALLY_INCARNATION", UINT64_MAX, c.incarnation);
-	if (!c.incarnation && (s = getenv("TORCHELASTIC_RUN_ID")) && *s) {
-		/* FNV-1a: every rank of a torchrun launch hashes the same run id */
-		uint64_t h = 0xcbf29ce484222325ull;
-		for (; *s; s++)
-			h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-		c.incarnation = h ? h : 1;
-	}
+	int inc_set = f;
 	if ((s = getenv("TALLY_AUTH_KEY_FILE")) && *s) {
 		if (strlen(s) >= sizeof(c.auth_key_file)) {
 			agent_errf(err, errlen, "environment TALLY_AUTH_KEY_FILE: path longer than %zu "
@@ -204,6 +236,8 @@ int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errl
 	ENV("TALLY_WORLD_SIZE", 1u << 20, c.world_size);
 	ENV("LOCAL_RANK", 1u << 20, c.local_rank);
 	ENV("LOCAL_WORLD_SIZE", 1u << 20, c.local_size);
+	ENV("TORCHELASTIC_RESTART_COUNT", UINT32_MAX, v);
+	cfg_identity(&c, operator_id, inc_set, f ? v : 0);
 #undef ENV
 	*cfg = c;
 	return 0;

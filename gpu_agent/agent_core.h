@@ -49,6 +49,7 @@ struct agent_part {
 	uint32_t round;    /* next round of this key (progress thread) */
 	uint32_t cround;   /* next round of its compressed key */
 	size_t coff;       /* its compressed bytes in the tensor's cin/cout */
+	int avg;           /* registered TALLY_KEY_AVERAGE: the appliance averages it */
 };
 
 struct agent_req {
@@ -97,6 +98,7 @@ struct tally_agent {
 	int net_world;
 	char net_tag[24];
 	uint32_t comp_max_chunk; /* smallest JOIN_OK max_chunk_bytes (one-bit chunks), 0: cfg */
+	uint64_t avg_appl;       /* appliances that offered TALLY_CAP_AVERAGE (bit per index) */
 	struct agent_plan plan;
 
 	pthread_mutex_t mu;
@@ -142,6 +144,16 @@ struct tally_agent {
 	uint64_t push_bytes;    /* progress thread's count, copied to st under the lock */
 };
 
+
+/* May appliance `appl` average this agent's f16/bf16 keys (TALLY_KEY_AVERAGE)? Only where
+ * its divisor, the RESULT's contributors, is the world size the agent would divide by: one
+ * push per rank (no local aggregation) and every rank in every sum (no quorum). */
+static inline int agent_avg_ok(const struct tally_agent *a, unsigned appl)
+{
+	return (a->avg_appl >> appl & 1) && a->net_world == a->cfg.world_size &&
+	       (a->cfg.local_agg == TALLY_AGENT_LOCAL_OFF || a->cfg.local_size == 1) &&
+	       (!a->cfg.quorum || a->cfg.quorum >= a->net_world);
+}
 
 static inline struct agent_part *part_at(struct tally_agent *a, unsigned i)
 {

@@ -37,7 +37,8 @@ void agent_part_reg(const struct tally_agent *a, const struct agent_tensor *t,
 		.nelems = (uint32_t)(p->bytes / esz),
 		.chunk_elems = 0,
 		.dtype = (uint8_t)t->dtype,
-		.flags = a->cfg.deterministic ? TALLY_KEY_DETERMINISTIC : 0,
+		.flags = (uint16_t)((a->cfg.deterministic ? TALLY_KEY_DETERMINISTIC : 0) |
+				    (p->avg && !comp ? TALLY_KEY_AVERAGE : 0)),
 		.participants = (uint16_t)a->net_world,
 		.quorum = a->cfg.quorum && a->cfg.quorum < a->net_world ? a->cfg.quorum
 							      : (uint16_t)a->net_world,

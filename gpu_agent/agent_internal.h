@@ -47,6 +47,9 @@ struct agent_net_ops {
 	uint32_t (*gone)(void *ctx);
 	void (*declare_gone)(void *ctx, uint32_t gone);
 	int (*liveness)(void *ctx, unsigned appl);
+	/* Does appliance `appl` take TALLY_KEY_AVERAGE keys (JOIN_OK TALLY_CAP_AVERAGE, after
+	 * connect)? 1 / 0. NULL: no. */
+	int (*averages)(void *ctx, unsigned appl);
 };
 
 /* Production network: one tally_client + kernel UDP transport per appliance. */

@@ -135,6 +135,13 @@ static uint32_t ncl_max_chunk(void *ctx, unsigned i)
 	return tally_client_max_chunk_bytes(n->ap[i].c);
 }
 
+static int ncl_averages(void *ctx, unsigned i)
+{
+	struct ncl *n = ctx;
+
+	return (tally_client_caps(n->ap[i].c) & TALLY_CAP_AVERAGE) != 0;
+}
+
 static int ncl_connect(void *ctx, unsigned i, uint32_t timeout_ms, char *err, size_t errlen)
 {
 	struct ncl *n = ctx;
@@ -146,10 +153,20 @@ static int ncl_connect(void *ctx, unsigned i, uint32_t timeout_ms, char *err, si
 	if (rc == -ETIMEDOUT)
 		agent_errf(err, errlen, "appliance %u (%s:%u) unreachable: no answer to JOIN after %u ms",
 			   i, ap->host, ap->port, timeout_ms);
-	else if (rc == -EACCES || rc == -EPERM)
-		agent_errf(err, errlen, "appliance %u (%s:%u) refused job %u: job token mismatch "
-			   "(check TALLY_TOKEN) [%s]", i, ap->host, ap->port, n->cfg.job_id,
+	else if (rc == -EPERM)
+		agent_errf(err, errlen, "appliance %u (%s:%u) has no job %u: not admitted (admit it: "
+			   "tallyctl job-add, or tally-udpd --job; or use an appliance with open "
+			   "admission) [%s]", i, ap->host, ap->port, n->cfg.job_id,
 			   tally_client_strerror(n->ap[i].c));
+	else if (rc == -EACCES)
+		agent_errf(err, errlen, "appliance %u (%s:%u) refused job %u: wrong token (TALLY_TOKEN "
+			   "differs from the job's admission, or another launch holds this job id) [%s]",
+			   i, ap->host, ap->port, n->cfg.job_id, tally_client_strerror(n->ap[i].c));
+	else if (rc == -ERANGE)
+		agent_errf(err, errlen, "appliance %u (%s:%u) refused rank %d of job %u: the job has "
+			   "another world size than %d (WORLD_SIZE changed: use another TALLY_JOB_ID, "
+			   "or leave TALLY_JOB_ID unset) [%s]", i, ap->host, ap->port, n->cfg.rank,
+			   n->cfg.job_id, n->cfg.world_size, tally_client_strerror(n->ap[i].c));
 	else
 		agent_errf(err, errlen, "appliance %u (%s:%u): JOIN failed (%s): %s", i, ap->host,
 			   ap->port, strerror(-rc), tally_client_strerror(n->ap[i].c));
@@ -246,6 +263,7 @@ static const struct agent_net_ops ncl_ops = {
 	.gone = ncl_gone,
 	.declare_gone = ncl_declare_gone,
 	.liveness = ncl_liveness,
+	.averages = ncl_averages,
 };
 
 /* A one-rank job with no incarnation given: this process is the launch. */

@@ -52,10 +52,14 @@ static void do_register(struct tally_agent *a)
 			   "draining): no appliance for its keys");
 	pthread_mutex_unlock(&a->mu);
 	for (unsigned i = 0; i < t.nparts && !rc; i++) {
-		const struct agent_part *p = part_at(a, t.first_part + i); /* blocks never move */
+		struct agent_part *p = part_at(a, t.first_part + i); /* blocks never move */
 		struct tally_register reg;
 		uint32_t key;
 
+		/* f16 / bf16 averages taken by the appliance on its f32 sum, rounded once */
+		if (!a->reg_comp)
+			p->avg = t.average && agent_avg_ok(a, p->appl) &&
+				 (t.dtype == TALLY_DT_F16 || t.dtype == TALLY_DT_BF16);
 		agent_part_reg(a, &t, p, a->reg_comp, &reg, &key);
 		rc = a->net->register_key(a->net_ctx, p->appl, key, &reg, a->reg_err,
 					  sizeof(a->reg_err));
@@ -206,7 +210,7 @@ static void average_part(struct tally_agent *a, const struct agent_flight *f)
 
 	if (r->comp)
 		agent_comp_finish(a, t, p, r->buf); /* the server averaged already */
-	else if (t->average)
+	else if (t->average && !p->avg) /* p->avg: the appliance averaged */
 		average(r->buf + p->off, p->bytes, t->dtype, a->cfg.world_size);
 }
 

@@ -139,8 +139,9 @@ static int register_locked(struct tally_agent *a, int id)
 	return rc;
 }
 
-int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, int dtype,
-			int priority)
+/* average < 0: cfg.average. */
+static int declare(struct tally_agent *a, const char *name, size_t bytes, int dtype,
+		   int priority, int average)
 {
 	int rc, id;
 
@@ -148,11 +149,34 @@ int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, i
 		return rc;
 	pthread_mutex_lock(&a->mu);
 	if ((id = declared_locked(a, name, bytes, dtype)) == -ENOENT &&
-	    (id = append_locked(a, name, bytes, dtype, priority)) >= 0 &&
-	    (rc = register_locked(a, id)))
-		id = rc;
+	    (id = append_locked(a, name, bytes, dtype, priority)) >= 0) {
+		if (average >= 0) /* before REGISTER: its keys may be averaged by the appliance */
+			a->tensors[id].average = average != 0;
+		if ((rc = register_locked(a, id)))
+			id = rc;
+	}
 	pthread_mutex_unlock(&a->mu);
 	return id;
+}
+
+int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, int dtype,
+			int priority)
+{
+	return declare(a, name, bytes, dtype, priority, -1);
+}
+
+int tally_agent_declare_avg(struct tally_agent *a, const char *name, size_t bytes, int dtype,
+			    int priority, int average)
+{
+	return declare(a, name, bytes, dtype, priority, average != 0);
+}
+
+int tally_agent_appliance_averages(const struct tally_agent *a)
+{
+	for (unsigned i = 0; i < a->cfg.nappliances; i++)
+		if (!agent_avg_ok(a, i))
+			return 0;
+	return 1;
 }
 
 enum { FLAG_AVERAGE, FLAG_ORDERED };
@@ -166,8 +190,18 @@ static int set_flag(struct tally_agent *a, int tensor, int flag, int on)
 	if (tensor >= 0 && (unsigned)tensor < a->ntensors) {
 		struct agent_tensor *t = &a->tensors[tensor];
 
-		*(flag == FLAG_ORDERED ? &t->ordered : &t->average) = on != 0;
 		rc = 0;
+		/* keys registered averaged give back averages only: no sum to return */
+		for (unsigned i = 0; flag == FLAG_AVERAGE && !on && i < t->nparts; i++)
+			if (part_at(a, t->first_part + i)->avg)
+				rc = -EINVAL;
+		if (rc)
+			agent_errf(a->err, sizeof(a->err), "set_average(0) on tensor '%s': its keys "
+				   "are registered averaged (the appliance averages f16/bf16 before "
+				   "rounding); declare it with tally_agent_declare_avg(..., 0) for sums",
+				   t->name);
+		else
+			*(flag == FLAG_ORDERED ? &t->ordered : &t->average) = on != 0;
 	}
 	pthread_mutex_unlock(&a->mu);
 	return rc;

@@ -106,8 +106,9 @@ struct tally_agent_cfg {
 	uint64_t incarnation;       /* this launch of the job, in every JOIN: a new value replaces
 				     * the appliance's state of an earlier launch (a relaunch after
 				     * a crash needs no operator). All ranks of a launch must agree:
-				     * TALLY_INCARNATION, else TORCHELASTIC_RUN_ID hashed (torchrun
-				     * gives every rank the same one); else, world_size 1 only, a
+				     * TALLY_INCARNATION, else TORCHELASTIC_RUN_ID hashed with
+				     * TORCHELASTIC_RESTART_COUNT (torchrun gives every rank the same;
+				     * its default run id "none" does not count); else, world_size 1 only, a
 				     * random value at create; else 0 (none: a relaunch waits for
 				     * the appliance's job idle timeout) */
 	char auth_key_file[256];    /* the job's key file (TALLY_AUTH_KEY_FILE): every packet is
@@ -125,6 +126,10 @@ void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg);
  * TALLY_INCARNATION (else TORCHELASTIC_RUN_ID, hashed: see incarnation), TALLY_AUTH_KEY_FILE,
  * and the
  * ranks from TALLY_RANK/RANK, TALLY_WORLD_SIZE/WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE.
+ * With neither TALLY_JOB_ID nor TALLY_TOKEN set and a torchrun run id (TORCHELASTIC_RUN_ID,
+ * not "none"), the job id is derived from the run id and the world size (2^20 .. 2^24-1),
+ * the token from the run id, the incarnation from the run id and TORCHELASTIC_RESTART_COUNT;
+ * the Python package agrees a random token through torch's store instead (tally.identity).
  * 0, or -EINVAL with a message naming the variable. (TALLY_GSO=0|1, UDP segmentation
  * offload on the workers' sends, is read by tally_agent_create: kernel-UDP appliances only.) */
 int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errlen);
@@ -156,8 +161,21 @@ void tally_agent_destroy(struct tally_agent *a);
  * bytes or dtype it is -EINVAL ("tensor 'x' changed shape: declared 400 bytes f32, now ..."). */
 int tally_agent_declare(struct tally_agent *a, const char *name, size_t bytes, int dtype,
 			int priority);
+/* tally_agent_declare with the tensor's own average setting (instead of cfg.average), fixed
+ * before its keys are registered: an f16 / bf16 tensor that averages is averaged by the
+ * appliance on its f32 sum and rounded once (TALLY_KEY_AVERAGE; 4 x 40000 averages to 40000,
+ * not inf) where tally_agent_appliance_averages says so; else the agent divides the
+ * rounded sum. Such a tensor cannot be switched to sums later (set_average(0): -EINVAL). */
+int tally_agent_declare_avg(struct tally_agent *a, const char *name, size_t bytes, int dtype,
+			    int priority, int average);
+/* 1 when averaged f16 / bf16 tensors are averaged by the appliances before rounding: every
+ * appliance offered it (TALLY_CAP_AVERAGE), one push per rank (no local aggregation), no
+ * quorum; else 0 (the agent divides the sum rounded to f16 / bf16: send an f32 copy to
+ * average without overflow). */
+int tally_agent_appliance_averages(const struct tally_agent *a);
 /* Per-tensor override of cfg.average (0 sum, 1 divide by world_size), e.g. a broadcast done
- * as a sum with zeros from every non-root rank. 0 or -ENOENT. */
+ * as a sum with zeros from every non-root rank. 0, -ENOENT, or -EINVAL turning off the
+ * average of a tensor whose keys the appliance averages (see tally_agent_declare_avg). */
 int tally_agent_set_average(struct tally_agent *a, int tensor, int average);
 /* Every rank must start partitions in the same order, or the workers fill their windows with
  * different chunks and wait on each other for ever. So by default each tensor is "ordered":

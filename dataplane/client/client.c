@@ -440,7 +440,8 @@ int tally_client_register(struct tally_client *c, uint32_t key, const struct tal
 	if (!es || !reg.nelems || reg.compression >= TALLY_COMP_COUNT ||
 	    (reg.compression && reg.dtype != TALLY_DT_F32) || !reg.participants ||
 	    reg.participants > c->cfg.world_size || !reg.quorum ||
-	    reg.quorum > reg.participants || (reg.flags & ~TALLY_KEY_DETERMINISTIC) ||
+	    reg.quorum > reg.participants || (reg.flags & ~TALLY_KEY_FLAGS) ||
+	    ((reg.flags & TALLY_KEY_AVERAGE) && !(c->caps & TALLY_CAP_AVERAGE)) ||
 	    c->cfg.rank >= reg.participants) {
 		client_seterr(c, "register key %u: invalid parameters", key);
 		return -EINVAL;
@@ -585,4 +586,9 @@ void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 uint32_t tally_client_max_chunk_bytes(const struct tally_client *c)
 {
 	return c->max_chunk_bytes ? c->max_chunk_bytes : c->cfg.max_chunk_bytes;
+}
+
+uint32_t tally_client_caps(const struct tally_client *c)
+{
+	return c->joined ? c->caps : 0;
 }

@@ -158,6 +158,8 @@ int tally_client_register(struct tally_client *c, uint32_t key, const struct tal
 /* The largest payload this session sends: cfg.max_chunk_bytes, lowered to the appliance's
  * in JOIN_OK once joined. */
 uint32_t tally_client_max_chunk_bytes(const struct tally_client *c);
+/* The capabilities the appliance offered in JOIN_OK (TALLY_CAP_*), 0 before the JOIN. */
+uint32_t tally_client_caps(const struct tally_client *c);
 
 /* Start an allreduce of a registered key: `in` and `out` hold nelems of the key's dtype and
  * must stay valid until the operation completes (they may be the same buffer). Returns a

@@ -129,6 +129,9 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 		engine_det_reduce(e, k, ch, acc, n);
 	if (k->onebit)
 		engine_onebit_server(e, k, idx, acc, n, ch->count);
+	else if (k->avg)
+		engine_avg_store(k, k->res[p] ? (uint8_t *)k->res[p] + off * k->esize : NULL,
+				 acc, n, ch->count);
 	else if (k->res[p])
 		tally_sum_store((enum tally_dtype)k->dtype,
 				(uint8_t *)k->res[p] + off * k->esize, acc, n);

@@ -13,6 +13,7 @@
  *   engine_recover.c restart support: PING answers, NEED_RESULT asks
  *   engine_det.c    deterministic staging pool
  *   engine_onebit.c one-bit keys: decompress-accumulate, the server stage at completion
+ *   engine_avg.c    TALLY_KEY_AVERAGE keys: the sum scaled before its rounding
  *   engine_held.c   HELD acknowledgements, coalesced into ranges
  *   engine_ktab.c   the key hash table
  *   engine_quota.c  per-job quotas (keys, bytes)
@@ -96,6 +97,7 @@ struct engine_key {
 	uint32_t ob_stride;
 	float *err;
 	uint64_t silent_err_ns;    /* last RANK_SILENT report (rate limit), 0: none */
+	uint8_t avg;               /* TALLY_KEY_AVERAGE: RESULT = sum / contributors */
 };
 
 struct engine_rank {
@@ -427,6 +429,12 @@ void engine_onebit_add(struct tally_engine *e, float *acc, const void *payload, 
  * with the key's server error into the chunk's RESULT buffer. */
 void engine_onebit_server(struct tally_engine *e, struct engine_key *k, uint32_t idx, float *acc,
 			  uint32_t n, uint16_t contrib);
+/* engine_avg.c (a leaf) */
+/* Completion of a TALLY_KEY_AVERAGE chunk: the f32 sum acc of `contrib` pushes scaled by
+ * 1 / contrib before the one rounding to the wire dtype: into res (f16 / bf16 keys), or
+ * in place (f32, whose RESULT is the accumulator). */
+void engine_avg_store(const struct engine_key *k, void *res, float *acc, uint32_t n,
+		      uint16_t contrib);
 /* Wire bytes of a push/RESULT of n elements of key k. */
 static inline size_t engine_wire_bytes(const struct engine_key *k, uint32_t n)
 {

@@ -118,7 +118,8 @@ static int reg_check(const struct tally_engine *e, const struct engine_job *job,
 	    reg->nelems == 0 || reg->chunk_elems > (1u << 30) ||
 	    reg->chunk_elems == 0 || reg->participants == 0 ||
 	    reg->participants > job->world || reg->quorum == 0 ||
-	    reg->quorum > reg->participants || (reg->flags & ~TALLY_KEY_DETERMINISTIC))
+	    reg->quorum > reg->participants || (reg->flags & ~TALLY_KEY_FLAGS) ||
+	    ((reg->flags & TALLY_KEY_AVERAGE) && (reg->dtype == TALLY_DT_I32 || reg->compression)))
 		return -EINVAL;
 	size_t esize = tally_dtype_size((enum tally_dtype)reg->dtype);
 	uint64_t chunk_bytes = reg->compression == TALLY_COMP_ONEBIT ?
@@ -172,6 +173,7 @@ static int key_create(struct tally_engine *e, struct engine_job *job, uint32_t k
 	k->bm_words = bm_words;
 	k->dtype = reg->dtype;
 	k->det = (reg->flags & TALLY_KEY_DETERMINISTIC) ? 1 : 0;
+	k->avg = (reg->flags & TALLY_KEY_AVERAGE) ? 1 : 0;
 	k->esize = (uint32_t)tally_dtype_size((enum tally_dtype)reg->dtype);
 	k->open_head = k->open_tail = ENGINE_NIL;
 	k->mem = charged;

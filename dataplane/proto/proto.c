@@ -420,7 +420,8 @@ enum tally_reason tally_proto_get_register(const struct tally_pkt *pkt, struct t
 	if (v.dtype >= TALLY_DT_COUNT || v.nelems == 0 || v.chunk_elems == 0 ||
 	    v.chunk_elems > (1u << 30) || chunk_bytes > TALLY_MAX_PAYLOAD ||
 	    v.participants == 0 || v.participants > TALLY_MAX_WORKERS || v.quorum == 0 ||
-	    v.quorum > v.participants || (v.flags & ~TALLY_KEY_DETERMINISTIC))
+	    v.quorum > v.participants || (v.flags & ~TALLY_KEY_FLAGS) ||
+	    ((v.flags & TALLY_KEY_AVERAGE) && (v.dtype == TALLY_DT_I32 || v.compression)))
 		return TALLY_R_BAD_REGISTER;
 	*r = v;
 	return TALLY_OK;

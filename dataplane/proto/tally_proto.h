@@ -143,6 +143,7 @@ struct tally_hdr {
 #define TALLY_CAP_QUORUM 0x2u
 #define TALLY_CAP_HELD 0x4u  /* JOIN: send me HELD (MISSING, AUX_LAST); JOIN_OK: this
 			      * appliance does (to the workers that asked) */
+#define TALLY_CAP_AVERAGE 0x8u /* JOIN_OK: REGISTER may ask TALLY_KEY_AVERAGE */
 
 struct tally_join {          /* JOIN payload, 24 bytes */
 	uint32_t world_size;
@@ -163,6 +164,11 @@ struct tally_join_ok {       /* JOIN_OK payload, 16 bytes */
 #define TALLY_JOIN_OK_LEN 16
 
 #define TALLY_KEY_DETERMINISTIC 0x1u
+/* The RESULT is the average, not the sum: the appliance scales its f32 sum by 1 / the
+ * RESULT's contributor count before rounding to the wire dtype (f16 4 x 40000 averages to
+ * 40000, not inf). Float dtypes only (i32 is BAD_REGISTER); needs TALLY_CAP_AVERAGE. */
+#define TALLY_KEY_AVERAGE 0x2u
+#define TALLY_KEY_FLAGS (TALLY_KEY_DETERMINISTIC | TALLY_KEY_AVERAGE)
 
 /* REGISTER compression modes. */
 enum tally_comp {

@@ -10,6 +10,8 @@
 #   test_train.py       4 workers through Tally vs DDP over gloo (+ loss/slow rank, local agg)
 #   test_ddp_rebuild.py DDP's bucket rebuild with a slow rank, many times, vs gloo
 #   test_onebit_*.py    1-bit Adam/LAMB: NumPy reference, the appliance, convergence + bytes
+#   test_identity.py    the default job identity (torch's store, torchrun's run id, relaunch)
+#   test_avg16.py       f16/bf16 averages by the appliance; test_user_errors.py error texts
 #   examples/train.py   the quick-start job (software appliance over kernel UDP)
 # Mounts are made in a private mount namespace (unshare -m): nothing is left mounted.
 #
@@ -91,7 +93,8 @@ ninja -C /tally/build gpu_agent/libtally_agent.so appliance/udpd/tally-udpd test
 fail=0
 for t in tests/agent/test_abi.py tests/agent/test_opt_torch.py tests/agent/test_torch_api.py tests/agent/test_train.py \
 	tests/agent/test_ddp_rebuild.py tests/agent/test_onebit_sim.py tests/agent/test_onebit_appliance.py \
-	tests/agent/test_onebit_train.py tests/agent/test_torch_user.py tests/agent/test_horovod_port.py; do
+	tests/agent/test_onebit_train.py tests/agent/test_torch_user.py tests/agent/test_horovod_port.py \
+	tests/agent/test_identity.py tests/agent/test_avg16.py tests/agent/test_user_errors.py; do
 	echo "== torch2: $t"
 	timeout 900 python3 "$t"
 	rc=$?

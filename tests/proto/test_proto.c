@@ -393,6 +393,9 @@ static void test_register_validation(void **state)
 		{ good, TALLY_R_BAD_REGISTER }, /* one-bit needs f32 */
 		{ good, TALLY_OK },             /* one-bit, largest chunk: 4 + ceil(n/8) bytes */
 		{ good, TALLY_R_BAD_REGISTER }, /* one-bit chunk one byte too big */
+		{ good, TALLY_OK },             /* average, f16 */
+		{ good, TALLY_R_BAD_REGISTER }, /* average, i32 */
+		{ good, TALLY_R_BAD_REGISTER }, /* average, one-bit */
 	};
 	cases[1].r.dtype = TALLY_DT_COUNT;
 	cases[2].r.compression = TALLY_COMP_COUNT;
@@ -403,7 +406,7 @@ static void test_register_validation(void **state)
 	cases[7].r.participants = TALLY_MAX_WORKERS + 1;
 	cases[8].r.quorum = 0;
 	cases[9].r.quorum = 9;
-	cases[10].r.flags = 0x2;
+	cases[10].r.flags = 0x4; /* (0x1 deterministic, 0x2 average) */
 	cases[11].r.chunk_elems = TALLY_MAX_PAYLOAD / 4;
 	cases[11].r.participants = TALLY_MAX_WORKERS;
 	cases[11].r.quorum = 1;
@@ -414,6 +417,12 @@ static void test_register_validation(void **state)
 	cases[14].r.chunk_elems = (TALLY_MAX_PAYLOAD - 4) * 8;
 	cases[15].r.compression = TALLY_COMP_ONEBIT;
 	cases[15].r.chunk_elems = (TALLY_MAX_PAYLOAD - 4) * 8 + 1;
+	cases[16].r.flags = TALLY_KEY_AVERAGE;
+	cases[16].r.dtype = TALLY_DT_F16;
+	cases[17].r.flags = TALLY_KEY_AVERAGE;
+	cases[17].r.dtype = TALLY_DT_I32;
+	cases[18].r.flags = TALLY_KEY_AVERAGE;
+	cases[18].r.compression = TALLY_COMP_ONEBIT;
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		uint8_t buf[TALLY_HDR_LEN + TALLY_REGISTER_LEN];

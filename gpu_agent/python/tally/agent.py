@@ -13,7 +13,7 @@ import ctypes
 import errno
 import os
 
-from . import _lib
+from . import _lib, identity
 
 _LOCAL_AGG = {"off": 0, "sum": 1, "shard": 2}
 COMPRESS_NONE = _lib.COMPRESS_NONE      # tally_agent_set_compression modes
@@ -63,7 +63,11 @@ class Agent:
     partition_bytes, credit_bytes, average, connect_timeout_ms, op_timeout_ms, quorum,
     local_agg (0 / "off", 1 / "sum": local rank 0 pushes the machine's sum, 2 / "shard":
     reduce-scatter over the local ranks, each pushes its shard on its own lane; the same as
-    TALLY_LOCAL_AGG, see tally_agent.h)."""
+    TALLY_LOCAL_AGG, see tally_agent.h). store: a torch.distributed Store the ranks share
+    (default: torch.distributed's, when initialised); without TALLY_JOB_ID / TALLY_TOKEN the
+    job identity is agreed through it (see tally.identity). After creation: job_id,
+    incarnation and identity (where they came from: "operator", "store", "run id", "one
+    rank" or "default")."""
 
     def __init__(self, **kw):
         order = kw.pop("order", None) or os.environ.get("TALLY_ORDER") or "submit"
@@ -79,7 +83,12 @@ class Agent:
         if app is not None:
             if _lib.lib.tally_agent_parse_appliances(ctypes.byref(cfg), app.encode(), err, len(err)):
                 raise TallyError(-errno.EINVAL, err.value.decode())
-        for k, v in kw.items():
+        store = kw.pop("store", None)
+        ident, self.identity = identity.resolve({k: v for k, v in kw.items() if v is not None},
+                                                kw.get("rank") if kw.get("rank") is not None else cfg.rank,
+                                                kw.get("world_size") if kw.get("world_size") is not None
+                                                else cfg.world_size, store)
+        for k, v in list(ident.items()) + list(kw.items()):
             if v is None:
                 continue
             if not hasattr(cfg, k) or k in ("appliances", "nappliances"):
@@ -96,10 +105,14 @@ class Agent:
         r, w, lr, ls = (ctypes.c_int() for _ in range(4))
         _lib.lib.tally_agent_ranks(self._h, ctypes.byref(r), ctypes.byref(w), ctypes.byref(lr), ctypes.byref(ls))
         self.rank, self.world_size, self.local_rank, self.local_size = r.value, w.value, lr.value, ls.value
+        self.job_id, self.incarnation = cfg.job_id, cfg.incarnation
         self.average = bool(cfg.average)
         self.local_agg = cfg.local_agg
         self.op_timeout_ms = cfg.op_timeout_ms
         self.deterministic = bool(cfg.deterministic)
+        # f16 / bf16 tensors declared with average=True are averaged by the appliance on
+        # its f32 sum and rounded once (else the agent divides the rounded sum)
+        self.appliance_averages = bool(_lib.lib.tally_agent_appliance_averages(self._h))
         # Submission order by default: a plain loop of push_pulls of one tensor, or tensors
         # pushed on their own schedules, never wait for a tensor that is not pushed again
         # (the library's 'rounds' order would); every rank submits the same push_pulls in
@@ -117,11 +130,16 @@ class Agent:
         return _lib.lib.tally_agent_strerror(self._h).decode(errors="replace") if self._h else "closed"
 
     def declare(self, name, nbytes, dtype="f32", priority=0, average=None, ordered=None):
-        """ordered=False: a tensor not pushed once per round (one-off broadcasts); see
-        tally_agent_set_ordered."""
-        tid = self._check(_lib.lib.tally_agent_declare(self._h, name.encode(), nbytes, _DTYPES[dtype], priority))
-        if average is not None:
-            self._check(_lib.lib.tally_agent_set_average(self._h, tid, int(bool(average))))
+        """average: the tensor's own setting (None: the agent's, TALLY_AVERAGE), fixed at
+        declaration: an f16 / bf16 tensor that averages is averaged by the appliance before
+        rounding where `appliance_averages`. ordered=False: a tensor not pushed once per
+        round (one-off broadcasts); see tally_agent_set_ordered."""
+        if average is None:
+            tid = self._check(_lib.lib.tally_agent_declare(self._h, name.encode(), nbytes, _DTYPES[dtype],
+                                                           priority))
+        else:
+            tid = self._check(_lib.lib.tally_agent_declare_avg(self._h, name.encode(), nbytes, _DTYPES[dtype],
+                                                               priority, int(bool(average))))
         if ordered is not None:
             self._check(_lib.lib.tally_agent_set_ordered(self._h, tid, int(bool(ordered))))
         return tid

@@ -43,14 +43,17 @@ def _device_args(t):
     return _lib.DEV_CPU, None
 
 
-def _wire(t, average):
+def _wire(t, average, agent=None):
     """The buffer that goes to the appliance for `t`, and how the result comes back:
-    f32 / i32 as they are; f16 / bf16 averaged through an f32 copy (the appliance sums in
-    f32, the average is taken in f32 and rounded once: 4 x 40000 in f16 averages to 40000,
-    not inf), summed as they are (the appliance rounds its f32 sum once); other dtypes in
+    f32 / i32 as they are; f16 / bf16 summed as they are (the appliance rounds its f32 sum
+    once), averaged as they are where the appliance averages (agent.appliance_averages: it
+    scales its f32 sum before the one rounding, 4 x 40000 in f16 averages to 40000, not inf),
+    else through an f32 copy (the same single rounding, twice the bytes); other dtypes in
     f32 (floats) or i32 (integers, bool). Returns (wire tensor, wire dtype name, finish(wire)
     writing the result into t)."""
-    if t.dtype in (torch.float32, torch.int32) or (t.dtype in (torch.float16, torch.bfloat16) and not average):
+    native = t.dtype in (torch.float16, torch.bfloat16) and (
+        not average or (agent is not None and agent.appliance_averages))
+    if t.dtype in (torch.float32, torch.int32) or native:
         w = t if t.is_contiguous() else t.contiguous()
         return w, _DT[t.dtype], (lambda w: None) if w is t else (lambda w: t.copy_(w))
     if t.is_floating_point():
@@ -201,7 +204,7 @@ class Handle:
 def _start(a, name, t, average, prio=0):
     """Start an in-place sum/average of t (any dtype); the Handle."""
     h = Handle(t)
-    w, dt, finish = _wire(t, average)
+    w, dt, finish = _wire(t, average, a)
     integer = not t.is_floating_point()
     tid = a.declare(f"{name}.{w.numel()}.{dt}", w.numel() * w.element_size(), dt, prio,
                     average=bool(average) and not integer, ordered=False)
@@ -320,7 +323,7 @@ def comm_hook(state, bucket):
     idx = _bucket_index(bucket)
     if not t.is_contiguous():
         raise ValueError("tally: DDP bucket buffer is not contiguous")
-    w, dt, finish = _wire(t, True)
+    w, dt, finish = _wire(t, True, state.agent)
     name = f"ddp.bucket{idx}.{t.numel()}.{_dtype_name(t)}" + ("" if w is t else f".{dt}")
     tid = state.tensor_id(name, w, priority=idx)
     fut = torch.futures.Future()
@@ -398,7 +401,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._tally_names = {id(p): byid[id(p)] for p in order}
         self._tally_ids = {}
         for i, p in enumerate(order):  # declared up front, the same keys on every rank
-            w, dt, _ = _wire(torch.empty(0, dtype=p.dtype), self._tally_average)
+            w, dt, _ = _wire(torch.empty(0, dtype=p.dtype), self._tally_average, self._tally_agent)
             esz = torch.empty(0, dtype={"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
                                         "i32": torch.int32}[dt]).element_size()
             self._tally_ids[id(p)] = self._tally_agent.declare(
@@ -449,7 +452,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         elif not p.grad.is_contiguous():
             p.grad = p.grad.contiguous()
         g = p.grad
-        w, _, finish = _wire(g, self._tally_average)
+        w, _, finish = _wire(g, self._tally_average, self._tally_agent)
         h = Handle(g)
         h.finish = lambda: finish(w)
         self._tally_handles[id(p)] = h
