@@ -177,12 +177,15 @@ static void client_rx_push_error(struct tally_client *c, const struct tally_hdr 
 	opi = k->par_op[h->round & 1];
 	if (opi == CLIENT_NONE || c->ops_tab[opi].round != h->round)
 		return;
-	if (h->reason == TALLY_R_DRAINING)
+	if (h->reason == TALLY_R_DRAINING) {
 		client_err_draining(c, h, k->core);
-	else
+		if (!c->cfg.fail_fast)
+			return; /* the only appliance: hold the op; re-pushed after its restart */
+	} else {
 		client_seterr(c, "allreduce key %u round %u: appliance core %u rejected chunk at offset %u: %s",
 			  h->key, h->round, k->core, h->offset,
 			  tally_reason_name((enum tally_reason)h->reason));
+	}
 	client_op_fail(c, opi, client_err_from_reason(h->reason));
 }
 

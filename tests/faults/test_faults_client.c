@@ -25,12 +25,13 @@ struct fx {
 	struct tally_client *c;
 };
 
-static struct fx *fx_new(void)
+static struct fx *fx_new_ff(uint8_t fail_fast)
 {
 	struct fx *x = calloc(1, sizeof(*x));
 	struct simnet_cfg nc = { .seed = 1, .nclients = 1, .nengines = 1 };
 	struct tally_client_cfg cfg = { .job_id = 7, .token = 0x1234, .rank = 1,
-					.world_size = 4, .incarnation = 99 };
+					.world_size = 4, .incarnation = 99,
+					.fail_fast = fail_fast };
 	int err;
 
 	assert_non_null(x);
@@ -50,6 +51,11 @@ static struct fx *fx_new(void)
 	assert_int_equal(tally_client_register(x->c, 7, &r), 0);
 	x->fake.mode = FAKE_SILENT;
 	return x;
+}
+
+static struct fx *fx_new(void)
+{
+	return fx_new_ff(0);
 }
 
 static void fx_free(struct fx *x)
@@ -99,10 +105,11 @@ static void test_rank_silent(void **state)
 	fx_free(x);
 }
 
+/* With other appliances (fail_fast) the caller moves the op: it fails -ESHUTDOWN. */
 static void test_draining(void **state)
 {
 	(void)state;
-	struct fx *x = fx_new();
+	struct fx *x = fx_new_ff(1);
 	float in[4] = { 1, 2, 3, 4 }, out[4];
 	int hd = tally_client_start(x->c, 7, 12, in, out);
 
@@ -113,11 +120,26 @@ static void test_draining(void **state)
 	fx_free(x);
 }
 
+/* The only appliance drains (an upgrade): the op waits for its restart, not failed. */
+static void test_draining_waits(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new();
+	float in[4] = { 1, 2, 3, 4 }, out[4];
+	int hd = tally_client_start(x->c, 7, 12, in, out);
+
+	error_to(x, TALLY_R_DRAINING, TALLY_OP_PUSH, 0);
+	assert_int_equal(tally_client_test(x->c, hd), 0);
+	assert_int_equal(tally_client_state(x->c), TALLY_CLIENT_DRAINING);
+	fx_free(x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rank_silent),
 		cmocka_unit_test(test_draining),
+		cmocka_unit_test(test_draining_waits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
