@@ -66,5 +66,24 @@ run --check --hugepages 16 --isolate 2-3
 check "isolation hint names the cores" grep -q "isolcpus=managed_irq,domain,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0,1" <<<"$out"
 check "isolation hints alone do not make the node unready" [ "$rc" = 0 ]
 
+# --boot-config: the isolation goes into a syslinux config's APPEND lines (make-disk.sh images)
+bc=$R/boot/syslinux.cfg
+mkdir -p "$R/boot"
+printf 'DEFAULT tally\nLABEL tally\n  LINUX /vmlinuz\n  APPEND root=LABEL=tally-root ro isolcpus=5 quiet\n' >"$bc"
+run --hugepages 16 --boot-config "$bc" --yes
+check "--boot-config without --isolate: usage error (2)" [ "$rc" = 2 ]
+run --hugepages 16 --isolate 2-3 --boot-config "$R/boot/none.cfg" --yes
+check "--boot-config on a file without APPEND: usage error (2)" [ "$rc" = 2 ]
+before=$(snapshot)
+run --check --hugepages 16 --isolate 2-3 --boot-config "$bc"
+check "--boot-config --check: a change is needed (exit 1)" [ "$rc" = 1 ]
+check "--boot-config --check: nothing changed" [ "$before" = "$(snapshot)" ]
+run --hugepages 16 --isolate 2-3 --boot-config "$bc" --yes
+check "--boot-config --yes: exit 0" [ "$rc" = 0 ]
+check "--boot-config wrote the isolation, replacing the old one" \
+	grep -qx "  APPEND root=LABEL=tally-root ro quiet isolcpus=managed_irq,domain,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0,1" "$bc"
+run --check --hugepages 16 --isolate 2-3 --boot-config "$bc"
+check "--boot-config written: ready until the reboot (exit 0)" [ "$rc" = 0 ]
+
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
