@@ -112,6 +112,17 @@ hint() { printf '  HINT  %s\n' "$*"; hints+=("$*"); }
 cmdline=$(cat "$PROC/cmdline" 2>/dev/null || true)
 has_arg() { [[ " $cmdline " == *" $1"* ]]; }
 
+# The sysctl.d files systemd-sysctl applies, in its order: by file name, a name in /etc
+# replacing the same name in /usr/lib (the last setting of a key wins).
+sysctl_files() {
+	local f n
+	for f in "$ETC"/sysctl.d/*.conf "$ROOT"/usr/lib/sysctl.d/*.conf; do
+		[ -f "$f" ] && echo "${f##*/}"
+	done | sort -u | while read -r n; do
+		if [ -f "$ETC/sysctl.d/$n" ]; then echo "$ETC/sysctl.d/$n"; else echo "$ROOT/usr/lib/sysctl.d/$n"; fi
+	done
+}
+
 # ---- hugepages -------------------------------------------------------------------------
 echo "hugepages ($hp_count x $hp_size):"
 hp_dir=$SYS/kernel/mm/hugepages/hugepages-${hp_kb}kB
@@ -134,7 +145,7 @@ else
 		if has_arg default_hugepagesz= && ! has_arg default_hugepagesz=2M; then
 			hint "default_hugepagesz is not 2M on this kernel: vm.nr_hugepages counts other pages; reserve 2M pages with NR_2M_PAGES in /etc/dpdk/dpdk.conf instead"
 		else
-			boot=$(cat "$ETC"/sysctl.d/*.conf "$ROOT"/usr/lib/sysctl.d/*.conf 2>/dev/null |
+			boot=$(sysctl_files | xargs -r cat 2>/dev/null |
 				sed -n 's/^[[:space:]]*vm\.nr_hugepages[[:space:]]*=[[:space:]]*\([0-9]*\).*/\1/p' | tail -1 || true)
 			if [ -n "$boot" ] && [ "$boot" -ge "$hp_count" ]; then
 				ok "reserved again at boot (vm.nr_hugepages = $boot in sysctl.d)"

@@ -299,7 +299,10 @@ static int setup_wait_links(struct tallyd *d, char *err, size_t errlen)
 				 pi, d->conf.port[pi].dev, p->driver, WAIT_MS / 1000);
 			return -ETIMEDOUT;
 		}
-		LOG(INFO, "port %u (%s): link up, %u Mbit/s\n", pi, p->driver, link.link_speed);
+		if (link.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN)
+			LOG(INFO, "port %u (%s): link up (speed not reported)\n", pi, p->driver);
+		else
+			LOG(INFO, "port %u (%s): link up, %u Mbit/s\n", pi, p->driver, link.link_speed);
 	}
 	return 0;
 }

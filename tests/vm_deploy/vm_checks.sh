@@ -47,7 +47,7 @@ c_firstboot() {
 	drv=$(vd_ssh readlink /sys/bus/pci/devices/0000:00:05.0/driver)
 	want "0000:00:05.0 driver" vfio-pci "${drv##*/}" || r=1
 	vd_ssh driverctl list-overrides | grep -q '0000:00:05.0 vfio-pci' && echo "driverctl override kept" || { echo "no driverctl override"; r=1; }
-	vd_ssh grep -q 'isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1 irqaffinity=0' /boot/firmware/syslinux.cfg &&
+	vd_ssh "grep -q 'isolcpus=managed_irq,domain,1 nohz_full=1 rcu_nocbs=1 irqaffinity=0' /boot/firmware/syslinux.cfg" &&
 		echo "isolation written to /boot/firmware/syslinux.cfg" || { echo "syslinux.cfg lacks the isolation"; r=1; }
 	return $r
 }
@@ -86,11 +86,12 @@ workers() {
 	for r in 0 1; do
 		"${NX[@]}" "$build/perf/tally-worker" --host "$VM_IP" --job "$job" --token 0x77 --world 2 --rank "$r" \
 			--bytes "$bytes" --keys 4 --rounds "$rounds" --give-up-ms 60000 --join-ms 30000 --json \
+			${WORKER_SECONDS:+--seconds $WORKER_SECONDS} \
 			>"$work/worker-$job-$r.json" 2>"$work/worker-$job-$r.err" &
 		pids+=($!)
 	done
 	for r in "${pids[@]}"; do wait "$r" || rc=1; done
-	[ $rc -eq 0 ] || { tail -3 "$work"/worker-"$job"-*.err; return 1; }
+	[ $rc -eq 0 ] || { tail -n 3 "$work"/worker-"$job"-*.err; return 1; }
 	head -c 300 "$work/worker-$job-0.json"
 }
 c_workers() {
@@ -102,10 +103,10 @@ c_train() {
 	vd_ssh tallyctl job-add 8 --token 0x88 --world-size 2 >/dev/null || return 1
 	local out acc
 	out=$("${NX[@]}" env TALLY_APPLIANCES="$VM_IP:9170" TALLY_JOB_ID=8 TALLY_TOKEN=$((0x88)) \
-		/usr/bin/python3 "$top/gpu_agent/examples/train.py" --workers 2 --epochs 3 2>&1) || { tail -5 <<<"$out"; return 1; }
+		/usr/bin/python3 "$top/gpu_agent/examples/train.py" --workers 2 --epochs 6 2>&1) || { tail -5 <<<"$out"; return 1; }
 	acc=$(grep -o 'test accuracy [0-9.]*' <<<"$out" | tail -1 | awk '{ print $3 }')
 	awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.90) }' || { echo "accuracy ${acc:-none} < 0.90"; tail -5 <<<"$out"; return 1; }
-	echo "test accuracy $acc (2 workers, 3 epochs)"
+	echo "test accuracy $acc (2 workers, 6 epochs)"
 }
 
 c_reload_restart() {
@@ -130,17 +131,26 @@ c_persist_jobs() {
 }
 
 c_upgrade() {
-	local v2 wpid rc=0
+	local v2 wpid rc=0 t0=$SECONDS t_up t_end
 	vd_ssh mkdir -p /root/debs-v1 /root/debs-v2 && vd_scp "$debs"/v1/*.deb /root/debs-v1/ && vd_scp "$debs"/v2/*.deb /root/debs-v2/ || return 1
 	v2=$(dpkg-deb -f "$debs"/v2/tally-appliance_*.deb Version)
-	workers 9 400 1M >"$work/upgrade-workers.out" 2>&1 &
+	# the job runs rounds of 1 MiB for 90 s; the upgrade (dpkg -i: the packages' postinst
+	# try-restarts tallyd, as with apt) restarts tallyd inside it
+	{ WORKER_SECONDS=90 workers 9 100000 1M; echo "rc=$? end=$SECONDS"; } >"$work/upgrade-workers.out" 2>&1 &
 	wpid=$!
-	sleep 4
-	vd_ssh 'apt-get install -y -q --no-download ./debs-v2/*.deb' >"$work/upgrade-apt.log" 2>&1 || { tail -5 "$work/upgrade-apt.log"; rc=1; }
+	sleep 5
+	vd_ssh 'dpkg -i /root/debs-v2/*.deb' >"$work/upgrade-dpkg.log" 2>&1 || { tail -5 "$work/upgrade-dpkg.log"; rc=1; }
+	t_up=$SECONDS
 	want "installed version" "$v2" "$(vd_ssh dpkg-query -W -f '\${Version}' tally-appliance)" || rc=1
 	want "tallyd after upgrade" active "$(vd_ssh systemctl is-active tallyd)" || rc=1
-	if wait $wpid; then echo "job 9 completed verified across the upgrade restart"; else
-		echo "job 9 in flight across the upgrade: FAILED: $(tail -c 300 "$work/upgrade-workers.out")"; rc=1
+	wait $wpid
+	t_end=$(sed -n 's/^rc=0 end=//p' "$work/upgrade-workers.out")
+	if [ -z "$t_end" ]; then
+		echo "job 9 in flight across the upgrade: FAILED: $(tail -c 400 "$work/upgrade-workers.out")"; rc=1
+	elif [ "$t_end" -le "$t_up" ]; then
+		echo "job 9 ended (+$((t_end - t0)) s) before the upgrade's restart was done (+$((t_up - t0)) s): the check proves nothing"; rc=1
+	else
+		echo "job 9 completed verified across the upgrade restart (upgrade done at +$((t_up - t0)) s, job at +$((t_end - t0)) s)"
 	fi
 	return $rc
 }
@@ -149,8 +159,9 @@ c_rollback() {
 	local v1 p1
 	v1=$(dpkg-deb -f "$debs"/v1/tally-appliance_*.deb Version)
 	p1=$(vd_ssh systemctl show tallyd -p MainPID --value)
-	vd_ssh 'apt-get install -y -q --no-download --allow-downgrades ./debs-v1/*.deb' >"$work/rollback-apt.log" 2>&1 ||
+	vd_ssh 'apt-get install -y -q --allow-downgrades /root/debs-v1/*.deb' >"$work/rollback-apt.log" 2>&1 ||
 		{ tail -5 "$work/rollback-apt.log"; return 1; }
+	grep -q 'Setting up tally-appliance' "$work/rollback-apt.log" || { echo "apt did not install the old package"; return 1; }
 	want "installed version" "$v1" "$(vd_ssh dpkg-query -W -f '\${Version}' tally-appliance)" || return 1
 	want "tallyd after rollback" active "$(vd_ssh systemctl is-active tallyd)" || return 1
 	[ "$(vd_ssh systemctl show tallyd -p MainPID --value)" != "$p1" ] || { echo "tallyd was not restarted"; return 1; }

@@ -8,7 +8,7 @@
 #   operator: tallyctl status/stats/jobs as a member of group tally (and refused otherwise),
 #     journalctl -u tallyd, systemctl reload (refused: the unit has no reload) and restart;
 #   traffic: tally-worker ranks on the host push verified sums; the PyTorch job
-#     (gpu_agent/examples/train.py, reduced: 2 workers, 3 epochs) trains to its accuracy;
+#     (gpu_agent/examples/train.py, reduced: 2 workers, 6 epochs) trains to its accuracy;
 #   upgrade with a job in flight (v2 .debs = the same tree with a bumped version), rollback,
 #   reboot (config, hugepages, binding, isolation kept; first boot not repeated).
 # Guest pieces are cached in /var/cache/tally-vm-deploy (TALLY_VM_DEPLOY_CACHE); a changed
