@@ -77,7 +77,8 @@ vd_boot() {
 
 vd_ssh() {
 	"${NX[@]}" ssh -q -i "$cache/id_ed25519" -p "$SSH_PORT" -o StrictHostKeyChecking=no \
-		-o UserKnownHostsFile=/dev/null -o ConnectTimeout=5 -o BatchMode=yes root@127.0.0.1 "$@"
+		-o UserKnownHostsFile=/dev/null -o ConnectTimeout=5 -o BatchMode=yes \
+		-o ControlMaster=auto -o "ControlPath=$work/ssh-mux" -o ControlPersist=120 root@127.0.0.1 "$@"
 }
 vd_scp() { # vd_scp SRC... DEST (remote)
 	local dst=${*: -1}
