@@ -3,7 +3,7 @@
 # Debian 12 + tally-appliance + tally-tools, tallyd.service enabled. As root.
 #   deploy/build-image.sh [--format gpt_ext4|disk|directory|tar] [--output DIR] [--debs DIR]
 #                         [--site DIR] [--cmdline ARGS] [-- MKOSI_OPTIONS...]
-#   --format   gpt_ext4 (default): mkosi's bootable GPT image (UEFI, systemd-boot), kernel
+#   --format   gpt_ext4 (default): mkosi's bootable GPT image (UEFI; not booted in tests), kernel
 #              command line from mkosi.default (hugepages, IOMMU, isolated cores);
 #              disk: a BIOS-bootable raw disk (MBR, syslinux on a FAT /boot/firmware,
 #              ext4 root) assembled by deploy/make-disk.sh without loop devices or mounts:
