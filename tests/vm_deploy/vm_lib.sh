@@ -104,5 +104,6 @@ vd_stop() {
 	for i in $(seq 30); do kill -0 "$vm_pid" 2>/dev/null || break; sleep 1; done
 	kill "$vm_pid" 2>/dev/null || true
 	wait "$vm_pid" 2>/dev/null || true
+	"${NX[@]}" ssh -q -o "ControlPath=$work/ssh-mux" -O exit root@127.0.0.1 2>/dev/null || true
 	vm_pid=""
 }
