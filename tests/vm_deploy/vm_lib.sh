@@ -8,10 +8,10 @@ vm_pid=""
 
 log() { printf '[%4d s] %s\n' "$SECONDS" "$*"; }
 
-# The key of everything that goes into the image: the tree's tracked files (tests/ apart
-# from this suite's site files) — a changed tree rebuilds the .debs and the disk.
+# The key of what goes into the image: the tree's tracked files (not tests/ but its site files, not *.md)
+# — a changed tree rebuilds the .debs and the disk.
 vd_key() {
-	(cd "$top" && { git ls-files -co --exclude-standard | grep -v '^tests/'; find tests/vm_deploy/site -type f; } |
+	(cd "$top" && { git ls-files -co --exclude-standard | grep -v -e '^tests/' -e '\.md$'; find tests/vm_deploy/site -type f; } |
 		sort -u | xargs -d '\n' sha256sum) | sha256sum | cut -c1-16
 }
 
