@@ -91,7 +91,7 @@ workers() {
 		pids+=($!)
 	done
 	for r in "${pids[@]}"; do wait "$r" || rc=1; done
-	[ $rc -eq 0 ] || { tail -n 3 "$work"/worker-"$job"-*.err; return 1; }
+	[ $rc -eq 0 ] || { cat "$work"/worker-"$job"-*.err; grep -ho '"error":"[^"]*"' "$work"/worker-"$job"-*.json; return 1; }
 	head -c 300 "$work/worker-$job-0.json"
 }
 c_workers() {
