@@ -36,6 +36,7 @@ c_boot() {
 	us=$(vd_ssh systemctl show tallyd -p ActiveEnterTimestampMonotonic --value)
 	t_ready=$(awk -v u="$us" 'BEGIN { printf "%.1f", u / 1e6 }')
 	echo "ssh after $t_ssh s (host clock); READY at $t_ready s after the guest kernel started"
+	echo "$t_ssh $t_ready" >"$work/boot-times"
 	want Type notify "$(vd_ssh systemctl show tallyd -p Type --value)"
 }
 
@@ -182,10 +183,11 @@ c_reboot() {
 	rm -f "$work/ssh-mux"
 	boot_t0=$SECONDS
 	vd_wait_ssh 420 || { echo "no ssh after reboot"; return 1; }
+	echo "ssh after the reboot: $((SECONDS - boot_t0)) s"
 	local i st
 	for i in $(seq 90); do st=$(vd_ssh systemctl is-active tallyd); [ "$st" = active ] || [ "$st" = failed ] && break; sleep 2; done
 	want "tallyd after reboot" active "$st" || r=1
-	vd_ssh grep -q 'vm_deploy marker' /etc/tally/tallyd.conf && echo "config kept" || { echo "config lost"; r=1; }
+	vd_ssh "grep -qx '# vm_deploy marker' /etc/tally/tallyd.conf" && echo "config kept (marker line)" || { echo "config lost"; r=1; }
 	want "nr_hugepages after reboot" 128 "$(vd_ssh cat /proc/sys/vm/nr_hugepages)" || r=1
 	drv=$(vd_ssh readlink /sys/bus/pci/devices/0000:00:05.0/driver)
 	want "0000:00:05.0 driver after reboot" vfio-pci "${drv##*/}" || r=1

@@ -55,6 +55,7 @@ run_checks
 echo
 echo "== results"
 printf '%s\n' "${results[@]}"
-echo "boot to ssh: ${t_ssh:-?} s, boot to READY (guest monotonic): ${t_ready:-?} s; whole run $SECONDS s"
+read -r t_ssh t_ready <"$work/boot-times" 2>/dev/null
+echo "first boot to ssh: ${t_ssh:-?} s (host), to READY: ${t_ready:-?} s (guest monotonic); whole run $SECONDS s"
 [ "$failed" -eq 0 ] || { echo "FAIL: $failed check(s) failed; console: $work/console.log"; TALLY_VM_DEPLOY_KEEP=1; exit 1; }
 echo "PASS: all ${#results[@]} checks"
