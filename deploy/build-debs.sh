@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# build-debs.sh OUTDIR — build the Debian packages (tally-appliance, tally-tools,
+# build-debs.sh [--version V] OUTDIR — build the Debian packages (tally-appliance, tally-tools,
 # python3-tally) from this tree with `dpkg-buildpackage -us -uc -b`, offline: the build
 # dependencies must be installed (debian/control; `apt-get build-dep ./` installs them).
+# --version V: package the tree as version V (a changelog entry is added to the copy; an
+# upgrade/rollback test builds the same tree twice).
 # The tree is copied (git-tracked and untracked-not-ignored files) to OUTDIR/src, so the
 # checkout stays clean; the .debs end up in OUTDIR.
 set -euo pipefail
-[ $# -eq 1 ] || { echo "usage: build-debs.sh OUTDIR" >&2; exit 2; }
+version=""
+if [ "${1:-}" = --version ]; then
+	version=${2:?--version needs a Debian version}
+	[[ $version =~ ^[0-9][A-Za-z0-9.+~-]*$ ]] || { echo "build-debs.sh: --version: '$version' is not a Debian version" >&2; exit 2; }
+	shift 2
+fi
+[ $# -eq 1 ] || { echo "usage: build-debs.sh [--version V] OUTDIR" >&2; exit 2; }
 top=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$1"
 out=$(cd "$1" && pwd)
@@ -20,6 +28,11 @@ else
 	tar -C "$top" --exclude='./build*' --exclude=./.git -cf - . | tar -xf - -C "$out/src"
 fi
 cd "$out/src"
+if [ -n "$version" ]; then
+	{ printf 'tally (%s) bookworm; urgency=medium\n\n  * Rebuilt as %s by build-debs.sh --version.\n\n -- Tally developers <tally@localhost>  %s\n\n' \
+		"$version" "$version" "$(date -R)"; cat debian/changelog; } >debian/changelog.new
+	mv debian/changelog.new debian/changelog
+fi
 if ! dpkg-checkbuilddeps >/dev/null 2>&1; then
 	echo "build-debs.sh: missing build dependencies:" >&2
 	dpkg-checkbuilddeps >&2 || true

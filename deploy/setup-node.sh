@@ -3,11 +3,12 @@
 # Checks hugepages, the hugetlbfs mount, IOMMU/vfio, NIC binding and CPU isolation, prints
 # what it would change, and changes it only after asking (or with --yes). Kernel command-line
 # settings (IOMMU, isolated cores, 1 GiB pages) are printed as hints: it never edits the
-# bootloader.
+# bootloader, except the one syslinux/extlinux file named with --boot-config.
 #
 #   setup-node.sh [--check] [--yes] [--hugepages N] [--hugepage-size 2M|1G]
 #                 [--nic PCI]... [--driver vfio-pci|uio_pci_generic]
 #                 [--bind-with driverctl|dpdk-devbind] [--isolate CPULIST]
+#                 [--boot-config FILE]
 #
 #   --check            only check; exit 0 when the node is ready, 1 when not. Changes nothing.
 #   --yes              apply the changes without asking (automation). Without --yes and
@@ -23,11 +24,14 @@
 #                      which Debian's dpdk.service re-binds at boot)
 #   --isolate CPULIST  cores tallyd's lcores poll on (e.g. 2-7): hints for isolcpus,
 #                      nohz_full, rcu_nocbs and irqaffinity
+#   --boot-config FILE with --isolate: write those parameters into the APPEND lines of
+#                      this syslinux/extlinux config for the next boot (the image from
+#                      deploy/make-disk.sh: /boot/firmware/syslinux.cfg)
 # Exit: 0 ready (or changes applied), 1 not ready / changes not applied / error, 2 usage.
 # TALLY_SETUP_ROOT=DIR reads and writes DIR/sys, DIR/proc, DIR/etc instead (tests).
 set -euo pipefail
 
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
 die_usage() { echo "setup-node.sh: $*" >&2; echo "try: setup-node.sh --help" >&2; exit 2; }
 
 ROOT=${TALLY_SETUP_ROOT:-}
@@ -35,7 +39,7 @@ SYS=$ROOT/sys
 PROC=$ROOT/proc
 ETC=$ROOT/etc
 
-check_only=0 assume_yes=0 hp_count=1024 hp_size=2M driver=vfio-pci bind_with="" isolate=""
+check_only=0 assume_yes=0 hp_count=1024 hp_size=2M driver=vfio-pci bind_with="" isolate="" boot_config=""
 nics=()
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -47,6 +51,7 @@ while [ $# -gt 0 ]; do
 	--driver) [ $# -ge 2 ] || die_usage "--driver needs a name"; driver=$2; shift ;;
 	--bind-with) [ $# -ge 2 ] || die_usage "--bind-with needs driverctl or dpdk-devbind"; bind_with=$2; shift ;;
 	--isolate) [ $# -ge 2 ] || die_usage "--isolate needs a CPU list"; isolate=$2; shift ;;
+	--boot-config) [ $# -ge 2 ] || die_usage "--boot-config needs a file"; boot_config=$2; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) die_usage "unknown argument '$1'" ;;
 	esac
@@ -84,6 +89,11 @@ if [ -n "$isolate" ]; then
 	done
 	if echo "$cpus" | grep -qx 0; then die_usage "--isolate: keep CPU 0 for the kernel and housekeeping"; fi
 fi
+if [ -n "$boot_config" ]; then
+	[ -n "$isolate" ] || die_usage "--boot-config: give the cores with --isolate too"
+	grep -qE '^[[:space:]]*APPEND[[:space:]]' "$boot_config" 2>/dev/null ||
+		die_usage "--boot-config: '$boot_config' is not a syslinux/extlinux config with an APPEND line"
+fi
 norm_pci() { # 3b:00.0 -> 0000:3b:00.0
 	local p=${1,,}
 	[[ $p =~ ^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$ ]] && p=0000:$p
@@ -101,6 +111,17 @@ todo() { printf '  FIX   %s\n' "$1"; plan+=("$1"); actions+=("$2"); }
 hint() { printf '  HINT  %s\n' "$*"; hints+=("$*"); }
 cmdline=$(cat "$PROC/cmdline" 2>/dev/null || true)
 has_arg() { [[ " $cmdline " == *" $1"* ]]; }
+
+# The sysctl.d files systemd-sysctl applies, in its order: by file name, a name in /etc
+# replacing the same name in /usr/lib (the last setting of a key wins).
+sysctl_files() {
+	local f n
+	for f in "$ETC"/sysctl.d/*.conf "$ROOT"/usr/lib/sysctl.d/*.conf; do
+		[ -f "$f" ] && echo "${f##*/}"
+	done | sort -u | while read -r n; do
+		if [ -f "$ETC/sysctl.d/$n" ]; then echo "$ETC/sysctl.d/$n"; else echo "$ROOT/usr/lib/sysctl.d/$n"; fi
+	done
+}
 
 # ---- hugepages -------------------------------------------------------------------------
 echo "hugepages ($hp_count x $hp_size):"
@@ -124,7 +145,7 @@ else
 		if has_arg default_hugepagesz= && ! has_arg default_hugepagesz=2M; then
 			hint "default_hugepagesz is not 2M on this kernel: vm.nr_hugepages counts other pages; reserve 2M pages with NR_2M_PAGES in /etc/dpdk/dpdk.conf instead"
 		else
-			boot=$(cat "$ETC"/sysctl.d/*.conf "$ROOT"/usr/lib/sysctl.d/*.conf 2>/dev/null |
+			boot=$(sysctl_files | xargs -r cat 2>/dev/null |
 				sed -n 's/^[[:space:]]*vm\.nr_hugepages[[:space:]]*=[[:space:]]*\([0-9]*\).*/\1/p' | tail -1 || true)
 			if [ -n "$boot" ] && [ "$boot" -ge "$hp_count" ]; then
 				ok "reserved again at boot (vm.nr_hugepages = $boot in sysctl.d)"
@@ -208,7 +229,14 @@ if [ -n "$isolate" ]; then
 		online=$(cat "$SYS/devices/system/cpu/online" 2>/dev/null || echo "")
 		others=$( { expand_cpus "$online" 2>/dev/null || true; } | grep -vxF -f <(echo "$cpus") | paste -sd, - || true)
 		printf '  note  isolated now: %s\n' "${isolated:-none}"
-		hint "kernel command line: isolcpus=managed_irq,domain,$isolate nohz_full=$isolate rcu_nocbs=$isolate${others:+ irqaffinity=$others}"
+		iso_args="isolcpus=managed_irq,domain,$isolate nohz_full=$isolate rcu_nocbs=$isolate${others:+ irqaffinity=$others}"
+		if [ -z "$boot_config" ]; then
+			hint "kernel command line: $iso_args"
+		elif grep -qE "^[[:space:]]*APPEND .* ${iso_args}\$" "$boot_config"; then
+			ok "next boot isolates $isolate ($boot_config): reboot to apply"
+		else
+			todo "write '$iso_args' into $boot_config (applies at the next boot)" write_boot_config
+		fi
 		hint "then give tallyd's lcores (EAL -l / the config's cores) only CPUs from $isolate"
 	fi
 else
@@ -286,6 +314,13 @@ bind_nics() {
 		echo "  bound $p to $driver"
 	done
 	bind_list=()
+}
+write_boot_config() {
+	local tmp=$boot_config.tally-new
+	# drop earlier isolation arguments, then append the new ones to every APPEND line
+	sed -E '/^[[:space:]]*APPEND[[:space:]]/{s/ (isolcpus|nohz_full|rcu_nocbs|irqaffinity)=[^ ]*//g; s/$/ '"$iso_args"'/}' \
+		"$boot_config" >"$tmp" && mv "$tmp" "$boot_config"
+	echo "  wrote the isolation arguments into $boot_config (reboot to apply)"
 }
 
 failed=0

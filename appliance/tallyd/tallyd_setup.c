@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_flow.h>
 #include <rte_lcore.h>
@@ -290,6 +291,38 @@ static int setup_port_start(struct tallyd *d, uint16_t pi, char *err, size_t err
 	return 0;
 }
 
+/* READY=1 (Type=notify) must mean the port can carry traffic: wait for the link of NIC ports.
+ * Virtual devices are skipped: their link follows peers that may start later (memif). */
+static int setup_wait_links(struct tallyd *d, char *err, size_t errlen)
+{
+	enum { WAIT_MS = 10000, STEP_MS = 100 };
+
+	for (uint16_t pi = 0; pi < d->nports; pi++) {
+		struct tallyd_port *p = &d->port[pi];
+		struct rte_eth_link link = { 0 };
+
+		if (strncmp(d->conf.port[pi].dev, "net_", 4) == 0)
+			continue;
+		for (int ms = 0; ms <= WAIT_MS; ms += STEP_MS) {
+			if (rte_eth_link_get_nowait(p->port_id, &link) == 0 &&
+			    link.link_status == RTE_ETH_LINK_UP)
+				break;
+			rte_delay_ms(STEP_MS);
+		}
+		if (link.link_status != RTE_ETH_LINK_UP) {
+			snprintf(err, errlen, "port %u (%s, %s): link still down after %d s: check the "
+				 "cable and the peer's port (tallyd waits for the link before READY)",
+				 pi, d->conf.port[pi].dev, p->driver, WAIT_MS / 1000);
+			return -ETIMEDOUT;
+		}
+		if (link.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN)
+			LOG(INFO, "port %u (%s): link up (speed not reported)\n", pi, p->driver);
+		else
+			LOG(INFO, "port %u (%s): link up, %u Mbit/s\n", pi, p->driver, link.link_speed);
+	}
+	return 0;
+}
+
 int tallyd_setup(struct tallyd *d, char *err, size_t errlen)
 {
 	int rc = setup_ports_find(d, err, errlen);
@@ -312,6 +345,8 @@ int tallyd_setup(struct tallyd *d, char *err, size_t errlen)
 	for (uint16_t pi = 0; pi < d->nports; pi++)
 		if ((rc = setup_port_start(d, pi, err, errlen)))
 			return rc;
+	if ((rc = setup_wait_links(d, err, errlen)))
+		return rc;
 	for (unsigned i = 0; i < d->ncores; i++)
 		if ((rc = setup_engine(d, d->lcore[i], err, errlen)))
 			return rc;

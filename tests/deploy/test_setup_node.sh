@@ -66,5 +66,34 @@ run --check --hugepages 16 --isolate 2-3
 check "isolation hint names the cores" grep -q "isolcpus=managed_irq,domain,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0,1" <<<"$out"
 check "isolation hints alone do not make the node unready" [ "$rc" = 0 ]
 
+# a file of the same name in /etc/sysctl.d replaces the vendor's in /usr/lib/sysctl.d
+mkdir -p "$R/usr/lib/sysctl.d"
+echo "vm.nr_hugepages = 1024" >"$R/usr/lib/sysctl.d/60-tally-hugepages.conf"
+echo "vm.nr_hugepages = 0" >"$R/etc/sysctl.d/60-tally-hugepages.conf"
+run --check --hugepages 16
+check "/etc/sysctl.d overrides /usr/lib/sysctl.d by name: not persisted (exit 1)" [ "$rc" = 1 ]
+run --hugepages 16 --yes
+check "--yes persists over the override" grep -qx "vm.nr_hugepages = 16" "$R/etc/sysctl.d/60-tally-hugepages.conf"
+rm -f "$R/usr/lib/sysctl.d/60-tally-hugepages.conf"
+
+# --boot-config: the isolation goes into a syslinux config's APPEND lines (make-disk.sh images)
+bc=$R/boot/syslinux.cfg
+mkdir -p "$R/boot"
+printf 'DEFAULT tally\nLABEL tally\n  LINUX /vmlinuz\n  APPEND root=LABEL=tally-root ro isolcpus=5 quiet\n' >"$bc"
+run --hugepages 16 --boot-config "$bc" --yes
+check "--boot-config without --isolate: usage error (2)" [ "$rc" = 2 ]
+run --hugepages 16 --isolate 2-3 --boot-config "$R/boot/none.cfg" --yes
+check "--boot-config on a file without APPEND: usage error (2)" [ "$rc" = 2 ]
+before=$(snapshot)
+run --check --hugepages 16 --isolate 2-3 --boot-config "$bc"
+check "--boot-config --check: a change is needed (exit 1)" [ "$rc" = 1 ]
+check "--boot-config --check: nothing changed" [ "$before" = "$(snapshot)" ]
+run --hugepages 16 --isolate 2-3 --boot-config "$bc" --yes
+check "--boot-config --yes: exit 0" [ "$rc" = 0 ]
+check "--boot-config wrote the isolation, replacing the old one" \
+	grep -qx "  APPEND root=LABEL=tally-root ro quiet isolcpus=managed_irq,domain,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0,1" "$bc"
+run --check --hugepages 16 --isolate 2-3 --boot-config "$bc"
+check "--boot-config written: ready until the reboot (exit 0)" [ "$rc" = 0 ]
+
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
