@@ -142,6 +142,39 @@ static int ncl_averages(void *ctx, unsigned i)
 	return (tally_client_caps(n->ap[i].c) & TALLY_CAP_AVERAGE) != 0;
 }
 
+/* Liveness (tally_client.h): TALLY_PROBE_MS / TALLY_DEAD_MS override the session's
+ * defaults; with several appliances a silent one is declared gone after 800 ms, so its keys
+ * move within a second of its death (one appliance: the session waits for its restart). */
+static int ncl_live_env(struct tally_client_cfg *cc, int multi, char *err, size_t errlen)
+{
+	static const char *const names[2] = { "TALLY_PROBE_MS", "TALLY_DEAD_MS" };
+	uint32_t *fields[2] = { &cc->probe_ms, &cc->dead_ms };
+
+	if (multi && cc->dead_ms > 800)
+		cc->dead_ms = 800;
+	for (int i = 0; i < 2; i++) {
+		const char *s = getenv(names[i]);
+		char *end;
+
+		if (!s || !*s)
+			continue;
+		errno = 0;
+		unsigned long v = strtoul(s, &end, 10);
+		if (errno || *end || v < 10 || v > 600000) {
+			agent_errf(err, errlen, "%s must be milliseconds in 10..600000, not '%s'",
+				   names[i], s);
+			return -EINVAL;
+		}
+		*fields[i] = (uint32_t)v;
+	}
+	if (cc->probe_ms && cc->dead_ms && cc->probe_ms > cc->dead_ms) {
+		agent_errf(err, errlen, "TALLY_PROBE_MS (%u) must not exceed TALLY_DEAD_MS (%u)",
+			   cc->probe_ms, cc->dead_ms);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int ncl_connect(void *ctx, unsigned i, uint32_t timeout_ms, char *err, size_t errlen)
 {
 	struct ncl *n = ctx;
@@ -330,6 +363,8 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 		/* several appliances: an operation on a dead one fails at dead_ms (-EHOSTDOWN)
 		 * and its key moves (agent_failover.c); one appliance: wait for its restart */
 		ccfg.fail_fast = cfg->nappliances >= 2;
+		if ((rc = ncl_live_env(&ccfg, ccfg.fail_fast, err, errlen)))
+			goto fail;
 		snprintf(ccfg.appliance, sizeof(ccfg.appliance), "%s:%u", ap->host, ap->port);
 		if (cfg->window)
 			ccfg.window = cfg->window;
