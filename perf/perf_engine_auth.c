@@ -129,7 +129,7 @@ static int pau_join(struct pau_run *r)
 			h.flags = TALLY_F_AUTH;
 			h.payload_len = TALLY_JOIN_LEN;
 			tally_proto_encode_hdr(buf, &h);
-			memcpy(buf + TALLY_HDR_MAX, pl, sizeof(pl));
+			memcpy(buf + TALLY_HDR_AUTH, pl, sizeof(pl));
 			tally_auth_sign(r->w, buf, pl, sizeof(pl));
 		} else {
 			memcpy(buf + TALLY_HDR_LEN, pl, sizeof(pl));
@@ -157,7 +157,7 @@ static int pau_setup(struct pau_run *r, const struct pau_opts *o, size_t chunk, 
 		return err;
 	r->workers = o->workers;
 	r->chunk = chunk;
-	r->hl = auth ? TALLY_HDR_MAX : TALLY_HDR_LEN;
+	r->hl = auth ? TALLY_HDR_AUTH : TALLY_HDR_LEN; /* PUSHes */
 	r->pkt_len = r->hl + chunk;
 	r->npkts = (size_t)o->chunks * o->workers;
 	r->pkts = perf_alloc(r->npkts * r->pkt_len);
