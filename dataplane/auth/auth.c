@@ -123,7 +123,8 @@ int tally_auth_sign_payload(struct tally_auth *a, uint8_t inner[TALLY_AUTH_LEN],
 	if (!a || !a->keyed)
 		return -EINVAL;
 	next_iv(a, inner);
-	return tally_auth_gmac(a, inner, payload, len, NULL, 0, inner + TALLY_AUTH_IV_LEN);
+	return tally_auth_gmac(a, inner, TALLY_AUTH_INNER_PREFIX, TALLY_AUTH_INNER_PREFIX_LEN,
+			       payload, len, inner + TALLY_AUTH_IV_LEN);
 }
 
 int tally_auth_sign_result(struct tally_auth *a, uint8_t *hdr,
@@ -180,5 +181,6 @@ int tally_auth_verify(struct tally_auth *a, const void *buf, const struct tally_
 	/* outer first (header, inner IV and tag: cheap), then the payload under the inner */
 	if (check_tag(a, pkt->auth + TALLY_AUTH_LEN, buf, TALLY_HDR_AUTH, NULL, 0) != 0)
 		return -EBADMSG;
-	return check_tag(a, pkt->auth, pkt->payload, pkt->hdr.payload_len, NULL, 0);
+	return check_tag(a, pkt->auth, TALLY_AUTH_INNER_PREFIX, TALLY_AUTH_INNER_PREFIX_LEN,
+			 pkt->payload, pkt->hdr.payload_len);
 }

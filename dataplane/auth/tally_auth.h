@@ -56,7 +56,7 @@ int tally_auth_sign(struct tally_auth *a, uint8_t *hdr, const void *payload, siz
 
 /* A RESULT signed in two levels, so that a chunk sent to n ranks costs one MAC over its
  * payload and n MACs over 92 bytes instead of n over the payload:
- *   inner = (IVi, GMAC_K(IVi; payload))               once per chunk (sign_payload)
+ *   inner = (IVi, GMAC_K(IVi; prefix16 || payload))   once per chunk (sign_payload)
  *   outer = (IVo, GMAC_K(IVo; header64 || inner))     per destination (sign_result)
  * Why it is sound: every IV comes from the same context's counter, so each IV is used for
  * exactly one message, inner or outer. A receiver accepts (hdr, inner, payload) only if the
@@ -65,7 +65,13 @@ int tally_auth_sign(struct tally_auth *a, uint8_t *hdr, const void *payload, siz
  * the chunk's, so any other payload passing the inner tag is a GMAC forgery of the inner
  * message. Splicing an inner block onto another header needs a new outer tag (forgery);
  * the header (rank, key, round, offset, flags, payload_len) stays under the outer tag.
- * The inner tag may be reused for every copy and re-send of the chunk's RESULT. */
+ * The inner tag may be reused for every copy and re-send of the chunk's RESULT.
+ * Domain separation besides the unique IVs: a single-level tag covers a header whose op is
+ * not RESULT, an outer tag one whose op is RESULT, an inner tag starts with
+ * TALLY_AUTH_INNER_PREFIX (no header magic), so no tag of one kind reads as another's even
+ * if a payload held a packet's bytes (16 bytes: the payload stays block-aligned). */
+#define TALLY_AUTH_INNER_PREFIX "TALLY RESULT PL"
+#define TALLY_AUTH_INNER_PREFIX_LEN 16 /* with its NUL */
 int tally_auth_sign_payload(struct tally_auth *a, uint8_t inner[TALLY_AUTH_LEN],
 			    const void *payload, size_t len);
 /* hdr as for tally_auth_sign, op RESULT: copies inner to hdr[64..92), writes the outer IV

@@ -203,8 +203,14 @@ static void test_result_split(void **state)
 	assert_memory_equal(b0 + TALLY_HDR_LEN, b1 + TALLY_HDR_LEN, TALLY_AUTH_LEN);
 	assert_memory_not_equal(b0 + TALLY_HDR_AUTH, b1 + TALLY_HDR_AUTH, TALLY_AUTH_IV_LEN);
 	assert_memory_not_equal(b0 + TALLY_HDR_AUTH, inner, TALLY_AUTH_IV_LEN);
-	/* both levels are the primitive's GMAC: inner over the payload, outer over hdr||inner */
+	/* both levels are the primitive's GMAC: inner over prefix||payload, outer over
+	 * hdr||inner; the payload alone (no prefix) gives another tag */
+	assert_int_equal(tally_auth_gmac(rx, inner, "TALLY RESULT PL", 16, pl, sizeof(pl), tag), 0);
+	assert_memory_equal(tag, inner + TALLY_AUTH_IV_LEN, 16);
 	assert_int_equal(tally_auth_gmac(rx, inner, pl, sizeof(pl), NULL, 0, tag), 0);
+	assert_memory_not_equal(tag, inner + TALLY_AUTH_IV_LEN, 16);
+	assert_int_equal(tally_auth_gmac(rx, inner, TALLY_AUTH_INNER_PREFIX, 16, pl, sizeof(pl),
+					 tag), 0);
 	assert_memory_equal(tag, inner + TALLY_AUTH_IV_LEN, 16);
 	assert_int_equal(tally_auth_gmac(rx, b0 + TALLY_HDR_AUTH, b0, TALLY_HDR_LEN,
 					 inner, TALLY_AUTH_LEN, tag), 0);
