@@ -4,12 +4,13 @@
  * the same job without and with a key, in one run. W workers push every f32 chunk of one
  * key per round, chunk-major, rank order. Without a key: decode with CRC32C, checks,
  * bitmaps, accumulation, completion, CRC of the result, RESULT fan-out. With a key: decode
- * (no CRC), GMAC verify of every push, the same work, and a GMAC signature per RESULT copy
- * (W per chunk, per destination). The transport takes RESULT payloads by reference, as
+ * (no CRC), GMAC verify of every push, the same work, one GMAC of the RESULT payload per
+ * chunk and a GMAC over header + that tag per RESULT copy (W per chunk, tally_auth.h). The transport takes RESULT payloads by reference, as
  * DPDK's does. Pushes are re-signed between rounds (their round changes; not timed).
  * Reported per CPU second of this thread: push payload goodput, its ratio auth/plain
  * (median of per-repetition ratios, repetitions interleaved) and cores per 100G port
- * (12.5 GB/s / goodput) for both; chunk sizes 1 KiB and 8 KiB unless --chunk is given.
+ * (12.5 GB/s / goodput) for both; chunk sizes 1 KiB and 8 KiB unless --chunk is given;
+ * beside them the MAC's own rate R_mac (verify alone, same packets) and the ratios it allows.
  * First the MAC candidates' own rates at those sizes (perf_auth_mac.c), the choice's basis.
  *   tally-perf engine --auth [--workers W] [--chunk BYTES]... [--chunks N] [--reps N]
  *                            [--min-time S] [--json]
@@ -129,7 +130,7 @@ static int pau_join(struct pau_run *r)
 			h.flags = TALLY_F_AUTH;
 			h.payload_len = TALLY_JOIN_LEN;
 			tally_proto_encode_hdr(buf, &h);
-			memcpy(buf + TALLY_HDR_MAX, pl, sizeof(pl));
+			memcpy(buf + TALLY_HDR_AUTH, pl, sizeof(pl));
 			tally_auth_sign(r->w, buf, pl, sizeof(pl));
 		} else {
 			memcpy(buf + TALLY_HDR_LEN, pl, sizeof(pl));
@@ -157,7 +158,7 @@ static int pau_setup(struct pau_run *r, const struct pau_opts *o, size_t chunk, 
 		return err;
 	r->workers = o->workers;
 	r->chunk = chunk;
-	r->hl = auth ? TALLY_HDR_MAX : TALLY_HDR_LEN;
+	r->hl = auth ? TALLY_HDR_AUTH : TALLY_HDR_LEN; /* PUSHes */
 	r->pkt_len = r->hl + chunk;
 	r->npkts = (size_t)o->chunks * o->workers;
 	r->pkts = perf_alloc(r->npkts * r->pkt_len);
@@ -221,14 +222,39 @@ static double pau_rep(struct pau_run *r, double min_s)
 	return (double)st->push_bytes / t / 1e9;
 }
 
+/* R_mac: GB/s of push payload through tally_auth_verify alone (the MAC the engine runs on
+ * every push, decode excluded), over the auth run's signed packets, at least min_s. */
+static double pau_mac_rate(struct pau_run *r, double min_s)
+{
+	struct tally_pkt p;
+	double t0 = pau_cpu(), t = 0;
+	size_t n = 0;
+	while ((t = pau_cpu() - t0) < min_s)
+		for (size_t i = 0; i < r->npkts; i++, n++) {
+			const uint8_t *b = r->pkts + i * r->pkt_len;
+			if (tally_proto_decode(b, r->pkt_len, &p) != TALLY_OK ||
+			    tally_auth_verify(r->w, b, &p) != 0)
+				return -1.0;
+		}
+	return (double)n * (double)r->chunk / t / 1e9;
+}
+
+/* The best auth/plain ratio when every pushed byte is MACed once more than plain work:
+ * per byte 1/R_engine + 1/R_mac, so R_mac / (R_mac + R_engine); with the RESULT's payload
+ * MACed once per chunk too (1/W of the pushed bytes): R_mac / (R_mac + R_engine (1 + 1/W)). */
+static double pau_bound(double mac, double plain, double extra)
+{
+	return mac / (mac + plain * (1.0 + extra));
+}
+
 static int pau_size(const struct pau_opts *o, size_t chunk)
 {
 	struct pau_run run[2];
-	double *g[2], *ratio = calloc((size_t)o->reps, sizeof(double)), med[2];
+	double *g[3], *ratio = calloc((size_t)o->reps, sizeof(double)), med[3];
 	int err = -ENOMEM, ready = 0;
-	g[0] = calloc((size_t)o->reps, sizeof(double));
-	g[1] = calloc((size_t)o->reps, sizeof(double));
-	if (!g[0] || !g[1] || !ratio)
+	for (int k = 0; k < 3; k++)
+		g[k] = calloc((size_t)o->reps, sizeof(double));
+	if (!g[0] || !g[1] || !g[2] || !ratio)
 		goto out;
 	for (int k = 0; k < 2; k++, ready++) {
 		err = pau_setup(&run[k], o, chunk, k);
@@ -247,25 +273,32 @@ static int pau_size(const struct pau_opts *o, size_t chunk)
 				goto out;
 			}
 		ratio[rep] = g[1][rep] / g[0][rep];
+		if ((g[2][rep] = pau_mac_rate(&run[1], o->min_s / 2)) < 0) {
+			err = -EPROTO;
+			goto out;
+		}
 	}
-	med[0] = perf_median(g[0], (size_t)o->reps);
-	med[1] = perf_median(g[1], (size_t)o->reps);
+	for (int k = 0; k < 3; k++)
+		med[k] = perf_median(g[k], (size_t)o->reps);
 	double rm = perf_median(ratio, (size_t)o->reps);
+	double b1 = pau_bound(med[2], med[0], 0), b2 = pau_bound(med[2], med[0], 1.0 / o->workers);
 	if (o->json)
 		printf("{\"bench\":\"engine_auth\",\"workers\":%u,\"chunk_bytes\":%zu,\"chunks\":%u,"
 		       "\"reps\":%d,\"plain_gbps\":%.3f,\"auth_gbps\":%.3f,\"ratio\":%.4f,"
-		       "\"plain_cores_per_100g\":%.4f,\"auth_cores_per_100g\":%.4f}\n", o->workers,
-		       chunk, o->chunks, o->reps, med[0], med[1], rm, 12.5 / med[0], 12.5 / med[1]);
+		       "\"plain_cores_per_100g\":%.4f,\"auth_cores_per_100g\":%.4f,"
+		       "\"mac_gbps\":%.3f,\"bound_verify\":%.4f,\"bound_verify_sign\":%.4f}\n",
+		       o->workers, chunk, o->chunks, o->reps, med[0], med[1], rm, 12.5 / med[0],
+		       12.5 / med[1], med[2], b1, b2);
 	else
-		printf("%6zu %10.2f %10.2f %8.3f %12.3f %12.3f\n", chunk, med[0], med[1], rm,
-		       12.5 / med[0], 12.5 / med[1]);
+		printf("%6zu %10.2f %10.2f %8.3f %12.3f %12.3f %9.2f %8.3f %8.3f\n", chunk, med[0],
+		       med[1], rm, 12.5 / med[0], 12.5 / med[1], med[2], b1, b2);
 	fflush(stdout);
 	err = 0;
 out:
 	for (int k = 0; k < ready && k < 2; k++)
 		pau_free(&run[k]);
-	free(g[0]);
-	free(g[1]);
+	for (int k = 0; k < 3; k++)
+		free(g[k]);
 	free(ratio);
 	return err;
 }
@@ -330,12 +363,16 @@ int perf_engine_auth_main(int argc, char **argv)
 		       "isa %s; medians of %d reps (plain and auth interleaved)\n", o.workers,
 		       o.chunks, tally_sum_isa_name(tally_sum_isa()), o.reps);
 		printf("goodput = push payload summed per CPU second; auth = AES-256-GMAC verify "
-		       "per push + sign per RESULT copy\n");
+		       "per push + per chunk one payload tag, per RESULT copy a header tag\n"
+		       "mac = R_mac, push payload GB/s through decode + tally_auth_verify alone; "
+		       "bound = R_mac/(R_mac+R_plain) (every pushed byte MACed once), bound+res "
+		       "= R_mac/(R_mac+R_plain(1+1/W)) (and the RESULT payload once per chunk)\n");
 	}
 	perf_auth_mac_table(o.sizes, o.nsizes, o.min_s, o.json);
 	if (!o.json)
-		printf("%6s %10s %10s %8s %12s %12s\n", "chunk", "plain GB/s", "auth GB/s",
-		       "ratio", "plain c/100G", "auth c/100G");
+		printf("%6s %10s %10s %8s %12s %12s %9s %8s %8s\n", "chunk", "plain GB/s",
+		       "auth GB/s", "ratio", "plain c/100G", "auth c/100G", "mac GB/s", "bound",
+		       "bound+res");
 	for (unsigned s = 0; s < o.nsizes; s++) {
 		rc = pau_size(&o, o.sizes[s]);
 		if (rc < 0) {

@@ -109,29 +109,78 @@ void tally_auth_mark(uint8_t *hdr)
 	memset(hdr + 48, 0, 4); /* crc (offset 48): the tag covers the payload */
 }
 
+/* A fresh IV from the context (salt || counter): never repeated within it. */
+static void next_iv(struct tally_auth *a, uint8_t *iv)
+{
+	memcpy(iv, &a->salt, 4);
+	memcpy(iv + 4, &a->ctr, 8);
+	a->ctr++;
+}
+
+int tally_auth_sign_payload(struct tally_auth *a, uint8_t inner[TALLY_AUTH_LEN],
+			    const void *payload, size_t len)
+{
+	if (!a || !a->keyed)
+		return -EINVAL;
+	next_iv(a, inner);
+	return tally_auth_gmac(a, inner, TALLY_AUTH_INNER_PREFIX, TALLY_AUTH_INNER_PREFIX_LEN,
+			       payload, len, inner + TALLY_AUTH_IV_LEN);
+}
+
+int tally_auth_sign_result(struct tally_auth *a, uint8_t *hdr,
+			   const uint8_t inner[TALLY_AUTH_LEN])
+{
+	uint8_t *outer = hdr + TALLY_HDR_AUTH;
+
+	if (!a || !a->keyed || !(hdr[6] & TALLY_F_AUTH) || hdr[5] != TALLY_OP_RESULT)
+		return -EINVAL;
+	memcpy(hdr + TALLY_HDR_LEN, inner, TALLY_AUTH_LEN);
+	next_iv(a, outer);
+	/* the outer tag covers the header and the inner IV and tag (contiguous) */
+	return tally_auth_gmac(a, outer, hdr, TALLY_HDR_AUTH, NULL, 0,
+			       outer + TALLY_AUTH_IV_LEN);
+}
+
 int tally_auth_sign(struct tally_auth *a, uint8_t *hdr, const void *payload, size_t len)
 {
 	uint8_t *iv = hdr + TALLY_HDR_LEN;
 
 	if (!a || !a->keyed || !(hdr[6] & TALLY_F_AUTH))
 		return -EINVAL;
-	memcpy(iv, &a->salt, 4);
-	memcpy(iv + 4, &a->ctr, 8);
-	a->ctr++;
+	if (hdr[5] == TALLY_OP_RESULT) {
+		uint8_t inner[TALLY_AUTH_LEN];
+		int rc = tally_auth_sign_payload(a, inner, payload, len);
+		return rc ? rc : tally_auth_sign_result(a, hdr, inner);
+	}
+	next_iv(a, iv);
 	return tally_auth_gmac(a, iv, hdr, TALLY_HDR_LEN, payload, len,
 			       hdr + TALLY_HDR_LEN + TALLY_AUTH_IV_LEN);
 }
 
-int tally_auth_verify(struct tally_auth *a, const void *buf, const struct tally_pkt *pkt)
+/* Recompute the tag of (aad1, aad2) under the IV at blk and compare it with the tag that
+ * follows it, in constant time. */
+static int check_tag(struct tally_auth *a, const uint8_t *blk, const void *aad1, size_t len1,
+		     const void *aad2, size_t len2)
 {
 	uint8_t tag[TALLY_AUTH_TAG_LEN];
 
-	if (!a || !a->keyed || !pkt->auth)
+	if (tally_auth_gmac(a, blk, aad1, len1, aad2, len2, tag) != 0)
 		return -EBADMSG;
-	if (tally_auth_gmac(a, pkt->auth, buf, TALLY_HDR_LEN, pkt->payload,
-			    pkt->hdr.payload_len, tag) != 0)
-		return -EBADMSG;
-	if (CRYPTO_memcmp(tag, pkt->auth + TALLY_AUTH_IV_LEN, TALLY_AUTH_TAG_LEN) != 0)
+	if (CRYPTO_memcmp(tag, blk + TALLY_AUTH_IV_LEN, TALLY_AUTH_TAG_LEN) != 0)
 		return -EBADMSG;
 	return 0;
+}
+
+int tally_auth_verify(struct tally_auth *a, const void *buf, const struct tally_pkt *pkt)
+{
+	if (!a || !a->keyed || !pkt->auth)
+		return -EBADMSG;
+	if (pkt->hdr.op != TALLY_OP_RESULT)
+		return check_tag(a, pkt->auth, buf, TALLY_HDR_LEN, pkt->payload,
+				 pkt->hdr.payload_len);
+	/* outer first (header, inner IV and tag: cheap), then the payload under the inner */
+	if (check_tag(a, pkt->auth + TALLY_AUTH_LEN, buf, TALLY_HDR_AUTH, NULL, 0) != 0)
+		return -EBADMSG;
+	return check_tag(a, pkt->auth, TALLY_AUTH_INNER_PREFIX, TALLY_AUTH_INNER_PREFIX_LEN,
+			 pkt->payload, pkt->hdr.payload_len);
 }

@@ -49,9 +49,35 @@ int tally_auth_has_key(const struct tally_auth *a);
 int tally_auth_key_equal(const struct tally_auth *a, const uint8_t key[TALLY_AUTH_KEY_LEN]);
 
 /* Sign one packet: hdr holds TALLY_HDR_MAX bytes, its first 64 an encoded header whose
- * flags have TALLY_F_AUTH and whose crc is 0. Writes IV and tag into hdr[64..92).
- * 0, or -EINVAL (no key / header not marked), -EIO. */
+ * flags have TALLY_F_AUTH and whose crc is 0. Writes IV and tag into hdr[64..92), or for a
+ * RESULT both levels into hdr[64..120) (tally_proto.h). 0, or -EINVAL (no key / header
+ * not marked), -EIO. */
 int tally_auth_sign(struct tally_auth *a, uint8_t *hdr, const void *payload, size_t len);
+
+/* A RESULT signed in two levels, so that a chunk sent to n ranks costs one MAC over its
+ * payload and n MACs over 92 bytes instead of n over the payload:
+ *   inner = (IVi, GMAC_K(IVi; prefix16 || payload))   once per chunk (sign_payload)
+ *   outer = (IVo, GMAC_K(IVo; header64 || inner))     per destination (sign_result)
+ * Why it is sound: every IV comes from the same context's counter, so each IV is used for
+ * exactly one message, inner or outer. A receiver accepts (hdr, inner, payload) only if the
+ * outer tag verifies; unless the appliance signed that very (hdr, inner), that is a GMAC
+ * forgery of the outer message. If it did, inner's IV was used for exactly one payload,
+ * the chunk's, so any other payload passing the inner tag is a GMAC forgery of the inner
+ * message. Splicing an inner block onto another header needs a new outer tag (forgery);
+ * the header (rank, key, round, offset, flags, payload_len) stays under the outer tag.
+ * The inner tag may be reused for every copy and re-send of the chunk's RESULT.
+ * Domain separation besides the unique IVs: a single-level tag covers a header whose op is
+ * not RESULT, an outer tag one whose op is RESULT, an inner tag starts with
+ * TALLY_AUTH_INNER_PREFIX (no header magic), so no tag of one kind reads as another's even
+ * if a payload held a packet's bytes (16 bytes: the payload stays block-aligned). */
+#define TALLY_AUTH_INNER_PREFIX "TALLY RESULT PL"
+#define TALLY_AUTH_INNER_PREFIX_LEN 16 /* with its NUL */
+int tally_auth_sign_payload(struct tally_auth *a, uint8_t inner[TALLY_AUTH_LEN],
+			    const void *payload, size_t len);
+/* hdr as for tally_auth_sign, op RESULT: copies inner to hdr[64..92), writes the outer IV
+ * and tag to hdr[92..120). 0, or -EINVAL (no key / not a marked RESULT), -EIO. */
+int tally_auth_sign_result(struct tally_auth *a, uint8_t *hdr,
+			   const uint8_t inner[TALLY_AUTH_LEN]);
 /* Verify a decoded packet's tag (pkt->auth != NULL; `buf` the packet as received).
  * 0 or -EBADMSG (also with no key or no auth block). Constant time in the tag compare. */
 int tally_auth_verify(struct tally_auth *a, const void *buf, const struct tally_pkt *pkt);

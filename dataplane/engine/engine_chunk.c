@@ -104,7 +104,8 @@ static void result_unicast(struct tally_engine *e, struct engine_key *k, uint32_
 	engine_held_flush_any(e);
 	e->st.results++;
 	e->st.resends++;
-	engine_send_result(e, &k->job->ranks[rank].addr, &h, pl, bytes, engine_xbuf(e, k, idx));
+	engine_send_result(e, &k->job->ranks[rank].addr, &h, pl, bytes, engine_xbuf(e, k, idx),
+			   NULL);
 }
 
 void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how,
@@ -154,6 +155,9 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 	const uint64_t *cb = engine_contrib_bm(k, idx);
 	struct engine_rank *ranks = k->job->ranks;
 	void *xbuf = engine_xbuf(e, k, idx);
+	/* a keyed job's payload is MACed once here, not once per rank (tally_auth.h) */
+	uint8_t inner[TALLY_AUTH_LEN];
+	const uint8_t *in = engine_result_inner(e, k->job, pl, bytes, inner) ? inner : NULL;
 	for (uint32_t r = 0; r < k->reg.participants; r++) {
 		if (!ranks[r].bound)
 			continue;
@@ -162,7 +166,7 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 				     (engine_bit(cb, r) ? TALLY_F_INCLUDED : 0));
 		h.aux = r == last && how == ENGINE_HOW_QUORUM && ranks[r].held ? TALLY_AUX_LAST : 0;
 		e->st.results++;
-		engine_send_result(e, &ranks[r].addr, &h, pl, bytes, xbuf);
+		engine_send_result(e, &ranks[r].addr, &h, pl, bytes, xbuf, in);
 	}
 }
 

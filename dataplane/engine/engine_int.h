@@ -220,9 +220,16 @@ enum tally_reason engine_reject_plain(struct tally_engine *e, const struct tally
 enum tally_reason engine_drop(struct tally_engine *e, enum tally_reason r);
 void engine_send(struct tally_engine *e, const struct tally_addr *to, const struct tally_hdr *h,
 	     const void *payload, size_t len);
-/* A RESULT from a buffer the transport may reference (xbuf: its state, NULL: none). */
+/* A RESULT from a buffer the transport may reference (xbuf: its state, NULL: none).
+ * inner: the payload's tag of a keyed job (engine_result_inner), signed once per chunk;
+ * NULL: computed for this copy. */
 void engine_send_result(struct tally_engine *e, const struct tally_addr *to,
-			const struct tally_hdr *h, const void *payload, size_t len, void *xbuf);
+			const struct tally_hdr *h, const void *payload, size_t len, void *xbuf,
+			const uint8_t *inner);
+/* The inner (payload) tag of a keyed job's RESULT (tally_auth_sign_payload) into inner:
+ * 1, or 0 (job not keyed, or it failed: each copy then signs its own, counted there). */
+int engine_result_inner(struct tally_engine *e, const struct engine_job *job,
+			const void *payload, size_t len, uint8_t inner[TALLY_AUTH_LEN]);
 /* A rejected control request: counted, and answered with ERROR to `from`. */
 enum tally_reason engine_reject(struct tally_engine *e, const struct tally_hdr *req,
 			    const struct tally_addr *from, enum tally_reason r);

@@ -42,10 +42,11 @@ struct tally_auth *engine_job_auth(const struct tally_engine *e, const struct en
 }
 
 /* Every packet the engine sends goes through here: a keyed job's packets are signed per
- * destination (each RESULT copy has its own header, so its own IV and tag). */
+ * destination (each RESULT copy has its own header, so its own outer IV and tag; the
+ * payload's inner tag is shared by the chunk's copies when the caller computed it). */
 static void send_pkt(struct tally_engine *e, const struct tally_addr *to,
 		     const struct tally_hdr *h, const void *payload, size_t len, void *xbuf,
-		     int sign)
+		     int sign, const uint8_t *inner)
 {
 	uint8_t hb[TALLY_HDR_MAX];
 	struct engine_job *job = sign ? engine_job_find(e, h->job_id) : NULL;
@@ -55,7 +56,8 @@ static void send_pkt(struct tally_engine *e, const struct tally_addr *to,
 	tally_proto_encode_hdr(hb, h);
 	if (a) {
 		tally_auth_mark(hb);
-		if (tally_auth_sign(a, hb, len ? payload : NULL, len) != 0) {
+		if ((inner && h->op == TALLY_OP_RESULT ? tally_auth_sign_result(a, hb, inner) :
+		     tally_auth_sign(a, hb, len ? payload : NULL, len)) != 0) {
 			e->st.tx_errors++;
 			return;
 		}
@@ -75,13 +77,22 @@ static void send_pkt(struct tally_engine *e, const struct tally_addr *to,
 void engine_send(struct tally_engine *e, const struct tally_addr *to, const struct tally_hdr *h,
 	     const void *payload, size_t len)
 {
-	send_pkt(e, to, h, payload, len, NULL, 1);
+	send_pkt(e, to, h, payload, len, NULL, 1, NULL);
 }
 
 void engine_send_result(struct tally_engine *e, const struct tally_addr *to,
-			const struct tally_hdr *h, const void *payload, size_t len, void *xbuf)
+			const struct tally_hdr *h, const void *payload, size_t len, void *xbuf,
+			const uint8_t *inner)
 {
-	send_pkt(e, to, h, payload, len, xbuf, 1);
+	send_pkt(e, to, h, payload, len, xbuf, 1, inner);
+}
+
+int engine_result_inner(struct tally_engine *e, const struct engine_job *job,
+			const void *payload, size_t len, uint8_t inner[TALLY_AUTH_LEN])
+{
+	struct tally_auth *a = engine_job_auth(e, job);
+
+	return a && tally_auth_sign_payload(a, inner, payload, len) == 0;
 }
 
 static void error_hdr(const struct tally_engine *e, struct tally_hdr *h,
@@ -111,7 +122,7 @@ enum tally_reason engine_reject_plain(struct tally_engine *e, const struct tally
 	if (!from)
 		return r;
 	error_hdr(e, &h, req, r);
-	send_pkt(e, from, &h, NULL, 0, NULL, 0);
+	send_pkt(e, from, &h, NULL, 0, NULL, 0, NULL);
 	return r;
 }
 

@@ -100,13 +100,21 @@ enum tally_op {
  * 64 header bytes and the payload; hdr.crc is 0 (the tag covers the payload). JOIN puts a
  * fresh nonce in hdr.reserved (strictly increasing per rank), JOIN_OK echoes it, BYE
  * repeats the nonce of the JOIN that bound the rank (replays of either are refused).
- * Any op may carry it; without it the format and CRC are unchanged. */
+ * Any op may carry it; without it the format and CRC are unchanged.
+ * A RESULT's block is twice as long (TALLY_AUTH_RESULT_LEN), signed in two levels so that
+ * the appliance MACs a chunk's payload once however many ranks it sends it to:
+ * [inner IV 12][inner tag 16] = GMAC over the payload alone, computed once per chunk, then
+ * [outer IV 12][outer tag 16] = GMAC over the 64 header bytes and the inner IV and tag,
+ * per destination (tally_auth.h says why this is sound). */
 #define TALLY_F_AUTH 0x0080u
 #define TALLY_AUTH_IV_LEN 12
 #define TALLY_AUTH_TAG_LEN 16
 #define TALLY_AUTH_LEN (TALLY_AUTH_IV_LEN + TALLY_AUTH_TAG_LEN)
-/* Largest encoded header: the header and the auth block. */
-#define TALLY_HDR_MAX (TALLY_HDR_LEN + TALLY_AUTH_LEN)
+#define TALLY_AUTH_RESULT_LEN (2 * TALLY_AUTH_LEN)
+/* A signed header of any op but RESULT: the header and the auth block. */
+#define TALLY_HDR_AUTH (TALLY_HDR_LEN + TALLY_AUTH_LEN)
+/* Largest encoded header: a signed RESULT's (header and two-level auth block). */
+#define TALLY_HDR_MAX (TALLY_HDR_LEN + TALLY_AUTH_RESULT_LEN)
 
 /* The wire header. Encoded/decoded field by field (never cast a packet buffer to it). */
 struct tally_hdr {
@@ -275,11 +283,14 @@ struct tally_pkt {
 	const uint8_t *auth;  /* TALLY_F_AUTH: the auth block (IV, tag), else NULL */
 };
 
-/* Bytes of an encoded header as sent: TALLY_HDR_LEN, or TALLY_HDR_MAX when its flags say
- * TALLY_F_AUTH (the auth block follows it). Transports send this many header bytes. */
+/* Bytes of an encoded header as sent: TALLY_HDR_LEN, or when its flags say TALLY_F_AUTH
+ * (the auth block follows it) TALLY_HDR_AUTH, TALLY_HDR_MAX for a RESULT (op byte 5).
+ * Transports send this many header bytes. */
 static inline size_t tally_proto_hdr_len(const uint8_t *hdr)
 {
-	return (hdr[6] & TALLY_F_AUTH) ? TALLY_HDR_MAX : TALLY_HDR_LEN;
+	if (!(hdr[6] & TALLY_F_AUTH))
+		return TALLY_HDR_LEN;
+	return hdr[5] == TALLY_OP_RESULT ? TALLY_HDR_MAX : TALLY_HDR_AUTH;
 }
 
 /* Encode a header into 64 bytes at `out`. Sets magic/version; `hdr->payload_len` and

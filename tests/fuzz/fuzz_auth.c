@@ -124,9 +124,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(&h.reserved, data + 19, 8);
 	h.payload_len = (uint32_t)plen;
 	tally_proto_encode_hdr(pkt, &h);
-	memcpy(pkt + TALLY_HDR_MAX, data + FA_HDR, plen);
-	CHECK(tally_auth_sign(wk, pkt, pkt + TALLY_HDR_MAX, plen) == 0);
-	size_t len = TALLY_HDR_MAX + plen;
+	size_t hl = tally_proto_hdr_len(pkt); /* a RESULT's block is two-level */
+	memcpy(pkt + hl, data + FA_HDR, plen);
+	CHECK(tally_auth_sign(wk, pkt, pkt + hl, plen) == 0);
+	size_t len = hl + plen;
 	enum tally_reason r = tally_proto_decode(pkt, len, &p);
 	if (r == TALLY_OK) {
 		CHECK(p.auth == pkt + TALLY_HDR_LEN);

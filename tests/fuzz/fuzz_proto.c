@@ -33,8 +33,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 
 	const struct tally_hdr *h = &pkt.hdr;
-	/* an authenticated packet: the auth block between header and payload, no CRC */
-	size_t hl = (h->flags & TALLY_F_AUTH) ? TALLY_HDR_MAX : TALLY_HDR_LEN;
+	/* an authenticated packet: the auth block between header and payload, no CRC; a
+	 * RESULT's is two-level (inner payload tag, outer header tag) */
+	size_t hl = !(h->flags & TALLY_F_AUTH)	  ? TALLY_HDR_LEN :
+		    h->op == TALLY_OP_RESULT ? TALLY_HDR_MAX :
+					       TALLY_HDR_AUTH;
 	CHECK(tally_proto_hdr_len(data) == hl);
 	CHECK(size == hl + h->payload_len);
 	CHECK(h->payload_len <= TALLY_MAX_PAYLOAD);

@@ -230,17 +230,18 @@ def engine_corpus():
 
 
 def auth_packet(op, payload=b"", flags=0, rank=0, key=1, count=0, nonce=0):
-    """A TALLY_F_AUTH packet: header (crc 0), a zero auth block, payload (proto seeds: the
-    decoder does not check the tag)."""
+    """A TALLY_F_AUTH packet: header (crc 0), a zero auth block (a RESULT's is two-level,
+    56 bytes), payload (proto seeds: the decoder does not check the tag)."""
     hdr = struct.pack("<IBBHIIQIIIIBBHIIIQ", 0x31594C54, 1, op, flags | 0x80, 7, rank,
                       0x1122334455667788, key, 0, 0, count, 0, 0, 0, len(payload), 0, 0, nonce)
-    return hdr + bytes(28) + payload
+    return hdr + bytes(56 if op == 5 else 28) + payload
 
 
 def auth_proto_corpus():
     return {"push_auth": auth_packet(4, bytes(range(32)), count=8),
             "join_auth": auth_packet(1, struct.pack("<IIIIQ", 4, 4, 8192, 0, 0), nonce=99),
-            "held_auth": auth_packet(9, flags=0x8, count=4)}
+            "held_auth": auth_packet(9, flags=0x8, count=4),
+            "result_auth": auth_packet(5, bytes(range(16)), count=4)}
 
 
 def auth_corpus():
@@ -265,6 +266,7 @@ def auth_corpus():
                         pos=92, xor=1),
         "held_flags": inp(9, flags=0x8, key=1, count=4, pos=64, xor=9),
         "result": inp(5, key=1, count=4, payload=bytes(16), pos=70, xor=3),
+        "result_outer": inp(5, rank=1, key=1, count=4, payload=bytes(16), pos=110, xor=5),
     }
 
 

@@ -48,7 +48,8 @@ def plain(op, job, token, rank, payload=b"", **kw):
 
 def forged(op, job, token, rank, payload=b"", **kw):
     h = header(op, job, token, rank, plen=len(payload), flags=F_AUTH, **kw)
-    return h + os.urandom(28) + payload  # a guessed IV and tag
+    # a guessed IV and tag (a RESULT's block is two-level: inner and outer, 56 bytes)
+    return h + os.urandom(56 if op == 5 else 28) + payload
 
 
 class Sender:

@@ -35,7 +35,8 @@ void *realloc(void *p, size_t size)
 
 int main(void)
 {
-	static uint8_t buf[TALLY_HDR_MAX + 8192];
+	static uint8_t buf[TALLY_HDR_AUTH + 8192], res[TALLY_HDR_MAX + 8192];
+	uint8_t inner[TALLY_AUTH_LEN];
 	uint8_t key[TALLY_AUTH_KEY_LEN] = { 1, 2, 3 };
 	struct tally_hdr h;
 	struct tally_pkt p;
@@ -49,17 +50,27 @@ int main(void)
 	if (!a || tally_auth_set_key(a, key))
 		return 1;
 	tally_proto_encode_hdr(buf, &h);
+	h.op = TALLY_OP_RESULT;
+	tally_proto_encode_hdr(res, &h);
 	long before = allocs;
 	for (int i = 0; i < 10000; i++) {
-		if (tally_auth_sign(a, buf, buf + TALLY_HDR_MAX, 8192) ||
+		if (tally_auth_sign(a, buf, buf + TALLY_HDR_AUTH, 8192) ||
 		    tally_proto_decode(buf, sizeof(buf), &p) != TALLY_OK ||
 		    tally_auth_verify(a, buf, &p)) {
 			fprintf(stderr, "sign/verify failed at %d\n", i);
 			return 1;
 		}
+		/* a RESULT: the payload tag once, the header tag per copy */
+		if (tally_auth_sign_payload(a, inner, res + TALLY_HDR_MAX, 8192) ||
+		    tally_auth_sign_result(a, res, inner) ||
+		    tally_proto_decode(res, sizeof(res), &p) != TALLY_OK ||
+		    tally_auth_verify(a, res, &p)) {
+			fprintf(stderr, "RESULT sign/verify failed at %d\n", i);
+			return 1;
+		}
 	}
 	long n = allocs - before;
 	tally_auth_free(a);
-	printf("allocations in 10000 sign + verify: %ld\n", n);
+	printf("allocations in 10000 sign + verify of a PUSH and a RESULT: %ld\n", n);
 	return n == 0 ? 0 : 1;
 }

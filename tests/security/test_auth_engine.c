@@ -34,9 +34,9 @@ static void a_build(struct ah *a, struct tally_hdr *hd, const void *pl, size_t p
 	hd->payload_len = (uint32_t)plen;
 	tally_proto_encode_hdr(a->buf, hd);
 	if (plen)
-		memcpy(a->buf + TALLY_HDR_MAX, pl, plen);
-	assert_int_equal(tally_auth_sign(a->w, a->buf, a->buf + TALLY_HDR_MAX, plen), 0);
-	a->len = TALLY_HDR_MAX + plen;
+		memcpy(a->buf + TALLY_HDR_AUTH, pl, plen);
+	assert_int_equal(tally_auth_sign(a->w, a->buf, a->buf + TALLY_HDR_AUTH, plen), 0);
+	a->len = TALLY_HDR_AUTH + plen;
 }
 
 static enum tally_reason a_feed(struct ah *a, uint32_t from_rank)
@@ -244,8 +244,8 @@ static void test_replay_join_bye(void **state)
 	a_build(a, &rh, rpl, sizeof(rpl), 1);
 	H_EXPECT_REJECT(&a->h, a_feed(a, 6), TALLY_R_NOT_JOINED, 1);
 	assert_int_equal(a_bye(a, 0, 1000), TALLY_OK);
-	uint8_t rec_bye[TALLY_HDR_MAX];
-	memcpy(rec_bye, a->buf, TALLY_HDR_MAX);
+	uint8_t rec_bye[TALLY_HDR_AUTH];
+	memcpy(rec_bye, a->buf, TALLY_HDR_AUTH);
 	/* nor, now that rank 0 left, from its old address */
 	a_build(a, &rh, rpl, sizeof(rpl), 1);
 	H_EXPECT_REJECT(&a->h, a_feed(a, 0), TALLY_R_NOT_JOINED, 1);
@@ -255,8 +255,8 @@ static void test_replay_join_bye(void **state)
 	H_EXPECT_REJECT(&a->h, a_feed(a, 0), TALLY_R_REPLAY, 1);
 	/* the worker joins again (newer nonce); the recorded BYE does not unbind it */
 	assert_int_equal(a_join(a, 0, 2000, 1), TALLY_OK);
-	memcpy(a->buf, rec_bye, TALLY_HDR_MAX);
-	a->len = TALLY_HDR_MAX;
+	memcpy(a->buf, rec_bye, TALLY_HDR_AUTH);
+	a->len = TALLY_HDR_AUTH;
 	H_EXPECT_REJECT(&a->h, a_feed(a, 0), TALLY_R_REPLAY, 0);
 	assert_int_equal(tally_engine_stats(a->h.e)->byes, 1);
 }
@@ -274,12 +274,21 @@ static void test_replay_push_and_results(void **state)
 	assert_int_equal(tally_engine_stats(a->h.e)->pushes, pushes);
 	assert_int_equal(tally_engine_stats(a->h.e)->duplicates, 1);
 	assert_int_equal(a_push(a, 1, 0, v, 8, 1), TALLY_OK);
-	/* RESULTs: one per destination, each signed with its own IV */
+	/* RESULTs: one per destination, each with its own outer IV and tag over one shared
+	 * payload tag (the chunk's payload MACed once, tally_auth.h) */
 	assert_int_equal(h_count(&a->h, TALLY_OP_RESULT, 1, 0, 0), 2);
 	a_all_signed(a, 0);
 	const struct cap_pkt *r0 = h_result(&a->h, 0, 1, 0, 0), *r1 = h_result(&a->h, 1, 1, 0, 0);
-	assert_memory_not_equal(r0->buf + TALLY_HDR_LEN, r1->buf + TALLY_HDR_LEN,
+	assert_memory_not_equal(r0->buf + TALLY_HDR_AUTH, r1->buf + TALLY_HDR_AUTH,
 				TALLY_AUTH_IV_LEN);
+	assert_memory_equal(r0->buf + TALLY_HDR_LEN, r1->buf + TALLY_HDR_LEN, TALLY_AUTH_LEN);
+	/* rank 1's copy re-addressed to rank 0: its outer tag covers the rank */
+	struct cap_pkt *r1c = (struct cap_pkt *)r1;
+	struct tally_pkt p;
+	r1c->buf[12] ^= 1;
+	assert_int_equal(tally_proto_decode(r1c->buf, r1c->len, &p), TALLY_OK);
+	assert_int_not_equal(tally_auth_verify(a->w, r1c->buf, &p), 0);
+	r1c->buf[12] ^= 1;
 	/* round 0's push replayed once round 2 runs: stale, not summed */
 	assert_int_equal(a_push(a, 0, 1, v, 8, 1), TALLY_OK);
 	assert_int_equal(a_push(a, 1, 1, v, 8, 1), TALLY_OK);

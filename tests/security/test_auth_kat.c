@@ -90,9 +90,9 @@ static size_t build(struct tally_auth *a, uint8_t *buf, uint32_t round, const fl
 	h.flags = TALLY_F_AUTH;
 	h.payload_len = n * 4;
 	tally_proto_encode_hdr(buf, &h);
-	memcpy(buf + TALLY_HDR_MAX, pl, n * 4);
-	assert_int_equal(tally_auth_sign(a, buf, buf + TALLY_HDR_MAX, n * 4), 0);
-	return TALLY_HDR_MAX + n * 4;
+	memcpy(buf + TALLY_HDR_AUTH, pl, n * 4);
+	assert_int_equal(tally_auth_sign(a, buf, buf + TALLY_HDR_AUTH, n * 4), 0);
+	return TALLY_HDR_AUTH + n * 4;
 }
 
 static void test_sign_verify(void **state)
@@ -121,7 +121,7 @@ static void test_sign_verify(void **state)
 	assert_int_not_equal(tally_auth_verify(bad, buf, &p), 0); /* wrong key */
 	memcpy(iv0, buf + TALLY_HDR_LEN, 12);
 	/* every byte of header, IV, tag and payload is covered */
-	size_t probes[] = { 8, 24, 28, 56, TALLY_HDR_LEN, TALLY_HDR_LEN + 13, TALLY_HDR_MAX,
+	size_t probes[] = { 8, 24, 28, 56, TALLY_HDR_LEN, TALLY_HDR_LEN + 13, TALLY_HDR_AUTH,
 			    len - 1 };
 	for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
 		buf[probes[i]] ^= 0x10;
@@ -149,6 +149,105 @@ static void test_sign_verify(void **state)
 	tally_auth_free(bad);
 }
 
+/* A RESULT for rank `rank` signed in two levels with a shared inner (payload) tag. */
+static size_t build_result(struct tally_auth *a, uint8_t *buf, uint32_t rank, const float *pl,
+			   uint32_t n, const uint8_t inner[TALLY_AUTH_LEN])
+{
+	struct tally_hdr h;
+	memset(&h, 0, sizeof(h));
+	h.op = TALLY_OP_RESULT;
+	h.job_id = 3;
+	h.token = 42;
+	h.rank = rank;
+	h.round = 9;
+	h.count = n;
+	h.dtype = TALLY_DT_F32;
+	h.flags = TALLY_F_AUTH;
+	h.payload_len = n * 4;
+	tally_proto_encode_hdr(buf, &h);
+	assert_int_equal(tally_proto_hdr_len(buf), TALLY_HDR_MAX);
+	memcpy(buf + TALLY_HDR_MAX, pl, n * 4);
+	assert_int_equal(tally_auth_sign_result(a, buf, inner), 0);
+	return TALLY_HDR_MAX + n * 4;
+}
+
+static int verifies(struct tally_auth *a, const uint8_t *buf, size_t len)
+{
+	struct tally_pkt p;
+	return tally_proto_decode(buf, len, &p) == TALLY_OK && tally_auth_verify(a, buf, &p) == 0;
+}
+
+/* RESULT: one payload tag per chunk, one header tag per copy; the two levels are the GMAC
+ * of the primitive, and no byte, splice or swap gets through. */
+static void test_result_split(void **state)
+{
+	(void)state;
+	static uint8_t b0[TALLY_HDR_MAX + 1024], b1[TALLY_HDR_MAX + 1024], b2[TALLY_HDR_MAX + 1024];
+	uint8_t key[32], inner[TALLY_AUTH_LEN], inner2[TALLY_AUTH_LEN], tag[16];
+	float pl[256], pl2[256];
+	for (int i = 0; i < 32; i++)
+		key[i] = (uint8_t)(i * 5 + 3);
+	for (int i = 0; i < 256; i++) {
+		pl[i] = (float)i;
+		pl2[i] = (float)i + (i == 7);
+	}
+	struct tally_auth *tx = tally_auth_new(), *rx = tally_auth_new();
+	assert_int_equal(tally_auth_set_key(tx, key), 0);
+	assert_int_equal(tally_auth_set_key(rx, key), 0);
+	assert_int_equal(tally_auth_sign_payload(tx, inner, pl, sizeof(pl)), 0);
+	size_t len = build_result(tx, b0, 0, pl, 256, inner);
+	build_result(tx, b1, 1, pl, 256, inner);
+	assert_true(verifies(rx, b0, len));
+	assert_true(verifies(rx, b1, len));
+	/* the same inner block in both copies, distinct outer IVs (and distinct from inner's) */
+	assert_memory_equal(b0 + TALLY_HDR_LEN, b1 + TALLY_HDR_LEN, TALLY_AUTH_LEN);
+	assert_memory_not_equal(b0 + TALLY_HDR_AUTH, b1 + TALLY_HDR_AUTH, TALLY_AUTH_IV_LEN);
+	assert_memory_not_equal(b0 + TALLY_HDR_AUTH, inner, TALLY_AUTH_IV_LEN);
+	/* both levels are the primitive's GMAC: inner over prefix||payload, outer over
+	 * hdr||inner; the payload alone (no prefix) gives another tag */
+	assert_int_equal(tally_auth_gmac(rx, inner, "TALLY RESULT PL", 16, pl, sizeof(pl), tag), 0);
+	assert_memory_equal(tag, inner + TALLY_AUTH_IV_LEN, 16);
+	assert_int_equal(tally_auth_gmac(rx, inner, pl, sizeof(pl), NULL, 0, tag), 0);
+	assert_memory_not_equal(tag, inner + TALLY_AUTH_IV_LEN, 16);
+	assert_int_equal(tally_auth_gmac(rx, inner, TALLY_AUTH_INNER_PREFIX, 16, pl, sizeof(pl),
+					 tag), 0);
+	assert_memory_equal(tag, inner + TALLY_AUTH_IV_LEN, 16);
+	assert_int_equal(tally_auth_gmac(rx, b0 + TALLY_HDR_AUTH, b0, TALLY_HDR_LEN,
+					 inner, TALLY_AUTH_LEN, tag), 0);
+	assert_memory_equal(tag, b0 + TALLY_HDR_AUTH + TALLY_AUTH_IV_LEN, 16);
+	/* every byte: header, inner IV/tag, outer IV/tag, payload */
+	size_t probes[] = { 5, 12, 28, 56, TALLY_HDR_LEN, TALLY_HDR_LEN + 20, TALLY_HDR_AUTH,
+			    TALLY_HDR_AUTH + 13, TALLY_HDR_MAX, len - 1 };
+	for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+		b0[probes[i]] ^= 0x04;
+		assert_false(verifies(rx, b0, len));
+		b0[probes[i]] ^= 0x04;
+	}
+	assert_true(verifies(rx, b0, len));
+	/* another chunk's payload under this header and inner block (a swapped payload) */
+	memcpy(b2, b0, len);
+	memcpy(b2 + TALLY_HDR_MAX, pl2, sizeof(pl2));
+	assert_false(verifies(rx, b2, len));
+	/* a genuine inner block of another payload spliced under this copy's outer tag */
+	assert_int_equal(tally_auth_sign_payload(tx, inner2, pl2, sizeof(pl2)), 0);
+	memcpy(b2 + TALLY_HDR_LEN, inner2, TALLY_AUTH_LEN);
+	assert_false(verifies(rx, b2, len));
+	/* rank 1's copy relabelled for rank 0 (its outer tag covers the rank) */
+	memcpy(b2, b1, len);
+	b2[12] = 0;
+	assert_false(verifies(rx, b2, len));
+	/* the one-call form signs both levels too; a PUSH-sized block on a RESULT does not decode */
+	build(tx, b2, 9, pl, 256);
+	b2[5] = TALLY_OP_RESULT;
+	struct tally_pkt p;
+	assert_int_equal(tally_proto_decode(b2, TALLY_HDR_AUTH + 1024, &p), TALLY_R_LEN_MISMATCH);
+	memcpy(b2 + TALLY_HDR_MAX, pl, sizeof(pl));
+	assert_int_equal(tally_auth_sign(tx, b2, pl, sizeof(pl)), 0);
+	assert_true(verifies(rx, b2, len));
+	tally_auth_free(tx);
+	tally_auth_free(rx);
+}
+
 /* The decoder's side of the auth block: its length, no CRC, names of the new reasons. */
 static void test_decode_auth(void **state)
 {
@@ -164,32 +263,32 @@ static void test_decode_auth(void **state)
 	h.flags = TALLY_F_AUTH;
 	h.payload_len = 64;
 	tally_proto_encode_hdr(buf, &h);
-	assert_int_equal(tally_proto_hdr_len(buf), TALLY_HDR_MAX);
-	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_MAX + 64, &p), TALLY_OK);
+	assert_int_equal(tally_proto_hdr_len(buf), TALLY_HDR_AUTH);
+	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_AUTH + 64, &p), TALLY_OK);
 	assert_ptr_equal(p.auth, buf + TALLY_HDR_LEN);
-	assert_ptr_equal(p.payload, buf + TALLY_HDR_MAX);
+	assert_ptr_equal(p.payload, buf + TALLY_HDR_AUTH);
 	/* the block missing (a v1-sized packet with the flag), or cut short */
 	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN + 64, &p), TALLY_R_LEN_MISMATCH);
 	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_LEN + 10, &p), TALLY_R_LEN_MISMATCH);
 	/* a CRC on an authenticated packet is refused (the tag covers the payload) */
 	h.crc = 1;
 	tally_proto_encode_hdr(buf, &h);
-	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_MAX + 64, &p), TALLY_R_BAD_CRC);
+	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_AUTH + 64, &p), TALLY_R_BAD_CRC);
 	/* without the flag, the same bytes are 28 too many */
 	h.crc = 0;
 	h.flags = 0;
 	tally_proto_encode_hdr(buf, &h);
-	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_MAX + 64, &p), TALLY_R_LEN_MISMATCH);
+	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_AUTH + 64, &p), TALLY_R_LEN_MISMATCH);
 	/* HELD may carry it beside MISSING */
 	memset(&h, 0, sizeof(h));
 	h.op = TALLY_OP_HELD;
 	h.count = 4;
 	h.flags = TALLY_F_AUTH | TALLY_F_MISSING;
 	tally_proto_encode_hdr(buf, &h);
-	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_MAX, &p), TALLY_OK);
+	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_AUTH, &p), TALLY_OK);
 	h.flags = TALLY_F_AUTH | TALLY_F_MISSING | TALLY_F_RESEND;
 	tally_proto_encode_hdr(buf, &h);
-	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_MAX, &p), TALLY_R_BAD_FLAGS);
+	assert_int_equal(tally_proto_decode(buf, TALLY_HDR_AUTH, &p), TALLY_R_BAD_FLAGS);
 	/* the JOIN nonce travels in reserved */
 	memset(&h, 0, sizeof(h));
 	h.op = TALLY_OP_BYE;
@@ -254,6 +353,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kat),
 		cmocka_unit_test(test_sign_verify),
+		cmocka_unit_test(test_result_split),
 		cmocka_unit_test(test_decode_auth),
 		cmocka_unit_test(test_key_file),
 	};

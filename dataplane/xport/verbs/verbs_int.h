@@ -16,6 +16,8 @@
 
 #define VERBS_MAGIC 0x54564231u /* "TVB1": our connect/accept private data */
 #define VERBS_SLOT_BYTES 9152u  /* TALLY_HDR_MAX + TALLY_MAX_PAYLOAD, 64-aligned */
+_Static_assert(VERBS_SLOT_BYTES >= TALLY_HDR_MAX + TALLY_MAX_PAYLOAD,
+	       "a slot holds the largest packet (a signed RESULT: 120 header bytes)");
 #define VERBS_CQ_BATCH 32
 #define VERBS_EXTRA_RECV 16     /* receives beyond the slots, for credit messages */
 
