@@ -22,23 +22,14 @@ import multiprocessing as mp
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 
-try:
-    import torch
-    import torch.distributed as dist
-except ImportError:
-    print("SKIP: torch not importable by", sys.executable)
-    sys.exit(77)
+import udpd_proc
 
-UDPD = os.environ.get("TALLY_TEST_UDPD")
-if not UDPD or not os.path.exists(UDPD):
-    print("SKIP: TALLY_TEST_UDPD (tally-udpd) not built")
-    sys.exit(77)
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "gpu_agent", "examples"))
+torch = udpd_proc.need_torch()
+import torch.distributed as dist  # noqa: E402
+udpd_proc.need_udpd()
 import train  # noqa: E402  free_port_block, torch_store_compat
 
 W = 2
@@ -278,16 +269,12 @@ def main():
     failed = scenario_d()
     port = train.free_port_block(1)
     sock = f"/tmp/tally-test-identity-{os.getpid()}.sock"
-    appl = subprocess.Popen([UDPD, "--addr", "127.0.0.1", "--port", str(port), "--cores", "1", "--open",
-                             "--ctl-socket", sock], stdout=subprocess.DEVNULL)
-    time.sleep(0.5)
     try:
-        failed += scenario_a(port)
-        failed += scenario_b(port)
-        failed += scenario_c(port)
+        with udpd_proc.running(port, "--cores", "1", "--open", "--ctl-socket", sock):
+            failed += scenario_a(port)
+            failed += scenario_b(port)
+            failed += scenario_c(port)
     finally:
-        appl.send_signal(signal.SIGTERM)
-        appl.wait(10)
         with contextlib.suppress(OSError):
             os.unlink(sock)
     print(f"{failed} failed")
