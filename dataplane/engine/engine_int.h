@@ -223,6 +223,10 @@ void engine_send(struct tally_engine *e, const struct tally_addr *to, const stru
 /* A RESULT from a buffer the transport may reference (xbuf: its state, NULL: none). */
 void engine_send_result(struct tally_engine *e, const struct tally_addr *to,
 			const struct tally_hdr *h, const void *payload, size_t len, void *xbuf);
+/* The ERROR header r about chunk slot idx of k (its job, round, offset, dtype); the caller
+ * sets rank, count and reserved. */
+void engine_chunk_error_hdr(struct tally_hdr *h, const struct engine_key *k, uint32_t idx,
+			    enum tally_reason r, uint32_t aux);
 /* A rejected control request: counted, and answered with ERROR to `from`. */
 enum tally_reason engine_reject(struct tally_engine *e, const struct tally_hdr *req,
 			    const struct tally_addr *from, enum tally_reason r);
