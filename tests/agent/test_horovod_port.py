@@ -5,7 +5,6 @@ import) trains to the same losses on Tally as on gloo (two workers, |diff| <= 1e
 Exit 77 (skip) without torch or without the appliance binary."""
 import multiprocessing as mp
 import os
-import socket
 import sys
 
 import udpd_proc
@@ -50,10 +49,7 @@ def run(backend, env):
 
 
 def main():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    mport = s.getsockname()[1]
-    s.close()
+    mport = udpd_proc.free_tcp()
     gloo = run("gloo", {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(mport)})
     port = train.free_port_block(1)
     with udpd_proc.running(port, "--cores", "1", "--job", "9", "--token", "5", "--world", str(W)):

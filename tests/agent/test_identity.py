@@ -21,7 +21,6 @@ import io
 import multiprocessing as mp
 import os
 import signal
-import socket
 import sys
 import time
 
@@ -80,14 +79,6 @@ def worker(rank, port, env, mode, tag, steps, hang_after, q, barrier):
         raise SystemExit(1)
 
 
-def free_tcp():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def check(ok, what):
     print(f"{'ok  ' if ok else 'FAIL'} {what}", flush=True)
     return 0 if ok else 1
@@ -102,7 +93,7 @@ def launch(port, env, mode, tag, steps, hang_after=None, barrier=None):
     q = ctx.Queue()
     env = dict(env)
     env.setdefault("MASTER_ADDR", "127.0.0.1")
-    env.setdefault("MASTER_PORT", str(free_tcp()))
+    env.setdefault("MASTER_PORT", str(udpd_proc.free_tcp()))
     ps = [ctx.Process(target=worker, args=(r, port, env, mode, tag, steps, hang_after, q, barrier))
           for r in range(W)]
     for p in ps:
@@ -158,7 +149,7 @@ def scenario_a(port):
 
 def scenario_b(port):
     failed = 0
-    mport = free_tcp()
+    mport = udpd_proc.free_tcp()
     train.torch_store_compat()
     # as torchrun's agent hosts it (torch 2.x waits for world_size clients unless told not to)
     kw = dict(is_master=True, wait_for_workers=False)

@@ -20,7 +20,6 @@ Exit 77 (skip) without torch or without the appliance binary.
 """
 import multiprocessing as mp
 import os
-import socket
 import sys
 import time
 
@@ -213,14 +212,6 @@ def check(ok, what):
     return 0 if ok else 1
 
 
-def free_tcp():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def errors_checks():
     """Against an appliance with open admission, one rank."""
     import tally
@@ -284,7 +275,7 @@ def main():
     with udpd_proc.running(port, "--cores", "2", "--job", "5", "--token", "77", "--world", str(W)):
         ctx = mp.get_context("fork")
         q = ctx.Queue()
-        mport = free_tcp()
+        mport = udpd_proc.free_tcp()
         ps = [ctx.Process(target=worker, args=(r, port, mport, q)) for r in range(W)]
         for p in ps:
             p.start()

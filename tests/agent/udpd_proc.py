@@ -6,6 +6,7 @@ for the length of a `with` block."""
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -31,6 +32,15 @@ def need_udpd():
         print("SKIP: TALLY_TEST_UDPD (tally-udpd) not built")
         sys.exit(77)
     return udpd
+
+
+def free_tcp():
+    """A TCP port free on 127.0.0.1 now (a torch store's MASTER_PORT)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
 
 
 @contextlib.contextmanager
