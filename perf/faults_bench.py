@@ -19,31 +19,14 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port(n):
-    """A base port with n free UDP ports after it (best effort)."""
-    for base in range(20000 + os.getpid() % 20000, 65000, 7):
-        socks = []
-        try:
-            for i in range(n):
-                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                socks.append(s)
-                s.bind(("127.0.0.1", base + i))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free UDP ports")
+sys.path.insert(0, os.path.join(HERE, "..", "gpu_agent", "examples"))
+import train as launcher  # noqa: E402  (free_port_block)
 
 
 def start_udpd(o, port, tmp, tag):
@@ -73,7 +56,7 @@ def events(path):
 
 def one_run(o, run):
     tmp = tempfile.mkdtemp(prefix="tally-faults-bench.")
-    port = free_port(2)
+    port = launcher.free_port_block(2)
     app = start_udpd(o, port, tmp, "a")
     workers = []
     try:

@@ -230,6 +230,10 @@ void engine_send_result(struct tally_engine *e, const struct tally_addr *to,
  * 1, or 0 (job not keyed, or it failed: each copy then signs its own, counted there). */
 int engine_result_inner(struct tally_engine *e, const struct engine_job *job,
 			const void *payload, size_t len, uint8_t inner[TALLY_AUTH_LEN]);
+/* The ERROR header r about chunk slot idx of k (its job, round, offset, dtype); the caller
+ * sets rank, count and reserved. */
+void engine_chunk_error_hdr(struct tally_hdr *h, const struct engine_key *k, uint32_t idx,
+			    enum tally_reason r, uint32_t aux);
 /* A rejected control request: counted, and answered with ERROR to `from`. */
 enum tally_reason engine_reject(struct tally_engine *e, const struct tally_hdr *req,
 			    const struct tally_addr *from, enum tally_reason r);

@@ -89,23 +89,13 @@ static uint32_t silent_rank(const struct engine_key *k, uint32_t idx, uint64_t n
 static void silent_report(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 			  uint32_t dead, uint64_t now)
 {
-	const struct engine_chunk *ch = &k->chunks[idx];
 	const uint64_t *cb = engine_contrib_bm(k, idx);
 	struct engine_rank *ranks = k->job->ranks;
-	uint32_t c = idx >= k->nchunks ? idx - k->nchunks : idx;
 	uint64_t ms = (now - ranks[dead].last_ns) / 1000000u;
 	struct tally_hdr h;
-	memset(&h, 0, sizeof(h));
-	h.op = TALLY_OP_ERROR;
-	h.reason = TALLY_R_RANK_SILENT;
-	h.aux = dead;
-	h.job_id = k->job_id;
-	h.token = k->job->token;
-	h.key = k->key;
-	h.round = ch->round;
-	h.offset = c * k->reg.chunk_elems;
+
+	engine_chunk_error_hdr(&h, k, idx, TALLY_R_RANK_SILENT, dead);
 	h.count = ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
-	h.dtype = k->dtype;
 	for (uint32_t w = 0; w < k->reg.participants; w++) {
 		if (!ranks[w].bound || !engine_bit(cb, w))
 			continue;

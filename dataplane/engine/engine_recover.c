@@ -57,18 +57,9 @@ static void recover_ask(struct tally_engine *e, struct engine_key *k, uint32_t i
 			ask &= ask - 1;
 			if (w >= k->reg.participants || !k->job->ranks[w].bound)
 				continue;
-			memset(&h, 0, sizeof(h));
-			h.op = TALLY_OP_ERROR;
-			h.reason = TALLY_R_NEED_RESULT;
-			h.aux = TALLY_OP_PUSH;
-			h.job_id = k->job_id;
-			h.token = k->job->token;
+			engine_chunk_error_hdr(&h, k, idx, TALLY_R_NEED_RESULT, TALLY_OP_PUSH);
 			h.rank = w;
-			h.key = k->key;
-			h.round = k->chunks[idx].round;
-			h.offset = c * k->reg.chunk_elems;
 			h.count = engine_chunk_len(k, c);
-			h.dtype = k->dtype;
 			h.reserved = e->cfg.boot_id;
 			e->st.need_asks++;
 			engine_send(e, &k->job->ranks[w].addr, &h, NULL, 0);

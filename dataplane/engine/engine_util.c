@@ -113,8 +113,27 @@ static void error_hdr(const struct tally_engine *e, struct tally_hdr *h,
 	h->dtype = req->dtype;
 }
 
-enum tally_reason engine_reject_plain(struct tally_engine *e, const struct tally_hdr *req,
-				      const struct tally_addr *from, enum tally_reason r)
+void engine_chunk_error_hdr(struct tally_hdr *h, const struct engine_key *k, uint32_t idx,
+			    enum tally_reason r, uint32_t aux)
+{
+	uint32_t c = idx >= k->nchunks ? idx - k->nchunks : idx;
+
+	memset(h, 0, sizeof(*h));
+	h->op = TALLY_OP_ERROR;
+	h->reason = (uint8_t)r;
+	h->aux = aux;
+	h->job_id = k->job_id;
+	h->token = k->job->token;
+	h->key = k->key;
+	h->round = k->chunks[idx].round;
+	h->offset = c * k->reg.chunk_elems;
+	h->dtype = k->dtype;
+}
+
+/* Counted as dropped for r; an ERROR r back to the sender where there is one, signed with
+ * the job's key unless `sign` is 0 (the request failed authentication: no key to trust). */
+static enum tally_reason reject(struct tally_engine *e, const struct tally_hdr *req,
+				const struct tally_addr *from, enum tally_reason r, int sign)
 {
 	struct tally_hdr h;
 
@@ -122,21 +141,20 @@ enum tally_reason engine_reject_plain(struct tally_engine *e, const struct tally
 	if (!from)
 		return r;
 	error_hdr(e, &h, req, r);
-	send_pkt(e, from, &h, NULL, 0, NULL, 0, NULL);
+	send_pkt(e, from, &h, NULL, 0, NULL, sign, NULL);
 	return r;
+}
+
+enum tally_reason engine_reject_plain(struct tally_engine *e, const struct tally_hdr *req,
+				      const struct tally_addr *from, enum tally_reason r)
+{
+	return reject(e, req, from, r, 0);
 }
 
 enum tally_reason engine_reject(struct tally_engine *e, const struct tally_hdr *req,
 			    const struct tally_addr *from, enum tally_reason r)
 {
-	struct tally_hdr h;
-
-	engine_drop(e, r);
-	if (!from)
-		return r;
-	error_hdr(e, &h, req, r);
-	engine_send(e, from, &h, NULL, 0);
-	return r;
+	return reject(e, req, from, r, 1);
 }
 
 struct engine_job *engine_job_find(struct tally_engine *e, uint32_t id)

@@ -14,23 +14,12 @@ Exit 77 (skip) without torch or without the appliance binary.
 """
 import multiprocessing as mp
 import os
-import signal
-import subprocess
 import sys
-import time
 
-try:
-    import torch
-except ImportError:
-    print("SKIP: torch not importable by", sys.executable)
-    sys.exit(77)
+import udpd_proc
 
-UDPD = os.environ.get("TALLY_TEST_UDPD")
-if not UDPD or not os.path.exists(UDPD):
-    print("SKIP: TALLY_TEST_UDPD (tally-udpd) not built")
-    sys.exit(77)
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "gpu_agent", "examples"))
+torch = udpd_proc.need_torch()
+udpd_proc.need_udpd()
 import train  # noqa: E402  free_port_block
 
 N = 10000
@@ -85,11 +74,8 @@ def check(ok, what):
 
 def run(world, job):
     port = train.free_port_block(1)
-    appl = subprocess.Popen([UDPD, "--addr", "127.0.0.1", "--port", str(port), "--cores", "1", "--open"],
-                            stdout=subprocess.DEVNULL)
-    time.sleep(0.5)
     res = {}
-    try:
+    with udpd_proc.running(port, "--cores", "1", "--open"):
         ctx = mp.get_context("fork")
         q = ctx.Queue()
         ps = [ctx.Process(target=worker, args=(r, world, port, job, q)) for r in range(world)]
@@ -103,9 +89,6 @@ def run(world, job):
             res[rank] = out
         for p in ps:
             p.join(60)
-    finally:
-        appl.send_signal(signal.SIGTERM)
-        appl.wait(10)
     return res
 
 

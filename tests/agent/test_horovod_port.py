@@ -5,22 +5,12 @@ import) trains to the same losses on Tally as on gloo (two workers, |diff| <= 1e
 Exit 77 (skip) without torch or without the appliance binary."""
 import multiprocessing as mp
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 
-try:
-    import torch  # noqa: F401
-except ImportError:
-    print("SKIP: torch not importable by", sys.executable)
-    sys.exit(77)
-UDPD = os.environ.get("TALLY_TEST_UDPD")
-if not UDPD or not os.path.exists(UDPD):
-    print("SKIP: TALLY_TEST_UDPD (tally-udpd) not built")
-    sys.exit(77)
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "gpu_agent", "examples"))
+import udpd_proc
+
+udpd_proc.need_torch()
+udpd_proc.need_udpd()
 import horovod_port  # noqa: E402
 import train  # noqa: E402
 
@@ -59,20 +49,11 @@ def run(backend, env):
 
 
 def main():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    mport = s.getsockname()[1]
-    s.close()
+    mport = udpd_proc.free_tcp()
     gloo = run("gloo", {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(mport)})
     port = train.free_port_block(1)
-    appl = subprocess.Popen([UDPD, "--addr", "127.0.0.1", "--port", str(port), "--cores", "1", "--job", "9",
-                             "--token", "5", "--world", str(W)], stdout=subprocess.DEVNULL)
-    time.sleep(0.5)
-    try:
+    with udpd_proc.running(port, "--cores", "1", "--job", "9", "--token", "5", "--world", str(W)):
         tl = run("tally", {"TALLY_APPLIANCES": f"127.0.0.1:{port}", "TALLY_JOB_ID": "9", "TALLY_TOKEN": "5"})
-    finally:
-        appl.send_signal(signal.SIGTERM)
-        appl.wait(10)
     worst = max(abs(a - b) for r in range(W) for a, b in zip(gloo[r], tl[r]))
     ok = worst <= 1e-5 and gloo[0][-1] < gloo[0][0] / 2
     print(f"{'ok  ' if ok else 'FAIL'} Horovod script on Tally vs gloo: losses {gloo[0][0]:.4f} -> "

@@ -21,24 +21,14 @@ import io
 import multiprocessing as mp
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
 
-try:
-    import torch
-    import torch.distributed as dist
-except ImportError:
-    print("SKIP: torch not importable by", sys.executable)
-    sys.exit(77)
+import udpd_proc
 
-UDPD = os.environ.get("TALLY_TEST_UDPD")
-if not UDPD or not os.path.exists(UDPD):
-    print("SKIP: TALLY_TEST_UDPD (tally-udpd) not built")
-    sys.exit(77)
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "gpu_agent", "examples"))
+torch = udpd_proc.need_torch()
+import torch.distributed as dist  # noqa: E402
+udpd_proc.need_udpd()
 import train  # noqa: E402  free_port_block, torch_store_compat
 
 W = 2
@@ -89,14 +79,6 @@ def worker(rank, port, env, mode, tag, steps, hang_after, q, barrier):
         raise SystemExit(1)
 
 
-def free_tcp():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def check(ok, what):
     print(f"{'ok  ' if ok else 'FAIL'} {what}", flush=True)
     return 0 if ok else 1
@@ -111,7 +93,7 @@ def launch(port, env, mode, tag, steps, hang_after=None, barrier=None):
     q = ctx.Queue()
     env = dict(env)
     env.setdefault("MASTER_ADDR", "127.0.0.1")
-    env.setdefault("MASTER_PORT", str(free_tcp()))
+    env.setdefault("MASTER_PORT", str(udpd_proc.free_tcp()))
     ps = [ctx.Process(target=worker, args=(r, port, env, mode, tag, steps, hang_after, q, barrier))
           for r in range(W)]
     for p in ps:
@@ -167,7 +149,7 @@ def scenario_a(port):
 
 def scenario_b(port):
     failed = 0
-    mport = free_tcp()
+    mport = udpd_proc.free_tcp()
     train.torch_store_compat()
     # as torchrun's agent hosts it (torch 2.x waits for world_size clients unless told not to)
     kw = dict(is_master=True, wait_for_workers=False)
@@ -278,16 +260,12 @@ def main():
     failed = scenario_d()
     port = train.free_port_block(1)
     sock = f"/tmp/tally-test-identity-{os.getpid()}.sock"
-    appl = subprocess.Popen([UDPD, "--addr", "127.0.0.1", "--port", str(port), "--cores", "1", "--open",
-                             "--ctl-socket", sock], stdout=subprocess.DEVNULL)
-    time.sleep(0.5)
     try:
-        failed += scenario_a(port)
-        failed += scenario_b(port)
-        failed += scenario_c(port)
+        with udpd_proc.running(port, "--cores", "1", "--open", "--ctl-socket", sock):
+            failed += scenario_a(port)
+            failed += scenario_b(port)
+            failed += scenario_c(port)
     finally:
-        appl.send_signal(signal.SIGTERM)
-        appl.wait(10)
         with contextlib.suppress(OSError):
             os.unlink(sock)
     print(f"{failed} failed")

@@ -31,10 +31,7 @@ Exit 77 (skip) without torch / NumPy, the appliance binary, or the agent's set_c
 """
 import multiprocessing as mp
 import os
-import signal
-import subprocess
 import sys
-import time
 
 try:
     import numpy as np
@@ -45,14 +42,11 @@ except ImportError as e:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "..", "gpu_agent", "examples"))
 import onebit_ref as ref  # noqa: E402
+import udpd_proc  # noqa: E402
 import train  # noqa: E402  free_port_block
 
-UDPD = os.environ.get("TALLY_TEST_UDPD")
-if not UDPD or not os.path.exists(UDPD):
-    print("SKIP: TALLY_TEST_UDPD (tally-udpd) not built")
-    sys.exit(77)
+udpd_proc.need_udpd()
 
 W = 4
 N = 150000
@@ -145,27 +139,24 @@ def chunk_layout(parts):
 
 def main():
     port = train.free_port_block(2)
-    appl = subprocess.Popen([UDPD, "--addr", "127.0.0.1", "--port", str(port), "--cores", "2", "--job", "5",
-                             "--token", "77", "--world", str(W)])
-    time.sleep(0.3)
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(r, port, q)) for r in range(W)]
-    try:
-        for p in procs:
-            p.start()
-        got = {}
-        for _ in range(W):
-            rank, status, res = q.get(timeout=int(os.environ.get("TALLY_TEST_ONEBIT_WAIT", "240")))
-            got[rank] = (status, res)
-        for p in procs:
-            p.join(30)
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        appl.send_signal(signal.SIGTERM)
-        appl.wait(10)
+    with udpd_proc.running(port, "--cores", "2", "--job", "5", "--token", "77", "--world", str(W),
+                           settle=0.3, quiet=False):
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        procs = [ctx.Process(target=worker, args=(r, port, q)) for r in range(W)]
+        try:
+            for p in procs:
+                p.start()
+            got = {}
+            for _ in range(W):
+                rank, status, res = q.get(timeout=int(os.environ.get("TALLY_TEST_ONEBIT_WAIT", "240")))
+                got[rank] = (status, res)
+            for p in procs:
+                p.join(30)
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
     for r, (status, res) in sorted(got.items()):
         if status == "skip":
             print("SKIP:", res)

@@ -14,23 +14,13 @@ Exit 77 (skip) without torch or without the appliance binary.
 """
 import multiprocessing as mp
 import os
-import signal
-import subprocess
 import sys
 import time
 
-try:
-    import torch
-except ImportError:
-    print("SKIP: torch not importable by", sys.executable)
-    sys.exit(77)
+import udpd_proc
 
-UDPD = os.environ.get("TALLY_TEST_UDPD")
-if not UDPD or not os.path.exists(UDPD):
-    print("SKIP: TALLY_TEST_UDPD (tally-udpd) not built")
-    sys.exit(77)
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "gpu_agent", "examples"))
+torch = udpd_proc.need_torch()
+udpd_proc.need_udpd()
 import train  # noqa: E402  free_port_block
 
 W = 2
@@ -110,10 +100,7 @@ def run(shard):
     tag = "sharded: " if shard else ""
     port = train.free_port_block(2)
     adm = ["--open"] if shard else ["--job", "3", "--token", "99", "--world", str(W)]
-    appl = subprocess.Popen([UDPD, "--addr", "127.0.0.1", "--port", str(port), "--cores", "2"] + adm,
-                            stdout=subprocess.DEVNULL)
-    time.sleep(0.5)
-    try:
+    with udpd_proc.running(port, "--cores", "2", *adm):
         ctx = mp.get_context("fork")
         q = ctx.Queue()
         ps = [ctx.Process(target=worker, args=(r, port, q, shard)) for r in range(W)]
@@ -128,9 +115,6 @@ def run(shard):
             res[rank] = ([torch.tensor(x) for x in params], [torch.tensor(x) for x in bcast], shape_err, seg)
         for p in ps:
             p.join(60)
-    finally:
-        appl.send_signal(signal.SIGTERM)
-        appl.wait(10)
     return failed, res
 
 

@@ -20,24 +20,13 @@ Exit 77 (skip) without torch or without the appliance binary.
 """
 import multiprocessing as mp
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 
-try:
-    import torch
-except ImportError:
-    print("SKIP: torch not importable by", sys.executable)
-    sys.exit(77)
+import udpd_proc
 
-UDPD = os.environ.get("TALLY_TEST_UDPD")
-if not UDPD or not os.path.exists(UDPD):
-    print("SKIP: TALLY_TEST_UDPD (tally-udpd) not built")
-    sys.exit(77)
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "gpu_agent", "examples"))
+torch = udpd_proc.need_torch()
+udpd_proc.need_udpd()
 import train  # noqa: E402  free_port_block
 
 W = 2
@@ -223,24 +212,12 @@ def check(ok, what):
     return 0 if ok else 1
 
 
-def free_tcp():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def errors_checks():
     """Against an appliance with open admission, one rank."""
     import tally
     failed = 0
     port = train.free_port_block(1)
-    appl = subprocess.Popen([UDPD, "--addr", "127.0.0.1", "--port", str(port), "--cores", "1", "--open",
-                             "--det-pool", "0"],
-                            stdout=subprocess.DEVNULL)
-    time.sleep(0.5)
-    try:
+    with udpd_proc.running(port, "--cores", "1", "--open", "--det-pool", "0"):
         a = tally.Agent(appliances=f"127.0.0.1:{port}", job_id=11, token=1, rank=0, world_size=1,
                         op_timeout_ms=1000, order="rounds")
         ta, _ = a.declare("a", 16, "f32"), a.declare("b", 16, "f32")
@@ -278,9 +255,6 @@ def errors_checks():
             failed += check("--det-pool" in str(e), f"deterministic without pool: {e}")
         finally:
             del os.environ["TALLY_DETERMINISTIC"]
-    finally:
-        appl.send_signal(signal.SIGTERM)
-        appl.wait(10)
     # a failed hook future: what DDP's reducer reads is the text, not a cast error
     fut = torch.futures.Future()
     fut2 = fut.then(lambda f: f.value())
@@ -297,14 +271,11 @@ def errors_checks():
 def main():
     failed = 0
     port = train.free_port_block(2)
-    appl = subprocess.Popen([UDPD, "--addr", "127.0.0.1", "--port", str(port), "--cores", "2",
-                             "--job", "5", "--token", "77", "--world", str(W)], stdout=subprocess.DEVNULL)
-    time.sleep(0.5)
     res = {}
-    try:
+    with udpd_proc.running(port, "--cores", "2", "--job", "5", "--token", "77", "--world", str(W)):
         ctx = mp.get_context("fork")
         q = ctx.Queue()
-        mport = free_tcp()
+        mport = udpd_proc.free_tcp()
         ps = [ctx.Process(target=worker, args=(r, port, mport, q)) for r in range(W)]
         for p in ps:
             p.start()
@@ -317,9 +288,6 @@ def main():
             res[rank] = (simple, big)
         for p in ps:
             p.join(60)
-    finally:
-        appl.send_signal(signal.SIGTERM)
-        appl.wait(10)
     if len(res) == W:
         s0, s1 = res[0][0], res[1][0]
         failed += check(s0["loop"] and s1["loop"], "5 push_pulls of one tensor in the default order")

@@ -15,17 +15,11 @@ These are the rows of README.md's common errors. Exit 77 (skip) without the appl
 import ctypes
 import errno
 import os
-import signal
-import subprocess
 import sys
-import time
 
-UDPD = os.environ.get("TALLY_TEST_UDPD")
-if not UDPD or not os.path.exists(UDPD):
-    print("SKIP: TALLY_TEST_UDPD (tally-udpd) not built")
-    sys.exit(77)
+import udpd_proc
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "gpu_agent", "examples"))
+udpd_proc.need_udpd()
 import train  # noqa: E402  free_port_block
 
 for k in ("TALLY_JOB_ID", "TALLY_TOKEN", "RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID"):
@@ -52,42 +46,38 @@ def main():
     failed = 0
     port = train.free_port_block(1)
     sock = f"/tmp/tally-test-user-errors-{os.getpid()}.sock"
-    appl = subprocess.Popen([UDPD, "--addr", "127.0.0.1", "--port", str(port), "--cores", "1",
-                             "--job", "5", "--token", "77", "--world", "2", "--ctl-socket", sock],
-                            stdout=subprocess.DEVNULL)
-    time.sleep(0.5)
     try:
-        failed += refused(port, errno.EPERM, ["has no job 6: not admitted", "tallyctl job-add"],
-                          job_id=6, token=77, rank=0, world_size=2)
-        failed += refused(port, errno.EACCES, ["refused job 5: wrong token", "TALLY_TOKEN"],
-                          job_id=5, token=78, rank=0, world_size=2)
-        failed += refused(port, errno.ERANGE, ["another world size than 3", "WORLD_SIZE changed"],
-                          job_id=5, token=77, rank=0, world_size=3)
-        a0 = tally.Agent(appliances=f"127.0.0.1:{port}", job_id=5, token=77, rank=0, world_size=2)
-        a1 = tally.Agent(appliances=f"127.0.0.1:{port}", job_id=5, token=77, rank=1, world_size=2)
-        a0.declare("a", 16, "f32")
-        try:
-            a1.declare("b", 32, "f32")
-            failed += check(False, "different tensors on two ranks: accepted")
-        except tally.TallyError as e:
-            failed += check("key_conflict (ranks declared different tensors" in str(e), f"key conflict: {e}")
-        t = a0.declare("x", 16, "f32")
-        try:
-            a0.declare("x", 32, "f32")
-            failed += check(False, "a name declared again with another size: accepted")
-        except tally.TallyError as e:
-            failed += check("tensor 'x' changed shape: declared 16 bytes" in str(e), f"redeclared: {e}")
-        buf = (ctypes.c_float * 8)()
-        try:
-            a0.push_pull(t, ctypes.addressof(buf), 32)
-            failed += check(False, "a push_pull of another size: accepted")
-        except tally.TallyError as e:
-            failed += check("tensor 'x' shape changed between iterations" in str(e), f"push_pull size: {e}")
-        a0.close()
-        a1.close()
+        with udpd_proc.running(port, "--cores", "1", "--job", "5", "--token", "77", "--world", "2",
+                               "--ctl-socket", sock):
+            failed += refused(port, errno.EPERM, ["has no job 6: not admitted", "tallyctl job-add"],
+                              job_id=6, token=77, rank=0, world_size=2)
+            failed += refused(port, errno.EACCES, ["refused job 5: wrong token", "TALLY_TOKEN"],
+                              job_id=5, token=78, rank=0, world_size=2)
+            failed += refused(port, errno.ERANGE, ["another world size than 3", "WORLD_SIZE changed"],
+                              job_id=5, token=77, rank=0, world_size=3)
+            a0 = tally.Agent(appliances=f"127.0.0.1:{port}", job_id=5, token=77, rank=0, world_size=2)
+            a1 = tally.Agent(appliances=f"127.0.0.1:{port}", job_id=5, token=77, rank=1, world_size=2)
+            a0.declare("a", 16, "f32")
+            try:
+                a1.declare("b", 32, "f32")
+                failed += check(False, "different tensors on two ranks: accepted")
+            except tally.TallyError as e:
+                failed += check("key_conflict (ranks declared different tensors" in str(e), f"key conflict: {e}")
+            t = a0.declare("x", 16, "f32")
+            try:
+                a0.declare("x", 32, "f32")
+                failed += check(False, "a name declared again with another size: accepted")
+            except tally.TallyError as e:
+                failed += check("tensor 'x' changed shape: declared 16 bytes" in str(e), f"redeclared: {e}")
+            buf = (ctypes.c_float * 8)()
+            try:
+                a0.push_pull(t, ctypes.addressof(buf), 32)
+                failed += check(False, "a push_pull of another size: accepted")
+            except tally.TallyError as e:
+                failed += check("tensor 'x' shape changed between iterations" in str(e), f"push_pull size: {e}")
+            a0.close()
+            a1.close()
     finally:
-        appl.send_signal(signal.SIGTERM)
-        appl.wait(10)
         try:
             os.unlink(sock)
         except OSError:

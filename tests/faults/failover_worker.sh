@@ -5,16 +5,8 @@
 # tally-workers on appliance A listing B; kill -9 of A mid-run: both move the job to B and
 # every round verifies (exit 0); a bad --failover value is refused naming the option.
 set -u
-bin=
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--bin) bin=$2; shift 2 ;;
-	*) echo "failover_worker.sh: unknown argument $1" >&2; exit 2 ;;
-	esac
-done
-UDPD=$bin/appliance/udpd/tally-udpd
-WORKER=$bin/perf/tally-worker
-[ -x "$UDPD" ] && [ -x "$WORKER" ] || { echo "no tally-udpd/tally-worker under $bin" >&2; exit 1; }
+# shellcheck source=tests/faults/udpd_bins.sh
+. "$(dirname "$0")/udpd_bins.sh"
 tmp=$(mktemp -d /tmp/tally-fo-worker.XXXXXX)
 pa=$((21000 + ($$ % 15000))); pb=$((pa + 4))
 apps=()

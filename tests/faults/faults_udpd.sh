@@ -8,16 +8,8 @@
 #  3. one worker of three killed (-9) mid-round: the others exit non-zero before the
 #     client's 30 s give-up, their stderr naming the silent rank.
 set -u
-bin=
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--bin) bin=$2; shift 2 ;;
-	*) echo "faults_udpd.sh: unknown argument $1" >&2; exit 2 ;;
-	esac
-done
-UDPD=$bin/appliance/udpd/tally-udpd
-WORKER=$bin/perf/tally-worker
-[ -x "$UDPD" ] && [ -x "$WORKER" ] || { echo "no tally-udpd/tally-worker under $bin" >&2; exit 1; }
+# shellcheck source=tests/faults/udpd_bins.sh
+. "$(dirname "$0")/udpd_bins.sh"
 tmp=$(mktemp -d /tmp/tally-faults.XXXXXX)
 port=$((20000 + ($$ % 20000)))
 app=

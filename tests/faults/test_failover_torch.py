@@ -13,7 +13,6 @@ import ast
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,31 +27,15 @@ except ImportError as e:
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TRAIN = os.path.join(ROOT, "gpu_agent", "examples", "train.py")
+sys.path.insert(0, os.path.dirname(TRAIN))
+import train as launcher  # noqa: E402  (free_port_block)
 UDPD, TALLYCTL = sys.argv[1], sys.argv[2]
 EPOCHS = os.environ.get("TALLY_TEST_EPOCHS", "6")
 TOKEN = "4242"
 
 
-def free_ports():
-    """A base port with base+1 free too (tally-udpd --cores 2)."""
-    for _ in range(50):
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        t = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            t.bind(("127.0.0.1", p + 1))
-            return p
-        except OSError:
-            continue
-        finally:
-            t.close()
-    raise SystemExit("no free ports")
-
-
 def start_udpd(tmp, idx):
-    port = free_ports()
+    port = launcher.free_port_block(2)
     sock = os.path.join(tmp, f"ctl{idx}.sock")
     log = open(os.path.join(tmp, f"udpd{idx}.log"), "w")
     p = subprocess.Popen([UDPD, "--addr", "127.0.0.1", "--port", str(port), "--cores", "2", "--job", "1",

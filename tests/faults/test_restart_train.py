@@ -13,7 +13,6 @@ Exit 77 (skip) without torch/sklearn or the binaries.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,24 +31,9 @@ if not UDPD or not os.path.exists(UDPD) or not CTL or not os.path.exists(CTL):
     sys.exit(77)
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TRAIN = os.path.join(ROOT, "gpu_agent", "examples", "train.py")
+sys.path.insert(0, os.path.dirname(TRAIN))
+import train as launcher  # noqa: E402  (free_port_block)
 TOKEN = 0x5EED0003
-
-
-def free_port():
-    for base in range(30000 + os.getpid() % 20000, 65000, 5):
-        try:
-            socks = []
-            for i in range(2):
-                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                socks.append(s)
-                s.bind(("127.0.0.1", base + i))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise SystemExit("FAIL: no free UDP ports")
 
 
 def start_udpd(tmp, port, tag):
@@ -104,7 +88,7 @@ def finish(p, tmp, tag, dump):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="tally-restart-train.")
-    port = free_port()
+    port = launcher.free_port_block(2)
     # undisturbed
     app, _ = start_udpd(tmp, port, "a")
     t0 = time.monotonic()
