@@ -57,17 +57,25 @@ deps=$("$top/deploy/deb-deps.sh" "$debs"/tally-appliance_*.deb "$debs"/tally-too
 # mkosi runs parts of the build in systemd-nspawn; without systemd as PID 1 (containers, CI
 # runners) nspawn cannot register a scope unit, so it reuses the caller's.
 [ -d /run/systemd/system ] || mkosi_args=(--nspawn-keep-unit "${mkosi_args[@]}")
-# --incremental: mkosi 14 reuses its cached tree only when a "cache-pre-dev" exists too, which
-# it writes only for recipes with a build script (this one has none): an empty stand-in.
-for a in "${mkosi_args[@]}"; do
-	[ "$a" = --incremental ] && mkdir -p "$output/debian~bookworm/tally-appliance.cache-pre-dev"
-done
 mkosi_format=$format
 if [ "$format" = disk ]; then
 	mkosi_format=directory
 	# The disk boots Debian's kernel with an initramfs (initramfs-tools) from the tree.
 	deps="$deps,linux-image-amd64,initramfs-tools,systemd-sysv,udev,openssh-server"
 fi
+# --incremental: mkosi 14 reuses its cached tree only when a "cache-pre-dev" exists too, which
+# it writes only for recipes with a build script (this one has none): an empty stand-in. It
+# does not notice a changed package list (new .debs with new dependencies), so the cached
+# tree is dropped when the list differs from the one it was built with.
+for a in "${mkosi_args[@]}"; do
+	[ "$a" = --incremental ] || continue
+	pre="$output/debian~bookworm/tally-appliance"
+	if [ "$(cat "$pre.packages" 2>/dev/null)" != "$deps" ]; then
+		rm -rf "$pre".cache-pre-*
+	fi
+	mkdir -p "$pre.cache-pre-dev"
+	printf '%s' "$deps" >"$pre.packages"
+done
 cd "$top/deploy/mkosi"
 mkosi --force --format "$mkosi_format" --bootable "$bootable" --output-dir "$output" \
 	--cache "$cache" --finalize-script "$top/deploy/mkosi/mkosi.finalize" \
