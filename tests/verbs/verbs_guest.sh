@@ -158,6 +158,18 @@ if want bench; then
 		--bytes 16M --keys 8 --rounds 3 --no-verify --json >$T/bwudp.json 2>$T/bwudp.err
 	echo "BENCH reference: the same job over kernel UDP: $(grep -o '"gbps":[0-9.]*' $T/bwudp.json | cut -d: -f2) Gbit/s of gradients"
 fi
+# ---- 7. benchmark (figures only): pushes by WRITE_WITH_IMM into landing slots vs SEND into
+# a shared receive queue, alternating in one run on rxe0 (perf/verbs_modes.c). Not in "all":
+# ~15 s of figures that the choice in ARCHITECTURE.md rests on; VERBS_CASES=modes runs it.
+if [[ " $cases " == *" modes "* ]]; then
+	if [ -x $B/tally-verbs-modes ]; then
+		timeout 120 $B/tally-verbs-modes --dev rxe0 --gid-index 1 --seconds 2 --reps 3 2>&1 |
+			sed 's/^/MODES /'
+		[ ${PIPESTATUS[0]} = 0 ] || bad "tally-verbs-modes failed"
+	else
+		bad "modes: no tally-verbs-modes in /share/bin"
+	fi
+fi
 
 kill -TERM $app; wait $app
 grep -o 'verbs totals.*' $T/app*.err || true

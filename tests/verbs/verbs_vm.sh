@@ -28,6 +28,8 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/share/bin" "$work/out"
 cp "$build/appliance/udpd/tally-udpd" "$build/perf/tally-worker" "$build/perf/tally-perf" \
 	"$work/share/bin/"
+# tally-verbs-modes (the WRITE_WITH_IMM vs SEND-into-SRQ benchmark, case "modes")
+[ -x "$build/perf/tally-verbs-modes" ] && cp "$build/perf/tally-verbs-modes" "$work/share/bin/"
 [ -n "${VERBS_CASES:-}" ] && echo "$VERBS_CASES" >"$work/share/cases"
 [ -n "${VERBS_BENCH_BUSY:-}" ] && echo "$VERBS_BENCH_BUSY" >"$work/share/bench_busy"
 # The agent over verbs: libtally_agent.so and agent_verbs from this build, or from
