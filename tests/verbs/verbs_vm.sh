@@ -30,6 +30,9 @@ cp "$build/appliance/udpd/tally-udpd" "$build/perf/tally-worker" "$build/perf/ta
 	"$work/share/bin/"
 # tally-verbs-modes (the WRITE_WITH_IMM vs SEND-into-SRQ benchmark, case "modes")
 [ -x "$build/perf/tally-verbs-modes" ] && cp "$build/perf/tally-verbs-modes" "$work/share/bin/"
+# tallyctl (case "auth": job-add --key-file on tally-udpd's control socket)
+[ -x "$build/control/tallyctl" ] && cp "$build/control/tallyctl" "$work/share/bin/"
+[ -n "${VERBS_MODES_ARGS:-}" ] && echo "$VERBS_MODES_ARGS" >"$work/share/modes_args"
 [ -n "${VERBS_CASES:-}" ] && echo "$VERBS_CASES" >"$work/share/cases"
 [ -n "${VERBS_BENCH_BUSY:-}" ] && echo "$VERBS_BENCH_BUSY" >"$work/share/bench_busy"
 # The agent over verbs: libtally_agent.so and agent_verbs from this build, or from
