@@ -445,6 +445,7 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 			e->st.probes++;
 		engine_held_now(e, k, h->rank, h->round, off, n, 0, TALLY_OK);
 		engine_recover_check(e, k, c);
+		engine_recover_probe(e, k, idx);
 	} else {
 		if (k->job->ranks[h->rank].held)
 			e->st.missing++;

@@ -418,6 +418,8 @@ enum tally_reason engine_rx_ping(struct tally_engine *e, const struct tally_pkt 
 /* After a push or PULL at chunk c: one parity open at round r, the other at r+1 → ask
  * the ranks seen at r+1 only for round r's sum (ERROR NEED_RESULT). */
 void engine_recover_check(struct tally_engine *e, struct engine_key *k, uint32_t c);
+/* A probe of open chunk slot idx: the lagging-rank ask when no rank is at r+1. */
+void engine_recover_probe(struct tally_engine *e, struct engine_key *k, uint32_t idx);
 
 /* engine_chunk.c */
 enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt *pkt,

@@ -39,17 +39,24 @@ enum tally_reason engine_rx_ping(struct tally_engine *e, const struct tally_pkt 
 	return TALLY_OK;
 }
 
-/* Slot idx holds round r open, slot oidx round r+1: ask every bound rank seen in r+1 but
- * not in r for r's sum. Most such ranks simply re-pushed r+1 before r and do not hold it;
- * they ignore the ask (it is advisory, like HELD). */
-static void recover_ask(struct tally_engine *e, struct engine_key *k, uint32_t idx, uint32_t oidx)
+/* A chunk probed this long after its first push, with no rank seen at r+1, may be the
+ * lagging-rank case behind a barrier: the others got round r's RESULT and wait elsewhere
+ * (tally-worker's barrier key), so none pushes r+1 (see engine_recover_probe). */
+#define RECOVER_PROBE_AGE_NS 500000000ull
+
+/* Slot idx holds round r open: ask every bound rank in `oseen` (seen in r+1) but not seen
+ * in r for r's sum; oseen NULL: every bound rank not seen in r. Most such ranks do not
+ * hold the sum (they re-pushed r+1 before r, or are slow); they ignore the ask (it is
+ * advisory, like HELD). */
+static void recover_ask(struct tally_engine *e, struct engine_key *k, uint32_t idx,
+			const uint64_t *oseen)
 {
-	const uint64_t *seen = engine_seen_bm(k, idx), *oseen = engine_seen_bm(k, oidx);
+	const uint64_t *seen = engine_seen_bm(k, idx);
 	uint32_t c = idx >= k->nchunks ? idx - k->nchunks : idx;
 	struct tally_hdr h;
 
 	for (uint32_t wd = 0; wd < k->bm_words; wd++) {
-		uint64_t ask = oseen[wd] & ~seen[wd];
+		uint64_t ask = (oseen ? oseen[wd] : ~0ull) & ~seen[wd];
 
 		while (ask) {
 			uint32_t w = wd * 64 + (uint32_t)__builtin_ctzll(ask);
@@ -73,8 +80,27 @@ void engine_recover_check(struct tally_engine *e, struct engine_key *k, uint32_t
 	const struct engine_chunk *s0 = &k->chunks[i0], *s1 = &k->chunks[i1];
 
 	if (s0->state == ENGINE_CH_OPEN && s1->state != ENGINE_CH_UNUSED && s1->round == s0->round + 1)
-		recover_ask(e, k, i0, i1);
+		recover_ask(e, k, i0, engine_seen_bm(k, i1));
 	else if (s1->state == ENGINE_CH_OPEN && s0->state != ENGINE_CH_UNUSED &&
 		 s0->round == s1->round + 1)
-		recover_ask(e, k, i1, i0);
+		recover_ask(e, k, i1, engine_seen_bm(k, i0));
+}
+
+/* A probe (PULL of a held push) of open chunk idx: if it has waited RECOVER_PROBE_AGE_NS
+ * and no rank is at r+1 yet, ask every bound rank not seen in r. After a restart a rank
+ * that got r's RESULT from the old appliance may be blocked on another key (a barrier)
+ * and never push r+1, which is what engine_recover_check waits for. Rate: the worker's
+ * probe backoff; ranks that are merely slow ignore the ask. */
+void engine_recover_probe(struct tally_engine *e, struct engine_key *k, uint32_t idx)
+{
+	const struct engine_chunk *ch = &k->chunks[idx];
+	uint32_t oidx = idx >= k->nchunks ? idx - k->nchunks : idx + k->nchunks;
+	const struct engine_chunk *o = &k->chunks[oidx];
+
+	if (ch->state != ENGINE_CH_OPEN ||
+	    engine_now_cached(e) - ch->first_ns < RECOVER_PROBE_AGE_NS)
+		return;
+	if (o->state != ENGINE_CH_UNUSED && o->round == ch->round + 1)
+		return; /* engine_recover_check asks the ranks seen there */
+	recover_ask(e, k, idx, NULL);
 }

@@ -200,6 +200,50 @@ static void test_lagging_rank(void **state)
 	fx_free(x);
 }
 
+/* The lagging rank when nobody pushes r+1: rank 0 got round 1's RESULT, then waits on
+ * another key (a barrier, as tally-worker does before every round), so the fresh appliance
+ * never sees round 2 of KEY. Rank 1's probes of its open round 1 must make the appliance
+ * ask rank 0 anyway (engine_recover_probe), or both wait forever. */
+static void test_lagging_rank_behind_barrier(void **state)
+{
+	struct fx *x = fx_new(0);
+	unsigned r1 = simnet_client_node(x->net, 1);
+	struct tally_register r = { .nelems = N, .chunk_elems = 16, .dtype = TALLY_DT_F32,
+				    .participants = W, .quorum = W };
+	int h[W], rc[W], hb[W];
+
+	(void)state;
+	for (unsigned w = 0; w < W; w++)
+		assert_int_equal(tally_client_register(x->cl[w], KEY + 1, &r), 0);
+	round_all(x, 0);
+	h[1] = tally_client_start(x->cl[1], KEY, 1, x->in[1][1], x->out[1][1]);
+	simnet_run_for(x->net, 2 * MS);
+	simnet_set_down(x->net, r1, 1);
+	h[0] = tally_client_start(x->cl[0], KEY, 1, x->in[0][1], x->out[0][1]);
+	int h0[W] = { h[0], -1 };
+	drive(x, h0, rc, W, 100 * MS);
+	assert_int_equal(rc[0], 1);
+	check_sum(x, 0, 1);
+	/* rank 0 enters the barrier (KEY+1, round 0); the appliance restarts */
+	hb[0] = tally_client_start(x->cl[0], KEY + 1, 0, x->in[0][2], x->out[0][2]);
+	simnet_run_for(x->net, 2 * MS);
+	restart(x);
+	simnet_set_down(x->net, r1, 0);
+	int hl[W] = { -1, h[1] };
+	drive(x, hl, rc, W, 3000 * MS);
+	assert_int_equal(rc[1], 1); /* hung here before engine_recover_probe */
+	check_sum(x, 1, 1);
+	assert_int_equal(tally_engine_stats(x->eng)->installs, 4);
+	/* rank 1 reaches the barrier: both go on */
+	hb[1] = tally_client_start(x->cl[1], KEY + 1, 0, x->in[1][2], x->out[1][2]);
+	drive(x, hb, rc, W, 1000 * MS);
+	assert_int_equal(rc[0], 1);
+	assert_int_equal(rc[1], 1);
+	check_sum(x, 0, 2);
+	check_sum(x, 1, 2);
+	fx_free(x);
+}
+
 static void test_no_double_sum(void **state)
 {
 	struct fx *x = fx_new(0);
@@ -411,6 +455,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_engine_ping_and_install_rules),
 		cmocka_unit_test(test_lagging_rank),
+		cmocka_unit_test(test_lagging_rank_behind_barrier),
 		cmocka_unit_test(test_no_double_sum),
 		cmocka_unit_test(test_fail_fast_and_states),
 		cmocka_unit_test(test_give_up_names_outage),

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Runs inside the QEMU guest (tests/verbs/verbs_vm.sh): tally-udpd listening with rdma_cm on
 # Soft-RoCE (rdma_rxe on a virtio NIC) and tally-worker ranks over verbs. Binaries in
-# /share/bin. Exit 0 = every required case passed; the appliance-restart case is reported
-# as XFAIL when it fails (it needs the client's rejoin logic, branch h-restart).
+# /share/bin. Exit 0 = every case passed (the appliance restart included: the client's PING
+# liveness, rejoin and re-push, dataplane/client/client_live.c, over a reconnected QP).
 set -uo pipefail
 B=/share/bin
 A=192.0.2.10
@@ -98,6 +98,28 @@ if want agent; then
 		echo "SKIP agent over verbs: no agent_verbs in /share/bin (see the host's note)"
 	fi
 fi
+# ---- 3c. an authenticated job over verbs (TALLY_F_AUTH: 64+28-byte headers in the slots):
+# admitted with tallyctl job-add --key-file, 3 ranks with the key verify their sums; a
+# rank with the wrong key is refused at JOIN, named (bad_mac).
+if want auth; then
+	if [ -x $B/tallyctl ]; then
+		od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >$T/key; echo >>$T/key
+		od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >$T/wrong; echo >>$T/wrong
+		chmod 600 $T/key $T/wrong
+		out=$($B/tallyctl --socket $T/ctl.sock job-add 51 --token 51 --world-size 3 \
+			--key-file $T/key 2>&1) || bad "job-add with a key file: $out"
+		job 51 "authenticated job over verbs (key file)" "$V" "$V" "$V" $SZ --dtype f32 \
+			--key-file $T/key
+		$B/tallyctl --socket $T/ctl.sock job-add 52 --token 52 --world-size 1 \
+			--key-file $T/key >/dev/null 2>&1
+		out=$(timeout 60 $B/tally-worker $V --host $A --job 52 --token 52 --rank 0 --world 1 \
+			--bytes 64K --key-file $T/wrong --join-ms 20000 2>&1)
+		echo "$out" | grep -q "bad_mac" && ok "wrong key over verbs refused at JOIN: $(echo "$out" | grep -o 'bad_mac[^)]*' | head -1)" ||
+			bad "wrong key over verbs: $out"
+	else
+		bad "auth: no tallyctl in /share/bin"
+	fi
+fi
 # ---- 4. one rank killed (-9) mid-round: its QP breaks, the others are told which rank ----
 if want kill; then
 pids=()
@@ -136,7 +158,7 @@ for r in 0 1 2; do wait ${pids[$r]}; rcs="$rcs $?"; done
 if [ "$rcs" = " 0 0 0" ]; then
 	ok "appliance restarted mid-run: all ranks finished verified"
 else
-	echo "XFAIL appliance restart mid-run (rc$rcs; needs the client rejoin of branch h-restart): $(tail -n 1 $T/r0.err $T/r0.out | tr '\n' ' ')"
+	bad "appliance restart mid-run (rc$rcs): $(tail -n 2 $T/r0.err $T/r0.out $T/r1.err | tr '\n' ' ')"
 fi
 
 fi
@@ -157,6 +179,19 @@ if want bench; then
 	timeout 120 $B/tally-worker --transport udp --host $A --job 42 --token 42 --rank 0 --world 1 \
 		--bytes 16M --keys 8 --rounds 3 --no-verify --json >$T/bwudp.json 2>$T/bwudp.err
 	echo "BENCH reference: the same job over kernel UDP: $(grep -o '"gbps":[0-9.]*' $T/bwudp.json | cut -d: -f2) Gbit/s of gradients"
+fi
+# ---- 7. benchmark (figures only): pushes by WRITE_WITH_IMM into landing slots vs SEND into
+# a shared receive queue, alternating in one run on rxe0 (perf/verbs_modes.c). Not in "all":
+# ~15 s of figures that the choice in ARCHITECTURE.md rests on; VERBS_CASES=modes runs it.
+if [[ " $cases " == *" modes "* ]]; then
+	if [ -x $B/tally-verbs-modes ]; then
+		timeout 300 $B/tally-verbs-modes --dev rxe0 --gid-index 1 \
+			$(cat /share/modes_args 2>/dev/null || echo --seconds 2 --reps 3) 2>&1 |
+			sed 's/^/MODES /'
+		[ ${PIPESTATUS[0]} = 0 ] || bad "tally-verbs-modes failed"
+	else
+		bad "modes: no tally-verbs-modes in /share/bin"
+	fi
 fi
 
 kill -TERM $app; wait $app

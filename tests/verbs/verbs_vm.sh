@@ -28,6 +28,11 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/share/bin" "$work/out"
 cp "$build/appliance/udpd/tally-udpd" "$build/perf/tally-worker" "$build/perf/tally-perf" \
 	"$work/share/bin/"
+# tally-verbs-modes (the WRITE_WITH_IMM vs SEND-into-SRQ benchmark, case "modes")
+[ -x "$build/perf/tally-verbs-modes" ] && cp "$build/perf/tally-verbs-modes" "$work/share/bin/"
+# tallyctl (case "auth": job-add --key-file on tally-udpd's control socket)
+[ -x "$build/control/tallyctl" ] && cp "$build/control/tallyctl" "$work/share/bin/"
+[ -n "${VERBS_MODES_ARGS:-}" ] && echo "$VERBS_MODES_ARGS" >"$work/share/modes_args"
 [ -n "${VERBS_CASES:-}" ] && echo "$VERBS_CASES" >"$work/share/cases"
 [ -n "${VERBS_BENCH_BUSY:-}" ] && echo "$VERBS_BENCH_BUSY" >"$work/share/bench_busy"
 # The agent over verbs: libtally_agent.so and agent_verbs from this build, or from
@@ -39,7 +44,10 @@ if [ -x "$abuild/tests/verbs/agent_verbs" ] &&
 else
 	echo "note: the agent-over-verbs case is skipped: $abuild/gpu_agent/libtally_agent.so needs the CUDA runtime, which the guest lacks (VERBS_AGENT_BUILD=a -Dcuda=disabled build runs it)"
 fi
-logdir=${TALLY_VM_LOGDIR:-${MESON_BUILD_ROOT:-}}
+# meson test exports no MESON_BUILD_ROOT: the build dir given is the default, so parallel
+# builds (helpers, CI jobs) never share /tmp/verbs_vm-console.log (a shared one was truncated
+# under a running QEMU here, leaving a hole of NULs in the console)
+logdir=${TALLY_VM_LOGDIR:-${MESON_BUILD_ROOT:-$build}}
 if [ -n "$logdir" ] && [ -d "$logdir/meson-logs" ]; then logdir=$logdir/meson-logs; fi
 [ -n "$logdir" ] && [ -d "$logdir" ] || logdir=/tmp
 log=$logdir/verbs_vm-console.log
@@ -51,7 +59,7 @@ rc=0
 "$vm" run --script "$here/verbs_guest.sh" --packages "$packages" --share "$work/share" \
 	--out "$work/out" --nics 1 --timeout "${VERBS_VM_TIMEOUT:-1080}" --log "$log" || rc=$?
 echo "--- guest console (script part) ---"
-tr -d '\r' <"$log" | sed -n '/@@TALLY-VM READY/,/@@TALLY-VM RC=/p' | grep -v '^@@TALLY-VM OUT'
+tr -d '\r\0' <"$log" | sed -n '/@@TALLY-VM READY/,/@@TALLY-VM RC=/p' | grep -av '^@@TALLY-VM OUT'
 echo "vm run: exit $rc in $((SECONDS - t0)) s; console log: $log"
 rm -rf "$logdir/verbs_vm-out"; cp -r "$work/out" "$logdir/verbs_vm-out" 2>/dev/null &&
 	echo "guest files (stats, worker logs): $logdir/verbs_vm-out"
