@@ -164,6 +164,15 @@ static void live_restart(struct tally_client *c)
 	now = live_now(c);
 	if (rc == -ETIMEDOUT)
 		return; /* gone again: the PINGs go on */
+	if (rc == -EPERM) {
+		/* the job is not admitted there (yet): an operator-admitted job comes back with
+		 * the appliance's control config, or an operator admits it again; the PINGs go
+		 * on and the ops fail at give_up_ms, saying so */
+		client_seterr(c, "appliance %s restarted and has not admitted job %u again "
+			      "(tallyctl job-add, or --control-config)", live_appliance(c),
+			      c->cfg.job_id);
+		return;
+	}
 	if (rc) {
 		if (rc != -EPROTO)
 			client_seterr(c, "appliance %s restarted and refused our rejoin: %s",

@@ -55,6 +55,11 @@ static void recover_ask(struct tally_engine *e, struct engine_key *k, uint32_t i
 	uint32_t c = idx >= k->nchunks ? idx - k->nchunks : idx;
 	struct tally_hdr h;
 
+	/* Only keys whose every round takes every rank: with quorum, a deadline or one-bit,
+	 * ranks a round apart are normal (eager-SGD) and no complete sum could be installed. */
+	if (k->reg.compression || k->reg.quorum < k->reg.participants || k->reg.deadline_us)
+		return;
+
 	for (uint32_t wd = 0; wd < k->bm_words; wd++) {
 		uint64_t ask = (oseen ? oseen[wd] : ~0ull) & ~seen[wd];
 
