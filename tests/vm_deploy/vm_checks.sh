@@ -94,6 +94,7 @@ workers() {
 	for r in "${pids[@]}"; do wait "$r" || rc=1; done
 	[ $rc -eq 0 ] || { cat "$work"/worker-"$job"-*.err; grep -ho '"error":"[^"]*"' "$work"/worker-"$job"-*.json; return 1; }
 	head -c 300 "$work/worker-$job-0.json"
+	echo
 }
 c_workers() {
 	vd_ssh tallyctl job-add 7 --token 0x77 --world-size 2 >/dev/null || return 1
@@ -151,7 +152,14 @@ c_upgrade() {
 	elif [ "$t_end" -le "$t_up" ]; then
 		echo "job 9 ended (+$((t_end - t0)) s) before the upgrade's restart was done (+$((t_up - t0)) s): the check proves nothing"; rc=1
 	else
-		echo "job 9 completed verified across the upgrade restart (upgrade done at +$((t_up - t0)) s, job at +$((t_end - t0)) s)"
+		# every round was verified (rc 0); the session must have seen the restart
+		local rs
+		rs=$(grep -o '"restarts":[0-9]*' "$work/worker-9-0.json" | cut -d: -f2)
+		if [ "${rs:-0}" -ge 1 ]; then
+			echo "job 9 completed verified across the upgrade restart (upgrade done at +$((t_up - t0)) s, job at +$((t_end - t0)) s, restarts survived: $rs)"
+		else
+			echo "job 9 completed but its session saw no appliance restart (restarts ${rs:-none}): the check proves nothing"; rc=1
+		fi
 	fi
 	return $rc
 }
