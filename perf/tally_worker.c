@@ -102,6 +102,7 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		if (s->drops[r])
 			printf("    dropped %s: %" PRIu64 "\n", tally_reason_name((enum tally_reason)r),
 			       s->drops[r]);
+	wx_text(wx);
 	printf("  checked %" PRIu64 " elements, %" PRIu64 " mismatches, max error %.3g (%.3g of the bound)\n",
 	       chk->checked, chk->mismatches, chk->max_err, chk->max_err_ratio);
 	if (chk->mismatches)

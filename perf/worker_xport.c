@@ -76,6 +76,16 @@ void wx_flush(struct worker_xport *wx)
 #endif
 }
 
+void wx_text(struct worker_xport *wx)
+{
+#ifdef TALLY_WORKER_VERBS
+	if (wx->kind == WX_VERBS && wx->ctx)
+		wx_verbs_text(wx);
+#else
+	(void)wx;
+#endif
+}
+
 void wx_json(struct worker_xport *wx)
 {
 	const struct tally_udp_stats *s;

@@ -40,6 +40,8 @@ void wx_attach(struct worker_xport *wx, struct tally_client *c);
 void wx_flush(struct worker_xport *wx);
 /* Print the transport's counters as JSON members (",\"udp\":{...}"), nothing if none. */
 void wx_json(struct worker_xport *wx);
+/* A line of transport counters for the text summary (verbs only; nothing otherwise). */
+void wx_text(struct worker_xport *wx);
 void wx_close(struct worker_xport *wx);
 
 #ifdef TALLY_WORKER_DPDK
@@ -56,6 +58,7 @@ void wx_dpdk_close(struct worker_xport *wx);
 int wx_verbs_open(const struct wx_opts *o, struct worker_xport *wx, char *err, size_t errlen);
 void wx_verbs_attach(struct worker_xport *wx, struct tally_client *c);
 void wx_verbs_json(struct worker_xport *wx);
+void wx_verbs_text(struct worker_xport *wx);
 void wx_verbs_close(struct worker_xport *wx);
 #endif
 

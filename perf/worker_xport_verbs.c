@@ -51,10 +51,23 @@ void wx_verbs_json(struct worker_xport *wx)
 	       ",\"tx_not_conn\":%" PRIu64 ",\"tx_errors\":%" PRIu64 ",\"tx_credit_msgs\":%" PRIu64
 	       ",\"rx_credit_msgs\":%" PRIu64 ",\"rx_bad_len\":%" PRIu64 ",\"wc_errors\":%" PRIu64
 	       ",\"conns_up\":%" PRIu64 ",\"conns_down\":%" PRIu64 ",\"reconnects\":%" PRIu64
-	       ",\"cq_waits\":%" PRIu64 ",\"spins\":%" PRIu64 ",\"spin_hits\":%" PRIu64 "}",
+	       ",\"cq_waits\":%" PRIu64 ",\"spins\":%" PRIu64 ",\"spin_hits\":%" PRIu64
+	       ",\"stall_probes\":%" PRIu64 ",\"stalls_dead\":%" PRIu64 "}",
 	       s->tx_pkts, s->rx_pkts, s->tx_no_credit, s->tx_not_conn, s->tx_errors,
 	       s->tx_credit_msgs, s->rx_credit_msgs, s->rx_bad_len, s->wc_errors, s->conns_up,
-	       s->conns_down, s->reconnects, s->cq_waits, s->spins, s->spin_hits);
+	       s->conns_down, s->reconnects, s->cq_waits, s->spins, s->spin_hits, s->stall_probes,
+	       s->stalls_dead);
+}
+
+void wx_verbs_text(struct worker_xport *wx)
+{
+	const struct tally_verbs_stats *s = tally_verbs_stats(wx->ctx);
+
+	printf("  verbs: connections up %" PRIu64 " down %" PRIu64 ", reconnects %" PRIu64
+	       ", dropped no-credit %" PRIu64 " not-connected %" PRIu64 ", completion errors %"
+	       PRIu64 ", stall probes %" PRIu64 " (peer gone %" PRIu64 ")\n", s->conns_up,
+	       s->conns_down, s->reconnects, s->tx_no_credit, s->tx_not_conn, s->wc_errors,
+	       s->stall_probes, s->stalls_dead);
 }
 
 void wx_verbs_close(struct worker_xport *wx)

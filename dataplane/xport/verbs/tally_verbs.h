@@ -76,6 +76,8 @@ struct tally_verbs_stats {
 	uint64_t rx_bad_credit;  /* a peer returned credits it never had: connection dropped */
 	uint64_t conns_up, conns_down, conns_rejected, reconnects;
 	uint64_t wc_errors;      /* completions with an error status (QP broken) */
+	uint64_t stall_probes;   /* zero-length writes to a peer that returned no credit */
+	uint64_t stalls_dead;    /* connections dropped: such a write never completed */
 	uint64_t cq_waits;       /* poll() calls that blocked on the completion channel */
 	uint64_t spins, spin_hits; /* busy-poll spins started / ended by a completion */
 };

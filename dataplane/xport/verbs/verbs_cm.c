@@ -210,6 +210,8 @@ static void on_event(struct tally_verbs *v, const struct rdma_cm_event *ev, cons
 	}
 	if (!c)
 		return;
+	if (ev->event == RDMA_CM_EVENT_DISCONNECTED && v->lose_disconnects)
+		return; /* fault injection: the QP looks up until the stall probe finds it dead */
 	if (!v->cfg.listen) {
 		on_client(v, c, ev, pd, len);
 		return;

@@ -241,6 +241,17 @@ int verbs_conn_credit(struct verbs_conn *c)
 	return 0;
 }
 
+int verbs_conn_probe(struct verbs_conn *c)
+{
+	struct ibv_send_wr wr = { .wr_id = verbs_wr_id(c, 0) | VERBS_WR_PROBE, .num_sge = 0,
+				  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+
+	wr.wr.rdma.remote_addr = c->raddr;
+	wr.wr.rdma.rkey = c->rkey;
+	return -ibv_post_send(c->qp, &wr, &bad);
+}
+
 struct verbs_conn *verbs_conn_alloc(struct tally_verbs *v)
 {
 	for (uint32_t i = 0; i < v->nconns; i++)
@@ -272,6 +283,7 @@ void verbs_conn_release(struct tally_verbs *v, struct verbs_conn *c)
 	c->id = NULL;
 	c->mr = NULL;
 	c->mem = NULL;
+	c->stall_ns = c->probe_ns = 0; /* a client reuses the entry for its next connect */
 	c->state = VC_FREE;
 	c->gen++;
 }

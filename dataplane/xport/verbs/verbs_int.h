@@ -56,6 +56,9 @@ struct verbs_conn {
 	uint32_t credit_out;       /* credit messages posted, not completed */
 	int dirty;                 /* in tally_verbs.dirty[]: consumed slots maybe unreported */
 	uint64_t retry_at_ns;      /* client: the next reconnect attempt */
+	uint32_t stall_mark;       /* credit and receive counts when a credit stall began */
+	uint64_t stall_ns;         /* when it began (0: not stalled) */
+	uint64_t probe_ns;         /* when the stall probe was posted (0: none out) */
 };
 
 struct tally_verbs {
@@ -79,10 +82,14 @@ struct tally_verbs {
 	struct verbs_conn *by_core[TALLY_VERBS_MAX_CORES]; /* client */
 	struct sockaddr_in peer;   /* client: appliance */
 	uint64_t busy_ns;          /* busy-poll budget per wait (0: off) */
+	int lose_disconnects;      /* fault injection (TALLY_VERBS_FAULT=lose-disconnect) */
 	struct tally_verbs_stats st;
 	char err[256];
 };
 
+/* wr_id: generation, connection, and the kind in the low bits: 1 a data message, 0 a
+ * credit message, VERBS_WR_PROBE a stall probe (verbs_conn_probe). */
+#define VERBS_WR_PROBE 2u
 static inline uint64_t verbs_wr_id(const struct verbs_conn *c, int data)
 {
 	return ((uint64_t)c->gen << 40) | ((uint64_t)c->idx << 8) | (uint64_t)(data & 1);
@@ -120,6 +127,9 @@ int verbs_conn_stage(struct tally_verbs *v, struct verbs_conn *c, const uint8_t 
 int verbs_conn_flush(struct tally_verbs *v, struct verbs_conn *c);
 /* Post an explicit credit message. 0 or -errno. */
 int verbs_conn_credit(struct verbs_conn *c);
+/* Post a zero-length RDMA WRITE (no landing slot, no receive consumed): it completes if the
+ * peer's QP is alive and fails after the QP's retries if not. 0 or -errno. */
+int verbs_conn_probe(struct verbs_conn *c);
 void verbs_conn_release(struct tally_verbs *v, struct verbs_conn *c);
 struct verbs_conn *verbs_conn_alloc(struct tally_verbs *v);
 

@@ -13,6 +13,10 @@
 #include <time.h>
 
 #define RECONNECT_NS 200000000ull /* a client retries a broken core's QP at most this often */
+#define STALL_NS 500000000ull      /* messages waiting this long for credit: probe the peer */
+#define STALL_DEAD_NS 8000000000ull /* a probe out this long: the peer is gone */
+
+static void broken(struct tally_verbs *v, struct verbs_conn *c, const char *why);
 
 uint64_t verbs_now_ns(void *ctx)
 {
@@ -55,6 +59,43 @@ static struct verbs_conn *conn_of(struct tally_verbs *v, const struct tally_addr
 	return c->state == VC_UP && c->gen == (uint16_t)(ck >> 32) ? c : NULL;
 }
 
+/* A peer killed without its disconnect reaching us (the dying process's kernel sends
+ * rdma_cm's DREQ once; it can be lost) leaves a QP that looks up: with no credit left nothing
+ * more is posted, so no completion ever fails, and the session's PINGs die in staging. So
+ * while messages are outstanding (staged or posted, not completed) and nothing moves (no
+ * completion, no credit, no packet) for STALL_NS, a zero-length write goes out; it needs no
+ * landing slot: a dead peer fails it after the QP's retries (broken: the client
+ * reconnects), a live one completes it; one out for STALL_DEAD_NS is a dead peer too.
+ * Reads the clock only when nothing moved since the last send. 0, or -ENOTCONN: dropped. */
+static int stall_check(struct tally_verbs *v, struct verbs_conn *c)
+{
+	uint32_t mark = c->ring.tx_done + c->ring.peer_consumed + c->ring.rx_seq;
+	uint64_t now;
+
+	if (c->ring.tx_staged == c->ring.tx_done || mark != c->stall_mark) {
+		c->stall_mark = mark;
+		c->stall_ns = 0;
+		return 0;
+	}
+	now = verbs_now_ns(v);
+	if (!c->stall_ns) {
+		c->stall_ns = now;
+		return 0;
+	}
+	if (c->probe_ns) {
+		if (now - c->probe_ns < STALL_DEAD_NS)
+			return 0;
+		v->st.stalls_dead++;
+		broken(v, c, "nothing moved and a zero-length write did not complete (peer gone)");
+		return -ENOTCONN;
+	}
+	if (now - c->stall_ns >= STALL_NS && !verbs_conn_probe(c)) {
+		c->probe_ns = now;
+		v->st.stall_probes++;
+	}
+	return 0;
+}
+
 int verbs_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr, const void *payload,
 	       size_t len)
 {
@@ -69,12 +110,14 @@ int verbs_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr, const
 	rc = verbs_conn_stage(v, c, hdr, payload, len);
 	if (rc == -ENOBUFS) {
 		v->st.tx_no_credit++;
-		return rc;
+		return stall_check(v, c) ? -ENOTCONN : rc;
 	}
 	if (rc || (rc = verbs_conn_flush(v, c)) < 0) {
 		v->st.tx_errors++;
 		return rc;
 	}
+	if (stall_check(v, c))
+		return -ENOTCONN;
 	v->st.tx_pkts++;
 	v->st.tx_bytes += tally_proto_hdr_len(hdr) + len;
 	return 0;
@@ -156,13 +199,17 @@ int verbs_poll_cq(struct tally_verbs *v)
 			broken(v, c, ibv_wc_status_str(wc[i].status));
 			continue;
 		}
-		if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+		if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 			got += on_recv(v, c, &wc[i]);
-		else if (wc[i].wr_id & 1)
+		} else if (wc[i].wr_id & VERBS_WR_PROBE) {
+			c->probe_ns = 0; /* the peer lives: probe again after another stall */
+			c->stall_ns = 0;
+		} else if (wc[i].wr_id & 1) {
 			verbs_ring_tx_completed(&c->ring);
-		else if (c->credit_out && --c->credit_out < VERBS_EXTRA_RECV / 2 &&
-			 verbs_ring_credit_due(&c->ring) && !verbs_conn_credit(c))
+		} else if (c->credit_out && --c->credit_out < VERBS_EXTRA_RECV / 2 &&
+			   verbs_ring_credit_due(&c->ring) && !verbs_conn_credit(c)) {
 			v->st.tx_credit_msgs++; /* one held back by the limit */
+		}
 	}
 	return n < 0 ? -EIO : got;
 }

@@ -114,6 +114,23 @@ static int busy_cfg(struct tally_verbs *v)
 	return 0;
 }
 
+/* TALLY_VERBS_FAULT=lose-disconnect: rdma_cm DISCONNECTED events are ignored, as when a
+ * killed peer's one DREQ is lost; the test of the stall probe (verbs_io.c) sets it. */
+static int fault_cfg(struct tally_verbs *v)
+{
+	const char *env = getenv("TALLY_VERBS_FAULT");
+
+	if (!env || !*env)
+		return 0;
+	if (strcmp(env, "lose-disconnect")) {
+		verbs_err(v, "verbs: TALLY_VERBS_FAULT='%s': the only fault is lose-disconnect "
+			  "(unset it in production)", env);
+		return -EINVAL;
+	}
+	v->lose_disconnects = 1;
+	return 0;
+}
+
 static int validate(struct tally_verbs *v)
 {
 	const struct tally_verbs_cfg *c = &v->cfg;
@@ -154,8 +171,8 @@ struct tally_verbs *tally_verbs_create(const struct tally_verbs_cfg *cfg, tally_
 	tally_verbs_cfg_defaults(&v->cfg);
 	v->rx = rx;
 	v->rx_arg = rx_arg;
-	if ((rc = validate(v)) || (rc = busy_cfg(v)) || (rc = check_devices(v)) ||
-	    (rc = verbs_cm_open(v)))
+	if ((rc = validate(v)) || (rc = busy_cfg(v)) || (rc = fault_cfg(v)) ||
+	    (rc = check_devices(v)) || (rc = verbs_cm_open(v)))
 		goto fail_msg;
 	v->nconns = v->cfg.listen ? v->cfg.max_conns : v->cfg.ncores;
 	v->conns = calloc(v->nconns, sizeof(*v->conns));
