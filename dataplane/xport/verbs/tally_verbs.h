@@ -78,6 +78,8 @@ struct tally_verbs_stats {
 	uint64_t wc_errors;      /* completions with an error status (QP broken) */
 	uint64_t stall_probes;   /* zero-length writes to a peer that returned no credit */
 	uint64_t stalls_dead;    /* connections dropped: such a write never completed */
+	uint64_t up_by_packet;   /* listener: accepted connections brought up by their first
+				  * packet before rdma_cm's ESTABLISHED */
 	uint64_t cq_waits;       /* poll() calls that blocked on the completion channel */
 	uint64_t spins, spin_hits; /* busy-poll spins started / ended by a completion */
 };

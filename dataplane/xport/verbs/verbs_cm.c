@@ -199,6 +199,13 @@ dead:
 	c->state = VC_DEAD; /* keeps by_core[]: the next send retries */
 }
 
+void verbs_cm_up(struct tally_verbs *v, struct verbs_conn *c)
+{
+	c->state = VC_UP;
+	v->live++;
+	v->st.conns_up++;
+}
+
 static void on_event(struct tally_verbs *v, const struct rdma_cm_event *ev, const void *pd,
 		     size_t len)
 {
@@ -217,9 +224,8 @@ static void on_event(struct tally_verbs *v, const struct rdma_cm_event *ev, cons
 		return;
 	}
 	if (ev->event == RDMA_CM_EVENT_ESTABLISHED && c->state == VC_CONNECTING) {
-		c->state = VC_UP;
-		v->live++;
-		v->st.conns_up++;
+		if (!v->lose_established)
+			verbs_cm_up(v, c);
 		return;
 	}
 	if (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_CONNECT_ERROR ||

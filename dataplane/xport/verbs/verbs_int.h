@@ -82,7 +82,8 @@ struct tally_verbs {
 	struct verbs_conn *by_core[TALLY_VERBS_MAX_CORES]; /* client */
 	struct sockaddr_in peer;   /* client: appliance */
 	uint64_t busy_ns;          /* busy-poll budget per wait (0: off) */
-	int lose_disconnects;      /* fault injection (TALLY_VERBS_FAULT=lose-disconnect) */
+	int lose_disconnects;      /* fault injection (TALLY_VERBS_FAULT, verbs_xport.c) */
+	int lose_established;
 	struct tally_verbs_stats st;
 	char err[256];
 };
@@ -97,6 +98,8 @@ static inline uint64_t verbs_wr_id(const struct verbs_conn *c, int data)
 
 /* verbs_cm.c */
 int verbs_cm_open(struct tally_verbs *v);
+/* A listener's accepted connection is up (ESTABLISHED, or its first packet landed). */
+void verbs_cm_up(struct tally_verbs *v, struct verbs_conn *c);
 int verbs_cm_listen(struct tally_verbs *v);
 int verbs_cm_connect(struct tally_verbs *v, uint32_t core);
 /* Handle every pending rdma_cm event; 0 or -errno. */

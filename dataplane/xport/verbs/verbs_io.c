@@ -200,6 +200,14 @@ int verbs_poll_cq(struct tally_verbs *v)
 			continue;
 		}
 		if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+			/* The client sends only once it is ESTABLISHED, so its first packet proves
+			 * the connection even when our ESTABLISHED is late or lost (a lost RTU):
+			 * until then we could neither answer nor return its credits (CI saw a
+			 * rank wait out its give-up on that). Our QP is at RTS since the accept. */
+			if (c->state == VC_CONNECTING && v->cfg.listen) {
+				v->st.up_by_packet++;
+				verbs_cm_up(v, c);
+			}
 			got += on_recv(v, c, &wc[i]);
 		} else if (wc[i].wr_id & VERBS_WR_PROBE) {
 			c->probe_ns = 0; /* the peer lives: probe again after another stall */

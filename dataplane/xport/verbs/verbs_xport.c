@@ -114,20 +114,29 @@ static int busy_cfg(struct tally_verbs *v)
 	return 0;
 }
 
-/* TALLY_VERBS_FAULT=lose-disconnect: rdma_cm DISCONNECTED events are ignored, as when a
- * killed peer's one DREQ is lost; the test of the stall probe (verbs_io.c) sets it. */
+/* TALLY_VERBS_FAULT, fault injection for the guest tests (unset in production), a comma
+ * list: lose-disconnect ignores rdma_cm DISCONNECTED (a killed peer's one DREQ lost: the
+ * stall probe, verbs_io.c, must find the QP dead); lose-established ignores ESTABLISHED on
+ * the listener (the connect's last message lost: the first packet must bring it up). */
 static int fault_cfg(struct tally_verbs *v)
 {
 	const char *env = getenv("TALLY_VERBS_FAULT");
+	char buf[128], *save = NULL;
 
 	if (!env || !*env)
 		return 0;
-	if (strcmp(env, "lose-disconnect")) {
-		verbs_err(v, "verbs: TALLY_VERBS_FAULT='%s': the only fault is lose-disconnect "
-			  "(unset it in production)", env);
-		return -EINVAL;
+	snprintf(buf, sizeof(buf), "%s", env);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(t, "lose-disconnect")) {
+			v->lose_disconnects = 1;
+		} else if (!strcmp(t, "lose-established")) {
+			v->lose_established = 1;
+		} else {
+			verbs_err(v, "verbs: TALLY_VERBS_FAULT='%s': the faults are lose-disconnect "
+				  "and lose-established (unset it in production)", env);
+			return -EINVAL;
+		}
 	}
-	v->lose_disconnects = 1;
 	return 0;
 }
 
