@@ -23,9 +23,15 @@ void client_rx_silent(struct tally_client *c, const struct tally_hdr *h)
 	opi = k->par_op[h->round & 1];
 	if (opi == CLIENT_NONE || c->ops_tab[opi].round != h->round)
 		return; /* that round is no longer ours to fail (done, or a late copy) */
-	/* hdr.aux: the silent rank; hdr.count: how long it has been silent, in ms */
-	client_seterr(c, "rank %u silent for %.1f s at appliance %s (key %u, round %u)", h->aux,
-		  h->count / 1000.0, client_appliance(c), h->key, h->round);
+	/* hdr.aux: the silent rank; hdr.count: how long it has been silent, in ms (all ones:
+	 * never heard, it has not joined) */
+	if (h->count == UINT32_MAX)
+		client_seterr(c, "rank %u has not joined at appliance %s (key %u, round %u waits "
+			  "for it: start it, or check its address and job id)", h->aux,
+			  client_appliance(c), h->key, h->round);
+	else
+		client_seterr(c, "rank %u silent for %.1f s at appliance %s (key %u, round %u)",
+			  h->aux, h->count / 1000.0, client_appliance(c), h->key, h->round);
 	client_op_fail(c, opi, -EPIPE);
 }
 

@@ -221,7 +221,9 @@ static enum tally_reason chunk_install(struct tally_engine *e, const struct tall
 /* ---- PUSH ---- */
 
 /* Has every participant acknowledged the other slot's round (pushed it)? A participant
- * that is not bound (left with BYE) cannot acknowledge and does not hold the others back. */
+ * that left with BYE cannot acknowledge and does not hold the others back. One that has
+ * not joined yet does: reusing the slot would drop the round it still has to push (it
+ * would get STALE_ROUND forever); the dead-rank timeout names it (engine_life.c). */
 static int all_acked(const struct engine_key *k, const struct engine_chunk *other, uint32_t oidx)
 {
 	if (other->nseen >= k->reg.participants)
@@ -229,7 +231,7 @@ static int all_acked(const struct engine_key *k, const struct engine_chunk *othe
 	const uint64_t *seen = engine_seen_bm(k, oidx);
 	const struct engine_rank *ranks = k->job->ranks;
 	for (uint32_t w = 0; w < k->reg.participants; w++)
-		if (ranks[w].bound && !engine_bit(seen, w))
+		if (!ranks[w].left && !engine_bit(seen, w))
 			return 0;
 	return 1;
 }
@@ -277,6 +279,7 @@ static void chunk_start(struct tally_engine *e, struct engine_key *k, uint32_t i
 	ch->nseen = 0;
 	ch->crc = 0;
 	ch->first_ns = now;
+	k->stall_ns = 0;
 	open_link(e, k, idx);
 }
 
@@ -327,6 +330,11 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 	if (ch->state == ENGINE_CH_UNUSED || ch->round != r) {
 		uint32_t oidx = (p ^ 1) * k->nchunks + c;
 		rsn = may_start(k, ch, &k->chunks[oidx], oidx, r);
+		if (rsn == TALLY_R_TOO_EARLY && !k->stall_ns) {
+			k->stall_ns = now ? now : 1;
+			k->stall_round = r;
+			k->stall_idx = oidx;
+		}
 		if (rsn != TALLY_OK)
 			return engine_drop(e, rsn);
 		/* Round r-2's RESULT copies still queued in the transport reference this

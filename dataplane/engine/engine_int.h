@@ -97,6 +97,8 @@ struct engine_key {
 	uint32_t ob_stride;
 	float *err;
 	uint64_t silent_err_ns;    /* last RANK_SILENT report (rate limit), 0: none */
+	uint64_t stall_ns;         /* first push refused TOO_EARLY since a chunk last started */
+	uint32_t stall_round, stall_idx; /* that push's round and the slot it waits for */
 	uint8_t avg;               /* TALLY_KEY_AVERAGE: RESULT = sum / contributors */
 };
 
@@ -104,6 +106,7 @@ struct engine_rank {
 	struct tally_addr addr;
 	uint8_t bound;
 	uint8_t held;          /* its JOIN offered TALLY_CAP_HELD: HELD, MISSING, AUX_LAST */
+	uint8_t left;          /* unbound by its BYE (a rank never joined is not left) */
 	uint64_t last_ns, pkts, bytes;
 	uint64_t drain_err_ns;         /* last ERROR DRAINING to it (rate limit), 0: none */
 };

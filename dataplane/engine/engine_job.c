@@ -184,6 +184,7 @@ enum tally_reason engine_rx_bye(struct tally_engine *e, const struct tally_pkt *
 		return engine_drop(e, r);
 	struct engine_rank *rk = &job->ranks[pkt->hdr.rank];
 	rk->bound = 0;
+	rk->left = 1;
 	job->joined--;
 	e->st.byes++;
 	if (job->joined == 0) { /* every bound rank left: the job ended */

@@ -72,41 +72,48 @@ static void life_idle(struct tally_engine *e, uint64_t now)
 	e->st.jobs_freed_idle++;
 }
 
-/* The first participant of chunk idx whose push is missing and who is silent since
- * `since` (ENGINE_NIL: none). */
-static uint32_t silent_rank(const struct engine_key *k, uint32_t idx, uint64_t now,
-			    uint64_t timeout)
+/* The first participant missing from bitmap `have` who has been silent for `timeout`
+ * (a rank that never joined has never been heard: silent since 0), ENGINE_NIL if none.
+ * With skip_left, a rank that left with BYE is not waited for. */
+static uint32_t silent_rank(const struct engine_key *k, const uint64_t *have, uint64_t now,
+			    uint64_t timeout, int skip_left)
 {
-	const uint64_t *cb = engine_contrib_bm(k, idx);
 	const struct engine_rank *ranks = k->job->ranks;
 	for (uint32_t w = 0; w < k->reg.participants; w++)
-		if (!engine_bit(cb, w) && now - ranks[w].last_ns >= timeout)
+		if (!engine_bit(have, w) && !(skip_left && ranks[w].left) &&
+		    now - ranks[w].last_ns >= timeout)
 			return w;
 	return ENGINE_NIL;
 }
 
-/* ERROR RANK_SILENT about `dead` to every bound participant whose push is in chunk idx. */
+/* ERROR RANK_SILENT about `dead`, for chunk idx's offset and `round`, to every bound
+ * participant in bitmap `have` (those waiting on it). */
 static void silent_report(struct tally_engine *e, struct engine_key *k, uint32_t idx,
-			  uint32_t dead, uint64_t now)
+			  uint32_t round, const uint64_t *have, uint32_t dead, uint64_t now)
 {
-	const uint64_t *cb = engine_contrib_bm(k, idx);
 	struct engine_rank *ranks = k->job->ranks;
 	uint64_t ms = (now - ranks[dead].last_ns) / 1000000u;
 	struct tally_hdr h;
 
 	engine_chunk_error_hdr(&h, k, idx, TALLY_R_RANK_SILENT, dead);
-	h.count = ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+	h.round = round;
+	/* UINT32_MAX: never heard (the rank has not joined) */
+	h.count = ms >= UINT32_MAX || !ranks[dead].last_ns ? UINT32_MAX : (uint32_t)ms;
 	for (uint32_t w = 0; w < k->reg.participants; w++) {
-		if (!ranks[w].bound || !engine_bit(cb, w))
+		if (!ranks[w].bound || !engine_bit(have, w))
 			continue;
 		h.rank = w;
 		engine_send(e, &ranks[w].addr, &h, NULL, 0);
 	}
 	e->st.dead_rank_errors++;
+	k->silent_err_ns = now;
 }
 
-/* One key per call: its oldest open chunk (the open list is in first-push order) waiting
- * longer than the dead-rank timeout on a rank silent as long is reported, once per period. */
+/* One key per call, once per period: its oldest open chunk (the open list is in first-push
+ * order) waiting longer than the dead-rank timeout on a rank silent as long; or, with no
+ * chunk open, pushes refused TOO_EARLY that long because a rank has not acknowledged the
+ * slot's previous round (quorum: a rank that never joined, or died, holds the others two
+ * rounds ahead at most) — the ranks that pushed learn which rank they wait for. */
 static void life_dead_rank(struct tally_engine *e, uint64_t now)
 {
 	if (!e->nkeys)
@@ -115,18 +122,23 @@ static void life_dead_rank(struct tally_engine *e, uint64_t now)
 		e->life_key = 0;
 	struct engine_key *k = e->keys[e->life_key++];
 	uint64_t t = e->cfg.dead_rank_timeout_ns;
-	if (!k->job || k->open_head == ENGINE_NIL)
+	if (!k->job || (k->silent_err_ns && now - k->silent_err_ns < t))
 		return;
-	uint32_t idx = k->open_head;
-	if (now - k->chunks[idx].first_ns < t)
+	if (k->open_head != ENGINE_NIL) {
+		uint32_t idx = k->open_head;
+		const uint64_t *cb = engine_contrib_bm(k, idx);
+		uint32_t dead;
+		if (now - k->chunks[idx].first_ns >= t &&
+		    (dead = silent_rank(k, cb, now, t, 0)) != ENGINE_NIL)
+			silent_report(e, k, idx, k->chunks[idx].round, cb, dead, now);
 		return;
-	if (k->silent_err_ns && now - k->silent_err_ns < t)
+	}
+	if (!k->stall_ns || now - k->stall_ns < t)
 		return;
-	uint32_t dead = silent_rank(k, idx, now, t);
-	if (dead == ENGINE_NIL)
-		return;
-	k->silent_err_ns = now;
-	silent_report(e, k, idx, dead, now);
+	const uint64_t *seen = engine_seen_bm(k, k->stall_idx);
+	uint32_t dead = silent_rank(k, seen, now, t, 1);
+	if (dead != ENGINE_NIL)
+		silent_report(e, k, k->stall_idx, k->stall_round, seen, dead, now);
 }
 
 void engine_life_poll(struct tally_engine *e)

@@ -233,6 +233,7 @@ enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, ui
 	else if (!engine_addr_eq(&r->addr, from))
 		e->st.rebinds++;
 	r->bound = 1;
+	r->left = 0;
 	r->addr = *from;
 	r->last_ns = now;
 	return TALLY_OK;

@@ -82,12 +82,6 @@ static int api_checks(struct tally_agent *a, int t, char *err, size_t len)
 	return 0;
 }
 
-/* Every rank has joined and registered before round 0: with quorum 2 of 3 the others
- * would otherwise complete rounds while a starved rank has not joined a core yet, and a
- * rank that joins two quorum rounds late cannot get round 0's sum (not what this test is
- * about; see the closing note of the faults work). */
-static pthread_barrier_t start_bar;
-
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -95,6 +89,9 @@ static void *worker_main(void *arg)
 	char list[64];
 	int err = 0;
 
+	/* quorum: the last rank starts late, after the others could finish two rounds */
+	if (w->quorum && w->rank == WORLD - 1)
+		usleep(400000);
 	tally_agent_cfg_defaults(&c);
 	snprintf(list, sizeof(list), "127.0.0.1:%u", w->quorum ? open_port : port);
 	assert_int_equal(tally_agent_parse_appliances(&c, list, NULL, 0), 0);
@@ -114,7 +111,6 @@ static void *worker_main(void *arg)
 	struct tally_agent *a = tally_agent_create(&c, &err, w->err, sizeof(w->err));
 	if (!a) {
 		w->rc = err ? err : -1;
-		pthread_barrier_wait(&start_bar);
 		return NULL;
 	}
 	int t = tally_agent_declare(a, "momentum", N * 4, TALLY_DT_F32, 0);
@@ -123,7 +119,8 @@ static void *worker_main(void *arg)
 		snprintf(w->err, sizeof(w->err), "declare/set_compression: %s", tally_agent_strerror(a));
 		w->rc = -2;
 	}
-	pthread_barrier_wait(&start_bar);
+	/* no start barrier: with quorum a rank that has not joined yet holds the others at
+	 * most two rounds ahead (engine all_acked), so ranks may start at any time */
 	if (!w->rc && w->rank == 0 && !w->quorum && api_checks(a, t, w->err, sizeof(w->err)))
 		w->rc = -5;
 	for (int it = 0; it < ROUNDS && !w->rc; it++) {
@@ -184,7 +181,6 @@ static void test_onebit_3_ranks(void **state)
 	(void)state;
 	struct worker w[WORLD];
 	pthread_t t[WORLD];
-	pthread_barrier_init(&start_bar, NULL, WORLD);
 	static float werr[WORLD][N], serr[N], want[N];
 
 	for (int r = 0; r < WORLD; r++) {
@@ -195,7 +191,6 @@ static void test_onebit_3_ranks(void **state)
 	}
 	for (int r = 0; r < WORLD; r++)
 		pthread_join(t[r], NULL);
-	pthread_barrier_destroy(&start_bar);
 	for (int r = 0; r < WORLD; r++)
 		if (w[r].rc)
 			fail_msg("rank %d: %d %s", r, w[r].rc, w[r].err);
@@ -233,7 +228,6 @@ static void test_onebit_quorum(void **state)
 	(void)state;
 	struct worker w[WORLD];
 	pthread_t t[WORLD];
-	pthread_barrier_init(&start_bar, NULL, WORLD);
 	uint64_t excluded = 0;
 
 	for (int r = 0; r < WORLD; r++) {
@@ -244,7 +238,6 @@ static void test_onebit_quorum(void **state)
 	}
 	for (int r = 0; r < WORLD; r++)
 		pthread_join(t[r], NULL);
-	pthread_barrier_destroy(&start_bar);
 	for (int r = 0; r < WORLD; r++)
 		if (w[r].rc)
 			fail_msg("rank %d: %d %s", r, w[r].rc, w[r].err);

@@ -219,6 +219,55 @@ static void test_rank_silent(void **state)
 	h_stop(&h);
 }
 
+/* Quorum: a rank that has not joined yet holds the others at most two rounds ahead, so the
+ * rounds it still has to push are kept (it got STALE_ROUND forever when the slot was
+ * reused), and the dead-rank timeout names it to the ranks that wait. */
+static void test_quorum_late_joiner(void **state)
+{
+	(void)state;
+	struct h h;
+	h_start(&h, NULL);
+	struct tally_register r = h_reg(8, 8, TALLY_DT_I32, 3, 2);
+	int32_t v[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	assert_int_equal(tally_engine_job_add(h.e, H_JOB, H_TOKEN, 3), 0);
+	for (uint32_t w = 0; w < 2; w++) {
+		assert_int_equal(h_join(&h, w, 3), TALLY_OK);
+		assert_int_equal(h_register(&h, w, 4, &r), TALLY_OK);
+	}
+	for (uint32_t rd = 0; rd < 2; rd++)
+		for (uint32_t w = 0; w < 2; w++)
+			assert_int_equal(h_push(&h, w, 4, rd, 0, TALLY_DT_I32, v, 8), TALLY_OK);
+	assert_int_equal(tally_engine_stats(h.e)->quorum_completions, 2);
+	h_clear(&h);
+	assert_int_equal(h_push(&h, 0, 4, 2, 0, TALLY_DT_I32, v, 8), TALLY_R_TOO_EARLY);
+	h.cap.now += h.cfg.dead_rank_timeout_ns;
+	tally_engine_poll(h.e);
+	assert_int_equal(count_silent(&h, 0, 2), 1);
+	assert_int_equal(count_silent(&h, 1, 2), 1);
+	for (size_t i = 0; i < h.cap.n; i++) {
+		const struct tally_hdr *hd = &h.cap.q[i].pkt.hdr;
+		if (hd->op != TALLY_OP_ERROR)
+			continue;
+		assert_int_equal(hd->round, 2);
+		assert_int_equal(hd->key, 4);
+		assert_int_equal(hd->count, UINT32_MAX); /* never heard */
+	}
+	/* it joins late: rounds 0 and 1 are still there, it gets both sums (its push not in
+	 * them: the client folds it forward), and round 2 may start */
+	h_clear(&h);
+	assert_int_equal(h_join(&h, 2, 3), TALLY_OK);
+	assert_int_equal(h_register(&h, 2, 4, &r), TALLY_OK);
+	for (uint32_t rd = 0; rd < 2; rd++) {
+		assert_int_equal(h_push(&h, 2, 4, rd, 0, TALLY_DT_I32, v, 8), TALLY_OK);
+		const struct cap_pkt *p = h_result(&h, 2, 4, rd, 0);
+		assert_non_null(p);
+		assert_int_equal(p->pkt.hdr.contrib, 2);
+		assert_int_equal(((const int32_t *)p->pkt.payload)[7], 16);
+	}
+	assert_int_equal(h_push(&h, 0, 4, 2, 0, TALLY_DT_I32, v, 8), TALLY_OK);
+	h_stop(&h);
+}
+
 /* A rank that is slow but alive (heard within the timeout) is not reported. */
 static void test_slow_rank_not_silent(void **state)
 {
@@ -271,6 +320,7 @@ int main(void)
 		cmocka_unit_test(test_incarnation),
 		cmocka_unit_test(test_job_table_full),
 		cmocka_unit_test(test_rank_silent),
+		cmocka_unit_test(test_quorum_late_joiner),
 		cmocka_unit_test(test_slow_rank_not_silent),
 		cmocka_unit_test(test_drain_error),
 	};
