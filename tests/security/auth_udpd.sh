@@ -42,6 +42,15 @@ python3 -c "import os; print(os.urandom(32).hex())" >"$tmp/wrong"
 head -c 16 /dev/urandom >"$tmp/short"
 chmod 600 "$tmp/key" "$tmp/wrong" "$tmp/short"
 
+# a GMAC backend that does not exist: the appliance does not start, and says which setting
+rc=0
+TALLY_AUTH_BACKEND=bogus timeout 10 "$UDPD" --addr 127.0.0.1 --port $port --cores 1 --max-jobs 2 \
+	--mem 16M --det-pool 1M --ctl-socket "$tmp/bogus.sock" 2>"$tmp/bogus.err" || rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "tally-udpd ran with TALLY_AUTH_BACKEND=bogus (rc $rc)"
+grep -q "TALLY_AUTH_BACKEND=bogus is not a GMAC backend: set it to openssl or ipsec-mb" \
+	"$tmp/bogus.err" || fail "bad TALLY_AUTH_BACKEND: unclear error: $(cat "$tmp/bogus.err")"
+echo "ok 0 - TALLY_AUTH_BACKEND=bogus: $(head -1 "$tmp/bogus.err")"
+
 # the appliance on OpenSSL's GMAC, the workers on the default (ipsec-mb where built in): the
 # two backends meet on the wire
 TALLY_AUTH_BACKEND=openssl "$UDPD" --addr 127.0.0.1 --port $port --cores 2 --max-jobs 4 --mem 64M --det-pool 4M \
