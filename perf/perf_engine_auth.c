@@ -286,9 +286,10 @@ static int pau_size(const struct pau_opts *o, size_t chunk)
 		printf("{\"bench\":\"engine_auth\",\"workers\":%u,\"chunk_bytes\":%zu,\"chunks\":%u,"
 		       "\"reps\":%d,\"plain_gbps\":%.3f,\"auth_gbps\":%.3f,\"ratio\":%.4f,"
 		       "\"plain_cores_per_100g\":%.4f,\"auth_cores_per_100g\":%.4f,"
-		       "\"mac_gbps\":%.3f,\"bound_verify\":%.4f,\"bound_verify_sign\":%.4f}\n",
+		       "\"mac_gbps\":%.3f,\"bound_verify\":%.4f,\"bound_verify_sign\":%.4f,"
+		       "\"gmac_backend\":\"%s\"}\n",
 		       o->workers, chunk, o->chunks, o->reps, med[0], med[1], rm, 12.5 / med[0],
-		       12.5 / med[1], med[2], b1, b2);
+		       12.5 / med[1], med[2], b1, b2, tally_auth_backend());
 	else
 		printf("%6zu %10.2f %10.2f %8.3f %12.3f %12.3f %9.2f %8.3f %8.3f\n", chunk, med[0],
 		       med[1], rm, 12.5 / med[0], 12.5 / med[1], med[2], b1, b2);
@@ -358,10 +359,13 @@ int perf_engine_auth_main(int argc, char **argv)
 	rc = tally_sum_init();
 	if (rc < 0)
 		return 1;
+	if (!tally_auth_backend())
+		return 2; /* TALLY_AUTH_BACKEND names none: tally_auth said which */
 	if (!o.json) {
 		printf("tally-perf engine --auth: one engine, %u workers, f32, %u chunks per key, "
-		       "isa %s; medians of %d reps (plain and auth interleaved)\n", o.workers,
-		       o.chunks, tally_sum_isa_name(tally_sum_isa()), o.reps);
+		       "isa %s, GMAC %s; medians of %d reps (plain and auth interleaved)\n",
+		       o.workers, o.chunks, tally_sum_isa_name(tally_sum_isa()),
+		       tally_auth_backend(), o.reps);
 		printf("goodput = push payload summed per CPU second; auth = AES-256-GMAC verify "
 		       "per push + per chunk one payload tag, per RESULT copy a header tag\n"
 		       "mac = R_mac, push payload GB/s through decode + tally_auth_verify alone; "

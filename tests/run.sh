@@ -25,7 +25,7 @@ done
 # prometheus: promtool and the server for suite prometheus).
 pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3 python3-numpy python3-torch python3-sklearn python3-matplotlib
       libdpdk-dev dpdk libisal-dev libibverbs-dev librdmacm-dev libnuma-dev
-      libcmocka-dev libjansson-dev libssl-dev iproute2 nftables openmpi-bin libopenmpi-dev prometheus)
+      libcmocka-dev libjansson-dev libssl-dev libipsec-mb-dev iproute2 nftables openmpi-bin libopenmpi-dev prometheus)
 # suite vm-deploy: QEMU, the package build, mkosi and the raw disk tools (deploy/make-disk.sh)
 pkgs+=(qemu-system-x86 qemu-utils openssh-client dpkg-dev debhelper dh-python mkosi
        e2fsprogs dosfstools mtools syslinux syslinux-common fdisk)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "actl_int.h"
+#include "tally_auth.h"
 
 #ifndef TALLY_VERSION_STR
 #define TALLY_VERSION_STR "0.1.0"
@@ -38,6 +39,8 @@ static int h_status(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	}
 	a->ops->status(a->ctx, *r);
 	json_object_set_new(*r, "jobs", json_integer(jobs ? (json_int_t)json_array_size(jobs) : -1));
+	const char *gmac = tally_auth_backend(); /* chosen once per process */
+	json_object_set_new(*r, "gmac_backend", json_string(gmac ? gmac : "-"));
 	json_object_set_new(*r, "control", json_pack("{s:s, s:i}", "socket",
 		a->srv ? tally_ctl_server_path(a->srv) : "-", "clients", (int)ss.clients));
 	json_decref(jobs);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
- * auth.c — AES-256-GMAC contexts over OpenSSL EVP (tally_auth.h): key, sign, verify. The
- * cipher context keeps the key schedule; each packet re-initialises only the IV.
+ * auth.c — AES-256-GMAC contexts (tally_auth.h): key, sign, verify, over the process's
+ * backend (auth_backend.c): intel-ipsec-mb's expanded key and GHASH powers, or an OpenSSL
+ * EVP cipher context keeping the key schedule; each packet re-initialises only the IV.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -10,10 +11,15 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "auth_backend.h"
 #include "tally_auth.h"
 
 struct tally_auth {
-	EVP_CIPHER_CTX *ctx;
+#ifdef TALLY_HAVE_IPSEC_MB
+	struct gcm_key_data kd; /* ipsec-mb: first, 64-byte aligned */
+#endif
+	EVP_CIPHER_CTX *ctx;    /* openssl */
+	int be;
 	int keyed;
 	uint32_t salt;
 	uint64_t ctr;
@@ -22,12 +28,21 @@ struct tally_auth {
 
 struct tally_auth *tally_auth_new(void)
 {
-	struct tally_auth *a = calloc(1, sizeof(*a));
+	int be = auth_be_get();
+	if (be < 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	/* 64-byte aligned for ipsec-mb's key data; size rounded up as aligned_alloc wants */
+	size_t sz = (sizeof(struct tally_auth) + 63) & ~(size_t)63;
+	struct tally_auth *a = aligned_alloc(64, sz);
 	if (!a)
 		return NULL;
-	a->ctx = EVP_CIPHER_CTX_new();
-	if (!a->ctx) {
+	memset(a, 0, sz);
+	a->be = be;
+	if (be == AUTH_BE_OPENSSL && !(a->ctx = EVP_CIPHER_CTX_new())) {
 		free(a);
+		errno = ENOMEM;
 		return NULL;
 	}
 	return a;
@@ -51,8 +66,13 @@ int tally_auth_set_key(struct tally_auth *a, const uint8_t key[TALLY_AUTH_KEY_LE
 	tally_auth_clear(a);
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return -EIO;
-	if (EVP_EncryptInit_ex(a->ctx, EVP_aes_256_gcm(), NULL, key, NULL) != 1 ||
-	    EVP_CIPHER_CTX_ctrl(a->ctx, EVP_CTRL_GCM_SET_IVLEN, TALLY_AUTH_IV_LEN, NULL) != 1)
+#ifdef TALLY_HAVE_IPSEC_MB
+	if (a->be == AUTH_BE_IPSEC_MB)
+		auth_imb_key(&a->kd, key);
+#endif
+	if (a->be == AUTH_BE_OPENSSL &&
+	    (EVP_EncryptInit_ex(a->ctx, EVP_aes_256_gcm(), NULL, key, NULL) != 1 ||
+	     EVP_CIPHER_CTX_ctrl(a->ctx, EVP_CTRL_GCM_SET_IVLEN, TALLY_AUTH_IV_LEN, NULL) != 1))
 		return -EIO;
 	memcpy(&a->salt, rnd, 4);
 	memcpy(&a->ctr, rnd + 4, 8);
@@ -66,8 +86,12 @@ void tally_auth_clear(struct tally_auth *a)
 	if (!a)
 		return;
 	OPENSSL_cleanse(a->key, sizeof(a->key));
-	if (a->keyed)
+	if (a->keyed && a->ctx)
 		EVP_CIPHER_CTX_reset(a->ctx); /* wipes the key schedule */
+#ifdef TALLY_HAVE_IPSEC_MB
+	if (a->keyed)
+		OPENSSL_cleanse(&a->kd, sizeof(a->kd));
+#endif
 	a->keyed = 0;
 }
 
@@ -90,6 +114,12 @@ int tally_auth_gmac(struct tally_auth *a, const uint8_t iv[TALLY_AUTH_IV_LEN],
 
 	if (!a->keyed || len1 > INT32_MAX || len2 > INT32_MAX)
 		return -EIO;
+#ifdef TALLY_HAVE_IPSEC_MB
+	if (a->be == AUTH_BE_IPSEC_MB) {
+		auth_imb_gmac(&a->kd, iv, aad1, len1, aad2, len2, tag);
+		return 0;
+	}
+#endif
 	if (EVP_EncryptInit_ex(a->ctx, NULL, NULL, NULL, iv) != 1)
 		return -EIO;
 	/* GMAC is GCM with everything as additional data and no plaintext */

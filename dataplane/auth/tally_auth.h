@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * tally_auth.h — per-packet authentication (tally_proto.h TALLY_F_AUTH): AES-256-GMAC
- * through OpenSSL 3 libcrypto (EVP, AES-NI/VAES + carry-less multiply), no crypto of ours.
+ * through intel-ipsec-mb (VAES/AVX-512 where the CPU has them) where it is built in, else
+ * OpenSSL 3 libcrypto (EVP); the same NIST GMAC either way, no crypto of ours.
  *
  * Why GMAC: on this CPU (AVX-512, VAES, VPCLMULQDQ) GHASH runs at several times
  * HMAC-SHA256's speed at 1 KiB and 8 KiB (perf: `tally-perf engine --auth`, `openssl speed`),
@@ -36,7 +37,15 @@ extern "C" {
 
 struct tally_auth;
 
-/* A context without a key, or NULL (out of memory). */
+/* The GMAC backend, chosen once per process at the first tally_auth_new (or here):
+ * TALLY_AUTH_BACKEND=openssl|ipsec-mb, else ipsec-mb where built in and the CPU has
+ * AES-NI, else openssl. Its name and version ("ipsec-mb 1.3.0 avx512-vaes",
+ * "openssl 3.0.19"), or NULL when the variable names none that this build has (said once on
+ * stderr); tally_auth_new then fails with errno EINVAL. */
+#define TALLY_AUTH_BACKEND_ENV "TALLY_AUTH_BACKEND"
+const char *tally_auth_backend(void);
+
+/* A context without a key, or NULL with errno ENOMEM, or EINVAL (tally_auth_backend). */
 struct tally_auth *tally_auth_new(void);
 void tally_auth_free(struct tally_auth *a);
 /* Key it (and draw a fresh salt and counter start). 0, -EINVAL, -EIO (libcrypto or

@@ -42,12 +42,27 @@ python3 -c "import os; print(os.urandom(32).hex())" >"$tmp/wrong"
 head -c 16 /dev/urandom >"$tmp/short"
 chmod 600 "$tmp/key" "$tmp/wrong" "$tmp/short"
 
-"$UDPD" --addr 127.0.0.1 --port $port --cores 2 --max-jobs 4 --mem 64M --det-pool 4M \
+# a GMAC backend that does not exist: the appliance does not start, and says which setting
+rc=0
+TALLY_AUTH_BACKEND=bogus timeout 10 "$UDPD" --addr 127.0.0.1 --port $port --cores 1 --max-jobs 2 \
+	--mem 16M --det-pool 1M --ctl-socket "$tmp/bogus.sock" 2>"$tmp/bogus.err" || rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "tally-udpd ran with TALLY_AUTH_BACKEND=bogus (rc $rc)"
+grep -q "TALLY_AUTH_BACKEND=bogus is not a GMAC backend: set it to openssl or ipsec-mb" \
+	"$tmp/bogus.err" || fail "bad TALLY_AUTH_BACKEND: unclear error: $(cat "$tmp/bogus.err")"
+echo "ok 0 - TALLY_AUTH_BACKEND=bogus: $(head -1 "$tmp/bogus.err")"
+
+# the appliance on OpenSSL's GMAC, the workers on the default (ipsec-mb where built in): the
+# two backends meet on the wire
+TALLY_AUTH_BACKEND=openssl "$UDPD" --addr 127.0.0.1 --port $port --cores 2 --max-jobs 4 --mem 64M --det-pool 4M \
 	--ctl-socket "$tmp/ctl.sock" --stats "$tmp/app.json" 2>"$tmp/udpd.err" &
 app=$!
 for _ in $(seq 100); do [ -S "$tmp/ctl.sock" ] && break; sleep 0.1; done
 [ -S "$tmp/ctl.sock" ] || fail "tally-udpd did not start"
 C=("$CTL" --socket "$tmp/ctl.sock")
+"${C[@]}" --json status >"$tmp/status.json" || fail "tallyctl status"
+[ "$(jget "$tmp/status.json" "d['gmac_backend'].startswith('openssl ')")" = True ] ||
+	fail "status: gmac_backend is not the openssl one asked for: $(cat "$tmp/status.json")"
+echo "appliance GMAC: $(jget "$tmp/status.json" "d['gmac_backend']")"
 
 # 1. admission with bad key files: refused, the file named; then the real one
 out=$("${C[@]}" job-add 5 --token 77 --world-size 2 --key-file "$tmp/short" 2>&1) &&
