@@ -15,8 +15,8 @@ int client_auth_init(struct tally_client *c)
 	if (!c->cfg.auth)
 		return 0;
 	c->auth = tally_auth_new();
-	if (!c->auth)
-		return -ENOMEM;
+	if (!c->auth) /* EINVAL: TALLY_AUTH_BACKEND names no backend (said on stderr) */
+		return errno == EINVAL ? -EINVAL : -ENOMEM;
 	int rc = tally_auth_set_key(c->auth, c->cfg.auth_key);
 	OPENSSL_cleanse(c->cfg.auth_key, sizeof(c->cfg.auth_key)); /* the context has it */
 	return rc;

@@ -27,8 +27,8 @@ int engine_auth_init(struct tally_engine *e)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < e->cfg.max_jobs; i++) {
 		e->auths[i] = tally_auth_new();
-		if (!e->auths[i])
-			return -ENOMEM;
+		if (!e->auths[i]) /* EINVAL: TALLY_AUTH_BACKEND names no backend (said on stderr) */
+			return errno == EINVAL ? -EINVAL : -ENOMEM;
 	}
 	return 0;
 }

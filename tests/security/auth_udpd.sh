@@ -49,6 +49,8 @@ TALLY_AUTH_BACKEND=bogus timeout 10 "$UDPD" --addr 127.0.0.1 --port $port --core
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "tally-udpd ran with TALLY_AUTH_BACKEND=bogus (rc $rc)"
 grep -q "TALLY_AUTH_BACKEND=bogus is not a GMAC backend: set it to openssl or ipsec-mb" \
 	"$tmp/bogus.err" || fail "bad TALLY_AUTH_BACKEND: unclear error: $(cat "$tmp/bogus.err")"
+! grep -q "Cannot allocate memory" "$tmp/bogus.err" ||
+	fail "bad TALLY_AUTH_BACKEND reported as out of memory: $(cat "$tmp/bogus.err")"
 echo "ok 0 - TALLY_AUTH_BACKEND=bogus: $(head -1 "$tmp/bogus.err")"
 
 # the appliance on OpenSSL's GMAC, the workers on the default (ipsec-mb where built in): the
