@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
  * verbs_int.h — internal state of the verbs transport. Calls go verbs_xport.c (create,
- * destroy, ops, stats) and verbs_core.c (per-core listening) -> verbs_io.c (send, completion polling) -> verbs_cm.c (rdma_cm:
- * listen, accept, connect, events) -> verbs_conn.c (a connection's QP and registered
- * memory) -> verbs_ring.c (slot and credit arithmetic), never back.
+ * destroy, ops, stats) and verbs_core.c (per-core listening) -> verbs_io.c (send,
+ * completion polling) -> verbs_cm.c (rdma_cm: listen, accept, connect, events) ->
+ * verbs_conn.c (a connection's QP and registered memory) -> verbs_ring.c (slot and credit
+ * arithmetic), never back.
  */
 #ifndef VERBS_VERBS_INT_H
 #define VERBS_VERBS_INT_H
