@@ -121,12 +121,11 @@ static struct tallyd_lcore *setup_lcore(struct tallyd *d, unsigned idx, uint16_t
 					uint16_t q, unsigned lcore_id, char *err, size_t errlen)
 {
 	const struct tallyd_sizing *s = &d->size;
-	int socket = d->port[pi].socket;
+	/* verbs only: the lcore's own NUMA node */
+	int socket = pi == TALLYD_NO_PORT ? (int)rte_lcore_to_socket_id(lcore_id) :
+		     d->port[pi].socket;
 	char name[RTE_MEMZONE_NAMESIZE];
 	struct tallyd_lcore *lc;
-
-	if (pi == TALLYD_NO_PORT)
-		socket = (int)rte_lcore_to_socket_id(lcore_id);
 	lc = rte_zmalloc_socket("tallyd_lcore", sizeof(*lc), RTE_CACHE_LINE_SIZE, socket);
 	if (!lc) {
 		snprintf(err, errlen, "core %u: no memory for its state", idx);

@@ -120,6 +120,8 @@ if want auth; then
 		bad "auth: no tallyctl in /share/bin"
 	fi
 fi
+# ---- 3d. tallyd (DPDK) with rdma-listen, verbs only, 2 lcores (tests/verbs/tallyd_guest.sh)
+if want tallyd; then . /share/tallyd_guest.sh; tallyd_case; fi
 # ---- 4. one rank killed (-9) mid-round: its QP breaks, the others are told which rank ----
 if want kill; then
 pids=()

@@ -30,6 +30,9 @@ cp "$build/appliance/udpd/tally-udpd" "$build/perf/tally-worker" "$build/perf/ta
 	"$work/share/bin/"
 # tally-verbs-modes (the WRITE_WITH_IMM vs SEND-into-SRQ benchmark, case "modes")
 [ -x "$build/perf/tally-verbs-modes" ] && cp "$build/perf/tally-verbs-modes" "$work/share/bin/"
+# tallyd and its case (case "tallyd": rdma-listen on the DPDK appliance, verbs only)
+[ -x "$build/appliance/tallyd" ] && cp "$build/appliance/tallyd" "$work/share/bin/"
+cp "$here/tallyd_guest.sh" "$work/share/"
 # tallyctl (case "auth": job-add --key-file on tally-udpd's control socket)
 [ -x "$build/control/tallyctl" ] && cp "$build/control/tallyctl" "$work/share/bin/"
 [ -n "${VERBS_MODES_ARGS:-}" ] && echo "$VERBS_MODES_ARGS" >"$work/share/modes_args"
