@@ -93,3 +93,57 @@ tallyd_case() {
 		ok "tallyd stopped on SIGTERM (exit $rc0): $(grep -ho 'verbs_rx_pkts=[0-9]*\|verbs_conns_up=[0-9]*\|verbs_conns_down=[0-9]*' $T/td1.err | tr '\n' ' ')" ||
 		bad "tallyd exit $rc0 on SIGTERM: $(tail -n 3 $T/td1.err)"
 }
+
+# Case "tallyd-mixed": tallyd with a DPDK port (net_af_packet on a veth whose peer is in a
+# namespace) and rdma-listen beside it, 2 lcores: one job with ranks 0 and 2 over verbs and
+# rank 1 over kernel UDP through the port. The lcores' transport sends each RESULT the way
+# its rank joined (verbs staging, or the port's zero-copy chain). The PMDs come from the
+# host in /share/pmds (the guest's packages are the binaries' libraries only).
+tallyd_mixed_case() {
+	local P=/share/pmds pids=() rc=0 r good st
+	if [ ! -f $P/librte_net_af_packet.so.23 ]; then
+		echo "SKIP tallyd-mixed: no af_packet PMD in /share/pmds (see the host's note)"; return
+	fi
+	ip netns add tdw && ip link add tdv0 mtu 9000 type veth peer name tdv1 mtu 9000 &&
+		ip link set tdv1 netns tdw && ip link set tdv0 up &&
+		ip -n tdw addr add 10.9.0.2/24 dev tdv1 && ip -n tdw link set tdv1 up &&
+		ip -n tdw link set lo up || { bad "tallyd-mixed: veth/namespace setup"; return; }
+	LD_LIBRARY_PATH=$P $B/tallyd --port "net_af_packet0,iface=tdv0,framesz=9216,blocksz=36864,framecnt=512,qpairs=2" \
+		--ip 10.9.0.1/24 --queues 2 --rx-desc 512 --tx-desc 512 --rdma-listen $A:9270 \
+		--open-admission --mem 64M --drain-timeout-ms 1000 --ctl-socket $T/td.sock \
+		-- --no-huge --file-prefix tdm -d $P/librte_bus_vdev.so.23 \
+		-d $P/librte_net_af_packet.so.23 >$T/tdm.out 2>$T/tdm.err &
+	td=$!
+	for _ in $(seq 1 300); do
+		grep -q "ready:" $T/tdm.out 2>/dev/null && break
+		kill -0 $td 2>/dev/null || break
+		sleep 0.1
+	done
+	if ! grep -q "ready:" $T/tdm.out; then
+		bad "tallyd-mixed did not start: $(tail -n 3 $T/tdm.out $T/tdm.err | tr '\n' ' ')"
+		kill -9 $td 2>/dev/null; ip netns del tdw; return
+	fi
+	for r in 0 1 2; do
+		if [ $r = 1 ]; then
+			ip netns exec tdw timeout 150 $B/tally-worker --transport udp --host 10.9.0.1 \
+				--job 63 --token 63 --rank 1 --world 3 --json --bytes 4M --keys 8 \
+				--rounds 3 --dtype f32 >$T/tm1.json 2>$T/tm1.err &
+		else
+			timeout 150 $B/tally-worker --transport verbs --port 9270 --host $A --job 63 \
+				--token 63 --rank $r --world 3 --json --bytes 4M --keys 8 --rounds 3 \
+				--dtype f32 >$T/tm$r.json 2>$T/tm$r.err &
+		fi
+		pids+=($!)
+	done
+	for r in 0 1 2; do wait ${pids[$r]} || rc=1; done
+	good=$(grep -l '"ok":true' $T/tm*.json 2>/dev/null | wc -l)
+	st=$(tdctl stats)
+	if [ $rc = 0 ] && [ "$good" = 3 ] && [ "$(nth "$st" verbs_rx_pkts 1)" -gt 0 ] &&
+		[ "$(nth "$st" rx_pkts 1)" -gt 0 ]; then
+		ok "tallyd-mixed: verbs beside a DPDK port, ranks verbs/UDP/verbs verified, $(grep -o '"checked":[0-9]*,"mismatches":[0-9]*' $T/tm0.json); port frames $(nth "$st" rx_pkts 1), verbs packets $(nth "$st" verbs_rx_pkts 1)"
+	else
+		bad "tallyd-mixed (rc $rc, $good/3 ok): $(grep -ho '"error":"[^"]*"' $T/tm*.json | tr '\n' ' ') $(tail -n 2 $T/tm*.err $T/tdm.err | tr '\n' ' ')"
+	fi
+	kill -TERM $td; wait $td
+	ip netns del tdw
+}
