@@ -111,7 +111,7 @@ tallyd_mixed_case() {
 	LD_LIBRARY_PATH=$P $B/tallyd --port "net_af_packet0,iface=tdv0,framesz=9216,blocksz=36864,framecnt=512,qpairs=2" \
 		--ip 10.9.0.1/24 --queues 2 --rx-desc 512 --tx-desc 512 --rdma-listen $A:9270 \
 		--open-admission --mem 64M --drain-timeout-ms 1000 --ctl-socket $T/td.sock \
-		-- --no-huge --file-prefix tdm -d $P/librte_bus_vdev.so.23 \
+		-- --no-huge --file-prefix tdm -d $P/librte_bus_vdev.so.23 -d $P/librte_mempool_ring.so.23 \
 		-d $P/librte_net_af_packet.so.23 >$T/tdm.out 2>$T/tdm.err &
 	td=$!
 	for _ in $(seq 1 300); do

@@ -37,7 +37,8 @@ cp "$here/tallyd_guest.sh" "$work/share/"
 pmds=$(ls -d "$(pkg-config --variable=libdir libdpdk 2>/dev/null)"/dpdk/pmds-* 2>/dev/null | head -n 1)
 if [ -n "$pmds" ] && [ -e "$pmds/librte_net_af_packet.so.23" ]; then
 	mkdir -p "$work/share/pmds"
-	cp -L "$pmds/librte_net_af_packet.so.23" "$pmds/librte_bus_vdev.so.23" "$work/share/pmds/"
+	cp -L "$pmds/librte_net_af_packet.so.23" "$pmds/librte_bus_vdev.so.23" \
+		"$pmds/librte_mempool_ring.so.23" "$work/share/pmds/"
 	for l in $(ldd "$pmds/librte_net_af_packet.so.23" | awk '/librte_(bus_pci|pci)\.so/ {print $3}'); do
 		cp -L "$l" "$work/share/pmds/"
 	done
