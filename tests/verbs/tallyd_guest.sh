@@ -2,7 +2,8 @@
 # DPDK appliance tallyd with rdma-listen, verbs only (no port; EAL --no-huge --no-pci), 2
 # datapath lcores each polling the CQ of its own connections. Needs from verbs_guest.sh: B, A,
 # T, V, ok, bad, job. Checks: the no-device-address error text (as tally-udpd's); a 3-rank
-# f32 job (4 MiB x 3 rounds, 8 keys) verified, its keys summed on both cores; status shows
+# f32 job (4 MiB x 3 rounds, 8 keys) verified, its keys summed on both cores; a request for
+# a core tallyd lacks refused and named (verbs_badcore); status shows
 # the rdma settings and 3 connections per core; a rank killed -9 mid-run is named to the
 # two others as silent, and the appliance counts its connections down.
 
@@ -50,6 +51,14 @@ tallyd_case() {
 	else
 		bad "tallyd: keys not spread over both lcores: $(echo "$st" | head -c 600)"
 	fi
+
+	# ---- a connect request for a core tallyd lacks: refused by the listener, named, counted
+	out=$(timeout 30 $B/verbs_badcore $A 9270 5 2>&1); rc0=$?
+	st=$(tdctl stats)
+	[ $rc0 = 0 ] && [ "$(nth "$st" verbs_conns_rejected 1)" -ge 1 ] &&
+		ok "tallyd refused a request for core 5: $(echo "$out" | grep -o 'verbs: .*' | head -1); verbs_conns_rejected $(nth "$st" verbs_conns_rejected 1)" ||
+		bad "tallyd, request for core 5 (rc $rc0, verbs_conns_rejected $(nth "$st" verbs_conns_rejected 1)): $out"
+	rc0=0
 
 	# ---- a rank killed -9 mid-run over tallyd: named to the others, its QPs counted down
 	for r in 0 1 2; do

@@ -32,6 +32,7 @@ cp "$build/appliance/udpd/tally-udpd" "$build/perf/tally-worker" "$build/perf/ta
 [ -x "$build/perf/tally-verbs-modes" ] && cp "$build/perf/tally-verbs-modes" "$work/share/bin/"
 # tallyd and its case (case "tallyd": rdma-listen on the DPDK appliance, verbs only)
 [ -x "$build/appliance/tallyd" ] && cp "$build/appliance/tallyd" "$work/share/bin/"
+[ -x "$build/tests/verbs/verbs_badcore" ] && cp "$build/tests/verbs/verbs_badcore" "$work/share/bin/"
 cp "$here/tallyd_guest.sh" "$work/share/"
 # case "tallyd-mixed": the af_packet PMD (and the libraries it needs that tallyd does not)
 pmds=$(ls -d "$(pkg-config --variable=libdir libdpdk 2>/dev/null)"/dpdk/pmds-* 2>/dev/null | head -n 1)
