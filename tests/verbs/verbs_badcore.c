@@ -13,7 +13,7 @@
 
 int main(int argc, char **argv)
 {
-	struct tally_verbs_cfg c = { 0 };
+	struct tally_verbs_cfg c = { .gid_index = -1 }; /* rdma_cm chooses */
 	struct tally_addr to = { 0 };
 	uint8_t hdr[64] = { 0 };
 	char err[256];
