@@ -67,8 +67,7 @@ static int setup_lcores(struct tallyd *d, char *err, size_t errlen)
 
 	d->main_lcore = rte_get_main_lcore();
 	/* verbs only: the ids tallyd_eal_prepare gave, or EAL's workers in order (-l given) */
-	for (unsigned j = 0; !d->conf.nports && d->conf.ncore_lcores < tallyd_conf_ncores(&d->conf);
-	     j++) {
+	while (!d->conf.nports && d->conf.ncore_lcores < tallyd_conf_ncores(&d->conf)) {
 		if (next >= RTE_MAX_LCORE) {
 			snprintf(err, errlen, "%u datapath lcores needed but EAL has only %u worker "
 				 "lcores: add cores to the EAL core list (-l)",
@@ -126,6 +125,7 @@ static struct tallyd_lcore *setup_lcore(struct tallyd *d, unsigned idx, uint16_t
 		     d->port[pi].socket;
 	char name[RTE_MEMZONE_NAMESIZE];
 	struct tallyd_lcore *lc;
+
 	lc = rte_zmalloc_socket("tallyd_lcore", sizeof(*lc), RTE_CACHE_LINE_SIZE, socket);
 	if (!lc) {
 		snprintf(err, errlen, "core %u: no memory for its state", idx);
