@@ -69,8 +69,9 @@ void tallyd_idle_start(struct tallyd_lcore *lc)
 		snprintf(s->why, sizeof(s->why), "%s", why);
 	}
 	rte_log(RTE_LOG_INFO, RTE_LOGTYPE_USER1,
-		"tallyd: core %u (lcore %u, port %u queue %u): idle = %s%s%s%s\n", lc->idx,
-		lc->lcore_id, lc->port_idx, lc->rxq, tallyd_idle_name(s->mode),
+		"tallyd: core %u (lcore %u, port %d queue %u): idle = %s%s%s%s\n", lc->idx,
+		lc->lcore_id, lc->port_idx == TALLYD_NO_PORT ? -1 : (int)lc->port_idx, lc->rxq,
+		tallyd_idle_name(s->mode),
 		why ? " (interrupt: " : "", why ? why : "", why ? ")" : "");
 }
 

@@ -260,9 +260,12 @@ static int run(struct tallyd *d)
 		LOG(INFO, "port %u (%s): %s %02x:%02x:%02x:%02x:%02x:%02x, %u RX queues\n", i,
 		    d->port[i].driver, ip, m[0], m[1], m[2], m[3], m[4], m[5], d->port[i].nrxq);
 	}
-	printf("tallyd: ready: %u cores, UDP ports %u..%u%s%s%s\n", d->ncores, d->conf.base_port,
-	       d->conf.base_port + d->ncores - 1, d->conf.io_forward ? ", io-forward" : "",
-	       d->verbs ? ", rdma_cm listening on " : "", d->verbs ? d->conf.rdma.listen : "");
+	if (d->nports)
+		printf("tallyd: ready: %u cores, UDP ports %u..%u%s", d->ncores, d->conf.base_port,
+		       d->conf.base_port + d->ncores - 1, d->conf.io_forward ? ", io-forward" : "");
+	else
+		printf("tallyd: ready: %u cores, verbs only", d->ncores);
+	printf("%s%s\n", d->verbs ? ", rdma_cm listening on " : "", d->verbs ? d->conf.rdma.listen : "");
 	fflush(stdout);
 	/* Type=notify units start their dependants only now; a no-op outside systemd. */
 	tally_sd_notify("READY=1");
