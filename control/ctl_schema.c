@@ -99,13 +99,15 @@ static const struct tally_ctl_method methods[TALLY_CTL_M_COUNT] = {
 	  "version, uptime, ports, cores, queues, memory, jobs",
 	  "{version, uptime_s, draining, cores:[{core, lcore, port, queue}], "
 	  "ports:[{port, name, mac, link_up, speed_mbps}], memory:{budget_bytes, used_bytes}, "
-	  "jobs, keys, workers}", NULL, 0, 0, 0 },
+	  "jobs, keys, workers, rdma:{listen, slots, gid_index, max_conns, connections} "
+	  "(with rdma-listen; cores[].verbs_connections on tallyd)}", NULL, 0, 0, 0 },
 	{ TALLY_CTL_M_STATS_GET, "stats_get", "stats",
 	  "counters per core, per port and totals, with rates over the last interval",
 	  "{interval_s, rates:{rx/tx_pps, rx/tx_bps, pushes_pps, goodput_bps, results_pps}, "
 	  "totals:{...}, cores:[{core, ...}], ports:[{port, ...}]}; counters: rx/tx_pkts, "
 	  "rx/tx_bytes, pushes, summed_bytes, results, resends (retransmitted results), "
-	  "duplicates, late_pushes, completions, drops:{reason: n}, frame_drops:{reason: n}",
+	  "duplicates, late_pushes, completions, verbs_* (RDMA verbs, per core), "
+	  "drops:{reason: n}, frame_drops:{reason: n}",
 	  P_END(p_stats),
 	  0, 0 },
 	{ TALLY_CTL_M_STATS_RESET, "stats_reset", "stats-reset", "zero every counter",

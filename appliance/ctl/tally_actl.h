@@ -52,9 +52,39 @@ struct tally_actl_io_stats {
 #undef TALLY_ACTL_IO_FIELD
 };
 
+/* Per-core RDMA verbs counters (the listener's connections of that core; zero without
+ * rdma-listen): X(field, help), the fields of struct tally_verbs_stats of the same names.
+ * Shown as plain counters named verbs_<field>. */
+#define TALLY_ACTL_VERBS_STATS(X) \
+	X(tx_pkts, "packets posted (RDMA WRITE_WITH_IMM)") \
+	X(tx_bytes, "their bytes") \
+	X(tx_credit_msgs, "zero-length credit messages sent") \
+	X(tx_no_credit, "dropped: staging full, the peer returned no credit in time") \
+	X(tx_not_conn, "dropped: no live connection to that peer") \
+	X(tx_errors, "dropped: ibv_post_send failed") \
+	X(rx_pkts, "packets landed") \
+	X(rx_bytes, "their bytes") \
+	X(rx_credit_msgs, "credit messages received") \
+	X(rx_bad_len, "dropped: a write shorter than a header or longer than a slot") \
+	X(rx_bad_credit, "connections dropped: the peer returned credits it never had") \
+	X(conns_up, "connections up") \
+	X(conns_down, "connections lost (peer killed, link down, QP error)") \
+	X(conns_rejected, "connect requests refused (bad core, full, no memory)") \
+	X(wc_errors, "completions with an error status") \
+	X(stall_probes, "zero-length writes to a peer where nothing moved") \
+	X(stalls_dead, "connections dropped: such a write never completed") \
+	X(up_by_packet, "connections brought up by their first packet")
+
+struct tally_actl_verbs_stats {
+#define TALLY_ACTL_VERBS_FIELD(f, help) uint64_t f;
+	TALLY_ACTL_VERBS_STATS(TALLY_ACTL_VERBS_FIELD)
+#undef TALLY_ACTL_VERBS_FIELD
+};
+
 /* Everything counted on one core (or summed over all). */
 struct tally_actl_counters {
 	struct tally_actl_io_stats io;
+	struct tally_actl_verbs_stats verbs;
 	struct tally_engine_stats eng;
 	uint64_t frame_drops[TALLY_PKT_D_COUNT]; /* frames dropped before the engine */
 };
@@ -167,5 +197,23 @@ int tally_actl_parse_cidr(const char *s, struct tally_engine_cidr *out);
 void tally_actl_guard_engine(const struct tally_actl_guard *g, struct tally_engine_cfg *ec,
 			     unsigned split);
 void tally_actl_guard_usage(FILE *f);
+
+/* ---- RDMA verbs listener settings (actl_verbs.c), the same in tallyd and tally-udpd --- */
+#define TALLY_ACTL_RDMA_SLOTS_MAX 4096
+#define TALLY_ACTL_RDMA_CONNS_MAX 1024
+struct tally_actl_verbs {
+	char listen[80];     /* rdma-listen ADDR:PORT ("" = none) */
+	uint32_t slots;      /* rdma-slots: landing slots per connection (0: 128) */
+	int gid_index;       /* rdma-gid-index (-1: rdma_cm chooses) */
+	uint32_t max_conns;  /* rdma-max-conns: connections at once, whole appliance (0: 256) */
+};
+void tally_actl_verbs_init(struct tally_actl_verbs *v);
+/* One setting by its name (rdma-listen, rdma-slots, rdma-gid-index, rdma-max-conns): 0,
+ * 1 when `name` is not one of them, or -EINVAL with a sentence naming the setting. */
+int tally_actl_verbs_set(struct tally_actl_verbs *v, const char *name, const char *value,
+			 char *err, size_t errlen);
+/* The settings as `status` shows them: {"listen", "slots", "gid_index", "max_conns"}. */
+json_t *tally_actl_verbs_json(const struct tally_actl_verbs *v);
+void tally_actl_verbs_usage(FILE *f);
 
 #endif

@@ -25,9 +25,12 @@
 #include "tallyd_size.h"
 
 #define TALLYD_CMD_RING 64
+#define TALLYD_NO_PORT UINT16_MAX  /* port_idx of a verbs-only lcore */
+#define TALLYD_VERBS_REQ_RING 64   /* connect requests queued for one lcore */
 
 struct tallyd;
 struct tallyd_lcore;
+struct tally_verbs;
 
 enum tallyd_cmd_op {
 	TALLYD_CMD_NOP = 0,
@@ -80,6 +83,8 @@ struct tallyd_lcore {
 	volatile int running;
 	volatile int draining;
 	struct tally_dpdk_tx tx;        /* our TX queue on our port; other ports via txin */
+	struct tally_verbs *verbs;      /* rdma-listen: this core's connections, or NULL */
+	struct rte_ring *verbs_req;     /* SP/SC: connect requests from the listener */
 	struct tallyd_idle idle;
 	struct tallyd_lcore_stats st;
 } __rte_cache_aligned;
@@ -112,6 +117,7 @@ struct tallyd {
 	volatile int stop;              /* lcores leave their loops */
 	volatile int draining;
 	struct tally_actl *ctl;         /* the control plane (appliance/ctl) */
+	struct tally_verbs *verbs;      /* rdma-listen's listener (main thread), or NULL */
 };
 
 /* Main thread: post cmd to core `idx` and wait for the lcore's acknowledgement (it polls
@@ -146,6 +152,19 @@ static inline void tallyd_idle_busy(struct tallyd_lcore *lc)
 		lc->idle.armed = 0;
 	}
 }
+
+/* tallyd_verbs.c: rdma-listen. The listener runs on the main thread and hands each connect
+ * request to the lcore of the core it names; each lcore owns a verbs instance (its CQ, its
+ * QPs) and a transport that sends each packet the way its rank joined (DPDK or verbs). */
+int tallyd_verbs_create(struct tallyd *d, char *err, size_t errlen); /* before engines */
+void tallyd_verbs_destroy(struct tallyd *d);                         /* lcores stopped */
+/* The engine's transport on lc (ctx for its ops). */
+const struct tally_xport_ops *tallyd_verbs_xport(struct tallyd_lcore *lc, void **ctx);
+int tallyd_verbs_poll(struct tallyd_lcore *lc);  /* datapath: completions handled */
+void tallyd_verbs_slow(struct tallyd_lcore *lc); /* slow path: requests, rdma_cm events */
+void tallyd_verbs_listen(struct tallyd *d);      /* main thread: connect requests */
+void tallyd_verbs_collect(const struct tallyd *d, unsigned core, struct tally_actl_counters *out);
+void tallyd_verbs_status(const struct tallyd *d, json_t *out, json_t *cores);
 
 /* Seconds since start. */
 double tallyd_uptime(const struct tallyd *d);

@@ -48,6 +48,7 @@ void tallyd_conf_init(struct tallyd_conf *c)
 	c->drain_timeout_ms = 10000;
 	snprintf(c->ctl_path, sizeof(c->ctl_path), "/run/tally/tallyd.sock");
 	tally_actl_guard_init(&c->guard);
+	tally_actl_verbs_init(&c->rdma);
 }
 
 int tallyd_parse_size(const char *s, uint64_t *out)
@@ -238,8 +239,11 @@ int tallyd_conf_set(struct tallyd_conf *c, const char *n, const char *v, char *e
 		return 0; \
 	} while (0)
 
-	if ((rc = tally_actl_guard_set(&c->guard, n, v, err, errlen)) <= 0)
+	if ((rc = tally_actl_guard_set(&c->guard, n, v, err, errlen)) <= 0 ||
+	    (rc = tally_actl_verbs_set(&c->rdma, n, v, err, errlen)) <= 0)
 		return rc;
+	if (!strcmp(n, "cores"))
+		UINT(1, TALLYD_MAX_CORES, c->cores, "the datapath cores of a tallyd without ports");
 	if (!strcmp(n, "eal")) {
 		NEED_VALUE();
 		return cfg_set_eal(c, v, err, errlen);
@@ -474,6 +478,8 @@ unsigned tallyd_conf_ncores(const struct tallyd_conf *c)
 {
 	unsigned n = 0;
 
+	if (!c->nports) /* verbs only */
+		return c->cores ? c->cores : 1;
 	for (uint16_t i = 0; i < c->nports; i++)
 		n += c->port[i].queues ? c->port[i].queues :
 		     (c->port[i].nlcores ? c->port[i].nlcores : 1);
@@ -489,9 +495,10 @@ int tallyd_conf_validate(const struct tallyd_conf *c, char *err, size_t errlen)
 {
 	char a[INET_ADDRSTRLEN];
 
-	if (!c->nports)
-		return cfg_err(err, errlen, "no port: give at least one --port (a PCI address or "
-			       "a vdev such as net_memif0,role=server,socket=/tmp/x.sock)");
+	int rc = tallyd_rdma_validate(c, err, errlen);
+
+	if (rc)
+		return rc;
 	for (uint16_t i = 0; i < c->nports; i++) {
 		const struct tallyd_port_conf *p = &c->port[i];
 		uint32_t ip = ntohl(p->ip), m = ntohl(p->mask);
@@ -568,7 +575,9 @@ void tallyd_usage(FILE *f)
 		"  --rx-desc N, --tx-desc N  descriptors per queue (1024)\n"
 		"  --mtu N               set the port MTU if the device allows (9000; 0 leaves it)\n"
 		"  --log-level L         emerg..debug or 1..8 (info)\n"
-		"  --open-admission      the first JOIN creates its job (quick start only)\n");
+		"  --open-admission      the first JOIN creates its job (quick start only)\n"
+		"  --cores N             datapath lcores of a tallyd without ports (verbs only) (1)\n");
+	tally_actl_verbs_usage(f);
 	tallyd_idle_usage(f);
 	fprintf(f,
 		"  --tx-flush-us N       a buffered packet waits at most this long (10)\n"

@@ -72,6 +72,10 @@ struct tallyd_conf {
 	char ctl_path[108];
 	char ctl_config[512];      /* a tallyctl config-save file replayed at start */
 	struct tally_actl_guard guard; /* allow-list, admission, quotas, control idle timeout */
+	struct tally_actl_verbs rdma;  /* rdma-listen, -slots, -gid-index, -max-conns */
+	uint16_t cores;            /* datapath lcores without a port (verbs only; 0: 1) */
+	uint16_t ncore_lcores;     /* their lcore ids (assigned by tallyd_eal_prepare) */
+	uint16_t core_lcores[TALLYD_MAX_CORES];
 };
 
 /* The defaults (no ports). */
@@ -90,7 +94,7 @@ int tallyd_conf_args(struct tallyd_conf *c, int argc, char **argv, char *err, si
 /* Cross-field checks (ports, addresses, lcores, sizes). 0 or -EINVAL with err. */
 int tallyd_conf_validate(const struct tallyd_conf *c, char *err, size_t errlen);
 
-/* Datapath cores the configuration asks for (sum of queues). */
+/* Datapath cores the configuration asks for (sum of queues; without a port: cores). */
 unsigned tallyd_conf_ncores(const struct tallyd_conf *c);
 
 /* Is `arg` (or one starting with it and '=') among the EAL arguments? Returns its index
@@ -111,5 +115,9 @@ int tallyd_idle_set(struct tallyd_conf *c, const char *n, const char *v, char *e
 		    size_t errlen);
 const char *tallyd_idle_name(int mode);
 void tallyd_idle_usage(FILE *f);
+
+/* tallyd_rdma_conf.c: the checks of rdma-listen and cores (verbs only, no port) against the
+ * rest of the configuration and the build. 0 or -EINVAL with err. */
+int tallyd_rdma_validate(const struct tallyd_conf *c, char *err, size_t errlen);
 
 #endif

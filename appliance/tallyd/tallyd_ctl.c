@@ -78,6 +78,7 @@ static void b_collect(void *ctx, unsigned core, struct tally_actl_counters *out)
 		out->frame_drops[k] = lc->st.drops[k] + lc->tx.st.drops[k];
 	if (lc->engine)
 		out->eng = *tally_engine_stats(lc->engine);
+	tallyd_verbs_collect(d, core, out);
 }
 
 static int b_stats_reset(void *ctx)
@@ -152,7 +153,7 @@ static void b_status(void *ctx, json_t *out)
 			used += tally_engine_mem_used(lc->engine);
 		json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b}",
 			"core", (int)i, "lcore", (int)lc->lcore_id, "socket", lc->socket, "port",
-			(int)lc->port_idx, "queue", (int)lc->rxq, "udp_port",
+			lc->port_idx == TALLYD_NO_PORT ? -1 : (int)lc->port_idx, "queue", (int)lc->rxq, "udp_port",
 			(int)(d->conf.base_port + i), "running", lc->running, "draining",
 			lc->draining);
 		/* the idle wait in effect (and why interrupt mode fell back) */
@@ -168,6 +169,7 @@ static void b_status(void *ctx, json_t *out)
 	json_object_set_new(out, "dpdk", json_string(rte_version()));
 	json_object_set_new(out, "draining", json_boolean(d->draining));
 	json_object_set_new(out, "open_admission", json_boolean(d->conf.open_admission));
+	tallyd_verbs_status(d, out, cores);
 	json_object_set_new(out, "cores", cores);
 	json_object_set_new(out, "ports", ports);
 	json_object_set_new(out, "memory", json_pack("{s:I, s:I, s:I}",

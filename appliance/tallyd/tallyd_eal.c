@@ -107,6 +107,16 @@ int tallyd_eal_prepare(struct tallyd_conf *c, const struct tallyd_sizing *s,
 					return snprintf(err, errlen, "lcore map too long"), -EINVAL;
 			}
 		}
+		/* verbs only (no port): `cores` lcores on the next ids */
+		for (uint16_t j = 0; !c->nports && j < tallyd_conf_ncores(c); j++, k++) {
+			while (next == main_id)
+				next++;
+			c->core_lcores[c->ncore_lcores++] = (uint16_t)next;
+			len += snprintf(arg + len, sizeof(arg) - (size_t)len, ",%u@%u", next++,
+					cpus[k % ncpus]);
+		}
+		if ((size_t)len >= sizeof(arg))
+			return snprintf(err, errlen, "lcore map too long"), -EINVAL;
 		if (tallyd_conf_eal_add(c, arg))
 			goto full;
 	}

@@ -32,6 +32,10 @@ static const char *idle_intr_refused(const struct tallyd_lcore *lc)
 {
 	const struct tallyd *d = lc->d;
 
+	if (lc->port_idx == TALLYD_NO_PORT)
+		return "no port (verbs only)";
+	if (lc->verbs)
+		return "it polls verbs completions too (they raise no RX interrupt)";
 	if (!d->port[lc->port_idx].rx_intr)
 		return "the port has no RX interrupts";
 	if (lc->txin)
@@ -45,7 +49,6 @@ static const char *idle_intr_refused(const struct tallyd_lcore *lc)
 void tallyd_idle_start(struct tallyd_lcore *lc)
 {
 	struct tallyd_idle *s = &lc->idle;
-	const struct tallyd_port *port = &lc->d->port[lc->port_idx];
 	const char *why = NULL;
 	int rc;
 
@@ -55,7 +58,8 @@ void tallyd_idle_start(struct tallyd_lcore *lc)
 	/* nanosleep(20 µs) with the default 50 µs slack sleeps ~70 µs */
 	prctl(PR_SET_TIMERSLACK, LC_TIMER_SLACK_NS, 0, 0, 0);
 	if (s->mode == TALLYD_IDLE_INTERRUPT && !(why = idle_intr_refused(lc))) {
-		rc = rte_eth_dev_rx_intr_ctl_q(port->port_id, lc->rxq, RTE_EPOLL_PER_THREAD,
+		rc = rte_eth_dev_rx_intr_ctl_q(lc->d->port[lc->port_idx].port_id, lc->rxq,
+					       RTE_EPOLL_PER_THREAD,
 					       RTE_INTR_EVENT_ADD, NULL);
 		if (rc)
 			why = "its queue's event fd cannot join the lcore's epoll";
@@ -65,8 +69,9 @@ void tallyd_idle_start(struct tallyd_lcore *lc)
 		snprintf(s->why, sizeof(s->why), "%s", why);
 	}
 	rte_log(RTE_LOG_INFO, RTE_LOGTYPE_USER1,
-		"tallyd: core %u (lcore %u, port %u queue %u): idle = %s%s%s%s\n", lc->idx,
-		lc->lcore_id, lc->port_idx, lc->rxq, tallyd_idle_name(s->mode),
+		"tallyd: core %u (lcore %u, port %d queue %u): idle = %s%s%s%s\n", lc->idx,
+		lc->lcore_id, lc->port_idx == TALLYD_NO_PORT ? -1 : (int)lc->port_idx, lc->rxq,
+		tallyd_idle_name(s->mode),
 		why ? " (interrupt: " : "", why ? why : "", why ? ")" : "");
 }
 
@@ -120,6 +125,8 @@ void tallyd_idle_empty(struct tallyd_lcore *lc)
 
 void tallyd_idle_stop(struct tallyd_lcore *lc)
 {
+	if (lc->port_idx == TALLYD_NO_PORT)
+		return;
 	const struct tallyd_port *port = &lc->d->port[lc->port_idx];
 
 	if (lc->idle.armed)

@@ -15,6 +15,7 @@
 #include "tallyd.h"
 
 #define LC_ENGINE_POLL_US 50
+#define LC_SLOW_POLLS 20 /* rdma_cm events every 20th engine poll (1 ms): a syscall each */
 
 /* The engine path for a frame this core owns; takes the mbuf. */
 static void lc_deliver(struct tallyd_lcore *lc, struct rte_mbuf *m, uint16_t pi,
@@ -128,16 +129,19 @@ int tallyd_lcore_main(void *arg)
 {
 	struct tallyd_lcore *lc = arg;
 	struct tallyd *d = lc->d;
-	const struct tallyd_port *port = &d->port[lc->port_idx];
+	/* verbs only: no port; its id never reaches rte_eth_rx_burst */
+	uint16_t port_id = lc->port_idx == TALLYD_NO_PORT ? 0 : d->port[lc->port_idx].port_id;
 	struct rte_mbuf *pkts[TALLY_DPDK_BURST];
 	uint64_t hz = rte_get_tsc_hz();
 	uint64_t poll_cycles = hz / 1000000 * LC_ENGINE_POLL_US, next_poll = 0;
+	unsigned slow = 0;
 
 	tallyd_idle_start(lc);
 	lc->running = 1;
 	while (!d->stop) {
 		unsigned work = 0;
-		uint16_t n = rte_eth_rx_burst(port->port_id, lc->rxq, pkts, TALLY_DPDK_BURST);
+		uint16_t n = lc->port_idx == TALLYD_NO_PORT ? 0 :
+			     rte_eth_rx_burst(port_id, lc->rxq, pkts, TALLY_DPDK_BURST);
 
 		lc->st.io.loops++;
 		for (uint16_t i = 0; i < n; i++) {
@@ -161,10 +165,17 @@ int tallyd_lcore_main(void *arg)
 				tally_dpdk_tx_enqueue(&lc->tx, lc->port_idx, pkts[i]);
 			work += n;
 		}
+		if (lc->verbs)
+			work += (unsigned)tallyd_verbs_poll(lc);
 		uint64_t now = rte_rdtsc();
 		if (lc->engine && now >= next_poll) {
 			work += tally_engine_poll(lc->engine);
 			next_poll = now + poll_cycles;
+			/* connection management at the slow cadence, never per burst */
+			if (lc->verbs && ++slow >= LC_SLOW_POLLS) {
+				slow = 0;
+				tallyd_verbs_slow(lc);
+			}
 		}
 		work += lc_commands(lc, 0);
 		tally_dpdk_tx_flush(&lc->tx, 0);

@@ -73,6 +73,10 @@ static void print_config(const struct tallyd_conf *c, const struct tallyd_sizing
 	       "%u us), open admission %s\n", (unsigned long long)(c->mem_budget >> 20), c->max_chunk,
 	       c->frame_room, c->rx_desc, c->tx_desc, tallyd_idle_name(c->idle_mode), c->idle_max_us,
 	       c->open_admission ? "on" : "off");
+	if (c->rdma.listen[0])
+		printf("  rdma-listen %s (slots %u, max conns %u, gid index %d)%s\n", c->rdma.listen,
+		       c->rdma.slots ? c->rdma.slots : 128, c->rdma.max_conns ? c->rdma.max_conns : 256,
+		       c->rdma.gid_index, c->nports ? "" : ", verbs only");
 	printf("  EAL:");
 	for (int i = 0; i < c->eal_argc; i++)
 		printf(" %s", c->eal_argv[i]);
@@ -256,14 +260,19 @@ static int run(struct tallyd *d)
 		LOG(INFO, "port %u (%s): %s %02x:%02x:%02x:%02x:%02x:%02x, %u RX queues\n", i,
 		    d->port[i].driver, ip, m[0], m[1], m[2], m[3], m[4], m[5], d->port[i].nrxq);
 	}
-	printf("tallyd: ready: %u cores, UDP ports %u..%u%s\n", d->ncores, d->conf.base_port,
-	       d->conf.base_port + d->ncores - 1, d->conf.io_forward ? ", io-forward" : "");
+	if (d->nports)
+		printf("tallyd: ready: %u cores, UDP ports %u..%u%s", d->ncores, d->conf.base_port,
+		       d->conf.base_port + d->ncores - 1, d->conf.io_forward ? ", io-forward" : "");
+	else
+		printf("tallyd: ready: %u cores, verbs only", d->ncores);
+	printf("%s%s\n", d->verbs ? ", rdma_cm listening on " : "", d->verbs ? d->conf.rdma.listen : "");
 	fflush(stdout);
 	/* Type=notify units start their dependants only now; a no-op outside systemd. */
 	tally_sd_notify("READY=1");
 	uint64_t next_log = rte_rdtsc();
 	while (!d->quit) {
 		tallyd_ctl_poll(d);
+		tallyd_verbs_listen(d);
 		if (rte_rdtsc() >= next_log) {
 			log_stats(d, 0);
 			next_log = rte_rdtsc() + rte_get_tsc_hz() * 10;

@@ -66,6 +66,17 @@ static int setup_lcores(struct tallyd *d, char *err, size_t errlen)
 	unsigned next = rte_get_next_lcore(-1, 1, 0);
 
 	d->main_lcore = rte_get_main_lcore();
+	/* verbs only: the ids tallyd_eal_prepare gave, or EAL's workers in order (-l given) */
+	while (!d->conf.nports && d->conf.ncore_lcores < tallyd_conf_ncores(&d->conf)) {
+		if (next >= RTE_MAX_LCORE) {
+			snprintf(err, errlen, "%u datapath lcores needed but EAL has only %u worker "
+				 "lcores: add cores to the EAL core list (-l)",
+				 tallyd_conf_ncores(&d->conf), rte_lcore_count() - 1);
+			return -EINVAL;
+		}
+		d->conf.core_lcores[d->conf.ncore_lcores++] = (uint16_t)next;
+		next = rte_get_next_lcore(next, 1, 0);
+	}
 	for (uint16_t i = 0; i < d->conf.nports; i++) {
 		struct tallyd_port_conf *p = &d->conf.port[i];
 		uint16_t q = p->queues ? p->queues : (p->nlcores ? p->nlcores : 1);
@@ -109,7 +120,9 @@ static struct tallyd_lcore *setup_lcore(struct tallyd *d, unsigned idx, uint16_t
 					uint16_t q, unsigned lcore_id, char *err, size_t errlen)
 {
 	const struct tallyd_sizing *s = &d->size;
-	int socket = d->port[pi].socket;
+	/* verbs only: the lcore's own NUMA node */
+	int socket = pi == TALLYD_NO_PORT ? (int)rte_lcore_to_socket_id(lcore_id) :
+		     d->port[pi].socket;
 	char name[RTE_MEMZONE_NAMESIZE];
 	struct tallyd_lcore *lc;
 
@@ -125,6 +138,8 @@ static struct tallyd_lcore *setup_lcore(struct tallyd *d, unsigned idx, uint16_t
 	lc->port_idx = pi;
 	lc->rxq = q;
 	lc->txq = q;
+	if (pi == TALLYD_NO_PORT) /* verbs only: no mbufs, no frames between cores */
+		goto rings;
 	snprintf(name, sizeof(name), "tallyd_rx%u", idx);
 	lc->rx_pool = rte_pktmbuf_pool_create(name, s->rx_mbufs, TALLYD_POOL_CACHE, 0,
 					      (uint16_t)(RTE_PKTMBUF_HEADROOM + d->conf.frame_room),
@@ -141,11 +156,12 @@ static struct tallyd_lcore *setup_lcore(struct tallyd *d, unsigned idx, uint16_t
 			 s->hugepages, s->hugepage_size >> 10, s->total / 1048576.0);
 		return NULL;
 	}
+rings:
 	snprintf(name, sizeof(name), "tallyd_cmd%u", idx);
 	lc->cmd = rte_ring_create(name, TALLYD_CMD_RING, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
 	snprintf(name, sizeof(name), "tallyd_ack%u", idx);
 	lc->ack = rte_ring_create(name, TALLYD_CMD_RING, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
-	if (d->conf.nports > 1 || tallyd_conf_ncores(&d->conf) > 1) {
+	if (pi != TALLYD_NO_PORT && (d->conf.nports > 1 || tallyd_conf_ncores(&d->conf) > 1)) {
 		snprintf(name, sizeof(name), "tallyd_disp%u", idx);
 		lc->dispatch = rte_ring_create(name, TALLYD_RING_SIZE, socket, RING_F_SC_DEQ);
 		if (!lc->dispatch)
@@ -179,6 +195,7 @@ static uint64_t setup_boot_id(void)
 static int setup_engine(struct tallyd *d, struct tallyd_lcore *lc, char *err, size_t errlen)
 {
 	struct tally_engine_cfg ec;
+	void *xctx;
 	int rc = 0;
 
 	tally_dpdk_tx_init(&lc->tx, (uint16_t)lc->idx, lc->hdr_pool, d->conf.tx_flush_us);
@@ -199,6 +216,7 @@ static int setup_engine(struct tallyd *d, struct tallyd_lcore *lc, char *err, si
 	}
 	if (d->conf.io_forward)
 		return 0;
+	const struct tally_xport_ops *ops = tallyd_verbs_xport(lc, &xctx);
 	memset(&ec, 0, sizeof(ec));
 	ec.core_index = (uint16_t)lc->idx;
 	ec.ncores = (uint16_t)d->ncores;
@@ -216,7 +234,7 @@ static int setup_engine(struct tallyd *d, struct tallyd_lcore *lc, char *err, si
 	ec.alloc_ctx = lc;
 	ec.boot_id = setup_boot_id();
 	tally_engine_cfg_defaults(&ec);
-	lc->engine = tally_engine_create(&ec, &tally_dpdk_engine_ops, &lc->tx, &rc);
+	lc->engine = tally_engine_create(&ec, ops, xctx, &rc);
 	if (!lc->engine) {
 		snprintf(err, errlen, "core %u: engine not created: %s", lc->idx,
 			 rte_strerror(rc < 0 ? -rc : EINVAL));
@@ -342,10 +360,17 @@ int tallyd_setup(struct tallyd *d, char *err, size_t errlen)
 			d->lcore[d->ncores++] = lc;
 		}
 	}
+	for (uint16_t i = 0; !d->conf.nports && i < d->conf.ncore_lcores; i++) {
+		struct tallyd_lcore *lc = setup_lcore(d, i, TALLYD_NO_PORT, 0,
+						      d->conf.core_lcores[i], err, errlen);
+		if (!lc)
+			return -ENOMEM;
+		d->lcore[d->ncores++] = lc;
+	}
 	for (uint16_t pi = 0; pi < d->nports; pi++)
 		if ((rc = setup_port_start(d, pi, err, errlen)))
 			return rc;
-	if ((rc = setup_wait_links(d, err, errlen)))
+	if ((rc = setup_wait_links(d, err, errlen)) || (rc = tallyd_verbs_create(d, err, errlen)))
 		return rc;
 	for (unsigned i = 0; i < d->ncores; i++)
 		if ((rc = setup_engine(d, d->lcore[i], err, errlen)))
@@ -355,6 +380,7 @@ int tallyd_setup(struct tallyd *d, char *err, size_t errlen)
 
 void tallyd_teardown(struct tallyd *d)
 {
+	tallyd_verbs_destroy(d);
 	for (uint16_t pi = 0; pi < d->nports; pi++) {
 		struct rte_flow_error ferr;
 

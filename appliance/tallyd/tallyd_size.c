@@ -54,6 +54,8 @@ int tallyd_size(const struct tallyd_conf *c, size_t hugepage_size, struct tallyd
 				nports * (c->tx_desc + TALLY_DPDK_TXBUF) + cache);
 	s->rx_elt = (unsigned)(sizeof(struct rte_mbuf) + RTE_PKTMBUF_HEADROOM + c->frame_room);
 	s->rx_pool_bytes = sz_pool(s->rx_mbufs, s->rx_elt, s->ncores + 1, s->hugepage_size);
+	if (!nports) /* verbs only: no mbuf pools, no dispatch rings */
+		s->rx_mbufs = 0, s->rx_elt = 0, s->rx_pool_bytes = 0, ring = 0;
 	/* a RESULT in flight holds a header mbuf and an extbuf carrier */
 	unsigned hdr = 2 * nports * (c->tx_desc + TALLY_DPDK_TXBUF) + cache;
 	s->hdr_mbufs = sz_pow2m1(hdr);
@@ -63,7 +65,10 @@ int tallyd_size(const struct tallyd_conf *c, size_t hugepage_size, struct tallyd
 		return -EINVAL;
 	}
 	s->hdr_elt = (unsigned)(sizeof(struct rte_mbuf) + TALLY_DPDK_HDR_ROOM);
-	s->hdr_pool_bytes = sz_pool(s->hdr_mbufs, s->hdr_elt, s->ncores + 1, s->hugepage_size);
+	s->hdr_pool_bytes = nports ? sz_pool(s->hdr_mbufs, s->hdr_elt, s->ncores + 1,
+					     s->hugepage_size) : 0;
+	if (!nports)
+		s->hdr_mbufs = 0;
 	s->ring_bytes = (size_t)s->ncores * ((size_t)ring * sizeof(void *) + 2 * 64 * sizeof(void *) +
 					     3 * 4096);
 	if (!c->io_forward)

@@ -42,13 +42,8 @@ struct udpd_conf {
 	char stats_path[512];      /* counters as one JSON line at exit ("" = stdout) */
 	int check_config, help;
 	struct tally_actl_guard guard; /* allow-list, admission, quotas, control idle timeout */
-	char rdma_listen[80];      /* verbs listener ADDR:PORT ("" = none) */
-	uint32_t rdma_slots;       /* landing slots per connection (0: 128) */
-	int rdma_gid_index;        /* -1: rdma_cm chooses */
-	uint32_t rdma_max_conns;   /* (0: 128) */
+	struct tally_actl_verbs rdma; /* rdma-listen, -slots, -gid-index, -max-conns */
 };
-
-#define TALLY_VERBS_SLOTS_MAX 4096
 
 /* udpd_conf.c */
 void udpd_conf_init(struct udpd_conf *c);
@@ -94,7 +89,9 @@ int udpd_exec(struct udpd *d, int all, unsigned core, tally_actl_engine_fn fn, v
 uint64_t udpd_now_ns(void);
 
 /* udpd_verbs.c: the verbs listener beside UDP, and the transport under the engines */
-int udpd_verbs_conf(struct udpd_conf *c, const char *n, const char *v, char *err, size_t el);
+/* Its counters (core 0 holds the one listener's) and its status fields. */
+void udpd_verbs_collect(struct udpd *d, struct tally_actl_counters *out);
+void udpd_verbs_status(struct udpd *d, json_t *out);
 int udpd_verbs_create(struct udpd *d, char *err, size_t el);
 void udpd_verbs_destroy(struct udpd *d);
 const struct tally_xport_ops *udpd_xport(struct udpd *d, void **ctx);

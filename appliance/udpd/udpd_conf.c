@@ -36,7 +36,7 @@ void udpd_conf_init(struct udpd_conf *c)
 	c->max_jobs = 16;
 	c->log_level = LOG_INFO;
 	c->drain_timeout_ms = 10000;
-	c->rdma_gid_index = -1;
+	tally_actl_verbs_init(&c->rdma);
 }
 
 /* "4096", "64M", "2G", "0x10": a number with an optional K/M/G suffix. */
@@ -159,8 +159,8 @@ int udpd_conf_set(struct udpd_conf *c, const char *n, const char *v, char *err, 
 		return set_str(c->stats_path, sizeof(c->stats_path), n, v, err, el);
 	if (!strcmp(n, "log-level"))
 		return set_level(c, v, err, el);
-	if (!strncmp(n, "rdma-", 5))
-		return udpd_verbs_conf(c, n, v, err, el);
+	if ((rc = tally_actl_verbs_set(&c->rdma, n, v, err, el)) <= 0)
+		return rc;
 	return cerr(err, el, "unknown setting '%s' (tally-udpd --help)", n);
 }
 
@@ -269,10 +269,7 @@ void udpd_usage(FILE *f)
 		"  --ctl-socket PATH     control socket (/run/tally/tallyd.sock); also --control\n"
 		"  --control-config FILE replay a 'tallyctl config-save' file at start\n"
 		"  --stats FILE          every counter as one JSON line at exit (stdout)\n"
-		"  --check-config        validate and exit\n"
-		"  --rdma-listen A:P     also accept RDMA verbs workers (rdma_cm) on A:P\n"
-		"  --rdma-slots N        verbs landing slots per connection, 2^k in 4..4096 (128)\n"
-		"  --rdma-gid-index N    check the GID index (-1: rdma_cm chooses, default)\n"
-		"  --rdma-max-conns N    verbs connections at once (256)\n");
+		"  --check-config        validate and exit\n");
+	tally_actl_verbs_usage(f);
 	tally_actl_guard_usage(f);
 }

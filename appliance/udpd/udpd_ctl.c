@@ -57,6 +57,7 @@ static void b_collect(void *ctx, unsigned core, struct tally_actl_counters *out)
 		out->io.tx_bytes = us->tx_bytes;
 		out->io.rx_truncated = us->rx_truncated;
 		out->io.tx_send_errors = us->tx_errors;
+		udpd_verbs_collect(d, out);
 	}
 }
 
@@ -122,6 +123,7 @@ static void b_status(void *ctx, json_t *out)
 	json_object_set_new(out, "draining", json_boolean(d->draining));
 	json_object_set_new(out, "open_admission", json_boolean(d->conf.open_admission));
 	json_object_set_new(out, "cores", cores);
+	udpd_verbs_status(d, out);
 	json_object_set_new(out, "ports", json_pack("[{s:i, s:s, s:s}]", "port", 0, "driver",
 		"kernel-udp", "ip", d->conf.host[0] ? d->conf.host : "0.0.0.0"));
 	json_object_set_new(out, "memory", json_pack("{s:I, s:I, s:I}", "budget_bytes",

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * udpd_verbs.c — tally-udpd's RDMA verbs listener beside its UDP sockets (rdma-listen =
- * ADDR:PORT): the rdma-* settings, the transport under the engines (a multiplexer that
+ * ADDR:PORT; the rdma-* settings are parsed in appliance/ctl/actl_verbs.c): the transport
+ * under the engines (a multiplexer that
  * sends each packet the way its rank joined: a verbs peer's address carries the verbs
  * cookie, so one job may mix UDP and verbs workers), and the engine thread's poll of both.
  * Chosen for tally-udpd first: it needs no DPDK port, so a Soft-RoCE guest runs it as is.
@@ -14,43 +15,6 @@
 #include "udpd.h"
 
 #define VERBS_WAIT_NS 200000ull /* with verbs peers, UDP waits at most this for a wake-up */
-
-int udpd_verbs_conf(struct udpd_conf *c, const char *n, const char *v, char *err, size_t el)
-{
-	char *end = NULL;
-	long x;
-
-	if (!strcmp(n, "rdma-listen")) {
-		if (!v || strlen(v) >= sizeof(c->rdma_listen) || !strchr(v, '.')) {
-			snprintf(err, el, "'rdma-listen %s': want ADDR:PORT (the IPv4 address of the "
-				 "RDMA interface, e.g. 192.0.2.1:9170)", v ? v : "");
-			return -EINVAL;
-		}
-		snprintf(c->rdma_listen, sizeof(c->rdma_listen), "%s", v);
-		return 0;
-	}
-	x = v ? strtol(v, &end, 10) : 0;
-	if (!v || !*v || *end)
-		x = -1000;
-	if (!strcmp(n, "rdma-slots") && x >= 4 && x <= TALLY_VERBS_SLOTS_MAX && !(x & (x - 1)))
-		c->rdma_slots = (uint32_t)x;
-	else if (!strcmp(n, "rdma-gid-index") && x >= -1 && x <= 255)
-		c->rdma_gid_index = (int)x;
-	else if (!strcmp(n, "rdma-max-conns") && x >= 1 && x <= 1024)
-		c->rdma_max_conns = (uint32_t)x;
-	else if (!strcmp(n, "rdma-slots") || !strcmp(n, "rdma-gid-index") ||
-		 !strcmp(n, "rdma-max-conns")) {
-		snprintf(err, el, "'%s %s': want %s", n, v ? v : "",
-			 n[5] == 's' ? "a power of two in 4..4096 (landing slots per connection)" :
-			 n[5] == 'g' ? "-1 (rdma_cm chooses) or a GID index 0..255" :
-				       "1..1024 connections");
-		return -EINVAL;
-	} else {
-		snprintf(err, el, "unknown setting '%s' (tally-udpd --help)", n);
-		return -EINVAL;
-	}
-	return 0;
-}
 
 #ifdef TALLY_HAVE_VERBS
 #include "tally_verbs.h"
@@ -87,17 +51,17 @@ static const struct tally_xport_ops mux_ops = { .send = mux_send, .now_ns = mux_
 int udpd_verbs_create(struct udpd *d, char *err, size_t el)
 {
 	struct tally_verbs_cfg vc = { .listen = 1, .ncores = d->conf.ncores,
-				      .slots = d->conf.rdma_slots,
-				      .gid_index = d->conf.rdma_gid_index,
-				      .max_conns = d->conf.rdma_max_conns };
+				      .slots = d->conf.rdma.slots,
+				      .gid_index = d->conf.rdma.gid_index,
+				      .max_conns = d->conf.rdma.max_conns };
 	char host[64];
 	uint16_t port = TALLY_DEFAULT_PORT;
 	int rc = 0;
 
-	if (!d->conf.rdma_listen[0])
+	if (!d->conf.rdma.listen[0])
 		return 0;
-	if (tally_verbs_parse_addr(d->conf.rdma_listen, host, sizeof(host), &port)) {
-		snprintf(err, el, "rdma-listen '%s': want ADDR:PORT", d->conf.rdma_listen);
+	if (tally_verbs_parse_addr(d->conf.rdma.listen, host, sizeof(host), &port)) {
+		snprintf(err, el, "rdma-listen '%s': want ADDR:PORT", d->conf.rdma.listen);
 		return -EINVAL;
 	}
 	vc.host = host;
@@ -129,6 +93,29 @@ void udpd_verbs_destroy(struct udpd *d)
 		 (unsigned long long)s->stalls_dead, (unsigned long long)s->up_by_packet);
 	tally_verbs_destroy(d->verbs);
 	d->verbs = NULL;
+}
+
+void udpd_verbs_collect(struct udpd *d, struct tally_actl_counters *out)
+{
+	const struct tally_verbs_stats *s;
+
+	if (!d->verbs)
+		return;
+	s = tally_verbs_stats(d->verbs);
+#define CP(f, help) out->verbs.f = s->f;
+	TALLY_ACTL_VERBS_STATS(CP)
+#undef CP
+}
+
+void udpd_verbs_status(struct udpd *d, json_t *out)
+{
+	json_t *o;
+
+	if (!d->conf.rdma.listen[0] || !(o = tally_actl_verbs_json(&d->conf.rdma)))
+		return;
+	json_object_set_new(o, "connections",
+			    json_integer(d->verbs ? (json_int_t)tally_verbs_conns(d->verbs) : 0));
+	json_object_set_new(out, "rdma", o);
 }
 
 const struct tally_xport_ops *udpd_xport(struct udpd *d, void **ctx)
@@ -163,7 +150,7 @@ void udpd_net_poll(struct udpd *d, uint64_t timeout_ns)
 #else
 int udpd_verbs_create(struct udpd *d, char *err, size_t el)
 {
-	if (!d->conf.rdma_listen[0])
+	if (!d->conf.rdma.listen[0])
 		return 0;
 	snprintf(err, el, "rdma-listen: this tally-udpd was built without verbs (libibverbs-dev "
 		 "and librdmacm-dev, meson option verbs)");
@@ -173,6 +160,18 @@ int udpd_verbs_create(struct udpd *d, char *err, size_t el)
 void udpd_verbs_destroy(struct udpd *d)
 {
 	(void)d;
+}
+
+void udpd_verbs_collect(struct udpd *d, struct tally_actl_counters *out)
+{
+	(void)d;
+	(void)out;
+}
+
+void udpd_verbs_status(struct udpd *d, json_t *out)
+{
+	(void)d;
+	(void)out;
 }
 
 const struct tally_xport_ops *udpd_xport(struct udpd *d, void **ctx)

@@ -432,6 +432,70 @@ static void test_eal_prepare(void **state)
 	assert_int_equal(m, 1);
 }
 
+/* rdma-listen: verbs only (no port, `cores` lcores) or beside ports; the rdma-* settings
+ * with tally-udpd's names, ranges and texts (appliance/ctl/actl_verbs.c). */
+static void test_rdma(void **state)
+{
+	(void)state;
+	struct tallyd_conf c;
+	struct tallyd_sizing s;
+	unsigned cpus[2] = { 0, 1 };
+	const char *a[] = { "--rdma-listen", "192.0.2.1:9170", "--cores", "2", "--rdma-slots",
+			    "64", "--rdma-gid-index", "1", "--rdma-max-conns", "16", "--",
+			    "--no-huge", NULL };
+
+#ifndef TALLY_HAVE_VERBS /* a build without libibverbs-dev / librdmacm-dev */
+	BAD("built without verbs (install libibverbs-dev and librdmacm-dev and rebuild; meson "
+	    "option verbs)", 1, "--rdma-listen", "192.0.2.1:9170", "--cores", "2");
+	return;
+#endif
+	assert_int_equal(args_valid(&c, a), 0);
+	assert_string_equal(c.rdma.listen, "192.0.2.1:9170");
+	assert_int_equal(c.rdma.slots, 64);
+	assert_int_equal(c.rdma.gid_index, 1);
+	assert_int_equal(c.rdma.max_conns, 16);
+	assert_int_equal(tallyd_conf_ncores(&c), 2);
+	/* no port: no mbuf pools; EAL without PCI, the two lcores after the main one */
+	assert_int_equal(tallyd_size(&c, 2u << 20, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.rx_pool_bytes + s.hdr_pool_bytes, 0);
+	assert_int_equal(tallyd_eal_prepare(&c, &s, cpus, 2, err, sizeof(err)), 0);
+	assert_true(tallyd_conf_eal_has(&c, "--no-pci") >= 0);
+	int i = tallyd_conf_eal_has(&c, "--lcores");
+	assert_true(i >= 0);
+	assert_string_equal(c.eal_argv[i], "--lcores=0@0,1@1,2@0");
+	assert_int_equal(c.ncore_lcores, 2);
+	assert_int_equal(c.core_lcores[1], 2);
+	/* beside a port; the defaults */
+	const char *b[] = { "--port", "net_null0", "--ip", "10.0.0.1/24", "--rdma-listen",
+			    "10.0.0.1:9170", NULL };
+	assert_int_equal(args_valid(&c, b), 0);
+	assert_int_equal(tallyd_conf_ncores(&c), 1);
+	assert_int_equal(c.rdma.gid_index, -1);
+	assert_int_equal(c.rdma.slots, 0);
+	/* the same texts as tally-udpd's */
+	BAD("'rdma-slots 3': want a power of two in 4..4096", 0, "--rdma-slots", "3");
+	BAD("'rdma-slots 8192': want a power of two", 0, "--rdma-slots", "8192");
+	BAD("'rdma-gid-index 256': want -1 (rdma_cm chooses) or a GID index 0..255", 0,
+	    "--rdma-gid-index", "256");
+	BAD("'rdma-max-conns 0': want 1..1024 connections", 0, "--rdma-max-conns", "0");
+	BAD("'rdma-listen eth0': want ADDR:PORT", 0, "--rdma-listen", "eth0");
+	BAD("unknown setting 'rdma-foo'", 0, "--rdma-foo", "1");
+	BAD("the datapath cores of a tallyd without ports", 0, "--cores", "65");
+	BAD("or --rdma-listen ADDR:PORT for verbs only", 1, "--cores", "2");
+	BAD("cores: only for a tallyd without ports", 1, "--port", "net_null0", "--ip",
+	    "10.0.0.1/24", "--cores", "2", "--rdma-listen", "10.0.0.1:9170");
+	BAD("io-forward runs no engine: drop rdma-listen", 1, "--port", "net_null0", "--ip",
+	    "10.0.0.1/24", "--io-forward", "--rdma-listen", "10.0.0.1:9170");
+	/* and in a config file */
+	const char *path = write_file("rdma-listen = 192.0.2.1:9171\ncores = 3\nrdma-slots = 32\n");
+	const char *f[] = { "--config", path, NULL };
+	assert_int_equal(args_valid(&c, f), 0);
+	unlink(path);
+	assert_string_equal(c.rdma.listen, "192.0.2.1:9171");
+	assert_int_equal(tallyd_conf_ncores(&c), 3);
+	assert_int_equal(c.rdma.slots, 32);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -446,6 +510,7 @@ int main(void)
 		cmocka_unit_test(test_sizing),
 		cmocka_unit_test(test_hugepage_check),
 		cmocka_unit_test(test_eal_prepare),
+		cmocka_unit_test(test_rdma),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

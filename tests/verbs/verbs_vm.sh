@@ -30,6 +30,22 @@ cp "$build/appliance/udpd/tally-udpd" "$build/perf/tally-worker" "$build/perf/ta
 	"$work/share/bin/"
 # tally-verbs-modes (the WRITE_WITH_IMM vs SEND-into-SRQ benchmark, case "modes")
 [ -x "$build/perf/tally-verbs-modes" ] && cp "$build/perf/tally-verbs-modes" "$work/share/bin/"
+# tallyd and its case (case "tallyd": rdma-listen on the DPDK appliance, verbs only)
+[ -x "$build/appliance/tallyd" ] && cp "$build/appliance/tallyd" "$work/share/bin/"
+[ -x "$build/tests/verbs/verbs_badcore" ] && cp "$build/tests/verbs/verbs_badcore" "$work/share/bin/"
+cp "$here/tallyd_guest.sh" "$work/share/"
+# case "tallyd-mixed": the af_packet PMD (and the libraries it needs that tallyd does not)
+pmds=$(ls -d "$(pkg-config --variable=libdir libdpdk 2>/dev/null)"/dpdk/pmds-* 2>/dev/null | head -n 1)
+if [ -n "$pmds" ] && [ -e "$pmds/librte_net_af_packet.so.23" ]; then
+	mkdir -p "$work/share/pmds"
+	cp -L "$pmds/librte_net_af_packet.so.23" "$pmds/librte_bus_vdev.so.23" \
+		"$pmds/librte_mempool_ring.so.23" "$work/share/pmds/"
+	for l in $(ldd "$pmds/librte_net_af_packet.so.23" | awk '/librte_(bus_pci|pci)\.so/ {print $3}'); do
+		cp -L "$l" "$work/share/pmds/"
+	done
+else
+	echo "note: case tallyd-mixed is skipped: no af_packet PMD (librte-net-af-packet23) on this host"
+fi
 # tallyctl (case "auth": job-add --key-file on tally-udpd's control socket)
 [ -x "$build/control/tallyctl" ] && cp "$build/control/tallyctl" "$work/share/bin/"
 [ -n "${VERBS_MODES_ARGS:-}" ] && echo "$VERBS_MODES_ARGS" >"$work/share/modes_args"

@@ -64,6 +64,8 @@ struct tally_verbs_cfg {
 				* TALLY_VERBS_BUSY_POLL_US (0 = off) overrides it. Spinning saves
 				* the interrupt and wake-up of every completion where the peer runs
 				* on another CPU. */
+	int per_core;          /* listen: 0 one instance for every core (tally-udpd), else
+				* TALLY_VERBS_LISTENER or TALLY_VERBS_CORE (see below) */
 };
 
 struct tally_verbs_stats {
@@ -114,6 +116,47 @@ unsigned tally_verbs_conns(const struct tally_verbs *v);
 const struct tally_verbs_stats *tally_verbs_stats(const struct tally_verbs *v);
 /* The last error's text (connection events included), or "". */
 const char *tally_verbs_strerror(const struct tally_verbs *v);
+
+/* ---- Per-core listening (tallyd: each lcore polls the connections of its core) ---------
+ * One listener (per_core = TALLY_VERBS_LISTENER) binds cfg.host:port and owns no connection;
+ * one instance per core (per_core = TALLY_VERBS_CORE, binds nothing; max_conns is that
+ * core's) owns its rdma_cm event channel, PD, CQ and the QPs of its core. The listener's
+ * thread (tally_verbs_listen_poll) checks a connect request's core, moves its cm_id to that
+ * core's event channel (rdma_migrate_id) and hands it to `fn`, which queues it for the core
+ * (a single-producer/single-consumer ring: no lock). The core accepts it on its own thread
+ * (tally_verbs_accept: QP on its CQ, rings registered) and from then on reads that
+ * connection's events from its own channel (tally_verbs_cm_poll). Destroy the listener
+ * first, then refuse what is still queued (tally_verbs_refuse), then the core instances. */
+#define TALLY_VERBS_LISTENER 1
+#define TALLY_VERBS_CORE 2
+
+struct tally_verbs_req {
+	void *id;          /* its struct rdma_cm_id, already on the core's event channel */
+	uint32_t core;
+	uint32_t len;      /* bytes of private data */
+	uint8_t pd[56];    /* the request's private data (RC's limit) */
+};
+
+/* Queues req for core req->core (copy it): 0, or a negative errno (the request is
+ * refused as "the appliance has no free connection"). On the listener's thread. */
+typedef int (*tally_verbs_handoff_fn)(void *arg, const struct tally_verbs_req *req);
+void tally_verbs_set_handoff(struct tally_verbs *l, tally_verbs_handoff_fn fn, void *arg);
+/* Makes v (per_core = TALLY_VERBS_CORE) the instance of core `core` and sets up its PD and
+ * CQ on the listener's device. 0 or -errno (tally_verbs_strerror(v) says why). */
+int tally_verbs_attach(struct tally_verbs *l, unsigned core, struct tally_verbs *v);
+/* Listener's thread: every pending rdma_cm event, requests handed off; never blocks.
+ * Returns events handled or -errno. */
+int tally_verbs_listen_poll(struct tally_verbs *l);
+/* Core's thread: accept (or refuse, counted) a request handed to this instance. */
+void tally_verbs_accept(struct tally_verbs *v, const struct tally_verbs_req *req);
+/* Refuse a request nobody will accept (shutdown). */
+void tally_verbs_refuse(const struct tally_verbs_req *req);
+/* Core's thread, datapath: poll the CQ (packets to the rx callback, credits returned) without
+ * any syscall; returns completions handled (sends included). */
+int tally_verbs_poll_burst(struct tally_verbs *v);
+/* Core's thread, slow path: the connections' rdma_cm events (established, disconnected), a
+ * non-blocking read. Returns events handled or -errno. */
+int tally_verbs_cm_poll(struct tally_verbs *v);
 
 #ifdef __cplusplus
 }

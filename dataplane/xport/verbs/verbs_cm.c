@@ -212,7 +212,7 @@ static void on_event(struct tally_verbs *v, const struct rdma_cm_event *ev, cons
 	struct verbs_conn *c = ev->id ? ev->id->context : NULL;
 
 	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-		on_request(v, ev->id, pd, len);
+		(v->on_request ? v->on_request : on_request)(v, ev->id, pd, len);
 		return;
 	}
 	if (!c)
@@ -258,6 +258,11 @@ int verbs_cm_events(struct tally_verbs *v)
 		n++;
 	}
 	return errno == EAGAIN || errno == EWOULDBLOCK ? n : -errno;
+}
+
+void verbs_cm_accept(struct tally_verbs *v, struct rdma_cm_id *id, const void *pd, size_t len)
+{
+	on_request(v, id, pd, len);
 }
 
 void verbs_cm_close(struct tally_verbs *v, struct verbs_conn *c)
@@ -307,7 +312,9 @@ int verbs_cm_listen(struct tally_verbs *v)
 			  "is taken: change rdma-listen", v->cfg.host, v->cfg.port, strerror(-rc));
 		return rc;
 	}
-	if (v->listen_id->verbs && (rc = verbs_conn_device(v, v->listen_id)))
+	/* a per-core listener accepts nothing itself: its cores have the PDs and CQs */
+	if (v->listen_id->verbs && v->cfg.per_core != TALLY_VERBS_LISTENER &&
+	    (rc = verbs_conn_device(v, v->listen_id)))
 		return rc;
 	if (rdma_listen(v->listen_id, CM_BACKLOG)) {
 		rc = -errno;

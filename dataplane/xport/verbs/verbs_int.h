@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
  * verbs_int.h — internal state of the verbs transport. Calls go verbs_xport.c (create,
- * destroy, ops, stats) -> verbs_io.c (send, completion polling) -> verbs_cm.c (rdma_cm:
- * listen, accept, connect, events) -> verbs_conn.c (a connection's QP and registered
- * memory) -> verbs_ring.c (slot and credit arithmetic), never back.
+ * destroy, ops, stats) and verbs_core.c (per-core listening) -> verbs_io.c (send,
+ * completion polling) -> verbs_cm.c (rdma_cm: listen, accept, connect, events) ->
+ * verbs_conn.c (a connection's QP and registered memory) -> verbs_ring.c (slot and credit
+ * arithmetic), never back.
  */
 #ifndef VERBS_VERBS_INT_H
 #define VERBS_VERBS_INT_H
@@ -86,6 +87,13 @@ struct tally_verbs {
 	int lose_established;
 	struct tally_verbs_stats st;
 	char err[256];
+	/* per-core listening (verbs_core.c): the listener's request handler, hand-off and the
+	 * instance of each core */
+	void (*on_request)(struct tally_verbs *v, struct rdma_cm_id *id, const void *pd,
+			   size_t len);
+	tally_verbs_handoff_fn handoff;
+	void *handoff_arg;
+	struct tally_verbs **cores;
 };
 
 /* wr_id: generation, connection, and the kind in the low bits: 1 a data message, 0 a
@@ -104,6 +112,8 @@ int verbs_cm_listen(struct tally_verbs *v);
 int verbs_cm_connect(struct tally_verbs *v, uint32_t core);
 /* Handle every pending rdma_cm event; 0 or -errno. */
 int verbs_cm_events(struct tally_verbs *v);
+/* A listener's connect request: accept it on this instance, or refuse it (counted). */
+void verbs_cm_accept(struct tally_verbs *v, struct rdma_cm_id *id, const void *pd, size_t len);
 void verbs_cm_close(struct tally_verbs *v, struct verbs_conn *c);
 
 /* verbs_io.c */

@@ -328,3 +328,19 @@ int verbs_poll(void *ctx, uint64_t timeout_ns)
 	}
 	return 0;
 }
+
+int tally_verbs_poll_burst(struct tally_verbs *v)
+{
+	int n = 0, more = 8;
+
+	/* A full batch may hide more behind it: a few more polls, bounded (the lcore's other
+	 * queues wait meanwhile). Then, CQ empty, the credits held back go out. */
+	do {
+		if (verbs_poll_cq(v) < 0)
+			break;
+		n += (int)v->last_wcs;
+	} while (v->last_wcs == VERBS_CQ_BATCH && more-- > 0);
+	if (!v->last_wcs && v->ndirty)
+		idle_credits(v);
+	return n;
+}

@@ -158,6 +158,11 @@ static int validate(struct tally_verbs *v)
 			  TALLY_VERBS_MAX_CONNS);
 		return -EINVAL;
 	}
+	if (c->per_core < 0 || c->per_core > TALLY_VERBS_CORE || (c->per_core && !c->listen)) {
+		verbs_err(v, "verbs: per_core %d: want 0, TALLY_VERBS_LISTENER or TALLY_VERBS_CORE "
+			  "(listen only)", c->per_core);
+		return -EINVAL;
+	}
 	if (!c->host || !*c->host) {
 		verbs_err(v, "verbs: no address: %s", c->listen ? "set rdma-listen = ADDR:PORT" :
 			  "set the appliance address (rdma://ADDR:PORT)");
@@ -191,7 +196,9 @@ struct tally_verbs *tally_verbs_create(const struct tally_verbs_cfg *cfg, tally_
 		goto fail_msg;
 	for (uint32_t i = 0; i < v->nconns; i++)
 		v->conns[i].idx = i;
-	rc = v->cfg.listen ? verbs_cm_listen(v) : verbs_cm_connect(v, 0);
+	/* a core's instance binds nothing: its listener hands it requests */
+	rc = !v->cfg.listen ? verbs_cm_connect(v, 0) :
+	     v->cfg.per_core == TALLY_VERBS_CORE ? 0 : verbs_cm_listen(v);
 	if (rc)
 		goto fail_msg;
 	return v;
@@ -232,6 +239,7 @@ void tally_verbs_destroy(struct tally_verbs *v)
 		rdma_destroy_event_channel(v->ch);
 	free(v->conns);
 	free(v->dirty);
+	free(v->cores);
 	free(v);
 }
 

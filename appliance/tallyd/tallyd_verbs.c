@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tallyd_verbs.c — tallyd's RDMA verbs listener (rdma-listen = ADDR:PORT, beside DPDK ports
+ * or instead of them). One listener on the main thread binds the address and hands each
+ * connect request to the lcore of the core it names (rdma_migrate_id to that lcore's event
+ * channel, then an SP/SC ring): no lock anywhere. Each lcore owns one verbs instance (its
+ * CQ, its QPs, its registered rings): it polls the CQ every loop (no syscall) and accepts
+ * requests and reads its rdma_cm events at the slow cadence. The engine's transport on an
+ * lcore sends each packet the way its rank joined (a verbs peer's address carries the verbs
+ * cookie, anything else goes out of the DPDK port), so one job may mix both.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_log.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+
+#include "tallyd.h"
+
+#define LOG(lvl, ...) rte_log(RTE_LOG_##lvl, RTE_LOGTYPE_USER1, "tallyd: " __VA_ARGS__)
+
+#ifdef TALLY_HAVE_VERBS
+#include "tally_verbs.h"
+
+/* A packet landed on one of lc's connections (its CQ poll, its thread). */
+static void on_rx(void *arg, const void *buf, size_t len, const struct tally_addr *from)
+{
+	struct tallyd_lcore *lc = arg;
+
+	lc->st.io.tally_pkts++;
+	lc->st.last_tally_tsc = rte_rdtsc();
+	if (tally_engine_rx(lc->engine, buf, len, from) != TALLY_OK)
+		lc->st.io.engine_rejects++;
+}
+
+static int mux_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
+		    const void *payload, size_t len)
+{
+	struct tallyd_lcore *lc = ctx;
+
+	if (tally_verbs_is_addr(to))
+		return tally_verbs_ops()->send(lc->verbs, to, hdr, payload, len);
+	if (!lc->d->nports)
+		return -ENOTCONN;
+	return tally_dpdk_engine_ops.send(&lc->tx, to, hdr, payload, len);
+}
+
+/* RESULTs: a verbs peer's copy goes into the staging ring (the engine's arena is not
+ * registered memory); a port's references the buffer (zero copy) as before. */
+static int mux_send_buf(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
+			const void *payload, size_t len, void *buf)
+{
+	struct tallyd_lcore *lc = ctx;
+
+	if (tally_verbs_is_addr(to))
+		return tally_verbs_ops()->send(lc->verbs, to, hdr, payload, len);
+	return tally_dpdk_engine_ops.send_buf(&lc->tx, to, hdr, payload, len, buf);
+}
+
+static void mux_buf_init(void *ctx, void *buf, const void *payload, size_t len)
+{
+	tally_dpdk_engine_ops.buf_init(&((struct tallyd_lcore *)ctx)->tx, buf, payload, len);
+}
+
+static int mux_buf_busy(void *ctx, const void *buf)
+{
+	return tally_dpdk_engine_ops.buf_busy(&((struct tallyd_lcore *)ctx)->tx, buf);
+}
+
+static uint64_t mux_now(void *ctx)
+{
+	return tally_dpdk_engine_ops.now_ns(&((struct tallyd_lcore *)ctx)->tx);
+}
+
+/* With ports: DPDK's zero-copy RESULT buffers; verbs only: a copying transport. Filled at
+ * create (main thread, before any lcore runs). */
+static struct tally_xport_ops mux_ports, mux_verbs_only;
+
+const struct tally_xport_ops *tallyd_verbs_xport(struct tallyd_lcore *lc, void **ctx)
+{
+	if (!lc->verbs) {
+		*ctx = &lc->tx;
+		return &tally_dpdk_engine_ops;
+	}
+	*ctx = lc;
+	return lc->d->nports ? &mux_ports : &mux_verbs_only;
+}
+
+/* Listener's thread: queue the request for its core (that lcore is the ring's consumer). */
+static int handoff(void *arg, const struct tally_verbs_req *req)
+{
+	struct tallyd *d = arg;
+
+	if (req->core >= d->ncores || !d->lcore[req->core]->verbs_req)
+		return -ENODEV;
+	return rte_ring_sp_enqueue_elem(d->lcore[req->core]->verbs_req, (void *)req,
+					sizeof(*req)) ? -ENOBUFS : 0;
+}
+
+static int core_create(struct tallyd *d, struct tallyd_lcore *lc, struct tally_verbs_cfg vc,
+		       char *err, size_t errlen)
+{
+	char name[RTE_RING_NAMESIZE];
+	int rc = 0;
+
+	vc.per_core = TALLY_VERBS_CORE;
+	/* rdma-max-conns is the appliance's: each core takes its share */
+	vc.max_conns = (vc.max_conns + d->ncores - 1) / d->ncores;
+	lc->verbs = tally_verbs_create(&vc, on_rx, lc, &rc, err, errlen);
+	if (!lc->verbs)
+		return rc ? rc : -EINVAL;
+	if ((rc = tally_verbs_attach(d->verbs, lc->idx, lc->verbs))) {
+		snprintf(err, errlen, "core %u: %s", lc->idx, tally_verbs_strerror(lc->verbs));
+		return rc;
+	}
+	snprintf(name, sizeof(name), "tallyd_vreq%u", lc->idx);
+	lc->verbs_req = rte_ring_create_elem(name, sizeof(struct tally_verbs_req),
+					     TALLYD_VERBS_REQ_RING, lc->socket,
+					     RING_F_SP_ENQ | RING_F_SC_DEQ);
+	if (!lc->verbs_req) {
+		snprintf(err, errlen, "core %u: cannot create its verbs request ring: %s", lc->idx,
+			 rte_strerror(rte_errno));
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int tallyd_verbs_create(struct tallyd *d, char *err, size_t errlen)
+{
+	struct tally_verbs_cfg vc = { .listen = 1, .ncores = (uint16_t)d->ncores,
+				      .slots = d->conf.rdma.slots,
+				      .gid_index = d->conf.rdma.gid_index,
+				      .max_conns = d->conf.rdma.max_conns,
+				      .per_core = TALLY_VERBS_LISTENER };
+	static char host[64];
+	uint16_t port = TALLY_DEFAULT_PORT;
+	int rc = 0;
+
+	if (!d->conf.rdma.listen[0])
+		return 0;
+	if (tally_verbs_parse_addr(d->conf.rdma.listen, host, sizeof(host), &port)) {
+		snprintf(err, errlen, "rdma-listen '%s': want ADDR:PORT", d->conf.rdma.listen);
+		return -EINVAL;
+	}
+	vc.host = host;
+	vc.port = port;
+	tally_verbs_cfg_defaults(&vc);
+	d->verbs = tally_verbs_create(&vc, NULL, NULL, &rc, err, errlen);
+	if (!d->verbs)
+		return rc ? rc : -EINVAL;
+	tally_verbs_set_handoff(d->verbs, handoff, d);
+	for (unsigned i = 0; i < d->ncores; i++)
+		if ((rc = core_create(d, d->lcore[i], vc, err, errlen)))
+			return rc;
+	mux_verbs_only = (struct tally_xport_ops){ .send = mux_send, .now_ns = mux_now };
+	mux_ports = mux_verbs_only;
+	mux_ports.buf_size = tally_dpdk_engine_ops.buf_size;
+	mux_ports.buf_init = mux_buf_init;
+	mux_ports.send_buf = mux_send_buf;
+	mux_ports.buf_busy = mux_buf_busy;
+	LOG(NOTICE, "rdma_cm listening on %s:%u: %u cores, each with its own CQ (%u connections "
+	    "each, %u slots)\n", host, port, d->ncores, (vc.max_conns + d->ncores - 1) / d->ncores,
+	    vc.slots);
+	return 0;
+}
+
+void tallyd_verbs_destroy(struct tallyd *d)
+{
+	struct tally_verbs_req r;
+
+	/* the listener first: nothing more is handed off; then what is queued is refused */
+	tally_verbs_destroy(d->verbs);
+	d->verbs = NULL;
+	for (unsigned i = 0; i < d->ncores; i++) {
+		struct tallyd_lcore *lc = d->lcore[i];
+
+		while (lc->verbs_req && !rte_ring_sc_dequeue_elem(lc->verbs_req, &r, sizeof(r)))
+			tally_verbs_refuse(&r);
+		rte_ring_free(lc->verbs_req);
+		lc->verbs_req = NULL;
+		tally_verbs_destroy(lc->verbs);
+		lc->verbs = NULL;
+	}
+}
+
+int tallyd_verbs_poll(struct tallyd_lcore *lc)
+{
+	return tally_verbs_poll_burst(lc->verbs);
+}
+
+/* Log what the transport refused or lost since the last look (control path). */
+static void log_news(const struct tally_verbs *v, unsigned core, uint64_t *rejected,
+		     uint64_t *down)
+{
+	const struct tally_verbs_stats *s = tally_verbs_stats(v);
+
+	if (s->conns_rejected != *rejected || s->conns_down != *down)
+		LOG(WARNING, "%s %u: verbs connections refused %llu, lost %llu: %s\n",
+		    core == ~0u ? "listener" : "core", core == ~0u ? 0 : core,
+		    (unsigned long long)s->conns_rejected, (unsigned long long)s->conns_down,
+		    tally_verbs_strerror(v));
+	*rejected = s->conns_rejected;
+	*down = s->conns_down;
+}
+
+void tallyd_verbs_slow(struct tallyd_lcore *lc)
+{
+	const struct tally_verbs_stats *s = tally_verbs_stats(lc->verbs);
+	uint64_t rejected = s->conns_rejected, down = s->conns_down;
+	struct tally_verbs_req r;
+
+	while (!rte_ring_sc_dequeue_elem(lc->verbs_req, &r, sizeof(r)))
+		tally_verbs_accept(lc->verbs, &r);
+	tally_verbs_cm_poll(lc->verbs);
+	log_news(lc->verbs, lc->idx, &rejected, &down);
+}
+
+void tallyd_verbs_listen(struct tallyd *d)
+{
+	uint64_t rejected, down;
+
+	if (!d->verbs)
+		return;
+	rejected = tally_verbs_stats(d->verbs)->conns_rejected;
+	down = 0;
+	tally_verbs_listen_poll(d->verbs);
+	log_news(d->verbs, ~0u, &rejected, &down);
+}
+
+/* The listener's refusals (a bad core, no room) count as core 0's. */
+void tallyd_verbs_collect(const struct tallyd *d, unsigned core, struct tally_actl_counters *out)
+{
+	const struct tallyd_lcore *lc = d->lcore[core];
+	const struct tally_verbs_stats *s;
+
+	if (!lc->verbs)
+		return;
+	s = tally_verbs_stats(lc->verbs);
+#define CP(f, help) out->verbs.f = s->f;
+	TALLY_ACTL_VERBS_STATS(CP)
+#undef CP
+	if (core == 0 && d->verbs)
+		out->verbs.conns_rejected += tally_verbs_stats(d->verbs)->conns_rejected;
+}
+
+void tallyd_verbs_status(const struct tallyd *d, json_t *out, json_t *cores)
+{
+	unsigned total = 0;
+	json_t *o;
+
+	if (!d->conf.rdma.listen[0] || !(o = tally_actl_verbs_json(&d->conf.rdma)))
+		return;
+	for (unsigned i = 0; i < d->ncores; i++) {
+		unsigned n = d->lcore[i]->verbs ? tally_verbs_conns(d->lcore[i]->verbs) : 0;
+
+		total += n;
+		json_object_set_new(json_array_get(cores, i), "verbs_connections",
+				    json_integer((json_int_t)n));
+	}
+	json_object_set_new(o, "connections", json_integer((json_int_t)total));
+	json_object_set_new(out, "rdma", o);
+}
+#else
+const struct tally_xport_ops *tallyd_verbs_xport(struct tallyd_lcore *lc, void **ctx)
+{
+	*ctx = &lc->tx;
+	return &tally_dpdk_engine_ops;
+}
+
+int tallyd_verbs_create(struct tallyd *d, char *err, size_t errlen)
+{
+	if (!d->conf.rdma.listen[0])
+		return 0;
+	snprintf(err, errlen, "rdma-listen: this tallyd was built without verbs (install "
+		 "libibverbs-dev and librdmacm-dev and rebuild; meson option verbs)");
+	return -ENOTSUP;
+}
+
+void tallyd_verbs_destroy(struct tallyd *d)
+{
+	(void)d;
+}
+
+int tallyd_verbs_poll(struct tallyd_lcore *lc)
+{
+	(void)lc;
+	return 0;
+}
+
+void tallyd_verbs_slow(struct tallyd_lcore *lc)
+{
+	(void)lc;
+}
+
+void tallyd_verbs_listen(struct tallyd *d)
+{
+	(void)d;
+}
+
+void tallyd_verbs_collect(const struct tallyd *d, unsigned core, struct tally_actl_counters *out)
+{
+	(void)d;
+	(void)core;
+	(void)out;
+}
+
+void tallyd_verbs_status(const struct tallyd *d, json_t *out, json_t *cores)
+{
+	(void)d;
+	(void)out;
+	(void)cores;
+}
+#endif

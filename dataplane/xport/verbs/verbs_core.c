@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * verbs_core.c — per-core listening (tallyd, see tally_verbs.h): the listener moves each
+ * connect request to the event channel of the core it names and hands it off; the core
+ * accepts it on its own thread and handles that connection's events there. No instance is
+ * ever touched by two threads: the listener only reads a core instance's event channel
+ * pointer (set at create, never changed).
+ */
+#include "verbs_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void refuse(struct rdma_cm_id *id, uint32_t why)
+{
+	struct verbs_wire w = { .magic = htonl(VERBS_MAGIC), .reason = htonl(why) };
+
+	rdma_reject(id, &w, sizeof(w));
+	rdma_destroy_id(id);
+}
+
+/* The listener's CONNECT_REQUEST (its thread, from verbs_cm_events: already acked, so the
+ * id may migrate). The core checks the rest of the request when it accepts. */
+static void handoff(struct tally_verbs *l, struct rdma_cm_id *id, const void *pd, size_t len)
+{
+	struct tally_verbs_req r = { .id = id };
+	struct tally_verbs *core = NULL;
+	struct verbs_wire w;
+	uint32_t why = VR_BAD_REQUEST;
+
+	if (!pd || len < sizeof(w))
+		goto refused;
+	memcpy(&w, pd, sizeof(w));
+	r.core = ntohl(w.core);
+	why = VR_BAD_CORE;
+	if (r.core >= l->cfg.ncores || !l->cores || !(core = l->cores[r.core]))
+		goto refused;
+	r.len = (uint32_t)(len < sizeof(r.pd) ? len : sizeof(r.pd));
+	memcpy(r.pd, pd, r.len);
+	why = VR_FULL;
+	/* Move first: the core may accept as soon as it sees the request, and its events
+	 * (ESTABLISHED, DISCONNECTED) must then reach the core's channel, not ours. */
+	if (rdma_migrate_id(id, core->ch)) {
+		verbs_err(l, "verbs: rdma_migrate_id to core %u: %s", r.core, strerror(errno));
+		goto refused;
+	}
+	if (!l->handoff || l->handoff(l->handoff_arg, &r))
+		goto refused;
+	return;
+refused:
+	l->st.conns_rejected++;
+	refuse(id, why);
+}
+
+void tally_verbs_set_handoff(struct tally_verbs *l, tally_verbs_handoff_fn fn, void *arg)
+{
+	l->handoff = fn;
+	l->handoff_arg = arg;
+	l->on_request = handoff;
+}
+
+int tally_verbs_attach(struct tally_verbs *l, unsigned core, struct tally_verbs *v)
+{
+	if (core >= l->cfg.ncores || v->cfg.per_core != TALLY_VERBS_CORE) {
+		verbs_err(v, "verbs: core %u: not a core instance of a listener with %u cores", core,
+			  l->cfg.ncores);
+		return -EINVAL;
+	}
+	if (!l->cores && !(l->cores = calloc(l->cfg.ncores, sizeof(*l->cores))))
+		return -ENOMEM;
+	/* PD and CQ now, on the listener's device: a memlock or CQ error shows at start */
+	if (l->listen_id && l->listen_id->verbs) {
+		int rc = verbs_conn_device(v, l->listen_id);
+
+		if (rc)
+			return rc;
+	}
+	l->cores[core] = v;
+	return 0;
+}
+
+int tally_verbs_listen_poll(struct tally_verbs *l)
+{
+	return verbs_cm_events(l);
+}
+
+void tally_verbs_accept(struct tally_verbs *v, const struct tally_verbs_req *req)
+{
+	verbs_cm_accept(v, req->id, req->len ? req->pd : NULL, req->len);
+}
+
+void tally_verbs_refuse(const struct tally_verbs_req *req)
+{
+	refuse(req->id, VR_FULL);
+}
+
+int tally_verbs_cm_poll(struct tally_verbs *v)
+{
+	return verbs_cm_events(v);
+}
