@@ -12,6 +12,7 @@
 
 #include "tally_proto.h"
 #include "tally_verbs.h"
+#include "verbs_auth.h"
 #include "verbs_ring.h"
 
 #define VERBS_MAGIC 0x54564231u /* "TVB1": our connect/accept private data */
@@ -35,7 +36,9 @@ struct verbs_wire {
 	uint32_t reason;     /* reject: why (enum verbs_reject) */
 };
 
-enum verbs_reject { VR_OK = 0, VR_BAD_REQUEST, VR_BAD_CORE, VR_FULL, VR_NO_MEMORY };
+enum verbs_reject { VR_OK = 0, VR_BAD_REQUEST, VR_BAD_CORE, VR_FULL, VR_NO_MEMORY,
+		   /* authenticated requests (verbs_auth.h) */
+		   VR_AUTH_NO_KEY, VR_AUTH_BAD_MAC, VR_AUTH_REPLAY, VR_AUTH_STALE, VR_AUTH_OFF };
 
 struct verbs_conn {
 	enum verbs_state state;
@@ -59,6 +62,7 @@ struct verbs_conn {
 	uint32_t stall_mark;       /* credit and receive counts when a credit stall began */
 	uint64_t stall_ns;         /* when it began (0: not stalled) */
 	uint64_t probe_ns;         /* when the stall probe was posted (0: none out) */
+	uint8_t auth_req[VERBS_REQ_LEN]; /* client: our signed request (the accept covers it) */
 };
 
 struct tally_verbs {
@@ -85,6 +89,8 @@ struct tally_verbs {
 	int lose_disconnects;      /* fault injection (TALLY_VERBS_FAULT, verbs_xport.c) */
 	int lose_established;
 	struct tally_verbs_stats st;
+	struct tally_auth *auth;   /* client: the job key (cfg.auth_key), else NULL */
+	struct verbs_replay *replay; /* listener: nonces of accepted authenticated requests */
 	char err[256];
 };
 
@@ -105,6 +111,8 @@ int verbs_cm_connect(struct tally_verbs *v, uint32_t core);
 /* Handle every pending rdma_cm event; 0 or -errno. */
 int verbs_cm_events(struct tally_verbs *v);
 void verbs_cm_close(struct tally_verbs *v, struct verbs_conn *c);
+/* Free the authentication state (tally_verbs_destroy). */
+void verbs_cm_auth_free(struct tally_verbs *v);
 
 /* verbs_io.c */
 uint64_t verbs_now_ns(void *ctx);

@@ -230,6 +230,7 @@ void tally_verbs_destroy(struct tally_verbs *v)
 		ibv_dealloc_pd(v->pd);
 	if (v->ch)
 		rdma_destroy_event_channel(v->ch);
+	verbs_cm_auth_free(v);
 	free(v->conns);
 	free(v->dirty);
 	free(v);
