@@ -46,6 +46,8 @@ struct udpd_conf {
 	uint32_t rdma_slots;       /* landing slots per connection (0: 128) */
 	int rdma_gid_index;        /* -1: rdma_cm chooses */
 	uint32_t rdma_max_conns;   /* (0: 128) */
+	int rdma_auth_packet;      /* rdma-auth packet: keyed jobs keep per-packet MACs on verbs
+				    * (authenticated connect requests refused), else setup */
 };
 
 #define TALLY_VERBS_SLOTS_MAX 4096

@@ -273,6 +273,8 @@ void udpd_usage(FILE *f)
 		"  --rdma-listen A:P     also accept RDMA verbs workers (rdma_cm) on A:P\n"
 		"  --rdma-slots N        verbs landing slots per connection, 2^k in 4..4096 (128)\n"
 		"  --rdma-gid-index N    check the GID index (-1: rdma_cm chooses, default)\n"
-		"  --rdma-max-conns N    verbs connections at once (256)\n");
+		"  --rdma-max-conns N    verbs connections at once (256)\n"
+		"  --rdma-auth MODE      keyed jobs over verbs: setup (connections authenticated\n"
+		"                        at connect, no per-packet MAC; default) or packet\n");
 	tally_actl_guard_usage(f);
 }

@@ -29,6 +29,15 @@ int udpd_verbs_conf(struct udpd_conf *c, const char *n, const char *v, char *err
 		snprintf(c->rdma_listen, sizeof(c->rdma_listen), "%s", v);
 		return 0;
 	}
+	if (!strcmp(n, "rdma-auth")) {
+		if (!v || (strcmp(v, "setup") && strcmp(v, "packet"))) {
+			snprintf(err, el, "'rdma-auth %s': want setup (authenticate each verbs "
+				 "connection at connect) or packet (a MAC on every packet)", v ? v : "");
+			return -EINVAL;
+		}
+		c->rdma_auth_packet = !strcmp(v, "packet");
+		return 0;
+	}
 	x = v ? strtol(v, &end, 10) : 0;
 	if (!v || !*v || *end)
 		x = -1000;
@@ -61,6 +70,15 @@ static void on_rx(void *arg, const void *buf, size_t len, const struct tally_add
 
 	if (from->core < d->ncores)
 		tally_engine_rx(d->eng[from->core], buf, len, from);
+}
+
+/* The listener's key lookup (tally_verbs.h auth_lookup): the job's key on the engine of
+ * the core the connection is for, on the engine thread (it polls the listener). */
+static struct tally_auth *auth_lookup(void *arg, uint32_t core, uint32_t job_id)
+{
+	struct udpd *d = arg;
+
+	return core < d->ncores ? tally_engine_job_auth(d->eng[core], job_id) : NULL;
 }
 
 static int mux_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
@@ -102,6 +120,10 @@ int udpd_verbs_create(struct udpd *d, char *err, size_t el)
 	}
 	vc.host = host;
 	vc.port = port;
+	if (!d->conf.rdma_auth_packet) {
+		vc.auth_lookup = auth_lookup;
+		vc.auth_arg = d;
+	}
 	d->verbs = tally_verbs_create(&vc, on_rx, d, &rc, err, el);
 	if (!d->verbs)
 		return rc ? rc : -EINVAL;
@@ -119,14 +141,18 @@ void udpd_verbs_destroy(struct udpd *d)
 	fprintf(stderr, "tally-udpd: verbs totals: tx_pkts %llu rx_pkts %llu tx_no_credit %llu "
 		 "tx_not_conn %llu tx_errors %llu rx_bad_len %llu rx_bad_credit %llu conns_up %llu "
 		 "conns_down %llu conns_rejected %llu wc_errors %llu stall_probes %llu "
-		 "stalls_dead %llu up_by_packet %llu",
+		 "stalls_dead %llu up_by_packet %llu conns_authed %llu auth_no_key %llu "
+		 "auth_bad_mac %llu auth_replay %llu auth_stale %llu auth_off %llu",
 		 (unsigned long long)s->tx_pkts, (unsigned long long)s->rx_pkts,
 		 (unsigned long long)s->tx_no_credit, (unsigned long long)s->tx_not_conn,
 		 (unsigned long long)s->tx_errors, (unsigned long long)s->rx_bad_len,
 		 (unsigned long long)s->rx_bad_credit, (unsigned long long)s->conns_up,
 		 (unsigned long long)s->conns_down, (unsigned long long)s->conns_rejected,
 		 (unsigned long long)s->wc_errors, (unsigned long long)s->stall_probes,
-		 (unsigned long long)s->stalls_dead, (unsigned long long)s->up_by_packet);
+		 (unsigned long long)s->stalls_dead, (unsigned long long)s->up_by_packet,
+		 (unsigned long long)s->conns_authed, (unsigned long long)s->auth_no_key,
+		 (unsigned long long)s->auth_bad_mac, (unsigned long long)s->auth_replay,
+		 (unsigned long long)s->auth_stale, (unsigned long long)s->auth_off);
 	tally_verbs_destroy(d->verbs);
 	d->verbs = NULL;
 }

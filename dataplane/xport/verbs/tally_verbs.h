@@ -133,6 +133,12 @@ int tally_verbs_is_addr(const struct tally_addr *a);
 /* "rdma://HOST:PORT", "HOST:PORT" or "HOST" (port stays as given). 0 or -EINVAL. */
 int tally_verbs_parse_addr(const char *s, char *host, size_t hostlen, uint16_t *port);
 
+/* 1 when this client authenticates its connections at setup (cfg.auth_key given, and
+ * TALLY_VERBS_AUTH is not "packet"): the client session above must then neither sign nor
+ * expect per-packet MACs (tally_client_cfg.auth = 0). TALLY_VERBS_AUTH=packet keeps
+ * per-packet MACs on verbs (a plain connect; the session signs every packet). */
+int tally_verbs_setup_authed(const struct tally_verbs *v);
+
 /* Live connections. */
 unsigned tally_verbs_conns(const struct tally_verbs *v);
 const struct tally_verbs_stats *tally_verbs_stats(const struct tally_verbs *v);

@@ -460,7 +460,14 @@ static int auth_open(struct tally_verbs *v)
 		v->replay = calloc(1, sizeof(*v->replay));
 		return v->replay ? 0 : -ENOMEM;
 	}
-	if (!v->cfg.auth_key)
+	const char *mode = getenv("TALLY_VERBS_AUTH");
+
+	if (mode && *mode && strcmp(mode, "setup") && strcmp(mode, "packet")) {
+		verbs_err(v, "verbs: TALLY_VERBS_AUTH='%s': want setup (authenticate each connection "
+			  "once, the default) or packet (a MAC on every packet)", mode);
+		return -EINVAL;
+	}
+	if (!v->cfg.auth_key || (mode && !strcmp(mode, "packet")))
 		return 0;
 	if (v->cfg.auth_rank >= TALLY_MAX_WORKERS) {
 		verbs_err(v, "verbs: rank %u out of range for authentication (0..%u)",
@@ -474,6 +481,11 @@ static int auth_open(struct tally_verbs *v)
 	}
 	v->cfg.auth_key = NULL;
 	return 0;
+}
+
+int tally_verbs_setup_authed(const struct tally_verbs *v)
+{
+	return v && v->auth != NULL;
 }
 
 void verbs_cm_auth_free(struct tally_verbs *v)
