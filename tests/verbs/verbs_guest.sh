@@ -98,9 +98,15 @@ if want agent; then
 		echo "SKIP agent over verbs: no agent_verbs in /share/bin (see the host's note)"
 	fi
 fi
-# ---- 3c. an authenticated job over verbs (TALLY_F_AUTH: 64+28-byte headers in the slots):
-# admitted with tallyctl job-add --key-file, 3 ranks with the key verify their sums; a
-# rank with the wrong key is refused at JOIN, named (bad_mac).
+# ---- 3c. authenticated jobs over verbs (THREAT_MODEL.md "RDMA verbs"), admitted with
+# tallyctl job-add --key-file. Default (setup): each connect request carries (job, rank), a
+# nonce and a GMAC under the job key, the accept proves the key back, and the RC QP then
+# carries the identity: 3 ranks verify their sums with 0 per-packet MACs on either side
+# (the workers' auth_signed/auth_verified, the appliance's auth_signed/auth_verified at
+# exit) and every packet taken as the connection's (conn_auth_rx). A rank with the wrong
+# key is refused at connect, named (bad_mac, TALLY_AUTH_KEY_FILE) and counted
+# (auth_bad_mac in the appliance's verbs totals). Then TALLY_VERBS_AUTH=packet: the
+# same over plain connects with a MAC on every packet (64+28-byte headers in the slots).
 if want auth; then
 	if [ -x $B/tallyctl ]; then
 		od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >$T/key; echo >>$T/key
@@ -108,14 +114,47 @@ if want auth; then
 		chmod 600 $T/key $T/wrong
 		out=$($B/tallyctl --socket $T/ctl.sock job-add 51 --token 51 --world-size 3 \
 			--key-file $T/key 2>&1) || bad "job-add with a key file: $out"
-		job 51 "authenticated job over verbs (key file)" "$V" "$V" "$V" $SZ --dtype f32 \
-			--key-file $T/key
+		job 51 "authenticated job over verbs (setup: connect requests carry the MAC)" \
+			"$V" "$V" "$V" $SZ --dtype f32 --key-file $T/key
+		macs=$(grep -ho '"auth_signed":[0-9]*,"auth_verified":[0-9]*' $T/j51.*.json | tr '\n' ' ')
+		authed=$(grep -ho '"conns_authed":[0-9]*' $T/j51.*.json | cut -d: -f2 | tr '\n' ' ')
+		if [ "$(grep -c '"auth_signed":0,"auth_verified":0' $T/j51.*.json | grep -c ':1$')" = 3 ] &&
+			[ -n "$authed" ] && ! echo " $authed" | grep -q ' 0'; then
+			ok "setup-authenticated ranks: 0 per-packet MACs ($macs), connections authenticated per rank: $authed"
+		else
+			bad "setup auth: per-packet MACs or unauthenticated connections: $macs / conns_authed $authed"
+		fi
 		$B/tallyctl --socket $T/ctl.sock job-add 52 --token 52 --world-size 1 \
 			--key-file $T/key >/dev/null 2>&1
 		out=$(timeout 60 $B/tally-worker $V --host $A --job 52 --token 52 --rank 0 --world 1 \
 			--bytes 64K --key-file $T/wrong --join-ms 20000 2>&1)
-		echo "$out" | grep -q "bad_mac" && ok "wrong key over verbs refused at JOIN: $(echo "$out" | grep -o 'bad_mac[^)]*' | head -1)" ||
+		echo "$out" | grep -q "does not verify with the appliance's key (bad_mac): TALLY_AUTH_KEY_FILE" &&
+			ok "wrong key over verbs refused at connect: $(echo "$out" | grep -o 'verbs: .*bad_mac[^:]*' | head -1)" ||
 			bad "wrong key over verbs: $out"
+		out=$(timeout 60 $B/tally-worker $V --host $A --job 54 --token 54 --rank 0 --world 1 \
+			--bytes 64K --key-file $T/key 2>&1)
+		echo "$out" | grep -q "has no key for job 54.*job-add --key-file" &&
+			ok "key for a job the appliance holds no key for, refused at connect: $(echo "$out" | grep -o 'verbs: .*' | head -1)" ||
+			bad "no key on the appliance: $out"
+		# the appliance's counters (at exit): no MAC made or checked, the refusals counted
+		kill -TERM $app; wait $app
+		tot=$(grep -o 'verbs totals.*' $T/app1.err)
+		eng=$(grep -o '"auth_verified":[0-9]*,"auth_signed":[0-9]*,"conn_auth_rx":[0-9]*,"conn_auth_tx":[0-9]*' $T/app1.json)
+		rx=$(echo "$eng" | grep -o 'conn_auth_rx":[0-9]*' | cut -d: -f2)
+		if echo "$eng" | grep -q '"auth_verified":0,"auth_signed":0' && [ "${rx:-0}" -gt 0 ] &&
+			echo "$tot" | grep -Eq 'conns_authed ([3-9]|[1-9][0-9]+) auth_no_key 1 auth_bad_mac 1 '; then
+			ok "appliance: $eng; $(echo "$tot" | grep -o 'conns_authed.*')"
+		else
+			bad "appliance counters: $eng / $tot"
+		fi
+		start_app 4 || exit 1
+		$B/tallyctl --socket $T/ctl.sock job-add 53 --token 53 --world-size 3 \
+			--key-file $T/key >/dev/null 2>&1 || bad "job-add 53"
+		TALLY_VERBS_AUTH=packet job 53 "authenticated job over verbs (TALLY_VERBS_AUTH=packet: a MAC per packet)" \
+			"$V" "$V" "$V" $SZ --dtype f32 --key-file $T/key
+		signed=$(grep -ho '"auth_signed":[0-9]*' $T/j53.0.json | cut -d: -f2)
+		[ "${signed:-0}" -gt 0 ] && ok "per-packet mode signs: rank 0 auth_signed $signed" ||
+			bad "per-packet mode: rank 0 signed ${signed:-?} packets"
 	else
 		bad "auth: no tallyctl in /share/bin"
 	fi
