@@ -136,13 +136,28 @@ if want auth; then
 		echo "$out" | grep -q "has no key for job 54.*job-add --key-file" &&
 			ok "key for a job the appliance holds no key for, refused at connect: $(echo "$out" | grep -o 'verbs: .*' | head -1)" ||
 			bad "no key on the appliance: $out"
+		# faults injected (TALLY_VERBS_FAULT): a recorded connect request replayed (the
+		# worker's later connects resend its first one), a clock outside the window
+		$B/tallyctl --socket $T/ctl.sock job-add 55 --token 55 --world-size 1 \
+			--key-file $T/key >/dev/null 2>&1
+		out=$(TALLY_VERBS_FAULT=replay-connect timeout 60 $B/tally-worker $V --host $A --job 55 \
+			--token 55 --rank 0 --world 1 --bytes 64K --keys 8 --give-up-ms 5000 \
+			--key-file $T/key 2>&1); rc=$?
+		[ $rc != 0 ] && echo "$out" | grep -q "nonce was seen before" &&
+			ok "replayed connect request refused: $(echo "$out" | grep -o 'verbs: [^;]*nonce[^)]*)' | head -1)" ||
+			bad "replayed connect request (rc $rc): $(echo "$out" | tail -n 3 | tr '\n' ' ')"
+		out=$(TALLY_VERBS_FAULT=skew-connect timeout 60 $B/tally-worker $V --host $A --job 55 \
+			--token 55 --rank 0 --world 1 --bytes 64K --key-file $T/key 2>&1)
+		echo "$out" | grep -q "clock is -1000 s off the appliance's.*NTP" &&
+			ok "connect request out of the clock window refused: $(echo "$out" | grep -o 'verbs: .*' | head -1)" ||
+			bad "skewed connect request: $out"
 		# the appliance's counters (at exit): no MAC made or checked, the refusals counted
 		kill -TERM $app; wait $app
 		tot=$(grep -o 'verbs totals.*' $T/app1.err)
 		eng=$(grep -o '"auth_verified":[0-9]*,"auth_signed":[0-9]*,"conn_auth_rx":[0-9]*,"conn_auth_tx":[0-9]*' $T/app1.json)
 		rx=$(echo "$eng" | grep -o 'conn_auth_rx":[0-9]*' | cut -d: -f2)
 		if echo "$eng" | grep -q '"auth_verified":0,"auth_signed":0' && [ "${rx:-0}" -gt 0 ] &&
-			echo "$tot" | grep -Eq 'conns_authed ([3-9]|[1-9][0-9]+) auth_no_key 1 auth_bad_mac 1 '; then
+			echo "$tot" | grep -Eq 'conns_authed ([3-9]|[1-9][0-9]+) auth_no_key 1 auth_bad_mac 1 auth_replay [1-9][0-9]* auth_stale 1 '; then
 			ok "appliance: $eng; $(echo "$tot" | grep -o 'conns_authed.*')"
 		else
 			bad "appliance counters: $eng / $tot"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * verbs_int.h — internal state of the verbs transport. Calls go verbs_xport.c (create,
  * destroy, ops, stats) -> verbs_io.c (send, completion polling) -> verbs_cm.c (rdma_cm:
- * listen, accept, connect, events) -> verbs_conn.c (a connection's QP and registered
+ * listen, accept, connect, events) -> verbs_cm_auth.c (authentication at setup, with
+ * verbs_auth.c) -> verbs_conn.c (a connection's QP and registered
  * memory) -> verbs_ring.c (slot and credit arithmetic), never back.
  */
 #ifndef VERBS_VERBS_INT_H
@@ -88,6 +89,10 @@ struct tally_verbs {
 	uint64_t busy_ns;          /* busy-poll budget per wait (0: off) */
 	int lose_disconnects;      /* fault injection (TALLY_VERBS_FAULT, verbs_xport.c) */
 	int lose_established;
+	int replay_connect;        /* fault: later connects resend the first signed request */
+	int skew_connect;          /* fault: signed requests carry a clock 1000 s behind */
+	int have_first;
+	uint8_t first_req[VERBS_REQ_LEN];
 	struct tally_verbs_stats st;
 	struct tally_auth *auth;   /* client: the job key (cfg.auth_key), else NULL */
 	struct verbs_replay *replay; /* listener: nonces of accepted authenticated requests */
@@ -111,8 +116,28 @@ int verbs_cm_connect(struct tally_verbs *v, uint32_t core);
 /* Handle every pending rdma_cm event; 0 or -errno. */
 int verbs_cm_events(struct tally_verbs *v);
 void verbs_cm_close(struct tally_verbs *v, struct verbs_conn *c);
+
+/* verbs_cm_auth.c: authentication at setup (verbs_auth.h) for verbs_cm.c */
+/* The client's job key (TALLY_VERBS_AUTH), the listener's replay cache. 0 or -errno. */
+int verbs_cm_auth_open(struct tally_verbs *v);
 /* Free the authentication state (tally_verbs_destroy). */
 void verbs_cm_auth_free(struct tally_verbs *v);
+/* Listener: check a signed request before anything is allocated: VR_OK with the peer's
+ * ring in *peer and the job's context in *ap, or the refusal (counted). */
+uint32_t verbs_cm_auth_request(struct tally_verbs *v, struct rdma_cm_id *id, const void *pd,
+			       size_t len, struct verbs_req *r, struct verbs_wire *peer,
+			       struct tally_auth **ap);
+/* Listener: the accept's private data (our ring; with a: our proof of the key). 0/-EIO. */
+int verbs_cm_accept_data(struct rdma_cm_id *id, const void *pd, struct tally_auth *a,
+			 const struct verbs_wire *w, uint8_t rep[VERBS_REP_LEN]);
+/* Client: sign our request into c->auth_req (our ring w). 0 or -EIO. */
+int verbs_cm_auth_req(struct tally_verbs *v, struct verbs_conn *c, const struct verbs_wire *w);
+/* Client: the accept must prove the key over our request. 0 or -EACCES (message set). */
+int verbs_cm_auth_accept(struct tally_verbs *v, struct verbs_conn *c, const void *pd,
+			 size_t len, const char *ip);
+/* Client: the message for a refused connect, naming what to change. */
+void verbs_cm_reject_msg(struct tally_verbs *v, const struct verbs_conn *c,
+			 const struct verbs_wire *r, const char *ip);
 
 /* verbs_io.c */
 uint64_t verbs_now_ns(void *ctx);
