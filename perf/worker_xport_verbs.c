@@ -74,6 +74,9 @@ void wx_verbs_text(struct worker_xport *wx)
 	       "setup %" PRIu64 "\n", s->conns_up,
 	       s->conns_down, s->reconnects, s->tx_no_credit, s->tx_not_conn, s->wc_errors,
 	       s->stall_probes, s->stalls_dead, s->conns_authed);
+	/* a later core's refused connect (e.g. authentication) is only in the transport */
+	if (*tally_verbs_strerror(wx->ctx))
+		printf("  verbs: last error: %s\n", tally_verbs_strerror(wx->ctx));
 }
 
 void wx_verbs_close(struct worker_xport *wx)
