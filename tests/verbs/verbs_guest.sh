@@ -39,7 +39,7 @@ fi
 # ---- the appliance ----
 app=
 start_app() {
-	env ${APP_ENV:-} $B/tally-udpd --ip $A --rdma-listen $A:9170 --cores 2 --open-admission --det-pool 16M \
+	env ${APP_ENV:-} $B/tally-udpd ${APP_ARGS:-} --ip $A --rdma-listen $A:9170 --cores 2 --open-admission --det-pool 16M \
 		--dead-rank-timeout-ms 15000 --rejoin-timeout-ms 2000 --ctl-socket $T/ctl.sock \
 		--stats $T/app$1.json >$T/app$1.out 2>$T/app$1.err &
 	app=$!
@@ -162,14 +162,25 @@ if want auth; then
 		else
 			bad "appliance counters: $eng / $tot"
 		fi
-		start_app 4 || exit 1
+		# an appliance that wants per-packet MACs on verbs too (rdma-auth packet): a
+		# setup-auth worker is told to set TALLY_VERBS_AUTH=packet; with it, the job runs
+		APP_ARGS="--rdma-auth packet" start_app 4 || exit 1
 		$B/tallyctl --socket $T/ctl.sock job-add 53 --token 53 --world-size 3 \
 			--key-file $T/key >/dev/null 2>&1 || bad "job-add 53"
+		out=$(timeout 60 $B/tally-worker $V --host $A --job 53 --token 53 --rank 0 --world 3 \
+			--bytes 64K --key-file $T/key 2>&1)
+		echo "$out" | grep -q "rdma-auth packet.*set TALLY_VERBS_AUTH=packet" &&
+			ok "appliance with rdma-auth packet: $(echo "$out" | grep -o 'verbs: .*' | head -1)" ||
+			bad "rdma-auth packet, setup worker: $out"
 		TALLY_VERBS_AUTH=packet job 53 "authenticated job over verbs (TALLY_VERBS_AUTH=packet: a MAC per packet)" \
 			"$V" "$V" "$V" $SZ --dtype f32 --key-file $T/key
 		signed=$(grep -ho '"auth_signed":[0-9]*' $T/j53.0.json | cut -d: -f2)
 		[ "${signed:-0}" -gt 0 ] && ok "per-packet mode signs: rank 0 auth_signed $signed" ||
 			bad "per-packet mode: rank 0 signed ${signed:-?} packets"
+		kill -TERM $app; wait $app
+		grep -q 'auth_off 1' $T/app4.err && ok "refusal counted: $(grep -o 'conns_authed.*' $T/app4.err)" ||
+			bad "auth_off not counted: $(grep -o 'verbs totals.*' $T/app4.err)"
+		start_app 5 || exit 1
 	else
 		bad "auth: no tallyctl in /share/bin"
 	fi
