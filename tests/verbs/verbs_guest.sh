@@ -256,6 +256,14 @@ if want bench; then
 			--udpd $B/tally-udpd --worker $B/tally-worker --bytes 16M --rounds 3 2>&1 |
 			sed "s/^/BENCH busy-poll $bp us: /"
 	done
+	# keyed jobs (setup auth: no per-packet MAC; TALLY_VERBS_AUTH=packet) vs unkeyed,
+	# interleaved in one run on one tally-udpd (figures only)
+	if [ -x $B/tallyctl ]; then
+		[ -f $T/key ] || { od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >$T/key; echo >>$T/key; chmod 600 $T/key; }
+		timeout 400 $B/tally-perf line --transport verbs --addr $A --udpd $B/tally-udpd \
+			--worker $B/tally-worker --tallyctl $B/tallyctl --key-file $T/key --reps 3 \
+			--bytes 16M --rounds 3 2>&1 | grep -v '^line verbs: ib_write_bw' | sed "s/^/BENCH auth: /"
+	fi
 	# Reference, same run: the same one-rank job over kernel UDP to the same tally-udpd.
 	start_app 3
 	timeout 120 $B/tally-worker --transport udp --host $A --job 42 --token 42 --rank 0 --world 1 \
