@@ -20,6 +20,10 @@
  * Accept (REP private data, up to 196 bytes): the v1 ring wire (32), then the appliance's
  * random 12-byte nonce (the IV) and tag = GMAC_K(IV; "TALLY VERBS REP" || bytes 0..44 of
  * the accept || the worker's 56-byte request || the same addresses).
+ * IVs under the job key (tally_auth.h's one rule): a request's is 4 bytes of time and 64
+ * random bits, an accept's 96 random bits, the per-packet ones a random 32-bit salt and a
+ * 64-bit counter: two collide only if 64 or more random bits match (about 2^-64 per pair).
+ * The prefixes keep request, accept and packet tags apart even so.
  */
 #ifndef VERBS_VERBS_AUTH_H
 #define VERBS_VERBS_AUTH_H
