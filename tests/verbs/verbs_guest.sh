@@ -124,6 +124,19 @@ if want auth; then
 		else
 			bad "setup auth: per-packet MACs or unauthenticated connections: $macs / conns_authed $authed"
 		fi
+		# the agent (libtally_agent, TALLY_AUTH_KEY_FILE) on a keyed job: its connections
+		# are authenticated at setup too (the appliance's MAC counters below stay 0)
+		if [ -x $B/agent_verbs ]; then
+			$B/tallyctl --socket $T/ctl.sock job-add 56 --token 56 --world-size 3 \
+				--key-file $T/key >/dev/null 2>&1
+			out=$(LD_LIBRARY_PATH=$B TALLY_TRANSPORT=verbs AGENT_VERBS_JOB=56 \
+				TALLY_AUTH_KEY_FILE=$T/key timeout 180 $B/agent_verbs $A:9170 2>&1); rc=$?
+			echo "$out" | grep -E '^(ok|FAIL)' | sed 's/^/  agent, keyed job 56: /'
+			[ $rc = 0 ] && ok "agent over verbs on a keyed job (setup auth)" ||
+				bad "agent over verbs, keyed (rc $rc): $(echo "$out" | tail -n 3 | tr '\n' ' ')"
+		else
+			echo "SKIP agent on a keyed job over verbs: no agent_verbs in /share/bin"
+		fi
 		$B/tallyctl --socket $T/ctl.sock job-add 52 --token 52 --world-size 1 \
 			--key-file $T/key >/dev/null 2>&1
 		out=$(timeout 60 $B/tally-worker $V --host $A --job 52 --token 52 --rank 0 --world 1 \
