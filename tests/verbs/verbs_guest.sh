@@ -99,6 +99,7 @@ if want agent; then
 	fi
 fi
 # ---- 3c. authenticated jobs over verbs (THREAT_MODEL.md "RDMA verbs"), admitted with
+# (job ids apart from the agent case's 51, which open admission has created by then)
 # tallyctl job-add --key-file. Default (setup): each connect request carries (job, rank), a
 # nonce and a GMAC under the job key, the accept proves the key back, and the RC QP then
 # carries the identity: 3 ranks verify their sums with 0 per-packet MACs on either side
@@ -112,13 +113,13 @@ if want auth; then
 		od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >$T/key; echo >>$T/key
 		od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >$T/wrong; echo >>$T/wrong
 		chmod 600 $T/key $T/wrong
-		out=$($B/tallyctl --socket $T/ctl.sock job-add 51 --token 51 --world-size 3 \
+		out=$($B/tallyctl --socket $T/ctl.sock job-add 57 --token 57 --world-size 3 \
 			--key-file $T/key 2>&1) || bad "job-add with a key file: $out"
-		job 51 "authenticated job over verbs (setup: connect requests carry the MAC)" \
+		job 57 "authenticated job over verbs (setup: connect requests carry the MAC)" \
 			"$V" "$V" "$V" $SZ --dtype f32 --key-file $T/key
-		macs=$(grep -ho '"auth_signed":[0-9]*,"auth_verified":[0-9]*' $T/j51.*.json | tr '\n' ' ')
-		authed=$(grep -ho '"conns_authed":[0-9]*' $T/j51.*.json | cut -d: -f2 | tr '\n' ' ')
-		if [ "$(grep -c '"auth_signed":0,"auth_verified":0' $T/j51.*.json | grep -c ':1$')" = 3 ] &&
+		macs=$(grep -ho '"auth_signed":[0-9]*,"auth_verified":[0-9]*' $T/j57.*.json | tr '\n' ' ')
+		authed=$(grep -ho '"conns_authed":[0-9]*' $T/j57.*.json | cut -d: -f2 | tr '\n' ' ')
+		if [ "$(grep -c '"auth_signed":0,"auth_verified":0' $T/j57.*.json | grep -c ':1$')" = 3 ] &&
 			[ -n "$authed" ] && ! echo " $authed" | grep -q ' 0'; then
 			ok "setup-authenticated ranks: 0 per-packet MACs ($macs), connections authenticated per rank: $authed"
 		else
