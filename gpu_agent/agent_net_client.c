@@ -339,10 +339,21 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 			goto fail;
 		}
 		ucfg.gso = gso && strcmp(gso, "1") == 0;
-		int verbs = agent_net_verbs_wanted(uerr, sizeof(uerr));
+		int verbs = agent_net_verbs_wanted(uerr, sizeof(uerr)), setup_authed = 0;
+		if (cfg->auth_key_file[0]) {
+			char kerr[320];
+
+			rc = tally_auth_key_load(cfg->auth_key_file, ccfg.auth_key, kerr, sizeof(kerr));
+			if (rc < 0) {
+				agent_errf(err, errlen, "TALLY_AUTH_KEY_FILE: %s", kerr);
+				goto fail;
+			}
+			ccfg.auth = 1;
+		}
 		if (verbs > 0) /* TALLY_TRANSPORT=verbs: the same session over RC QPs */
-			rc = agent_net_verbs_open(ap->host, ap->port, &n->ap[i].v, &n->ap[i].xops,
-						  uerr, sizeof(uerr));
+			rc = agent_net_verbs_open(ap->host, ap->port, ccfg.auth ? ccfg.auth_key : NULL,
+						  cfg->job_id, (uint32_t)cfg->rank, &n->ap[i].v,
+						  &n->ap[i].xops, &setup_authed, uerr, sizeof(uerr));
 		else if (!verbs)
 			n->ap[i].u = tally_udp_create(&ucfg, NULL, NULL, &rc, uerr, sizeof(uerr));
 		if (!n->ap[i].u && !n->ap[i].v) {
@@ -376,16 +387,8 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 			ccfg.rto_max_us = cfg->rto_max_us;
 		if (cfg->rto_min_us)
 			ccfg.rto_min_us = cfg->rto_min_us;
-		if (cfg->auth_key_file[0]) {
-			char kerr[320];
-
-			rc = tally_auth_key_load(cfg->auth_key_file, ccfg.auth_key, kerr, sizeof(kerr));
-			if (rc < 0) {
-				agent_errf(err, errlen, "TALLY_AUTH_KEY_FILE: %s", kerr);
-				goto fail;
-			}
-			ccfg.auth = 1;
-		}
+		if (setup_authed) /* the verbs connections proved the key: no per-packet MAC */
+			ccfg.auth = 0;
 		n->ap[i].c = n->ap[i].v ? tally_client_create(&ccfg, n->ap[i].xops, n->ap[i].v, &rc)
 				 : tally_client_create(&ccfg, tally_udp_ops(), n->ap[i].u, &rc);
 		if (!n->ap[i].c) {

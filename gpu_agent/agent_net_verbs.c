@@ -38,16 +38,19 @@ static void verbs_rx(void *arg, const void *buf, size_t len, const struct tally_
 	tally_client_rx(arg, buf, len);
 }
 
-int agent_net_verbs_open(const char *host, uint16_t port, void **x,
-			 const struct tally_xport_ops **ops, char *err, size_t errlen)
+int agent_net_verbs_open(const char *host, uint16_t port, const uint8_t *key, uint32_t job,
+			 uint32_t rank, void **x, const struct tally_xport_ops **ops,
+			 int *setup_authed, char *err, size_t errlen)
 {
-	struct tally_verbs_cfg vc = { .host = host, .port = port, .gid_index = -1 };
+	struct tally_verbs_cfg vc = { .host = host, .port = port, .gid_index = -1,
+				      .auth_key = key, .auth_job = job, .auth_rank = rank };
 	int rc = 0;
 
 	*x = tally_verbs_create(&vc, NULL, NULL, &rc, err, errlen);
 	if (!*x)
 		return rc ? rc : -EIO;
 	*ops = tally_verbs_ops();
+	*setup_authed = tally_verbs_setup_authed(*x);
 	return 0;
 }
 
@@ -61,10 +64,12 @@ void agent_net_verbs_close(void *x)
 	tally_verbs_destroy(x);
 }
 #else
-int agent_net_verbs_open(const char *host, uint16_t port, void **x,
-			 const struct tally_xport_ops **ops, char *err, size_t errlen)
+int agent_net_verbs_open(const char *host, uint16_t port, const uint8_t *key, uint32_t job,
+			 uint32_t rank, void **x, const struct tally_xport_ops **ops,
+			 int *setup_authed, char *err, size_t errlen)
 {
-	(void)host, (void)port, (void)x, (void)ops;
+	(void)host, (void)port, (void)key, (void)job, (void)rank, (void)x, (void)ops;
+	*setup_authed = 0;
 	snprintf(err, errlen, "no verbs transport in this build");
 	return -ENOTSUP;
 }

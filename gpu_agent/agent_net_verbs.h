@@ -16,9 +16,12 @@
 int agent_net_verbs_wanted(char *err, size_t errlen);
 /* Connect to the appliance host:port over verbs; 0 with *x and *ops set, or -errno with
  * the transport's message. The transport's rings are registered here once and reused for
- * every push of every iteration (the agent's staging copies into them). */
-int agent_net_verbs_open(const char *host, uint16_t port, void **x,
-			 const struct tally_xport_ops **ops, char *err, size_t errlen);
+ * every push of every iteration (the agent's staging copies into them). With key (the
+ * job's, NULL: none) each connection is authenticated at setup as (job, rank) unless
+ * TALLY_VERBS_AUTH=packet; *setup_authed then says the session must not sign packets. */
+int agent_net_verbs_open(const char *host, uint16_t port, const uint8_t *key, uint32_t job,
+			 uint32_t rank, void **x, const struct tally_xport_ops **ops,
+			 int *setup_authed, char *err, size_t errlen);
 void agent_net_verbs_attach(void *x, struct tally_client *c);
 void agent_net_verbs_close(void *x);
 

@@ -11,6 +11,9 @@
  * (median of per-repetition ratios, repetitions interleaved) and cores per 100G port
  * (12.5 GB/s / goodput) for both; chunk sizes 1 KiB and 8 KiB unless --chunk is given;
  * beside them the MAC's own rate R_mac (verify alone, same packets) and the ratios it allows.
+ * A third run, interleaved with them: the keyed job whose workers sit on connections
+ * authenticated at setup (verbs, tally_xport.h conn_authed): unsigned packets, unsigned
+ * RESULTs (conn GB/s, ratio conn/plain: the per-packet price of setup authentication).
  * First the MAC candidates' own rates at those sizes (perf_auth_mac.c), the choice's basis.
  *   tally-perf engine --auth [--workers W] [--chunk BYTES]... [--chunks N] [--reps N]
  *                            [--min-time S] [--json]
@@ -45,6 +48,7 @@ struct pau_run {
 	struct tally_addr *addr;
 	unsigned workers;
 	uint32_t round;
+	int conn;              /* keyed job, workers on connections authenticated at setup */
 };
 
 static const uint8_t PAU_KEY[TALLY_AUTH_KEY_LEN] = { 0x42, 0x17, 0x99, 0x03 };
@@ -119,6 +123,10 @@ static int pau_join(struct pau_run *r)
 		r->addr[w].ip = 0x0a000000u + w;
 		r->addr[w].port = (uint16_t)(20000 + w);
 		r->addr[w].cookie = w;
+		/* a verbs RC QP that proved (job, rank) at connect: unsigned packets */
+		r->addr[w].conn_authed = (uint8_t)r->conn;
+		r->addr[w].conn_job = PAU_JOB;
+		r->addr[w].conn_rank = w;
 		memset(&h, 0, sizeof(h));
 		h.op = TALLY_OP_JOIN;
 		h.job_id = PAU_JOB;
@@ -142,8 +150,11 @@ static int pau_join(struct pau_run *r)
 	return 0;
 }
 
-static int pau_setup(struct pau_run *r, const struct pau_opts *o, size_t chunk, int auth)
+/* mode 0: plain job; 1: keyed, a MAC per packet; 2: keyed, connections authenticated at
+ * setup (tally_xport.h conn_authed: what a verbs job with setup authentication runs). */
+static int pau_setup(struct pau_run *r, const struct pau_opts *o, size_t chunk, int mode)
 {
+	int auth = mode == 1;
 	struct tally_engine_cfg cfg;
 	uint32_t celems = (uint32_t)(chunk / 4), nelems = celems * o->chunks;
 	int err = 0;
@@ -157,6 +168,7 @@ static int pau_setup(struct pau_run *r, const struct pau_opts *o, size_t chunk, 
 	if (!r->e)
 		return err;
 	r->workers = o->workers;
+	r->conn = mode == 2;
 	r->chunk = chunk;
 	r->hl = auth ? TALLY_HDR_AUTH : TALLY_HDR_LEN; /* PUSHes */
 	r->pkt_len = r->hl + chunk;
@@ -167,7 +179,7 @@ static int pau_setup(struct pau_run *r, const struct pau_opts *o, size_t chunk, 
 	if (!r->pkts || !r->addr || (auth && !(r->w = tally_auth_new())))
 		goto fail;
 	err = tally_engine_job_add(r->e, PAU_JOB, PAU_TOKEN, o->workers);
-	if (!err && auth)
+	if (!err && mode)
 		err = tally_engine_job_key(r->e, PAU_JOB, PAU_KEY);
 	if (!err && auth)
 		err = tally_auth_set_key(r->w, PAU_KEY);
@@ -249,14 +261,16 @@ static double pau_bound(double mac, double plain, double extra)
 
 static int pau_size(const struct pau_opts *o, size_t chunk)
 {
-	struct pau_run run[2];
-	double *g[3], *ratio = calloc((size_t)o->reps, sizeof(double)), med[3];
+	/* runs: plain, auth (MAC per packet), conn (setup-authenticated connections); g[3]: mac */
+	struct pau_run run[3];
+	double *g[4], *ratio = calloc((size_t)o->reps, sizeof(double)), med[4];
+	double *cratio = calloc((size_t)o->reps, sizeof(double));
 	int err = -ENOMEM, ready = 0;
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < 4; k++)
 		g[k] = calloc((size_t)o->reps, sizeof(double));
-	if (!g[0] || !g[1] || !g[2] || !ratio)
+	if (!g[0] || !g[1] || !g[2] || !g[3] || !ratio || !cratio)
 		goto out;
-	for (int k = 0; k < 2; k++, ready++) {
+	for (int k = 0; k < 3; k++, ready++) {
 		err = pau_setup(&run[k], o, chunk, k);
 		if (err)
 			goto out;
@@ -267,40 +281,44 @@ static int pau_size(const struct pau_opts *o, size_t chunk)
 		}
 	}
 	for (int rep = 0; rep < o->reps; rep++) {
-		for (int k = 0; k < 2; k++)
+		for (int k = 0; k < 3; k++)
 			if ((g[k][rep] = pau_rep(&run[k], o->min_s)) < 0) {
 				err = -EPROTO;
 				goto out;
 			}
 		ratio[rep] = g[1][rep] / g[0][rep];
-		if ((g[2][rep] = pau_mac_rate(&run[1], o->min_s / 2)) < 0) {
+		cratio[rep] = g[2][rep] / g[0][rep];
+		if ((g[3][rep] = pau_mac_rate(&run[1], o->min_s / 2)) < 0) {
 			err = -EPROTO;
 			goto out;
 		}
 	}
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < 4; k++)
 		med[k] = perf_median(g[k], (size_t)o->reps);
-	double rm = perf_median(ratio, (size_t)o->reps);
-	double b1 = pau_bound(med[2], med[0], 0), b2 = pau_bound(med[2], med[0], 1.0 / o->workers);
+	double rm = perf_median(ratio, (size_t)o->reps), rc = perf_median(cratio, (size_t)o->reps);
+	double b1 = pau_bound(med[3], med[0], 0), b2 = pau_bound(med[3], med[0], 1.0 / o->workers);
 	if (o->json)
 		printf("{\"bench\":\"engine_auth\",\"workers\":%u,\"chunk_bytes\":%zu,\"chunks\":%u,"
 		       "\"reps\":%d,\"plain_gbps\":%.3f,\"auth_gbps\":%.3f,\"ratio\":%.4f,"
 		       "\"plain_cores_per_100g\":%.4f,\"auth_cores_per_100g\":%.4f,"
 		       "\"mac_gbps\":%.3f,\"bound_verify\":%.4f,\"bound_verify_sign\":%.4f,"
+		       "\"conn_gbps\":%.3f,\"conn_ratio\":%.4f,\"conn_cores_per_100g\":%.4f,"
 		       "\"gmac_backend\":\"%s\"}\n",
 		       o->workers, chunk, o->chunks, o->reps, med[0], med[1], rm, 12.5 / med[0],
-		       12.5 / med[1], med[2], b1, b2, tally_auth_backend());
+		       12.5 / med[1], med[3], b1, b2, med[2], rc, 12.5 / med[2], tally_auth_backend());
 	else
-		printf("%6zu %10.2f %10.2f %8.3f %12.3f %12.3f %9.2f %8.3f %8.3f\n", chunk, med[0],
-		       med[1], rm, 12.5 / med[0], 12.5 / med[1], med[2], b1, b2);
+		printf("%6zu %10.2f %10.2f %8.3f %12.3f %12.3f %9.2f %8.3f %8.3f %10.2f %8.3f\n",
+		       chunk, med[0], med[1], rm, 12.5 / med[0], 12.5 / med[1], med[3], b1, b2,
+		       med[2], rc);
 	fflush(stdout);
 	err = 0;
 out:
-	for (int k = 0; k < ready && k < 2; k++)
+	for (int k = 0; k < ready && k < 3; k++)
 		pau_free(&run[k]);
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < 4; k++)
 		free(g[k]);
 	free(ratio);
+	free(cratio);
 	return err;
 }
 
@@ -370,13 +388,15 @@ int perf_engine_auth_main(int argc, char **argv)
 		       "per push + per chunk one payload tag, per RESULT copy a header tag\n"
 		       "mac = R_mac, push payload GB/s through decode + tally_auth_verify alone; "
 		       "bound = R_mac/(R_mac+R_plain) (every pushed byte MACed once), bound+res "
-		       "= R_mac/(R_mac+R_plain(1+1/W)) (and the RESULT payload once per chunk)\n");
+		       "= R_mac/(R_mac+R_plain(1+1/W)) (and the RESULT payload once per chunk)\n"
+		       "conn = the keyed job over connections authenticated at setup (verbs RC "
+		       "QPs that proved the key at connect: no per-packet MAC), ratio conn/plain\n");
 	}
 	perf_auth_mac_table(o.sizes, o.nsizes, o.min_s, o.json);
 	if (!o.json)
-		printf("%6s %10s %10s %8s %12s %12s %9s %8s %8s\n", "chunk", "plain GB/s",
+		printf("%6s %10s %10s %8s %12s %12s %9s %8s %8s %10s %8s\n", "chunk", "plain GB/s",
 		       "auth GB/s", "ratio", "plain c/100G", "auth c/100G", "mac GB/s", "bound",
-		       "bound+res");
+		       "bound+res", "conn GB/s", "conn/pl");
 	for (unsigned s = 0; s < o.nsizes; s++) {
 		rc = pau_size(&o, o.sizes[s]);
 		if (rc < 0) {

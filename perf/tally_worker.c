@@ -69,7 +69,8 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		printf(",\"restarts\":%" PRIu64 ",\"rejoins\":%" PRIu64 ",\"repushes\":%" PRIu64
 		       ",\"pings\":%" PRIu64 ",\"complete_pushes\":%" PRIu64, s->restarts,
 		       s->rejoins, s->repushes, s->pings, s->complete_pushes);
-		printf(",\"auth_verified\":%" PRIu64 ",\"drop_reasons\":{", s->auth_verified);
+		printf(",\"auth_signed\":%" PRIu64 ",\"auth_verified\":%" PRIu64
+		       ",\"drop_reasons\":{", s->auth_signed, s->auth_verified);
 		for (int r = 1, n = 0; r < TALLY_R_COUNT; r++)
 			if (s->drops[r])
 				printf("%s\"%s\":%" PRIu64, n++ ? "," : "",
@@ -471,6 +472,20 @@ int main(int argc, char **argv)
 		rc = 2;
 		goto out;
 	}
+	static uint8_t wkey[TALLY_AUTH_KEY_LEN]; /* kept: a failover re-opens with it */
+	if (o.key_file) {
+		char kerr[320];
+
+		if (tally_auth_key_load(o.key_file, wkey, kerr, sizeof(kerr)) < 0) {
+			fprintf(stderr, "tally-worker: --key-file / TALLY_AUTH_KEY_FILE: %s\n", kerr);
+			rc = 1;
+			goto out;
+		}
+		/* verbs: the connection is authenticated at setup with it (worker_xport.h) */
+		o.x.auth_key = wkey;
+		o.x.auth_job = o.job_id;
+		o.x.auth_rank = o.rank;
+	}
 	s.x = o.x;
 	rc = wx_open(&s.x, &s.wx, err, sizeof(err));
 	if (rc) {
@@ -496,14 +511,8 @@ int main(int argc, char **argv)
 	cc.dead_ms = o.dead_ms;
 	tally_client_cfg_defaults(&cc);
 	cc.incarnation = o.incarnation;
-	if (o.key_file) {
-		char kerr[320];
-
-		if (tally_auth_key_load(o.key_file, cc.auth_key, kerr, sizeof(kerr)) < 0) {
-			fprintf(stderr, "tally-worker: --key-file / TALLY_AUTH_KEY_FILE: %s\n", kerr);
-			rc = 1;
-			goto out;
-		}
+	if (o.key_file && !s.wx.setup_authed) { /* per-packet MACs */
+		memcpy(cc.auth_key, wkey, sizeof(cc.auth_key));
 		cc.auth = 1;
 	}
 	snprintf(cc.appliance, sizeof(cc.appliance), "%s:%u", o.x.host ? o.x.host : "?",

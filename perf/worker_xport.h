@@ -24,12 +24,16 @@ struct wx_opts {
 	const char *local_ip;  /* dpdk: our address, ADDR/LEN */
 	const char *dpdk_port; /* dpdk: port name (default: the first port) */
 	int gid_index;         /* verbs: -1 rdma_cm chooses, else checked */
+	const uint8_t *auth_key; /* verbs: the job key (NULL: none): connections authenticated
+				  * at setup as (auth_job, auth_rank) unless TALLY_VERBS_AUTH=packet */
+	uint32_t auth_job, auth_rank;
 };
 
 struct worker_xport {
 	enum wx_kind kind;
 	const struct tally_xport_ops *ops;
 	void *ctx;
+	int setup_authed;      /* verbs: connections authenticated at setup: no per-packet MAC */
 };
 
 /* Open the transport; 0, or a negative errno with a message in err. */

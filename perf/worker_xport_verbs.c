@@ -31,10 +31,14 @@ int wx_verbs_open(const struct wx_opts *o, struct worker_xport *wx, char *err, s
 		return -EINVAL;
 	}
 	vc.host = host;
+	vc.auth_key = o->auth_key;
+	vc.auth_job = o->auth_job;
+	vc.auth_rank = o->auth_rank;
 	wx->ctx = tally_verbs_create(&vc, NULL, NULL, &rc, err, errlen);
 	if (!wx->ctx)
 		return rc ? rc : -EINVAL;
 	wx->ops = tally_verbs_ops();
+	wx->setup_authed = tally_verbs_setup_authed(wx->ctx);
 	return 0;
 }
 
@@ -52,11 +56,12 @@ void wx_verbs_json(struct worker_xport *wx)
 	       ",\"rx_credit_msgs\":%" PRIu64 ",\"rx_bad_len\":%" PRIu64 ",\"wc_errors\":%" PRIu64
 	       ",\"conns_up\":%" PRIu64 ",\"conns_down\":%" PRIu64 ",\"reconnects\":%" PRIu64
 	       ",\"cq_waits\":%" PRIu64 ",\"spins\":%" PRIu64 ",\"spin_hits\":%" PRIu64
-	       ",\"stall_probes\":%" PRIu64 ",\"stalls_dead\":%" PRIu64 "}",
+	       ",\"stall_probes\":%" PRIu64 ",\"stalls_dead\":%" PRIu64 ",\"conns_authed\":%"
+	       PRIu64 ",\"auth_bad_accept\":%" PRIu64 "}",
 	       s->tx_pkts, s->rx_pkts, s->tx_no_credit, s->tx_not_conn, s->tx_errors,
 	       s->tx_credit_msgs, s->rx_credit_msgs, s->rx_bad_len, s->wc_errors, s->conns_up,
 	       s->conns_down, s->reconnects, s->cq_waits, s->spins, s->spin_hits, s->stall_probes,
-	       s->stalls_dead);
+	       s->stalls_dead, s->conns_authed, s->auth_bad_accept);
 }
 
 void wx_verbs_text(struct worker_xport *wx)
@@ -65,9 +70,13 @@ void wx_verbs_text(struct worker_xport *wx)
 
 	printf("  verbs: connections up %" PRIu64 " down %" PRIu64 ", reconnects %" PRIu64
 	       ", dropped no-credit %" PRIu64 " not-connected %" PRIu64 ", completion errors %"
-	       PRIu64 ", stall probes %" PRIu64 " (peer gone %" PRIu64 ")\n", s->conns_up,
+	       PRIu64 ", stall probes %" PRIu64 " (peer gone %" PRIu64 "), authenticated at "
+	       "setup %" PRIu64 "\n", s->conns_up,
 	       s->conns_down, s->reconnects, s->tx_no_credit, s->tx_not_conn, s->wc_errors,
-	       s->stall_probes, s->stalls_dead);
+	       s->stall_probes, s->stalls_dead, s->conns_authed);
+	/* a later core's refused connect (e.g. authentication) is only in the transport */
+	if (*tally_verbs_strerror(wx->ctx))
+		printf("  verbs: last error: %s\n", tally_verbs_strerror(wx->ctx));
 }
 
 void wx_verbs_close(struct worker_xport *wx)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * actl_verbs.c — the RDMA verbs listener settings both appliances take (rdma-listen,
- * rdma-slots, rdma-gid-index, rdma-max-conns), with the same names, ranges and error texts
+ * rdma-slots, rdma-gid-index, rdma-max-conns, rdma-auth), with the same names, ranges and error texts
  * on the command line and in the config file. Parsed here once; no verbs library needed.
  */
 #include <errno.h>
@@ -31,6 +31,15 @@ int tally_actl_verbs_set(struct tally_actl_verbs *c, const char *n, const char *
 		snprintf(c->listen, sizeof(c->listen), "%s", v);
 		return 0;
 	}
+	if (!strcmp(n, "rdma-auth")) {
+		if (!v || (strcmp(v, "setup") && strcmp(v, "packet"))) {
+			snprintf(err, el, "'rdma-auth %s': want setup (authenticate each verbs "
+				 "connection at connect) or packet (a MAC on every packet)", v ? v : "");
+			return -EINVAL;
+		}
+		c->auth_packet = !strcmp(v, "packet");
+		return 0;
+	}
 	if (strcmp(n, "rdma-slots") && strcmp(n, "rdma-gid-index") && strcmp(n, "rdma-max-conns"))
 		return 1;
 	x = v ? strtol(v, &end, 10) : 0;
@@ -54,9 +63,10 @@ int tally_actl_verbs_set(struct tally_actl_verbs *c, const char *n, const char *
 
 json_t *tally_actl_verbs_json(const struct tally_actl_verbs *v)
 {
-	return json_pack("{s:s, s:i, s:i, s:i}", "listen", v->listen, "slots",
+	return json_pack("{s:s, s:i, s:i, s:i, s:s}", "listen", v->listen, "slots",
 			 (int)(v->slots ? v->slots : 128), "gid_index", v->gid_index, "max_conns",
-			 (int)(v->max_conns ? v->max_conns : 256));
+			 (int)(v->max_conns ? v->max_conns : 256), "auth",
+			 v->auth_packet ? "packet" : "setup");
 }
 
 void tally_actl_verbs_usage(FILE *f)
@@ -65,5 +75,7 @@ void tally_actl_verbs_usage(FILE *f)
 		"  --rdma-listen A:P     also accept RDMA verbs workers (rdma_cm) on A:P\n"
 		"  --rdma-slots N        verbs landing slots per connection, 2^k in 4..4096 (128)\n"
 		"  --rdma-gid-index N    check the GID index (-1: rdma_cm chooses, default)\n"
-		"  --rdma-max-conns N    verbs connections at once (256)\n");
+		"  --rdma-max-conns N    verbs connections at once (256)\n"
+		"  --rdma-auth MODE      keyed jobs over verbs: setup (connections authenticated\n"
+		"                        at connect, no per-packet MAC; default) or packet\n");
 }

@@ -73,7 +73,14 @@ struct tally_actl_io_stats {
 	X(wc_errors, "completions with an error status") \
 	X(stall_probes, "zero-length writes to a peer where nothing moved") \
 	X(stalls_dead, "connections dropped: such a write never completed") \
-	X(up_by_packet, "connections brought up by their first packet")
+	X(up_by_packet, "connections brought up by their first packet") \
+	X(conns_authed, "connections authenticated at setup (keyed jobs)") \
+	X(auth_no_key, "connect requests refused: no such job, or it has no key") \
+	X(auth_bad_mac, "connect requests refused: the tag does not verify (wrong key)") \
+	X(auth_replay, "connect requests refused: a nonce seen before (replayed)") \
+	X(auth_stale, "connect requests refused: clock outside the window") \
+	X(auth_off, "connect requests refused: rdma-auth packet (setup auth off)") \
+	X(auth_bad_accept, "accepts whose proof of the key did not verify")
 
 struct tally_actl_verbs_stats {
 #define TALLY_ACTL_VERBS_FIELD(f, help) uint64_t f;
@@ -206,13 +213,17 @@ struct tally_actl_verbs {
 	uint32_t slots;      /* rdma-slots: landing slots per connection (0: 128) */
 	int gid_index;       /* rdma-gid-index (-1: rdma_cm chooses) */
 	uint32_t max_conns;  /* rdma-max-conns: connections at once, whole appliance (0: 256) */
+	int auth_packet;     /* rdma-auth packet: keyed jobs keep per-packet MACs on verbs
+			      * (authenticated connect requests refused), else setup (default) */
 };
 void tally_actl_verbs_init(struct tally_actl_verbs *v);
-/* One setting by its name (rdma-listen, rdma-slots, rdma-gid-index, rdma-max-conns): 0,
+/* One setting by its name (rdma-listen, rdma-slots, rdma-gid-index, rdma-max-conns,
+ * rdma-auth): 0,
  * 1 when `name` is not one of them, or -EINVAL with a sentence naming the setting. */
 int tally_actl_verbs_set(struct tally_actl_verbs *v, const char *name, const char *value,
 			 char *err, size_t errlen);
-/* The settings as `status` shows them: {"listen", "slots", "gid_index", "max_conns"}. */
+/* The settings as `status` shows them: {"listen", "slots", "gid_index", "max_conns",
+ * "auth"}. */
 json_t *tally_actl_verbs_json(const struct tally_actl_verbs *v);
 void tally_actl_verbs_usage(FILE *f);
 

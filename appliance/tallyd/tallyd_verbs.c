@@ -98,6 +98,15 @@ static int handoff(void *arg, const struct tally_verbs_req *req)
 					sizeof(*req)) ? -ENOBUFS : 0;
 }
 
+/* A keyed job's GMAC context for a connect request authenticated at setup: called by the
+ * core's instance when it accepts, on that lcore, which owns the engine. */
+static struct tally_auth *core_auth_lookup(void *arg, uint32_t core, uint32_t job_id)
+{
+	struct tallyd_lcore *lc = arg;
+
+	return core == lc->idx && lc->engine ? tally_engine_job_auth(lc->engine, job_id) : NULL;
+}
+
 static int core_create(struct tallyd *d, struct tallyd_lcore *lc, struct tally_verbs_cfg vc,
 		       char *err, size_t errlen)
 {
@@ -105,6 +114,10 @@ static int core_create(struct tallyd *d, struct tallyd_lcore *lc, struct tally_v
 	int rc = 0;
 
 	vc.per_core = TALLY_VERBS_CORE;
+	if (!d->conf.rdma.auth_packet) { /* rdma-auth packet: signed requests refused */
+		vc.auth_lookup = core_auth_lookup;
+		vc.auth_arg = lc;
+	}
 	/* rdma-max-conns is the appliance's: each core takes its share */
 	vc.max_conns = (vc.max_conns + d->ncores - 1) / d->ncores;
 	lc->verbs = tally_verbs_create(&vc, on_rx, lc, &rc, err, errlen);

@@ -27,6 +27,15 @@ static void on_rx(void *arg, const void *buf, size_t len, const struct tally_add
 		tally_engine_rx(d->eng[from->core], buf, len, from);
 }
 
+/* The listener's key lookup (tally_verbs.h auth_lookup): the job's key on the engine of
+ * the core the connection is for, on the engine thread (it polls the listener). */
+static struct tally_auth *auth_lookup(void *arg, uint32_t core, uint32_t job_id)
+{
+	struct udpd *d = arg;
+
+	return core < d->ncores ? tally_engine_job_auth(d->eng[core], job_id) : NULL;
+}
+
 static int mux_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
 		    const void *payload, size_t len)
 {
@@ -66,6 +75,10 @@ int udpd_verbs_create(struct udpd *d, char *err, size_t el)
 	}
 	vc.host = host;
 	vc.port = port;
+	if (!d->conf.rdma.auth_packet) {
+		vc.auth_lookup = auth_lookup;
+		vc.auth_arg = d;
+	}
 	d->verbs = tally_verbs_create(&vc, on_rx, d, &rc, err, el);
 	if (!d->verbs)
 		return rc ? rc : -EINVAL;
@@ -83,14 +96,18 @@ void udpd_verbs_destroy(struct udpd *d)
 	fprintf(stderr, "tally-udpd: verbs totals: tx_pkts %llu rx_pkts %llu tx_no_credit %llu "
 		 "tx_not_conn %llu tx_errors %llu rx_bad_len %llu rx_bad_credit %llu conns_up %llu "
 		 "conns_down %llu conns_rejected %llu wc_errors %llu stall_probes %llu "
-		 "stalls_dead %llu up_by_packet %llu",
+		 "stalls_dead %llu up_by_packet %llu conns_authed %llu auth_no_key %llu "
+		 "auth_bad_mac %llu auth_replay %llu auth_stale %llu auth_off %llu",
 		 (unsigned long long)s->tx_pkts, (unsigned long long)s->rx_pkts,
 		 (unsigned long long)s->tx_no_credit, (unsigned long long)s->tx_not_conn,
 		 (unsigned long long)s->tx_errors, (unsigned long long)s->rx_bad_len,
 		 (unsigned long long)s->rx_bad_credit, (unsigned long long)s->conns_up,
 		 (unsigned long long)s->conns_down, (unsigned long long)s->conns_rejected,
 		 (unsigned long long)s->wc_errors, (unsigned long long)s->stall_probes,
-		 (unsigned long long)s->stalls_dead, (unsigned long long)s->up_by_packet);
+		 (unsigned long long)s->stalls_dead, (unsigned long long)s->up_by_packet,
+		 (unsigned long long)s->conns_authed, (unsigned long long)s->auth_no_key,
+		 (unsigned long long)s->auth_bad_mac, (unsigned long long)s->auth_replay,
+		 (unsigned long long)s->auth_stale, (unsigned long long)s->auth_off);
 	tally_verbs_destroy(d->verbs);
 	d->verbs = NULL;
 }

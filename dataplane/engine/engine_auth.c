@@ -10,6 +10,9 @@
  * bound address; a replayed REGISTER is an identical one (acked). JOIN and BYE change
  * bindings, so they carry a nonce: JOIN's is strictly increasing per rank (the client
  * uses the wall clock in ns), BYE repeats the bound JOIN's.
+ * A connection the transport authenticated at setup (tally_addr.conn_authed: a verbs RC QP
+ * whose connect request proved the job's key) carries its identity instead: its packets
+ * need no MAC, and one naming another job or rank is dropped (conn_identity).
  * Calls engine_util.c only.
  */
 #include <errno.h>
@@ -71,6 +74,12 @@ int tally_engine_job_keyed(struct tally_engine *e, uint32_t job_id)
 	return job && engine_job_auth(e, job) != NULL;
 }
 
+struct tally_auth *tally_engine_job_auth(struct tally_engine *e, uint32_t job_id)
+{
+	struct engine_job *job = e ? engine_job_find(e, job_id) : NULL;
+	return job ? engine_job_auth(e, job) : NULL;
+}
+
 enum tally_reason engine_rx_verify(struct tally_engine *e, const void *buf,
 				   const struct tally_pkt *pkt, const struct tally_addr *from)
 {
@@ -78,14 +87,26 @@ enum tally_reason engine_rx_verify(struct tally_engine *e, const void *buf,
 	struct tally_auth *a = job ? engine_job_auth(e, job) : NULL;
 	enum tally_reason r;
 
+	if (from && from->conn_authed) {
+		/* the connection proved (job, rank) at setup (tally_xport.h): it speaks for that
+		 * identity only, and without a MAC (THREAT_MODEL.md says when that is sound) */
+		if (pkt->hdr.job_id != from->conn_job || pkt->hdr.rank != from->conn_rank)
+			return engine_drop(e, TALLY_R_CONN_IDENTITY);
+		if (!pkt->auth) {
+			e->st.conn_auth_rx++;
+			return TALLY_OK;
+		}
+	}
 	if (!a)
 		r = pkt->auth ? TALLY_R_NO_KEY : TALLY_OK;
 	else if (!pkt->auth)
 		r = TALLY_R_AUTH_REQUIRED;
 	else
 		r = tally_auth_verify(a, buf, pkt) == 0 ? TALLY_OK : TALLY_R_BAD_MAC;
-	if (r == TALLY_OK)
+	if (r == TALLY_OK) {
+		e->st.auth_verified += a != NULL;
 		return r;
+	}
 	/* only a JOIN is answered: it is how a worker with a wrong or missing key finds out */
 	if (pkt->hdr.op == TALLY_OP_JOIN)
 		return engine_reject_plain(e, &pkt->hdr, from, r);

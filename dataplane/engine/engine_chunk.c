@@ -155,12 +155,18 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 	const uint64_t *cb = engine_contrib_bm(k, idx);
 	struct engine_rank *ranks = k->job->ranks;
 	void *xbuf = engine_xbuf(e, k, idx);
-	/* a keyed job's payload is MACed once here, not once per rank (tally_auth.h) */
+	/* a keyed job's payload is MACed once, not once per rank (tally_auth.h), and only
+	 * when a recipient needs it (none on connections authenticated at setup) */
 	uint8_t inner[TALLY_AUTH_LEN];
-	const uint8_t *in = engine_result_inner(e, k->job, pl, bytes, inner) ? inner : NULL;
+	const uint8_t *in = NULL;
+	int inner_done = 0;
 	for (uint32_t r = 0; r < k->reg.participants; r++) {
 		if (!ranks[r].bound)
 			continue;
+		if (!inner_done && !ranks[r].addr.conn_authed) {
+			inner_done = 1;
+			in = engine_result_inner(e, k->job, pl, bytes, inner) ? inner : NULL;
+		}
 		h.rank = r;
 		h.flags = (uint16_t)((k->onebit ? TALLY_F_ONEBIT : 0) |
 				     (engine_bit(cb, r) ? TALLY_F_INCLUDED : 0));

@@ -54,6 +54,10 @@ static void send_pkt(struct tally_engine *e, const struct tally_addr *to,
 	int rc;
 
 	tally_proto_encode_hdr(hb, h);
+	if (a && to->conn_authed) {
+		a = NULL; /* the connection was authenticated at setup: no per-packet MAC */
+		e->st.conn_auth_tx++;
+	}
 	if (a) {
 		tally_auth_mark(hb);
 		if ((inner && h->op == TALLY_OP_RESULT ? tally_auth_sign_result(a, hb, inner) :
@@ -61,6 +65,7 @@ static void send_pkt(struct tally_engine *e, const struct tally_addr *to,
 			e->st.tx_errors++;
 			return;
 		}
+		e->st.auth_signed++;
 	}
 	if (xbuf && e->ops->send_buf)
 		rc = e->ops->send_buf(e->xctx, to, hb, payload, len, xbuf);

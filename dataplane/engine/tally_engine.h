@@ -138,6 +138,8 @@
 #include "tally_proto.h"
 #include "tally_xport.h"
 
+struct tally_auth; /* tally_auth.h */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -232,7 +234,12 @@ struct tally_engine_cfg {
 	  "restart while others were at r+1") \
 	X(installs, installs, "complete sums installed as a round's result (TALLY_F_COMPLETE)") \
 	X(gone_reports, gone_reports, "GONE reports that grew a job's set of gone appliances " \
-	  "(its workers failed over from another appliance)")
+	  "(its workers failed over from another appliance)") \
+	X(auth_verified, auth_verified, "received packets whose per-packet MAC verified") \
+	X(auth_signed, auth_signed, "packets sent signed with a per-packet MAC") \
+	X(conn_auth_rx, conn_auth_rx, "packets of keyed jobs taken without a MAC from a " \
+	  "connection authenticated at setup (verbs)") \
+	X(conn_auth_tx, conn_auth_tx, "packets of keyed jobs sent unsigned to such a connection")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;
@@ -269,6 +276,10 @@ int tally_engine_job_quota(struct tally_engine *e, uint32_t job_id, uint32_t quo
 int tally_engine_job_key(struct tally_engine *e, uint32_t job_id, const uint8_t key[32]);
 /* 1 when the job has a key. */
 int tally_engine_job_keyed(struct tally_engine *e, uint32_t job_id);
+/* The job's GMAC context (NULL: no such job, or no key), for a transport that
+ * authenticates connections at setup with the job's key (tally_verbs.h auth_lookup). Use
+ * it on the engine's thread only, off the datapath; its key never leaves it. */
+struct tally_auth *tally_engine_job_auth(struct tally_engine *e, uint32_t job_id);
 /* Evict a job: its keys and memory are freed. 0 or -ENOENT. */
 int tally_engine_job_remove(struct tally_engine *e, uint32_t job_id);
 

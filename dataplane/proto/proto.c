@@ -113,6 +113,7 @@ static const char *const reason_names[TALLY_R_COUNT] = {
 	[TALLY_R_AUTH_REQUIRED] = "auth_required",
 	[TALLY_R_NO_KEY] = "no_key",
 	[TALLY_R_REPLAY] = "replay",
+	[TALLY_R_CONN_IDENTITY] = "conn_identity",
 };
 
 /* Reasons that are a configured limit: the setting an operator changes. */

@@ -267,6 +267,8 @@ enum tally_reason {
 	TALLY_R_NO_KEY,         /* TALLY_F_AUTH packet for a job (or peer) without a key */
 	TALLY_R_REPLAY,         /* JOIN nonce not above the rank's last, BYE or JOIN_OK nonce
 				 * not the bound JOIN's */
+	TALLY_R_CONN_IDENTITY,  /* a packet on a connection authenticated at setup (verbs) that
+				 * names another job or rank than the connection's */
 	TALLY_R_COUNT
 };
 

@@ -20,6 +20,13 @@ struct tally_addr {
 	uint16_t port;    /* UDP port, network byte order */
 	uint8_t mac[6];
 	uint64_t cookie;  /* transport-private (in-memory network: node id) */
+	/* Set by a transport that authenticated this peer's connection at setup (verbs RC QP,
+	 * tally_verbs.h auth_*) as (conn_job, conn_rank) under the job's key: the engine takes
+	 * that identity's packets without a per-packet MAC, refuses any other identity on it
+	 * (conn_identity) and sends to it unsigned. 0 everywhere else. */
+	uint8_t conn_authed;
+	uint32_t conn_job;
+	uint32_t conn_rank;
 };
 
 struct tally_xport_ops {

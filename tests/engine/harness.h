@@ -319,6 +319,8 @@ static inline uint64_t h_digest(const struct h *h)
 	st.result_busy = 0; /* counts a refusal, like drops */
 	st.drain_errors = 0; /* counts a refusal's ERROR, like drops */
 	st.held_sent = st.missing = 0; /* a MISSING answers a refused PULL, like an ERROR */
+	/* MACs checked and made, per packet like rx_pkts (a refused packet may have a good tag) */
+	st.auth_verified = st.auth_signed = st.conn_auth_rx = st.conn_auth_tx = 0;
 	dg_mix(&d, &st, sizeof(st));
 	size_t mem = tally_engine_mem_used(h->e);
 	dg_mix(&d, &mem, sizeof(mem));

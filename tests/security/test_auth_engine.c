@@ -18,6 +18,9 @@ struct ah {
 	struct tally_auth *w;    /* the workers' context (same key) */
 	uint8_t buf[TALLY_HDR_MAX + TALLY_MAX_PAYLOAD];
 	size_t len;
+	int conn;                /* feed from rank's connection authenticated at setup */
+	uint32_t conn_rank;      /* ... whose proven identity is (conn_job, conn_rank) */
+	uint32_t conn_job;
 };
 
 /* Build (and keep in a->buf) a signed packet; sign = 0: the unsigned v1 format. */
@@ -39,9 +42,22 @@ static void a_build(struct ah *a, struct tally_hdr *hd, const void *pl, size_t p
 	a->len = TALLY_HDR_AUTH + plen;
 }
 
+/* A verbs connection authenticated at setup as (job, rank) (tally_xport.h conn_authed). */
+static struct tally_addr a_conn_addr(uint32_t job, uint32_t rank)
+{
+	struct tally_addr at = h_addr(rank);
+	at.cookie = 0x5645000000000000ull | rank;
+	at.conn_authed = 1;
+	at.conn_job = job;
+	at.conn_rank = rank;
+	return at;
+}
+
 static enum tally_reason a_feed(struct ah *a, uint32_t from_rank)
 {
 	struct tally_addr at = h_addr(from_rank);
+	if (a->conn)
+		at = a_conn_addr(a->conn_job, a->conn_rank);
 	return tally_engine_rx(a->h.e, a->buf, a->len, &at);
 }
 
@@ -297,6 +313,99 @@ static void test_replay_push_and_results(void **state)
 	H_EXPECT_REJECT(&a->h, a_push(a, 0, 0, v, 8, 1), TALLY_R_STALE_ROUND, 0);
 }
 
+/* Connections authenticated at setup (verbs): unsigned packets are the connection's
+ * identity's only; what the engine sends them is unsigned; a per-packet rank beside them
+ * keeps its MACs; the payload MAC is skipped when no recipient needs it. */
+static void conn_ready(struct ah *a, int rank1_conn)
+{
+	struct tally_register r = h_reg(8, 8, TALLY_DT_F32, 2, 2);
+	uint8_t pl[TALLY_REGISTER_LEN];
+	tally_proto_put_register(pl, &r);
+	for (uint32_t w = 0; w < 2; w++) {
+		int c = w == 0 || rank1_conn;
+		a->conn = c;
+		a->conn_job = H_JOB;
+		a->conn_rank = w;
+		assert_int_equal(a_join(a, w, 1000 + w, !c), TALLY_OK);
+		const struct tally_hdr *ok = &a->h.cap.q[a->h.cap.n - 1].pkt.hdr;
+		assert_int_equal(ok->op, TALLY_OP_JOIN_OK);
+		assert_int_equal(!!(ok->flags & TALLY_F_AUTH), !c); /* unsigned on the conn */
+		struct tally_hdr hd = h_hdr(TALLY_OP_REGISTER, w);
+		hd.key = 1;
+		a_build(a, &hd, pl, sizeof(pl), !c);
+		assert_int_equal(a_feed(a, w), TALLY_OK);
+	}
+}
+
+static void test_conn_authed(void **state)
+{
+	struct ah *a = *state;
+	float v[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	conn_ready(a, 1);
+	h_clear(&a->h);
+	const struct tally_engine_stats *st = tally_engine_stats(a->h.e);
+	uint64_t rx0 = st->conn_auth_rx;
+	/* rank 0's connection claiming rank 1, or another job: refused, counted, unanswered */
+	a->conn = 1, a->conn_rank = 0;
+	struct tally_hdr hd = h_hdr(TALLY_OP_PUSH, 1);
+	hd.key = 1, hd.count = 8, hd.dtype = TALLY_DT_F32;
+	a_build(a, &hd, v, sizeof(v), 0);
+	H_EXPECT_REJECT(&a->h, a_feed(a, 0), TALLY_R_CONN_IDENTITY, 0);
+	a_build(a, &hd, v, sizeof(v), 1); /* even signed with the key: not this QP's rank */
+	H_EXPECT_REJECT(&a->h, a_feed(a, 0), TALLY_R_CONN_IDENTITY, 0);
+	a->conn_job = H_JOB + 7;
+	H_EXPECT_REJECT(&a->h, a_push(a, 0, 0, v, 8, 0), TALLY_R_CONN_IDENTITY, 0);
+	a->conn_job = H_JOB;
+	/* the same unsigned push from an address without setup authentication */
+	a->conn = 0;
+	H_EXPECT_REJECT(&a->h, a_push(a, 0, 0, v, 8, 0), TALLY_R_AUTH_REQUIRED, 0);
+	assert_int_equal(st->pushes, 0);
+	/* the genuine unsigned pushes sum; RESULTs go out unsigned, no MAC computed */
+	uint64_t signed0 = st->auth_signed;
+	a->conn = 1, a->conn_rank = 0;
+	assert_int_equal(a_push(a, 0, 0, v, 8, 0), TALLY_OK);
+	a->conn_rank = 1;
+	assert_int_equal(a_push(a, 1, 0, v, 8, 0), TALLY_OK);
+	assert_int_equal(st->conn_auth_rx - rx0, 2);
+	assert_int_equal(h_count(&a->h, TALLY_OP_RESULT, 1, 0, 0), 2);
+	for (uint32_t w = 0; w < 2; w++) {
+		const struct cap_pkt *res = h_result(&a->h, w, 1, 0, 0);
+		assert_non_null(res);
+		assert_false(res->pkt.hdr.flags & TALLY_F_AUTH);
+		float got[8];
+		memcpy(got, res->buf + TALLY_HDR_LEN, sizeof(got));
+		for (int i = 0; i < 8; i++)
+			assert_true(got[i] == 2 * v[i]);
+	}
+	assert_int_equal(st->auth_signed, signed0);
+	assert_int_equal(st->auth_verified, 0);
+	assert_true(st->conn_auth_tx >= 2);
+	assert_int_equal(st->drops[TALLY_R_CONN_IDENTITY], 3);
+}
+
+static void test_conn_mixed(void **state)
+{
+	struct ah *a = *state;
+	float v[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	conn_ready(a, 0); /* rank 0 on an authenticated connection, rank 1 per packet */
+	h_clear(&a->h);
+	a->conn = 1, a->conn_rank = 0;
+	assert_int_equal(a_push(a, 0, 0, v, 8, 0), TALLY_OK);
+	a->conn = 0;
+	/* rank 1 without its MAC is still refused */
+	H_EXPECT_REJECT(&a->h, a_push(a, 1, 0, v, 8, 0), TALLY_R_AUTH_REQUIRED, 0);
+	assert_int_equal(a_push(a, 1, 0, v, 8, 1), TALLY_OK);
+	const struct cap_pkt *r0 = h_result(&a->h, 0, 1, 0, 0), *r1 = h_result(&a->h, 1, 1, 0, 0);
+	assert_non_null(r0);
+	assert_non_null(r1);
+	assert_false(r0->pkt.hdr.flags & TALLY_F_AUTH);
+	assert_true(r1->pkt.hdr.flags & TALLY_F_AUTH);
+	struct tally_pkt p;
+	assert_int_equal(tally_proto_decode(r1->buf, r1->len, &p), TALLY_OK);
+	assert_int_equal(tally_auth_verify(a->w, r1->buf, &p), 0);
+	assert_int_equal(tally_engine_stats(a->h.e)->auth_verified, 1 + 2); /* push, JOIN, REG */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -305,6 +414,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unsigned_refused, a_setup, a_teardown),
 		cmocka_unit_test_setup_teardown(test_replay_join_bye, a_setup, a_teardown),
 		cmocka_unit_test_setup_teardown(test_replay_push_and_results, a_setup, a_teardown),
+		cmocka_unit_test_setup_teardown(test_conn_authed, a_setup, a_teardown),
+		cmocka_unit_test_setup_teardown(test_conn_mixed, a_setup, a_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

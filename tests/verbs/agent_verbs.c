@@ -28,8 +28,13 @@ static void cfg_for(struct tally_agent_cfg *c, int rank)
 {
 	tally_agent_cfg_defaults(c);
 	tally_agent_parse_appliances(c, appl, NULL, 0);
-	c->job_id = 51;
-	c->token = 51;
+	/* AGENT_VERBS_JOB (default 51) and TALLY_AUTH_KEY_FILE: the guest's auth case runs the
+	 * agent on a keyed job (its verbs connections authenticated at setup) */
+	const char *job = getenv("AGENT_VERBS_JOB"), *kf = getenv("TALLY_AUTH_KEY_FILE");
+	c->job_id = job ? (uint32_t)atoi(job) : 51;
+	c->token = c->job_id;
+	if (kf)
+		snprintf(c->auth_key_file, sizeof(c->auth_key_file), "%s", kf);
 	c->rank = rank;
 	c->world_size = W;
 	c->local_rank = 0;

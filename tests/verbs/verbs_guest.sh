@@ -39,7 +39,7 @@ fi
 # ---- the appliance ----
 app=
 start_app() {
-	env ${APP_ENV:-} $B/tally-udpd --ip $A --rdma-listen $A:9170 --cores 2 --open-admission --det-pool 16M \
+	env ${APP_ENV:-} $B/tally-udpd ${APP_ARGS:-} --ip $A --rdma-listen $A:9170 --cores 2 --open-admission --det-pool 16M \
 		--dead-rank-timeout-ms 15000 --rejoin-timeout-ms 2000 --ctl-socket $T/ctl.sock \
 		--stats $T/app$1.json >$T/app$1.out 2>$T/app$1.err &
 	app=$!
@@ -98,24 +98,103 @@ if want agent; then
 		echo "SKIP agent over verbs: no agent_verbs in /share/bin (see the host's note)"
 	fi
 fi
-# ---- 3c. an authenticated job over verbs (TALLY_F_AUTH: 64+28-byte headers in the slots):
-# admitted with tallyctl job-add --key-file, 3 ranks with the key verify their sums; a
-# rank with the wrong key is refused at JOIN, named (bad_mac).
+# ---- 3c. authenticated jobs over verbs (THREAT_MODEL.md "RDMA verbs"), admitted with
+# (job ids apart from the agent case's 51, which open admission has created by then)
+# tallyctl job-add --key-file. Default (setup): each connect request carries (job, rank), a
+# nonce and a GMAC under the job key, the accept proves the key back, and the RC QP then
+# carries the identity: 3 ranks verify their sums with 0 per-packet MACs on either side
+# (the workers' auth_signed/auth_verified, the appliance's auth_signed/auth_verified at
+# exit) and every packet taken as the connection's (conn_auth_rx). A rank with the wrong
+# key is refused at connect, named (bad_mac, TALLY_AUTH_KEY_FILE) and counted
+# (auth_bad_mac in the appliance's verbs totals). Then TALLY_VERBS_AUTH=packet: the
+# same over plain connects with a MAC on every packet (64+28-byte headers in the slots).
 if want auth; then
 	if [ -x $B/tallyctl ]; then
 		od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >$T/key; echo >>$T/key
 		od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >$T/wrong; echo >>$T/wrong
 		chmod 600 $T/key $T/wrong
-		out=$($B/tallyctl --socket $T/ctl.sock job-add 51 --token 51 --world-size 3 \
+		out=$($B/tallyctl --socket $T/ctl.sock job-add 57 --token 57 --world-size 3 \
 			--key-file $T/key 2>&1) || bad "job-add with a key file: $out"
-		job 51 "authenticated job over verbs (key file)" "$V" "$V" "$V" $SZ --dtype f32 \
-			--key-file $T/key
+		job 57 "authenticated job over verbs (setup: connect requests carry the MAC)" \
+			"$V" "$V" "$V" $SZ --dtype f32 --key-file $T/key
+		macs=$(grep -ho '"auth_signed":[0-9]*,"auth_verified":[0-9]*' $T/j57.*.json | tr '\n' ' ')
+		authed=$(grep -ho '"conns_authed":[0-9]*' $T/j57.*.json | cut -d: -f2 | tr '\n' ' ')
+		if [ "$(grep -c '"auth_signed":0,"auth_verified":0' $T/j57.*.json | grep -c ':1$')" = 3 ] &&
+			[ -n "$authed" ] && ! echo " $authed" | grep -q ' 0'; then
+			ok "setup-authenticated ranks: 0 per-packet MACs ($macs), connections authenticated per rank: $authed"
+		else
+			bad "setup auth: per-packet MACs or unauthenticated connections: $macs / conns_authed $authed"
+		fi
+		# the agent (libtally_agent, TALLY_AUTH_KEY_FILE) on a keyed job: its connections
+		# are authenticated at setup too (the appliance's MAC counters below stay 0)
+		if [ -x $B/agent_verbs ]; then
+			$B/tallyctl --socket $T/ctl.sock job-add 56 --token 56 --world-size 3 \
+				--key-file $T/key >/dev/null 2>&1
+			out=$(LD_LIBRARY_PATH=$B TALLY_TRANSPORT=verbs AGENT_VERBS_JOB=56 \
+				TALLY_AUTH_KEY_FILE=$T/key timeout 180 $B/agent_verbs $A:9170 2>&1); rc=$?
+			echo "$out" | grep -E '^(ok|FAIL)' | sed 's/^/  agent, keyed job 56: /'
+			[ $rc = 0 ] && ok "agent over verbs on a keyed job (setup auth)" ||
+				bad "agent over verbs, keyed (rc $rc): $(echo "$out" | tail -n 3 | tr '\n' ' ')"
+		else
+			echo "SKIP agent on a keyed job over verbs: no agent_verbs in /share/bin"
+		fi
 		$B/tallyctl --socket $T/ctl.sock job-add 52 --token 52 --world-size 1 \
 			--key-file $T/key >/dev/null 2>&1
 		out=$(timeout 60 $B/tally-worker $V --host $A --job 52 --token 52 --rank 0 --world 1 \
 			--bytes 64K --key-file $T/wrong --join-ms 20000 2>&1)
-		echo "$out" | grep -q "bad_mac" && ok "wrong key over verbs refused at JOIN: $(echo "$out" | grep -o 'bad_mac[^)]*' | head -1)" ||
+		echo "$out" | grep -q "does not verify with the appliance's key (bad_mac): TALLY_AUTH_KEY_FILE" &&
+			ok "wrong key over verbs refused at connect: $(echo "$out" | grep -o 'verbs: .*bad_mac[^:]*' | head -1)" ||
 			bad "wrong key over verbs: $out"
+		out=$(timeout 60 $B/tally-worker $V --host $A --job 54 --token 54 --rank 0 --world 1 \
+			--bytes 64K --key-file $T/key 2>&1)
+		echo "$out" | grep -q "has no key for job 54.*job-add --key-file" &&
+			ok "key for a job the appliance holds no key for, refused at connect: $(echo "$out" | grep -o 'verbs: .*' | head -1)" ||
+			bad "no key on the appliance: $out"
+		# faults injected (TALLY_VERBS_FAULT): a recorded connect request replayed (the
+		# worker's later connects resend its first one), a clock outside the window
+		$B/tallyctl --socket $T/ctl.sock job-add 55 --token 55 --world-size 1 \
+			--key-file $T/key >/dev/null 2>&1
+		out=$(TALLY_VERBS_FAULT=replay-connect timeout 60 $B/tally-worker $V --host $A --job 55 \
+			--token 55 --rank 0 --world 1 --bytes 64K --keys 8 --give-up-ms 5000 \
+			--key-file $T/key 2>&1); rc=$?
+		[ $rc != 0 ] && echo "$out" | grep -q "nonce was seen before" &&
+			ok "replayed connect request refused: $(echo "$out" | grep -o 'verbs: [^;]*nonce[^)]*)' | head -1)" ||
+			bad "replayed connect request (rc $rc): $(echo "$out" | tail -n 3 | tr '\n' ' ')"
+		out=$(TALLY_VERBS_FAULT=skew-connect timeout 60 $B/tally-worker $V --host $A --job 55 \
+			--token 55 --rank 0 --world 1 --bytes 64K --key-file $T/key 2>&1)
+		echo "$out" | grep -q "clock is -1000 s off the appliance's.*NTP" &&
+			ok "connect request out of the clock window refused: $(echo "$out" | grep -o 'verbs: .*' | head -1)" ||
+			bad "skewed connect request: $out"
+		# the appliance's counters (at exit): no MAC made or checked, the refusals counted
+		kill -TERM $app; wait $app
+		tot=$(grep -o 'verbs totals.*' $T/app1.err)
+		eng=$(grep -o '"auth_verified":[0-9]*,"auth_signed":[0-9]*,"conn_auth_rx":[0-9]*,"conn_auth_tx":[0-9]*' $T/app1.json)
+		rx=$(echo "$eng" | grep -o 'conn_auth_rx":[0-9]*' | cut -d: -f2)
+		if echo "$eng" | grep -q '"auth_verified":0,"auth_signed":0' && [ "${rx:-0}" -gt 0 ] &&
+			echo "$tot" | grep -Eq 'conns_authed ([3-9]|[1-9][0-9]+) auth_no_key 1 auth_bad_mac 1 auth_replay [1-9][0-9]* auth_stale 1 '; then
+			ok "appliance: $eng; $(echo "$tot" | grep -o 'conns_authed.*')"
+		else
+			bad "appliance counters: $eng / $tot"
+		fi
+		# an appliance that wants per-packet MACs on verbs too (rdma-auth packet): a
+		# setup-auth worker is told to set TALLY_VERBS_AUTH=packet; with it, the job runs
+		APP_ARGS="--rdma-auth packet" start_app 4 || exit 1
+		$B/tallyctl --socket $T/ctl.sock job-add 53 --token 53 --world-size 3 \
+			--key-file $T/key >/dev/null 2>&1 || bad "job-add 53"
+		out=$(timeout 60 $B/tally-worker $V --host $A --job 53 --token 53 --rank 0 --world 3 \
+			--bytes 64K --key-file $T/key 2>&1)
+		echo "$out" | grep -q "rdma-auth packet.*set TALLY_VERBS_AUTH=packet" &&
+			ok "appliance with rdma-auth packet: $(echo "$out" | grep -o 'verbs: .*' | head -1)" ||
+			bad "rdma-auth packet, setup worker: $out"
+		TALLY_VERBS_AUTH=packet job 53 "authenticated job over verbs (TALLY_VERBS_AUTH=packet: a MAC per packet)" \
+			"$V" "$V" "$V" $SZ --dtype f32 --key-file $T/key
+		signed=$(grep -ho '"auth_signed":[0-9]*' $T/j53.0.json | cut -d: -f2)
+		[ "${signed:-0}" -gt 0 ] && ok "per-packet mode signs: rank 0 auth_signed $signed" ||
+			bad "per-packet mode: rank 0 signed ${signed:-?} packets"
+		kill -TERM $app; wait $app
+		grep -q 'auth_off 1' $T/app4.err && ok "refusal counted: $(grep -o 'conns_authed.*' $T/app4.err)" ||
+			bad "auth_off not counted: $(grep -o 'verbs totals.*' $T/app4.err)"
+		start_app 5 || exit 1
 	else
 		bad "auth: no tallyctl in /share/bin"
 	fi
@@ -195,6 +274,14 @@ if want bench; then
 			--udpd $B/tally-udpd --worker $B/tally-worker --bytes 16M --rounds 3 2>&1 |
 			sed "s/^/BENCH busy-poll $bp us: /"
 	done
+	# keyed jobs (setup auth: no per-packet MAC; TALLY_VERBS_AUTH=packet) vs unkeyed,
+	# interleaved in one run on one tally-udpd (figures only)
+	if [ -x $B/tallyctl ]; then
+		[ -f $T/key ] || { od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >$T/key; echo >>$T/key; chmod 600 $T/key; }
+		timeout 400 $B/tally-perf line --transport verbs --addr $A --udpd $B/tally-udpd \
+			--worker $B/tally-worker --tallyctl $B/tallyctl --key-file $T/key --reps 3 \
+			--bytes 16M --rounds 3 2>&1 | grep -v '^line verbs: ib_write_bw' | sed "s/^/BENCH auth: /"
+	fi
 	# Reference, same run: the same one-rank job over kernel UDP to the same tally-udpd.
 	start_app 3
 	timeout 120 $B/tally-worker --transport udp --host $A --job 42 --token 42 --rank 0 --world 1 \

@@ -42,6 +42,7 @@ extern "C" {
 #define TALLY_VERBS_COOKIE_TAG 0x5645000000000000ull /* "VE" */
 
 struct tally_verbs;
+struct tally_auth;
 
 struct tally_verbs_cfg {
 	const char *host;      /* client: appliance address; listen: local address (required:
@@ -66,6 +67,22 @@ struct tally_verbs_cfg {
 				* on another CPU. */
 	int per_core;          /* listen: 0 one instance for every core (tally-udpd), else
 				* TALLY_VERBS_LISTENER or TALLY_VERBS_CORE (see below) */
+	/* Authentication at connection setup (verbs_auth.h; THREAT_MODEL.md says why an
+	 * authenticated RC QP may skip per-packet MACs and what it does not protect).
+	 * Client: with auth_key (32 bytes, copied at create) every connect request names
+	 * (auth_job, auth_rank) with a fresh nonce under that key, and the appliance's accept
+	 * must prove the same key; the session above then neither signs nor expects per-packet
+	 * MACs (tally_client_cfg.auth = 0). NULL: a plain (v1) connect, per-packet MACs stay.
+	 * Listen: auth_lookup gives the GMAC context of a job's key on the engine behind `core`
+	 * (on the thread that polls this instance; NULL: no such job or it has no key). An
+	 * authenticated request is checked against it (tag, replayed nonce, clock window) before
+	 * anything is allocated, and its connection's tally_addr carries conn_authed, job and
+	 * rank. No callback: authenticated requests are refused (the appliance wants
+	 * per-packet MACs on verbs too). */
+	const uint8_t *auth_key;
+	uint32_t auth_job, auth_rank;
+	struct tally_auth *(*auth_lookup)(void *arg, uint32_t core, uint32_t job_id);
+	void *auth_arg;
 };
 
 struct tally_verbs_stats {
@@ -84,6 +101,13 @@ struct tally_verbs_stats {
 				  * packet before rdma_cm's ESTABLISHED */
 	uint64_t cq_waits;       /* poll() calls that blocked on the completion channel */
 	uint64_t spins, spin_hits; /* busy-poll spins started / ended by a completion */
+	/* authentication at setup (verbs_auth.h): connections authenticated (both ends), and
+	 * connect requests refused for: no key for the job (or no such job), a tag that does
+	 * not verify, a nonce seen before, a clock outside the window, setup auth off on the
+	 * listener; client: accepts whose tag did not verify (not the job's appliance/key) */
+	uint64_t conns_authed;
+	uint64_t auth_no_key, auth_bad_mac, auth_replay, auth_stale, auth_off;
+	uint64_t auth_bad_accept;
 };
 
 void tally_verbs_cfg_defaults(struct tally_verbs_cfg *cfg);
@@ -110,6 +134,12 @@ int tally_verbs_is_addr(const struct tally_addr *a);
 
 /* "rdma://HOST:PORT", "HOST:PORT" or "HOST" (port stays as given). 0 or -EINVAL. */
 int tally_verbs_parse_addr(const char *s, char *host, size_t hostlen, uint16_t *port);
+
+/* 1 when this client authenticates its connections at setup (cfg.auth_key given, and
+ * TALLY_VERBS_AUTH is not "packet"): the client session above must then neither sign nor
+ * expect per-packet MACs (tally_client_cfg.auth = 0). TALLY_VERBS_AUTH=packet keeps
+ * per-packet MACs on verbs (a plain connect; the session signs every packet). */
+int tally_verbs_setup_authed(const struct tally_verbs *v);
 
 /* Live connections. */
 unsigned tally_verbs_conns(const struct tally_verbs *v);

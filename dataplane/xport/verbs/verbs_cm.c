@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
  * verbs_cm.c — connection management with rdma_cm: the listener (accepts one RC QP per
  * worker and appliance core), the client's connect, and every event (established, refused,
- * disconnected), each failure with a message naming the setting to change.
+ * disconnected), each failure with a message naming the setting to change; with a job key,
+ * the connect request and accept authenticate both ends (verbs_auth.h) before anything is
+ * allocated for the connection.
  */
 #include "verbs_int.h"
 
@@ -10,22 +12,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define CM_BACKLOG 128
-
-static const char *reject_text(uint32_t r)
-{
-	switch (r) {
-	case VR_BAD_REQUEST: return "the appliance did not understand the request (version?)";
-	case VR_BAD_CORE: return "no such appliance core";
-	case VR_FULL: return "the appliance has no free connection (raise rdma-max-conns)";
-	case VR_NO_MEMORY: return "the appliance could not register memory (its memlock limit)";
-	default: return "refused (nothing listens there: is the appliance started with "
-			"rdma-listen on that address and port?)";
-	}
-}
 
 static void peer_addr(struct verbs_conn *c)
 {
@@ -77,12 +68,20 @@ static void on_request(struct tally_verbs *v, struct rdma_cm_id *id, const void 
 {
 	struct rdma_conn_param cp = { .rnr_retry_count = 7, .retry_count = 7 };
 	struct verbs_wire w = { .magic = htonl(VERBS_MAGIC) }, req;
+	uint8_t rep[VERBS_REP_LEN];
 	struct verbs_conn *c = NULL;
+	struct tally_auth *a = NULL;
+	struct verbs_req ar;
 	uint32_t why = VR_BAD_REQUEST;
 
-	if (!pd || len < sizeof(req))
+	if (verbs_auth_is_req(pd, len)) {
+		if ((why = verbs_cm_auth_request(v, id, pd, len, &ar, &req, &a)) != VR_OK)
+			goto reject;
+	} else if (!pd || len < sizeof(req)) {
 		goto reject;
-	memcpy(&req, pd, sizeof(req));
+	} else {
+		memcpy(&req, pd, sizeof(req));
+	}
 	why = VR_BAD_CORE;
 	if (ntohl(req.core) >= v->cfg.ncores)
 		goto reject;
@@ -96,21 +95,29 @@ static void on_request(struct tally_verbs *v, struct rdma_cm_id *id, const void 
 	if (verbs_conn_device(v, id) || verbs_conn_setup(v, c, &w))
 		goto reject;
 	why = VR_BAD_REQUEST;
-	if (verbs_conn_peer(v, c, pd, len))
+	if (verbs_conn_peer(v, c, &req, sizeof(req)) || verbs_cm_accept_data(id, pd, a, &w, rep))
 		goto reject;
-	cp.private_data = &w;
-	cp.private_data_len = sizeof(w);
+	cp.private_data = rep;
+	cp.private_data_len = a ? VERBS_REP_LEN : sizeof(w);
 	c->state = VC_CONNECTING;
 	peer_addr(c);
+	if (a) { /* the QP now carries (job, rank): tally_xport.h conn_authed */
+		c->addr.conn_authed = 1;
+		c->addr.conn_job = ar.job;
+		c->addr.conn_rank = ar.rank;
+	}
 	if (rdma_accept(id, &cp)) {
 		verbs_err(v, "verbs: rdma_accept: %s", strerror(errno));
 		v->st.conns_rejected++;
 		verbs_conn_release(v, c);
+		return;
 	}
+	v->st.conns_authed += a != NULL;
 	return;
 reject:
 	v->st.conns_rejected++;
 	w.reason = htonl(why);
+	w.rkey = htonl((uint32_t)time(NULL)); /* our clock: the worker names a skew */
 	rdma_reject(id, &w, sizeof(w));
 	if (c) {
 		c->id = id; /* released with its QP and rings */
@@ -144,6 +151,12 @@ static void on_client(struct tally_verbs *v, struct verbs_conn *c, const struct 
 			goto dead;
 		cp.private_data = &w;
 		cp.private_data_len = sizeof(w);
+		if (v->auth) { /* authenticated at setup: the signed request instead */
+			if (verbs_cm_auth_req(v, c, &w))
+				goto dead;
+			cp.private_data = c->auth_req;
+			cp.private_data_len = VERBS_REQ_LEN;
+		}
 		if (rdma_connect(c->id, &cp)) {
 			verbs_err(v, "verbs: rdma_connect %s:%u: %s", ip, ntohs(v->peer.sin_port),
 				  strerror(errno));
@@ -156,6 +169,8 @@ static void on_client(struct tally_verbs *v, struct verbs_conn *c, const struct 
 				  "(not a Tally appliance?)", ip, ntohs(v->peer.sin_port));
 			goto dead;
 		}
+		if (v->auth && verbs_cm_auth_accept(v, c, pd, len, ip))
+			goto dead;
 		peer_addr(c);
 		c->state = VC_UP;
 		v->live++;
@@ -182,8 +197,7 @@ static void on_client(struct tally_verbs *v, struct verbs_conn *c, const struct 
 
 		if (pd && len >= sizeof(r))
 			memcpy(&r, pd, sizeof(r));
-		verbs_err(v, "verbs: %s:%u core %u: %s", ip, ntohs(v->peer.sin_port), c->core,
-			  reject_text(ntohl(r.magic) == VERBS_MAGIC ? ntohl(r.reason) : 0));
+		verbs_cm_reject_msg(v, c, &r, ip);
 		goto dead;
 	}
 	default:
@@ -284,6 +298,10 @@ static int resolve(const char *host, uint16_t port, struct sockaddr_in *sa)
 
 int verbs_cm_open(struct tally_verbs *v)
 {
+	int rc = verbs_cm_auth_open(v);
+
+	if (rc)
+		return rc;
 	v->ch = rdma_create_event_channel();
 	if (!v->ch) {
 		verbs_err(v, "verbs: rdma_create_event_channel: %s (is the rdma_ucm module loaded?)",

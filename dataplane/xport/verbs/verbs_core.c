@@ -29,10 +29,18 @@ static void handoff(struct tally_verbs *l, struct rdma_cm_id *id, const void *pd
 	struct verbs_wire w;
 	uint32_t why = VR_BAD_REQUEST;
 
-	if (!pd || len < sizeof(w))
-		goto refused;
-	memcpy(&w, pd, sizeof(w));
-	r.core = ntohl(w.core);
+	if (verbs_auth_is_req(pd, len)) { /* signed (verbs_auth.h): the core checks its tag */
+		struct verbs_req ar;
+
+		if (verbs_auth_req_decode(pd, len, &ar))
+			goto refused;
+		r.core = ar.core;
+	} else {
+		if (!pd || len < sizeof(w))
+			goto refused;
+		memcpy(&w, pd, sizeof(w));
+		r.core = ntohl(w.core);
+	}
 	why = VR_BAD_CORE;
 	if (r.core >= l->cfg.ncores || !l->cores || !(core = l->cores[r.core]))
 		goto refused;

@@ -2,8 +2,9 @@
  * verbs_int.h — internal state of the verbs transport. Calls go verbs_xport.c (create,
  * destroy, ops, stats) and verbs_core.c (per-core listening) -> verbs_io.c (send,
  * completion polling) -> verbs_cm.c (rdma_cm: listen, accept, connect, events) ->
- * verbs_conn.c (a connection's QP and registered memory) -> verbs_ring.c (slot and credit
- * arithmetic), never back.
+ * verbs_cm_auth.c (authentication at setup, with verbs_auth.c) -> verbs_conn.c (a
+ * connection's QP and registered memory) -> verbs_ring.c (slot and credit arithmetic),
+ * never back.
  */
 #ifndef VERBS_VERBS_INT_H
 #define VERBS_VERBS_INT_H
@@ -13,6 +14,7 @@
 
 #include "tally_proto.h"
 #include "tally_verbs.h"
+#include "verbs_auth.h"
 #include "verbs_ring.h"
 
 #define VERBS_MAGIC 0x54564231u /* "TVB1": our connect/accept private data */
@@ -36,7 +38,9 @@ struct verbs_wire {
 	uint32_t reason;     /* reject: why (enum verbs_reject) */
 };
 
-enum verbs_reject { VR_OK = 0, VR_BAD_REQUEST, VR_BAD_CORE, VR_FULL, VR_NO_MEMORY };
+enum verbs_reject { VR_OK = 0, VR_BAD_REQUEST, VR_BAD_CORE, VR_FULL, VR_NO_MEMORY,
+		   /* authenticated requests (verbs_auth.h) */
+		   VR_AUTH_NO_KEY, VR_AUTH_BAD_MAC, VR_AUTH_REPLAY, VR_AUTH_STALE, VR_AUTH_OFF };
 
 struct verbs_conn {
 	enum verbs_state state;
@@ -60,6 +64,7 @@ struct verbs_conn {
 	uint32_t stall_mark;       /* credit and receive counts when a credit stall began */
 	uint64_t stall_ns;         /* when it began (0: not stalled) */
 	uint64_t probe_ns;         /* when the stall probe was posted (0: none out) */
+	uint8_t auth_req[VERBS_REQ_LEN]; /* client: our signed request (the accept covers it) */
 };
 
 struct tally_verbs {
@@ -85,7 +90,13 @@ struct tally_verbs {
 	uint64_t busy_ns;          /* busy-poll budget per wait (0: off) */
 	int lose_disconnects;      /* fault injection (TALLY_VERBS_FAULT, verbs_xport.c) */
 	int lose_established;
+	int replay_connect;        /* fault: later connects resend the first signed request */
+	int skew_connect;          /* fault: signed requests carry a clock 1000 s behind */
+	int have_first;
+	uint8_t first_req[VERBS_REQ_LEN];
 	struct tally_verbs_stats st;
+	struct tally_auth *auth;   /* client: the job key (cfg.auth_key), else NULL */
+	struct verbs_replay *replay; /* listener: nonces of accepted authenticated requests */
 	char err[256];
 	/* per-core listening (verbs_core.c): the listener's request handler, hand-off and the
 	 * instance of each core */
@@ -115,6 +126,28 @@ int verbs_cm_events(struct tally_verbs *v);
 /* A listener's connect request: accept it on this instance, or refuse it (counted). */
 void verbs_cm_accept(struct tally_verbs *v, struct rdma_cm_id *id, const void *pd, size_t len);
 void verbs_cm_close(struct tally_verbs *v, struct verbs_conn *c);
+
+/* verbs_cm_auth.c: authentication at setup (verbs_auth.h) for verbs_cm.c */
+/* The client's job key (TALLY_VERBS_AUTH), the listener's replay cache. 0 or -errno. */
+int verbs_cm_auth_open(struct tally_verbs *v);
+/* Free the authentication state (tally_verbs_destroy). */
+void verbs_cm_auth_free(struct tally_verbs *v);
+/* Listener: check a signed request before anything is allocated: VR_OK with the peer's
+ * ring in *peer and the job's context in *ap, or the refusal (counted). */
+uint32_t verbs_cm_auth_request(struct tally_verbs *v, struct rdma_cm_id *id, const void *pd,
+			       size_t len, struct verbs_req *r, struct verbs_wire *peer,
+			       struct tally_auth **ap);
+/* Listener: the accept's private data (our ring; with a: our proof of the key). 0/-EIO. */
+int verbs_cm_accept_data(struct rdma_cm_id *id, const void *pd, struct tally_auth *a,
+			 const struct verbs_wire *w, uint8_t rep[VERBS_REP_LEN]);
+/* Client: sign our request into c->auth_req (our ring w). 0 or -EIO. */
+int verbs_cm_auth_req(struct tally_verbs *v, struct verbs_conn *c, const struct verbs_wire *w);
+/* Client: the accept must prove the key over our request. 0 or -EACCES (message set). */
+int verbs_cm_auth_accept(struct tally_verbs *v, struct verbs_conn *c, const void *pd,
+			 size_t len, const char *ip);
+/* Client: the message for a refused connect, naming what to change. */
+void verbs_cm_reject_msg(struct tally_verbs *v, const struct verbs_conn *c,
+			 const struct verbs_wire *r, const char *ip);
 
 /* verbs_io.c */
 uint64_t verbs_now_ns(void *ctx);

@@ -117,7 +117,10 @@ static int busy_cfg(struct tally_verbs *v)
 /* TALLY_VERBS_FAULT, fault injection for the guest tests (unset in production), a comma
  * list: lose-disconnect ignores rdma_cm DISCONNECTED (a killed peer's one DREQ lost: the
  * stall probe, verbs_io.c, must find the QP dead); lose-established ignores ESTABLISHED on
- * the listener (the connect's last message lost: the first packet must bring it up). */
+ * the listener (the connect's last message lost: the first packet must bring it up);
+ * replay-connect makes a client resend its first signed connect request for every later
+ * connect (a recorded request replayed: refused as a replay), skew-connect dates its
+ * requests 1000 s back (a clock out of the appliance's window: refused as stale). */
 static int fault_cfg(struct tally_verbs *v)
 {
 	const char *env = getenv("TALLY_VERBS_FAULT");
@@ -131,9 +134,14 @@ static int fault_cfg(struct tally_verbs *v)
 			v->lose_disconnects = 1;
 		} else if (!strcmp(t, "lose-established")) {
 			v->lose_established = 1;
+		} else if (!strcmp(t, "replay-connect")) {
+			v->replay_connect = 1;
+		} else if (!strcmp(t, "skew-connect")) {
+			v->skew_connect = 1;
 		} else {
-			verbs_err(v, "verbs: TALLY_VERBS_FAULT='%s': the faults are lose-disconnect "
-				  "and lose-established (unset it in production)", env);
+			verbs_err(v, "verbs: TALLY_VERBS_FAULT='%s': the faults are lose-disconnect, "
+				  "lose-established, replay-connect and skew-connect (unset it in "
+				  "production)", env);
 			return -EINVAL;
 		}
 	}
@@ -237,6 +245,7 @@ void tally_verbs_destroy(struct tally_verbs *v)
 		ibv_dealloc_pd(v->pd);
 	if (v->ch)
 		rdma_destroy_event_channel(v->ch);
+	verbs_cm_auth_free(v);
 	free(v->conns);
 	free(v->dirty);
 	free(v->cores);
