@@ -4,7 +4,8 @@
 # T, V, ok, bad, job. Checks: the no-device-address error text (as tally-udpd's); a 3-rank
 # f32 job (4 MiB x 3 rounds, 8 keys) verified, its keys summed on both cores; a request for
 # a core tallyd lacks refused and named (verbs_badcore); status shows
-# the rdma settings and 3 connections per core; a rank killed -9 mid-run is named to the
+# the rdma settings and 3 connections per core; a keyed job authenticated at setup (no
+# per-packet MAC) and a wrong key refused at connect; a rank killed -9 mid-run is named to the
 # two others as silent, and the appliance counts its connections down.
 
 td_start() { # NAME [EXTRA SETTINGS]: starts tallyd, sets td
@@ -59,6 +60,33 @@ tallyd_case() {
 		ok "tallyd refused a request for core 5: $(echo "$out" | grep -o 'verbs: .*' | head -1); verbs_conns_rejected $(nth "$st" verbs_conns_rejected 1)" ||
 		bad "tallyd, request for core 5 (rc $rc0, verbs_conns_rejected $(nth "$st" verbs_conns_rejected 1)): $out"
 	rc0=0
+
+	# ---- a keyed job over tallyd: each connection authenticated at setup on the lcore
+	# that accepts it (it looks the key up in its own engine), no per-packet MAC; a wrong
+	# key refused at connect and counted
+	od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >$T/tdkey; echo >>$T/tdkey
+	od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >$T/tdwrong; echo >>$T/tdwrong
+	chmod 600 $T/tdkey $T/tdwrong
+	out=$($B/tallyctl --socket $T/td.sock job-add 63 --token 63 --world-size 3 \
+		--key-file $T/tdkey 2>&1) || bad "tallyd job-add with a key file: $out"
+	job 63 "tallyd, keyed job over verbs (setup auth)" "$TV" "$TV" "$TV" \
+		--bytes 4M --keys 8 --rounds 3 --dtype f32 --key-file $T/tdkey
+	st=$(tdctl stats)
+	if [ "$(grep -c '"auth_signed":0,"auth_verified":0' $T/j63.*.json | grep -c ':1$')" = 3 ] &&
+		[ "$(nth "$st" verbs_conns_authed 1)" -ge 6 ] && [ "$(nth "$st" auth_verified 1)" = 0 ]; then
+		ok "tallyd: setup-authenticated ranks, 0 per-packet MACs; verbs_conns_authed $(nth "$st" verbs_conns_authed 1), conn_auth_rx $(nth "$st" conn_auth_rx 1)"
+	else
+		bad "tallyd setup auth: $(grep -ho '"auth_signed":[0-9]*,"auth_verified":[0-9]*' $T/j63.*.json | tr '\n' ' ') verbs_conns_authed $(nth "$st" verbs_conns_authed 1) auth_verified $(nth "$st" auth_verified 1)"
+	fi
+	$B/tallyctl --socket $T/td.sock job-add 64 --token 64 --world-size 1 \
+		--key-file $T/tdkey >/dev/null 2>&1
+	out=$(timeout 60 $B/tally-worker $TV --host $A --job 64 --token 64 --rank 0 --world 1 \
+		--bytes 64K --key-file $T/tdwrong --join-ms 20000 2>&1)
+	st=$(tdctl stats)
+	echo "$out" | grep -q "does not verify with the appliance's key (bad_mac)" &&
+		[ "$(nth "$st" verbs_auth_bad_mac 1)" -ge 1 ] &&
+		ok "tallyd: wrong key refused at connect, counted (verbs_auth_bad_mac $(nth "$st" verbs_auth_bad_mac 1))" ||
+		bad "tallyd wrong key over verbs (verbs_auth_bad_mac $(nth "$st" verbs_auth_bad_mac 1)): $out"
 
 	# ---- a rank killed -9 mid-run over tallyd: named to the others, its QPs counted down
 	for r in 0 1 2; do

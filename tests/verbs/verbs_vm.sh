@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 vm=$here/../vm/vm.sh
 build=${1:?usage: verbs_vm.sh BUILD_DIR}
 packages="iproute2 kmod procps rdma-core ibverbs-utils ibverbs-providers perftest libbsd0 libfdt1
- libibverbs1 libisal2 libjansson4 libmd0 libnl-route-3-200 libnuma1 librdmacm1 librte-eal23
+ libibverbs1 libipsec-mb1 libisal2 libjansson4 libmd0 libnl-route-3-200 libnuma1 librdmacm1 librte-eal23
  librte-ethdev23 librte-kvargs23 librte-mbuf23 librte-mempool23 librte-meter23 librte-net23
  librte-ring23 librte-telemetry23"
 packages=$(echo $packages)
