@@ -47,7 +47,8 @@ void client_xmit(struct tally_client *c, uint32_t core, struct client_slot *sl)
 }
 
 /* A header-only PULL for a held data slot: the appliance answers HELD (still waiting),
- * the RESULT (it was lost), or nothing (it lost our push: the timer re-sends it). */
+ * HELD+DONE (its RESULT went out: client_rx_done), MISSING (it lost our push), or, for a
+ * PULL+DONE (sl->done: we know it is complete, and have no RESULT), the RESULT. */
 void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl, uint64_t now)
 {
 	const struct client_op *op = &c->ops_tab[sl->op];
@@ -61,6 +62,8 @@ void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl,
 	h.offset = sl->chunk * k->reg.chunk_elems;
 	h.count = client_chunk_count(k, sl->chunk);
 	h.dtype = k->reg.dtype;
+	if (sl->done)
+		h.flags |= TALLY_F_DONE;
 	tally_proto_finish(hb, &h, NULL, 0);
 	sl->probed = true;
 	sl->nprobe++;
@@ -204,6 +207,27 @@ static void client_rx_missing(struct tally_client *c, struct client_key *k,
 	client_xmit(c, k->core, sl);
 }
 
+/* HELD+DONE: the chunk a probe asked about is complete and its RESULT went out before
+ * this answer, on the same path. Here already (slot gone): the probe had crossed it, as
+ * most do. Not here: it was lost; ask for it now (PULL+DONE), and again an RTO later. */
+static void client_rx_done(struct tally_client *c, struct client_key *k,
+			   const struct tally_hdr *h, uint64_t now)
+{
+	struct client_slot *sl = client_hold(c, k, h->round, h->offset / k->reg.chunk_elems);
+	struct client_core *cc = &c->cores[k->core];
+
+	if (!sl || !sl->probed || sl->done)
+		return; /* crossed the RESULT, or a late copy: the PULL+DONE is out already */
+	sl->held = sl->done = true;
+	sl->nprobe = 0;
+	sl->rto_ns = cc->rto;
+	sl->due_ns = now + sl->rto_ns;
+	if (sl->due_ns < cc->next_due)
+		cc->next_due = sl->due_ns;
+	c->st.result_asks++;
+	client_probe(c, k->core, sl, now);
+}
+
 void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 {
 	const struct tally_hdr *h = &p->hdr;
@@ -231,6 +255,10 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 	cc->seen_held = true;
 	if (h->flags & TALLY_F_MISSING) {
 		client_rx_missing(c, k, h, now);
+		return;
+	}
+	if (h->flags & TALLY_F_DONE) {
+		client_rx_done(c, k, h, now);
 		return;
 	}
 	for (uint32_t ch = h->offset / k->reg.chunk_elems; (uint64_t)ch * k->reg.chunk_elems < end;

@@ -94,6 +94,8 @@ struct client_slot {
 	bool send_ack;            /* also (re)send ack_hdr (see client_op.c) */
 	bool held;                /* the appliance acknowledged it HELD: probe, don't re-send */
 	bool probed;              /* a PULL probe is out and unanswered */
+	bool done;                /* the appliance said the chunk is complete (HELD+DONE):
+				   * probes ask for the RESULT (PULL+DONE) */
 	uint8_t nprobe;           /* probes in a row without an answer */
 	bool fast_rtx;            /* the last payload send was a gap re-send */
 	uint64_t seq;             /* the core's transmission number of its last payload send */

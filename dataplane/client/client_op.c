@@ -169,7 +169,7 @@ static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch,
 	sl->payload = op->in + client_chunk_boff(k, ch);
 	sl->staged = false;
 	sl->send_ack = false;
-	sl->held = sl->probed = false;
+	sl->held = sl->probed = sl->done = false;
 	sl->nprobe = 0;
 	sl->fast_ns = 0;
 	sl->fast_rtx = false;
@@ -239,7 +239,7 @@ void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t
 	sl->payload = sl->stage;
 	sl->staged = true;
 	sl->send_ack = false;
-	sl->held = sl->probed = false;
+	sl->held = sl->probed = sl->done = false;
 	sl->nprobe = 0;
 	sl->fast_ns = 0;
 	sl->op = CLIENT_ACKWAIT;

@@ -138,6 +138,8 @@ struct tally_client_stats {
 	uint64_t complete_pushes; /* round sums sent on NEED_RESULT (a rank missed them) */
 	uint64_t auth_signed;     /* packets signed (cfg.auth) */
 	uint64_t auth_verified;   /* received packets whose tag verified */
+	uint64_t result_asks;     /* PULL+DONE sent: a probe was answered HELD+DONE (the
+				   * RESULT went out) and that RESULT is not here: it was lost */
 };
 
 void tally_client_cfg_defaults(struct tally_client_cfg *cfg);

@@ -436,6 +436,16 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 	engine_heard(job, h->rank, engine_now_cached(e), len);
 	e->st.pulls++;
 	if (ch->state == ENGINE_CH_DONE) {
+		/* Its RESULT went out: most probes of a complete chunk crossed it on its way, so
+		 * say so in a header (tally_proto.h, TALLY_F_DONE); the payload only when the
+		 * worker asks again knowing it is done. A rank whose push the chunk has not
+		 * seen (quorum) gets the RESULT as before. */
+		if (k->job->ranks[h->rank].held && !(h->flags & TALLY_F_DONE) &&
+		    engine_bit(engine_seen_bm(k, idx), h->rank)) {
+			e->st.done_answers++;
+			engine_held_now(e, k, h->rank, h->round, off, n, TALLY_F_DONE, TALLY_OK);
+			return TALLY_OK;
+		}
 		/* RESEND tells the worker its push was seen (it acknowledges the round, see
 		 * tally_client.h): a PULL is no push, so only if one was */
 		result_unicast(e, k, idx, h->rank, engine_bit(engine_seen_bm(k, idx), h->rank));

@@ -232,7 +232,9 @@ struct tally_engine_cfg {
 	  "restart while others were at r+1") \
 	X(installs, installs, "complete sums installed as a round's result (TALLY_F_COMPLETE)") \
 	X(gone_reports, gone_reports, "GONE reports that grew a job's set of gone appliances " \
-	  "(its workers failed over from another appliance)")
+	  "(its workers failed over from another appliance)") \
+	X(done_answers, done_answers, "PULLs for a completed chunk answered HELD+DONE (header " \
+	  "only: its RESULT had gone out; a PULL+DONE gets the payload)")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;
