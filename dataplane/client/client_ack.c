@@ -53,6 +53,7 @@ void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl,
 {
 	const struct client_op *op = &c->ops_tab[sl->op];
 	const struct client_key *k = &c->keys[op->kidx];
+	const struct client_core *cc = &c->cores[core];
 	uint8_t hb[TALLY_HDR_LEN];
 	struct tally_hdr h;
 
@@ -62,8 +63,14 @@ void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl,
 	h.offset = sl->chunk * k->reg.chunk_elems;
 	h.count = client_chunk_count(k, sl->chunk);
 	h.dtype = k->reg.dtype;
+	/* what "just completed" means to the appliance (a probe crossing the RESULT): the
+	 * estimator's RTO, a round trip with its variation */
+	uint64_t rtt_us = cc->est / 1000;
+
 	if (sl->done)
 		h.flags |= TALLY_F_DONE;
+	else
+		h.aux = rtt_us < UINT32_MAX ? (uint32_t)rtt_us : UINT32_MAX;
 	tally_proto_finish(hb, &h, NULL, 0);
 	sl->probed = true;
 	sl->nprobe++;

@@ -120,6 +120,7 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 
 	engine_open_unlink(e, k, idx);
 	ch->state = ENGINE_CH_DONE;
+	ch->first_ns = engine_now(e); /* a fresh read: chunk_start reads one per chunk too */
 	struct engine_par *par = &k->par[p];
 	if (par->started && par->round == ch->round && ++par->chunks_done == k->nchunks &&
 	    par->open) {
@@ -436,11 +437,12 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 	engine_heard(job, h->rank, engine_now_cached(e), len);
 	e->st.pulls++;
 	if (ch->state == ENGINE_CH_DONE) {
-		/* Its RESULT went out: most probes of a complete chunk crossed it on its way, so
-		 * say so in a header (tally_proto.h, TALLY_F_DONE); the payload only when the
-		 * worker asks again knowing it is done. A rank whose push the chunk has not
-		 * seen (quorum) gets the RESULT as before. */
+		/* Its RESULT went out. A probe that arrives within the sender's round trip
+		 * (hdr.aux) of the completion most likely crossed it on its way: say so in a
+		 * header (tally_proto.h, TALLY_F_DONE); later, the RESULT was lost: send it.
+		 * A rank whose push the chunk has not seen (quorum) gets the RESULT as before. */
 		if (k->job->ranks[h->rank].held && !(h->flags & TALLY_F_DONE) &&
+		    engine_now(e) - ch->first_ns < (uint64_t)h->aux * 1000 &&
 		    engine_bit(engine_seen_bm(k, idx), h->rank)) {
 			e->st.done_answers++;
 			engine_held_now(e, k, h->rank, h->round, off, n, TALLY_F_DONE, TALLY_OK);

@@ -48,7 +48,8 @@ struct engine_chunk {
 	uint32_t prev, next;  /* the key's open list (index into key->chunks) */
 	uint32_t det_head;    /* staged pushes by ascending rank (deterministic), ENGINE_NIL: none */
 	uint32_t crc;         /* CRC32C of the RESULT payload, once complete */
-	uint64_t first_ns;    /* now_ns() of the first push (deadline, stuck age) */
+	uint64_t first_ns;    /* now_ns() of the first push (deadline, stuck age); once
+			       * complete, of the completion (did a PULL cross the RESULT?) */
 };
 
 /* Key-level view of one parity: the round last started there. */

@@ -2,8 +2,9 @@
  * test_engine_held.c — the engine's acknowledgements (tally_proto.h HELD): a push that does
  * not complete its chunk is acknowledged HELD (consecutive chunks of one worker in one
  * range), pending HELDs go out before any RESULT and at poll, a duplicate of an open chunk
- * is answered HELD+RESEND, PULL probes are answered HELD / MISSING / HELD+DONE (complete;
- * PULL+DONE: the RESULT), new ranges re-acknowledge held pushes before them, the
+ * is answered HELD+RESEND, PULL probes are answered HELD / MISSING / HELD+DONE (complete
+ * within the probe's round trip; later, or PULL+DONE: the RESULT), new ranges
+ * re-acknowledge held pushes before them, the
  * completing push's RESULT is flagged LAST, JOIN_OK offers TALLY_CAP_HELD. Nothing of
  * this changes what is summed.
  */
@@ -149,11 +150,13 @@ static void test_held_duplicates_and_probes(void **state)
 	/* quorum 2: rank 1 completes chunk 0; rank 2 never pushed it */
 	assert_int_equal(h_push(&h, 1, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
 	h_clear(&h);
-	/* rank 0's probe of the complete chunk (it crossed the RESULT): HELD+DONE, header
-	 * only; rank 2, whose push the chunk never saw, gets the RESULT as before */
+	/* rank 0's probe of the chunk completed less than its round trip (500 us) ago (it
+	 * crossed the RESULT): HELD+DONE, header only; rank 2, whose push the chunk never
+	 * saw, gets the RESULT as before */
 	uint64_t results = st->results;
-	assert_int_equal(h_pull(&h, 0, 1, 0, 0), TALLY_OK);
-	assert_int_equal(h_pull(&h, 2, 1, 0, 0), TALLY_OK);
+	h.cap.now += 499000;
+	assert_int_equal(h_probe(&h, 0, 1, 0, 0, 0, 500), TALLY_OK);
+	assert_int_equal(h_probe(&h, 2, 1, 0, 0, 0, 500), TALLY_OK);
 	assert_int_equal(h.cap.n, 2);
 	assert_int_equal(nth(&h, 0)->pkt.hdr.op, TALLY_OP_HELD);
 	assert_int_equal(nth(&h, 0)->pkt.hdr.flags, TALLY_F_DONE);
@@ -167,12 +170,22 @@ static void test_held_duplicates_and_probes(void **state)
 	/* it asks again knowing the chunk is done (its RESULT was lost): the RESULT, RESEND
 	 * only where the PULL's sender had pushed (it acknowledges the round) */
 	h_clear(&h);
-	assert_int_equal(h_pull_flags(&h, 0, 1, 0, 0, TALLY_F_DONE), TALLY_OK);
+	assert_int_equal(h_probe(&h, 0, 1, 0, 0, TALLY_F_DONE, 500), TALLY_OK);
 	assert_int_equal(h.cap.n, 1);
 	assert_int_equal(nth(&h, 0)->pkt.hdr.op, TALLY_OP_RESULT);
 	assert_int_equal(nth(&h, 0)->pkt.hdr.flags, TALLY_F_INCLUDED | TALLY_F_RESEND);
 	float want = 2;
 	assert_memory_equal(nth(&h, 0)->pkt.payload, &want, sizeof(want));
+	/* a probe more than its round trip after the completion did not cross the RESULT
+	 * (it was lost): the RESULT at once; so does a PULL without an estimate (aux 0: an
+	 * older worker) */
+	h_clear(&h);
+	h.cap.now += 2000;
+	assert_int_equal(h_probe(&h, 0, 1, 0, 0, 0, 500), TALLY_OK);
+	assert_int_equal(h_probe(&h, 0, 1, 0, 0, 0, 0), TALLY_OK);
+	assert_int_equal(h.cap.n, 2);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.op, TALLY_OP_RESULT);
+	assert_int_equal(nth(&h, 1)->pkt.hdr.op, TALLY_OP_RESULT);
 	assert_int_equal(st->done_answers, 1);
 	h_stop(&h);
 }
