@@ -63,9 +63,12 @@ void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl,
 	h.offset = sl->chunk * k->reg.chunk_elems;
 	h.count = client_chunk_count(k, sl->chunk);
 	h.dtype = k->reg.dtype;
-	/* what "just completed" means to the appliance (a probe crossing the RESULT): the
-	 * estimator's RTO, a round trip with its variation */
-	uint64_t rtt_us = cc->est / 1000;
+	/* What "just completed" means to the appliance: a RESULT it sent before the last
+	 * packet we got from that core would be here (one path, in order), so one sent
+	 * since, or within a round trip before it (the estimator's RTO: the smoothed RTT let
+	 * jitter through, simnet's test_slow_worker), may be on its way (this probe crosses
+	 * it: HELD+DONE); an older one was lost (the RESULT at once). */
+	uint64_t rtt_us = (now - (cc->last_rx_ns < now ? cc->last_rx_ns : now) + cc->est) / 1000;
 
 	if (sl->done)
 		h.flags |= TALLY_F_DONE;
@@ -140,7 +143,7 @@ unsigned client_result_answer(struct tally_client *c, struct client_core *cc,
 {
 	uint64_t now = c->ops->now_ns(c->xctx);
 
-	cc->last_ans_ns = now;
+	cc->last_ans_ns = cc->last_rx_ns = now;
 	if (h->aux & TALLY_AUX_LAST)
 		cc->seen_held = true; /* an appliance that answers HELD and probes */
 	if ((h->flags & (TALLY_F_RESEND | TALLY_F_INCLUDED)) ==
@@ -260,6 +263,7 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 	now = c->ops->now_ns(c->xctx);
 	struct client_core *cc = &c->cores[k->core];
 	cc->seen_held = true;
+	cc->last_rx_ns = now;
 	if (h->flags & TALLY_F_MISSING) {
 		client_rx_missing(c, k, h, now);
 		return;

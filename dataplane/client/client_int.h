@@ -123,6 +123,8 @@ struct client_core {
 	bool seen_held;           /* this core answers HELD and probes (JOIN_OK caps, or seen):
 				   * else old rules, the RTO samples completions */
 	uint64_t last_ans_ns;     /* last first answer (HELD or RESULT) to a push of ours */
+	uint64_t last_rx_ns;      /* last HELD or RESULT from this core (its path is FIFO: a
+				   * RESULT sent before it would be here; client_probe) */
 	uint32_t reo_mult;        /* reordering allowance, in min_rtt/4 (RFC 8985 reo_wnd) */
 	uint32_t fast_clean;      /* gap re-sends since the allowance last changed */
 };
