@@ -127,7 +127,11 @@ void engine_held_now(struct tally_engine *e, const struct engine_key *k, uint32_
 
 	if (!k->job->ranks[rank].held)
 		return;
-	engine_held_flush_any(e); /* pending ones answer older pushes: they go first */
+	/* Pending ranges answer older pushes: they go first, or the worker could take this
+	 * answer (the first to a push sent later) for a gap. MISSING, DONE and RESEND show
+	 * no gap: they leave the pending ranges to grow. */
+	if (!flags)
+		engine_held_flush_any(e);
 	if (!(flags & (TALLY_F_MISSING | TALLY_F_DONE)))
 		e->st.held_chunks++;
 	held_fill(&hd, k, rank, round, off, count);
