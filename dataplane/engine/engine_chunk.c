@@ -148,7 +148,10 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 		e->st.quorum_completions++;
 
 	/* Pending HELDs go first: a worker must not see this RESULT before the HELD of a
-	 * chunk it pushed earlier (it would take the gap for a loss). */
+	 * chunk it pushed earlier (it would take the gap for a loss); one for this chunk
+	 * need not go at all. */
+	if (e->nheld)
+		engine_held_trim(e, k, ch->round, (uint32_t)off, n);
 	engine_held_flush_any(e);
 	/* Fan-out: one header per recipient (its rank, INCLUDED), one shared payload. */
 	struct tally_hdr h;

@@ -119,6 +119,36 @@ void engine_held_add(struct tally_engine *e, const struct engine_key *k, uint32_
 	hd->off = held_back(k, rank, round, off);
 }
 
+/* A HELD followed at once by the RESULT of its chunk says nothing the RESULT does not (it
+ * answers the push too, INCLUDED): with the ranks in step, most pushes met their chunk's
+ * last one in the same burst, and every such chunk cost a HELD more per rank. Only the
+ * ends of a range can go; the order of what stays does not change. */
+void engine_held_trim(struct tally_engine *e, const struct engine_key *k, uint32_t round,
+		      uint32_t off, uint32_t count)
+{
+	uint32_t j = 0;
+
+	for (uint32_t i = 0; i < e->nheld; i++) {
+		struct engine_held *hd = &e->held[i];
+
+		if (hd->key == k->key && hd->job_id == k->job_id && hd->round == round &&
+		    !hd->flags) {
+			if (hd->end == off + count)
+				hd->end = off;
+			else if (hd->off == off)
+				hd->off = off + count;
+			if (hd->off >= hd->end) {
+				e->st.held_trimmed++;
+				continue;
+			}
+		}
+		if (j != i)
+			e->held[j] = *hd;
+		j++;
+	}
+	e->nheld = j;
+}
+
 void engine_held_now(struct tally_engine *e, const struct engine_key *k, uint32_t rank,
 		     uint32_t round, uint32_t off, uint32_t count, uint16_t flags,
 		     enum tally_reason reason)

@@ -234,7 +234,9 @@ struct tally_engine_cfg {
 	X(gone_reports, gone_reports, "GONE reports that grew a job's set of gone appliances " \
 	  "(its workers failed over from another appliance)") \
 	X(done_answers, done_answers, "PULLs for a completed chunk answered HELD+DONE (header " \
-	  "only: its RESULT had gone out; a PULL+DONE gets the payload)")
+	  "only: its RESULT had gone out; a PULL+DONE gets the payload)") \
+	X(held_trimmed, held_trimmed, "pending HELDs not sent: the RESULT of their chunk " \
+	  "followed at once and answers the push")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;

@@ -301,6 +301,45 @@ static void test_held_caps(void **state)
 	h_stop(&h);
 }
 
+/* A pending HELD of a chunk that completes in the same burst is not sent: its RESULT
+ * answers the push; only the ends of a range go, the rest is sent first as before. */
+static void test_held_trim(void **state)
+{
+	(void)state;
+	struct h h;
+	float v[4] = { 1, 2, 3, 4 };
+
+	held_setup(&h, 3);
+	const struct tally_engine_stats *st = tally_engine_stats(h.e);
+	assert_int_equal(h_push(&h, 0, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 2, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 1, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h.cap.n, 3);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(nth(&h, i)->pkt.hdr.op, TALLY_OP_RESULT);
+	assert_int_equal(st->held_trimmed, 2);
+	assert_int_equal(st->held_sent, 0);
+	/* rank 0: chunks 1 and 2 pending; chunk 2 completes: rank 0's HELD says chunk 1
+	 * only, before the RESULTs; rank 2's range (chunk 2 alone) is not sent */
+	h_clear(&h);
+	assert_int_equal(h_push(&h, 0, 1, 0, 4, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 0, 1, 0, 8, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 2, 1, 0, 8, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 1, 1, 0, 8, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h.cap.n, 4);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.op, TALLY_OP_HELD);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.rank, 0);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.offset, 4);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.count, 4);
+	for (size_t i = 1; i < 4; i++) {
+		assert_int_equal(nth(&h, i)->pkt.hdr.op, TALLY_OP_RESULT);
+		assert_int_equal(nth(&h, i)->pkt.hdr.offset, 8);
+	}
+	assert_int_equal(st->held_trimmed, 3);
+	assert_int_equal(st->held_sent, 1);
+	h_stop(&h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -309,6 +348,7 @@ int main(void)
 		cmocka_unit_test(test_held_caps),
 		cmocka_unit_test(test_held_cumulative),
 		cmocka_unit_test(test_held_order),
+		cmocka_unit_test(test_held_trim),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
