@@ -172,8 +172,8 @@ unsigned client_result_answer(struct tally_client *c, struct client_core *cc,
 	/* Only a RESULT with our push in proves it arrived. The first answer to a push sent
 	 * once shows a gap in what we sent before it (re-send); a RESULT of a held chunk, in
 	 * completion order, a RESULT lost before it (probe). */
-	if (!(h->flags & TALLY_F_INCLUDED) || sl->retries)
-		return 0;
+	if (!(h->flags & TALLY_F_INCLUDED) || sl->retries || sl->probed)
+		return 0; /* (a RESULT that may answer our probe shows no order: client_rx_held) */
 	*gap_seq = sl->seq;
 	return sl->held ? CLIENT_GAP_PROBE : CLIENT_GAP_RESEND | CLIENT_GAP_PROBE;
 }
@@ -283,6 +283,8 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 
 		if (!sl)
 			continue;
+		bool probed = sl->probed;
+
 		sl->probed = false; /* answered */
 		sl->nprobe = 0;
 		if (h->flags & TALLY_F_RESEND)
@@ -290,8 +292,9 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 		if (sl->held)
 			continue;
 		/* evidence of a gap only from a push sent once: an answer to an earlier copy
-		 * of a re-sent one would make everything sent since look lost */
-		if (sl->retries == 0 && sl->seq > xseq)
+		 * of a re-sent one would make everything sent since look lost; nor from one
+		 * that may answer our probe (sent after every push: it shows no order) */
+		if (sl->retries == 0 && !probed && sl->seq > xseq)
 			xseq = sl->seq;
 		/* first HELD: from now on probe (backed off), never re-send unasked */
 		sl->held = true;

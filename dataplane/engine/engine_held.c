@@ -122,7 +122,7 @@ void engine_held_add(struct tally_engine *e, const struct engine_key *k, uint32_
 /* A HELD followed at once by the RESULT of its chunk says nothing the RESULT does not (it
  * answers the push too, INCLUDED): with the ranks in step, most pushes met their chunk's
  * last one in the same burst, and every such chunk cost a HELD more per rank. Only the
- * ends of a range can go; the order of what stays does not change. */
+ * newest end of a range can go; the order of what stays does not change. */
 void engine_held_trim(struct tally_engine *e, const struct engine_key *k, uint32_t round,
 		      uint32_t off, uint32_t count)
 {
@@ -133,10 +133,10 @@ void engine_held_trim(struct tally_engine *e, const struct engine_key *k, uint32
 
 		if (hd->key == k->key && hd->job_id == k->job_id && hd->round == round &&
 		    !hd->flags) {
+			/* only its newest end: the RESULT of a chunk at the front would come
+			 * after the HELD of later pushes, a gap to the worker (re-sends) */
 			if (hd->end == off + count)
 				hd->end = off;
-			else if (hd->off == off)
-				hd->off = off + count;
 			if (hd->off >= hd->end) {
 				e->st.held_trimmed++;
 				continue;

@@ -467,8 +467,8 @@ void engine_held_now(struct tally_engine *e, const struct engine_key *k, uint32_
 		     enum tally_reason reason);
 /* Send every pending HELD. */
 void engine_held_flush(struct tally_engine *e);
-/* Chunk c of k completes now in round `round`: a pending HELD that ends (or starts) with it
- * gives that chunk up, the RESULT answers it (a pending range of that chunk alone goes). */
+/* Chunk c of k completes now in round `round`: a pending HELD that ends with it gives that
+ * chunk up, the RESULT answers it (a pending range of that chunk alone goes). */
 void engine_held_trim(struct tally_engine *e, const struct engine_key *k, uint32_t round,
 		      uint32_t off, uint32_t count);
 static inline void engine_held_flush_any(struct tally_engine *e)
