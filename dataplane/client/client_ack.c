@@ -142,11 +142,11 @@ unsigned client_result_answer(struct tally_client *c, struct client_core *cc,
 			      struct client_slot *sl, const struct tally_hdr *h, uint64_t *gap_seq)
 {
 	uint64_t now = c->ops->now_ns(c->xctx);
-	uint64_t tail = now + client_tail_ns(c, cc);
+	uint64_t tail = now + client_quiet_ns(c, cc);
 
 	cc->last_ans_ns = cc->last_rx_ns = now;
-	/* progress: held chunks are looked at once the core is quiet that long (client_op.c,
-	 * a RESULT lost at the tail) */
+	/* progress: what is left unanswered is looked at once the core is quiet that long
+	 * (client_op.c, tail losses) */
 	if (tail < cc->next_due)
 		cc->next_due = tail;
 	if (h->aux & TALLY_AUX_LAST)
@@ -299,8 +299,8 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 		/* first HELD: from now on probe (backed off), never re-send unasked */
 		sl->held = true;
 		cc->last_ans_ns = now;
-		if (now + client_tail_ns(c, cc) < cc->next_due) /* progress: client_op.c */
-			cc->next_due = now + client_tail_ns(c, cc);
+		if (now + client_quiet_ns(c, cc) < cc->next_due) /* progress: client_op.c */
+			cc->next_due = now + client_quiet_ns(c, cc);
 		sl->rto_ns = 2 * cc->rto;
 		sl->due_ns = now + sl->rto_ns;
 		if (sl->due_ns < cc->next_due)

@@ -265,26 +265,14 @@ uint64_t client_op_tick(struct tally_client *c);
 /* How long a core may stay silent before the pushes still unanswered are probed: the RTO
  * (CLIENT_QUIET_DIV 1). A fraction would find tail losses sooner, but probes that met a
  * RESULT still queued on its way each cost a RESULT re-sent (measured before HELD+DONE,
- * see CLIENT_QUIET_DIV). */
+ * see CLIENT_QUIET_DIV). Also the tail time of client_op.c: 4 bare round trips (min_rtt)
+ * instead measured 4-5x the probes on the loaded 2-CPU box (silences of a few ms are
+ * scheduling there) and no gain beyond its noise. */
 static inline uint64_t client_quiet_ns(const struct tally_client *c, const struct client_core *cc)
 {
 	uint64_t q = cc->rto / CLIENT_QUIET_DIV, min = (uint64_t)c->cfg.rto_min_us * 1000;
 
 	return q > min ? q : min;
-}
-/* How long a core may stay quiet after progress before what it left unanswered is probed
- * (client_op.c, tail losses): CLIENT_TAIL_RTTS bare round trips (min_rtt: no queue),
- * within [rto_min, rto]. */
-#ifndef CLIENT_TAIL_RTTS
-#define CLIENT_TAIL_RTTS 4
-#endif
-static inline uint64_t client_tail_ns(const struct tally_client *c, const struct client_core *cc)
-{
-	uint64_t t = cc->min_rtt ? CLIENT_TAIL_RTTS * cc->min_rtt : cc->rto;
-	uint64_t min = (uint64_t)c->cfg.rto_min_us * 1000;
-
-	t = t < cc->rto ? t : cc->rto;
-	return t > min ? t : min;
 }
 
 /* client_op.c */

@@ -450,11 +450,11 @@ static void client_slot_expire(struct tally_client *c, uint32_t core, struct cli
  * shows progress: while the core keeps answering, a push still without one is queued, not
  * lost (losses show as gaps: client_ack.c); the timer is for a core gone silent. A tail
  * loss shows no gap (nothing comes after it): a held chunk whose RESULT, or a push whose
- * answer, was lost after the core's last progress. So once the core has been quiet for the
- * tail time since that progress (client_tail_ns: a few bare round trips, not the RTO that
- * a full window's queue inflates) such a slot is probed, whatever its backed-off timer;
- * once per progress (a probe's answer is none). Probes cost a header each way: HELD, MISSING
- * or HELD+DONE when they only crossed the answer. */
+ * answer, was lost after the core's last progress. So once the core has been quiet for an
+ * RTO since that progress (client_quiet_ns) such a slot is probed, whatever its backed-off
+ * timer (held chunks: up to CLIENT_HELD_CAP RTOs); once per progress (a probe's answer is
+ * none). Probes cost a header each way: HELD, MISSING, or HELD+DONE when they only crossed
+ * the answer. */
 static void client_slot_due(struct tally_client *c, struct client_core *cc,
 			    struct client_slot *sl, uint64_t now)
 {
@@ -464,7 +464,7 @@ static void client_slot_due(struct tally_client *c, struct client_core *cc,
 		return;
 	if (!sl->probed && cc->last_ans_ns > sl->fast_ns &&
 	    (sl->held || cc->last_ans_ns > sl->sent_ns)) {
-		uint64_t t = cc->last_ans_ns + client_tail_ns(c, cc);
+		uint64_t t = cc->last_ans_ns + q;
 
 		if (sl->due_ns <= now || t < sl->due_ns)
 			sl->due_ns = t;
