@@ -40,6 +40,26 @@ void engine_held_flush(struct tally_engine *e)
 	e->nheld = 0;
 }
 
+/* Send the pending ranges of (job, rank), oldest first; the others stay pending (their
+ * order with this rank's packets does not matter to anyone). */
+static void held_flush_rank(struct tally_engine *e, uint32_t job_id, uint32_t rank)
+{
+	uint32_t j = 0;
+
+	for (uint32_t i = 0; i < e->nheld; i++) {
+		struct engine_held *hd = &e->held[i];
+
+		if (hd->rank == rank && hd->job_id == job_id) {
+			held_send(e, hd);
+			continue;
+		}
+		if (j != i)
+			e->held[j] = *hd;
+		j++;
+	}
+	e->nheld = j;
+}
+
 /* A new range is acknowledged cumulatively, as TCP's ACKs are: it starts at the first of
  * the (up to ENGINE_HELD_BACK) chunks just before it that are still open in this round and
  * hold the rank's push. A lost HELD is then repaired by the next HELD of the key; alone,
@@ -107,9 +127,9 @@ void engine_held_add(struct tally_engine *e, const struct engine_key *k, uint32_
 			hd->end += count;
 			return;
 		}
-		/* all pending ranges go, in the order of the pushes they answer: a HELD sent
-		 * ahead of an older pending one showed the worker a gap (a spurious re-send) */
-		engine_held_flush(e);
+		/* the rank's pending ranges go, in the order of the pushes they answer: a HELD
+		 * sent ahead of an older pending one showed the worker a gap (a re-send) */
+		held_flush_rank(e, k->job_id, rank);
 		break;
 	}
 	if (e->nheld == ENGINE_HELD_MAX)
@@ -161,7 +181,7 @@ void engine_held_now(struct tally_engine *e, const struct engine_key *k, uint32_
 	 * answer (the first to a push sent later) for a gap. MISSING, DONE and RESEND show
 	 * no gap: they leave the pending ranges to grow. */
 	if (!flags)
-		engine_held_flush_any(e);
+		held_flush_rank(e, k->job_id, rank);
 	if (!(flags & (TALLY_F_MISSING | TALLY_F_DONE)))
 		e->st.held_chunks++;
 	held_fill(&hd, k, rank, round, off, count);
