@@ -64,8 +64,9 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		       o->warmup, o->chunk_bytes, secs, r0secs, median, verify_secs, gbps, s->tx_pkts, s->rx_pkts, s->pushes,
 		       s->retransmits, s->results, s->dup_results, s->excluded, s->errors, drops,
 		       chk->checked, chk->mismatches, chk->max_err, chk->max_err_ratio);
-		printf(",\"fast_retransmits\":%" PRIu64 ",\"helds\":%" PRIu64 ",\"probes\":%" PRIu64,
-		       s->fast_retransmits, s->helds, s->probes);
+		printf(",\"fast_retransmits\":%" PRIu64 ",\"helds\":%" PRIu64 ",\"probes\":%" PRIu64
+		       ",\"missing\":%" PRIu64 ",\"result_asks\":%" PRIu64, s->fast_retransmits,
+		       s->helds, s->probes, s->missing, s->result_asks);
 		printf(",\"restarts\":%" PRIu64 ",\"rejoins\":%" PRIu64 ",\"repushes\":%" PRIu64
 		       ",\"pings\":%" PRIu64 ",\"complete_pushes\":%" PRIu64, s->restarts,
 		       s->rejoins, s->repushes, s->pings, s->complete_pushes);

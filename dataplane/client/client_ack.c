@@ -47,11 +47,13 @@ void client_xmit(struct tally_client *c, uint32_t core, struct client_slot *sl)
 }
 
 /* A header-only PULL for a held data slot: the appliance answers HELD (still waiting),
- * the RESULT (it was lost), or nothing (it lost our push: the timer re-sends it). */
+ * HELD+DONE (its RESULT went out: client_rx_done), MISSING (it lost our push), or, for a
+ * PULL+DONE (sl->done: we know it is complete, and have no RESULT), the RESULT. */
 void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl, uint64_t now)
 {
 	const struct client_op *op = &c->ops_tab[sl->op];
 	const struct client_key *k = &c->keys[op->kidx];
+	const struct client_core *cc = &c->cores[core];
 	uint8_t hb[TALLY_HDR_LEN];
 	struct tally_hdr h;
 
@@ -61,6 +63,17 @@ void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl,
 	h.offset = sl->chunk * k->reg.chunk_elems;
 	h.count = client_chunk_count(k, sl->chunk);
 	h.dtype = k->reg.dtype;
+	/* What "just completed" means to the appliance: a RESULT it sent before the last
+	 * packet we got from that core would be here (one path, in order), so one sent
+	 * since, or within a round trip before it (the estimator's RTO: the smoothed RTT let
+	 * jitter through, simnet's test_slow_worker), may be on its way (this probe crosses
+	 * it: HELD+DONE); an older one was lost (the RESULT at once). */
+	uint64_t rtt_us = (now - (cc->last_rx_ns < now ? cc->last_rx_ns : now) + cc->est) / 1000;
+
+	if (sl->done)
+		h.flags |= TALLY_F_DONE;
+	else
+		h.aux = rtt_us < UINT32_MAX ? (uint32_t)rtt_us : UINT32_MAX;
 	tally_proto_finish(hb, &h, NULL, 0);
 	sl->probed = true;
 	sl->nprobe++;
@@ -129,8 +142,13 @@ unsigned client_result_answer(struct tally_client *c, struct client_core *cc,
 			      struct client_slot *sl, const struct tally_hdr *h, uint64_t *gap_seq)
 {
 	uint64_t now = c->ops->now_ns(c->xctx);
+	uint64_t tail = now + client_quiet_ns(c, cc);
 
-	cc->last_ans_ns = now;
+	cc->last_ans_ns = cc->last_rx_ns = now;
+	/* progress: what is left unanswered is looked at once the core is quiet that long
+	 * (client_op.c, tail losses) */
+	if (tail < cc->next_due)
+		cc->next_due = tail;
 	if (h->aux & TALLY_AUX_LAST)
 		cc->seen_held = true; /* an appliance that answers HELD and probes */
 	if ((h->flags & (TALLY_F_RESEND | TALLY_F_INCLUDED)) ==
@@ -154,8 +172,8 @@ unsigned client_result_answer(struct tally_client *c, struct client_core *cc,
 	/* Only a RESULT with our push in proves it arrived. The first answer to a push sent
 	 * once shows a gap in what we sent before it (re-send); a RESULT of a held chunk, in
 	 * completion order, a RESULT lost before it (probe). */
-	if (!(h->flags & TALLY_F_INCLUDED) || sl->retries)
-		return 0;
+	if (!(h->flags & TALLY_F_INCLUDED) || sl->retries || sl->probed)
+		return 0; /* (a RESULT that may answer our probe shows no order: client_rx_held) */
 	*gap_seq = sl->seq;
 	return sl->held ? CLIENT_GAP_PROBE : CLIENT_GAP_RESEND | CLIENT_GAP_PROBE;
 }
@@ -204,6 +222,27 @@ static void client_rx_missing(struct tally_client *c, struct client_key *k,
 	client_xmit(c, k->core, sl);
 }
 
+/* HELD+DONE: the chunk a probe asked about is complete and its RESULT went out before
+ * this answer, on the same path. Here already (slot gone): the probe had crossed it, as
+ * most do. Not here: it was lost; ask for it now (PULL+DONE), and again an RTO later. */
+static void client_rx_done(struct tally_client *c, struct client_key *k,
+			   const struct tally_hdr *h, uint64_t now)
+{
+	struct client_slot *sl = client_hold(c, k, h->round, h->offset / k->reg.chunk_elems);
+	struct client_core *cc = &c->cores[k->core];
+
+	if (!sl || !sl->probed || sl->done)
+		return; /* crossed the RESULT, or a late copy: the PULL+DONE is out already */
+	sl->held = sl->done = true;
+	sl->nprobe = 0;
+	sl->rto_ns = cc->rto;
+	sl->due_ns = now + sl->rto_ns;
+	if (sl->due_ns < cc->next_due)
+		cc->next_due = sl->due_ns;
+	c->st.result_asks++;
+	client_probe(c, k->core, sl, now);
+}
+
 void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 {
 	const struct tally_hdr *h = &p->hdr;
@@ -229,8 +268,13 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 	now = c->ops->now_ns(c->xctx);
 	struct client_core *cc = &c->cores[k->core];
 	cc->seen_held = true;
+	cc->last_rx_ns = now;
 	if (h->flags & TALLY_F_MISSING) {
 		client_rx_missing(c, k, h, now);
+		return;
+	}
+	if (h->flags & TALLY_F_DONE) {
+		client_rx_done(c, k, h, now);
 		return;
 	}
 	for (uint32_t ch = h->offset / k->reg.chunk_elems; (uint64_t)ch * k->reg.chunk_elems < end;
@@ -239,6 +283,8 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 
 		if (!sl)
 			continue;
+		bool probed = sl->probed;
+
 		sl->probed = false; /* answered */
 		sl->nprobe = 0;
 		if (h->flags & TALLY_F_RESEND)
@@ -246,12 +292,15 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 		if (sl->held)
 			continue;
 		/* evidence of a gap only from a push sent once: an answer to an earlier copy
-		 * of a re-sent one would make everything sent since look lost */
-		if (sl->retries == 0 && sl->seq > xseq)
+		 * of a re-sent one would make everything sent since look lost; nor from one
+		 * that may answer our probe (sent after every push: it shows no order) */
+		if (sl->retries == 0 && !probed && sl->seq > xseq)
 			xseq = sl->seq;
 		/* first HELD: from now on probe (backed off), never re-send unasked */
 		sl->held = true;
 		cc->last_ans_ns = now;
+		if (now + client_quiet_ns(c, cc) < cc->next_due) /* progress: client_op.c */
+			cc->next_due = now + client_quiet_ns(c, cc);
 		sl->rto_ns = 2 * cc->rto;
 		sl->due_ns = now + sl->rto_ns;
 		if (sl->due_ns < cc->next_due)

@@ -94,6 +94,8 @@ struct client_slot {
 	bool send_ack;            /* also (re)send ack_hdr (see client_op.c) */
 	bool held;                /* the appliance acknowledged it HELD: probe, don't re-send */
 	bool probed;              /* a PULL probe is out and unanswered */
+	bool done;                /* the appliance said the chunk is complete (HELD+DONE):
+				   * probes ask for the RESULT (PULL+DONE) */
 	uint8_t nprobe;           /* probes in a row without an answer */
 	bool fast_rtx;            /* the last payload send was a gap re-send */
 	uint64_t seq;             /* the core's transmission number of its last payload send */
@@ -121,6 +123,8 @@ struct client_core {
 	bool seen_held;           /* this core answers HELD and probes (JOIN_OK caps, or seen):
 				   * else old rules, the RTO samples completions */
 	uint64_t last_ans_ns;     /* last first answer (HELD or RESULT) to a push of ours */
+	uint64_t last_rx_ns;      /* last HELD or RESULT from this core (its path is FIFO: a
+				   * RESULT sent before it would be here; client_probe) */
 	uint32_t reo_mult;        /* reordering allowance, in min_rtt/4 (RFC 8985 reo_wnd) */
 	uint32_t fast_clean;      /* gap re-sends since the allowance last changed */
 };
@@ -258,6 +262,18 @@ static inline const char *client_live_silence(const struct tally_client *c, uint
 }
 /* client_op.c's timers (client_drive.c runs them with the liveness timer). */
 uint64_t client_op_tick(struct tally_client *c);
+/* How long a core may stay silent before the pushes still unanswered are probed: the RTO
+ * (CLIENT_QUIET_DIV 1). A fraction would find tail losses sooner, but probes that met a
+ * RESULT still queued on its way each cost a RESULT re-sent (measured before HELD+DONE,
+ * see CLIENT_QUIET_DIV). Also the tail time of client_op.c: 4 bare round trips (min_rtt)
+ * instead measured 4-5x the probes on the loaded 2-CPU box (silences of a few ms are
+ * scheduling there) and no gain beyond its noise. */
+static inline uint64_t client_quiet_ns(const struct tally_client *c, const struct client_core *cc)
+{
+	uint64_t q = cc->rto / CLIENT_QUIET_DIV, min = (uint64_t)c->cfg.rto_min_us * 1000;
+
+	return q > min ? q : min;
+}
 
 /* client_op.c */
 int client_cores_init(struct tally_client *c);

@@ -169,7 +169,7 @@ static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch,
 	sl->payload = op->in + client_chunk_boff(k, ch);
 	sl->staged = false;
 	sl->send_ack = false;
-	sl->held = sl->probed = false;
+	sl->held = sl->probed = sl->done = false;
 	sl->nprobe = 0;
 	sl->fast_ns = 0;
 	sl->fast_rtx = false;
@@ -239,7 +239,7 @@ void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t
 	sl->payload = sl->stage;
 	sl->staged = true;
 	sl->send_ack = false;
-	sl->held = sl->probed = false;
+	sl->held = sl->probed = sl->done = false;
 	sl->nprobe = 0;
 	sl->fast_ns = 0;
 	sl->op = CLIENT_ACKWAIT;
@@ -446,14 +446,32 @@ static void client_slot_expire(struct tally_client *c, uint32_t core, struct cli
 	client_xmit(c, core, sl);
 }
 
-/* How long a core may stay silent before the pushes still unanswered are probed: the RTO
- * (CLIENT_QUIET_DIV 1). A fraction would find tail losses sooner, but probes that meet a
- * RESULT still queued on its way each cost a RESULT re-sent (measured, client_int.h). */
-static uint64_t client_quiet_ns(const struct tally_client *c, const struct client_core *cc)
+/* When a slot's timer is due. RFC 6298 5.3: the timer restarts with every answer that
+ * shows progress: while the core keeps answering, a push still without one is queued, not
+ * lost (losses show as gaps: client_ack.c); the timer is for a core gone silent. A tail
+ * loss shows no gap (nothing comes after it): a held chunk whose RESULT, or a push whose
+ * answer, was lost after the core's last progress. So once the core has been quiet for an
+ * RTO since that progress (client_quiet_ns) such a slot is probed, whatever its backed-off
+ * timer (held chunks: up to CLIENT_HELD_CAP RTOs); once per progress (a probe's answer is
+ * none). Probes cost a header each way: HELD, MISSING, or HELD+DONE when they only crossed
+ * the answer. */
+static void client_slot_due(struct tally_client *c, struct client_core *cc,
+			    struct client_slot *sl, uint64_t now)
 {
-	uint64_t q = cc->rto / CLIENT_QUIET_DIV, min = (uint64_t)c->cfg.rto_min_us * 1000;
+	uint64_t q = client_quiet_ns(c, cc);
 
-	return q > min ? q : min;
+	if (sl->op == CLIENT_ACKWAIT || !cc->seen_held)
+		return;
+	if (!sl->probed && cc->last_ans_ns > sl->fast_ns &&
+	    (sl->held || cc->last_ans_ns > sl->sent_ns)) {
+		uint64_t t = cc->last_ans_ns + q;
+
+		if (sl->due_ns <= now || t < sl->due_ns)
+			sl->due_ns = t;
+		return;
+	}
+	if (sl->due_ns <= now && cc->last_ans_ns + q > now)
+		sl->due_ns = cc->last_ans_ns + q;
 }
 
 uint64_t client_op_tick(struct tally_client *c)
@@ -495,13 +513,7 @@ uint64_t client_op_tick(struct tally_client *c)
 					client_op_fail(c, sl->op, -ETIMEDOUT);
 					continue;
 				}
-				/* RFC 6298 5.3: the timer restarts with every answer that shows
-				 * progress. While the core keeps answering, a push still without
-				 * one is queued, not lost (losses show as gaps: client_ack.c); the
-				 * timer is for a core gone silent. */
-				if (sl->due_ns <= now && sl->op != CLIENT_ACKWAIT && cc->seen_held &&
-				    cc->last_ans_ns + client_quiet_ns(c, cc) > now)
-					sl->due_ns = cc->last_ans_ns + client_quiet_ns(c, cc);
+				client_slot_due(c, cc, sl, now);
 				/* a DOWN appliance is found again by the liveness PINGs
 				 * (client_live.c), not by re-sending payloads into the void */
 				if (sl->due_ns <= now && c->live == TALLY_CLIENT_DOWN)

@@ -21,9 +21,13 @@
  * reordering allowance later (stats.fast_retransmits); the allowance doubles when an answer
  * flagged RESEND shows such a re-send was not needed, halves after 16 that were; a RESULT
  * overtaking an earlier held chunk's has that one probed.
+ * A probe of a chunk completed since the last packet from that core (or within an RTO
+ * before it: PULL aux) is answered HELD+DONE; without the RESULT the session then asks with
+ * PULL+DONE (result_asks). Held or unanswered chunks left after the core's last progress are
+ * probed once it has been quiet for an RTO since (tail losses).
  * Trade-off: one 64-byte HELD per held push (ranges of consecutive chunks share one) and a
  * few probes per wait, against whole duplicate payloads whenever completion is slower than
- * the RTO; a probe that meets a RESULT still on its way costs one RESULT re-sent.
+ * the RTO; a probe that meets a RESULT still on its way costs a 64-byte HELD+DONE.
  * A chunk that gets no RESULT within cfg.give_up_ms fails the operation with -ETIMEDOUT and
  * a message naming key, round, chunk.
  * The appliance may end an operation sooner: ERROR RANK_SILENT (a participant it waits on is
@@ -138,6 +142,8 @@ struct tally_client_stats {
 	uint64_t complete_pushes; /* round sums sent on NEED_RESULT (a rank missed them) */
 	uint64_t auth_signed;     /* packets signed (cfg.auth) */
 	uint64_t auth_verified;   /* received packets whose tag verified */
+	uint64_t result_asks;     /* PULL+DONE sent: a probe was answered HELD+DONE (the
+				   * RESULT went out) and that RESULT is not here: it was lost */
 };
 
 void tally_client_cfg_defaults(struct tally_client_cfg *cfg);

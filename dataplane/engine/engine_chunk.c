@@ -120,6 +120,7 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 
 	engine_open_unlink(e, k, idx);
 	ch->state = ENGINE_CH_DONE;
+	ch->first_ns = engine_now(e); /* a fresh read: chunk_start reads one per chunk too */
 	struct engine_par *par = &k->par[p];
 	if (par->started && par->round == ch->round && ++par->chunks_done == k->nchunks &&
 	    par->open) {
@@ -147,7 +148,10 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 		e->st.quorum_completions++;
 
 	/* Pending HELDs go first: a worker must not see this RESULT before the HELD of a
-	 * chunk it pushed earlier (it would take the gap for a loss). */
+	 * chunk it pushed earlier (it would take the gap for a loss); one for this chunk
+	 * need not go at all. */
+	if (e->nheld)
+		engine_held_trim(e, k, ch->round, (uint32_t)off, n);
 	engine_held_flush_any(e);
 	/* Fan-out: one header per recipient (its rank, INCLUDED), one shared payload. */
 	struct tally_hdr h;
@@ -450,6 +454,17 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 	engine_heard(job, h->rank, engine_now_cached(e), len);
 	e->st.pulls++;
 	if (ch->state == ENGINE_CH_DONE) {
+		/* Its RESULT went out. A probe that arrives within the sender's round trip
+		 * (hdr.aux) of the completion most likely crossed it on its way: say so in a
+		 * header (tally_proto.h, TALLY_F_DONE); later, the RESULT was lost: send it.
+		 * A rank whose push the chunk has not seen (quorum) gets the RESULT as before. */
+		if (k->job->ranks[h->rank].held && !(h->flags & TALLY_F_DONE) &&
+		    engine_now(e) - ch->first_ns < (uint64_t)h->aux * 1000 &&
+		    engine_bit(engine_seen_bm(k, idx), h->rank)) {
+			e->st.done_answers++;
+			engine_held_now(e, k, h->rank, h->round, off, n, TALLY_F_DONE, TALLY_OK);
+			return TALLY_OK;
+		}
 		/* RESEND tells the worker its push was seen (it acknowledges the round, see
 		 * tally_client.h): a PULL is no push, so only if one was */
 		result_unicast(e, k, idx, h->rank, engine_bit(engine_seen_bm(k, idx), h->rank));

@@ -48,7 +48,8 @@ struct engine_chunk {
 	uint32_t prev, next;  /* the key's open list (index into key->chunks) */
 	uint32_t det_head;    /* staged pushes by ascending rank (deterministic), ENGINE_NIL: none */
 	uint32_t crc;         /* CRC32C of the RESULT payload, once complete */
-	uint64_t first_ns;    /* now_ns() of the first push (deadline, stuck age) */
+	uint64_t first_ns;    /* now_ns() of the first push (deadline, stuck age); once
+			       * complete, of the completion (did a PULL cross the RESULT?) */
 };
 
 /* Key-level view of one parity: the round last started there. */
@@ -469,6 +470,10 @@ void engine_held_now(struct tally_engine *e, const struct engine_key *k, uint32_
 		     enum tally_reason reason);
 /* Send every pending HELD. */
 void engine_held_flush(struct tally_engine *e);
+/* Chunk c of k completes now in round `round`: a pending HELD that ends with it gives that
+ * chunk up, the RESULT answers it (a pending range of that chunk alone goes). */
+void engine_held_trim(struct tally_engine *e, const struct engine_key *k, uint32_t round,
+		      uint32_t off, uint32_t count);
 static inline void engine_held_flush_any(struct tally_engine *e)
 {
 	if (e->nheld)

@@ -239,7 +239,11 @@ struct tally_engine_cfg {
 	X(auth_signed, auth_signed, "packets sent signed with a per-packet MAC") \
 	X(conn_auth_rx, conn_auth_rx, "packets of keyed jobs taken without a MAC from a " \
 	  "connection authenticated at setup (verbs)") \
-	X(conn_auth_tx, conn_auth_tx, "packets of keyed jobs sent unsigned to such a connection")
+	X(conn_auth_tx, conn_auth_tx, "packets of keyed jobs sent unsigned to such a connection") \
+	X(done_answers, done_answers, "PULLs for a completed chunk answered HELD+DONE (header " \
+	  "only: its RESULT had gone out; a PULL+DONE gets the payload)") \
+	X(held_trimmed, held_trimmed, "pending HELDs not sent: the RESULT of their chunk " \
+	  "followed at once and answers the push")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;

@@ -310,10 +310,11 @@ enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_p
 		/* a range of whole chunks: never empty, never past 2^32 elements */
 		if (h.count == 0 || (uint64_t)h.offset + h.count > UINT32_MAX)
 			return TALLY_R_BAD_COUNT;
-		/* MISSING or RESEND (a duplicate push acknowledged), not both, nothing else */
-		if ((h.flags & ~(TALLY_F_MISSING | TALLY_F_RESEND | TALLY_F_AUTH)) ||
-		    (h.flags & (TALLY_F_MISSING | TALLY_F_RESEND)) ==
-			    (TALLY_F_MISSING | TALLY_F_RESEND))
+		/* at most one of MISSING, RESEND (a duplicate push acknowledged) and DONE (the
+		 * chunk is complete), nothing else */
+		uint16_t kind = h.flags & (TALLY_F_MISSING | TALLY_F_RESEND | TALLY_F_DONE);
+		if ((h.flags & ~(TALLY_F_MISSING | TALLY_F_RESEND | TALLY_F_DONE | TALLY_F_AUTH)) ||
+		    (kind & (kind - 1)))
 			return TALLY_R_BAD_FLAGS;
 	} else if (h.op == TALLY_OP_PING && (h.flags & ~TALLY_F_ACK)) {
 		return TALLY_R_BAD_FLAGS;

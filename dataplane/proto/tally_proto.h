@@ -94,6 +94,18 @@ enum tally_op {
  * RESULT re-pushes round r to the fresh appliance while the others, already at r+1, hold
  * that result. The engine installs it as round r's result (tally_engine.h). */
 #define TALLY_F_COMPLETE 0x0100u
+/* HELD+DONE (header only): the answer to a PULL for a chunk that completed less than the
+ * PULL's hdr.aux microseconds ago (the sender's round-trip estimate; a worker that offered
+ * TALLY_CAP_HELD): "its RESULT went out to you". Such a PULL most likely crossed the RESULT
+ * on its way (probes sent while the worker, or the appliance, was descheduled); answering
+ * each with the payload re-sent 20-40% of the RESULTs on a loaded host with no loss. The
+ * RESULT left before this answer on the same path, so a worker that receives HELD+DONE
+ * without having the RESULT has lost it: it PULLs again with TALLY_F_DONE ("I know, send
+ * it"), answered with the RESULT. A chunk complete for longer than aux (the RESULT was
+ * lost, not crossed), a PULL+DONE and a PULL with aux 0 (older workers) get the RESULT at
+ * once. Trade-off: one round trip more to repair a RESULT lost within a round trip of the
+ * probe. Not with MISSING or RESEND. */
+#define TALLY_F_DONE 0x0200u
 /* Authenticated packet (a job admitted with a key, tally_auth.h): the 64-byte header is
  * followed by a TALLY_AUTH_LEN-byte auth block, [12-byte GMAC IV][16-byte GMAC tag], then
  * the payload (payload_len counts the payload only). The tag is AES-256-GMAC over the
@@ -134,7 +146,8 @@ struct tally_hdr {
 	uint16_t contrib;     /* RESULT: how many workers' pushes the sum holds */
 	uint32_t payload_len; /* bytes after the header */
 	uint32_t crc;         /* CRC32C of the payload (0 for an empty payload) */
-	uint32_t aux;         /* op-specific: ERROR: the rejected op; RESULT: TALLY_AUX_LAST */
+	uint32_t aux;         /* op-specific: ERROR: the rejected op; RESULT: TALLY_AUX_LAST;
+			       * PULL: the sender's round-trip estimate in us (TALLY_F_DONE) */
 	uint64_t reserved;    /* PING+ACK, ERROR from the appliance: its boot id (see PING;
 			       * JOIN_OK carries it in key (low) and round (high)); JOIN,
 			       * JOIN_OK, BYE with TALLY_F_AUTH: the JOIN nonce; else zero on
@@ -311,7 +324,7 @@ uint32_t tally_crc32c(const void *buf, size_t len);
  * (PUSH, RESULT, PULL, HELD), count >= 1 and count * dtype size == payload (PUSH/RESULT; with
  * TALLY_F_ONEBIT: dtype f32 else BAD_DTYPE, payload == TALLY_ONEBIT_BYTES(count) else
  * BAD_COUNT), HELD: no payload, count >= 1 and offset + count within 32 bits
- * (TALLY_R_BAD_COUNT), no flags but TALLY_F_MISSING or TALLY_F_RESEND, not both
+ * (TALLY_R_BAD_COUNT), no flags but one of TALLY_F_MISSING, TALLY_F_RESEND, TALLY_F_DONE
  * (TALLY_R_BAD_FLAGS), PING: no payload, no flags but TALLY_F_ACK (TALLY_R_BAD_FLAGS),
  * rank bound, CRC (checked last). The reserved field is ignored.
  * With TALLY_F_AUTH the auth block sits between header and payload (its bytes count in

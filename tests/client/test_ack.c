@@ -93,6 +93,22 @@ static void test_slow_worker(void **state)
 		      (unsigned long long)ESUM(s, probes),
 		      (unsigned long long)(simnet_now(s->net) / MS));
 	assert_true(ESUM(s, duplicates) <= tally_client_stats(s->cl[slow])->retransmits);
+	/* the fast workers' probes that reach a chunk completed meanwhile (they crossed its
+	 * RESULT) are answered HELD+DONE, a header: none gets a RESULT twice, none asks again */
+	print_message("  appliance: %llu RESULTs re-sent, %llu probes answered DONE\n",
+		      (unsigned long long)ESUM(s, resends),
+		      (unsigned long long)ESUM(s, done_answers));
+	assert_true(ESUM(s, done_answers) > 0);
+	for (unsigned w = 0; w < cfg.W; w++) {
+		const struct tally_client_stats *st = tally_client_stats(s->cl[w]);
+
+		print_message("  rank %u: %llu RESULTs twice, %llu asked again\n", w,
+			      (unsigned long long)st->dup_results,
+			      (unsigned long long)st->result_asks);
+		assert_int_equal(st->result_asks, 0);
+		if (w != slow)
+			assert_int_equal(st->dup_results, 0);
+	}
 	sys_free(s);
 }
 
@@ -118,13 +134,19 @@ static void run_lossy(unsigned W, double loss, uint64_t seed)
 	retx = SUM(s, retransmits);
 	fast = SUM(s, fast_retransmits);
 	print_message("  %.0f%% loss W=%u: %llu pushes, %llu packets lost, %llu re-sent "
-		      "(%llu on gaps, %llu after MISSING or timer), %llu probes, %llu HELD; "
+		      "(%llu on gaps, %llu after MISSING or timer), %llu probes, %llu HELD, "
+		      "%llu RESULTs re-sent (%llu asked after DONE); "
 		      "%.2f ms vs %.2f ms clean (x%.2f)\n", loss * 100, W,
 		      (unsigned long long)SUM(s, pushes), (unsigned long long)lost,
 		      (unsigned long long)retx, (unsigned long long)fast,
 		      (unsigned long long)(retx - fast), (unsigned long long)SUM(s, probes),
-		      (unsigned long long)SUM(s, helds), lossy_ns / 1e6, clean_ns / 1e6,
+		      (unsigned long long)SUM(s, helds), (unsigned long long)ESUM(s, resends),
+		      (unsigned long long)SUM(s, result_asks), lossy_ns / 1e6, clean_ns / 1e6,
 		      (double)lossy_ns / (double)clean_ns);
+	/* a RESULT goes again only for a loss: a duplicate push (its answer was lost, or a
+	 * push re-sent on a gap) or a PULL+DONE (the RESULT was lost) */
+	assert_true(ESUM(s, resends) <= lost);
+	assert_true(SUM(s, result_asks) <= lost);
 	assert_true(retx > 0);
 	/* every re-send answers a loss (a push, its HELD or its RESULT, or a probe's answer):
 	 * at most one per lost packet, with a margin for re-sends lost in turn */

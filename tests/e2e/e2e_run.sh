@@ -194,6 +194,12 @@ gbps = sum(o["bytes"] * o["rounds"] for o in objs) * 8 / secs / 1e9 if secs else
 print(f"{dt}: {len(objs)} workers ok={len(objs)-len(bad)} checked={sum(o['checked'] for o in objs)} "
       f"mismatches={sum(o['mismatches'] for o in objs)} aggregate={gbps:.2f} Gbit/s "
       f"retransmits={retx} dup_results={dups} max_err_ratio={max(o['max_err_ratio'] for o in objs):.3g}")
+def tot(f):
+    return sum(o.get(f, 0) for o in objs)
+# how the losses were repaired (client counters summed over the ranks)
+print(f"  rounds/s={objs[0]['rounds'] / secs if secs else 0:.3f} pushes={tot('pushes')} "
+      f"fast_retransmits={tot('fast_retransmits')} probes={tot('probes')} helds={tot('helds')} "
+      f"missing={tot('missing')} result_asks={tot('result_asks')} results={tot('results')} tx_pkts={tot('tx_pkts')} rx_pkts={tot('rx_pkts')}")
 for o in bad:
     print(f"  rank {o['rank']} FAILED: {o['error']}")
 if bad or (expect_retx and retx == 0):

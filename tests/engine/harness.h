@@ -215,6 +215,21 @@ static inline enum tally_reason h_pull(struct h *h, uint32_t rank, uint32_t key,
 	return h_rx_hdr(h, &hd, NULL, 0, &a);
 }
 
+/* A PULL as the client probes: flags (TALLY_F_DONE) and its round-trip estimate in us. */
+static inline enum tally_reason h_probe(struct h *h, uint32_t rank, uint32_t key,
+					uint32_t round, uint32_t offset, uint16_t flags,
+					uint32_t rtt_us)
+{
+	struct tally_hdr hd = h_hdr(TALLY_OP_PULL, rank);
+	hd.key = key;
+	hd.round = round;
+	hd.offset = offset;
+	hd.flags = flags;
+	hd.aux = rtt_us;
+	struct tally_addr a = h_addr(rank);
+	return h_rx_hdr(h, &hd, NULL, 0, &a);
+}
+
 static inline enum tally_reason h_bye(struct h *h, uint32_t rank)
 {
 	struct tally_hdr hd = h_hdr(TALLY_OP_BYE, rank);

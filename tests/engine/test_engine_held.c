@@ -2,7 +2,9 @@
  * test_engine_held.c — the engine's acknowledgements (tally_proto.h HELD): a push that does
  * not complete its chunk is acknowledged HELD (consecutive chunks of one worker in one
  * range), pending HELDs go out before any RESULT and at poll, a duplicate of an open chunk
- * is answered HELD+RESEND, PULL probes are answered HELD / MISSING / the RESULT, the
+ * is answered HELD+RESEND, PULL probes are answered HELD / MISSING / HELD+DONE (complete
+ * within the probe's round trip; later, or PULL+DONE: the RESULT), new ranges
+ * re-acknowledge held pushes before them, the
  * completing push's RESULT is flagged LAST, JOIN_OK offers TALLY_CAP_HELD. Nothing of
  * this changes what is summed.
  */
@@ -148,14 +150,141 @@ static void test_held_duplicates_and_probes(void **state)
 	/* quorum 2: rank 1 completes chunk 0; rank 2 never pushed it */
 	assert_int_equal(h_push(&h, 1, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
 	h_clear(&h);
-	assert_int_equal(h_pull(&h, 0, 1, 0, 0), TALLY_OK);
-	assert_int_equal(h_pull(&h, 2, 1, 0, 0), TALLY_OK);
+	/* rank 0's probe of the chunk completed less than its round trip (500 us) ago (it
+	 * crossed the RESULT): HELD+DONE, header only; rank 2, whose push the chunk never
+	 * saw, gets the RESULT as before */
+	uint64_t results = st->results;
+	h.cap.now += 499000;
+	assert_int_equal(h_probe(&h, 0, 1, 0, 0, 0, 500), TALLY_OK);
+	assert_int_equal(h_probe(&h, 2, 1, 0, 0, 0, 500), TALLY_OK);
 	assert_int_equal(h.cap.n, 2);
-	/* RESEND only where the PULL's sender had pushed (it acknowledges the round) */
-	assert_int_equal(nth(&h, 0)->pkt.hdr.op, TALLY_OP_RESULT);
-	assert_int_equal(nth(&h, 0)->pkt.hdr.flags, TALLY_F_INCLUDED | TALLY_F_RESEND);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.op, TALLY_OP_HELD);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.flags, TALLY_F_DONE);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.payload_len, 0);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.offset, 0);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.count, 4);
+	assert_int_equal(st->done_answers, 1);
+	assert_int_equal(st->results, results + 1);
 	assert_int_equal(nth(&h, 1)->pkt.hdr.op, TALLY_OP_RESULT);
 	assert_int_equal(nth(&h, 1)->pkt.hdr.flags, 0);
+	/* it asks again knowing the chunk is done (its RESULT was lost): the RESULT, RESEND
+	 * only where the PULL's sender had pushed (it acknowledges the round) */
+	h_clear(&h);
+	assert_int_equal(h_probe(&h, 0, 1, 0, 0, TALLY_F_DONE, 500), TALLY_OK);
+	assert_int_equal(h.cap.n, 1);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.op, TALLY_OP_RESULT);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.flags, TALLY_F_INCLUDED | TALLY_F_RESEND);
+	float want = 2;
+	assert_memory_equal(nth(&h, 0)->pkt.payload, &want, sizeof(want));
+	/* a probe more than its round trip after the completion did not cross the RESULT
+	 * (it was lost): the RESULT at once; so does a PULL without an estimate (aux 0: an
+	 * older worker) */
+	h_clear(&h);
+	h.cap.now += 2000;
+	assert_int_equal(h_probe(&h, 0, 1, 0, 0, 0, 500), TALLY_OK);
+	assert_int_equal(h_probe(&h, 0, 1, 0, 0, 0, 0), TALLY_OK);
+	assert_int_equal(h.cap.n, 2);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.op, TALLY_OP_RESULT);
+	assert_int_equal(nth(&h, 1)->pkt.hdr.op, TALLY_OP_RESULT);
+	assert_int_equal(st->done_answers, 1);
+	h_stop(&h);
+}
+
+/* A new HELD range re-acknowledges the rank's held pushes just before it (cumulative), so
+ * a lost HELD is repaired by the next; pending HELDs leave in the order of the pushes they
+ * answer, whatever comes next (a range that cannot grow, a probe's answer). */
+static void test_held_cumulative(void **state)
+{
+	(void)state;
+	struct h h;
+	float v[4] = { 1, 2, 3, 4 };
+
+	held_setup(&h, 3);
+	/* rank 0: chunks 0 and 1 held (their HELD "lost"), then chunk 3: its range starts at
+	 * chunk 3 (chunk 2 is not held), then chunk 2: the range covers chunks 0..2 again */
+	assert_int_equal(h_push(&h, 0, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 0, 1, 0, 4, TALLY_DT_F32, v, 4), TALLY_OK);
+	tally_engine_poll(h.e);
+	h_clear(&h);
+	assert_int_equal(h_push(&h, 0, 1, 0, 12, TALLY_DT_F32, v, 4), TALLY_OK);
+	tally_engine_poll(h.e);
+	assert_int_equal(h.cap.n, 1);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.offset, 12);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.count, 4);
+	h_clear(&h);
+	assert_int_equal(h_push(&h, 0, 1, 0, 8, TALLY_DT_F32, v, 4), TALLY_OK);
+	tally_engine_poll(h.e);
+	assert_int_equal(h.cap.n, 1);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.offset, 0);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.count, 12);
+	/* rank 2's push of chunk 0 is pending; its probe of chunk 1 (not pushed) is answered
+	 * MISSING at once, which shows the worker no gap: the pending range stays */
+	h_clear(&h);
+	assert_int_equal(h_push(&h, 2, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_pull(&h, 2, 1, 0, 4), TALLY_OK);
+	assert_int_equal(h.cap.n, 1);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.offset, 4);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.flags, TALLY_F_MISSING);
+	/* then chunk 1 comes (the range grows) and a probe of chunk 1 answered HELD: that
+	 * answer would show a gap, so the pending range goes first; it is cumulative too */
+	h_clear(&h);
+	assert_int_equal(h_push(&h, 2, 1, 0, 4, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_pull(&h, 2, 1, 0, 4), TALLY_OK);
+	assert_int_equal(h.cap.n, 2);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.offset, 0);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.count, 8);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.flags, 0);
+	assert_int_equal(nth(&h, 1)->pkt.hdr.offset, 0);
+	assert_int_equal(nth(&h, 1)->pkt.hdr.count, 8);
+	h_stop(&h);
+}
+
+/* A pending range may not grow with a push that came after another pending range of the
+ * same rank: it would then answer a newer push ahead of that older one (a gap). */
+static void test_held_order(void **state)
+{
+	(void)state;
+	struct h h;
+	float v[4] = { 1, 2, 3, 4 };
+	struct tally_register r = h_reg(16, 4, TALLY_DT_F32, 3, 3);
+
+	held_setup(&h, 3);
+	for (uint32_t w = 0; w < 3; w++)
+		assert_int_equal(h_register(&h, w, 2, &r), TALLY_OK);
+	h_clear(&h);
+	/* rank 0: key 1 chunk 0, rank 2: key 1 chunk 0 (another rank: no effect), rank 0:
+	 * key 2 chunk 0, then key 1 chunk 1 */
+	assert_int_equal(h_push(&h, 0, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 2, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 0, 2, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h.cap.n, 0);
+	assert_int_equal(h_push(&h, 0, 1, 0, 4, TALLY_DT_F32, v, 4), TALLY_OK);
+	/* rank 0's pending ranges went, oldest first; rank 2's stays pending; the new range
+	 * waits (and covers chunk 0) */
+	assert_int_equal(h.cap.n, 2);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.rank, 0);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.key, 1);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.count, 4);
+	assert_int_equal(nth(&h, 1)->pkt.hdr.rank, 0);
+	assert_int_equal(nth(&h, 1)->pkt.hdr.key, 2);
+	tally_engine_poll(h.e);
+	assert_int_equal(h.cap.n, 4);
+	assert_int_equal(nth(&h, 2)->pkt.hdr.rank, 2);
+	assert_int_equal(nth(&h, 3)->pkt.hdr.rank, 0);
+	assert_int_equal(nth(&h, 3)->pkt.hdr.key, 1);
+	assert_int_equal(nth(&h, 3)->pkt.hdr.offset, 0);
+	assert_int_equal(nth(&h, 3)->pkt.hdr.count, 8);
+	/* without a later range of rank 0 in between, consecutive chunks still coalesce */
+	h_clear(&h);
+	assert_int_equal(h_push(&h, 0, 2, 0, 4, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 2, 2, 0, 8, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 0, 2, 0, 8, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h.cap.n, 0);
+	tally_engine_poll(h.e);
+	assert_int_equal(h.cap.n, 2);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.rank, 0);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.offset, 0);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.count, 12);
 	h_stop(&h);
 }
 
@@ -174,12 +303,68 @@ static void test_held_caps(void **state)
 	h_stop(&h);
 }
 
+/* A pending HELD of a chunk that completes in the same burst is not sent: its RESULT
+ * answers the push; only the ends of a range go, the rest is sent first as before. */
+static void test_held_trim(void **state)
+{
+	(void)state;
+	struct h h;
+	float v[4] = { 1, 2, 3, 4 };
+
+	held_setup(&h, 3);
+	const struct tally_engine_stats *st = tally_engine_stats(h.e);
+	assert_int_equal(h_push(&h, 0, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 2, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 1, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h.cap.n, 3);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(nth(&h, i)->pkt.hdr.op, TALLY_OP_RESULT);
+	assert_int_equal(st->held_trimmed, 2);
+	assert_int_equal(st->held_sent, 0);
+	/* rank 0: chunks 1 and 2 pending; chunk 2 completes: rank 0's HELD says chunk 1
+	 * only, before the RESULTs; rank 2's range (chunk 2 alone) is not sent */
+	h_clear(&h);
+	assert_int_equal(h_push(&h, 0, 1, 0, 4, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 0, 1, 0, 8, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 2, 1, 0, 8, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 1, 1, 0, 8, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h.cap.n, 4);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.op, TALLY_OP_HELD);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.rank, 0);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.offset, 4);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.count, 4);
+	for (size_t i = 1; i < 4; i++) {
+		assert_int_equal(nth(&h, i)->pkt.hdr.op, TALLY_OP_RESULT);
+		assert_int_equal(nth(&h, i)->pkt.hdr.offset, 8);
+	}
+	assert_int_equal(st->held_trimmed, 3);
+	assert_int_equal(st->held_sent, 1);
+	/* a range that starts with the completing chunk keeps it: its RESULT after a HELD
+	 * of later pushes would look like a gap. Round 1 (other parity): rank 0 pushes
+	 * chunks 0, 1, rank 2 and rank 1 push chunk 0, which completes: rank 0's HELD still
+	 * says 0..1, and goes first */
+	h_clear(&h);
+	assert_int_equal(h_push(&h, 0, 1, 1, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 0, 1, 1, 4, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 2, 1, 1, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 1, 1, 1, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.op, TALLY_OP_HELD);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.rank, 0);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.offset, 0);
+	assert_int_equal(nth(&h, 0)->pkt.hdr.count, 8);
+	assert_int_equal(nth(&h, 1)->pkt.hdr.op, TALLY_OP_RESULT);
+	h_stop(&h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_held_ranges),
 		cmocka_unit_test(test_held_duplicates_and_probes),
 		cmocka_unit_test(test_held_caps),
+		cmocka_unit_test(test_held_cumulative),
+		cmocka_unit_test(test_held_order),
+		cmocka_unit_test(test_held_trim),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

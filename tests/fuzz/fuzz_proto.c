@@ -56,9 +56,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (h->op == TALLY_OP_HELD) {
 		CHECK(h->payload_len == 0 && h->count >= 1 && h->dtype < TALLY_DT_COUNT);
 		CHECK((uint64_t)h->offset + h->count <= UINT32_MAX);
-		CHECK(!(h->flags & ~(TALLY_F_MISSING | TALLY_F_RESEND | TALLY_F_AUTH)));
-		CHECK((h->flags & (TALLY_F_MISSING | TALLY_F_RESEND)) !=
-		      (TALLY_F_MISSING | TALLY_F_RESEND));
+		CHECK(!(h->flags & ~(TALLY_F_MISSING | TALLY_F_RESEND | TALLY_F_DONE | TALLY_F_AUTH)));
+		/* at most one of them */
+		CHECK(!!(h->flags & TALLY_F_MISSING) + !!(h->flags & TALLY_F_RESEND) +
+		      !!(h->flags & TALLY_F_DONE) <= 1);
 	}
 	if ((h->op == TALLY_OP_PUSH || h->op == TALLY_OP_RESULT) && (h->flags & TALLY_F_ONEBIT)) {
 		/* one-bit: f32, [scale][ceil(count / 8) bytes of bits] */

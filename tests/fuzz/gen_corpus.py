@@ -61,6 +61,10 @@ def proto_corpus():
     out["held_missing"] = packet(9, key=3, rnd=2, offset=128, count=128, flags=8, reason=19)
     out["held_resend"] = packet(9, key=3, rnd=5, offset=0, count=64, flags=4, dtype=2)
     out["held_bad_flags"] = packet(9, key=3, offset=0, count=64, flags=12)
+    # HELD+DONE (0x200): a probed chunk is complete, its RESULT went out; not with MISSING
+    out["held_done"] = packet(9, key=3, rnd=2, offset=64, count=64, flags=0x200)
+    out["held_done_missing"] = packet(9, key=3, offset=64, count=64, flags=0x208)
+    out["pull_done"] = packet(6, key=3, rnd=2, offset=128, flags=0x200)
     out["held_zero_count"] = packet(9, key=3, offset=64, count=0)
     out["held_wraps"] = packet(9, key=3, offset=0xFFFFFF00, count=0x200)
     out["held_payload"] = packet(9, b"\x01\x02\x03\x04", key=3, count=4)
