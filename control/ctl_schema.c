@@ -37,6 +37,9 @@ static const struct tally_ctl_param p_job_add[] = {
 		  "mode 0600), read by the appliance: every packet of the job is then "
 		  "authenticated (AES-256-GMAC); workers read the same file from "
 		  "TALLY_AUTH_KEY_FILE" },
+	{ .name = "no_auth", .type = TALLY_CTL_T_BOOL, .flag = 1,
+	  .help = "admit the job unauthenticated (CRC only), for a trusted fabric: without "
+		  "it, job-add needs --key-file" },
 };
 
 static const struct tally_ctl_param p_keys[] = {
@@ -117,7 +120,8 @@ static const struct tally_ctl_method methods[TALLY_CTL_M_COUNT] = {
 	{ TALLY_CTL_M_JOB_GET, "job_get", "job", "one job in detail",
 	  "{job_id, token, world_size, workers, keys, mem_bytes, policy:{quorum, deadline_us, "
 	  "deterministic}}", P_END(p_job_req), 0, 0 },
-	{ TALLY_CTL_M_JOB_ADD, "job_add", "job-add", "admit a job (operator admission)",
+	{ TALLY_CTL_M_JOB_ADD, "job_add", "job-add", "admit a job (operator admission), authenticated with --key-file FILE unless --no-auth "
+	  "is given",
 	  "{job_id, world_size, authenticated}", P_END(p_job_add), 1, 0 },
 	{ TALLY_CTL_M_KEYS_LIST, "keys_list", "keys",
 	  "registered keys with their state: open rounds, missing contributors",

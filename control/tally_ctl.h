@@ -63,6 +63,7 @@ struct tally_ctl_param {
 	const char *def;       /* default (CLI text form), NULL: none */
 	const char *choices;   /* ENUM */
 	const char *help;
+	uint8_t flag;          /* BOOL: tallyctl --name alone means true (--name=false too) */
 };
 
 enum tally_ctl_method_id {

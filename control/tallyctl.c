@@ -72,6 +72,8 @@ static void usage_cmd(FILE *f, const struct tally_ctl_method *m)
 		optname(on, sizeof(on), p->name);
 		if (p->positional)
 			fprintf(f, p->required ? " %s" : " [%s]", up);
+		else if (p->flag)
+			fprintf(f, " [--%s]", on);
 		else
 			fprintf(f, p->required ? " --%s %s" : " [--%s %s]", on, up);
 	}
@@ -93,6 +95,8 @@ static void usage_cmd(FILE *f, const struct tally_ctl_method *m)
 			char lhs[256];
 			if (p->positional)
 				snprintf(lhs, sizeof(lhs), "%s | --%s %s", up, on, up);
+			else if (p->flag)
+				snprintf(lhs, sizeof(lhs), "--%s", on);
 			else
 				snprintf(lhs, sizeof(lhs), "--%s %s", on, up);
 			fprintf(f, "  %-30s %s (%s%s%s%s)\n", lhs, p->help, typ,
@@ -135,6 +139,8 @@ static int parse_cmd_args(const struct tally_ctl_method *m, int argc, char **arg
 			}
 			if (eq) {
 				val = eq + 1;
+			} else if (p->flag) {
+				val = "true";
 			} else if (i + 1 < argc) {
 				val = argv[++i];
 			} else {

@@ -26,6 +26,7 @@ struct actl_job {
 	uint32_t quota_keys;       /* job_add's own quotas, whole appliance (0: defaults) */
 	uint64_t quota_bytes;
 	char key_file[256];        /* job_add's key_file ("" none): config_save repeats it */
+	int no_auth;               /* job_add's no_auth: admitted unauthenticated on purpose */
 };
 
 /* Counters of the last interval, for rates. */

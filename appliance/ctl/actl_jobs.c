@@ -43,13 +43,28 @@ static int e_job_add(struct tally_engine *e, unsigned core, void *arg)
 	return rc;
 }
 
-/* The optional key_file of job_add: read here, by the appliance, so the key crosses no
- * socket. 0 (none given, or read), or -EINVAL with the message naming the file. */
+/* The key_file of job_add: read here, by the appliance, so the key crosses no socket.
+ * Operator-admitted jobs are authenticated unless the request says no_auth (issue 14), so
+ * a job with neither, or both, is refused before anything changes. 0 (read, or no_auth),
+ * or -EINVAL with the message naming the way out. */
 static int job_key_load(const json_t *p, struct job_arg *j, char *m, size_t ml)
 {
 	const char *path = json_string_value(json_object_get(p, "key_file"));
+	int no_auth = json_is_true(json_object_get(p, "no_auth"));
 	char err[256];
 
+	if (!path && !no_auth) {
+		snprintf(m, ml, "job %u: operator-admitted jobs are authenticated by default: "
+			 "give --key-file FILE (a 32-byte hex key: openssl rand -hex 32 > FILE, "
+			 "mode 0600) or --no-auth for an unauthenticated job on a trusted fabric",
+			 j->job_id);
+		return -EINVAL;
+	}
+	if (path && no_auth) {
+		snprintf(m, ml, "job %u: give either --key-file or --no-auth, not both",
+			 j->job_id);
+		return -EINVAL;
+	}
 	if (!path)
 		return 0;
 	if (strlen(path) >= sizeof(((struct actl_job *)0)->key_file)) {
@@ -117,6 +132,7 @@ static int h_job_add(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 		aj->quota_bytes = qb;
 		/* config_save names the file, never the key */
 		snprintf(aj->key_file, sizeof(aj->key_file), "%s", kf ? kf : "");
+		aj->no_auth = !j.has_key;
 	}
 	*r = json_pack("{s:I, s:I, s:b}", "job_id", (json_int_t)j.job_id, "world_size",
 		       (json_int_t)j.world_size, "authenticated", j.has_key);
@@ -388,6 +404,8 @@ static int h_config_save(void *ctx, const json_t *p, json_t **r, char *m, size_t
 			json_object_set_new(cp, "quota_bytes", json_integer((json_int_t)j->quota_bytes));
 		if (j->key_file[0])
 			json_object_set_new(cp, "key_file", json_string(j->key_file));
+		else /* replayed as it was: job_add refuses a job with neither */
+			json_object_set_new(cp, "no_auth", json_true());
 		json_array_append_new(calls, c);
 	}
 	for (int i = 0; i < ACTL_MAX_JOBS; i++) /* policies after every job they refer to */

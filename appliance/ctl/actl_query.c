@@ -145,6 +145,19 @@ static int q_stuck(struct tally_engine *e, unsigned core, void *arg)
 	return e ? tally_engine_walk_stuck(e, q->min_age_ns, cb_stuck, arg) : 0;
 }
 
+struct q_keyed {
+	uint32_t job_id;
+	int keyed;
+};
+
+static int q_keyed(struct tally_engine *e, unsigned core, void *arg)
+{
+	struct q_keyed *k = arg;
+	(void)core;
+	k->keyed = e ? tally_engine_job_keyed(e, k->job_id) > 0 : 0;
+	return 0;
+}
+
 /* ---- main thread -------------------------------------------------------------------- */
 
 static int run_query(struct tally_actl *a, unsigned core, tally_actl_engine_fn fn,
@@ -219,6 +232,10 @@ static json_t *jobs_json(struct tally_actl *a, int has_job, uint32_t job_id, int
 			snprintf(inc, sizeof(inc), "0x%016llx",
 				 (unsigned long long)all[j].incarnation);
 		json_object_set_new(o, "incarnation", json_string(inc));
+		/* every core holds the job's key (job_add gives it to all): ask core 0 */
+		struct q_keyed kq = { .job_id = all[j].job_id };
+		a->ops->exec(a->ctx, 0, q_keyed, &kq);
+		json_object_set_new(o, "auth", json_string(kq.keyed ? "keyed" : "no_auth"));
 		json_object_set_new(o, "mem_bytes", json_integer((json_int_t)all[j].mem_bytes));
 		json_object_set_new(o, "quota_keys", json_integer(all[j].quota_keys));
 		json_object_set_new(o, "quota_bytes", json_integer((json_int_t)all[j].quota_bytes));

@@ -33,6 +33,8 @@ struct udpd_conf {
 	int open_admission;
 	uint32_t job_id, world;    /* a job admitted at start (world 0: none) */
 	uint64_t token;
+	int no_auth;               /* --job unauthenticated on purpose (else key_file needed) */
+	char key_file[256];        /* --job's key (tally_auth_key_load), "" none */
 	int log_level;             /* syslog LOG_ERR..LOG_DEBUG (LOG_INFO) */
 	uint32_t drain_timeout_ms; /* a shutdown with drain waits this long (10000) */
 	uint32_t dead_rank_timeout_ms; /* engine: report a silent rank after (0: 10000) */
@@ -52,6 +54,8 @@ int udpd_conf_set(struct udpd_conf *c, const char *name, const char *value, char
 int udpd_conf_file(struct udpd_conf *c, const char *path, char *err, size_t errlen);
 int udpd_conf_args(struct udpd_conf *c, int argc, char **argv, char *err, size_t errlen);
 void udpd_usage(FILE *f);
+/* --job is authenticated unless --no-auth: 0, or -EINVAL naming both ways out. */
+int udpd_conf_check_job(const struct udpd_conf *c, char *err, size_t errlen);
 
 /* Engine work posted by the main thread (udpd_engine.c runs it). */
 struct udpd_cmd {

@@ -151,6 +151,10 @@ int udpd_conf_set(struct udpd_conf *c, const char *n, const char *v, char *err, 
 		return set_switch(&c->open_admission, n, v, err, el);
 	if (!strcmp(n, "check-config"))
 		return set_switch(&c->check_config, n, v, err, el);
+	if (!strcmp(n, "no-auth"))
+		return set_switch(&c->no_auth, n, v, err, el);
+	if (!strcmp(n, "key-file"))
+		return set_str(c->key_file, sizeof(c->key_file), n, v, err, el);
 	if (!strcmp(n, "ctl-socket") || !strcmp(n, "control"))
 		return set_str(c->ctl_path, sizeof(c->ctl_path), n, v, err, el);
 	if (!strcmp(n, "control-config"))
@@ -229,7 +233,7 @@ int udpd_conf_args(struct udpd_conf *c, int argc, char **argv, char *err, size_t
 		eq = strchr(a, '=');
 		snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
 		int is_switch = !strcmp(name, "open") || !strcmp(name, "open-admission") ||
-				!strcmp(name, "check-config");
+				!strcmp(name, "check-config") || !strcmp(name, "no-auth");
 		if (eq)
 			v = eq + 1;
 		else if (!is_switch && i + 1 < argc)
@@ -240,6 +244,23 @@ int udpd_conf_args(struct udpd_conf *c, int argc, char **argv, char *err, size_t
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+int udpd_conf_check_job(const struct udpd_conf *c, char *err, size_t el)
+{
+	if (!c->world)
+		return (c->no_auth || c->key_file[0])
+			? cerr(err, el, "--no-auth and --key-file are for a job admitted at start: "
+			       "give --job ID --token T --world W too") : 0;
+	if (c->no_auth && c->key_file[0])
+		return cerr(err, el, "job %u: give either --key-file or --no-auth, not both",
+			    c->job_id);
+	if (!c->no_auth && !c->key_file[0])
+		return cerr(err, el, "job %u: operator-admitted jobs are authenticated by default: "
+			    "give --key-file FILE (a 32-byte hex key: openssl rand -hex 32 > FILE, "
+			    "mode 0600) or --no-auth for an unauthenticated job on a trusted fabric",
+			    c->job_id);
 	return 0;
 }
 
@@ -257,7 +278,10 @@ void udpd_usage(FILE *f)
 		"  --max-chunk N         largest payload accepted (8192)\n"
 		"  --max-jobs N          concurrent jobs, 1..64 (16)\n"
 		"  --open-admission      the first JOIN creates its job (quick start); also --open\n"
-		"  --job ID --token T --world W  admit a job at start\n"
+		"  --job ID --token T --world W  admit a job at start, authenticated:\n"
+		"  --key-file FILE       its key (32 bytes hex, mode 0600; workers read the same\n"
+		"                        file from TALLY_AUTH_KEY_FILE), or\n"
+		"  --no-auth             admit it unauthenticated (a trusted fabric)\n"
 		"  --log-level L         error..debug (info)\n"
 		"  --drain-timeout-ms N  SIGTERM or a shutdown with drain waits this long for\n"
 		"                        open rounds (10000)\n"

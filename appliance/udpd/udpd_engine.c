@@ -10,6 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
+#include "tally_auth.h"
 #include "udpd.h"
 
 #define POLL_NS 1000000ull /* the longest a posted command waits for the engine thread */
@@ -28,6 +31,30 @@ static void on_rx(void *arg, const void *buf, size_t len, const struct tally_add
 
 	if (from->core < d->ncores)
 		tally_engine_rx(d->eng[from->core], buf, len, from);
+}
+
+/* --job at start on every core, with its --key-file key (udpd_conf_check_job made sure
+ * it has one or says --no-auth). */
+static int start_job(struct udpd *d, char *err, size_t errlen)
+{
+	uint8_t key[TALLY_AUTH_KEY_LEN];
+	char kerr[256];
+	int rc = 0;
+
+	if (d->conf.key_file[0] && tally_auth_key_load(d->conf.key_file, key, kerr,
+						       sizeof(kerr)) < 0) {
+		snprintf(err, errlen, "job %u: %s", d->conf.job_id, kerr);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < d->ncores && !rc; i++) {
+		rc = tally_engine_job_add(d->eng[i], d->conf.job_id, d->conf.token, d->conf.world);
+		if (!rc && d->conf.key_file[0])
+			rc = tally_engine_job_key(d->eng[i], d->conf.job_id, key);
+	}
+	OPENSSL_cleanse(key, sizeof(key));
+	if (rc)
+		snprintf(err, errlen, "job %u: %s", d->conf.job_id, strerror(-rc));
+	return rc;
 }
 
 int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
@@ -71,13 +98,8 @@ int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
 			snprintf(err, errlen, "engine %u: %s", i, strerror(-rc));
 			return rc;
 		}
-		if (d->conf.world && (rc = tally_engine_job_add(d->eng[i], d->conf.job_id,
-							d->conf.token, d->conf.world))) {
-			snprintf(err, errlen, "job %u: %s", d->conf.job_id, strerror(-rc));
-			return rc;
-		}
 	}
-	return 0;
+	return d->conf.world ? start_job(d, err, errlen) : 0;
 }
 
 void udpd_engines_destroy(struct udpd *d)

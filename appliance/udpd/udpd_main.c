@@ -133,6 +133,10 @@ int main(int argc, char **argv)
 		udpd_usage(stdout);
 		return 0;
 	}
+	if (udpd_conf_check_job(&d->conf, err, sizeof(err))) {
+		fprintf(stderr, "tally-udpd: %s\n", err);
+		return 2;
+	}
 	if (d->conf.world && !d->conf.token)
 		fprintf(stderr, "tally-udpd: warning: job %u admitted with token 0\n", d->conf.job_id);
 	if (d->conf.check_config) {
