@@ -6,7 +6,7 @@ hvd.init, hvd.rank, hvd.size, hvd.broadcast_parameters, hvd.broadcast_optimizer_
 hvd.DistributedOptimizer and hvd.allreduce keep their names and meaning.
 
     # one appliance, two workers (tally-udpd from the build tree)
-    build/appliance/udpd/tally-udpd --addr 127.0.0.1 --port 9170 --job 1 --token 7 --world 2 &
+    build/appliance/udpd/tally-udpd --addr 127.0.0.1 --port 9170 --job 1 --no-auth --token 7 --world 2 &
     for r in 0 1; do TALLY_APPLIANCES=127.0.0.1:9170 TALLY_JOB_ID=1 TALLY_TOKEN=7 RANK=$r \\
         WORLD_SIZE=2 PYTHONPATH=gpu_agent/python python3 gpu_agent/examples/horovod_port.py & done
 

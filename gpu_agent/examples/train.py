@@ -263,7 +263,7 @@ def launch(a):
             # with intra-machine aggregation the appliance sees one participant per machine; the
             # sharded mode's lanes are one job each (1, 1 | 1 << 24, ...): their JOINs create them
             appl_world = 1 if a.local_agg else a.workers
-            adm = ["--open"] if a.local_agg == "shard" else ["--job", "1", "--token", str(token),
+            adm = ["--open"] if a.local_agg == "shard" else ["--job", "1", "--no-auth", "--token", str(token),
                                                               "--world", str(appl_world)]
             cmd = [udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", str(ncores)] + adm + [
                    "--stats", st]

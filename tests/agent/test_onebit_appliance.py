@@ -139,7 +139,7 @@ def chunk_layout(parts):
 
 def main():
     port = train.free_port_block(2)
-    with udpd_proc.running(port, "--cores", "2", "--job", "5", "--token", "77", "--world", str(W),
+    with udpd_proc.running(port, "--cores", "2", "--job", "5", "--no-auth", "--token", "77", "--world", str(W),
                            settle=0.3, quiet=False):
         ctx = mp.get_context("spawn")
         q = ctx.Queue()

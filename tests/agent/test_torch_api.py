@@ -103,7 +103,7 @@ def run(shard):
     res = {}
     tag = "sharded: " if shard else ""
     port = train.free_port_block(2)
-    adm = ["--open"] if shard else ["--job", "3", "--token", "99", "--world", str(W)]
+    adm = ["--open"] if shard else ["--job", "3", "--no-auth", "--token", "99", "--world", str(W)]
     with udpd_proc.running(port, "--cores", "2", *adm):
         ctx = mp.get_context("fork")
         q = ctx.Queue()

@@ -272,7 +272,7 @@ def main():
     failed = 0
     port = train.free_port_block(2)
     res = {}
-    with udpd_proc.running(port, "--cores", "2", "--job", "5", "--token", "77", "--world", str(W)):
+    with udpd_proc.running(port, "--cores", "2", "--job", "5", "--no-auth", "--token", "77", "--world", str(W)):
         ctx = mp.get_context("fork")
         q = ctx.Queue()
         mport = udpd_proc.free_tcp()

@@ -47,7 +47,7 @@ def main():
     port = train.free_port_block(1)
     sock = f"/tmp/tally-test-user-errors-{os.getpid()}.sock"
     try:
-        with udpd_proc.running(port, "--cores", "1", "--job", "5", "--token", "77", "--world", "2",
+        with udpd_proc.running(port, "--cores", "1", "--job", "5", "--no-auth", "--token", "77", "--world", "2",
                                "--ctl-socket", sock):
             failed += refused(port, errno.EPERM, ["has no job 6: not admitted", "tallyctl job-add"],
                               job_id=6, token=77, rank=0, world_size=2)

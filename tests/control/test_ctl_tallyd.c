@@ -190,12 +190,12 @@ static void test_status_empty(void **state)
 static void test_job_admission(void **state)
 {
 	(void)state;
-	assert_int_equal(ctl("job-add", "7", "--token", "0x1234abcd5678ef00", "--world-size", "2",
-			     NULL), 0);
+	assert_int_equal(ctl("job-add", "7", "--no-auth", "--token", "0x1234abcd5678ef00",
+			     "--world-size", "2", NULL), 0);
 	/* same again: idempotent; another token: refused, nothing changes */
-	assert_int_equal(ctl("job-add", "7", "--token", "0x1234abcd5678ef00", "--world-size", "2",
-			     NULL), 0);
-	assert_int_equal(ctl("job-add", "7", "--token", "5", "--world-size", "2", NULL), 1);
+	assert_int_equal(ctl("job-add", "7", "--no-auth", "--token", "0x1234abcd5678ef00",
+			     "--world-size", "2", NULL), 0);
+	assert_int_equal(ctl("job-add", "7", "--no-auth", "--token", "5", "--world-size", "2", NULL), 1);
 	assert_non_null(strstr(err, "another token"));
 	assert_int_equal(ctl("job", "9", NULL), 1);
 	assert_non_null(strstr(err, "no job 9"));
@@ -527,7 +527,7 @@ static void test_config_and_admin(void **state)
 	json_decref(c);
 
 	/* admit, evict, evict again */
-	assert_int_equal(ctl("job-add", "8", "--token", "1", "--world-size", "4", NULL), 0);
+	assert_int_equal(ctl("job-add", "8", "--no-auth", "--token", "1", "--world-size", "4", NULL), 0);
 	json_t *e = CTLJ("evict", "8");
 	assert_int_equal(geti(e, "keys_freed"), 0);
 	json_decref(e);
@@ -678,7 +678,8 @@ static void test_control_config_replay(void **state)
 		slurp(logpath, out, sizeof(out));
 		fail_msg("tallyd did not start:\n%s", out);
 	}
-	assert_int_equal(ctl("job-add", "9", "--token", "0xfeed", "--world-size", "3", NULL), 0);
+	assert_int_equal(ctl("job-add", "9", "--no-auth", "--token", "0xfeed", "--world-size", "3",
+			     NULL), 0);
 	json_decref(CTLJ("policy", "9", "--quorum", "2", "--deadline-us", "5000"));
 	assert_int_equal(ctl("config-save", cfg, NULL), 0);
 	saved_job9(cfg, &tok, &world, &quorum, &deadline);

@@ -125,7 +125,8 @@ static void test_status_and_job(void **state)
 	assert_int_equal(json_array_size(json_object_get(s, "cores")), 2);
 	assert_string_equal(json_string_value(json_object_get(s, "transport")), "kernel-udp");
 	json_decref(s);
-	json_decref(CTLJ("job-add", "7", "--token", "0x1234abcd5678ef00", "--world-size", "2"));
+	json_decref(CTLJ("job-add", "7", "--no-auth", "--token", "0x1234abcd5678ef00",
+			 "--world-size", "2"));
 	json_t *j = CTLJ("job", "7");
 	assert_int_equal(geti(j, "world_size"), W);
 	json_decref(j);

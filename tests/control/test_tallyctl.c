@@ -216,9 +216,9 @@ static void test_commands(void **state)
 	(void)state;
 
 	start_server(0660);
-	expect(0, run("job-add", "1", "--token", "0xdeadbeefcafef00d", "--world-size", "4"),
+	expect(0, run("job-add", "1", "--no-auth", "--token", "0xdeadbeefcafef00d", "--world-size", "4"),
 	       "world_size", NULL);
-	expect(1, run("job-add", "1", "--token", "7", "--world-size", "4"), NULL,
+	expect(1, run("job-add", "1", "--no-auth", "--token", "7", "--world-size", "4"), NULL,
 	       "another token");
 	expect(1, run("job", "9"), NULL, "no job 9");
 	expect(0, run("--json", "jobs"), NULL, NULL);

@@ -39,7 +39,7 @@ def start_udpd(tmp, idx):
     sock = os.path.join(tmp, f"ctl{idx}.sock")
     log = open(os.path.join(tmp, f"udpd{idx}.log"), "w")
     p = subprocess.Popen([UDPD, "--addr", "127.0.0.1", "--port", str(port), "--cores", "2", "--job", "1",
-                          "--token", TOKEN, "--world", "4", "--det-pool", "64M", "--mem", "256M",
+                          "--no-auth", "--token", TOKEN, "--world", "4", "--det-pool", "64M", "--mem", "256M",
                           "--ctl-socket", sock], stdout=log, stderr=subprocess.STDOUT)
     for _ in range(200):
         if os.path.exists(sock):

@@ -63,7 +63,7 @@ static void appl_start(struct appl *a, int idx)
 		freopen(err, "a", stderr);
 		freopen("/dev/null", "w", stdout);
 		execl(udpd, udpd, "--addr", "127.0.0.1", "--port", p, "--cores", "2", "--mem",
-		      "64M", "--det-pool", "4M", "--job", "7", "--token", "1234", "--world", w,
+		      "64M", "--det-pool", "4M", "--job", "7", "--no-auth", "--token", "1234", "--world", w,
 		      "--ctl-socket", a->sock, "--drain-timeout-ms", "8000", (char *)NULL);
 		_exit(127);
 	}

@@ -56,7 +56,7 @@ else
 fi
 # An operator-admitted job's own quotas: shown by `job`, kept by config-save.
 C="$b/control/tallyctl --socket $tmp/ctl.sock"
-$C job-add 5 --token 1 --world-size 2 --quota-keys 10 --quota-bytes 1048576 >/dev/null ||
+$C job-add 5 --no-auth --token 1 --world-size 2 --quota-keys 10 --quota-bytes 1048576 >/dev/null ||
 	{ echo "FAIL: job-add with quotas"; fail=1; }
 q=$($C --json job 5 | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["quota_keys"], j["quota_bytes"])')
 s=$($C --json config-save | python3 -c 'import json,sys; print([c["params"] for c in json.load(sys.stdin)["calls"] if c["method"]=="job_add"])')

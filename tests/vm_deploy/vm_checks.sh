@@ -97,12 +97,12 @@ workers() {
 	echo
 }
 c_workers() {
-	vd_ssh tallyctl job-add 7 --token 0x77 --world-size 2 >/dev/null || return 1
+	vd_ssh tallyctl job-add 7 --no-auth --token 0x77 --world-size 2 >/dev/null || return 1
 	workers 7 5 4M
 }
 
 c_train() {
-	vd_ssh tallyctl job-add 8 --token 0x88 --world-size 2 >/dev/null || return 1
+	vd_ssh tallyctl job-add 8 --no-auth --token 0x88 --world-size 2 >/dev/null || return 1
 	local out acc
 	out=$("${NX[@]}" env TALLY_APPLIANCES="$VM_IP:9170" TALLY_JOB_ID=8 TALLY_TOKEN=$((0x88)) \
 		/usr/bin/python3 "$top/gpu_agent/examples/train.py" --workers 2 --epochs 6 2>&1) || { tail -5 <<<"$out"; return 1; }
@@ -125,7 +125,7 @@ c_reload_restart() {
 # jobs survive a restart only if they are admitted again: the operator keeps them in a
 # control config that tallyd replays at start (tallyctl config-save, --control-config)
 c_persist_jobs() {
-	vd_ssh 'tallyctl job-add 9 --token 0x77 --world-size 2 >/dev/null &&
+	vd_ssh 'tallyctl job-add 9 --no-auth --token 0x77 --world-size 2 >/dev/null &&
 		tallyctl config-save >/etc/tally/control.conf &&
 		sed -i "s|^TALLYD_OPTS=.*|TALLYD_OPTS=\"--control-config /etc/tally/control.conf\"|" /etc/default/tallyd &&
 		systemctl restart tallyd && tallyctl jobs' | grep -w 9 >/dev/null || { echo "job 9 not back after restart"; return 1; }
