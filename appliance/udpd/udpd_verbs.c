@@ -93,21 +93,12 @@ void udpd_verbs_destroy(struct udpd *d)
 	if (!d->verbs)
 		return;
 	s = tally_verbs_stats(d->verbs);
-	fprintf(stderr, "tally-udpd: verbs totals: tx_pkts %llu rx_pkts %llu tx_no_credit %llu "
-		 "tx_not_conn %llu tx_errors %llu rx_bad_len %llu rx_bad_credit %llu conns_up %llu "
-		 "conns_down %llu conns_rejected %llu wc_errors %llu stall_probes %llu "
-		 "stalls_dead %llu up_by_packet %llu conns_authed %llu auth_no_key %llu "
-		 "auth_bad_mac %llu auth_replay %llu auth_stale %llu auth_off %llu",
-		 (unsigned long long)s->tx_pkts, (unsigned long long)s->rx_pkts,
-		 (unsigned long long)s->tx_no_credit, (unsigned long long)s->tx_not_conn,
-		 (unsigned long long)s->tx_errors, (unsigned long long)s->rx_bad_len,
-		 (unsigned long long)s->rx_bad_credit, (unsigned long long)s->conns_up,
-		 (unsigned long long)s->conns_down, (unsigned long long)s->conns_rejected,
-		 (unsigned long long)s->wc_errors, (unsigned long long)s->stall_probes,
-		 (unsigned long long)s->stalls_dead, (unsigned long long)s->up_by_packet,
-		 (unsigned long long)s->conns_authed, (unsigned long long)s->auth_no_key,
-		 (unsigned long long)s->auth_bad_mac, (unsigned long long)s->auth_replay,
-		 (unsigned long long)s->auth_stale, (unsigned long long)s->auth_off);
+	/* the verbs counter list the control plane shows, as "name value" pairs */
+	fprintf(stderr, "tally-udpd: verbs totals:");
+#define PR(f, help) fprintf(stderr, " %s %llu", #f, (unsigned long long)s->f);
+	TALLY_ACTL_VERBS_STATS(PR)
+#undef PR
+	fputc('\n', stderr);
 	tally_verbs_destroy(d->verbs);
 	d->verbs = NULL;
 }
