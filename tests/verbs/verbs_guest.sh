@@ -244,23 +244,28 @@ restart_case() { # JOB NAME [WORKER_ENV [APPLIANCE_ENV]]
 	APP_ENV=${4:-} start_app $id
 	for r in 0 1 2; do wait ${pids[$r]}; rcs="$rcs $?"; done
 	local down=$(grep -ho 'connections up [0-9]* down [0-9]*' $T/r$id-*.out | awk '$5 > 0' | wc -l)
-	local byp=-
-	if [ -n "${4:-}" ]; then # its totals: does every connection come up by a packet?
-		kill -TERM $app; wait $app
-		byp=$(grep -o 'up_by_packet [0-9]*' $T/app$id.err | cut -d' ' -f2)
-		start_app $id-after
-	fi
+	local byp=- crd
+	# The restarted appliance's totals: does every connection come up by a packet (with the
+	# ESTABLISHED fault)? Do the workers' new connections return credits by themselves (credit
+	# messages)? A credit count carried over from the dead QP once kept them from it.
+	kill -TERM $app; wait $app
+	[ -n "${4:-}" ] && byp=$(grep -o 'up_by_packet [0-9]*' $T/app$id.err | cut -d' ' -f2)
+	crd=$(grep -o 'rx_credit_msgs [0-9]*' $T/app$id.err | cut -d' ' -f2)
+	start_app $id-after
 	if [ "$rcs" = " 0 0 0" ] && { [ -z "$env" ] || [ "$down" = 3 ]; } &&
-		{ [ -z "${4:-}" ] || [ "${byp:-0}" -ge 6 ]; }; then
-		ok "$name: all ranks finished verified; $(grep -h 'verbs:' $T/r$id-0.out); connections up by their first packet: $byp"
+		{ [ -z "${4:-}" ] || [ "${byp:-0}" -ge 6 ]; } && [ "${crd:-0}" -gt 0 ]; then
+		ok "$name: all ranks finished verified; $(grep -h 'verbs:' $T/r$id-0.out); connections up by their first packet: $byp; credit messages from the workers: $crd"
 	else
-		bad "$name (rc$rcs, ranks that saw a connection down: $down/3, up by packet: $byp): $(tail -n 3 $T/r$id-0.err $T/r$id-0.out $T/r$id-1.out | tr '\n' ' ')"
+		bad "$name (rc$rcs, ranks that saw a connection down: $down/3, up by packet: $byp, credit messages from the workers: ${crd:-?}): $(tail -n 4 $T/r$id-[012].err $T/r$id-[012].out | tr '\n' ' ')"
+		tail -n 12 $T/app$id.err | sed 's/^/  appliance: /' # the restarted appliance's view
 	fi
 }
 if want restart; then
+	for rep in $(seq 1 $(cat /share/restart_reps 2>/dev/null || echo 1)); do
 	restart_case 31 "appliance restarted mid-run"
 	restart_case 32 "appliance restarted, disconnects and ESTABLISHED lost" \
 		TALLY_VERBS_FAULT=lose-disconnect TALLY_VERBS_FAULT=lose-established
+	done
 fi
 # ---- 6. benchmark (figures only, no assertion): `tally-perf line --transport verbs`, which
 # runs ib_write_bw and Tally over verbs on the same rxe device in one run and prints the

@@ -283,7 +283,14 @@ void verbs_conn_release(struct tally_verbs *v, struct verbs_conn *c)
 	c->id = NULL;
 	c->mr = NULL;
 	c->mem = NULL;
-	c->stall_ns = c->probe_ns = 0; /* a client reuses the entry for its next connect */
+	/* A client reuses the entry for its next connect: nothing of the old QP may carry over.
+	 * Credit messages posted on a QP that died never complete (their flushes belong to the
+	 * old generation): a credit_out left at the limit kept the new connection from ever
+	 * returning credits by itself (a CI run: the restarted appliance got no credit message
+	 * from any worker and stalled its RESULTs until a rank was named silent). */
+	c->stall_ns = c->probe_ns = 0;
+	c->stall_mark = 0;
+	c->credit_out = 0;
 	c->state = VC_FREE;
 	c->gen++;
 }
