@@ -54,9 +54,16 @@ int agent_net_verbs_open(const char *host, uint16_t port, const uint8_t *key, ui
 	return 0;
 }
 
+static void verbs_rx_placed(void *arg, const void *hdr, size_t hlen, const void *payload,
+			    size_t plen)
+{
+	tally_client_rx_placed(arg, hdr, hlen, payload, plen);
+}
+
 void agent_net_verbs_attach(void *x, struct tally_client *c)
 {
 	tally_verbs_set_rx(x, verbs_rx, c);
+	tally_verbs_set_rx_placed(x, verbs_rx_placed); /* RESULTs into the staging buffers */
 }
 
 void agent_net_verbs_close(void *x)

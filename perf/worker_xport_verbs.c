@@ -42,9 +42,16 @@ int wx_verbs_open(const struct wx_opts *o, struct worker_xport *wx, char *err, s
 	return 0;
 }
 
+static void wx_verbs_rx_placed(void *arg, const void *hdr, size_t hlen, const void *payload,
+			       size_t plen)
+{
+	tally_client_rx_placed(arg, hdr, hlen, payload, plen);
+}
+
 void wx_verbs_attach(struct worker_xport *wx, struct tally_client *c)
 {
 	tally_verbs_set_rx(wx->ctx, wx_verbs_rx, c);
+	tally_verbs_set_rx_placed(wx->ctx, wx_verbs_rx_placed);
 }
 
 void wx_verbs_json(struct worker_xport *wx)
@@ -57,11 +64,14 @@ void wx_verbs_json(struct worker_xport *wx)
 	       ",\"conns_up\":%" PRIu64 ",\"conns_down\":%" PRIu64 ",\"reconnects\":%" PRIu64
 	       ",\"cq_waits\":%" PRIu64 ",\"spins\":%" PRIu64 ",\"spin_hits\":%" PRIu64
 	       ",\"stall_probes\":%" PRIu64 ",\"stalls_dead\":%" PRIu64 ",\"conns_authed\":%"
-	       PRIu64 ",\"auth_bad_accept\":%" PRIu64 "}",
+	       PRIu64 ",\"auth_bad_accept\":%" PRIu64 ",\"adv_sent\":%" PRIu64 ",\"rx_placed\":%"
+	       PRIu64 ",\"rx_results_copied\":%" PRIu64 ",\"rx_bad_place\":%" PRIu64
+	       ",\"mr_regs\":%" PRIu64 ",\"mr_evictions\":%" PRIu64 ",\"mr_fail\":%" PRIu64 "}",
 	       s->tx_pkts, s->rx_pkts, s->tx_no_credit, s->tx_not_conn, s->tx_errors,
 	       s->tx_credit_msgs, s->rx_credit_msgs, s->rx_bad_len, s->wc_errors, s->conns_up,
 	       s->conns_down, s->reconnects, s->cq_waits, s->spins, s->spin_hits, s->stall_probes,
-	       s->stalls_dead, s->conns_authed, s->auth_bad_accept);
+	       s->stalls_dead, s->conns_authed, s->auth_bad_accept, s->adv_sent, s->rx_placed,
+	       s->rx_results_copied, s->rx_bad_place, s->mr_regs, s->mr_evictions, s->mr_fail);
 }
 
 void wx_verbs_text(struct worker_xport *wx)
@@ -74,6 +84,10 @@ void wx_verbs_text(struct worker_xport *wx)
 	       "setup %" PRIu64 "\n", s->conns_up,
 	       s->conns_down, s->reconnects, s->tx_no_credit, s->tx_not_conn, s->wc_errors,
 	       s->stall_probes, s->stalls_dead, s->conns_authed);
+	printf("  verbs: RESULTs placed in our buffer %" PRIu64 ", landed with payload %" PRIu64
+	       ", bad placements %" PRIu64 "; advertisements %" PRIu64 ", registrations %" PRIu64
+	       " (evicted %" PRIu64 ", failed %" PRIu64 ")\n", s->rx_placed, s->rx_results_copied,
+	       s->rx_bad_place, s->adv_sent, s->mr_regs, s->mr_evictions, s->mr_fail);
 	/* a later core's refused connect (e.g. authentication) is only in the transport */
 	if (*tally_verbs_strerror(wx->ctx))
 		printf("  verbs: last error: %s\n", tally_verbs_strerror(wx->ctx));

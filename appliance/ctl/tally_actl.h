@@ -80,7 +80,12 @@ struct tally_actl_io_stats {
 	X(auth_replay, "connect requests refused: a nonce seen before (replayed)") \
 	X(auth_stale, "connect requests refused: clock outside the window") \
 	X(auth_off, "connect requests refused: rdma-auth packet (setup auth off)") \
-	X(auth_bad_accept, "accepts whose proof of the key did not verify")
+	X(auth_bad_accept, "accepts whose proof of the key did not verify") \
+	X(adv_ok, "result-buffer advertisements taken (RESULTs placed by RDMA WRITE)") \
+	X(adv_refused, "advertisements refused: malformed, out of range, another rank's") \
+	X(results_placed, "RESULTs written straight into the worker's buffer") \
+	X(results_copied, "RESULTs sent with their payload in the landing slot") \
+	X(place_out_of_range, "of those: advertised, but the chunk fell outside the buffer")
 
 struct tally_actl_verbs_stats {
 #define TALLY_ACTL_VERBS_FIELD(f, help) uint64_t f;

@@ -322,6 +322,12 @@ bool client_fold_stage(enum tally_dtype dt, void *stage, const void *in, void *f
  * fold += stage - in. */
 void client_fold_unstage(enum tally_dtype dt, void *fold, const void *stage, const void *in,
 		     size_t n);
+/* A decoded packet (buf: its header as received) past the checks of its own bytes. */
+void client_rx_pkt(struct tally_client *c, const void *buf, const struct tally_pkt *p);
+/* client_place.c: tell the transport where round `op` of k writes its results. */
+void client_advertise(struct tally_client *c, const struct client_key *k,
+		      const struct client_op *op);
+
 /* fold += the payload that was left out of the sum. */
 void client_fold_add(enum tally_dtype dt, void *fold, const void *pushed, size_t n);
 

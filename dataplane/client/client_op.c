@@ -362,6 +362,8 @@ int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, con
 	else
 		cc->pend_head = opi;
 	cc->pend_tail = opi;
+	if (c->ops->advertise)
+		client_advertise(c, k, op); /* before the pushes: in order on the connection */
 	client_pump(c, k->core);
 	return (int)(((uint32_t)op->gen << 15) | opi);
 }

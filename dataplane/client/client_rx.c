@@ -137,7 +137,11 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		break;
 	}
 	}
-	memcpy(op->out + client_chunk_boff(k, ch), p->payload, len);
+	/* verbs may have written the payload in place already (tally_client_rx_placed) */
+	if (p->payload == op->out + client_chunk_boff(k, ch))
+		c->st.results_placed++;
+	else
+		memmove(op->out + client_chunk_boff(k, ch), p->payload, len);
 	client_live_keep(k, ch, h, p->payload, client_chunk_boff(k, ch), len);
 	cst[ch] = CLIENT_CH_MAKE(CLIENT_CH_DONE, 0);
 	c->st.results++;
@@ -201,6 +205,13 @@ void tally_client_rx(struct tally_client *c, const void *buf, size_t len)
 		c->st.drops[r < TALLY_R_COUNT ? r : TALLY_R_BAD_OP]++;
 		return;
 	}
+	client_rx_pkt(c, buf, &p);
+}
+
+void client_rx_pkt(struct tally_client *c, const void *buf, const struct tally_pkt *pp)
+{
+	struct tally_pkt p = *pp;
+
 	if (p.hdr.job_id != c->cfg.job_id) {
 		c->st.drops[TALLY_R_WRONG_JOB]++;
 		return;

@@ -144,6 +144,9 @@ struct tally_client_stats {
 	uint64_t auth_verified;   /* received packets whose tag verified */
 	uint64_t result_asks;     /* PULL+DONE sent: a probe was answered HELD+DONE (the
 				   * RESULT went out) and that RESULT is not here: it was lost */
+	uint64_t results_placed;  /* RESULTs whose payload the transport wrote in place (no
+				   * copy; verbs, tally_xport_ops.advertise) */
+	uint64_t adverts;         /* result buffers advertised to the transport */
 };
 
 void tally_client_cfg_defaults(struct tally_client_cfg *cfg);
@@ -182,6 +185,12 @@ int tally_client_allreduce(struct tally_client *c, uint32_t key, uint32_t round,
 
 /* Non-blocking driving, for transports that deliver packets themselves. */
 void tally_client_rx(struct tally_client *c, const void *buf, size_t len);
+/* A RESULT whose payload the transport already placed (tally_xport_ops.advertise): the
+ * header as received (hlen bytes, its auth block included) and the payload where it lies.
+ * Checked as any packet (CRC or MAC over those bytes); when the payload lies where the
+ * session would copy it, the copy is skipped (stats.results_placed). */
+void tally_client_rx_placed(struct tally_client *c, const void *hdr, size_t hlen,
+			    const void *payload, size_t plen);
 /* Retransmit due chunks, send queued ones; returns the ns until the next timer (or
  * UINT64_MAX when idle). */
 uint64_t tally_client_tick(struct tally_client *c);

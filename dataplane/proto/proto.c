@@ -260,10 +260,44 @@ static enum tally_reason data_len_check(const struct tally_hdr *h)
 enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_pkt *pkt)
 {
 	const uint8_t *b = buf;
-	struct tally_hdr h;
 
 	if (!b || len < TALLY_HDR_LEN)
 		return TALLY_R_TRUNCATED;
+	size_t hl = tally_proto_hdr_len(b);
+	if (len < hl)
+		return TALLY_R_LEN_MISMATCH;
+	return tally_proto_decode_split(b, hl, b + hl, len - hl, pkt);
+}
+
+void tally_proto_peek_hdr(const uint8_t *b, struct tally_hdr *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = get32(b + HO_MAGIC);
+	h->version = b[HO_VERSION];
+	h->op = b[HO_OP];
+	h->flags = get16(b + HO_FLAGS);
+	h->job_id = get32(b + HO_JOB);
+	h->rank = get32(b + HO_RANK);
+	h->token = get64(b + HO_TOKEN);
+	h->key = get32(b + HO_KEY);
+	h->round = get32(b + HO_ROUND);
+	h->offset = get32(b + HO_OFFSET);
+	h->count = get32(b + HO_COUNT);
+	h->dtype = b[HO_DTYPE];
+	h->payload_len = get32(b + HO_PLEN);
+}
+
+enum tally_reason tally_proto_decode_split(const void *hbuf, size_t hlen, const void *payload,
+					   size_t plen, struct tally_pkt *pkt)
+{
+	const uint8_t *b = hbuf;
+	size_t len = hlen + plen;
+	struct tally_hdr h;
+
+	if (!b || hlen < TALLY_HDR_LEN)
+		return TALLY_R_TRUNCATED;
+	if (plen && !payload)
+		return TALLY_R_LEN_MISMATCH;
 	h.magic = get32(b + HO_MAGIC);
 	if (h.magic != TALLY_MAGIC)
 		return TALLY_R_BAD_MAGIC;
@@ -277,7 +311,7 @@ enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_p
 	if (h.payload_len > TALLY_MAX_PAYLOAD)
 		return TALLY_R_OVERSIZED;
 	size_t hl = tally_proto_hdr_len(b);
-	if (len < hl || (size_t)h.payload_len != len - hl)
+	if (hlen != hl || (size_t)h.payload_len != len - hl)
 		return TALLY_R_LEN_MISMATCH;
 	long fixed = op_fixed_len(h.op);
 	if (fixed >= 0 && (long)h.payload_len != fixed)
@@ -326,13 +360,13 @@ enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_p
 	if (hl != TALLY_HDR_LEN) {
 		if (h.crc != 0)
 			return TALLY_R_BAD_CRC;
-	} else if (h.crc != (h.payload_len ? tally_crc32c(b + hl, h.payload_len) : 0u)) {
+	} else if (h.crc != (h.payload_len ? tally_crc32c(payload, h.payload_len) : 0u)) {
 		return TALLY_R_BAD_CRC;
 	}
 
 	if (pkt) {
 		pkt->hdr = h;
-		pkt->payload = b + hl;
+		pkt->payload = plen ? payload : b + hl;
 		pkt->auth = hl != TALLY_HDR_LEN ? b + TALLY_HDR_LEN : NULL;
 	}
 	return TALLY_OK;

@@ -332,6 +332,14 @@ uint32_t tally_crc32c(const void *buf, size_t len);
  * engine's or client's: tally_auth_verify); pkt->auth points at the block.
  * Returns TALLY_OK and fills *pkt, or the reason. Never reads past buf[len). */
 enum tally_reason tally_proto_decode(const void *buf, size_t len, struct tally_pkt *pkt);
+/* The same with the payload apart from the header (a verbs RESULT whose payload the appliance
+ * wrote straight into the worker's buffer): hlen must be the header's tally_proto_hdr_len,
+ * plen its payload_len; the CRC is over `payload`, pkt->payload points at it. */
+enum tally_reason tally_proto_decode_split(const void *hdr, size_t hlen, const void *payload,
+					   size_t plen, struct tally_pkt *pkt);
+/* The fields of an encoded header we built ourselves, without any check (a transport
+ * deciding how to send it). Unset fields are zero. */
+void tally_proto_peek_hdr(const uint8_t *hdr, struct tally_hdr *h);
 
 /* Fixed payload (de)serialisers. get_* return TALLY_OK or TALLY_R_BAD_REGISTER /
  * TALLY_R_LEN_MISMATCH for a bad payload (or a packet of another op), and

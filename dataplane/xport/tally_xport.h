@@ -61,6 +61,15 @@ struct tally_xport_ops {
 	int (*send_buf)(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
 			const void *payload, size_t len, void *buf);
 	int (*buf_busy)(void *ctx, const void *buf);
+
+	/* ---- Optional, client side: RESULTs placed straight into the caller's buffer. ----
+	 * Called when round `round` of `key` starts with its output [out, out + len): a
+	 * transport that can let the appliance write RESULT payloads there (verbs: RDMA WRITE
+	 * into registered memory, tally_verbs.h) says so to core `to->core` and then delivers
+	 * such a RESULT with its payload already in place (tally_client_rx_placed). 0, or a
+	 * negative errno (nothing advertised: RESULTs come the usual way). NULL: never. */
+	int (*advertise)(void *ctx, const struct tally_addr *to, uint32_t job, uint32_t rank,
+			 uint32_t key, uint32_t round, void *out, size_t len);
 };
 
 #ifdef __cplusplus

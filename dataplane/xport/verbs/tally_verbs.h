@@ -83,6 +83,9 @@ struct tally_verbs_cfg {
 	uint32_t auth_job, auth_rank;
 	struct tally_auth *(*auth_lookup)(void *arg, uint32_t core, uint32_t job_id);
 	void *auth_arg;
+	uint32_t mr_cache;     /* client: result buffers kept registered (least recently used
+				* evicted), default 64, at most 4096; TALLY_VERBS_MR_CACHE
+				* overrides it, 0 there turns placement off */
 };
 
 struct tally_verbs_stats {
@@ -108,6 +111,16 @@ struct tally_verbs_stats {
 	uint64_t conns_authed;
 	uint64_t auth_no_key, auth_bad_mac, auth_replay, auth_stale, auth_off;
 	uint64_t auth_bad_accept;
+	/* RESULTs placed in the worker's registered buffer (verbs_place.h). Client:
+	 * advertisements sent, RESULTs that landed placed (header + record only) or with their
+	 * payload (copied by the session), placement records naming memory we never
+	 * registered (dropped), registrations made, evicted (LRU), failed. Listener:
+	 * advertisements taken, refused (malformed, out of range, another rank's), RESULTs
+	 * written into the advertised buffer, RESULTs to verbs peers sent with their payload in
+	 * the landing slot, and of those the ones whose bytes fell outside the advertisement. */
+	uint64_t adv_sent, rx_placed, rx_results_copied, rx_bad_place;
+	uint64_t mr_regs, mr_evictions, mr_fail;
+	uint64_t adv_ok, adv_refused, results_placed, results_copied, place_out_of_range;
 };
 
 void tally_verbs_cfg_defaults(struct tally_verbs_cfg *cfg);
@@ -125,6 +138,12 @@ struct tally_verbs *tally_verbs_create(const struct tally_verbs_cfg *cfg, tally_
 				       void *rx_arg, int *err, char *errbuf, size_t errlen);
 void tally_verbs_destroy(struct tally_verbs *v);
 void tally_verbs_set_rx(struct tally_verbs *v, tally_verbs_rx_fn rx, void *rx_arg);
+/* Client: a RESULT whose payload the appliance wrote straight into the buffer advertised
+ * for its key and round (tally_xport_ops.advertise): hdr/hlen the header as landed, payload
+ * inside our registered memory. Without it nothing is advertised. rx_arg as set_rx's. */
+typedef void (*tally_verbs_rx_placed_fn)(void *arg, const void *hdr, size_t hlen,
+					 const void *payload, size_t plen);
+void tally_verbs_set_rx_placed(struct tally_verbs *v, tally_verbs_rx_placed_fn fn);
 
 /* The ops to hand to tally_client_create()/tally_engine_create() with `v` as context. */
 const struct tally_xport_ops *tally_verbs_ops(void);

@@ -108,14 +108,18 @@ int verbs_conn_setup(struct tally_verbs *v, struct verbs_conn *c, struct verbs_w
 	uint32_t n = v->cfg.slots;
 	struct ibv_qp_init_attr qa = {
 		.send_cq = v->cq, .recv_cq = v->cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = n + VERBS_EXTRA_RECV, .max_recv_wr = n + VERBS_EXTRA_RECV,
+		/* a placed RESULT posts two work requests (the payload's WRITE, then the header) */
+		.cap = { .max_send_wr = 2 * n + VERBS_EXTRA_RECV, .max_recv_wr = n + VERBS_EXTRA_RECV,
 			 .max_send_sge = 1, .max_recv_sge = 1 },
 	};
 	size_t len = 3 * (size_t)n * VERBS_SLOT_BYTES; /* landing n, staging 2n */
 	int rc;
 
 	c->lens = calloc(2 * (size_t)n, sizeof(*c->lens));
-	if (!c->lens || conn_mem(c, len)) {
+	c->ptx = calloc(2 * (size_t)n, sizeof(*c->ptx));
+	if (v->cfg.listen && !c->adv)
+		c->adv = calloc(VERBS_ADV_TABLE, sizeof(*c->adv));
+	if (!c->lens || !c->ptx || (v->cfg.listen && !c->adv) || conn_mem(c, len)) {
 		verbs_err(v, "verbs: cannot map %zu KiB of rings: lower the slots setting", len >> 10);
 		return -ENOMEM;
 	}
@@ -176,21 +180,30 @@ int verbs_conn_post_recv(struct verbs_conn *c)
 }
 
 int verbs_conn_stage(struct tally_verbs *v, struct verbs_conn *c, const uint8_t *hdr,
-		     const void *payload, size_t len)
+		     const void *payload, size_t len, const struct verbs_ptx *pl)
 {
 	int slot = verbs_ring_stage_slot(&c->ring);
 	uint8_t *st;
 
 	if (slot < 0)
 		return -ENOBUFS;
-	size_t hl = tally_proto_hdr_len(hdr); /* with its auth block, if signed */
-	if (hl + len > VERBS_SLOT_BYTES)
+	size_t hl = hdr ? tally_proto_hdr_len(hdr) : 0; /* with its auth block, if signed */
+	size_t rec = pl ? VERBS_PLACE_BYTES : 0;
+	if (hl + rec + len > VERBS_SLOT_BYTES)
 		return -EMSGSIZE;
 	st = c->mem + ((size_t)v->cfg.slots + (size_t)slot) * VERBS_SLOT_BYTES;
-	memcpy(st, hdr, hl);
+	if (hl)
+		memcpy(st, hdr, hl);
+	/* a placed payload still goes through staging: the engine's buffers are not
+	 * registered memory (ARCHITECTURE.md, "RESULTs placed") */
+	if (pl)
+		verbs_place_encode(st + hl, pl->raddr, (uint32_t)len);
 	if (len)
-		memcpy(st + hl, payload, len);
-	c->lens[slot] = (uint32_t)(hl + len);
+		memcpy(st + hl + rec, payload, len);
+	c->lens[slot] = (uint32_t)(hl + rec + len);
+	c->ptx[slot] = pl ? (struct verbs_ptx){ .raddr = pl->raddr, .rkey = pl->rkey,
+						.head = (uint32_t)(hl + rec) } :
+			    (struct verbs_ptx){ 0 };
 	verbs_ring_staged(&c->ring);
 	return 0;
 }
@@ -213,6 +226,35 @@ static int conn_post(struct verbs_conn *c, int data, uint64_t addr, uint32_t len
 	return 0;
 }
 
+/* A placed RESULT: the payload by RDMA WRITE into the worker's buffer (unsignaled: an
+ * error still completes), then, in order on the QP, header + record into the landing
+ * slot; the worker sees the header only after the payload is in place (RC executes a
+ * QP's writes in order), and the staging slot is free at the second's completion. */
+static int conn_post_placed(struct verbs_conn *c, uint8_t *st, uint32_t len,
+			    const struct verbs_ptx *p, uint32_t remote)
+{
+	struct ibv_sge s0 = { .addr = (uint64_t)(uintptr_t)(st + p->head),
+			      .length = len - p->head, .lkey = c->mr->lkey },
+		       s1 = { .addr = (uint64_t)(uintptr_t)st, .length = p->head,
+			      .lkey = c->mr->lkey };
+	struct ibv_send_wr w1 = { .wr_id = verbs_wr_id(c, 1), .sg_list = &s1, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   w0 = { .wr_id = verbs_wr_id(c, 0) | VERBS_WR_PLACE, .sg_list = &s0,
+				  .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE, .next = &w1 }, *bad;
+	int rc;
+
+	w0.wr.rdma.remote_addr = p->raddr;
+	w0.wr.rdma.rkey = p->rkey;
+	w1.imm_data = htonl(verbs_ring_tx_imm(&c->ring, 1));
+	w1.wr.rdma.remote_addr = c->raddr + (uint64_t)remote * VERBS_SLOT_BYTES;
+	w1.wr.rdma.rkey = c->rkey;
+	if ((rc = ibv_post_send(c->qp, &w0, &bad)))
+		return -rc;
+	verbs_ring_tx_commit(&c->ring, 1);
+	return 0;
+}
+
 int verbs_conn_flush(struct tally_verbs *v, struct verbs_conn *c)
 {
 	uint32_t remote;
@@ -221,7 +263,10 @@ int verbs_conn_flush(struct tally_verbs *v, struct verbs_conn *c)
 	while ((slot = verbs_ring_post_slot(&c->ring, &remote)) >= 0) {
 		uint8_t *st = c->mem + ((size_t)v->cfg.slots + (size_t)slot) * VERBS_SLOT_BYTES;
 
-		if ((rc = conn_post(c, 1, (uint64_t)(uintptr_t)st, c->lens[slot], remote)))
+		rc = c->ptx[slot].head ?
+		     conn_post_placed(c, st, c->lens[slot], &c->ptx[slot], remote) :
+		     conn_post(c, 1, (uint64_t)(uintptr_t)st, c->lens[slot], remote);
+		if (rc)
 			return rc;
 		n++;
 	}
@@ -279,6 +324,10 @@ void verbs_conn_release(struct tally_verbs *v, struct verbs_conn *c)
 		munmap(c->mem, c->mem_len);
 	free(c->lens);
 	c->lens = NULL;
+	free(c->ptx);
+	c->ptx = NULL;
+	free(c->adv); /* a new connection starts with no advertisements */
+	c->adv = NULL;
 	c->qp = NULL;
 	c->id = NULL;
 	c->mr = NULL;

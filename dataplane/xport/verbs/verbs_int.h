@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * verbs_int.h — internal state of the verbs transport. Calls go verbs_xport.c (create,
  * destroy, ops, stats) and verbs_core.c (per-core listening) -> verbs_io.c (send,
- * completion polling) -> verbs_cm.c (rdma_cm: listen, accept, connect, events) ->
+ * completion polling) -> verbs_pio.c (RESULTs placed in the worker's buffer, with
+ * verbs_place.c) and verbs_cm.c (rdma_cm: listen, accept, connect, events) ->
  * verbs_cm_auth.c (authentication at setup, with verbs_auth.c) -> verbs_conn.c (a
  * connection's QP and registered memory) -> verbs_ring.c (slot and credit arithmetic),
  * never back.
@@ -15,6 +16,7 @@
 #include "tally_proto.h"
 #include "tally_verbs.h"
 #include "verbs_auth.h"
+#include "verbs_place.h"
 #include "verbs_ring.h"
 
 #define VERBS_MAGIC 0x54564231u /* "TVB1": our connect/accept private data */
@@ -65,6 +67,16 @@ struct verbs_conn {
 	uint64_t stall_ns;         /* when it began (0: not stalled) */
 	uint64_t probe_ns;         /* when the stall probe was posted (0: none out) */
 	uint8_t auth_req[VERBS_REQ_LEN]; /* client: our signed request (the accept covers it) */
+	struct verbs_ptx *ptx;     /* per staging slot: where its payload is placed */
+	struct verbs_adv *adv;     /* listener: the peer's advertisements (VERBS_ADV_TABLE) */
+};
+
+/* A staged message whose payload goes by RDMA WRITE to the worker's buffer (head > 0: the
+ * bytes of header + placement record that go to the landing slot). */
+struct verbs_ptx {
+	uint64_t raddr;
+	uint32_t rkey;
+	uint32_t head;
 };
 
 struct tally_verbs {
@@ -105,11 +117,19 @@ struct tally_verbs {
 	tally_verbs_handoff_fn handoff;
 	void *handoff_arg;
 	struct tally_verbs **cores;
+	/* RESULT placement, client side (verbs_place.h): the registration cache and, per core,
+	 * the advertisements made (sent again after a reconnect) */
+	tally_verbs_rx_placed_fn rx_placed;
+	struct verbs_mrc mrc;
+	struct verbs_adv **cadv;
+	int bad_advert;            /* fault: advertise a length that wraps (refused) */
+	int short_advert;          /* fault: advertise half the buffer (the rest copied) */
 };
 
 /* wr_id: generation, connection, and the kind in the low bits: 1 a data message, 0 a
  * credit message, VERBS_WR_PROBE a stall probe (verbs_conn_probe). */
 #define VERBS_WR_PROBE 2u
+#define VERBS_WR_PLACE 4u /* the unsignaled RDMA WRITE of a placed payload (errors only) */
 static inline uint64_t verbs_wr_id(const struct verbs_conn *c, int data)
 {
 	return ((uint64_t)c->gen << 40) | ((uint64_t)c->idx << 8) | (uint64_t)(data & 1);
@@ -156,6 +176,27 @@ int verbs_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr, const
 int verbs_poll(void *ctx, uint64_t timeout_ns);
 /* Poll the CQ once; returns packets delivered. */
 int verbs_poll_cq(struct tally_verbs *v);
+/* The client's advertise op (tally_xport_ops.advertise). */
+int verbs_advertise(void *ctx, const struct tally_addr *to, uint32_t job, uint32_t rank,
+		    uint32_t key, uint32_t round, void *out, size_t len);
+
+/* verbs_pio.c: placement (verbs_place.h) over a connection, for verbs_io.c */
+/* Listener: a landed advertisement (buf starts with VERBS_ADV_MAGIC), taken or refused. */
+void verbs_pio_adv_rx(struct tally_verbs *v, struct verbs_conn *c, const void *buf, size_t len);
+/* Listener: stage a packet for c, placed when its RESULT was advertised. 0 or -errno. */
+int verbs_pio_stage(struct tally_verbs *v, struct verbs_conn *c, const uint8_t *hdr,
+		    const void *payload, size_t len);
+/* Client: a landed message that is a placed RESULT (header + record) goes to rx_placed:
+ * 1 handled (or dropped, counted), 0 not one (an ordinary packet). */
+int verbs_pio_rx(struct tally_verbs *v, struct verbs_conn *c, const uint8_t *b, size_t len);
+/* Client: register [out, out + len) (cached) and advertise it on c. 0 or -errno. */
+int verbs_pio_advertise(struct tally_verbs *v, struct verbs_conn *c, const struct verbs_adv *a,
+			void *out);
+/* Client: a reconnected core's advertisements again (the appliance may have restarted). */
+void verbs_pio_readvertise(struct tally_verbs *v, struct verbs_conn *c);
+/* Client: the cache and tables (create / destroy). 0 or -ENOMEM. */
+int verbs_pio_init(struct tally_verbs *v);
+void verbs_pio_fini(struct tally_verbs *v);
 
 /* verbs_conn.c */
 void verbs_err(struct tally_verbs *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -166,9 +207,11 @@ int verbs_conn_setup(struct tally_verbs *v, struct verbs_conn *c, struct verbs_w
 /* The peer's ring from its private data; 0 or -EPROTO. */
 int verbs_conn_peer(struct tally_verbs *v, struct verbs_conn *c, const void *pd, size_t len);
 int verbs_conn_post_recv(struct verbs_conn *c);
-/* Copy one message into staging (-ENOBUFS: staging full). */
+/* Copy one message into staging (-ENOBUFS: staging full). hdr NULL: payload is a raw
+ * message (an advertisement). pl: the payload goes by RDMA WRITE to pl->raddr, the slot
+ * gets the header and a placement record (pl->head is set here). */
 int verbs_conn_stage(struct tally_verbs *v, struct verbs_conn *c, const uint8_t *hdr,
-		     const void *payload, size_t len);
+		     const void *payload, size_t len, const struct verbs_ptx *pl);
 /* Post what is staged as far as the peer's credit allows: messages posted or -errno. */
 int verbs_conn_flush(struct tally_verbs *v, struct verbs_conn *c);
 /* Post an explicit credit message. 0 or -errno. */

@@ -48,6 +48,9 @@ static struct verbs_conn *conn_of(struct tally_verbs *v, const struct tally_addr
 			v->by_core[to->core]->retry_at_ns = now + RECONNECT_NS;
 			return NULL;
 		}
+		/* a restarted appliance knows none of our buffers: tell it again */
+		if (c)
+			verbs_pio_readvertise(v, v->by_core[to->core]);
 		return v->by_core[to->core];
 	}
 	uint64_t ck = to->cookie;
@@ -107,7 +110,8 @@ int verbs_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr, const
 		v->st.tx_not_conn++;
 		return -ENOTCONN;
 	}
-	rc = verbs_conn_stage(v, c, hdr, payload, len);
+	rc = v->cfg.listen ? verbs_pio_stage(v, c, hdr, payload, len) :
+			     verbs_conn_stage(v, c, hdr, payload, len, NULL);
 	if (rc == -ENOBUFS) {
 		v->st.tx_no_credit++;
 		return stall_check(v, c) ? -ENOTCONN : rc;
@@ -121,6 +125,22 @@ int verbs_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr, const
 	v->st.tx_pkts++;
 	v->st.tx_bytes += tally_proto_hdr_len(hdr) + len;
 	return 0;
+}
+
+int verbs_advertise(void *ctx, const struct tally_addr *to, uint32_t job, uint32_t rank,
+		    uint32_t key, uint32_t round, void *out, size_t len)
+{
+	struct tally_verbs *v = ctx;
+	struct verbs_adv a = { .job = job, .rank = rank, .key = key, .round = round, .len = len };
+	struct verbs_conn *c;
+
+	if (v->cfg.listen || !v->mrc.n || !v->rx_placed || !out)
+		return -EOPNOTSUPP;
+	if (!(c = conn_of(v, to))) {
+		v->st.tx_not_conn++;
+		return -ENOTCONN;
+	}
+	return verbs_pio_advertise(v, c, &a, out);
 }
 
 static void broken(struct tally_verbs *v, struct verbs_conn *c, const char *why)
@@ -156,11 +176,19 @@ static int on_recv(struct tally_verbs *v, struct verbs_conn *c, const struct ibv
 		v->st.rx_bad_len++;
 		verbs_ring_rx_done(&c->ring);
 	} else {
+		const uint8_t *b = c->mem + (size_t)slot * VERBS_SLOT_BYTES;
+		uint32_t magic = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+				 (uint32_t)b[3] << 24;
+
 		v->st.rx_pkts++;
 		v->st.rx_bytes += wc->byte_len;
-		if (v->rx)
-			v->rx(v->rx_arg, c->mem + (size_t)slot * VERBS_SLOT_BYTES, wc->byte_len,
-			      &c->addr);
+		/* verbs-level messages (verbs_place.h) never reach the engine */
+		if (v->cfg.listen && magic == VERBS_ADV_MAGIC)
+			verbs_pio_adv_rx(v, c, b, wc->byte_len);
+		else if (!v->cfg.listen && verbs_pio_rx(v, c, b, wc->byte_len))
+			;
+		else if (v->rx)
+			v->rx(v->rx_arg, b, wc->byte_len, &c->addr);
 		verbs_ring_rx_done(&c->ring);
 		rc = 1;
 	}
@@ -209,6 +237,8 @@ int verbs_poll_cq(struct tally_verbs *v)
 				verbs_cm_up(v, c);
 			}
 			got += on_recv(v, c, &wc[i]);
+		} else if (wc[i].wr_id & VERBS_WR_PLACE) {
+			/* unsignaled: only its error completes (handled above) */
 		} else if (wc[i].wr_id & VERBS_WR_PROBE) {
 			c->probe_ns = 0; /* the peer lives: probe again after another stall */
 			c->stall_ns = 0;

@@ -28,6 +28,7 @@ static const struct tally_xport_ops verbs_ops = {
 	.send = verbs_send,
 	.now_ns = verbs_now_ns,
 	.poll = verbs_poll,
+	.advertise = verbs_advertise,
 };
 
 const struct tally_xport_ops *tally_verbs_ops(void)
@@ -120,7 +121,10 @@ static int busy_cfg(struct tally_verbs *v)
  * the listener (the connect's last message lost: the first packet must bring it up);
  * replay-connect makes a client resend its first signed connect request for every later
  * connect (a recorded request replayed: refused as a replay), skew-connect dates its
- * requests 1000 s back (a clock out of the appliance's window: refused as stale). */
+ * requests 1000 s back (a clock out of the appliance's window: refused as stale);
+ * bad-advert makes a client's result-buffer advertisements wrap the address space (the
+ * appliance must refuse them), short-advert halves their length (the chunks past it must
+ * be copied). */
 static int fault_cfg(struct tally_verbs *v)
 {
 	const char *env = getenv("TALLY_VERBS_FAULT");
@@ -138,10 +142,14 @@ static int fault_cfg(struct tally_verbs *v)
 			v->replay_connect = 1;
 		} else if (!strcmp(t, "skew-connect")) {
 			v->skew_connect = 1;
+		} else if (!strcmp(t, "bad-advert")) {
+			v->bad_advert = 1;
+		} else if (!strcmp(t, "short-advert")) {
+			v->short_advert = 1;
 		} else {
 			verbs_err(v, "verbs: TALLY_VERBS_FAULT='%s': the faults are lose-disconnect, "
-				  "lose-established, replay-connect and skew-connect (unset it in "
-				  "production)", env);
+				  "lose-established, replay-connect, skew-connect, bad-advert and "
+				  "short-advert (unset it in production)", env);
 			return -EINVAL;
 		}
 	}
@@ -204,6 +212,8 @@ struct tally_verbs *tally_verbs_create(const struct tally_verbs_cfg *cfg, tally_
 		goto fail_msg;
 	for (uint32_t i = 0; i < v->nconns; i++)
 		v->conns[i].idx = i;
+	if ((rc = verbs_pio_init(v)))
+		goto fail_msg;
 	/* a core's instance binds nothing: its listener hands it requests */
 	rc = !v->cfg.listen ? verbs_cm_connect(v, 0) :
 	     v->cfg.per_core == TALLY_VERBS_CORE ? 0 : verbs_cm_listen(v);
@@ -225,6 +235,11 @@ void tally_verbs_set_rx(struct tally_verbs *v, tally_verbs_rx_fn rx, void *rx_ar
 	v->rx_arg = rx_arg;
 }
 
+void tally_verbs_set_rx_placed(struct tally_verbs *v, tally_verbs_rx_placed_fn fn)
+{
+	v->rx_placed = fn;
+}
+
 void tally_verbs_destroy(struct tally_verbs *v)
 {
 	if (!v)
@@ -234,6 +249,7 @@ void tally_verbs_destroy(struct tally_verbs *v)
 			verbs_cm_close(v, &v->conns[i]);
 	if (v->listen_id)
 		rdma_destroy_id(v->listen_id);
+	verbs_pio_fini(v); /* registrations go before their PD */
 	if (v->cq) {
 		if (v->cq_unacked)
 			ibv_ack_cq_events(v->cq, v->cq_unacked);
