@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * client_place.c — RESULTs written straight into the caller's output buffer by the
  * transport (verbs: RDMA WRITE into registered memory, tally_xport_ops.advertise): the
- * advertisement when a round starts, and the receipt of a RESULT whose payload is already
- * in place (checked like any packet; client_rx.c then skips its copy).
+ * advertisement when a round starts. The receipt of such a RESULT is client_rx.c's
+ * (tally_client_rx_placed: checked like any packet, the copy skipped).
  */
 #include <string.h>
 
@@ -24,24 +24,4 @@ void client_advertise(struct tally_client *c, const struct client_key *k,
 	if (c->ops->advertise(c->xctx, &to, c->cfg.job_id, c->cfg.rank, k->key, op->round,
 			      op->out, len) == 0)
 		c->st.adverts++;
-}
-
-void tally_client_rx_placed(struct tally_client *c, const void *hdr, size_t hlen,
-			    const void *payload, size_t plen)
-{
-	struct tally_pkt p;
-	enum tally_reason r;
-
-	c->st.rx_pkts++;
-	c->st.rx_bytes += hlen + plen;
-	r = tally_proto_decode_split(hdr, hlen, payload, plen, &p);
-	if (r != TALLY_OK) {
-		c->st.drops[r < TALLY_R_COUNT ? r : TALLY_R_BAD_OP]++;
-		return;
-	}
-	if (p.hdr.op != TALLY_OP_RESULT) {
-		c->st.drops[TALLY_R_UNEXPECTED_OP]++;
-		return;
-	}
-	client_rx_pkt(c, hdr, &p);
 }

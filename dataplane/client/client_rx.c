@@ -266,3 +266,24 @@ void client_rx_pkt(struct tally_client *c, const void *buf, const struct tally_p
 		client_rx_control(c, &p);
 	}
 }
+
+/* verbs: the payload was written in place by the appliance (client_place.c) */
+void tally_client_rx_placed(struct tally_client *c, const void *hdr, size_t hlen,
+			    const void *payload, size_t plen)
+{
+	struct tally_pkt p;
+	enum tally_reason r;
+
+	c->st.rx_pkts++;
+	c->st.rx_bytes += hlen + plen;
+	r = tally_proto_decode_split(hdr, hlen, payload, plen, &p);
+	if (r != TALLY_OK) {
+		c->st.drops[r < TALLY_R_COUNT ? r : TALLY_R_BAD_OP]++;
+		return;
+	}
+	if (p.hdr.op != TALLY_OP_RESULT) {
+		c->st.drops[TALLY_R_UNEXPECTED_OP]++;
+		return;
+	}
+	client_rx_pkt(c, hdr, &p);
+}
