@@ -71,7 +71,8 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		       ",\"pings\":%" PRIu64 ",\"complete_pushes\":%" PRIu64, s->restarts,
 		       s->rejoins, s->repushes, s->pings, s->complete_pushes);
 		printf(",\"auth_signed\":%" PRIu64 ",\"auth_verified\":%" PRIu64
-		       ",\"drop_reasons\":{", s->auth_signed, s->auth_verified);
+		       ",\"results_placed\":%" PRIu64 ",\"drop_reasons\":{", s->auth_signed,
+		       s->auth_verified, s->results_placed);
 		for (int r = 1, n = 0; r < TALLY_R_COUNT; r++)
 			if (s->drops[r])
 				printf("%s\"%s\":%" PRIu64, n++ ? "," : "",

@@ -81,6 +81,67 @@ job 13 "bf16 over verbs" "$V" "$V" "$V" $SZ --dtype bf16
 job 14 "i32 over verbs" "$V" "$V" "$V" $SZ --dtype i32
 job 15 "deterministic f32 over verbs (bit-exact)" "$V" "$V" "$V" $SZ --dtype f32 --deterministic
 fi
+# ---- 2b. RESULTs placed straight into the workers' registered result buffers (verbs_place.h):
+# each rank's output memory registered once (cache), advertised per key and round; the
+# appliance WRITEs each RESULT's payload there and sends only header + placement record, so
+# the session skips its copy. On a fresh tally-udpd (its exit totals are this case's): f32,
+# bf16, deterministic f32, 3 x 4 MiB verified, RESULTs placed on every rank and copies ~0
+# (<= 1%: re-sent copies of a RESULT go the usual way), no registration evicted; then faults:
+# advertisements that wrap the address space (bad-advert: refused and counted by the
+# appliance, nothing placed, sums still right) and ones half as long as the buffer
+# (short-advert: chunks past it copied, counted as out of range).
+vsum() { # JOB FIELD: the field of every rank's verbs stats, summed
+	local t=0 r x
+	for r in 0 1 2; do
+		x=$(grep -o "\"verbs\":{[^}]*}" $T/j$1.$r.json | grep -o "\"$2\":[0-9]*" | cut -d: -f2)
+		t=$((t + ${x:-0}))
+	done
+	echo $t
+}
+place_case() {
+	local id pl cp bad ev tot
+	kill -TERM $app; wait $app
+	start_app place || return
+	for id in 71 72 73; do
+		case $id in
+		71) job 71 "placed f32" "$V" "$V" "$V" $SZ --dtype f32 ;;
+		72) job 72 "placed bf16" "$V" "$V" "$V" $SZ --dtype bf16 ;;
+		73) job 73 "placed deterministic f32" "$V" "$V" "$V" $SZ --dtype f32 --deterministic ;;
+		esac
+		pl=$(vsum $id rx_placed); cp=$(vsum $id rx_results_copied)
+		bad=$(vsum $id rx_bad_place); ev=$(vsum $id mr_evictions)
+		if [ "$pl" -gt 0 ] && [ $((cp * 100)) -le "$pl" ] && [ "$bad" = 0 ] && [ "$ev" = 0 ]; then
+			ok "job $id: RESULTs placed $pl, copied $cp, bad placements $bad, registrations $(vsum $id mr_regs) (evicted $ev), session copies skipped $(grep -ho '"results_placed":[0-9]*' $T/j$id.*.json | cut -d: -f2 | tr '\n' ' ')"
+		else
+			bad "job $id placement: placed $pl copied $cp bad $bad evicted $ev"
+		fi
+	done
+	TALLY_VERBS_FAULT=bad-advert job 74 "advertisements that wrap (refused)" "$V" "$V" "$V" \
+		--bytes 1M --keys 4 --rounds 3 --dtype f32
+	pl=$(vsum 74 rx_placed); cp=$(vsum 74 rx_results_copied)
+	[ "$pl" = 0 ] && [ "$cp" -gt 0 ] && ok "job 74: nothing placed ($pl), all copied ($cp)" ||
+		bad "job 74 (hostile advertisements): placed $pl copied $cp"
+	TALLY_VERBS_FAULT=short-advert job 75 "advertisements of half the buffer" "$V" "$V" "$V" \
+		--bytes 1M --keys 4 --rounds 3 --dtype f32
+	pl=$(vsum 75 rx_placed); cp=$(vsum 75 rx_results_copied)
+	[ "$pl" -gt 0 ] && [ "$cp" -gt 0 ] && ok "job 75: first halves placed ($pl), the rest copied ($cp)" ||
+		bad "job 75 (short advertisements): placed $pl copied $cp"
+	kill -TERM $app; wait $app
+	tot=$(grep -o 'verbs totals.*' $T/appplace.err)
+	local aok=$(echo "$tot" | grep -o 'adv_ok [0-9]*' | cut -d' ' -f2)
+	local aref=$(echo "$tot" | grep -o 'adv_refused [0-9]*' | cut -d' ' -f2)
+	local rp=$(echo "$tot" | grep -o 'results_placed [0-9]*' | cut -d' ' -f2)
+	local rc=$(echo "$tot" | grep -o 'results_copied [0-9]*' | cut -d' ' -f2)
+	local oor=$(echo "$tot" | grep -o 'place_out_of_range [0-9]*' | cut -d' ' -f2)
+	if [ "${aok:-0}" -gt 0 ] && [ "${aref:-0}" -gt 0 ] && [ "${rp:-0}" -gt 0 ] &&
+		[ "${oor:-0}" -gt 0 ]; then
+		ok "appliance: advertisements taken $aok, refused $aref; RESULTs placed $rp, copied $rc (out of range $oor)"
+	else
+		bad "appliance placement counters: $tot"
+	fi
+	start_app place-after
+}
+if want place; then place_case; fi
 # ---- 3. a mixed job: two ranks over verbs, one over UDP, on the same engines ----
 if want mixed; then
 job 16 "mixed job (verbs, UDP, verbs)" "$V" "--transport udp" "$V" $SZ --dtype f32
