@@ -2,7 +2,8 @@
 # DPDK appliance tallyd with rdma-listen, verbs only (no port; EAL --no-huge --no-pci), 2
 # datapath lcores each polling the CQ of its own connections. Needs from verbs_guest.sh: B, A,
 # T, V, ok, bad, job. Checks: the no-device-address error text (as tally-udpd's); a 3-rank
-# f32 job (4 MiB x 3 rounds, 8 keys) verified, its keys summed on both cores; a request for
+# f32 job (4 MiB x 3 rounds, 8 keys) verified, its keys summed on both cores and its RESULTs
+# placed in the ranks' buffers (verbs_place.h; jsum from verbs_guest.sh); a request for
 # a core tallyd lacks refused and named (verbs_badcore); status shows
 # the rdma settings and 3 connections per core; a keyed job authenticated at setup (no
 # per-packet MAC) and a wrong key refused at connect; a rank killed -9 mid-run is named to the
@@ -51,6 +52,17 @@ tallyd_case() {
 		ok "tallyd: keys summed on both lcores (completions $c0 / $c1, verbs_rx_pkts $(nth "$st" verbs_rx_pkts 2) / $(nth "$st" verbs_rx_pkts 3))"
 	else
 		bad "tallyd: keys not spread over both lcores: $(echo "$st" | head -c 600)"
+	fi
+	# the lcores WRITE each RESULT's payload into the ranks' advertised buffers
+	# (verbs_place.h): placed on both lcores, the ranks' copies ~0 (re-sent copies, the
+	# appliance's verbs_results_copied, go the usual way)
+	local pl=$(nth "$st" verbs_results_placed 1) cpd=$(nth "$st" verbs_results_copied 1)
+	local used=$(jsum 61 results) inpl=$(jsum 61 results_placed)
+	if [ "$(nth "$st" verbs_results_placed 2)" -gt 0 ] && [ "$(nth "$st" verbs_results_placed 3)" -gt 0 ] &&
+		[ "$inpl" -gt 0 ] && [ $(((used - inpl) * 100)) -le "$used" ]; then
+		ok "tallyd: RESULTs placed $pl (per lcore $(nth "$st" verbs_results_placed 2) / $(nth "$st" verbs_results_placed 3)), sent with payload $cpd; the ranks used $used, placed $inpl"
+	else
+		bad "tallyd placement: verbs_results_placed ${pl:-?} (per lcore $(nth "$st" verbs_results_placed 2) / $(nth "$st" verbs_results_placed 3)) verbs_results_copied ${cpd:-?}; ranks used $used placed $inpl"
 	fi
 
 	# ---- a connect request for a core tallyd lacks: refused by the listener, named, counted

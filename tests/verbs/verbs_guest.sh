@@ -98,6 +98,14 @@ vsum() { # JOB FIELD: the field of every rank's verbs stats, summed
 	done
 	echo $t
 }
+jsum() { # JOB FIELD: a session counter of every rank, summed
+	local t=0 r x
+	for r in 0 1 2; do
+		x=$(grep -o "\"$2\":[0-9]*" $T/j$1.$r.json | head -n 1 | cut -d: -f2)
+		t=$((t + ${x:-0}))
+	done
+	echo $t
+}
 place_case() {
 	local id pl cp bad ev tot
 	kill -TERM $app; wait $app
@@ -108,24 +116,29 @@ place_case() {
 		72) job 72 "placed bf16" "$V" "$V" "$V" $SZ --dtype bf16 ;;
 		73) job 73 "placed deterministic f32" "$V" "$V" "$V" $SZ --dtype f32 --deterministic ;;
 		esac
+		# used RESULTs (one per chunk, round, rank) against those the session found in
+		# place; copies = the rest (a fan-out copy the appliance dropped for credit,
+		# answered later by a re-sent copy, which keeps the slot path)
+		local used=$(jsum $id results) inpl=$(jsum $id results_placed)
 		pl=$(vsum $id rx_placed); cp=$(vsum $id rx_results_copied)
 		bad=$(vsum $id rx_bad_place); ev=$(vsum $id mr_evictions)
-		if [ "$pl" -gt 0 ] && [ $((cp * 100)) -le "$pl" ] && [ "$bad" = 0 ] && [ "$ev" = 0 ]; then
-			ok "job $id: RESULTs placed $pl, copied $cp, bad placements $bad, registrations $(vsum $id mr_regs) (evicted $ev), session copies skipped $(grep -ho '"results_placed":[0-9]*' $T/j$id.*.json | cut -d: -f2 | tr '\n' ' ')"
+		if [ "$inpl" -gt 0 ] && [ $(((used - inpl) * 100)) -le "$used" ] && [ "$bad" = 0 ] &&
+			[ "$ev" = 0 ]; then
+			ok "job $id: RESULTs used $used, of them placed $inpl (copied $((used - inpl))); landed placed $pl, with payload $cp (re-sent copies, duplicates included); bad placements $bad; registrations $(vsum $id mr_regs) (evicted $ev)"
 		else
-			bad "job $id placement: placed $pl copied $cp bad $bad evicted $ev"
+			bad "job $id placement: used $used placed $inpl; landed placed $pl / with payload $cp, bad $bad, evicted $ev"
 		fi
 	done
 	TALLY_VERBS_FAULT=bad-advert job 74 "advertisements that wrap (refused)" "$V" "$V" "$V" \
 		--bytes 1M --keys 4 --rounds 3 --dtype f32
-	pl=$(vsum 74 rx_placed); cp=$(vsum 74 rx_results_copied)
-	[ "$pl" = 0 ] && [ "$cp" -gt 0 ] && ok "job 74: nothing placed ($pl), all copied ($cp)" ||
-		bad "job 74 (hostile advertisements): placed $pl copied $cp"
+	pl=$(jsum 74 results_placed); cp=$(jsum 74 results)
+	[ "$pl" = 0 ] && [ "$cp" -gt 0 ] && ok "job 74: nothing placed ($pl), all $cp RESULTs copied" ||
+		bad "job 74 (hostile advertisements): placed $pl of $cp"
 	TALLY_VERBS_FAULT=short-advert job 75 "advertisements of half the buffer" "$V" "$V" "$V" \
 		--bytes 1M --keys 4 --rounds 3 --dtype f32
-	pl=$(vsum 75 rx_placed); cp=$(vsum 75 rx_results_copied)
-	[ "$pl" -gt 0 ] && [ "$cp" -gt 0 ] && ok "job 75: first halves placed ($pl), the rest copied ($cp)" ||
-		bad "job 75 (short advertisements): placed $pl copied $cp"
+	pl=$(jsum 75 results_placed); cp=$(jsum 75 results)
+	[ "$pl" -gt 0 ] && [ "$pl" -lt "$cp" ] && ok "job 75: first halves placed ($pl of $cp RESULTs), the rest copied" ||
+		bad "job 75 (short advertisements): placed $pl of $cp"
 	kill -TERM $app; wait $app
 	tot=$(grep -o 'verbs totals.*' $T/appplace.err)
 	local aok=$(echo "$tot" | grep -o 'adv_ok [0-9]*' | cut -d' ' -f2)
@@ -335,10 +348,15 @@ fi
 # the host compares busy-poll budgets in one run.
 if want bench; then
 	kill -TERM $app; wait $app
+	# VERBS_BENCH_PLACE="off on off on" on the host: RESULTs copied (TALLY_VERBS_MR_CACHE=0:
+	# nothing advertised) vs placed in the workers' buffers, alternating in one run
+	for pm in $(cat /share/bench_place 2>/dev/null || echo on); do
 	for bp in $(cat /share/bench_busy 2>/dev/null || echo 0); do
-		TALLY_VERBS_BUSY_POLL_US=$bp timeout 200 $B/tally-perf line --transport verbs --addr $A \
+		env $([ "$pm" = off ] && echo TALLY_VERBS_MR_CACHE=0) TALLY_VERBS_BUSY_POLL_US=$bp \
+			timeout 200 $B/tally-perf line --transport verbs --addr $A \
 			--udpd $B/tally-udpd --worker $B/tally-worker --bytes 16M --rounds 3 2>&1 |
-			sed "s/^/BENCH busy-poll $bp us: /"
+			sed "s/^/BENCH placement $pm, busy-poll $bp us: /"
+	done
 	done
 	# keyed jobs (setup auth: no per-packet MAC; TALLY_VERBS_AUTH=packet) vs unkeyed,
 	# interleaved in one run on one tally-udpd (figures only)

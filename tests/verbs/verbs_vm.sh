@@ -51,6 +51,7 @@ fi
 [ -n "${VERBS_MODES_ARGS:-}" ] && echo "$VERBS_MODES_ARGS" >"$work/share/modes_args"
 [ -n "${VERBS_CASES:-}" ] && echo "$VERBS_CASES" >"$work/share/cases"
 [ -n "${VERBS_BENCH_BUSY:-}" ] && echo "$VERBS_BENCH_BUSY" >"$work/share/bench_busy"
+[ -n "${VERBS_BENCH_PLACE:-}" ] && echo "$VERBS_BENCH_PLACE" >"$work/share/bench_place"
 [ -n "${VERBS_RESTART_REPS:-}" ] && echo "$VERBS_RESTART_REPS" >"$work/share/restart_reps"
 # The agent over verbs: libtally_agent.so and agent_verbs from this build, or from
 # $VERBS_AGENT_BUILD (e.g. a -Dcuda=disabled build): the guest has no CUDA runtime.

@@ -172,7 +172,9 @@ static int on_recv(struct tally_verbs *v, struct verbs_conn *c, const struct ibv
 	}
 	if (slot < 0) {
 		v->st.rx_credit_msgs++;
-	} else if (wc->byte_len < TALLY_HDR_LEN || wc->byte_len > VERBS_SLOT_BYTES) {
+	} else if ((wc->byte_len < TALLY_HDR_LEN &&
+		    !(v->cfg.listen && wc->byte_len == VERBS_ADV_BYTES)) ||
+		   wc->byte_len > VERBS_SLOT_BYTES) {
 		v->st.rx_bad_len++;
 		verbs_ring_rx_done(&c->ring);
 	} else {

@@ -92,8 +92,10 @@ static int adv_post(struct tally_verbs *v, struct verbs_conn *c, const struct ve
 	struct verbs_adv w = *a;
 	int rc;
 
-	if (v->bad_advert && w.len)
+	if (v->bad_advert && w.len) {
 		w.addr = UINT64_MAX - 4096; /* wraps: the appliance must refuse it */
+		w.len = 8192;
+	}
 	if (v->short_advert)
 		w.len /= 2;
 	verbs_adv_encode(msg, &w);
