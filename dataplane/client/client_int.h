@@ -327,6 +327,8 @@ void client_rx_pkt(struct tally_client *c, const void *buf, const struct tally_p
 /* client_place.c: tell the transport where round `op` of k writes its results. */
 void client_advertise(struct tally_client *c, const struct client_key *k,
 		      const struct client_op *op);
+void client_unadvertise(struct tally_client *c, const struct client_key *k,
+			const struct client_op *op, int failed);
 
 /* fold += the payload that was left out of the sum. */
 void client_fold_add(enum tally_dtype dt, void *fold, const void *pushed, size_t n);

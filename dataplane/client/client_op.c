@@ -112,6 +112,7 @@ void client_op_finish(struct tally_client *c, uint32_t opi)
 	uint32_t p = op->round & 1;
 
 	client_pend_unlink(c, &c->cores[k->core], opi);
+	client_unadvertise(c, k, op, 0);
 	k->par_op[p] = CLIENT_NONE;
 	k->done_valid[p] = true;
 	k->done_round[p] = op->round;
@@ -143,6 +144,7 @@ void client_op_fail(struct tally_client *c, uint32_t opi, int err)
 			cst[ch] = CLIENT_CH_MAKE(CLIENT_CH_DONE, 0);
 		}
 	client_pend_unlink(c, &c->cores[k->core], opi);
+	client_unadvertise(c, k, op, 1);
 	k->par_op[p] = CLIENT_NONE;
 	if (k->next_round == op->round + 1 && k->par_op[p ^ 1] == CLIENT_NONE)
 		k->next_round = op->round;

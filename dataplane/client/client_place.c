@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * client_place.c — RESULTs written straight into the caller's output buffer by the
  * transport (verbs: RDMA WRITE into registered memory, tally_xport_ops.advertise): the
- * advertisement when a round starts. The receipt of such a RESULT is client_rx.c's
+ * advertisement when a round starts, forgotten when it ends (a reconnect must not
+ * advertise a buffer the caller has back). The receipt of such a RESULT is client_rx.c's
  * (tally_client_rx_placed: checked like any packet, the copy skipped).
  */
 #include <string.h>
@@ -24,4 +25,18 @@ void client_advertise(struct tally_client *c, const struct client_key *k,
 	if (c->ops->advertise(c->xctx, &to, c->cfg.job_id, c->cfg.rank, k->key, op->round,
 			      op->out, len) == 0)
 		c->st.adverts++;
+}
+
+void client_unadvertise(struct tally_client *c, const struct client_key *k,
+			const struct client_op *op, int failed)
+{
+	struct tally_addr to;
+
+	if (!c->ops->advertise || k->onebit)
+		return;
+	memset(&to, 0, sizeof(to));
+	to.core = k->core;
+	/* a finished round's fan-out is all placed already: only a failed one is told */
+	c->ops->advertise(c->xctx, &to, c->cfg.job_id, c->cfg.rank, k->key, op->round,
+			  failed ? op->out : NULL, 0);
 }

@@ -67,7 +67,10 @@ struct tally_xport_ops {
 	 * transport that can let the appliance write RESULT payloads there (verbs: RDMA WRITE
 	 * into registered memory, tally_verbs.h) says so to core `to->core` and then delivers
 	 * such a RESULT with its payload already in place (tally_client_rx_placed). 0, or a
-	 * negative errno (nothing advertised: RESULTs come the usual way). NULL: never. */
+	 * negative errno (nothing advertised: RESULTs come the usual way). NULL: never.
+	 * len 0: the round is over, forget its buffer (it is not advertised again after a
+	 * reconnect); out NULL: it finished (the appliance has sent all it will place), else
+	 * it failed (the appliance is told to forget it too). */
 	int (*advertise)(void *ctx, const struct tally_addr *to, uint32_t job, uint32_t rank,
 			 uint32_t key, uint32_t round, void *out, size_t len);
 };

@@ -192,6 +192,10 @@ int verbs_pio_rx(struct tally_verbs *v, struct verbs_conn *c, const uint8_t *b, 
 /* Client: register [out, out + len) (cached) and advertise it on c. 0 or -errno. */
 int verbs_pio_advertise(struct tally_verbs *v, struct verbs_conn *c, const struct verbs_adv *a,
 			void *out);
+/* Client: the round of a->(key, round) is over: forget its advertisement; tell: the
+ * appliance too (when connected). 0 or -errno. */
+int verbs_pio_withdraw(struct tally_verbs *v, uint32_t core, const struct verbs_adv *a,
+		       int tell);
 /* Client: a reconnected core's advertisements again (the appliance may have restarted). */
 void verbs_pio_readvertise(struct tally_verbs *v, struct verbs_conn *c);
 /* Client: the cache and tables (create / destroy). 0 or -ENOMEM. */

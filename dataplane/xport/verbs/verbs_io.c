@@ -134,8 +134,12 @@ int verbs_advertise(void *ctx, const struct tally_addr *to, uint32_t job, uint32
 	struct verbs_adv a = { .job = job, .rank = rank, .key = key, .round = round, .len = len };
 	struct verbs_conn *c;
 
-	if (v->cfg.listen || !v->mrc.n || !v->rx_placed || !out)
+	if (v->cfg.listen || !v->mrc.n || !v->rx_placed)
 		return -EOPNOTSUPP;
+	if (!len)
+		return verbs_pio_withdraw(v, to->core, &a, out != NULL);
+	if (!out)
+		return -EINVAL;
 	if (!(c = conn_of(v, to))) {
 		v->st.tx_not_conn++;
 		return -ENOTCONN;

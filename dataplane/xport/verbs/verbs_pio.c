@@ -178,6 +178,24 @@ int verbs_pio_advertise(struct tally_verbs *v, struct verbs_conn *c, const struc
 	return adv_post(v, c, &w);
 }
 
+int verbs_pio_withdraw(struct tally_verbs *v, uint32_t core, const struct verbs_adv *a,
+		       int tell)
+{
+	struct verbs_adv *t = v->cadv && core < v->cfg.ncores ? v->cadv[core] : NULL;
+	struct verbs_adv *e = t ? &t[verbs_adv_idx(a->key, a->round)] : NULL;
+	struct verbs_conn *c = v->by_core[core < v->cfg.ncores ? core : 0];
+	struct verbs_adv w;
+
+	if (!e || !e->valid || e->key != a->key || e->round != a->round)
+		return 0;
+	w = *e;
+	*e = (struct verbs_adv){ 0 };
+	if (!tell || !c || c->state != VC_UP)
+		return 0;
+	w.len = 0;
+	return adv_post(v, c, &w);
+}
+
 void verbs_pio_readvertise(struct tally_verbs *v, struct verbs_conn *c)
 {
 	struct verbs_adv *t = v->cadv && c->core < v->cfg.ncores ? v->cadv[c->core] : NULL;
