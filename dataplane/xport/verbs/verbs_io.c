@@ -191,9 +191,7 @@ static int on_recv(struct tally_verbs *v, struct verbs_conn *c, const struct ibv
 		/* verbs-level messages (verbs_place.h) never reach the engine */
 		if (v->cfg.listen && magic == VERBS_ADV_MAGIC)
 			verbs_pio_adv_rx(v, c, b, wc->byte_len);
-		else if (!v->cfg.listen && verbs_pio_rx(v, c, b, wc->byte_len))
-			;
-		else if (v->rx)
+		else if ((v->cfg.listen || !verbs_pio_rx(v, c, b, wc->byte_len)) && v->rx)
 			v->rx(v->rx_arg, b, wc->byte_len, &c->addr);
 		verbs_ring_rx_done(&c->ring);
 		rc = 1;
