@@ -214,3 +214,30 @@ tallyd_restart_case() {
 	fi
 	kill -TERM $td; wait $td
 }
+
+# Case "tallyd-handoff": the listener's two refusal paths, injected (TALLY_VERBS_FAULT):
+# the first connect request's move to its core's channel fails (migrate-fail), the next finds
+# that core's hand-off ring full (handoff-full). Each is refused and counted, the worker is
+# told "no free connection" and retries (a full appliance may free a connection), and the
+# job finishes verified on a tallyd still serving.
+tallyd_handoff_case() {
+	local TV="--transport verbs --port 9270" st rej r pids=() rcs=""
+	[ -x $B/tallyd ] || { bad "tallyd-handoff: no tallyd in /share/bin"; return; }
+	TALLY_VERBS_FAULT=migrate-fail,handoff-full td_start h1 || return
+	for r in 0 1 2; do
+		timeout 120 $B/tally-worker $TV --host $A --job 66 --token 66 --rank $r --world 3 \
+			--bytes 1M --keys 4 --rounds 2 >$T/th$r.out 2>$T/th$r.err &
+		pids+=($!)
+	done
+	for r in 0 1 2; do wait ${pids[$r]}; rcs="$rcs $?"; done
+	st=$(tdctl stats); rej=$(nth "$st" verbs_conns_rejected 1)
+	if [ "$rcs" = " 0 0 0" ] && [ "${rej:-0}" = 2 ] &&
+		[ "$(grep -l 'checked [0-9]* elements, 0 mismatches' $T/th[012].out | wc -l)" = 3 ] &&
+		grep -q "rdma_migrate_id to core" $T/tdh1.err $T/tdh1.out &&
+		[ "$(grep -l 'last error: .*no free connection' $T/th[012].out | wc -l)" -ge 1 ]; then
+		ok "tallyd hand-off faults: verbs_conns_rejected $rej, the refused ranks retried and all 3 finished verified; told: $(grep -ho 'last error: .*no free connection[^;]*' $T/th[012].out | head -1)"
+	else
+		bad "tallyd hand-off faults (rc$rcs, verbs_conns_rejected ${rej:-?}, want 2): $(grep -h 'migrate' $T/tdh1.err $T/tdh1.out | head -1) $(tail -n 3 $T/th[012].err $T/th[012].out | tr '\n' ' ')"
+	fi
+	kill -TERM $td; wait $td
+}
