@@ -6,7 +6,7 @@
  * earlier one went out, means the earlier push (or its HELD) was lost: re-send it now
  * rather than at its timer (at most once per smoothed RTT). A RESULT of a later push while
  * an earlier held chunk has none means that RESULT was likely lost: probe it.
- * Calls client_util.c only.
+ * Calls client_util.c and client_cwnd.c (the window follows each RTT sample).
  */
 #include <string.h>
 
@@ -160,6 +160,8 @@ unsigned client_result_answer(struct tally_client *c, struct client_core *cc,
 	 * sampled, nor (Karn) a chunk re-sent. */
 	if (sl->retries == 0 && !sl->held && (!cc->seen_held || (h->aux & TALLY_AUX_LAST))) {
 		client_rtt_sample(cc, now - sl->first_ns, &c->cfg);
+		if (cc->seen_held) /* else a completion time: no queueing delay to read */
+			client_cwnd_sample(c, cc, now);
 	} else if (!cc->seen_held && !(h->flags & TALLY_F_RESEND) &&
 		   now - sl->sent_ns > 2 * cc->min_rtt + CLIENT_CLOCK_G_NS) {
 		/* An appliance that never answers HELD: the completion time is all there is,
@@ -309,8 +311,10 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 			last = sl;
 	}
 	/* one sample per HELD: its newest first-time push (the others waited in the range) */
-	if (last)
+	if (last) {
 		client_rtt_sample(cc, now - last->first_ns, &c->cfg);
+		client_cwnd_sample(c, cc, now);
+	}
 	if (xseq)
 		client_gap_scan(c, k->core, xseq, CLIENT_GAP_RESEND, now);
 }

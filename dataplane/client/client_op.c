@@ -273,7 +273,7 @@ void client_pump(struct tally_client *c, uint32_t core)
 	uint64_t now = 0;
 	bool have_now = false;
 
-	while (cc->free_head != CLIENT_NONE && cc->data_inflight < c->cfg.window &&
+	while (cc->free_head != CLIENT_NONE && cc->data_inflight < cc->cwnd &&
 	       cc->pend_head != CLIENT_NONE) {
 		uint32_t opi = cc->pend_head, s;
 		struct client_op *op = &c->ops_tab[opi];
