@@ -205,7 +205,8 @@ static void client_rx_missing(struct tally_client *c, struct client_key *k,
 	c->st.missing++;
 	if (!sl || !sl->probed)
 		return;
-	sl->held = sl->probed = false;
+	client_set_held(&c->cores[k->core], sl, false);
+	sl->probed = false;
 	sl->nprobe = 0;
 	sl->retries++;
 	sl->fast_ns = sl->sent_ns = now;
@@ -235,7 +236,8 @@ static void client_rx_done(struct tally_client *c, struct client_key *k,
 
 	if (!sl || !sl->probed || sl->done)
 		return; /* crossed the RESULT, or a late copy: the PULL+DONE is out already */
-	sl->held = sl->done = true;
+	client_set_held(cc, sl, true);
+	sl->done = true;
 	sl->nprobe = 0;
 	sl->rto_ns = cc->rto;
 	sl->due_ns = now + sl->rto_ns;
@@ -299,7 +301,7 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 		if (sl->retries == 0 && !probed && sl->seq > xseq)
 			xseq = sl->seq;
 		/* first HELD: from now on probe (backed off), never re-send unasked */
-		sl->held = true;
+		client_set_held(cc, sl, true);
 		cc->last_ans_ns = now;
 		if (now + client_quiet_ns(c, cc) < cc->next_due) /* progress: client_op.c */
 			cc->next_due = now + client_quiet_ns(c, cc);

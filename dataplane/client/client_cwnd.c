@@ -15,8 +15,12 @@
  *   q <= target: w += 1, 2, 4 or 8 (doubling after every 4 increases in a row: a path that
  *       got faster is found in a few RTTs), at most cfg.window.
  *
- * It starts at cfg.window (today's behaviour until the first samples), so a fast path keeps
- * its full window. cfg.window stays the cap: the appliance sizes its staging by it.
+ * The window bounds the data pushes not yet answered (client_core.unanswered): a push
+ * held at the appliance for other workers is out of the queues, and counting it would let
+ * workers whose windows hold different chunks wait on each other for ever. cfg.window
+ * still bounds all of them, held ones included (the appliance sizes its staging by it), and
+ * is where the window starts (today's behaviour until the first samples, so a fast path
+ * keeps its full window) and its cap.
  * Calls nothing else in the library.
  */
 #include "client_int.h"

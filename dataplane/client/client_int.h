@@ -113,6 +113,8 @@ struct client_core {
 	uint32_t free_head;
 	uint32_t inflight;        /* slots in use */
 	uint32_t data_inflight;   /* of which data pushes (at most cfg.window) */
+	uint32_t unanswered;      /* of which not held (no answer yet, or sent again): what
+				   * is in the queues; at most cwnd (client_cwnd.c) */
 	uint32_t pend_head, pend_tail; /* operations with unsent chunks, FIFO */
 	uint64_t next_due;        /* earliest due_ns among in-flight slots (lower bound) */
 	/* RTO estimator (RFC 6298, in ns) */
@@ -129,7 +131,7 @@ struct client_core {
 	uint32_t reo_mult;        /* reordering allowance, in min_rtt/4 (RFC 8985 reo_wnd) */
 	uint32_t fast_clean;      /* gap re-sends since the allowance last changed */
 	/* delay-based window (client_cwnd.c) */
-	uint32_t cwnd;            /* data pushes allowed in flight now, <= cfg.window */
+	uint32_t cwnd;            /* unanswered data pushes allowed now, <= cfg.window */
 	uint32_t cw_streak;       /* increases in a row since the last cut */
 	uint64_t cw_change_ns;    /* last change: at most one per smoothed RTT */
 };
@@ -278,6 +280,18 @@ static inline uint64_t client_quiet_ns(const struct tally_client *c, const struc
 	uint64_t q = cc->rto / CLIENT_QUIET_DIV, min = (uint64_t)c->cfg.rto_min_us * 1000;
 
 	return q > min ? q : min;
+}
+
+/* Mark a slot held or not, keeping its core's count of unanswered data pushes. */
+static inline void client_set_held(struct client_core *cc, struct client_slot *sl, bool held)
+{
+	if (sl->op != CLIENT_ACKWAIT && sl->held != held) {
+		if (held)
+			cc->unanswered--;
+		else
+			cc->unanswered++;
+	}
+	sl->held = held;
 }
 
 /* client_op.c */

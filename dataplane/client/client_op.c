@@ -97,8 +97,11 @@ void client_slot_release(struct tally_client *c, uint32_t core, uint32_t s)
 {
 	struct client_core *cc = &c->cores[core];
 
-	if (cc->slots[s].op != CLIENT_ACKWAIT)
+	if (cc->slots[s].op != CLIENT_ACKWAIT) {
 		cc->data_inflight--;
+		if (!cc->slots[s].held)
+			cc->unanswered--;
+	}
 	cc->slots[s].op = CLIENT_NONE;
 	cc->slots[s].next_free = cc->free_head;
 	cc->free_head = s;
@@ -170,6 +173,7 @@ static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch,
 	sl->staged = false;
 	sl->send_ack = false;
 	sl->held = sl->probed = sl->done = false;
+	cc->unanswered++;
 	sl->nprobe = 0;
 	sl->fast_ns = 0;
 	sl->fast_rtx = false;
@@ -273,7 +277,8 @@ void client_pump(struct tally_client *c, uint32_t core)
 	uint64_t now = 0;
 	bool have_now = false;
 
-	while (cc->free_head != CLIENT_NONE && cc->data_inflight < cc->cwnd &&
+	while (cc->free_head != CLIENT_NONE && cc->data_inflight < c->cfg.window &&
+	       cc->unanswered < cc->cwnd &&
 	       cc->pend_head != CLIENT_NONE) {
 		uint32_t opi = cc->pend_head, s;
 		struct client_op *op = &c->ops_tab[opi];
@@ -432,7 +437,8 @@ static void client_slot_expire(struct tally_client *c, uint32_t core, struct cli
 	sl->nprobe = 0;
 	sl->rto_ns = rto;
 	sl->due_ns = now + rto;
-	sl->held = sl->probed = false;
+	client_set_held(cc, sl, false);
+	sl->probed = false;
 	sl->retries++;
 	/* RFC 6298 5.5-5.7: the backed-off RTO stays for new chunks until a sample comes in
 	 * (chunks sent together back off to the same value, no compounding). */

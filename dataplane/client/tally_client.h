@@ -25,7 +25,8 @@
  * before it: PULL aux) is answered HELD+DONE; without the RESULT the session then asks with
  * PULL+DONE (result_asks). Held or unanswered chunks left after the core's last progress are
  * probed once it has been quiet for an RTO since (tail losses).
- * The window per core is delay-based (client_cwnd.c): it starts at cfg.window and, once
+ * The window of unanswered pushes (neither HELD nor RESULT yet: in the queues) per core is
+ * delay-based (client_cwnd.c): it starts at cfg.window and, once
  * per smoothed RTT, is cut in proportion to how far the queueing delay (srtt - min_rtt of
  * the samples above) is over its target max(min_rtt, 1 ms), at most by half, down to 4
  * chunks; under the target it grows back by 1, 2, 4, 8 chunks per RTT up to cfg.window. A

@@ -36,6 +36,10 @@ struct simnet_link {
 	uint64_t delay_ns;   /* base one-way latency (at least 1 ns is used) */
 	uint64_t jitter_ns;  /* plus uniform 0..jitter_ns */
 	uint64_t reorder_ns;
+	/* A bottleneck: each client's link in this direction carries one KiB per ns_per_kib
+	 * (0: no limit); packets queue behind each other (FIFO per client and direction), so
+	 * what a client has in flight becomes queueing delay. */
+	uint64_t ns_per_kib;
 };
 
 struct simnet_cfg {
