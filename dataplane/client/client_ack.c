@@ -161,7 +161,7 @@ unsigned client_result_answer(struct tally_client *c, struct client_core *cc,
 	if (sl->retries == 0 && !sl->held && (!cc->seen_held || (h->aux & TALLY_AUX_LAST))) {
 		client_rtt_sample(cc, now - sl->first_ns, &c->cfg);
 		if (cc->seen_held) /* else a completion time: no queueing delay to read */
-			client_cwnd_sample(c, cc, now);
+			client_cwnd_sample(c, cc, now - sl->first_ns, now);
 	} else if (!cc->seen_held && !(h->flags & TALLY_F_RESEND) &&
 		   now - sl->sent_ns > 2 * cc->min_rtt + CLIENT_CLOCK_G_NS) {
 		/* An appliance that never answers HELD: the completion time is all there is,
@@ -315,7 +315,7 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 	/* one sample per HELD: its newest first-time push (the others waited in the range) */
 	if (last) {
 		client_rtt_sample(cc, now - last->first_ns, &c->cfg);
-		client_cwnd_sample(c, cc, now);
+		client_cwnd_sample(c, cc, now - last->first_ns, now);
 	}
 	if (xseq)
 		client_gap_scan(c, k->core, xseq, CLIENT_GAP_RESEND, now);

@@ -7,9 +7,13 @@
  * 0.05-7 ms measured with 128 chunks on the 2-CPU box); one sized for that path wastes fast
  * links. So the window follows the queueing delay our own pushes see:
  *
- *   q = srtt - min_rtt (the push -> first answer samples of client_ack.c: never a wait
- *       for other workers), target = max(min_rtt, CLIENT_QTARGET_FLOOR_NS): queueing may
- *       at most double the bare round trip, and below the floor it is scheduling noise;
+ *   q = the standing RTT - min_rtt, the standing RTT being the smallest sample since the
+ *       last decision (Copa's): a queue we built shows in every sample of a round trip, a
+ *       process descheduled for a few ms (a loaded host) only in some, and cutting the
+ *       window for those costs throughput and shortens no queue (samples: push -> first
+ *       answer in client_ack.c, never a wait for other workers);
+ *   target = max(min_rtt, CLIENT_QTARGET_FLOOR_NS): queueing may at most double the bare
+ *       round trip, and below the floor it is scheduling noise;
  *   once per smoothed RTT (a change shows in the samples a round trip later):
  *   q > target: w *= 1 - 0.8 (q - target) / q, at most halved, at least CLIENT_CWND_MIN;
  *   q <= target: w += 1, 2, 4 or 8 (doubling after every 4 increases in a row: a path that
@@ -41,6 +45,7 @@ void client_cwnd_init(struct tally_client *c)
 		c->cores[i].cwnd = c->cfg.window;
 		c->cores[i].cw_streak = 0;
 		c->cores[i].cw_change_ns = 0;
+		c->cores[i].cw_rmin = 0;
 	}
 	c->st.window_now = (uint64_t)c->ncores * c->cfg.window;
 }
@@ -63,13 +68,23 @@ static uint32_t cwnd_cut(const struct tally_client *c, const struct client_core 
 	return w < min ? min : (uint32_t)w;
 }
 
-void client_cwnd_sample(struct tally_client *c, struct client_core *cc, uint64_t now)
+void client_cwnd_sample(struct tally_client *c, struct client_core *cc, uint64_t rtt,
+			uint64_t now)
 {
 	uint64_t q, target = client_cwnd_target(cc);
 
+	if (!cc->cw_rmin) { /* the first sample of an interval (after a decision, or idle) */
+		cc->cw_rmin = rtt ? rtt : 1;
+		cc->cw_change_ns = now;
+		return;
+	}
+	if (rtt < cc->cw_rmin)
+		cc->cw_rmin = rtt ? rtt : 1;
+	/* decide once the samples span a smoothed RTT */
 	if (!cc->have_rtt || now - cc->cw_change_ns < cc->srtt)
 		return;
-	q = cc->srtt > cc->min_rtt ? cc->srtt - cc->min_rtt : 0;
+	q = cc->cw_rmin > cc->min_rtt ? cc->cw_rmin - cc->min_rtt : 0;
+	cc->cw_rmin = 0;
 	c->st.qdelay_us = q / 1000;
 	c->st.qtarget_us = target / 1000;
 	if (q > target) {
@@ -91,5 +106,4 @@ void client_cwnd_sample(struct tally_client *c, struct client_core *cc, uint64_t
 		cwnd_set(c, cc, cc->cwnd + step < c->cfg.window ? cc->cwnd + step : c->cfg.window);
 		c->st.window_increases++;
 	}
-	cc->cw_change_ns = now;
 }

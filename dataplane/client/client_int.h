@@ -133,7 +133,9 @@ struct client_core {
 	/* delay-based window (client_cwnd.c) */
 	uint32_t cwnd;            /* unanswered data pushes allowed now, <= cfg.window */
 	uint32_t cw_streak;       /* increases in a row since the last cut */
-	uint64_t cw_change_ns;    /* last change: at most one per smoothed RTT */
+	uint64_t cw_change_ns;    /* first sample of the interval a decision looks at (one
+				   * decision per smoothed RTT) */
+	uint64_t cw_rmin;         /* smallest RTT sample in it (0: none yet) */
 };
 
 enum client_op_state { CLIENT_OP_FREE = 0, CLIENT_OP_ACTIVE, CLIENT_OP_DONE, CLIENT_OP_FAILED };
@@ -335,9 +337,10 @@ void client_spurious(struct client_core *cc, struct client_slot *sl);
 /* client_cwnd.c (a leaf) */
 /* Set every core's window to cfg.window (at JOIN, after client_cores_init). */
 void client_cwnd_init(struct tally_client *c);
-/* An RTT sample was taken on core cc (an appliance that answers HELD): adjust its window
- * to the queueing delay srtt - min_rtt. */
-void client_cwnd_sample(struct tally_client *c, struct client_core *cc, uint64_t now);
+/* RTT sample rtt was taken on core cc (an appliance that answers HELD): adjust its window
+ * to the queueing delay (the smallest sample of the last RTT - min_rtt). */
+void client_cwnd_sample(struct tally_client *c, struct client_core *cc, uint64_t rtt,
+			uint64_t now);
 /* The queueing delay the window aims under: max(min_rtt, CLIENT_QTARGET_FLOOR_NS). */
 uint64_t client_cwnd_target(const struct client_core *cc);
 
