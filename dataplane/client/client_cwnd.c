@@ -14,7 +14,10 @@
  *       answer in client_ack.c, never a wait for other workers);
  *   target = max(min_rtt, CLIENT_QTARGET_FLOOR_NS): queueing may at most double the bare
  *       round trip, and below the floor it is scheduling noise;
- *   once per smoothed RTT (a change shows in the samples a round trip later):
+ *   once per smoothed RTT (a change shows in the samples a round trip later), and only if
+ *   the window or the cap held a push back meanwhile (RFC 7661: a sender that had sent
+ *   all it had says nothing about its window; a burst that fit in the window queues no
+ *   less behind a smaller one, and cutting for it only throttled the next burst):
  *   q > target: w *= 1 - 0.8 (q - target) / q, at most halved, at least CLIENT_CWND_MIN;
  *   q <= target: w += 1, 2, 4 or 8 (doubling after every 4 increases in a row: a path that
  *       got faster is found in a few RTTs), at most cfg.window.
@@ -46,6 +49,7 @@ void client_cwnd_init(struct tally_client *c)
 		c->cores[i].cw_streak = 0;
 		c->cores[i].cw_change_ns = 0;
 		c->cores[i].cw_rmin = 0;
+		c->cores[i].cw_limited = false;
 	}
 	c->st.window_now = (uint64_t)c->ncores * c->cfg.window;
 }
@@ -85,6 +89,9 @@ void client_cwnd_sample(struct tally_client *c, struct client_core *cc, uint64_t
 		return;
 	q = cc->cw_rmin > cc->min_rtt ? cc->cw_rmin - cc->min_rtt : 0;
 	cc->cw_rmin = 0;
+	if (!cc->cw_limited)
+		return; /* nothing was held back: no evidence either way */
+	cc->cw_limited = false;
 	c->st.qdelay_us = q / 1000;
 	c->st.qtarget_us = target / 1000;
 	if (q > target) {

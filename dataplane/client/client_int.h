@@ -12,7 +12,7 @@
  *   client_live.c  liveness PINGs, appliance restart: rejoin, re-register, re-push,
  *                  complete sums on NEED_RESULT, fail_fast
  *   client_drive.c tick and wait: the op timers and the liveness timer together
- *   client_cwnd.c  the delay-based window per core (queueing delay = srtt - min_rtt)
+ *   client_cwnd.c  the delay-based window per core (standing queueing delay)
  *
  * Memory: key state at registration, window slots (with their staging buffers) at JOIN,
  * operation slots at creation. The packet paths never allocate (a key registered without
@@ -136,6 +136,8 @@ struct client_core {
 	uint64_t cw_change_ns;    /* first sample of the interval a decision looks at (one
 				   * decision per smoothed RTT) */
 	uint64_t cw_rmin;         /* smallest RTT sample in it (0: none yet) */
+	bool cw_limited;          /* a window (or the cap) held back a push since the last
+				   * decision */
 };
 
 enum client_op_state { CLIENT_OP_FREE = 0, CLIENT_OP_ACTIVE, CLIENT_OP_DONE, CLIENT_OP_FAILED };

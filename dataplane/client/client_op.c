@@ -304,6 +304,8 @@ void client_pump(struct tally_client *c, uint32_t core)
 		op->next_chunk = ch + 1;
 		client_send_chunk(c, opi, ch, s, now);
 	}
+	if (cc->pend_head != CLIENT_NONE)
+		cc->cw_limited = true; /* client_cwnd.c: more to send than the windows allow */
 }
 
 int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, const void *in,
@@ -420,8 +422,15 @@ static void client_slot_expire(struct tally_client *c, uint32_t core, struct cli
 	if (sl->rto_ns < cc->rto)
 		sl->rto_ns = cc->rto;
 	rto = sl->rto_ns * 2 > max ? max : sl->rto_ns * 2;
-	/* (an appliance that never answered HELD does not answer probes either: re-send) */
-	if (cc->seen_held && sl->op != CLIENT_ACKWAIT && sl->nprobe < CLIENT_PROBES_MAX) {
+	/* (an appliance that never answered HELD does not answer probes either: re-send) A
+	 * core that sent nothing since our last probe is stalled, or its path is (a
+	 * descheduled appliance, a queue): more probes, not payloads, which would only join
+	 * the queue (a 100 ms stall re-sent 256 chunks, test_window's test_stall_not_loss);
+	 * CLIENT_PROBES_MAX counts probes lost while the core answered others. */
+	bool silent = cc->last_rx_ns <= sl->fast_ns;
+
+	if (cc->seen_held && sl->op != CLIENT_ACKWAIT &&
+	    (sl->nprobe < CLIENT_PROBES_MAX || silent)) {
 		/* held: backed off (x2; x4 measured: tail RESULT losses cost 5x more), up to
 		 * CLIENT_HELD_CAP RTOs: a RESULT lost at the end of a long wait is found
 		 * that soon (the wait itself is someone else's) */

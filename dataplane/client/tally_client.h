@@ -26,9 +26,9 @@
  * PULL+DONE (result_asks). Held or unanswered chunks left after the core's last progress are
  * probed once it has been quiet for an RTO since (tail losses).
  * The window of unanswered pushes (neither HELD nor RESULT yet: in the queues) per core is
- * delay-based (client_cwnd.c): it starts at cfg.window and, once
- * per smoothed RTT, is cut in proportion to how far the queueing delay (srtt - min_rtt of
- * the samples above) is over its target max(min_rtt, 1 ms), at most by half, down to 4
+ * delay-based (client_cwnd.c): it starts at cfg.window and, once per smoothed RTT, is cut
+ * in proportion to how far the standing queueing delay (the smallest of that RTT's samples
+ * above, less min_rtt) is over its target max(min_rtt, 1 ms), at most by half, down to 4
  * chunks; under the target it grows back by 1, 2, 4, 8 chunks per RTT up to cfg.window. A
  * repair (a gap re-send, a MISSING re-send, a probe) waits behind every push in the queues
  * before it: the window keeps that queue short (stats.window_*).
@@ -96,7 +96,7 @@ struct tally_client_cfg {
 	uint32_t window;          /* chunks in flight per appliance core at most, default 64:
 				   * the cap of the delay-based window (client_cwnd.c), which
 				   * starts there and is cut while the queueing delay of our
-				   * pushes (srtt - min_rtt) is over max(min_rtt, 1 ms); it
+				   * pushes is over max(min_rtt, 1 ms); it
 				   * also bounds what the appliance may stage for us */
 	uint32_t rto_init_us;     /* default 500 */
 	uint32_t rto_max_us;      /* default 100000 */
@@ -160,7 +160,8 @@ struct tally_client_stats {
 	uint64_t window_decreases;/* cuts of a core's window: queueing delay over its target */
 	uint64_t window_increases;/* steps back up: queueing delay under the target */
 	uint64_t window_min;      /* the smallest window a core was cut to (0: none cut) */
-	uint64_t qdelay_us;       /* the last queueing delay seen (srtt - min_rtt), any core */
+	uint64_t qdelay_us;       /* the last standing queueing delay seen, any core (the
+				   * smallest RTT sample of a smoothed RTT - min_rtt) */
 	uint64_t qtarget_us;      /* its target then (max(min_rtt, 1 ms)) */
 };
 

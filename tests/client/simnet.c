@@ -184,6 +184,17 @@ void simnet_set_link(struct simnet *net, const struct simnet_link *up,
 		net->cfg.down = *down;
 }
 
+void simnet_stall(struct simnet *net, unsigned client, int up, uint64_t ns)
+{
+	unsigned node = simnet_client_node(net, client);
+	uint64_t *busy;
+
+	if (node >= net->nnodes)
+		return;
+	busy = &net->nodes[node].busy_ns[up ? 0 : 1];
+	*busy = (*busy > net->now ? *busy : net->now) + ns;
+}
+
 uint64_t simnet_now(const struct simnet *net)
 {
 	return net->now;

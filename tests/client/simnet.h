@@ -93,6 +93,9 @@ void simnet_set_down(struct simnet *net, unsigned node, int down);
 void simnet_set_extra_delay(struct simnet *net, unsigned node, uint64_t ns);
 void simnet_set_link(struct simnet *net, const struct simnet_link *up,
 		     const struct simnet_link *down);
+/* A stall: client `client`'s link towards the appliance (up) or from it carries nothing for
+ * ns from now; what is sent meanwhile waits behind it, in order, and nothing is lost. */
+void simnet_stall(struct simnet *net, unsigned client, int up, uint64_t ns);
 
 uint64_t simnet_now(const struct simnet *net);
 /* One step: tick every node, advance to the next event or wake-up (at most max_ns),

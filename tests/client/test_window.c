@@ -153,11 +153,53 @@ static void test_window_lossy_exact(void **state)
 	sys_free(s);
 }
 
+/* (3) A stall is not a loss: worker 1's uplink carries nothing for 100 ms (what it sends
+ * waits, in order), so the appliance is silent to that worker. Its timers
+ * probe, backed off; no payload is re-sent (the 6-probe safety net re-sends only when the
+ * core answered something since the last probe: then those probes were lost), every sum
+ * exact. */
+struct stall {
+	int state; /* 0 before, 1 stalled */
+};
+
+static void on_result_stall(void *arg, struct sys *s, unsigned w, unsigned k, uint32_t round,
+			    const void *out)
+{
+	struct stall *st = arg;
+
+	(void)w, (void)out;
+	if (st->state == 0 && k == 0 && round == 3) {
+		simnet_stall(s->net, 1, 1, 100 * MS);
+		st->state = 1;
+	}
+}
+
+static void test_stall_not_loss(void **state)
+{
+	(void)state;
+	struct sys_cfg cfg = win_cfg(2, 23, 0);
+	struct sys *s = sys_new(&cfg);
+	struct stall st = { 0 };
+	struct sys_hooks hk = { .result = on_result_stall, .arg = &st };
+
+	sys_run(s, 8, 20000 * MS, &hk);
+	for (unsigned w = 0; w < cfg.W; w++)
+		print_stats(w ? "stall, rank 1" : "stall, rank 0", tally_client_stats(s->cl[w]));
+	print_message("  %.1f ms virtual, appliance duplicates %llu\n", simnet_now(s->net) / 1e6,
+		      (unsigned long long)tally_engine_stats(s->eng[0])->duplicates);
+	assert_int_equal(st.state, 1);
+	assert_true(simnet_now(s->net) > 100 * MS); /* it did stall */
+	assert_int_equal(sys_retransmits(s), 0);
+	assert_int_equal(tally_engine_stats(s->eng[0])->duplicates, 0);
+	sys_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_window_follows_queue),
 		cmocka_unit_test(test_window_lossy_exact),
+		cmocka_unit_test(test_stall_not_loss),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
