@@ -16,7 +16,8 @@
  * core is quiet for an RTO, each unanswered or held chunk is probed with a header-only PULL
  * (backed off x2; held ones at least every 8 RTO), answered HELD (no re-send), the RESULT,
  * or HELD+MISSING (re-sent at once); the payload goes out unasked only after 6 probes with
- * no answer at all. Losses show up as gaps (RACK-like): the first answer to a push sent
+ * no answer while the core answered other packets (a core silent since the last probe is
+ * stalled: it gets more probes, backed off, not payloads). Losses show up as gaps (RACK-like): the first answer to a push sent
  * once re-sends every push sent before it to that core still unanswered an RTT plus a
  * reordering allowance later (stats.fast_retransmits); the allowance doubles when an answer
  * flagged RESEND shows such a re-send was not needed, halves after 16 that were; a RESULT
