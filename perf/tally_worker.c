@@ -67,6 +67,11 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		printf(",\"fast_retransmits\":%" PRIu64 ",\"helds\":%" PRIu64 ",\"probes\":%" PRIu64
 		       ",\"missing\":%" PRIu64 ",\"result_asks\":%" PRIu64, s->fast_retransmits,
 		       s->helds, s->probes, s->missing, s->result_asks);
+		printf(",\"window_now\":%" PRIu64 ",\"window_decreases\":%" PRIu64
+		       ",\"window_increases\":%" PRIu64 ",\"window_min\":%" PRIu64
+		       ",\"qdelay_us\":%" PRIu64 ",\"qtarget_us\":%" PRIu64, s->window_now,
+		       s->window_decreases, s->window_increases, s->window_min, s->qdelay_us,
+		       s->qtarget_us);
 		printf(",\"restarts\":%" PRIu64 ",\"rejoins\":%" PRIu64 ",\"repushes\":%" PRIu64
 		       ",\"pings\":%" PRIu64 ",\"complete_pushes\":%" PRIu64, s->restarts,
 		       s->rejoins, s->repushes, s->pings, s->complete_pushes);

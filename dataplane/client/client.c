@@ -254,6 +254,7 @@ int tally_client_join(struct tally_client *c, uint32_t timeout_ms)
 	rc = client_cores_init(c);
 	if (rc)
 		goto out;
+	client_cwnd_init(c);
 	/* HELD-capable: probe before re-sending from the first push on */
 	for (uint32_t i = 0; i < c->ncores; i++)
 		c->cores[i].seen_held = (c->caps & TALLY_CAP_HELD) != 0;

@@ -6,7 +6,7 @@
  * earlier one went out, means the earlier push (or its HELD) was lost: re-send it now
  * rather than at its timer (at most once per smoothed RTT). A RESULT of a later push while
  * an earlier held chunk has none means that RESULT was likely lost: probe it.
- * Calls client_util.c only.
+ * Calls client_util.c and client_cwnd.c (the window follows each RTT sample).
  */
 #include <string.h>
 
@@ -160,6 +160,8 @@ unsigned client_result_answer(struct tally_client *c, struct client_core *cc,
 	 * sampled, nor (Karn) a chunk re-sent. */
 	if (sl->retries == 0 && !sl->held && (!cc->seen_held || (h->aux & TALLY_AUX_LAST))) {
 		client_rtt_sample(cc, now - sl->first_ns, &c->cfg);
+		if (cc->seen_held) /* else a completion time: no queueing delay to read */
+			client_cwnd_sample(c, cc, now - sl->first_ns, now);
 	} else if (!cc->seen_held && !(h->flags & TALLY_F_RESEND) &&
 		   now - sl->sent_ns > 2 * cc->min_rtt + CLIENT_CLOCK_G_NS) {
 		/* An appliance that never answers HELD: the completion time is all there is,
@@ -203,7 +205,8 @@ static void client_rx_missing(struct tally_client *c, struct client_key *k,
 	c->st.missing++;
 	if (!sl || !sl->probed)
 		return;
-	sl->held = sl->probed = false;
+	client_set_held(&c->cores[k->core], sl, false);
+	sl->probed = false;
 	sl->nprobe = 0;
 	sl->retries++;
 	sl->fast_ns = sl->sent_ns = now;
@@ -233,7 +236,8 @@ static void client_rx_done(struct tally_client *c, struct client_key *k,
 
 	if (!sl || !sl->probed || sl->done)
 		return; /* crossed the RESULT, or a late copy: the PULL+DONE is out already */
-	sl->held = sl->done = true;
+	client_set_held(cc, sl, true);
+	sl->done = true;
 	sl->nprobe = 0;
 	sl->rto_ns = cc->rto;
 	sl->due_ns = now + sl->rto_ns;
@@ -297,7 +301,7 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 		if (sl->retries == 0 && !probed && sl->seq > xseq)
 			xseq = sl->seq;
 		/* first HELD: from now on probe (backed off), never re-send unasked */
-		sl->held = true;
+		client_set_held(cc, sl, true);
 		cc->last_ans_ns = now;
 		if (now + client_quiet_ns(c, cc) < cc->next_due) /* progress: client_op.c */
 			cc->next_due = now + client_quiet_ns(c, cc);
@@ -309,8 +313,10 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 			last = sl;
 	}
 	/* one sample per HELD: its newest first-time push (the others waited in the range) */
-	if (last)
+	if (last) {
 		client_rtt_sample(cc, now - last->first_ns, &c->cfg);
+		client_cwnd_sample(c, cc, now - last->first_ns, now);
+	}
 	if (xseq)
 		client_gap_scan(c, k->core, xseq, CLIENT_GAP_RESEND, now);
 }

@@ -12,6 +12,7 @@
  *   client_live.c  liveness PINGs, appliance restart: rejoin, re-register, re-push,
  *                  complete sums on NEED_RESULT, fail_fast
  *   client_drive.c tick and wait: the op timers and the liveness timer together
+ *   client_cwnd.c  the delay-based window per core (standing queueing delay)
  *
  * Memory: key state at registration, window slots (with their staging buffers) at JOIN,
  * operation slots at creation. The packet paths never allocate (a key registered without
@@ -112,6 +113,8 @@ struct client_core {
 	uint32_t free_head;
 	uint32_t inflight;        /* slots in use */
 	uint32_t data_inflight;   /* of which data pushes (at most cfg.window) */
+	uint32_t unanswered;      /* of which not held (no answer yet, or sent again): what
+				   * is in the queues; at most cwnd (client_cwnd.c) */
 	uint32_t pend_head, pend_tail; /* operations with unsent chunks, FIFO */
 	uint64_t next_due;        /* earliest due_ns among in-flight slots (lower bound) */
 	/* RTO estimator (RFC 6298, in ns) */
@@ -127,6 +130,14 @@ struct client_core {
 				   * RESULT sent before it would be here; client_probe) */
 	uint32_t reo_mult;        /* reordering allowance, in min_rtt/4 (RFC 8985 reo_wnd) */
 	uint32_t fast_clean;      /* gap re-sends since the allowance last changed */
+	/* delay-based window (client_cwnd.c) */
+	uint32_t cwnd;            /* unanswered data pushes allowed now, <= cfg.window */
+	uint32_t cw_streak;       /* increases in a row since the last cut */
+	uint64_t cw_change_ns;    /* first sample of the interval a decision looks at (one
+				   * decision per smoothed RTT) */
+	uint64_t cw_rmin;         /* smallest RTT sample in it (0: none yet) */
+	bool cw_limited;          /* a window (or the cap) held back a push since the last
+				   * decision */
 };
 
 enum client_op_state { CLIENT_OP_FREE = 0, CLIENT_OP_ACTIVE, CLIENT_OP_DONE, CLIENT_OP_FAILED };
@@ -275,6 +286,18 @@ static inline uint64_t client_quiet_ns(const struct tally_client *c, const struc
 	return q > min ? q : min;
 }
 
+/* Mark a slot held or not, keeping its core's count of unanswered data pushes. */
+static inline void client_set_held(struct client_core *cc, struct client_slot *sl, bool held)
+{
+	if (sl->op != CLIENT_ACKWAIT && sl->held != held) {
+		if (held)
+			cc->unanswered--;
+		else
+			cc->unanswered++;
+	}
+	sl->held = held;
+}
+
 /* client_op.c */
 int client_cores_init(struct tally_client *c);
 void client_cores_free(struct tally_client *c);
@@ -291,7 +314,7 @@ void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t
 void client_rx_silent(struct tally_client *c, const struct tally_hdr *h);
 /* The text of a push refused because the appliance drains. */
 void client_err_draining(struct tally_client *c, const struct tally_hdr *h, uint32_t core);
-/* client_ack.c (calls client_util.c only) */
+/* client_ack.c (calls client_util.c, client_cwnd.c) */
 /* An RTT sample: push -> first acknowledgement (HELD or RESULT) of a chunk sent once. */
 void client_rtt_sample(struct client_core *cc, uint64_t rtt_ns, const struct tally_client_cfg *cfg);
 /* (Re)send a slot's payload (and its ack copy); numbers the transmission. */
@@ -312,6 +335,16 @@ unsigned client_result_answer(struct tally_client *c, struct client_core *cc,
 /* An answer says the appliance already had the push when our last copy came (RESEND): if
  * that copy was a gap re-send, the gap was reordering: widen the allowance. */
 void client_spurious(struct client_core *cc, struct client_slot *sl);
+
+/* client_cwnd.c (a leaf) */
+/* Set every core's window to cfg.window (at JOIN, after client_cores_init). */
+void client_cwnd_init(struct tally_client *c);
+/* RTT sample rtt was taken on core cc (an appliance that answers HELD): adjust its window
+ * to the queueing delay (the smallest sample of the last RTT - min_rtt). */
+void client_cwnd_sample(struct tally_client *c, struct client_core *cc, uint64_t rtt,
+			uint64_t now);
+/* The queueing delay the window aims under: max(min_rtt, CLIENT_QTARGET_FLOOR_NS). */
+uint64_t client_cwnd_target(const struct client_core *cc);
 
 /* client_fold.c */
 /* Build the push payload of a chunk whose fold is pending: stage = in + fold (in the wire

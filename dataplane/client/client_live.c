@@ -95,7 +95,8 @@ static void live_repush(struct tally_client *c, uint64_t now)
 				client_slot_release(c, core, s);
 				continue;
 			}
-			sl->held = sl->probed = sl->send_ack = sl->fast_rtx = false;
+			client_set_held(cc, sl, false);
+			sl->probed = sl->send_ack = sl->fast_rtx = false;
 			sl->nprobe = 0;
 			sl->fast_ns = 0;
 			sl->sent_ns = now;

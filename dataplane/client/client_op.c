@@ -97,8 +97,11 @@ void client_slot_release(struct tally_client *c, uint32_t core, uint32_t s)
 {
 	struct client_core *cc = &c->cores[core];
 
-	if (cc->slots[s].op != CLIENT_ACKWAIT)
+	if (cc->slots[s].op != CLIENT_ACKWAIT) {
 		cc->data_inflight--;
+		if (!cc->slots[s].held)
+			cc->unanswered--;
+	}
 	cc->slots[s].op = CLIENT_NONE;
 	cc->slots[s].next_free = cc->free_head;
 	cc->free_head = s;
@@ -172,6 +175,7 @@ static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch,
 	sl->staged = false;
 	sl->send_ack = false;
 	sl->held = sl->probed = sl->done = false;
+	cc->unanswered++;
 	sl->nprobe = 0;
 	sl->fast_ns = 0;
 	sl->fast_rtx = false;
@@ -276,6 +280,7 @@ void client_pump(struct tally_client *c, uint32_t core)
 	bool have_now = false;
 
 	while (cc->free_head != CLIENT_NONE && cc->data_inflight < c->cfg.window &&
+	       cc->unanswered < cc->cwnd &&
 	       cc->pend_head != CLIENT_NONE) {
 		uint32_t opi = cc->pend_head, s;
 		struct client_op *op = &c->ops_tab[opi];
@@ -301,6 +306,8 @@ void client_pump(struct tally_client *c, uint32_t core)
 		op->next_chunk = ch + 1;
 		client_send_chunk(c, opi, ch, s, now);
 	}
+	if (cc->pend_head != CLIENT_NONE)
+		cc->cw_limited = true; /* client_cwnd.c: more to send than the windows allow */
 }
 
 int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, const void *in,
@@ -419,8 +426,15 @@ static void client_slot_expire(struct tally_client *c, uint32_t core, struct cli
 	if (sl->rto_ns < cc->rto)
 		sl->rto_ns = cc->rto;
 	rto = sl->rto_ns * 2 > max ? max : sl->rto_ns * 2;
-	/* (an appliance that never answered HELD does not answer probes either: re-send) */
-	if (cc->seen_held && sl->op != CLIENT_ACKWAIT && sl->nprobe < CLIENT_PROBES_MAX) {
+	/* (an appliance that never answered HELD does not answer probes either: re-send) A
+	 * core that sent nothing since our last probe is stalled, or its path is (a
+	 * descheduled appliance, a queue): more probes, not payloads, which would only join
+	 * the queue (a 100 ms stall re-sent 256 chunks, test_window's test_stall_not_loss);
+	 * CLIENT_PROBES_MAX counts probes lost while the core answered others. */
+	bool silent = cc->last_rx_ns <= sl->fast_ns;
+
+	if (cc->seen_held && sl->op != CLIENT_ACKWAIT &&
+	    (sl->nprobe < CLIENT_PROBES_MAX || silent)) {
 		/* held: backed off (x2; x4 measured: tail RESULT losses cost 5x more), up to
 		 * CLIENT_HELD_CAP RTOs: a RESULT lost at the end of a long wait is found
 		 * that soon (the wait itself is someone else's) */
@@ -436,7 +450,8 @@ static void client_slot_expire(struct tally_client *c, uint32_t core, struct cli
 	sl->nprobe = 0;
 	sl->rto_ns = rto;
 	sl->due_ns = now + rto;
-	sl->held = sl->probed = false;
+	client_set_held(cc, sl, false);
+	sl->probed = false;
 	sl->retries++;
 	/* RFC 6298 5.5-5.7: the backed-off RTO stays for new chunks until a sample comes in
 	 * (chunks sent together back off to the same value, no compounding). */

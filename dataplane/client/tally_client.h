@@ -16,7 +16,8 @@
  * core is quiet for an RTO, each unanswered or held chunk is probed with a header-only PULL
  * (backed off x2; held ones at least every 8 RTO), answered HELD (no re-send), the RESULT,
  * or HELD+MISSING (re-sent at once); the payload goes out unasked only after 6 probes with
- * no answer at all. Losses show up as gaps (RACK-like): the first answer to a push sent
+ * no answer while the core answered other packets (a core silent since the last probe is
+ * stalled: it gets more probes, backed off, not payloads). Losses show up as gaps (RACK-like): the first answer to a push sent
  * once re-sends every push sent before it to that core still unanswered an RTT plus a
  * reordering allowance later (stats.fast_retransmits); the allowance doubles when an answer
  * flagged RESEND shows such a re-send was not needed, halves after 16 that were; a RESULT
@@ -25,6 +26,13 @@
  * before it: PULL aux) is answered HELD+DONE; without the RESULT the session then asks with
  * PULL+DONE (result_asks). Held or unanswered chunks left after the core's last progress are
  * probed once it has been quiet for an RTO since (tail losses).
+ * The window of unanswered pushes (neither HELD nor RESULT yet: in the queues) per core is
+ * delay-based (client_cwnd.c): it starts at cfg.window and, once per smoothed RTT, is cut
+ * in proportion to how far the standing queueing delay (the smallest of that RTT's samples
+ * above, less min_rtt) is over its target max(min_rtt, 1 ms), at most by half, down to 4
+ * chunks; under the target it grows back by 1, 2, 4, 8 chunks per RTT up to cfg.window. A
+ * repair (a gap re-send, a MISSING re-send, a probe) waits behind every push in the queues
+ * before it: the window keeps that queue short (stats.window_*).
  * Trade-off: one 64-byte HELD per held push (ranges of consecutive chunks share one) and a
  * few probes per wait, against whole duplicate payloads whenever completion is slower than
  * the RTO; a probe that meets a RESULT still on its way costs a 64-byte HELD+DONE.
@@ -86,7 +94,11 @@ struct tally_client_cfg {
 	uint32_t rank;
 	uint32_t world_size;
 	uint32_t max_chunk_bytes; /* default 8192; the appliance may lower it in JOIN_OK */
-	uint32_t window;          /* chunks in flight per appliance core, default 64 */
+	uint32_t window;          /* chunks in flight per appliance core at most, default 64:
+				   * the cap of the delay-based window (client_cwnd.c), which
+				   * starts there and is cut while the queueing delay of our
+				   * pushes is over max(min_rtt, 1 ms); it
+				   * also bounds what the appliance may stage for us */
 	uint32_t rto_init_us;     /* default 500 */
 	uint32_t rto_max_us;      /* default 100000 */
 	uint32_t give_up_ms;      /* default 30000 */
@@ -144,6 +156,14 @@ struct tally_client_stats {
 	uint64_t auth_verified;   /* received packets whose tag verified */
 	uint64_t result_asks;     /* PULL+DONE sent: a probe was answered HELD+DONE (the
 				   * RESULT went out) and that RESULT is not here: it was lost */
+	/* The delay-based window (client_cwnd.c; cfg.window is its cap per core) */
+	uint64_t window_now;      /* chunks the session may have in flight now, all cores */
+	uint64_t window_decreases;/* cuts of a core's window: queueing delay over its target */
+	uint64_t window_increases;/* steps back up: queueing delay under the target */
+	uint64_t window_min;      /* the smallest window a core was cut to (0: none cut) */
+	uint64_t qdelay_us;       /* the last standing queueing delay seen, any core (the
+				   * smallest RTT sample of a smoothed RTT - min_rtt) */
+	uint64_t qtarget_us;      /* its target then (max(min_rtt, 1 ms)) */
 	uint64_t results_placed;  /* RESULTs whose payload the transport wrote in place (no
 				   * copy; verbs, tally_xport_ops.advertise) */
 	uint64_t adverts;         /* result buffers advertised to the transport */

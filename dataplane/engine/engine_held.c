@@ -142,7 +142,10 @@ void engine_held_add(struct tally_engine *e, const struct engine_key *k, uint32_
 /* A HELD followed at once by the RESULT of its chunk says nothing the RESULT does not (it
  * answers the push too, INCLUDED): with the ranks in step, most pushes met their chunk's
  * last one in the same burst, and every such chunk cost a HELD more per rank. Only the
- * newest end of a range can go; the order of what stays does not change. */
+ * newest end of a range can go, and only from the rank's newest pending range: a later
+ * one (another key's pushes) is flushed before the RESULT, and the worker took that HELD
+ * of later pushes for a gap and re-sent the trimmed push (issue 17: the 1 MiB allreduce,
+ * W=4, window 32, 12-29 such re-sends a run with no loss). */
 void engine_held_trim(struct tally_engine *e, const struct engine_key *k, uint32_t round,
 		      uint32_t off, uint32_t count)
 {
@@ -155,7 +158,7 @@ void engine_held_trim(struct tally_engine *e, const struct engine_key *k, uint32
 		    !hd->flags) {
 			/* only its newest end: the RESULT of a chunk at the front would come
 			 * after the HELD of later pushes, a gap to the worker (re-sends) */
-			if (hd->end == off + count)
+			if (hd->end == off + count && !held_later(e, i, hd->job_id, hd->rank))
 				hd->end = off;
 			if (hd->off >= hd->end) {
 				e->st.held_trimmed++;

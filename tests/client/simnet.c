@@ -31,6 +31,8 @@ struct sn_node {
 	void *arg;
 	bool down;
 	uint64_t extra_ns;
+	uint64_t busy_ns[2];   /* a client's link up / down is busy until (ns_per_kib) */
+	uint64_t last_t[2];    /* and delivers its last queued packet then */
 };
 
 struct simnet {
@@ -182,6 +184,17 @@ void simnet_set_link(struct simnet *net, const struct simnet_link *up,
 		net->cfg.down = *down;
 }
 
+void simnet_stall(struct simnet *net, unsigned client, int up, uint64_t ns)
+{
+	unsigned node = simnet_client_node(net, client);
+	uint64_t *busy;
+
+	if (node >= net->nnodes)
+		return;
+	busy = &net->nodes[node].busy_ns[up ? 0 : 1];
+	*busy = (*busy > net->now ? *busy : net->now) + ns;
+}
+
 uint64_t simnet_now(const struct simnet *net)
 {
 	return net->now;
@@ -284,6 +297,26 @@ static void sn_pkt_put(struct simnet *net, struct sn_pkt *p)
 
 /* ---- sending ---- */
 
+/* A client's link with a rate (ns_per_kib), or still draining what it queued at one: the
+ * packet departs once what is ahead of it has, and arrives in that order (jitter does not
+ * reorder a queue; after the limit is lifted neither). Links without either: unchanged. */
+static void sn_queue(struct simnet *net, unsigned client, bool up, size_t bytes,
+		     const struct simnet_link *l, uint64_t *t)
+{
+	struct sn_node *n = &net->nodes[client];
+	uint64_t *busy = &n->busy_ns[up ? 0 : 1], *last = &n->last_t[up ? 0 : 1];
+
+	if (!l->ns_per_kib && *busy <= net->now && *last <= net->now)
+		return;
+	if (*busy < net->now)
+		*busy = net->now;
+	*busy += bytes * l->ns_per_kib / 1024;
+	*t += *busy - net->now;
+	if (*t < *last)
+		*t = *last; /* same time: delivered in sending order (heap seq) */
+	*last = *t;
+}
+
 static int sn_enqueue(struct simnet *net, unsigned src, unsigned dst, const uint8_t *hdr,
 		      size_t hlen, const void *payload, size_t len, bool clean)
 {
@@ -321,6 +354,7 @@ static int sn_enqueue(struct simnet *net, unsigned src, unsigned dst, const uint
 		}
 		if (up)
 			t += net->nodes[src].extra_ns;
+		sn_queue(net, up ? src : dst, up, hlen + len, l, &t);
 		p->dst = dst;
 		p->from = simnet_addr(net, src);
 		memcpy(p->data, hdr, hlen);

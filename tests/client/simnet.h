@@ -36,6 +36,10 @@ struct simnet_link {
 	uint64_t delay_ns;   /* base one-way latency (at least 1 ns is used) */
 	uint64_t jitter_ns;  /* plus uniform 0..jitter_ns */
 	uint64_t reorder_ns;
+	/* A bottleneck: each client's link in this direction carries one KiB per ns_per_kib
+	 * (0: no limit); packets queue behind each other (FIFO per client and direction), so
+	 * what a client has in flight becomes queueing delay. */
+	uint64_t ns_per_kib;
 };
 
 struct simnet_cfg {
@@ -89,6 +93,9 @@ void simnet_set_down(struct simnet *net, unsigned node, int down);
 void simnet_set_extra_delay(struct simnet *net, unsigned node, uint64_t ns);
 void simnet_set_link(struct simnet *net, const struct simnet_link *up,
 		     const struct simnet_link *down);
+/* A stall: client `client`'s link towards the appliance (up) or from it carries nothing for
+ * ns from now; what is sent meanwhile waits behind it, in order, and nothing is lost. */
+void simnet_stall(struct simnet *net, unsigned client, int up, uint64_t ns);
 
 uint64_t simnet_now(const struct simnet *net);
 /* One step: tick every node, advance to the next event or wake-up (at most max_ns),

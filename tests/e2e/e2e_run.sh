@@ -200,6 +200,9 @@ def tot(f):
 print(f"  rounds/s={objs[0]['rounds'] / secs if secs else 0:.3f} pushes={tot('pushes')} "
       f"fast_retransmits={tot('fast_retransmits')} probes={tot('probes')} helds={tot('helds')} "
       f"missing={tot('missing')} result_asks={tot('result_asks')} results={tot('results')} tx_pkts={tot('tx_pkts')} rx_pkts={tot('rx_pkts')}")
+print(f"  window: now={tot('window_now')} decreases={tot('window_decreases')} "
+      f"increases={tot('window_increases')} min={min((o.get('window_min', 0) for o in objs), default=0)} "
+      f"qdelay_us={max(o.get('qdelay_us', 0) for o in objs)} qtarget_us={max(o.get('qtarget_us', 0) for o in objs)}")
 for o in bad:
     print(f"  rank {o['rank']} FAILED: {o['error']}")
 if bad or (expect_retx and retx == 0):

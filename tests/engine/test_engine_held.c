@@ -356,6 +356,42 @@ static void test_held_trim(void **state)
 	h_stop(&h);
 }
 
+/* A trimmed HELD must not let a later range of the same rank overtake the RESULT: rank 0
+ * pushes key 1 chunk 3 (pending) then key 2 chunk 0 (another range, pending after it);
+ * ranks 2 and 1 complete key 1 chunk 3. Rank 0 must see key 1's HELD (or the RESULT)
+ * before key 2's HELD: trimmed, key 2's HELD went first and the worker re-sent chunk 3. */
+static void test_held_trim_order(void **state)
+{
+	(void)state;
+	struct h h;
+	float v[4] = { 1, 2, 3, 4 };
+	struct tally_register r = h_reg(16, 4, TALLY_DT_F32, 3, 3);
+
+	held_setup(&h, 3);
+	for (uint32_t w = 0; w < 3; w++)
+		assert_int_equal(h_register(&h, w, 2, &r), TALLY_OK);
+	h_clear(&h);
+	assert_int_equal(h_push(&h, 0, 1, 0, 12, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 0, 2, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 2, 1, 0, 12, TALLY_DT_F32, v, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 1, 1, 0, 12, TALLY_DT_F32, v, 4), TALLY_OK);
+	int key1_answered = 0;
+
+	for (size_t i = 0; i < h.cap.n; i++) {
+		const struct tally_hdr *hd = &nth(&h, i)->pkt.hdr;
+
+		if (hd->rank != 0)
+			continue;
+		if (hd->key == 1 && (hd->op == TALLY_OP_HELD || hd->op == TALLY_OP_RESULT))
+			key1_answered = 1;
+		if (hd->key == 2 && hd->op == TALLY_OP_HELD)
+			assert_true(key1_answered); /* no later push answered first */
+	}
+	tally_engine_poll(h.e);
+	assert_true(key1_answered);
+	h_stop(&h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -365,6 +401,7 @@ int main(void)
 		cmocka_unit_test(test_held_cumulative),
 		cmocka_unit_test(test_held_order),
 		cmocka_unit_test(test_held_trim),
+		cmocka_unit_test(test_held_trim_order),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,8 @@
 # a core tallyd lacks refused and named (verbs_badcore); status shows
 # the rdma settings and 3 connections per core; a keyed job authenticated at setup (no
 # per-packet MAC) and a wrong key refused at connect; a rank killed -9 mid-run is named to the
-# two others as silent, and the appliance counts its connections down.
+# two others as silent, and the appliance counts its connections down. Case "tallyd-restart"
+# (below): tallyd killed -9 mid-run and restarted, every rank finishes verified.
 
 td_start() { # NAME [EXTRA SETTINGS]: starts tallyd, sets td
 	local name=$1; shift
@@ -195,4 +196,60 @@ tallyd_mixed_case() {
 	fi
 	kill -TERM $td; wait $td
 	ip netns del tdw
+}
+
+# Case "tallyd-restart": tallyd (verbs only, 2 lcores) killed -9 mid-run and started again
+# with the same settings: the workers' QPs break, they reconnect to each lcore, rejoin and
+# re-push, and all finish verified; the restarted tallyd brings up every rank's 2
+# connections and gets credit messages on them (the workers' new QPs return credits).
+tallyd_restart_case() {
+	local TV="--transport verbs --port 9270" pids=() rcs="" r st up crd
+	[ -x $B/tallyd ] || { bad "tallyd-restart: no tallyd in /share/bin"; return; }
+	td_start r1 --dead-rank-timeout-ms 15000 --rejoin-timeout-ms 2000 || return
+	for r in 0 1 2; do
+		timeout 150 $B/tally-worker $TV --host $A --job 65 --token 65 --rank $r --world 3 \
+			--bytes 4M --keys 8 --rounds 12 --give-up-ms 60000 \
+			>$T/tr$r.out 2>$T/tr$r.err &
+		pids+=($!)
+	done
+	sleep 6
+	kill -9 $td; wait $td 2>/dev/null
+	td_start r2 --dead-rank-timeout-ms 15000 --rejoin-timeout-ms 2000 || return
+	for r in 0 1 2; do wait ${pids[$r]}; rcs="$rcs $?"; done
+	st=$(tdctl stats)
+	up=$(nth "$st" verbs_conns_up 1); crd=$(nth "$st" verbs_rx_credit_msgs 1)
+	if [ "$rcs" = " 0 0 0" ] && [ "${up:-0}" -ge 6 ] && [ "${crd:-0}" -gt 0 ] &&
+		[ "$(grep -l 'checked [0-9]* elements, 0 mismatches' $T/tr[012].out | wc -l)" = 3 ]; then
+		ok "tallyd restarted mid-run (kill -9): all ranks finished verified; $(grep -h 'verbs: conn' $T/tr0.out); restarted tallyd: verbs_conns_up $up, credit messages from the workers $crd"
+	else
+		bad "tallyd restarted (rc$rcs, verbs_conns_up ${up:-?}, credit messages ${crd:-?}): $(tail -n 3 $T/tr[012].err $T/tr[012].out | tr '\n' ' ')"
+	fi
+	kill -TERM $td; wait $td
+}
+
+# Case "tallyd-handoff": the listener's two refusal paths, injected (TALLY_VERBS_FAULT):
+# the first connect request's move to its core's channel fails (migrate-fail), the next finds
+# that core's hand-off ring full (handoff-full). Each is refused and counted, the worker is
+# told "no free connection" and retries (a full appliance may free a connection), and the
+# job finishes verified on a tallyd still serving.
+tallyd_handoff_case() {
+	local TV="--transport verbs --port 9270" st rej r pids=() rcs=""
+	[ -x $B/tallyd ] || { bad "tallyd-handoff: no tallyd in /share/bin"; return; }
+	TALLY_VERBS_FAULT=migrate-fail,handoff-full td_start h1 || return
+	for r in 0 1 2; do
+		timeout 120 $B/tally-worker $TV --host $A --job 66 --token 66 --rank $r --world 3 \
+			--bytes 1M --keys 4 --rounds 2 >$T/th$r.out 2>$T/th$r.err &
+		pids+=($!)
+	done
+	for r in 0 1 2; do wait ${pids[$r]}; rcs="$rcs $?"; done
+	st=$(tdctl stats); rej=$(nth "$st" verbs_conns_rejected 1)
+	if [ "$rcs" = " 0 0 0" ] && [ "${rej:-0}" = 2 ] &&
+		[ "$(grep -l 'checked [0-9]* elements, 0 mismatches' $T/th[012].out | wc -l)" = 3 ] &&
+		grep -q "rdma_migrate_id to core" $T/tdh1.err $T/tdh1.out &&
+		[ "$(grep -l 'last error: .*no free connection' $T/th[012].out | wc -l)" -ge 1 ]; then
+		ok "tallyd hand-off faults: verbs_conns_rejected $rej, the refused ranks retried and all 3 finished verified; told: $(grep -ho 'last error: .*no free connection[^;]*' $T/th[012].out | head -1)"
+	else
+		bad "tallyd hand-off faults (rc$rcs, verbs_conns_rejected ${rej:-?}, want 2): $(grep -h 'migrate' $T/tdh1.err $T/tdh1.out | head -1) $(tail -n 3 $T/th[012].err $T/th[012].out | tr '\n' ' ')"
+	fi
+	kill -TERM $td; wait $td
 }

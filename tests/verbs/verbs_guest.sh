@@ -275,9 +275,11 @@ if want auth; then
 	fi
 fi
 # ---- 3d. tallyd (DPDK) with rdma-listen, verbs only, 2 lcores (tests/verbs/tallyd_guest.sh)
-if want tallyd || want tallyd-mixed; then . /share/tallyd_guest.sh; fi
+if want tallyd || want tallyd-mixed || want tallyd-restart || want tallyd-handoff; then . /share/tallyd_guest.sh; fi
 want tallyd && tallyd_case
 want tallyd-mixed && tallyd_mixed_case
+want tallyd-restart && tallyd_restart_case
+want tallyd-handoff && tallyd_handoff_case
 # ---- 4. one rank killed (-9) mid-round: its QP breaks, the others are told which rank ----
 if want kill; then
 pids=()

@@ -36,6 +36,7 @@ void verbs_cm_reject_msg(struct tally_verbs *v, const struct verbs_conn *c,
 	uint32_t why = ntohl(r->magic) == VERBS_MAGIC ? ntohl(r->reason) : 0;
 	unsigned port = ntohs(v->peer.sin_port), job = v->cfg.auth_job;
 
+	v->last_reject = why;
 	if (why == VR_AUTH_NO_KEY)
 		verbs_err(v, "verbs: %s:%u core %u: the appliance has no key for job %u (no such job, "
 			  "or not admitted with one): admit it with tallyctl job-add --key-file, or "

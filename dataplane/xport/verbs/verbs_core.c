@@ -20,6 +20,16 @@ static void refuse(struct rdma_cm_id *id, uint32_t why)
 	rdma_destroy_id(id);
 }
 
+/* TALLY_VERBS_FAULT migrate-fail / handoff-full (verbs_xport.c): the first such step fails. */
+static int fault_once(int *armed, int err)
+{
+	if (!*armed)
+		return 0;
+	*armed = 0;
+	errno = err;
+	return 1;
+}
+
 /* The listener's CONNECT_REQUEST (its thread, from verbs_cm_events: already acked, so the
  * id may migrate). The core checks the rest of the request when it accepts. */
 static void handoff(struct tally_verbs *l, struct rdma_cm_id *id, const void *pd, size_t len)
@@ -49,11 +59,12 @@ static void handoff(struct tally_verbs *l, struct rdma_cm_id *id, const void *pd
 	why = VR_FULL;
 	/* Move first: the core may accept as soon as it sees the request, and its events
 	 * (ESTABLISHED, DISCONNECTED) must then reach the core's channel, not ours. */
-	if (rdma_migrate_id(id, core->ch)) {
+	if (fault_once(&l->fault_migrate_fail, EIO) || rdma_migrate_id(id, core->ch)) {
 		verbs_err(l, "verbs: rdma_migrate_id to core %u: %s", r.core, strerror(errno));
 		goto refused;
 	}
-	if (!l->handoff || l->handoff(l->handoff_arg, &r))
+	if (!l->handoff || fault_once(&l->fault_handoff_full, ENOBUFS) ||
+	    l->handoff(l->handoff_arg, &r))
 		goto refused;
 	return;
 refused:

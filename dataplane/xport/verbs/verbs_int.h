@@ -104,6 +104,9 @@ struct tally_verbs {
 	int lose_established;
 	int replay_connect;        /* fault: later connects resend the first signed request */
 	int skew_connect;          /* fault: signed requests carry a clock 1000 s behind */
+	int fault_migrate_fail;    /* fault (listener): the next rdma_migrate_id fails */
+	int fault_handoff_full;    /* fault (listener): the next hand-off finds the ring full */
+	uint32_t last_reject;      /* client: the reason of the last refused connect (VR_*) */
 	int have_first;
 	uint8_t first_req[VERBS_REQ_LEN];
 	struct tally_verbs_stats st;

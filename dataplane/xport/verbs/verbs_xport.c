@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void tally_verbs_cfg_defaults(struct tally_verbs_cfg *cfg)
 {
@@ -122,6 +123,9 @@ static int busy_cfg(struct tally_verbs *v)
  * replay-connect makes a client resend its first signed connect request for every later
  * connect (a recorded request replayed: refused as a replay), skew-connect dates its
  * requests 1000 s back (a clock out of the appliance's window: refused as stale);
+ * migrate-fail and handoff-full (a per-core listener, tallyd) fail the first connect
+ * request's move to its core's channel, or find that core's hand-off ring full: the request
+ * is refused and counted, the worker told, and its retry must get through;
  * bad-advert makes a client's result-buffer advertisements wrap the address space (the
  * appliance must refuse them), short-advert halves their length (the chunks past it must
  * be copied). */
@@ -142,18 +146,41 @@ static int fault_cfg(struct tally_verbs *v)
 			v->replay_connect = 1;
 		} else if (!strcmp(t, "skew-connect")) {
 			v->skew_connect = 1;
+		} else if (!strcmp(t, "migrate-fail")) {
+			v->fault_migrate_fail = 1;
+		} else if (!strcmp(t, "handoff-full")) {
+			v->fault_handoff_full = 1;
 		} else if (!strcmp(t, "bad-advert")) {
 			v->bad_advert = 1;
 		} else if (!strcmp(t, "short-advert")) {
 			v->short_advert = 1;
 		} else {
 			verbs_err(v, "verbs: TALLY_VERBS_FAULT='%s': the faults are lose-disconnect, "
-				  "lose-established, replay-connect, skew-connect, bad-advert and "
-				  "short-advert (unset it in production)", env);
+				  "lose-established, replay-connect, skew-connect, migrate-fail, "
+				  "handoff-full, bad-advert and short-advert (unset it in production)",
+				  env);
 			return -EINVAL;
 		}
 	}
 	return 0;
+}
+
+/* Client: connect core 0 now, so that a wrong address, device, GID or key shows at start.
+ * A refusal for want of a free connection (the core's hand-off ring, rdma-max-conns) may
+ * pass: that one alone is retried every 200 ms for up to 3 connect timeouts. */
+static int first_connect(struct tally_verbs *v)
+{
+	const struct timespec pause = { .tv_nsec = 200000000 };
+	uint64_t end = verbs_now_ns(v) + 3000000ull * v->cfg.timeout_ms;
+	int rc;
+
+	while ((rc = verbs_cm_connect(v, 0)) == -ECONNREFUSED && v->last_reject == VR_FULL &&
+	       verbs_now_ns(v) < end) {
+		v->last_reject = 0;
+		v->st.reconnects++;
+		nanosleep(&pause, NULL);
+	}
+	return rc;
 }
 
 static int validate(struct tally_verbs *v)
@@ -215,7 +242,7 @@ struct tally_verbs *tally_verbs_create(const struct tally_verbs_cfg *cfg, tally_
 	if ((rc = verbs_pio_init(v)))
 		goto fail_msg;
 	/* a core's instance binds nothing: its listener hands it requests */
-	rc = !v->cfg.listen ? verbs_cm_connect(v, 0) :
+	rc = !v->cfg.listen ? first_connect(v) :
 	     v->cfg.per_core == TALLY_VERBS_CORE ? 0 : verbs_cm_listen(v);
 	if (rc)
 		goto fail_msg;
