@@ -153,7 +153,8 @@ place_case() {
 	else
 		bad "appliance placement counters: $tot"
 	fi
-	start_app place-after
+	# named 1 again: later cases (auth) read the running appliance's files as app1.*
+	start_app 1
 }
 if want place; then place_case; fi
 # ---- 3. a mixed job: two ranks over verbs, one over UDP, on the same engines ----
