@@ -25,6 +25,7 @@ _Static_assert(VERBS_SLOT_BYTES >= TALLY_HDR_MAX + TALLY_MAX_PAYLOAD,
 	       "a slot holds the largest packet (a signed RESULT: 120 header bytes)");
 #define VERBS_CQ_BATCH 32
 #define VERBS_EXTRA_RECV 16     /* receives beyond the slots, for credit messages */
+#define VERBS_RECONNECT_NS 200000000ull /* a client retries a core's connect at most this often */
 
 enum verbs_state { VC_FREE = 0, VC_CONNECTING, VC_UP, VC_DEAD };
 

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-#define RECONNECT_NS 200000000ull /* a client retries a broken core's QP at most this often */
 #define STALL_NS 500000000ull      /* messages waiting this long for credit: probe the peer */
 #define STALL_DEAD_NS 8000000000ull /* a probe out this long: the peer is gone */
 
@@ -45,7 +44,7 @@ static struct verbs_conn *conn_of(struct tally_verbs *v, const struct tally_addr
 		if (c)
 			v->st.reconnects++;
 		if (verbs_cm_connect(v, to->core)) {
-			v->by_core[to->core]->retry_at_ns = now + RECONNECT_NS;
+			v->by_core[to->core]->retry_at_ns = now + VERBS_RECONNECT_NS;
 			return NULL;
 		}
 		/* a restarted appliance knows none of our buffers: tell it again */

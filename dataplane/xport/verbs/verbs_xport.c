@@ -167,10 +167,10 @@ static int fault_cfg(struct tally_verbs *v)
 
 /* Client: connect core 0 now, so that a wrong address, device, GID or key shows at start.
  * A refusal for want of a free connection (the core's hand-off ring, rdma-max-conns) may
- * pass: that one alone is retried every 200 ms for up to 3 connect timeouts. */
+ * pass: that one alone is retried at the reconnect interval for up to 3 connect timeouts. */
 static int first_connect(struct tally_verbs *v)
 {
-	const struct timespec pause = { .tv_nsec = 200000000 };
+	const struct timespec pause = { .tv_nsec = VERBS_RECONNECT_NS };
 	uint64_t end = verbs_now_ns(v) + 3000000ull * v->cfg.timeout_ms;
 	int rc;
 
