@@ -23,6 +23,8 @@
 enum ln_app { LN_APP_MEMIF, LN_APP_PCI, LN_APP_EXTERNAL };
 enum ln_wkind { LN_WK_MEMIF, LN_WK_PCI, LN_WK_UDP };
 
+#define LN_MAX_CPUS 256
+
 struct ln_opts {
 	unsigned workers;
 	int workers_set;
@@ -63,6 +65,9 @@ struct ln_opts {
 	char *remote[LN_MAX_REMOTE];
 	unsigned n_remote;
 	const char *remote_worker;       /* tally-worker's path on the remote hosts */
+	/* one box (memif): the CPUs this process may run on, which lcores are pinned to */
+	unsigned cpu[LN_MAX_CPUS];
+	unsigned ncpu;
 };
 
 /* One command line, its strings in its own buffer. */

@@ -103,10 +103,12 @@ int ln_build_tallyd(const struct ln_opts *o, int forward, const char *tmp, const
 	rc |= ln_add(c, forward ? "--io-forward" : "--open-admission");
 	rc |= ln_add(c, "--");
 	if (o->app == LN_APP_MEMIF) {
-		n = (size_t)snprintf(lcores, sizeof(lcores), "0@0");
+		/* main lcore, then one datapath lcore per port on the next CPUs; the workers
+		 * take the CPUs after those (wrapping where there are fewer CPUs) */
+		n = (size_t)snprintf(lcores, sizeof(lcores), "0@%u", o->cpu[0]);
 		for (unsigned i = 0; i < o->workers && n < sizeof(lcores); i++)
 			n += (size_t)snprintf(lcores + n, sizeof(lcores) - n, ",%u@%u", i + 1,
-					      (i + 1) % 2);
+					      o->cpu[(i + 1) % o->ncpu]);
 		rc |= ln_add_words(c, "--no-huge --no-pci -m 2048 --lcores");
 		rc |= ln_add(c, "%s", lcores);
 	} else {
@@ -148,7 +150,8 @@ static int ln_worker_argv(const struct ln_opts *o, unsigned i, int forward, cons
 		rc |= ln_add_words(c, "--transport dpdk --dpdk");
 		rc |= ln_add(c, "--no-huge --no-pci -m 512 --file-prefix %sw%u --lcores 0@%u "
 			     "--vdev net_memif0,role=client,socket=%s/m%c%u.sock,"
-			     "socket-abstract=no,bsize=9216,id=0", prefix, i, i % 2, tmp,
+			     "socket-abstract=no,bsize=9216,id=0", prefix, i,
+			     o->cpu[(o->workers + 1 + i) % o->ncpu], tmp,
 			     forward ? 'f' : 'a', i);
 		rc |= ln_add(c, "--local-ip");
 		rc |= ln_add(c, "10.99.%u.2/24", i + 1);

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,6 +279,24 @@ static int ln_check(struct ln_opts *o)
 	return 0;
 }
 
+/* The CPUs of this process's affinity mask, in order (0 and 1 where it cannot be read): the
+ * one-box layout pins tallyd's lcores and the workers across them. */
+static void ln_cpus(struct ln_opts *o)
+{
+	cpu_set_t set;
+
+	o->ncpu = 0;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		for (unsigned c = 0; c < CPU_SETSIZE && o->ncpu < LN_MAX_CPUS; c++)
+			if (CPU_ISSET(c, &set))
+				o->cpu[o->ncpu++] = c;
+	if (o->ncpu == 0) {
+		o->cpu[0] = 0;
+		o->cpu[1] = 1;
+		o->ncpu = 2;
+	}
+}
+
 int ln_parse(int argc, char **argv, struct ln_opts *o)
 {
 	enum { O_WORKERS = 256, O_SECONDS, O_CHUNK, O_DTYPE, O_BYTES, O_TALLYD, O_WORKER,
@@ -301,6 +320,7 @@ int ln_parse(int argc, char **argv, struct ln_opts *o)
 	int c;
 
 	o->workers = 1;
+	ln_cpus(o);
 	o->seconds = 5;
 	o->chunk = 8192;
 	o->dtype = "f32";

@@ -15,6 +15,8 @@ It then runs torchrun with --workers processes, prints loss and accuracy per epo
 and the appliance's counters at the end. --drop PCT puts a seeded lossy relay between the
 workers and the appliance; --slow-rank R makes one worker sleep --slow-ms per step.
 --dump FILE writes rank 0's final parameters and per-step losses (JSON) for comparisons.
+--device cuda puts the model, data and gradients on the GPU (ranks may share one): the DDP
+hook then hands CUDA tensors to the agent, which stages them through pinned host memory.
 """
 import argparse
 import glob
@@ -53,6 +55,9 @@ def args_parser():
                         "variance that a frozen 1-bit momentum would divide by; 1e-8 on the transformer)")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: model, data and gradients on the GPU (local rank r on GPU r modulo the GPUs "
+                        "there are, so ranks may share one); the DDP hook hands CUDA tensors to the agent")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--appliance", choices=("auto", "udp", "tallyd"),
                    default=os.environ.get("TALLY_TRAIN_APPLIANCE", "auto"),
@@ -369,6 +374,18 @@ def TinyTransformer(vocab=10, length=8, d=32, heads=4, classes=9):
     return _T()
 
 
+def worker_device(a, torch):
+    if a.device == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise SystemExit("train.py: --device cuda: torch sees no usable GPU (torch.cuda.is_available() is "
+                         "False); use --device cpu")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    dev = torch.device("cuda", local % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    return dev
+
+
 def worker(a):
     import torch
     import torch.distributed as dist
@@ -381,6 +398,7 @@ def worker(a):
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
+    dev = worker_device(a, torch)
 
     if a.model == "mlp":
         d = load_digits()
@@ -395,6 +413,7 @@ def worker(a):
         X, y = synthetic_sequences(a.seed)
         ntrain = 4096
         model = TinyTransformer()
+    model, X, y = model.to(dev), X.to(dev), y.to(dev)  # built on the CPU: the same start everywhere
     Xtr, ytr, Xte, yte = X[:ntrain], y[:ntrain], X[ntrain:], y[ntrain:]
     per = ntrain // world  # equal shards: every worker takes the same number of steps
     total_steps = a.epochs * ((per - a.batch) // a.batch + 1)
@@ -420,16 +439,16 @@ def worker(a):
             print(f"optimizer: {cls.__name__} (lr {lr}), {freeze} warm-up steps at full precision, then the "
                   f"momentum 1-bit compressed through the appliance ({world} workers)", flush=True)
     else:
-        ddp = DDP(model)
+        ddp = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
     if a.backend == "tally" and not onebit:
         import tally.torch as tt
         state = tt.TallyState()
         ddp.register_comm_hook(state, tt.comm_hook)
         if rank == 0:
             print(f"gradients: Tally DDP comm hook, appliances {state.agent.appliances}, "
-                  f"{world} workers", flush=True)
+                  f"{world} workers, tensors on {dev}", flush=True)
     elif rank == 0:
-        print(f"gradients: DDP allreduce over gloo, {world} workers", flush=True)
+        print(f"gradients: DDP allreduce over gloo, {world} workers, tensors on {dev}", flush=True)
     if a.optimizer == "sgd":
         opt = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=a.momentum)
     elif a.optimizer == "adam":
@@ -441,7 +460,7 @@ def worker(a):
         print(f"optimizer: {type(opt).__name__} (lr {lr})", flush=True)
     lossf = nn.CrossEntropyLoss()
 
-    steps, losses = 0, []
+    steps, losses, step_s = 0, [], []
     t0 = time.time()
     for epoch in range(a.epochs):
         g = torch.Generator().manual_seed(a.seed * 1000 + epoch)
@@ -450,13 +469,15 @@ def worker(a):
         tot, nb = 0.0, 0
         for b in range(0, per - a.batch + 1, a.batch):
             idx = order[b:b + a.batch]
+            ts = time.time()
             opt.zero_grad()
             loss = lossf(ddp(Xtr[idx]), ytr[idx])
             loss.backward()
             opt.step()
             if rank == a.slow_rank:
                 time.sleep(a.slow_ms / 1000.0)
-            tot += loss.item()
+            tot += loss.item()  # waits for the GPU: step_s is the whole step
+            step_s.append(time.time() - ts)
             nb += 1
             losses.append(loss.item())
             steps += 1
@@ -480,6 +501,7 @@ def worker(a):
             json.dump({"backend": a.backend, "optimizer": a.optimizer, "model": a.model, "lr": lr,
                        "freeze_step": freeze if onebit else None, "steps": steps, "losses": losses,
                        "accuracy": acc, "train_loss": train_loss, "seconds": time.time() - t0,
+                       "device": str(dev), "workers": world, "batch": a.batch, "step_seconds": step_s,
                        "params": flat.tolist()}, f)
     dist.barrier()
     if a.backend == "tally":

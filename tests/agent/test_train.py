@@ -35,9 +35,10 @@ ATOL, RTOL, LOSS_TOL = 1e-4, 1e-3, 1e-3
 EPOCHS = int(os.environ.get("TALLY_TEST_EPOCHS", "3"))
 
 
-def run(tag, extra, tmp):
+def run(tag, extra, tmp, workers=4):
     dump = os.path.join(tmp, tag + ".json")
-    cmd = [sys.executable, TRAIN, "--workers", "4", "--epochs", str(EPOCHS), "--seed", "3", "--dump", dump] + extra
+    cmd = [sys.executable, TRAIN, "--workers", str(workers), "--epochs", str(EPOCHS), "--seed", "3", "--dump",
+           dump] + extra
     if os.environ.get("TALLY_TEST_UDPD"):
         cmd += ["--udpd", os.environ["TALLY_TEST_UDPD"]]
     if os.environ.get("TALLY_TEST_RELAY"):
