@@ -3,7 +3,10 @@
  * GPU's own device-to-device copy bandwidth, both measured in the same run at each size.
  * Prints figures only.
  *   tally-opt-bench [--elems N,N,...] [--tensors T] [--json]
- * N: total elements per step (default 1e6,1e7,1e8,1e9), split over T tensors (default 4).
+ * N: total elements per step (default 1e6,1e7,1e8,1e9), split over T tensors (default 4)
+ * carved out of one allocation per array (as a flattened parameter buffer; each tensor starts
+ * on a 128-byte boundary). The copy is one cudaMemcpyAsync of all N elements: the device's
+ * own bandwidth at that size, however many tensors the kernels are given.
  * Bytes moved per element: SGD+momentum 20 (p,g,m read; p,m written), Adam/AdamW 28,
  * LAMB 40 (pass 1 reads p,g,m,v and writes m,v; pass 2 reads p,m,v and writes p); the copy
  * counts read + write. Each figure is the mean over enough repetitions for ~0.2 s. */
@@ -26,8 +29,8 @@ static const struct { const char *name; int kind; double bytes; } kinds[] = {
 
 static cudaEvent_t ev_a, ev_b;
 
-/* Seconds per repetition of one step of kind k (k < 0: the copies p -> m). */
-static double timed(int k, struct tally_opt_tensor *t, int nt, int reps)
+/* Seconds per repetition of one step of kind k (k < 0: the copy of all p to all m). */
+static double timed(int k, struct tally_opt_tensor *t, int nt, size_t total, int reps)
 {
 	struct tally_opt_cfg cfg;
 	float ms;
@@ -40,8 +43,8 @@ static double timed(int k, struct tally_opt_tensor *t, int nt, int reps)
 	for (int r = -1; r < reps; r++) { /* r = -1: warm-up, not timed */
 		if (r == 0)
 			CK(cudaEventRecord(ev_a, 0));
-		for (int j = 0; k < 0 && j < nt; j++)
-			CK(cudaMemcpyAsync(t[j].m, t[j].param, t[j].n * sizeof(float), cudaMemcpyDeviceToDevice, 0));
+		if (k < 0)
+			CK(cudaMemcpyAsync(t[0].m, t[0].param, total * sizeof(float), cudaMemcpyDeviceToDevice, 0));
 		if (k >= 0 && tally_opt_step_cuda(&cfg, t, (size_t)nt, NULL)) {
 			fprintf(stderr, "%s: %s\n", kinds[k].name, tally_opt_cuda_error());
 			exit(1);
@@ -56,25 +59,25 @@ static double timed(int k, struct tally_opt_tensor *t, int nt, int reps)
 static void one_size(size_t total, int nt, int json)
 {
 	struct tally_opt_tensor *t = calloc((size_t)nt, sizeof(*t));
-	size_t per = total / (size_t)nt;
+	size_t per = total / (size_t)nt / 32 * 32;
+	float *q[4];
 	double res[NKINDS];
 
+	for (int a = 0; a < 4; a++) {
+		CK(cudaMalloc((void **)&q[a], total * sizeof(float)));
+		CK(cudaMemset(q[a], 0, total * sizeof(float)));
+	}
 	for (int j = 0; j < nt; j++) {
-		float *q[4];
-		size_t n = j == nt - 1 ? total - per * (size_t)(nt - 1) : per;
+		size_t o = per * (size_t)j, n = j == nt - 1 ? total - o : per;
 
-		for (int a = 0; a < 4; a++) {
-			CK(cudaMalloc((void **)&q[a], n * sizeof(float)));
-			CK(cudaMemset(q[a], 0, n * sizeof(float)));
-		}
-		t[j] = (struct tally_opt_tensor){q[0], q[1], q[2], q[3], n};
+		t[j] = (struct tally_opt_tensor){q[0] + o, q[1] + o, q[2] + o, q[3] + o, n};
 	}
 	/* ~0.2 s per figure at the copy's speed, at least 5 repetitions */
 	int reps = (int)(2e11 / (8.0 * (double)total) / 1e3);
 	reps = reps < 5 ? 5 : reps > 5000 ? 5000 : reps;
-	double copy = 8.0 * (double)total / timed(-1, t, nt, reps) / 1e9;
+	double copy = 8.0 * (double)total / timed(-1, t, nt, total, reps) / 1e9;
 	for (size_t k = 0; k < NKINDS; k++)
-		res[k] = kinds[k].bytes * (double)total / timed((int)k, t, nt, reps) / 1e9;
+		res[k] = kinds[k].bytes * (double)total / timed((int)k, t, nt, total, reps) / 1e9;
 	if (json) {
 		printf("{\"elems\": %zu, \"tensors\": %d, \"reps\": %d, \"copy_gbs\": %.1f", total, nt, reps, copy);
 		for (size_t k = 0; k < NKINDS; k++)
@@ -87,12 +90,8 @@ static void one_size(size_t total, int nt, int json)
 			printf("  %8.1f %5.3f", res[k], res[k] / copy);
 		printf("\n");
 	}
-	for (int j = 0; j < nt; j++) {
-		cudaFree(t[j].param);
-		cudaFree((void *)t[j].grad);
-		cudaFree(t[j].m);
-		cudaFree(t[j].v);
-	}
+	for (int a = 0; a < 4; a++)
+		cudaFree(q[a]);
 	free(t);
 }
 
@@ -143,8 +142,8 @@ int main(int argc, char **argv)
 		char *end;
 		double v = strtod(s, &end);
 
-		if (end == s || v < nt || v > 4e9 || (*end && *end != ',')) {
-			fprintf(stderr, "tally-opt-bench: bad --elems entry at '%s' (need %d..4e9)\n", s, nt);
+		if (end == s || v < 32.0 * nt || v > 4e9 || (*end && *end != ',')) {
+			fprintf(stderr, "tally-opt-bench: bad --elems entry at '%s' (need 32 x tensors..4e9)\n", s);
 			return 2;
 		}
 		one_size((size_t)v, nt, json);

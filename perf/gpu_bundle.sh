@@ -4,7 +4,7 @@
 # and cannot install packages: the binaries of BUILD (a meson build with -Dcuda=enabled) in
 # BUILD's own layout (so tally-perf, train.py and the tests find them as in a build tree), the
 # shared libraries they load that are not the C library or the C++ runtime (in OUT/lib; the
-# GPU host links only those it lacks), and the DPDK drivers tally-worker loads (OUT/pmds).
+# GPU host links only those it lacks), the DPDK drivers (OUT/pmds) and iproute2's ip (OUT/bin).
 # libnccl is not packed (~200 MiB): gpu_run.sh uses the GPU host's own (PyTorch ships one).
 set -eu
 [ $# -eq 2 ] || { echo "usage: $0 BUILD OUT" >&2; exit 2; }
@@ -21,9 +21,14 @@ for b in $bins; do
 done
 mkdir -p "$out/lib" "$out/pmds"
 pmd_dir=$(pkg-config --variable=libdir libdpdk)/dpdk/pmds-23.0
-for p in librte_net_memif librte_mempool_ring librte_bus_vdev; do
-	cp -L "$pmd_dir/$p.so.23" "$out/pmds/"
+# named .so: EAL's driver folder scan loads only *.so and *.so.23.0
+for p in librte_net_memif librte_net_af_packet librte_mempool_ring librte_bus_vdev; do
+	cp -L "$pmd_dir/$p.so.23" "$out/pmds/$p.so"
 done
+# iproute2's ip: network namespaces and veth pairs for tallyd on net_af_packet (train.py,
+# tally-perf allreduce); GPU hosts' images often lack it
+mkdir -p "$out/bin"
+cp -L "$(command -v ip)" "$out/bin/ip"
 # every ELF's libraries, transitively (ldd resolves the whole tree)
 for f in $(find "$out" -type f ! -path "$out/lib/*"); do
 	ldd "$f" 2>/dev/null | awk '$3 ~ /^\// {print $3}'

@@ -43,9 +43,14 @@ for f in "$B"/lib/*; do
 done
 NCCL=$("$PY" -c 'import nvidia.nccl as n, os; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=$LIBS:$B/gpu_agent${NCCL:+:$NCCL}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-# DPDK's drivers where its EAL looks for them (only where that folder does not exist yet)
+# DPDK's drivers where its EAL looks for them (only in a folder this script made: a host
+# with DPDK installed keeps its own)
 PMDS=/usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0
-[ -d "$PMDS" ] || { mkdir -p "$PMDS" && cp "$B"/pmds/* "$PMDS"/; }
+if [ ! -d "$PMDS" ] || [ -f "$PMDS/.tally-gpu-bundle" ]; then
+	mkdir -p "$PMDS" && cp "$B"/pmds/* "$PMDS"/ && touch "$PMDS/.tally-gpu-bundle"
+fi
+# iproute2 where the host has none
+command -v ip >/dev/null || export PATH=$PATH:$B/bin
 export TALLY_AGENT_LIB=$B/gpu_agent/libtally_agent.so TALLY_TEST_UDPD=$B/appliance/udpd/tally-udpd
 export TALLY_TEST_RELAY=$B/tests/agent/agent_relay TALLY_TEST_TALLYD=$B/appliance/tallyd
 export TALLY_BUILD=$B TALLY_PERF_SCRIPTS=$ROOT/perf TALLY_PERF_PYTHON=$PY PYTHONUNBUFFERED=1

@@ -109,7 +109,10 @@ int ln_build_tallyd(const struct ln_opts *o, int forward, const char *tmp, const
 		for (unsigned i = 0; i < o->workers && n < sizeof(lcores); i++)
 			n += (size_t)snprintf(lcores + n, sizeof(lcores) - n, ",%u@%u", i + 1,
 					      o->cpu[(i + 1) % o->ncpu]);
-		rc |= ln_add_words(c, "--no-huge --no-pci -m 2048 --lcores");
+		/* EAL memory: 1G of keys plus each port's RX pool and dispatch rings */
+		rc |= ln_add_words(c, "--no-huge --no-pci -m");
+		rc |= ln_add(c, "%u", 2048 + 512 * (o->workers - 1));
+		rc |= ln_add(c, "--lcores");
 		rc |= ln_add(c, "%s", lcores);
 	} else {
 		/* real ports: hugepages (DMA), the ports allowed explicitly, tallyd maps the
