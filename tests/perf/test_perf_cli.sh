@@ -39,6 +39,17 @@ expect 2 engine --onebit --bogus
 expect 0 engine --onebit --chunks 2 --min-time 0.01
 grep -q "onebit/bytes" <<<"$LAST" || fail "engine --onebit prints no one-bit row"
 expect 2 report --only sum,bogus
+# line on one box pins lcores over the CPUs this process may use (a 16-core GPU host first ran
+# everything on CPUs 0 and 1) and sizes EAL memory by the worker count (8 ports did not fit 2 GiB).
+expect 0 line --dry-run --workers 3
+grep -q -- "-m 3072 --lcores 0@[0-9]*,1@" <<<"$LAST" || fail "line: EAL memory not sized for 3 ports: $LAST"
+if command -v taskset >/dev/null && [ "$(nproc --all)" -ge 2 ]; then
+	LAST=$(taskset -c 1 "$perf" line --dry-run --workers 2 2>&1)
+	grep -q -- "--lcores 0@1,1@1,2@1 " <<<"$LAST" || fail "line: lcores not on the allowed CPU 1: $LAST"
+	[ "$(grep -o -- "--lcores 0@[0-9]* " <<<"$LAST" | sort -u)" = "--lcores 0@1 " ] ||
+		fail "line: workers not on the allowed CPU 1: $LAST"
+	echo "ok: line --dry-run under taskset -c 1 pins everything to CPU 1"
+fi
 # A rejected run creates nothing: no namespace with its prefix.
 pfx=pcli$(( $$ % 100000 ))
 expect 2 allreduce --prefix "$pfx" --workers 1
