@@ -39,6 +39,6 @@ done | sort -u | while read -r lib; do
 	*) cp -L "$lib" "$out/lib/" ;;
 	esac
 done
-echo "$build/meson-info" > "$out/BUILT_FROM"
-git -C "$(dirname "$0")" rev-parse HEAD >> "$out/BUILT_FROM" 2>/dev/null || true
+# the commit it was built from, for the run's log
+git -C "$(dirname "$0")" rev-parse HEAD > "$out/BUILT_FROM" 2>/dev/null || echo unknown > "$out/BUILT_FROM"
 du -sh "$out"
