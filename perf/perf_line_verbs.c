@@ -1,20 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0
  * perf_line_verbs.c — `tally-perf line --transport verbs`: Tally's goodput over RDMA verbs
- * against ib_write_bw (perftest) on the same RDMA device, in one run. Runs ib_write_bw
- * (server and client, RDMA WRITE of --size bytes), then tally-udpd with rdma-listen and W
- * tally-worker ranks over verbs (--no-verify) allreducing --bytes for --rounds, and prints
- * both rates and their ratio: gradient bytes per second summed over the ranks over
- * ib_write_bw's one-direction bandwidth (the "wire" ratio counts the RESULT bytes too).
+ * against ib_write_bw (perftest) on the same RDMA device, in one run. Starts tally-udpd with
+ * rdma-listen, then per repetition runs ib_write_bw (server and client, RDMA WRITE of --size
+ * bytes) one way and with -b (both ways at once), then W tally-worker ranks over verbs
+ * (--no-verify) allreducing --bytes for --rounds after --warmup untimed rounds, and prints
+ * every rate and the per-repetition ratios: gradient bytes per second summed over the ranks
+ * over ib_write_bw's one-direction bandwidth (goodput; the "wire" ratio counts the RESULT
+ * bytes too) and over -b's bandwidth per direction (duplex).
  * With --key-file K (and tallyctl beside tally-perf, or --tallyctl): the same job also
  * admitted with that key (tallyctl job-add --key-file), run with connections authenticated
  * at setup (no per-packet MAC) and with TALLY_VERBS_AUTH=packet (a MAC on every packet),
- * the three kinds interleaved --reps times on the one tally-udpd, each figure printed and
- * the medians' ratios to the unkeyed job.
+ * the three kinds interleaved in each repetition on the one tally-udpd, each figure printed
+ * and the medians' ratios to the unkeyed job.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,13 +28,19 @@
 #include "perf_cmds.h"
 
 #define LV_MAX_WORKERS 16
+#define LV_MAX_REPS 50
 
 struct lv_opts {
 	const char *addr, *dev, *udpd, *worker, *bytes, *key_file, *ctl;
-	unsigned port, gid, workers, rounds, size, iters, reps;
+	unsigned port, gid, workers, rounds, warmup, size, iters, reps;
 };
 
 enum lv_mode { LV_PLAIN, LV_SETUP, LV_PACKET, LV_NMODES };
+
+/* Per repetition: the baselines (MB/s) and each mode's gradient Gbit/s. */
+struct lv_res {
+	double ibw[LV_MAX_REPS], ibw_bi[LV_MAX_REPS], g[LV_NMODES][LV_MAX_REPS];
+};
 static const char *const lv_mode_name[LV_NMODES] = {
 	"unkeyed", "keyed, setup auth (no per-packet MAC)", "keyed, TALLY_VERBS_AUTH=packet" };
 
@@ -91,6 +100,24 @@ static double lv_ibw(const char *file, unsigned size)
 	return avg;
 }
 
+/* ib_write_bw server and client on o->dev (bidir: -b, the sum of both directions); MB/s. */
+static double lv_ibw_run(const struct lv_opts *o, const char *tmp, bool bidir)
+{
+	char cmd[512], log[PATH_MAX + 64];
+	pid_t srv;
+
+	snprintf(cmd, sizeof(cmd), "ib_write_bw -d %s -x %u -s %u -n %u -F%s", o->dev, o->gid,
+		 o->size, o->iters, bidir ? " -b" : "");
+	snprintf(log, sizeof(log), "%s/ibw%s_srv.log", tmp, bidir ? "_bi" : "");
+	srv = lv_spawn(cmd, log);
+	sleep(1);
+	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " %s", o->addr);
+	snprintf(log, sizeof(log), "%s/ibw%s.log", tmp, bidir ? "_bi" : "");
+	lv_wait(lv_spawn(cmd, log));
+	lv_wait(srv);
+	return lv_ibw(log, o->size);
+}
+
 static void lv_defaults(struct lv_opts *o, char *dir, size_t len)
 {
 	static char udpd[PATH_MAX + 64], worker[PATH_MAX + 64], ctl[PATH_MAX + 64];
@@ -120,7 +147,7 @@ static int lv_parse(int argc, char **argv, struct lv_opts *o)
 		{ "bytes", 1, 0, 'b' }, { "rounds", 1, 0, 'r' }, { "size", 1, 0, 's' },
 		{ "iters", 1, 0, 'n' }, { "udpd", 1, 0, 'U' }, { "worker", 1, 0, 'W' },
 		{ "key-file", 1, 0, 'k' }, { "tallyctl", 1, 0, 'C' }, { "reps", 1, 0, 'R' },
-		{ "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
+		{ "warmup", 1, 0, 'u' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
 	int c;
 
 	optind = 1;
@@ -141,24 +168,27 @@ static int lv_parse(int argc, char **argv, struct lv_opts *o)
 		case 'k': o->key_file = optarg; break;
 		case 'C': o->ctl = optarg; break;
 		case 'R': o->reps = (unsigned)atoi(optarg); break;
+		case 'u': o->warmup = (unsigned)atoi(optarg); break;
 		default:
 			fprintf(c == 'h' ? stdout : stderr,
 				"usage: tally-perf line --transport verbs --addr A.B.C.D [--rdma-dev rxe0]\n"
 				"  [--gid-index 1] [--port 9170] [--workers 1] [--bytes 16M] [--rounds 3]\n"
+				"  [--warmup 2: untimed first rounds (connect, registration, both round parities'\n"
+				"  accumulators first touched)] [--reps N: repetitions, default 1 (3 with a key)]\n"
 				"  [--size 8192 --iters 4000: ib_write_bw] [--udpd PATH] [--worker PATH]\n"
-				"  [--key-file K [--reps 2] [--tallyctl PATH]: also keyed, setup and "
+				"  [--key-file K [--tallyctl PATH]: also keyed, setup and "
 				"per-packet auth]\n"
 				"ib_write_bw (perftest) and Tally over verbs on the same device, one run.\n");
 			return c == 'h' ? 1 : -EINVAL;
 		}
 	}
-	if (!o->reps) /* interleaved repetitions: one without a key, two with */
-		o->reps = o->key_file ? 2 : 1;
+	if (!o->reps) /* interleaved repetitions: one without a key, three with */
+		o->reps = o->key_file ? 3 : 1;
 	if (!o->addr || !o->workers || o->workers > LV_MAX_WORKERS || !o->rounds || !o->size ||
-	    !o->port || o->port > 65535 || !o->reps || o->reps > 50) {
+	    !o->port || o->port > 65535 || !o->reps || o->reps > LV_MAX_REPS || o->warmup > 100) {
 		fprintf(stderr, "tally-perf line --transport verbs: need --addr (the RDMA interface's "
-			"IPv4 address), 1 <= --workers <= %d, --rounds >= 1, --size >= 1, "
-			"1 <= --reps <= 50\n", LV_MAX_WORKERS);
+			"IPv4 address), 1 <= --workers <= %d, --rounds >= 1, --warmup <= 100, "
+			"--size >= 1, 1 <= --reps <= 50\n", LV_MAX_WORKERS);
 		return -EINVAL;
 	}
 	return 0;
@@ -186,9 +216,10 @@ static double lv_job(const struct lv_opts *o, const char *tmp, unsigned job, enu
 	}
 	for (unsigned i = 0; i < o->workers; i++) {
 		snprintf(cmd, sizeof(cmd), "%sexec %s --transport verbs --host %s --port %u --job %u "
-			 "--token %u --rank %u --world %u --bytes %s --keys 8 --rounds %u --no-verify "
-			 "--json %s", m == LV_PACKET ? "TALLY_VERBS_AUTH=packet " : "", o->worker,
-			 o->addr, o->port, job, job, i, o->workers, o->bytes, o->rounds, key);
+			 "--token %u --rank %u --world %u --bytes %s --keys 8 --rounds %u --warmup %u "
+			 "--no-verify --json %s", m == LV_PACKET ? "TALLY_VERBS_AUTH=packet " : "",
+			 o->worker, o->addr, o->port, job, job, i, o->workers, o->bytes, o->rounds,
+			 o->warmup, key);
 		snprintf(log, sizeof(log), "%s/w%u.%u.json", tmp, job, i);
 		w[i] = lv_spawn(cmd, log);
 	}
@@ -209,14 +240,70 @@ static int lv_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static double lv_median(const double *v, unsigned n)
+{
+	double s[LV_MAX_REPS];
+
+	memcpy(s, v, n * sizeof(double));
+	qsort(s, n, sizeof(double), lv_cmp);
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+static void lv_print_list(const char *what, const double *v, unsigned n, const char *unit)
+{
+	printf("line verbs: %s:", what);
+	for (unsigned r = 0; r < n; r++)
+		printf(" %.3f", v[r]);
+	printf("%s; median %.3f\n", unit, lv_median(v, n));
+}
+
+/* Every figure, per repetition, and the medians. A job pushes its gradients and takes the
+ * sums back, so both directions carry them: on a full-duplex NIC each direction has the
+ * one-way rate (the goodput ratio), on one loopback device (rxe) the two directions share
+ * it and ib_write_bw -b's rate per direction is the bound (the duplex ratio). */
+static void lv_report(const struct lv_opts *o, const struct lv_res *res, unsigned nmodes, int bad)
+{
+	double gp[LV_MAX_REPS], dx[LV_MAX_REPS], med0 = 0;
+
+	printf("line verbs: ib_write_bw -d %s -x %u -s %u, then with -b (both directions at once), "
+	       "before each repetition\n", o->dev, o->gid, o->size);
+	lv_print_list("ib_write_bw MB/s", res->ibw, o->reps, "");
+	lv_print_list("ib_write_bw -b MB/s in all (both directions)", res->ibw_bi, o->reps, "");
+	for (unsigned m = 0; m < nmodes; m++) {
+		char what[256];
+		double med = lv_median(res->g[m], o->reps);
+
+		snprintf(what, sizeof(what), "tally over verbs (%s), %u rank(s), %u rounds of %s after "
+			 "%u untimed, Gbit/s of gradients", lv_mode_name[m], o->workers, o->rounds,
+			 o->bytes, o->warmup);
+		lv_print_list(what, res->g[m], o->reps, bad ? " [a worker failed: see its log]" : "");
+		if (!m)
+			med0 = med;
+		else if (med0 > 0)
+			printf("line verbs: %s / unkeyed: %.3f (medians)\n", lv_mode_name[m], med / med0);
+	}
+	for (unsigned r = 0; r < o->reps; r++) {
+		double mbs = res->g[0][r] * 1000 / 8;
+
+		gp[r] = res->ibw[r] > 0 ? mbs / res->ibw[r] : 0;
+		dx[r] = res->ibw_bi[r] > 0 ? mbs / (res->ibw_bi[r] / 2) : 0;
+	}
+	lv_print_list("goodput ratio (gradient bytes / ib_write_bw bytes, same repetition)", gp,
+		      o->reps, "");
+	printf("line verbs: wire ratio (push + RESULT bytes / ib_write_bw bytes): median %.3f\n",
+	       2 * lv_median(gp, o->reps));
+	lv_print_list("duplex goodput ratio (gradient bytes / ib_write_bw -b's bytes per "
+		      "direction, same repetition)", dx, o->reps, "");
+}
+
 int perf_line_verbs_main(int argc, char **argv)
 {
 	struct lv_opts o = { .dev = "rxe0", .gid = 1, .port = 9170, .workers = 1, .rounds = 3,
-			     .size = 8192, .iters = 4000, .bytes = "16M", .reps = 0 };
+			     .warmup = 2, .size = 8192, .iters = 4000, .bytes = "16M", .reps = 0 };
 	char dir[PATH_MAX], tmp[] = "/tmp/tally-line-verbs.XXXXXX", cmd[3 * PATH_MAX], log[PATH_MAX + 64];
-	pid_t srv, app;
-	double ibw, g[LV_NMODES][50], med[LV_NMODES] = { 0 };
-	int rc = lv_parse(argc, argv, &o), bad = 0;
+	pid_t app;
+	static struct lv_res res;
+	int rc = lv_parse(argc, argv, &o), bad = 0, nobase = 0;
 	unsigned nmodes = o.key_file ? LV_NMODES : 1, job = 7;
 
 	if (rc)
@@ -224,18 +311,6 @@ int perf_line_verbs_main(int argc, char **argv)
 	lv_defaults(&o, dir, sizeof(dir));
 	if (!mkdtemp(tmp))
 		return 1;
-	/* 1. the baseline: ib_write_bw server and client on the same device */
-	snprintf(cmd, sizeof(cmd), "ib_write_bw -d %s -x %u -s %u -n %u -F", o.dev, o.gid, o.size,
-		 o.iters);
-	snprintf(log, sizeof(log), "%s/ibw_srv.log", tmp);
-	srv = lv_spawn(cmd, log);
-	sleep(1);
-	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " %s", o.addr);
-	snprintf(log, sizeof(log), "%s/ibw.log", tmp);
-	lv_wait(lv_spawn(cmd, log));
-	lv_wait(srv);
-	ibw = lv_ibw(log, o.size);
-	/* 2. tally-udpd over verbs and W ranks, per mode, the modes interleaved */
 	snprintf(cmd, sizeof(cmd), "exec %s --ip %s --rdma-listen %s:%u --cores 2 --open-admission "
 		 "--ctl-socket %s/ctl.sock --stats %s/udpd.json", o.udpd, o.addr, o.addr, o.port,
 		 tmp, tmp);
@@ -243,29 +318,21 @@ int perf_line_verbs_main(int argc, char **argv)
 	app = lv_spawn(cmd, log);
 	for (int i = 0; i < 50 && lv_num(log, "rdma_cm listening on") < 0; i++)
 		usleep(100000);
-	for (unsigned r = 0; r < o.reps; r++)
+	/* Per repetition, the baselines (one way, both ways; tally-udpd idles in its CQ waits)
+	 * right before Tally's jobs (the modes interleaved): load drift on a shared host hits
+	 * both sides of each ratio alike. */
+	for (unsigned r = 0; r < o.reps; r++) {
+		res.ibw[r] = lv_ibw_run(&o, tmp, false);
+		res.ibw_bi[r] = lv_ibw_run(&o, tmp, true);
+		nobase |= res.ibw[r] <= 0 || res.ibw_bi[r] <= 0;
 		for (unsigned m = 0; m < nmodes; m++)
-			g[m][r] = lv_job(&o, tmp, job++, (enum lv_mode)m, &bad);
+			res.g[m][r] = lv_job(&o, tmp, job++, (enum lv_mode)m, &bad);
+	}
 	kill(app, SIGTERM);
 	lv_wait(app);
-	printf("line verbs: ib_write_bw -d %s -x %u -s %u: %.2f MB/s\n", o.dev, o.gid, o.size, ibw);
-	for (unsigned m = 0; m < nmodes; m++) {
-		printf("line verbs: tally over verbs (%s), %u rank(s), %u rounds of %s:", lv_mode_name[m],
-		       o.workers, o.rounds, o.bytes);
-		for (unsigned r = 0; r < o.reps; r++)
-			printf(" %.3f", g[m][r]);
-		qsort(g[m], o.reps, sizeof(double), lv_cmp);
-		med[m] = o.reps % 2 ? g[m][o.reps / 2] : (g[m][o.reps / 2 - 1] + g[m][o.reps / 2]) / 2;
-		printf(" Gbit/s of gradients; median %.3f Gbit/s (%.2f MB/s)%s\n", med[m],
-		       med[m] * 1000 / 8, bad ? " [a worker failed: see its log]" : "");
-		if (m && med[0] > 0)
-			printf("line verbs: %s / unkeyed: %.3f (medians)\n", lv_mode_name[m],
-			       med[m] / med[0]);
-	}
-	if (ibw > 0)
-		printf("line verbs: goodput ratio %.3f (gradient bytes / ib_write_bw bytes), wire "
-		       "ratio %.3f (push + RESULT), unkeyed medians\n", med[0] * 1000 / 8 / ibw,
-		       2 * med[0] * 1000 / 8 / ibw);
+	lv_report(&o, &res, nmodes, bad);
+	if (nobase)
+		printf("line verbs: an ib_write_bw run gave no figure: see %s/ibw*.log\n", tmp);
 	printf("line verbs: logs in %s\n", tmp);
-	return bad || ibw <= 0 ? 1 : 0;
+	return bad || nobase ? 1 : 0;
 }

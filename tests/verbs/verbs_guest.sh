@@ -358,7 +358,7 @@ if want bench; then
 	for bp in $(cat /share/bench_busy 2>/dev/null || echo 0); do
 		env $([ "$pm" = off ] && echo TALLY_VERBS_MR_CACHE=0) TALLY_VERBS_BUSY_POLL_US=$bp \
 			timeout 200 $B/tally-perf line --transport verbs --addr $A \
-			--udpd $B/tally-udpd --worker $B/tally-worker --bytes 16M --rounds 3 2>&1 |
+			--udpd $B/tally-udpd --worker $B/tally-worker --bytes 16M --rounds 5 --reps 3 2>&1 |
 			sed "s/^/BENCH placement $pm, busy-poll $bp us: /"
 	done
 	done
@@ -368,12 +368,12 @@ if want bench; then
 		[ -f $T/key ] || { od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >$T/key; echo >>$T/key; chmod 600 $T/key; }
 		timeout 400 $B/tally-perf line --transport verbs --addr $A --udpd $B/tally-udpd \
 			--worker $B/tally-worker --tallyctl $B/tallyctl --key-file $T/key --reps 3 \
-			--bytes 16M --rounds 3 2>&1 | grep -v '^line verbs: ib_write_bw' | sed "s/^/BENCH auth: /"
+			--bytes 16M --rounds 5 2>&1 | grep -v '^line verbs: ib_write_bw' | sed "s/^/BENCH auth: /"
 	fi
 	# Reference, same run: the same one-rank job over kernel UDP to the same tally-udpd.
 	start_app 3
 	timeout 120 $B/tally-worker --transport udp --host $A --job 42 --token 42 --rank 0 --world 1 \
-		--bytes 16M --keys 8 --rounds 3 --no-verify --json >$T/bwudp.json 2>$T/bwudp.err
+		--bytes 16M --keys 8 --rounds 5 --warmup 2 --no-verify --json >$T/bwudp.json 2>$T/bwudp.err
 	echo "BENCH reference: the same job over kernel UDP: $(grep -o '"gbps":[0-9.]*' $T/bwudp.json | cut -d: -f2) Gbit/s of gradients"
 fi
 # ---- 7. benchmark (figures only): pushes by WRITE_WITH_IMM into landing slots vs SEND into
