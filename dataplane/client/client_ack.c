@@ -53,7 +53,7 @@ void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl,
 {
 	const struct client_op *op = &c->ops_tab[sl->op];
 	const struct client_key *k = &c->keys[op->kidx];
-	const struct client_core *cc = &c->cores[core];
+	struct client_core *cc = &c->cores[core];
 	uint8_t hb[TALLY_HDR_LEN];
 	struct tally_hdr h;
 
@@ -78,6 +78,10 @@ void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl,
 	sl->probed = true;
 	sl->nprobe++;
 	sl->fast_ns = now;
+	/* the appliance answers a probe at once: look again when its answer is late
+	 * (client_slot_due re-probes then if the core answered anything since) */
+	if (now + client_probe_wait(c, cc) < cc->next_due)
+		cc->next_due = now + client_probe_wait(c, cc);
 	c->st.probes++;
 	client_send(c, core, hb, NULL, 0);
 }

@@ -473,24 +473,39 @@ static void client_slot_expire(struct tally_client *c, uint32_t core, struct cli
  * RTO since that progress (client_quiet_ns) such a slot is probed, whatever its backed-off
  * timer (held chunks: up to CLIENT_HELD_CAP RTOs); once per progress (a probe's answer is
  * none). Probes cost a header each way: HELD, MISSING, or HELD+DONE when they only crossed
- * the answer. */
-static void client_slot_due(struct tally_client *c, struct client_core *cc,
-			    struct client_slot *sl, uint64_t now)
+ * the answer. A probe is answered at once (it never waits for other workers): one still
+ * unanswered a probe wait later (client_probe_wait, doubled per probe in a row without an
+ * answer, up to 8x) while the core sent us other packets since was lost, or its answer
+ * was: it is probed again then, not at the slot's backed-off timer (at 10% loss each way,
+ * the last chunk of a round waited 20-80 ms for it); a core silent since is stalled, and
+ * the backoff stands. Returns when the slot wants looking at again for that (UINT64_MAX:
+ * no probe out), which is no due time: an answer meanwhile leaves the timer as it was. */
+static uint64_t client_slot_due(struct tally_client *c, struct client_core *cc,
+				struct client_slot *sl, uint64_t now)
 {
 	uint64_t q = client_quiet_ns(c, cc);
 
 	if (sl->op == CLIENT_ACKWAIT || !cc->seen_held)
-		return;
+		return UINT64_MAX;
+	if (sl->probed && cc->last_rx_ns > sl->fast_ns) {
+		unsigned sh = sl->nprobe > 1 ? sl->nprobe - 1u : 0u;
+		uint64_t t = sl->fast_ns + (client_probe_wait(c, cc) << (sh < 3 ? sh : 3));
+
+		if (t <= now && sl->due_ns > now)
+			sl->due_ns = now;
+		return t;
+	}
 	if (!sl->probed && cc->last_ans_ns > sl->fast_ns &&
 	    (sl->held || cc->last_ans_ns > sl->sent_ns)) {
 		uint64_t t = cc->last_ans_ns + q;
 
 		if (sl->due_ns <= now || t < sl->due_ns)
 			sl->due_ns = t;
-		return;
+		return UINT64_MAX;
 	}
 	if (sl->due_ns <= now && cc->last_ans_ns + q > now)
 		sl->due_ns = cc->last_ans_ns + q;
+	return UINT64_MAX;
 }
 
 uint64_t client_op_tick(struct tally_client *c)
@@ -532,17 +547,22 @@ uint64_t client_op_tick(struct tally_client *c)
 					client_op_fail(c, sl->op, -ETIMEDOUT);
 					continue;
 				}
-				client_slot_due(c, cc, sl, now);
+				uint64_t wake = client_slot_due(c, cc, sl, now);
+
 				/* a DOWN appliance is found again by the liveness PINGs
 				 * (client_live.c), not by re-sending payloads into the void */
 				if (sl->due_ns <= now && c->live == TALLY_CLIENT_DOWN)
 					sl->due_ns = now + (uint64_t)c->cfg.rto_max_us * 1000;
 				else if (sl->due_ns <= now)
 					client_slot_expire(c, core, sl, now);
+				if (sl->probed && sl->fast_ns == now) /* probed just now */
+					wake = now + client_probe_wait(c, cc);
 				if (sl->first_ns + give_up < sl->due_ns)
 					sl->due_ns = sl->first_ns + give_up;
 				if (sl->due_ns < nd)
 					nd = sl->due_ns;
+				if (wake > now && wake < nd && sl->op != CLIENT_NONE)
+					nd = wake;
 			}
 			cc->next_due = nd;
 		}
