@@ -42,6 +42,8 @@
 				    * measured: ~30% more RESULTs re-sent to probes, no faster */
 #endif
 #define CLIENT_HELD_CAP 8          /* held chunks are probed at least every 8 RTO */
+#define CLIENT_TAIL_SLOTS 8        /* slots in flight at most on a core: the tail of its work
+				    * (client_slot_due re-probes even if the core is silent) */
 #define CLIENT_PROBES_MAX 6        /* unanswered probes (backed off) before the payload goes
 				    * again unasked: a safety net, MISSING asks for it */
 

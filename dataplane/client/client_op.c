@@ -477,8 +477,10 @@ static void client_slot_expire(struct tally_client *c, uint32_t core, struct cli
  * unanswered a probe wait later (client_probe_wait, doubled per probe in a row without an
  * answer, up to 8x) while the core sent us other packets since was lost, or its answer
  * was: it is probed again then, not at the slot's backed-off timer (at 10% loss each way,
- * the last chunk of a round waited 20-80 ms for it); a core silent since is stalled, and
- * the backoff stands. Returns when the slot wants looking at again for that (UINT64_MAX:
+ * the last chunk of a round waited 20-80 ms for it). A core silent since may be stalled,
+ * and the backoff stands, unless its silence says nothing: a PULL+DONE (the RESULT is
+ * lost, the appliance sends it at once) or the tail of the work (CLIENT_TAIL_SLOTS in
+ * flight at most, nothing else to answer; a stall's probes stay that few). Returns when the slot wants looking at again for that (UINT64_MAX:
  * no probe out), which is no due time: an answer meanwhile leaves the timer as it was. */
 static uint64_t client_slot_due(struct tally_client *c, struct client_core *cc,
 				struct client_slot *sl, uint64_t now)
@@ -487,7 +489,8 @@ static uint64_t client_slot_due(struct tally_client *c, struct client_core *cc,
 
 	if (sl->op == CLIENT_ACKWAIT || !cc->seen_held)
 		return UINT64_MAX;
-	if (sl->probed && cc->last_rx_ns > sl->fast_ns) {
+	if (sl->probed && (cc->last_rx_ns > sl->fast_ns || sl->done ||
+			   cc->inflight <= CLIENT_TAIL_SLOTS)) {
 		unsigned sh = sl->nprobe > 1 ? sl->nprobe - 1u : 0u;
 		uint64_t t = sl->fast_ns + (client_probe_wait(c, cc) << (sh < 3 ? sh : 3));
 

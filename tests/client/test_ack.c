@@ -251,12 +251,47 @@ static void test_lost_probe_reprobed(void **state)
 	sys_free(s);
 }
 
+/* (4) The same losses at the tail of the work (one key of 4 chunks: nothing else in flight,
+ * the core has nothing else to say): its silence since the probe is no stall, the probe
+ * goes again a probe wait later, not at the backed-off timer. */
+static void test_tail_probe_reprobed(void **state)
+{
+	(void)state;
+	struct sys_cfg cfg = ack_cfg(2, 22, 0);
+	struct lp lp = { 0 };
+	struct sys_hooks hk = { .result = lp_result, .arg = &lp };
+
+	cfg.M = 1;
+	cfg.nkeys = 1;
+	cfg.keys[0] = (struct sys_key){ .key = 50, .nelems = 4 * 256, .chunk_elems = 256,
+					.dtype = TALLY_DT_F32 };
+	struct sys *s = sys_new(&cfg);
+
+	lp.net = s->net;
+	lp.ncl0 = simnet_client_node(s->net, 0);
+	lp.ncl1 = simnet_client_node(s->net, 1);
+	simnet_set_filter(s->net, lp_filter, &lp);
+	sys_run(s, 4, 20000 * MS, &hk);
+	const struct tally_client_stats *st = tally_client_stats(s->cl[0]);
+
+	print_message("  at the tail: repaired in %.1f us (%llu probes, %llu re-sent)\n",
+		      (lp.t_done - lp.t_drop) / 1e3, (unsigned long long)st->probes,
+		      (unsigned long long)st->retransmits);
+	assert_true(lp.push_dropped && lp.result_dropped && lp.pull_dropped);
+	assert_true(lp.t_done > lp.t_drop);
+	/* about 115 us; waiting out the backed-off timer took about 265 */
+	assert_true(lp.t_done - lp.t_drop < 200 * US);
+	assert_int_equal(st->retransmits, 0);
+	sys_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_slow_worker),
 		cmocka_unit_test(test_loss_repaired),
 		cmocka_unit_test(test_lost_probe_reprobed),
+		cmocka_unit_test(test_tail_probe_reprobed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
