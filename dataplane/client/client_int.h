@@ -100,6 +100,9 @@ struct client_slot {
 	bool done;                /* the appliance said the chunk is complete (HELD+DONE):
 				   * probes ask for the RESULT (PULL+DONE) */
 	uint8_t nprobe;           /* probes in a row without an answer */
+	uint8_t nreprobe;         /* of the last probe, quick copies sent since it went
+				   * unanswered (client_slot_due; not in nprobe, which sends
+				   * the payload again at CLIENT_PROBES_MAX) */
 	bool fast_rtx;            /* the last payload send was a gap re-send */
 	uint64_t seq;             /* the core's transmission number of its last payload send */
 	uint64_t fast_ns;         /* last gap re-send or probe (at most one per RTT) */
@@ -336,6 +339,9 @@ void client_rtt_sample(struct client_core *cc, uint64_t rtt_ns, const struct tal
 void client_xmit(struct tally_client *c, uint32_t core, struct client_slot *sl);
 /* Header-only PULL for a held data slot. */
 void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl, uint64_t now);
+/* The same PULL again, its answer being late (client_slot_due): not counted in nprobe. */
+void client_reprobe(struct tally_client *c, uint32_t core, struct client_slot *sl,
+		    uint64_t now);
 /* Transmission xseq was answered: re-send earlier pushes still unanswered an RTT later
  * and/or probe earlier held chunks without a RESULT (how: CLIENT_GAP_*). */
 #define CLIENT_GAP_RESEND 1u

@@ -482,24 +482,28 @@ static void client_slot_expire(struct tally_client *c, uint32_t core, struct cli
  * lost, the appliance sends it at once) or the tail of the work (CLIENT_TAIL_SLOTS in
  * flight at most, nothing else to answer; a stall's probes stay that few). Returns when the slot wants looking at again for that (UINT64_MAX:
  * no probe out), which is no due time: an answer meanwhile leaves the timer as it was. */
-static uint64_t client_slot_due(struct tally_client *c, struct client_core *cc,
+static uint64_t client_slot_due(struct tally_client *c, uint32_t core,
 				struct client_slot *sl, uint64_t now)
 {
-	uint64_t q = client_quiet_ns(c, cc);
+	struct client_core *cc = &c->cores[core];
+	uint64_t q = client_quiet_ns(c, cc), wake = UINT64_MAX;
 
 	if (sl->op == CLIENT_ACKWAIT || !cc->seen_held)
 		return UINT64_MAX;
 	if (sl->probed && (cc->last_rx_ns > sl->fast_ns || sl->done ||
 			   cc->inflight <= CLIENT_TAIL_SLOTS)) {
-		unsigned sh = sl->nprobe > 1 ? sl->nprobe - 1u : 0u;
-		uint64_t t = sl->fast_ns + (client_probe_wait(c, cc) << (sh < 3 ? sh : 3));
+		unsigned sh = sl->nreprobe < 3 ? sl->nreprobe : 3;
 
-		if (t <= now && sl->due_ns > now)
-			sl->due_ns = now;
-		return t;
-	}
-	if (!sl->probed && cc->last_ans_ns > sl->fast_ns &&
-	    (sl->held || cc->last_ans_ns > sl->sent_ns)) {
+		wake = sl->fast_ns + (client_probe_wait(c, cc) << sh);
+		/* a quick copy leaves the slot's timer as it was: only its expiries count
+		 * towards CLIENT_PROBES_MAX (a loaded host answers late, not never: quick
+		 * copies counted there re-sent 100+ payloads a run at no loss) */
+		if (wake <= now) {
+			client_reprobe(c, core, sl, now);
+			wake = now + client_probe_wait(c, cc);
+		}
+	} else if (!sl->probed && cc->last_ans_ns > sl->fast_ns &&
+		   (sl->held || cc->last_ans_ns > sl->sent_ns)) {
 		uint64_t t = cc->last_ans_ns + q;
 
 		if (sl->due_ns <= now || t < sl->due_ns)
@@ -508,7 +512,7 @@ static uint64_t client_slot_due(struct tally_client *c, struct client_core *cc,
 	}
 	if (sl->due_ns <= now && cc->last_ans_ns + q > now)
 		sl->due_ns = cc->last_ans_ns + q;
-	return UINT64_MAX;
+	return wake;
 }
 
 uint64_t client_op_tick(struct tally_client *c)
@@ -550,7 +554,7 @@ uint64_t client_op_tick(struct tally_client *c)
 					client_op_fail(c, sl->op, -ETIMEDOUT);
 					continue;
 				}
-				uint64_t wake = client_slot_due(c, cc, sl, now);
+				uint64_t wake = client_slot_due(c, core, sl, now);
 
 				/* a DOWN appliance is found again by the liveness PINGs
 				 * (client_live.c), not by re-sending payloads into the void */
