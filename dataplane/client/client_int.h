@@ -294,8 +294,8 @@ static inline uint64_t client_quiet_ns(const struct tally_client *c, const struc
 /* How long a probe's answer may take: the estimator's RTO (not backed off: a PULL is
  * answered at once, it never waits for other workers), at least rto_min. A probe
  * unanswered that long while its core sent us other packets was lost, or its answer was:
- * client_op.c probes again then instead of waiting out the slot's backed-off timer (at 10%
- * loss a lost probe or answer held the round's last chunk 20-80 ms). */
+ * client_op.c (client_slot_due) probes again then instead of waiting out the slot's
+ * backed-off timer (at 10% loss a lost probe or answer held a round's last chunk 20-80 ms). */
 static inline uint64_t client_probe_wait(const struct tally_client *c,
 					 const struct client_core *cc)
 {

@@ -474,14 +474,15 @@ static void client_slot_expire(struct tally_client *c, uint32_t core, struct cli
  * timer (held chunks: up to CLIENT_HELD_CAP RTOs); once per progress (a probe's answer is
  * none). Probes cost a header each way: HELD, MISSING, or HELD+DONE when they only crossed
  * the answer. A probe is answered at once (it never waits for other workers): one still
- * unanswered a probe wait later (client_probe_wait, doubled per probe in a row without an
- * answer, up to 8x) while the core sent us other packets since was lost, or its answer
- * was: it is probed again then, not at the slot's backed-off timer (at 10% loss each way,
- * the last chunk of a round waited 20-80 ms for it). A core silent since may be stalled,
- * and the backoff stands, unless its silence says nothing: a PULL+DONE (the RESULT is
- * lost, the appliance sends it at once) or the tail of the work (CLIENT_TAIL_SLOTS in
- * flight at most, nothing else to answer; a stall's probes stay that few). Returns when the slot wants looking at again for that (UINT64_MAX:
- * no probe out), which is no due time: an answer meanwhile leaves the timer as it was. */
+ * unanswered a probe wait later (client_probe_wait, doubled per quick copy, up to 8x)
+ * while the core sent us other packets since was lost, or its answer was: it is probed
+ * again then, not at the slot's backed-off timer (at 10% loss each way, the last chunk of
+ * a round waited 20-80 ms for it). A core silent since may be stalled, and the backoff
+ * stands, unless its silence says nothing: a PULL+DONE (the RESULT is lost, the appliance
+ * sends it at once) or the tail of the work (CLIENT_TAIL_SLOTS in flight at most, nothing
+ * else to answer; a stall's probes stay that few). Returns when the slot wants looking at
+ * again for that (UINT64_MAX: no probe out), which is no due time: an answer meanwhile
+ * leaves the timer as it was. */
 static uint64_t client_slot_due(struct tally_client *c, uint32_t core,
 				struct client_slot *sl, uint64_t now)
 {
