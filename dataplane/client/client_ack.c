@@ -49,11 +49,12 @@ void client_xmit(struct tally_client *c, uint32_t core, struct client_slot *sl)
 /* A header-only PULL for a held data slot: the appliance answers HELD (still waiting),
  * HELD+DONE (its RESULT went out: client_rx_done), MISSING (it lost our push), or, for a
  * PULL+DONE (sl->done: we know it is complete, and have no RESULT), the RESULT. */
-void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl, uint64_t now)
+static void client_pull(struct tally_client *c, uint32_t core, struct client_slot *sl,
+			uint64_t now)
 {
 	const struct client_op *op = &c->ops_tab[sl->op];
 	const struct client_key *k = &c->keys[op->kidx];
-	const struct client_core *cc = &c->cores[core];
+	struct client_core *cc = &c->cores[core];
 	uint8_t hb[TALLY_HDR_LEN];
 	struct tally_hdr h;
 
@@ -76,10 +77,28 @@ void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl,
 		h.aux = rtt_us < UINT32_MAX ? (uint32_t)rtt_us : UINT32_MAX;
 	tally_proto_finish(hb, &h, NULL, 0);
 	sl->probed = true;
-	sl->nprobe++;
 	sl->fast_ns = now;
+	/* the appliance answers a probe at once: look again when its answer is late
+	 * (client_slot_due re-probes then if the core answered anything since) */
+	if (now + client_probe_wait(c, cc) < cc->next_due)
+		cc->next_due = now + client_probe_wait(c, cc);
 	c->st.probes++;
 	client_send(c, core, hb, NULL, 0);
+}
+
+void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl, uint64_t now)
+{
+	sl->nprobe++;
+	sl->nreprobe = 0;
+	client_pull(c, core, sl, now);
+}
+
+void client_reprobe(struct tally_client *c, uint32_t core, struct client_slot *sl,
+		    uint64_t now)
+{
+	if (sl->nreprobe < UINT8_MAX)
+		sl->nreprobe++;
+	client_pull(c, core, sl, now);
 }
 
 /* Slots sent before transmission `xseq` (just answered) and still without an answer an RTT

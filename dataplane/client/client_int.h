@@ -42,6 +42,8 @@
 				    * measured: ~30% more RESULTs re-sent to probes, no faster */
 #endif
 #define CLIENT_HELD_CAP 8          /* held chunks are probed at least every 8 RTO */
+#define CLIENT_TAIL_SLOTS 8        /* slots in flight at most on a core: the tail of its work
+				    * (client_slot_due re-probes even if the core is silent) */
 #define CLIENT_PROBES_MAX 6        /* unanswered probes (backed off) before the payload goes
 				    * again unasked: a safety net, MISSING asks for it */
 
@@ -98,6 +100,9 @@ struct client_slot {
 	bool done;                /* the appliance said the chunk is complete (HELD+DONE):
 				   * probes ask for the RESULT (PULL+DONE) */
 	uint8_t nprobe;           /* probes in a row without an answer */
+	uint8_t nreprobe;         /* of the last probe, quick copies sent since it went
+				   * unanswered (client_slot_due; not in nprobe, which sends
+				   * the payload again at CLIENT_PROBES_MAX) */
 	bool fast_rtx;            /* the last payload send was a gap re-send */
 	uint64_t seq;             /* the core's transmission number of its last payload send */
 	uint64_t fast_ns;         /* last gap re-send or probe (at most one per RTT) */
@@ -286,6 +291,19 @@ static inline uint64_t client_quiet_ns(const struct tally_client *c, const struc
 	return q > min ? q : min;
 }
 
+/* How long a probe's answer may take: the estimator's RTO (not backed off: a PULL is
+ * answered at once, it never waits for other workers), at least rto_min. A probe
+ * unanswered that long while its core sent us other packets was lost, or its answer was:
+ * client_op.c (client_slot_due) probes again then instead of waiting out the slot's
+ * backed-off timer (at 10% loss a lost probe or answer held a round's last chunk 20-80 ms). */
+static inline uint64_t client_probe_wait(const struct tally_client *c,
+					 const struct client_core *cc)
+{
+	uint64_t min = (uint64_t)c->cfg.rto_min_us * 1000;
+
+	return cc->est > min ? cc->est : min;
+}
+
 /* Mark a slot held or not, keeping its core's count of unanswered data pushes. */
 static inline void client_set_held(struct client_core *cc, struct client_slot *sl, bool held)
 {
@@ -321,6 +339,9 @@ void client_rtt_sample(struct client_core *cc, uint64_t rtt_ns, const struct tal
 void client_xmit(struct tally_client *c, uint32_t core, struct client_slot *sl);
 /* Header-only PULL for a held data slot. */
 void client_probe(struct tally_client *c, uint32_t core, struct client_slot *sl, uint64_t now);
+/* The same PULL again, its answer being late (client_slot_due): not counted in nprobe. */
+void client_reprobe(struct tally_client *c, uint32_t core, struct client_slot *sl,
+		    uint64_t now);
 /* Transmission xseq was answered: re-send earlier pushes still unanswered an RTT later
  * and/or probe earlier held chunks without a RESULT (how: CLIENT_GAP_*). */
 #define CLIENT_GAP_RESEND 1u

@@ -473,24 +473,47 @@ static void client_slot_expire(struct tally_client *c, uint32_t core, struct cli
  * RTO since that progress (client_quiet_ns) such a slot is probed, whatever its backed-off
  * timer (held chunks: up to CLIENT_HELD_CAP RTOs); once per progress (a probe's answer is
  * none). Probes cost a header each way: HELD, MISSING, or HELD+DONE when they only crossed
- * the answer. */
-static void client_slot_due(struct tally_client *c, struct client_core *cc,
-			    struct client_slot *sl, uint64_t now)
+ * the answer. A probe is answered at once (it never waits for other workers): one still
+ * unanswered a probe wait later (client_probe_wait, doubled per quick copy, up to 8x)
+ * while the core sent us other packets since was lost, or its answer was: it is probed
+ * again then, not at the slot's backed-off timer (at 10% loss each way, the last chunk of
+ * a round waited 20-80 ms for it). A core silent since may be stalled, and the backoff
+ * stands, unless its silence says nothing: a PULL+DONE (the RESULT is lost, the appliance
+ * sends it at once) or the tail of the work (CLIENT_TAIL_SLOTS in flight at most, nothing
+ * else to answer; a stall's probes stay that few). Returns when the slot wants looking at
+ * again for that (UINT64_MAX: no probe out), which is no due time: an answer meanwhile
+ * leaves the timer as it was. */
+static uint64_t client_slot_due(struct tally_client *c, uint32_t core,
+				struct client_slot *sl, uint64_t now)
 {
-	uint64_t q = client_quiet_ns(c, cc);
+	struct client_core *cc = &c->cores[core];
+	uint64_t q = client_quiet_ns(c, cc), wake = UINT64_MAX;
 
 	if (sl->op == CLIENT_ACKWAIT || !cc->seen_held)
-		return;
-	if (!sl->probed && cc->last_ans_ns > sl->fast_ns &&
-	    (sl->held || cc->last_ans_ns > sl->sent_ns)) {
+		return UINT64_MAX;
+	if (sl->probed && (cc->last_rx_ns > sl->fast_ns || sl->done ||
+			   cc->inflight <= CLIENT_TAIL_SLOTS)) {
+		unsigned sh = sl->nreprobe < 3 ? sl->nreprobe : 3;
+
+		wake = sl->fast_ns + (client_probe_wait(c, cc) << sh);
+		/* a quick copy leaves the slot's timer as it was: only its expiries count
+		 * towards CLIENT_PROBES_MAX (a loaded host answers late, not never: quick
+		 * copies counted there re-sent 100+ payloads a run at no loss) */
+		if (wake <= now) {
+			client_reprobe(c, core, sl, now);
+			wake = now + client_probe_wait(c, cc);
+		}
+	} else if (!sl->probed && cc->last_ans_ns > sl->fast_ns &&
+		   (sl->held || cc->last_ans_ns > sl->sent_ns)) {
 		uint64_t t = cc->last_ans_ns + q;
 
 		if (sl->due_ns <= now || t < sl->due_ns)
 			sl->due_ns = t;
-		return;
+		return UINT64_MAX;
 	}
 	if (sl->due_ns <= now && cc->last_ans_ns + q > now)
 		sl->due_ns = cc->last_ans_ns + q;
+	return wake;
 }
 
 uint64_t client_op_tick(struct tally_client *c)
@@ -532,17 +555,22 @@ uint64_t client_op_tick(struct tally_client *c)
 					client_op_fail(c, sl->op, -ETIMEDOUT);
 					continue;
 				}
-				client_slot_due(c, cc, sl, now);
+				uint64_t wake = client_slot_due(c, core, sl, now);
+
 				/* a DOWN appliance is found again by the liveness PINGs
 				 * (client_live.c), not by re-sending payloads into the void */
 				if (sl->due_ns <= now && c->live == TALLY_CLIENT_DOWN)
 					sl->due_ns = now + (uint64_t)c->cfg.rto_max_us * 1000;
 				else if (sl->due_ns <= now)
 					client_slot_expire(c, core, sl, now);
+				if (sl->probed && sl->fast_ns == now) /* probed just now */
+					wake = now + client_probe_wait(c, cc);
 				if (sl->first_ns + give_up < sl->due_ns)
 					sl->due_ns = sl->first_ns + give_up;
 				if (sl->due_ns < nd)
 					nd = sl->due_ns;
+				if (wake > now && wake < nd && sl->op != CLIENT_NONE)
+					nd = wake;
 			}
 			cc->next_due = nd;
 		}

@@ -50,6 +50,8 @@ struct simnet {
 	unsigned polling_node;  /* node inside simnet_poll, or UINT32_MAX */
 	unsigned poll_hits;
 	struct simnet_stats st;
+	simnet_filter_fn filter;
+	void *filter_arg;
 };
 
 uint64_t simnet_rand(struct simnet *net)
@@ -195,6 +197,12 @@ void simnet_stall(struct simnet *net, unsigned client, int up, uint64_t ns)
 	*busy = (*busy > net->now ? *busy : net->now) + ns;
 }
 
+void simnet_set_filter(struct simnet *net, simnet_filter_fn fn, void *arg)
+{
+	net->filter = fn;
+	net->filter_arg = arg;
+}
+
 uint64_t simnet_now(const struct simnet *net)
 {
 	return net->now;
@@ -332,6 +340,9 @@ static int sn_enqueue(struct simnet *net, unsigned src, unsigned dst, const uint
 	}
 	if (clean) {
 		l = &plain;
+	} else if (net->filter && net->filter(net->filter_arg, src, dst, hdr, hlen + len)) {
+		net->st.lost++;
+		return 0;
 	} else if (l->loss > 0 && sn_unit(net) < l->loss) {
 		net->st.lost++;
 		return 0;

@@ -97,6 +97,12 @@ void simnet_set_link(struct simnet *net, const struct simnet_link *up,
  * ns from now; what is sent meanwhile waits behind it, in order, and nothing is lost. */
 void simnet_stall(struct simnet *net, unsigned client, int up, uint64_t ns);
 
+/* A chosen loss: fn sees every packet sent (not injected ones) with its source and
+ * destination node, and drops it by returning nonzero (counted lost). NULL: none. */
+typedef int (*simnet_filter_fn)(void *arg, unsigned src, unsigned dst, const uint8_t *hdr,
+				size_t len);
+void simnet_set_filter(struct simnet *net, simnet_filter_fn fn, void *arg);
+
 uint64_t simnet_now(const struct simnet *net);
 /* One step: tick every node, advance to the next event or wake-up (at most max_ns),
  * deliver what is due. Returns packets delivered. */

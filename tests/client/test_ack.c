@@ -165,11 +165,133 @@ static void test_loss_repaired(void **state)
 	run_lossy(32, 0.02, 15);
 }
 
+/* (3) A lost probe is probed again about an RTO later while the core keeps answering, not
+ * at the slot's backed-off timer: worker 1's push of a chunk is lost (worker 0's waits
+ * held), then the RESULT to worker 0, then worker 0's probe asking for it; another key
+ * keeps the core busy meanwhile (before, every answer of that key put the probe off
+ * again: the chunk waited until the core went quiet). */
+struct lp {
+	unsigned ncl0, ncl1;    /* the clients' nodes */
+	int push_dropped, result_dropped, pull_dropped;
+	uint64_t t_drop, t_done;
+	struct simnet *net;
+};
+
+static int lp_filter(void *arg, unsigned src, unsigned dst, const uint8_t *hdr, size_t len)
+{
+	struct lp *lp = arg;
+	struct tally_hdr h;
+
+	(void)len;
+	tally_proto_peek_hdr(hdr, &h);
+	if (h.key != 50 || h.round != 2 || h.offset != 3 * 256)
+		return 0;
+	/* worker 1's push goes first: worker 0's waits held, its RESULT comes later */
+	if (!lp->push_dropped && h.op == TALLY_OP_PUSH && src == lp->ncl1) {
+		lp->push_dropped = 1;
+		return 1;
+	}
+	if (!lp->result_dropped && h.op == TALLY_OP_RESULT && dst == lp->ncl0) {
+		lp->result_dropped = 1;
+		lp->t_drop = simnet_now(lp->net);
+		return 1;
+	}
+	if (lp->result_dropped && !lp->pull_dropped && h.op == TALLY_OP_PULL &&
+	    src == lp->ncl0) {
+		lp->pull_dropped = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static void lp_result(void *arg, struct sys *s, unsigned w, unsigned k, uint32_t round,
+		      const void *out)
+{
+	struct lp *lp = arg;
+
+	(void)out;
+	if (w == 0 && k == 0 && round == 2)
+		lp->t_done = simnet_now(s->net);
+}
+
+static void test_lost_probe_reprobed(void **state)
+{
+	(void)state;
+	struct sys_cfg cfg = ack_cfg(2, 21, 0);
+	struct lp lp = { 0 };
+	struct sys_hooks hk = { .result = lp_result, .arg = &lp };
+
+	cfg.M = 1;
+	cfg.nkeys = 2;
+	cfg.keys[0] = (struct sys_key){ .key = 50, .nelems = 8 * 256, .chunk_elems = 256,
+					.dtype = TALLY_DT_F32 };
+	cfg.keys[1] = (struct sys_key){ .key = 51, .nelems = 64 * 256, .chunk_elems = 256,
+					.dtype = TALLY_DT_F32 };
+	struct sys *s = sys_new(&cfg);
+
+	lp.net = s->net;
+	lp.ncl0 = simnet_client_node(s->net, 0);
+	lp.ncl1 = simnet_client_node(s->net, 1);
+	simnet_set_filter(s->net, lp_filter, &lp);
+	sys_run(s, 30, 20000 * MS, &hk);
+	const struct tally_client_stats *st = tally_client_stats(s->cl[0]);
+
+	print_message("  lost RESULT then lost probe: repaired in %.1f us (%llu probes, %llu "
+		      "re-sent), %.2f ms virtual in all\n", (lp.t_done - lp.t_drop) / 1e3,
+		      (unsigned long long)st->probes, (unsigned long long)st->retransmits,
+		      simnet_now(s->net) / 1e6);
+	assert_true(lp.push_dropped && lp.result_dropped && lp.pull_dropped);
+	assert_true(lp.t_done > lp.t_drop);
+	/* a few round trips of about 15 us, where waiting for the core to go quiet took
+	 * most of the rest of the run */
+	assert_true(lp.t_done - lp.t_drop < 200 * US);
+	/* no payload went again for it; worker 1 re-sent its lost push */
+	assert_int_equal(st->retransmits, 0);
+	assert_int_equal(tally_client_stats(s->cl[1])->retransmits, 1);
+	sys_free(s);
+}
+
+/* (4) The same losses at the tail of the work (one key of 4 chunks: nothing else in flight,
+ * the core has nothing else to say): its silence since the probe is no stall, the probe
+ * goes again a probe wait later, not at the backed-off timer. */
+static void test_tail_probe_reprobed(void **state)
+{
+	(void)state;
+	struct sys_cfg cfg = ack_cfg(2, 22, 0);
+	struct lp lp = { 0 };
+	struct sys_hooks hk = { .result = lp_result, .arg = &lp };
+
+	cfg.M = 1;
+	cfg.nkeys = 1;
+	cfg.keys[0] = (struct sys_key){ .key = 50, .nelems = 4 * 256, .chunk_elems = 256,
+					.dtype = TALLY_DT_F32 };
+	struct sys *s = sys_new(&cfg);
+
+	lp.net = s->net;
+	lp.ncl0 = simnet_client_node(s->net, 0);
+	lp.ncl1 = simnet_client_node(s->net, 1);
+	simnet_set_filter(s->net, lp_filter, &lp);
+	sys_run(s, 4, 20000 * MS, &hk);
+	const struct tally_client_stats *st = tally_client_stats(s->cl[0]);
+
+	print_message("  at the tail: repaired in %.1f us (%llu probes, %llu re-sent)\n",
+		      (lp.t_done - lp.t_drop) / 1e3, (unsigned long long)st->probes,
+		      (unsigned long long)st->retransmits);
+	assert_true(lp.push_dropped && lp.result_dropped && lp.pull_dropped);
+	assert_true(lp.t_done > lp.t_drop);
+	/* about 115 us; waiting out the backed-off timer took about 265 */
+	assert_true(lp.t_done - lp.t_drop < 200 * US);
+	assert_int_equal(st->retransmits, 0);
+	sys_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_slow_worker),
 		cmocka_unit_test(test_loss_repaired),
+		cmocka_unit_test(test_lost_probe_reprobed),
+		cmocka_unit_test(test_tail_probe_reprobed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
