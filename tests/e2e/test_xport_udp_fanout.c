@@ -4,6 +4,8 @@
  * engine answers): with GSO each client's packets leave as super-datagrams (counted), every
  * client gets all of its own in the order queued, a shorter packet inside a run included;
  * without GSO nothing is joined. Clients receive with GRO, so the split is checked too.
+ * sendmmsg is wrapped (-Wl,--wrap=sendmmsg) to make the kernel take part of a grouped flush
+ * and then refuse (EAGAIN): what did not go stays queued and leaves in order next time.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -14,11 +16,32 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 
 #include <cmocka.h>
 
 #include "tally_proto.h"
 #include "tally_udp.h"
+
+/* partial >= 0: the next sendmmsg sends at most `partial` messages, every later one fails
+ * with EAGAIN until partial is set back to -1 */
+static int partial = -1;
+int __real_sendmmsg(int fd, struct mmsghdr *m, unsigned int n, int flags);
+int __wrap_sendmmsg(int fd, struct mmsghdr *m, unsigned int n, int flags);
+
+int __wrap_sendmmsg(int fd, struct mmsghdr *m, unsigned int n, int flags)
+{
+	if (partial < 0)
+		return __real_sendmmsg(fd, m, n, flags);
+	if (partial == 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	unsigned int k = n < (unsigned int)partial ? n : (unsigned int)partial;
+
+	partial = 0;
+	return __real_sendmmsg(fd, m, k, flags);
+}
 
 #define NCLI 3
 #define NSEQ 150     /* packets per client: more than one batch of 64 in all */
@@ -153,6 +176,81 @@ static void run_fanout(int gso)
 	tally_udp_destroy(srv);
 }
 
+/* Queue rounds [from, to) of every client, interleaved. */
+static void queue_seq(struct tally_udp *srv, const struct srv_log *sl, uint32_t from, uint32_t to)
+{
+	static uint8_t pkt[TALLY_HDR_LEN + PLEN];
+
+	for (uint32_t seq = from; seq < to; seq++)
+		for (unsigned c = 0; c < NCLI; c++) {
+			memset(pkt, 0, TALLY_HDR_LEN);
+			pkt[0] = (uint8_t)c;
+			memcpy(pkt + 4, &seq, 4);
+			for (size_t i = TALLY_HDR_LEN; i < TALLY_HDR_LEN + plen(seq); i++)
+				pkt[i] = (uint8_t)(c + seq + i);
+			assert_int_equal(tally_udp_ops()->send(srv, &sl->from[c], pkt,
+							       pkt + TALLY_HDR_LEN, plen(seq)), 0);
+		}
+}
+
+/* A grouped flush the kernel takes only in part (one message: client 0's run), then EAGAIN:
+ * the rest (clients 1 and 2, gathered back to the queue's front) goes with the next flush,
+ * before what was queued after it, every packet once, each client's in order. */
+static void test_fanout_partial(void **state)
+{
+	const struct tally_xport_ops *ops = tally_udp_ops();
+	struct tally_udp_cfg scfg = { .host = "127.0.0.1", .listen = 1, .ncores = 1, .gso = 1,
+				      .gro = 1 };
+	struct tally_udp *srv, *cli[NCLI];
+	struct srv_log sl = { 0 };
+	struct cli_log cl[NCLI] = { 0 };
+	uint8_t hello[TALLY_HDR_LEN] = { 0 };
+	char err[256];
+	int rc = 0;
+
+	(void)state;
+	scfg.base_port = (uint16_t)(21000 + getpid() % 20000 + 5);
+	srv = tally_udp_create(&scfg, srv_rx, &sl, &rc, err, sizeof(err));
+	assert_non_null(srv);
+	for (unsigned c = 0; c < NCLI; c++) {
+		struct tally_udp_cfg ccfg = { .host = "127.0.0.1", .gro = 1,
+					      .base_port = scfg.base_port };
+		struct tally_addr to = { .core = 0 };
+
+		cli[c] = tally_udp_create(&ccfg, cli_rx, &cl[c], &rc, err, sizeof(err));
+		assert_non_null(cli[c]);
+		hello[0] = (uint8_t)c;
+		assert_int_equal(ops->send(cli[c], &to, hello, NULL, 0), 0);
+		ops->poll(cli[c], 0);
+	}
+	for (int i = 0; i < 100 && !(sl.known[0] && sl.known[1] && sl.known[2]); i++)
+		ops->poll(srv, 1000000);
+	queue_seq(srv, &sl, 0, 10); /* 30 packets: under one batch, nothing flushed yet */
+	partial = 1;
+	assert_int_equal(tally_udp_flush(srv), 0);
+	assert_int_equal(tally_udp_stats(srv)->tx_pkts, 10); /* client 0's run only */
+	partial = -1;
+	queue_seq(srv, &sl, 10, 20);
+	assert_int_equal(tally_udp_flush(srv), 0);
+	assert_int_equal(tally_udp_stats(srv)->tx_pkts, NCLI * 20);
+	uint64_t t0 = ops->now_ns(srv);
+	unsigned done = 0;
+
+	while (done < NCLI && ops->now_ns(srv) - t0 < 5000000000ull) {
+		done = 0;
+		for (unsigned c = 0; c < NCLI; c++) {
+			ops->poll(cli[c], 100000);
+			done += cl[c].next == 20;
+		}
+	}
+	for (unsigned c = 0; c < NCLI; c++) {
+		assert_int_equal(cl[c].bad, 0);
+		assert_int_equal(cl[c].next, 20);
+		tally_udp_destroy(cli[c]);
+	}
+	tally_udp_destroy(srv);
+}
+
 static void test_fanout_gso(void **state)
 {
 	(void)state;
@@ -170,6 +268,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fanout_gso),
 		cmocka_unit_test(test_fanout_plain),
+		cmocka_unit_test(test_fanout_partial),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
