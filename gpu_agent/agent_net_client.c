@@ -339,6 +339,9 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 			goto fail;
 		}
 		ucfg.gso = gso && strcmp(gso, "1") == 0;
+		/* RESULTs that a kernel appliance sent as one GSO super-datagram (tally-udpd)
+		 * or the NIC coalesced arrive in one receive (as tally-worker does) */
+		ucfg.gro = 1;
 		int verbs = agent_net_verbs_wanted(uerr, sizeof(uerr)), setup_authed = 0;
 		if (cfg->auth_key_file[0]) {
 			char kerr[320];

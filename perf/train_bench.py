@@ -89,7 +89,8 @@ def time_backend(a, backend, rank, world):
     dist.barrier()
     dt = time.perf_counter() - t0
     nparams = sum(p.numel() for p in model.parameters())
-    return a.steps * a.batch * world / dt, dt, nparams
+    final = torch.cat([p.detach().flatten() for p in model.parameters()])
+    return a.steps * a.batch * world / dt, dt, nparams, final
 
 
 def worker(a):
@@ -105,21 +106,29 @@ def worker(a):
     for r in range(max(1, a.rounds)):
         order += pair if r % 2 == 0 else pair[::-1]
     res = {"tally": [], "gloo": []}
+    final = {}  # the parameters after the first pass of each backend (same seed, same data)
     for b in order:
-        sps, dt, nparams = time_backend(a, b, rank, world)
+        sps, dt, nparams, params = time_backend(a, b, rank, world)
         res[b].append(dt)
+        final.setdefault(b, params)
         if rank == 0:
             print(f"{b}: {sps:.1f} samples/s ({a.steps} steps in {dt:.2f} s)", flush=True)
     if rank == 0 and a.out:
         import tally
         st = tally.init().stats()
         rate = {b: len(v) * a.steps * a.batch * world / sum(v) for b, v in res.items()}
+        # the same training through both: the final parameters agree up to summation order
+        # (the appliance sums in f32 in arrival order, gloo's ring in its own)
+        diff = (final["tally"] - final["gloo"]).abs().max().item()
+        scale = final["gloo"].abs().max().item()
         with open(a.out, "w") as f:
             json.dump({"tally_samples_s": rate["tally"], "gloo_samples_s": rate["gloo"],
                        "ratio": rate["tally"] / rate["gloo"], "params": nparams,
                        "order": order, "seconds": res,
                        "workers": world, "batch": a.batch, "steps": a.steps, "threads": a.threads,
                        "partition_bytes": a.partition_bytes, "credit_bytes": a.credit_bytes,
+                       "param_max_abs_diff": diff, "param_max_abs": scale,
+                       "params_bit_equal": bool(torch.equal(final["tally"], final["gloo"])),
                        "gso": a.gso, "appliance_nice": a.appliance_nice, "agent_retransmits_rank0": st["retransmits"],
                        "loadavg": os.getloadavg()}, f)
     dist.barrier()
@@ -157,7 +166,7 @@ def main():
             # CPUs with the workers: --appliance-nice N (negative: ahead of the workers)
             appl = subprocess.Popen(["nice", "-n", str(a.appliance_nice), udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", str(a.cores),
                                      "--job", "1", "--no-auth", "--token", "77", "--world", str(a.workers),
-                                     "--mem", str(1 << 30)],
+                                     "--mem", str(1 << 30), "--stats", out + ".udpd"],
                                     stdout=subprocess.DEVNULL)
             time.sleep(0.3)
             env.update(TALLY_APPLIANCES=f"127.0.0.1:{port}", TALLY_JOB_ID="1", TALLY_TOKEN="77")
@@ -178,6 +187,13 @@ def main():
     with open(out) as f:
         r = json.load(f)
     os.unlink(out)
+    if os.path.exists(out + ".udpd"):  # the appliance's counters (--stats at its exit)
+        with open(out + ".udpd") as f:
+            st = json.loads(f.read() or "{}")
+        os.unlink(out + ".udpd")
+        r["appliance"] = {k: st.get(k) for k in (
+            "pushes", "duplicates", "pulls", "resends", "tx_pkts", "rx_pkts", "udp_tx_calls",
+            "udp_tx_gso_sends", "udp_rx_calls", "udp_rx_gro_batches")}
     if os.path.exists(out + ".log"):
         os.unlink(out + ".log")
     if a.json:
@@ -185,7 +201,8 @@ def main():
     else:
         print(f"{r['params'] / 1e6:.1f} M parameters, {r['workers']} workers, batch {r['batch']}: "
               f"tally {r['tally_samples_s']:.1f} samples/s, gloo {r['gloo_samples_s']:.1f} samples/s, "
-              f"ratio {r['ratio']:.3f}")
+              f"ratio {r['ratio']:.3f}; final parameters: max |tally - gloo| "
+              f"{r['param_max_abs_diff']:.3g} (max |param| {r['param_max_abs']:.3g})")
     return 0
 
 

@@ -45,6 +45,8 @@ struct udpd_conf {
 	int check_config, help;
 	struct tally_actl_guard guard; /* allow-list, admission, quotas, control idle timeout */
 	struct tally_actl_verbs rdma; /* rdma-listen, -slots, -gid-index, -max-conns */
+	int gso;                   /* RESULT fan-out as UDP GSO super-datagrams per worker (on) */
+	int gro;                   /* take pushes as UDP GRO batches (on) */
 };
 
 /* udpd_conf.c */

@@ -36,6 +36,8 @@ void udpd_conf_init(struct udpd_conf *c)
 	c->max_jobs = 16;
 	c->log_level = LOG_INFO;
 	c->drain_timeout_ms = 10000;
+	c->gso = 1;
+	c->gro = 1;
 	tally_actl_verbs_init(&c->rdma);
 }
 
@@ -153,6 +155,10 @@ int udpd_conf_set(struct udpd_conf *c, const char *n, const char *v, char *err, 
 		return set_switch(&c->check_config, n, v, err, el);
 	if (!strcmp(n, "no-auth"))
 		return set_switch(&c->no_auth, n, v, err, el);
+	if (!strcmp(n, "gso"))
+		return set_switch(&c->gso, n, v, err, el);
+	if (!strcmp(n, "gro"))
+		return set_switch(&c->gro, n, v, err, el);
 	if (!strcmp(n, "key-file"))
 		return set_str(c->key_file, sizeof(c->key_file), n, v, err, el);
 	if (!strcmp(n, "ctl-socket") || !strcmp(n, "control"))
@@ -282,6 +288,10 @@ void udpd_usage(FILE *f)
 		"  --key-file FILE       its key (32 bytes hex, mode 0600; workers read the same\n"
 		"                        file from TALLY_AUTH_KEY_FILE), or\n"
 		"  --no-auth             admit it unauthenticated (a trusted fabric)\n"
+		"  --gso on|off          RESULTs to one worker leave as UDP GSO super-datagrams\n"
+		"                        (on; off for clients that cannot take kernel-segmented\n"
+		"                        frames: DPDK on AF_PACKET over a veth)\n"
+		"  --gro on|off          take pushes as UDP GRO batches, one receive each (on)\n"
 		"  --log-level L         error..debug (info)\n"
 		"  --drain-timeout-ms N  SIGTERM or a shutdown with drain waits this long for\n"
 		"                        open rounds (10000)\n"

@@ -61,7 +61,10 @@ int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
 {
 	struct tally_udp_cfg uc = { .listen = 1, .ncores = d->conf.ncores,
 				    .base_port = d->conf.base_port,
-				    .host = d->conf.host[0] ? d->conf.host : NULL };
+				    .host = d->conf.host[0] ? d->conf.host : NULL,
+				    /* kernel-segmented RESULTs and coalesced pushes: a system
+				     * call and a stack traversal per 7 chunks, not per chunk */
+				    .gso = d->conf.gso, .gro = d->conf.gro };
 	int rc = 0;
 
 	d->udp = tally_udp_create(&uc, on_rx, d, &rc, err, errlen);

@@ -58,6 +58,11 @@ struct tally_udp {
 	struct mmsghdr *smsg;
 	struct iovec *siov;
 	char *sctl;
+	/* listen mode with GSO: where unsent packets of a destination-grouped flush are
+	 * gathered before going back to the queue's front (udp_keep_unsent) */
+	uint8_t *sscratch;
+	uint32_t *slens;
+	struct sockaddr_in *sdst;
 	uint64_t busy_ns;            /* busy-poll budget per wait (0: off) */
 	struct tally_udp_stats st;
 	char err[256];

@@ -30,37 +30,105 @@ uint64_t udp_now_ns(void *ctx)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t udp_dst_key(const struct sockaddr_in *a)
+{
+	return (uint64_t)a->sin_addr.s_addr << 16 | a->sin_port;
+}
+
+/* Listen mode with GSO: the send order puts each destination's packets together (each
+ * destination's own order kept), so a RESULT fan-out to W workers, queued chunk by chunk
+ * and rank by rank, leaves as a few super-datagrams per worker instead of one datagram
+ * per packet (a run to one destination is what GSO can join). Order across destinations
+ * means nothing on the wire. Returns 1 when ord[] is not the queue's own order. */
+static int udp_group_dst(const struct udp_sock *s, uint32_t *ord)
+{
+	uint8_t used[1024];
+	uint32_t n = 0;
+	int moved = 0;
+
+	memset(used, 0, s->nq);
+	for (uint32_t i = 0; i < s->nq; i++) {
+		if (used[i])
+			continue;
+		uint64_t key = udp_dst_key(&s->dst[i]);
+
+		for (uint32_t j = i; j < s->nq; j++)
+			if (!used[j] && udp_dst_key(&s->dst[j]) == key) {
+				used[j] = 1;
+				moved |= n != j;
+				ord[n++] = j;
+			}
+	}
+	return moved;
+}
+
+/* The packets ord[sent..nq) that did not go stay queued, in that order, at the front. */
+static void udp_keep_unsent(struct tally_udp *u, struct udp_sock *s, const uint32_t *ord,
+			    uint32_t sent, int moved)
+{
+	uint32_t left = s->nq - sent;
+
+	if (!moved) {
+		memmove(s->slots, s->slots + (size_t)sent * UDP_SLOT, (size_t)left * UDP_SLOT);
+		memmove(s->lens, s->lens + sent, left * sizeof(*s->lens));
+		if (s->dst)
+			memmove(s->dst, s->dst + sent, left * sizeof(*s->dst));
+		return;
+	}
+	/* grouped: gather through the scratch queue (sources lie anywhere in the queue) */
+	for (uint32_t k = 0; k < left; k++) {
+		uint32_t j = ord[sent + k];
+
+		memcpy(u->sscratch + (size_t)k * UDP_SLOT, s->slots + (size_t)j * UDP_SLOT,
+		       s->lens[j]);
+		u->slens[k] = s->lens[j];
+		u->sdst[k] = s->dst[j];
+	}
+	for (uint32_t k = 0; k < left; k++) {
+		memcpy(s->slots + (size_t)k * UDP_SLOT, u->sscratch + (size_t)k * UDP_SLOT,
+		       u->slens[k]);
+		s->lens[k] = u->slens[k];
+		s->dst[k] = u->sdst[k];
+	}
+}
+
 /* sendmmsg one socket's queue; GSO groups runs of equal-length packets to one destination
  * (the last of a run may be shorter). Unsent packets stay queued on EAGAIN. */
 int udp_flush_sock(struct tally_udp *u, struct udp_sock *s)
 {
-	uint32_t i = 0, nm = 0, first[1024], cnt[1024];
-	int rc = 0;
+	uint32_t i = 0, nm = 0, first[1024], cnt[1024], ord[1024];
+	int rc = 0, moved = 0;
 
 	if (!s->nq)
 		return 0;
+	if (u->cfg.gso && s->dst && u->sscratch)
+		moved = udp_group_dst(s, ord);
+	if (!moved)
+		for (uint32_t k = 0; k < s->nq; k++)
+			ord[k] = k;
 	while (i < s->nq) {
 		struct msghdr *mh = &u->smsg[nm].msg_hdr;
-		uint32_t len = s->lens[i], n = 1, total = len;
+		uint32_t len = s->lens[ord[i]], n = 1, total = len;
 
 		if (u->cfg.gso)
 			while (i + n < s->nq && n < UDP_GSO_MAX_SEGS &&
-			       total + s->lens[i + n] <= UDP_GSO_MAX_BYTES &&
-			       s->lens[i + n] <= len && s->lens[i + n - 1] == len &&
-			       (!s->dst || !memcmp(&s->dst[i + n], &s->dst[i], sizeof(s->dst[i])))) {
-				total += s->lens[i + n];
+			       total + s->lens[ord[i + n]] <= UDP_GSO_MAX_BYTES &&
+			       s->lens[ord[i + n]] <= len && s->lens[ord[i + n - 1]] == len &&
+			       (!s->dst || udp_dst_key(&s->dst[ord[i + n]]) ==
+					   udp_dst_key(&s->dst[ord[i]]))) {
+				total += s->lens[ord[i + n]];
 				n++;
 			}
 		memset(mh, 0, sizeof(*mh));
 		for (uint32_t k = 0; k < n; k++) {
-			u->siov[i + k].iov_base = s->slots + (size_t)(i + k) * UDP_SLOT;
-			u->siov[i + k].iov_len = s->lens[i + k];
+			u->siov[i + k].iov_base = s->slots + (size_t)ord[i + k] * UDP_SLOT;
+			u->siov[i + k].iov_len = s->lens[ord[i + k]];
 		}
 		mh->msg_iov = &u->siov[i];
 		mh->msg_iovlen = n;
 		if (s->dst) {
-			mh->msg_name = &s->dst[i];
-			mh->msg_namelen = sizeof(s->dst[i]);
+			mh->msg_name = &s->dst[ord[i]];
+			mh->msg_namelen = sizeof(s->dst[ord[i]]);
 		}
 		if (n > 1) {
 			struct cmsghdr *cm;
@@ -92,7 +160,7 @@ int udp_flush_sock(struct tally_udp *u, struct udp_sock *s)
 				sent_pkts += cnt[m];
 				u->st.tx_pkts += cnt[m];
 				for (uint32_t q = 0; q < cnt[m]; q++)
-					u->st.tx_bytes += s->lens[first[m] + q];
+					u->st.tx_bytes += s->lens[ord[first[m] + q]];
 				if (cnt[m] > 1)
 					u->st.tx_gso_sends++;
 			}
@@ -119,14 +187,8 @@ int udp_flush_sock(struct tally_udp *u, struct udp_sock *s)
 		sent_pkts += cnt[done];
 		done++;
 	}
-	if (sent_pkts < s->nq) {
-		uint32_t left = s->nq - sent_pkts;
-
-		memmove(s->slots, s->slots + (size_t)sent_pkts * UDP_SLOT, (size_t)left * UDP_SLOT);
-		memmove(s->lens, s->lens + sent_pkts, left * sizeof(*s->lens));
-		if (s->dst)
-			memmove(s->dst, s->dst + sent_pkts, left * sizeof(*s->dst));
-	}
+	if (sent_pkts < s->nq)
+		udp_keep_unsent(u, s, ord, sent_pkts, moved);
 	s->nq -= sent_pkts;
 	if (gso_refused)
 		return udp_flush_sock(u, s);

@@ -159,7 +159,13 @@ struct tally_udp *tally_udp_create(const struct tally_udp_cfg *cfg, tally_udp_rx
 	u->smsg = calloc(u->cfg.batch, sizeof(*u->smsg));
 	u->siov = calloc(u->cfg.batch, sizeof(*u->siov));
 	u->sctl = calloc(u->cfg.batch, UDP_CTL_LEN);
-	if (!u->rmsg || !u->riov || !u->rbuf || !u->rctl || !u->smsg || !u->siov || !u->sctl) {
+	if (u->cfg.listen && u->cfg.gso) { /* the destination-grouped flush (udp_io.c) */
+		u->sscratch = malloc((size_t)u->cfg.batch * UDP_SLOT);
+		u->slens = calloc(u->cfg.batch, sizeof(*u->slens));
+		u->sdst = calloc(u->cfg.batch, sizeof(*u->sdst));
+	}
+	if (!u->rmsg || !u->riov || !u->rbuf || !u->rctl || !u->smsg || !u->siov || !u->sctl ||
+	    (u->cfg.listen && u->cfg.gso && (!u->sscratch || !u->slens || !u->sdst))) {
 		snprintf(errbuf, errlen, "udp: out of memory");
 		goto fail;
 	}
@@ -215,6 +221,9 @@ void tally_udp_destroy(struct tally_udp *u)
 	free(u->smsg);
 	free(u->siov);
 	free(u->sctl);
+	free(u->sscratch);
+	free(u->slens);
+	free(u->sdst);
 	free(u);
 }
 
