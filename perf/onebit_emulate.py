@@ -52,7 +52,7 @@ def parser():
     p.add_argument("--warmup", type=int, default=5, help="untimed steps (OneBitAdam's freeze step)")
     p.add_argument("--steps", type=int, default=10, help="timed steps")
     p.add_argument("--impls", default=",".join(IMPLS), help="comma list of " + ", ".join(IMPLS))
-    p.add_argument("--udpd", default=None, help="tally-udpd (default: build*/appliance/udpd/tally-udpd)")
+    p.add_argument("--udpd", default=None, help="tally-udpd (default: $TALLY_BUILD, then build/, then build*/: appliance/udpd/tally-udpd)")
     p.add_argument("--timeout", type=float, default=240, help="seconds per run")
     p.add_argument("--prefix", default=None, help="namespace name prefix (default ob<pid>)")
     p.add_argument("--json", default=None, help="write the results here")
@@ -131,9 +131,9 @@ def worker(a):
 def find_udpd(given):
     if given:
         return given
-    import glob
-    hits = sorted(glob.glob(os.path.join(ROOT, "build*", "appliance", "udpd", "tally-udpd")))
-    return hits[0] if hits else None
+    sys.path.insert(0, os.path.join(ROOT, "gpu_agent", "examples"))
+    import train  # build_dirs(): $TALLY_BUILD, then build/, then the other trees
+    return train.find_binary("tally-udpd", None)
 
 
 def log(msg):

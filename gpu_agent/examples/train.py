@@ -64,7 +64,7 @@ def args_parser():
                    help="auto: tallyd when built and running as root (and no --drop), else udp "
                         "(default: $TALLY_TRAIN_APPLIANCE or auto)")
     p.add_argument("--udpd", default=None, help="software appliance binary (tally-udpd)")
-    p.add_argument("--tallyd", default=None, help="tallyd binary (default: build*/appliance/tallyd)")
+    p.add_argument("--tallyd", default=None, help="tallyd binary (default: $TALLY_BUILD, then build/, then build*/: appliance/tallyd)")
     p.add_argument("--relay", default=None, help="impairment relay binary (agent_relay / tly_relay)")
     p.add_argument("--drop", type=float, default=0.0, help="percent of packets dropped each way")
     p.add_argument("--slow-rank", type=int, default=-1)
@@ -81,15 +81,25 @@ def args_parser():
 
 # ---------------------------------------------------------------- launcher
 
+def build_dirs():
+    """The build trees to search: $TALLY_BUILD, then build/ (the README's), then the other
+    build*/ folders by name, so a second tree (a GPU bundle, a helper's build-x) never
+    shadows the one just built."""
+    env = os.environ.get("TALLY_BUILD")
+    dirs = [os.path.abspath(env)] if env else []
+    dirs.append(os.path.join(ROOT, "build"))
+    dirs += sorted(d for d in glob.glob(os.path.join(ROOT, "build*")) if d not in dirs)
+    return [d for d in dirs if os.path.isdir(d)]
+
+
 def find_binary(name, given):
     if given:
         return given
-    for pat in (f"build*/tests/agent/{name}", f"build*/tests/e2e/{name}", f"build*/appliance/{name}",
-                f"build*/appliance/udpd/{name}",
-                f"build*/control/{name}"):
-        hits = sorted(glob.glob(os.path.join(ROOT, pat)))
-        if hits:
-            return hits[0]
+    for d in build_dirs():
+        for sub in ("tests/agent", "tests/e2e", "appliance", "appliance/udpd", "control"):
+            p = os.path.join(d, sub, name)
+            if os.path.exists(p):
+                return p
     return None
 
 

@@ -14,7 +14,6 @@ TALLY_TEST_HIDDEN=N widens the MLP (train.py --hidden; default 128, 17 k paramet
 costs, dominates.
 Exit 77 (skip) where torch sees no GPU or the agent library was built without CUDA.
 """
-import glob
 import os
 import statistics
 import sys
@@ -75,8 +74,9 @@ def main():
 def find_tallyd():
     if os.environ.get("TALLY_TEST_TALLYD"):
         return os.environ["TALLY_TEST_TALLYD"]
-    hits = sorted(glob.glob(os.path.join(tt.ROOT, "build*", "appliance", "tallyd")))
-    return hits[0] if hits else None
+    sys.path.insert(0, os.path.join(tt.ROOT, "gpu_agent", "examples"))
+    import train  # build_dirs(): $TALLY_BUILD, then build/, then the other trees
+    return train.find_binary("tallyd", None)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 
 Nothing here is compiled against torch, so one build of the library serves every torch
 version. The library is found through $TALLY_AGENT_LIB, then next to this package in a
-build tree (build*/gpu_agent/libtally_agent.so), then the system loader path.
+build tree ($TALLY_BUILD, then build/, then the other build*/ folders by name:
+BUILD/gpu_agent/libtally_agent.so), then the system loader path.
 """
 import ctypes
 import glob
@@ -17,7 +18,12 @@ def _candidates():
     if env:
         yield env
     root = os.path.abspath(os.path.join(_here, "..", "..", ".."))
-    for p in sorted(glob.glob(os.path.join(root, "build*", "gpu_agent", "libtally_agent.so"))):
+    # $TALLY_BUILD's tree first, then build/ (the README's), then the others by name: a
+    # second tree (a GPU bundle, a helper's build-x) never shadows the one just built
+    first = [os.path.abspath(os.environ.get("TALLY_BUILD") or "/nonexistent"), os.path.join(root, "build")]
+    for p in sorted(glob.glob(os.path.join(root, "build*", "gpu_agent", "libtally_agent.so")),
+                    key=lambda p: (os.path.dirname(os.path.dirname(p)) not in first[:1],
+                                   os.path.dirname(os.path.dirname(p)) not in first, p)):
         yield p
     yield "libtally_agent.so"
 
