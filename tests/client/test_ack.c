@@ -214,12 +214,25 @@ static void lp_result(void *arg, struct sys *s, unsigned w, unsigned k, uint32_t
 		lp->t_done = simnet_now(s->net);
 }
 
+/* Runs cfg's job for `rounds` with lp's losses injected; the caller frees it. */
+static struct sys *lp_run(struct sys_cfg *cfg, unsigned rounds, struct lp *lp)
+{
+	struct sys_hooks hk = { .result = lp_result, .arg = lp };
+	struct sys *s = sys_new(cfg);
+
+	lp->net = s->net;
+	lp->ncl0 = simnet_client_node(s->net, 0);
+	lp->ncl1 = simnet_client_node(s->net, 1);
+	simnet_set_filter(s->net, lp_filter, lp);
+	sys_run(s, rounds, 20000 * MS, &hk);
+	return s;
+}
+
 static void test_lost_probe_reprobed(void **state)
 {
 	(void)state;
 	struct sys_cfg cfg = ack_cfg(2, 21, 0);
 	struct lp lp = { 0 };
-	struct sys_hooks hk = { .result = lp_result, .arg = &lp };
 
 	cfg.M = 1;
 	cfg.nkeys = 2;
@@ -227,13 +240,7 @@ static void test_lost_probe_reprobed(void **state)
 					.dtype = TALLY_DT_F32 };
 	cfg.keys[1] = (struct sys_key){ .key = 51, .nelems = 64 * 256, .chunk_elems = 256,
 					.dtype = TALLY_DT_F32 };
-	struct sys *s = sys_new(&cfg);
-
-	lp.net = s->net;
-	lp.ncl0 = simnet_client_node(s->net, 0);
-	lp.ncl1 = simnet_client_node(s->net, 1);
-	simnet_set_filter(s->net, lp_filter, &lp);
-	sys_run(s, 30, 20000 * MS, &hk);
+	struct sys *s = lp_run(&cfg, 30, &lp);
 	const struct tally_client_stats *st = tally_client_stats(s->cl[0]);
 
 	print_message("  lost RESULT then lost probe: repaired in %.1f us (%llu probes, %llu "
@@ -259,19 +266,12 @@ static void test_tail_probe_reprobed(void **state)
 	(void)state;
 	struct sys_cfg cfg = ack_cfg(2, 22, 0);
 	struct lp lp = { 0 };
-	struct sys_hooks hk = { .result = lp_result, .arg = &lp };
 
 	cfg.M = 1;
 	cfg.nkeys = 1;
 	cfg.keys[0] = (struct sys_key){ .key = 50, .nelems = 4 * 256, .chunk_elems = 256,
 					.dtype = TALLY_DT_F32 };
-	struct sys *s = sys_new(&cfg);
-
-	lp.net = s->net;
-	lp.ncl0 = simnet_client_node(s->net, 0);
-	lp.ncl1 = simnet_client_node(s->net, 1);
-	simnet_set_filter(s->net, lp_filter, &lp);
-	sys_run(s, 4, 20000 * MS, &hk);
+	struct sys *s = lp_run(&cfg, 4, &lp);
 	const struct tally_client_stats *st = tally_client_stats(s->cl[0]);
 
 	print_message("  at the tail: repaired in %.1f us (%llu probes, %llu re-sent)\n",

@@ -7,16 +7,8 @@
 #  2. with --gso off --gro off the same job runs with neither (and still verifies);
 #  3. a bad value ('--gso maybe') is refused at start (exit 2) naming the setting.
 set -u
-bin=
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--bin) bin=$2; shift 2 ;;
-	*) echo "udpd_gso.sh: unknown argument $1" >&2; exit 2 ;;
-	esac
-done
-UDPD=$bin/appliance/udpd/tally-udpd
-WORKER=$bin/perf/tally-worker
-[ -x "$UDPD" ] && [ -x "$WORKER" ] || { echo "binaries missing under $bin" >&2; exit 1; }
+# --bin BUILDDIR -> bin, UDPD, WORKER
+. "$(cd "$(dirname "$0")" && pwd)/../faults/udpd_bins.sh"
 tmp=$(mktemp -d /tmp/tally-udpd-gso.XXXXXX)
 port=$((21000 + ($$ % 20000)))
 app=
