@@ -98,37 +98,47 @@ static void cli_rx(void *arg, const void *buf, size_t len, const struct tally_ad
 	l->next++;
 }
 
-static void run_fanout(int gso)
+/* A listening server (gso as given) on port and NCLI clients, each of which has said hello
+ * so the server knows its address (asserted). */
+static struct tally_udp *open_cluster(int gso, uint16_t port, struct srv_log *sl,
+				      struct tally_udp **cli, struct cli_log *cl)
 {
 	const struct tally_xport_ops *ops = tally_udp_ops();
 	struct tally_udp_cfg scfg = { .host = "127.0.0.1", .listen = 1, .ncores = 1, .gso = gso,
-				      .gro = 1 };
-	struct tally_udp *srv, *cli[NCLI];
-	struct srv_log sl = { 0 };
-	struct cli_log cl[NCLI] = { 0 };
-	static uint8_t pkt[TALLY_HDR_LEN + PLEN];
+				      .gro = 1, .base_port = port };
+	uint8_t hello[TALLY_HDR_LEN] = { 0 };
+	struct tally_udp *srv;
 	char err[256];
 	int rc = 0;
 
-	scfg.base_port = (uint16_t)(21000 + getpid() % 20000 + gso * 2);
-	srv = tally_udp_create(&scfg, srv_rx, &sl, &rc, err, sizeof(err));
+	srv = tally_udp_create(&scfg, srv_rx, sl, &rc, err, sizeof(err));
 	assert_non_null(srv);
 	for (unsigned c = 0; c < NCLI; c++) {
-		struct tally_udp_cfg ccfg = { .host = "127.0.0.1", .gro = 1,
-					      .base_port = scfg.base_port };
+		struct tally_udp_cfg ccfg = { .host = "127.0.0.1", .gro = 1, .base_port = port };
 		struct tally_addr to = { .core = 0 };
 
 		cli[c] = tally_udp_create(&ccfg, cli_rx, &cl[c], &rc, err, sizeof(err));
 		assert_non_null(cli[c]);
-		memset(pkt, 0, TALLY_HDR_LEN);
-		pkt[0] = (uint8_t)c; /* hello: the server learns the client's address */
-		assert_int_equal(ops->send(cli[c], &to, pkt, NULL, 0), 0);
+		hello[0] = (uint8_t)c; /* the server learns the client's address */
+		assert_int_equal(ops->send(cli[c], &to, hello, NULL, 0), 0);
 		ops->poll(cli[c], 0);
 	}
-	for (int i = 0; i < 100 && !(sl.known[0] && sl.known[1] && sl.known[2]); i++)
+	for (int i = 0; i < 100 && !(sl->known[0] && sl->known[1] && sl->known[2]); i++)
 		ops->poll(srv, 1000000);
 	for (unsigned c = 0; c < NCLI; c++)
-		assert_true(sl.known[c]);
+		assert_true(sl->known[c]);
+	return srv;
+}
+
+static void run_fanout(int gso)
+{
+	const struct tally_xport_ops *ops = tally_udp_ops();
+	struct tally_udp *srv, *cli[NCLI];
+	struct srv_log sl = { 0 };
+	struct cli_log cl[NCLI] = { 0 };
+	static uint8_t pkt[TALLY_HDR_LEN + PLEN];
+
+	srv = open_cluster(gso, (uint16_t)(21000 + getpid() % 20000 + gso * 2), &sl, cli, cl);
 	/* interleaved, as an engine answers a chunk to every rank before the next chunk */
 	for (uint32_t seq = 0; seq < NSEQ; seq++)
 		for (unsigned c = 0; c < NCLI; c++) {
@@ -199,32 +209,12 @@ static void queue_seq(struct tally_udp *srv, const struct srv_log *sl, uint32_t 
 static void test_fanout_partial(void **state)
 {
 	const struct tally_xport_ops *ops = tally_udp_ops();
-	struct tally_udp_cfg scfg = { .host = "127.0.0.1", .listen = 1, .ncores = 1, .gso = 1,
-				      .gro = 1 };
 	struct tally_udp *srv, *cli[NCLI];
 	struct srv_log sl = { 0 };
 	struct cli_log cl[NCLI] = { 0 };
-	uint8_t hello[TALLY_HDR_LEN] = { 0 };
-	char err[256];
-	int rc = 0;
 
 	(void)state;
-	scfg.base_port = (uint16_t)(21000 + getpid() % 20000 + 5);
-	srv = tally_udp_create(&scfg, srv_rx, &sl, &rc, err, sizeof(err));
-	assert_non_null(srv);
-	for (unsigned c = 0; c < NCLI; c++) {
-		struct tally_udp_cfg ccfg = { .host = "127.0.0.1", .gro = 1,
-					      .base_port = scfg.base_port };
-		struct tally_addr to = { .core = 0 };
-
-		cli[c] = tally_udp_create(&ccfg, cli_rx, &cl[c], &rc, err, sizeof(err));
-		assert_non_null(cli[c]);
-		hello[0] = (uint8_t)c;
-		assert_int_equal(ops->send(cli[c], &to, hello, NULL, 0), 0);
-		ops->poll(cli[c], 0);
-	}
-	for (int i = 0; i < 100 && !(sl.known[0] && sl.known[1] && sl.known[2]); i++)
-		ops->poll(srv, 1000000);
+	srv = open_cluster(1, (uint16_t)(21000 + getpid() % 20000 + 5), &sl, cli, cl);
 	queue_seq(srv, &sl, 0, 10); /* 30 packets: under one batch, nothing flushed yet */
 	partial = 1;
 	assert_int_equal(tally_udp_flush(srv), 0);
