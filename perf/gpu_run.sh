@@ -9,7 +9,7 @@
 #   train      tests/agent/test_train_cuda.py (2 ranks sharing the GPU, Tally vs gloo)
 #   line       tally-perf line, 1 2 4 8 DPDK workers on net_memif, aggregation vs --io-forward
 #   engine     tally-perf engine (one core)
-#   allreduce  tally-perf allreduce W=4, Tally vs gloo, 1 MiB and 64 MiB
+#   allreduce  tally-perf allreduce W=4, Tally vs gloo vs OpenMPI (the host's mpirun), 1 MiB and 64 MiB
 # Everything goes to OUT/gpu_run.log (and the figures' JSON lines to OUT/results.jsonl).
 set -u
 [ $# -ge 2 ] || { echo "usage: $0 BUNDLE OUT [STEP...]" >&2; exit 2; }
@@ -47,7 +47,8 @@ export LD_LIBRARY_PATH=$LIBS:$B/gpu_agent${NCCL:+:$NCCL}${LD_LIBRARY_PATH:+:$LD_
 # with DPDK installed keeps its own)
 PMDS=/usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0
 if [ ! -d "$PMDS" ] || [ -f "$PMDS/.tally-gpu-bundle" ]; then
-	mkdir -p "$PMDS" && cp "$B"/pmds/* "$PMDS"/ && touch "$PMDS/.tally-gpu-bundle"
+	# emptied first: a driver left by an older bundle is loaded all the same
+	mkdir -p "$PMDS" && rm -f "$PMDS"/*.so && cp "$B"/pmds/* "$PMDS"/ && touch "$PMDS/.tally-gpu-bundle"
 fi
 # iproute2 where the host has none
 command -v ip >/dev/null || export PATH=$PATH:$B/bin
@@ -96,7 +97,7 @@ step_engine() {
 
 step_allreduce() {
 	for s in 1M 64M; do
-		run 240 "$B"/perf/tally-perf allreduce --impl tally --impl gloo --workers 4 --size $s --rounds 20
+		run 240 "$B"/perf/tally-perf allreduce --impl tally --impl gloo --impl mpi --workers 4 --size $s --rounds 20
 	done
 }
 
