@@ -233,6 +233,9 @@ def tally_plan(cl, o):
     worker = os.path.join(o.remote_bin or o.bin if o.hosts else o.bin, "perf", "tally-worker")
     K = o.appliances
     mem = max(256, (o.bytes // K * 3) >> 20)
+    # the one job may take all of it (tallyd's default job quota is half of --mem, less than
+    # a 64 MiB tensor's accumulators and results)
+    quota = ["--quota-bytes", f"{mem}M"]
     apps, addrs = [], []
     if o.hosts and o.apps_ext:
         addrs = list(o.apps_ext)
@@ -240,7 +243,7 @@ def tally_plan(cl, o):
         for k, (pci, ip) in enumerate(o.apps_pci):
             apps.append((None, f"tallyd{k}", [
                 tallyd, "--port", pci, "--ip", ip, "--queues", "1", "--base-port", str(PORT),
-                "--open-admission", "--mem", f"{mem}M", "--idle-backoff", "off",
+                "--open-admission", "--mem", f"{mem}M"] + quota + ["--idle-backoff", "off",
                 "--ctl-socket", os.path.join(cl.tmp, f"ctl{k}.sock"), "--", "-a", pci,
                 "--file-prefix", f"{o.prefix}a{k}"] + o.tallyd_eal.split()))
             addrs.append((ip.split("/")[0], PORT))
@@ -253,7 +256,7 @@ def tally_plan(cl, o):
                 tallyd, "--port", f"net_af_packet{k},iface={hif},framesz=9216,blocksz=36864,"
                 "framecnt=2048,qpairs=1,qdisc_bypass=0",
                 "--ip", f"{cl.app_ip(k)}/24", "--queues", "1", "--base-port", str(PORT),
-                "--open-admission", "--mem", f"{mem}M", "--idle-backoff", "on",
+                "--open-admission", "--mem", f"{mem}M"] + quota + ["--idle-backoff", "on",
                 "--ctl-socket", os.path.join(cl.tmp, f"ctl{k}.sock"), "--",
                 "--no-huge", "--no-pci", "-m", str(mem + 512), "--file-prefix", f"{o.prefix}a{k}",
                 "--lcores", lc]))

@@ -196,6 +196,16 @@ class Figures(unittest.TestCase):
         with self.assertRaises(pa.UsageError):
             pa.parse_args(["--gso", "maybe"])
 
+    def test_job_quota_is_the_appliance(self):
+        # a 64 MiB tensor's keys overran tallyd's default job quota (half of --mem): the one
+        # job may take all of --mem, namespaces and real ports alike
+        o = pa.parse_args(["--impl", "tally", "--size", "64M", "--workers", "4"])
+        o.bin = "/b"
+        apps, _, _ = pa.tally_plan(an.Cluster(o, "/tmp/none"), o)
+        argv = apps[0][2]
+        self.assertEqual(argv[argv.index("--quota-bytes") + 1], argv[argv.index("--mem") + 1])
+        self.assertGreaterEqual(int(argv[argv.index("--mem") + 1].rstrip("M")) << 20, 3 * (64 << 20))
+
     def test_worker_opt(self):
         self.assertEqual(pa.worker_opt(["--gso", "--window", "16"], "--window", 64), "16")
         self.assertEqual(pa.worker_opt(["--window=8", "--window", "32"], "--window", 64), "32")
