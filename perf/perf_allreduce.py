@@ -75,6 +75,9 @@ def build_parser():
                         "next appliance that answers (tally-worker --failover)")
     p.add_argument("--gso", choices=("on", "off"), default="on",
                    help="Tally workers send with UDP GSO (on; TCP peers use TSO/GSO alike)")
+    p.add_argument("--idle-backoff", choices=("on", "off", "auto"), default="auto",
+                   help="tallyd's idle sleep in namespaces (auto: off where the CPUs outnumber "
+                        "the busy processes, on where it shares them)")
     p.add_argument("--bin", default=os.environ.get("TALLY_BUILD", ""), help="build directory")
     p.add_argument("--timeout", type=float, default=300, help="seconds per implementation")
     p.add_argument("--prefix", default=f"perf{os.getpid() % 100000}",
@@ -248,15 +251,20 @@ def tally_plan(cl, o):
                 "--file-prefix", f"{o.prefix}a{k}"] + o.tallyd_eal.split()))
             addrs.append((ip.split("/")[0], PORT))
     else:
+        ncpu = os.cpu_count() or 1
+        backoff = o.idle_backoff
+        if backoff == "auto":
+            # pure polling wherever each appliance's datapath lcore and each worker can have
+            # a CPU of its own (a 16-core host); sleeping when idle where they share 2
+            backoff = "off" if ncpu >= K + o.workers * K + 1 else "on"
         for k, (ns, hif) in enumerate(cl.apps):
-            # One datapath lcore per appliance, spread over the CPUs; idle back-off shares them.
-            ncpu = os.cpu_count() or 1
+            # One datapath lcore per appliance, spread over the CPUs
             lc = f"0@{k % ncpu},1@{(k + 1) % ncpu}"
             apps.append((ns, f"tallyd{k}", [
                 tallyd, "--port", f"net_af_packet{k},iface={hif},framesz=9216,blocksz=36864,"
                 "framecnt=2048,qpairs=1,qdisc_bypass=0",
                 "--ip", f"{cl.app_ip(k)}/24", "--queues", "1", "--base-port", str(PORT),
-                "--open-admission", "--mem", f"{mem}M"] + quota + ["--idle-backoff", "on",
+                "--open-admission", "--mem", f"{mem}M"] + quota + ["--idle-backoff", backoff,
                 "--ctl-socket", os.path.join(cl.tmp, f"ctl{k}.sock"), "--",
                 "--no-huge", "--no-pci", "-m", str(mem + 512), "--file-prefix", f"{o.prefix}a{k}",
                 "--lcores", lc]))

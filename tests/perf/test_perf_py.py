@@ -206,6 +206,19 @@ class Figures(unittest.TestCase):
         self.assertEqual(argv[argv.index("--quota-bytes") + 1], argv[argv.index("--mem") + 1])
         self.assertGreaterEqual(int(argv[argv.index("--mem") + 1].rstrip("M")) << 20, 3 * (64 << 20))
 
+    def test_idle_backoff(self):
+        o = pa.parse_args(["--impl", "tally", "--workers", "4"])
+        o.bin = "/b"
+        cl = an.Cluster(o, "/tmp/none")
+        for choice in ("on", "off"):
+            o.idle_backoff = choice
+            argv = pa.tally_plan(cl, o)[0][0][2]
+            self.assertEqual(argv[argv.index("--idle-backoff") + 1], choice)
+        o.idle_backoff = "auto"  # 1 lcore + 4 workers + main: polling from 6 CPUs up
+        argv = pa.tally_plan(cl, o)[0][0][2]
+        self.assertEqual(argv[argv.index("--idle-backoff") + 1],
+                         "off" if (os.cpu_count() or 1) >= 6 else "on")
+
     def test_worker_opt(self):
         self.assertEqual(pa.worker_opt(["--gso", "--window", "16"], "--window", 64), "16")
         self.assertEqual(pa.worker_opt(["--window=8", "--window", "32"], "--window", 64), "32")
