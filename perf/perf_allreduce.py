@@ -401,7 +401,7 @@ def mpi_plan(cl, o, mpirun):
                o.iface] if o.iface else []
         return None, [mpirun, "--allow-run-as-root", "-np", str(o.workers), "-H",
                       ",".join(f"{h}:1" for h in o.hosts), "--map-by", "node",
-                      "--mca", "btl", "tcp,self"] + net + [
+                      "--mca", "btl", "tcp,self"] + net + ["--mca", "plm", "rsh",
                       "--mca", "plm_rsh_agent", " ".join(o.remote),
                       "--mca", "plm_rsh_no_tree_spawn", "1", prog, str(o.bytes),
                       str(o.rounds), str(o.warmup)], {}
@@ -414,7 +414,9 @@ def mpi_plan(cl, o, mpirun):
         with open(hostfile, "w") as f:
             for i in range(o.workers):
                 f.write(f"{cl.worker_ip(i)} slots=1\n")
-    env = {"TALLY_PERF_HOSTMAP": hostmap,
+    # plm rsh named: a container's environment may pin another launcher (the GPU host sets
+    # OMPI_MCA_plm=isolated: local slots only, "All nodes ... are already filled")
+    env = {"TALLY_PERF_HOSTMAP": hostmap, "OMPI_MCA_plm": "rsh",
            "OMPI_MCA_plm_rsh_agent": os.path.join(HERE, "perf_allreduce_rsh.sh")}
     return cl.ns("c"), [
         mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(o.workers),

@@ -134,6 +134,7 @@ class RemoteArgs(unittest.TestCase):
         _, mpi, _ = pa.mpi_plan(cl, o, "mpirun")
         self.assertIn("h1:1,h2:1", mpi)
         self.assertEqual(mpi[mpi.index("plm_rsh_agent") + 1], "ssh -o BatchMode=yes")
+        self.assertEqual(mpi[mpi.index("plm") + 1], "rsh")  # not a launcher from the environment
         self.assertEqual(mpi[-4:], ["/opt/t/perf/tally-perf-mpi", str(1 << 20), "3", "1"])
         self.assertEqual(cl.master(), "h1")
         self.assertEqual(cl.line(None, ["x"], {"A": "1"}), ["env", "A=1", "x"])
@@ -218,6 +219,13 @@ class Figures(unittest.TestCase):
         argv = pa.tally_plan(cl, o)[0][0][2]
         self.assertEqual(argv[argv.index("--idle-backoff") + 1],
                          "off" if (os.cpu_count() or 1) >= 6 else "on")
+
+    def test_mpi_launcher_named(self):
+        # the GPU host's environment had OMPI_MCA_plm=isolated: every rank on one node
+        o = pa.parse_args(["--impl", "mpi", "--workers", "4", "--dry-run"])
+        o.bin = "/b"
+        _, _, env = pa.mpi_plan(an.Cluster(o, "/tmp/none"), o, "mpirun")
+        self.assertEqual(env["OMPI_MCA_plm"], "rsh")
 
     def test_worker_opt(self):
         self.assertEqual(pa.worker_opt(["--gso", "--window", "16"], "--window", 64), "16")
