@@ -7,6 +7,7 @@
 #   cuda       the CUDA tests: test_opt_cuda, test_agent_lanes_cuda
 #   optbench   tally-opt-bench at 1e6..1e9 elements
 #   train      tests/agent/test_train_cuda.py (2 ranks sharing the GPU, Tally vs gloo)
+#   trainwide  the same, hidden 2048 (2.2 M parameters)
 #   line       tally-perf line, 1 2 4 8 DPDK workers on net_memif, aggregation vs --io-forward
 #   engine     tally-perf engine (one core)
 #   allreduce  tally-perf allreduce W=4, Tally vs gloo vs OpenMPI (the host's mpirun), 1 MiB and 64 MiB
@@ -16,7 +17,7 @@ set -u
 B=$(cd "$1" && pwd) || exit 2
 OUT=$2
 shift 2
-STEPS=${*:-env cuda optbench train line engine allreduce}
+STEPS=${*:-env cuda optbench train trainwide line engine allreduce}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$OUT"
 LOG=$OUT/gpu_run.log
@@ -83,6 +84,10 @@ step_optbench() {
 
 step_train() {
 	run 420 "$PY" "$ROOT"/tests/agent/test_train_cuda.py
+}
+
+step_trainwide() { # the same with a 2.2 M-parameter MLP (8.8 MB of gradients per step)
+	run 420 env TALLY_TEST_HIDDEN=2048 "$PY" "$ROOT"/tests/agent/test_train_cuda.py
 }
 
 step_line() {
