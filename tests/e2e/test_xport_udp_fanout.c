@@ -130,27 +130,29 @@ static struct tally_udp *open_cluster(int gso, uint16_t port, struct srv_log *sl
 	return srv;
 }
 
-static void run_fanout(int gso)
+/* Queue rounds [from, to) of every client, interleaved. */
+static void queue_seq(struct tally_udp *srv, const struct srv_log *sl, uint32_t from, uint32_t to)
 {
-	const struct tally_xport_ops *ops = tally_udp_ops();
-	struct tally_udp *srv, *cli[NCLI];
-	struct srv_log sl = { 0 };
-	struct cli_log cl[NCLI] = { 0 };
 	static uint8_t pkt[TALLY_HDR_LEN + PLEN];
 
-	srv = open_cluster(gso, (uint16_t)(21000 + getpid() % 20000 + gso * 2), &sl, cli, cl);
-	/* interleaved, as an engine answers a chunk to every rank before the next chunk */
-	for (uint32_t seq = 0; seq < NSEQ; seq++)
+	for (uint32_t seq = from; seq < to; seq++)
 		for (unsigned c = 0; c < NCLI; c++) {
 			memset(pkt, 0, TALLY_HDR_LEN);
 			pkt[0] = (uint8_t)c;
 			memcpy(pkt + 4, &seq, 4);
 			for (size_t i = TALLY_HDR_LEN; i < TALLY_HDR_LEN + plen(seq); i++)
 				pkt[i] = (uint8_t)(c + seq + i);
-			assert_int_equal(ops->send(srv, &sl.from[c], pkt, pkt + TALLY_HDR_LEN,
-						   plen(seq)), 0);
+			assert_int_equal(tally_udp_ops()->send(srv, &sl->from[c], pkt,
+							       pkt + TALLY_HDR_LEN, plen(seq)), 0);
 		}
-	assert_int_equal(tally_udp_flush(srv), 0);
+}
+
+/* Poll every client until each has taken `want` datagrams, 5 s at most (the asserts after
+ * it say what is missing). */
+static void poll_until(struct tally_udp *srv, struct tally_udp **cli, const struct cli_log *cl,
+		       uint32_t want)
+{
+	const struct tally_xport_ops *ops = tally_udp_ops();
 	uint64_t t0 = ops->now_ns(srv);
 	unsigned done = 0;
 
@@ -158,9 +160,22 @@ static void run_fanout(int gso)
 		done = 0;
 		for (unsigned c = 0; c < NCLI; c++) {
 			ops->poll(cli[c], 100000);
-			done += cl[c].next == NSEQ;
+			done += cl[c].next == want;
 		}
 	}
+}
+
+static void run_fanout(int gso)
+{
+	struct tally_udp *srv, *cli[NCLI];
+	struct srv_log sl = { 0 };
+	struct cli_log cl[NCLI] = { 0 };
+
+	srv = open_cluster(gso, (uint16_t)(21000 + getpid() % 20000 + gso * 2), &sl, cli, cl);
+	/* interleaved, as an engine answers a chunk to every rank before the next chunk */
+	queue_seq(srv, &sl, 0, NSEQ);
+	assert_int_equal(tally_udp_flush(srv), 0);
+	poll_until(srv, cli, cl, NSEQ);
 	const struct tally_udp_stats *ss = tally_udp_stats(srv);
 	uint64_t gro = 0;
 
@@ -186,29 +201,11 @@ static void run_fanout(int gso)
 	tally_udp_destroy(srv);
 }
 
-/* Queue rounds [from, to) of every client, interleaved. */
-static void queue_seq(struct tally_udp *srv, const struct srv_log *sl, uint32_t from, uint32_t to)
-{
-	static uint8_t pkt[TALLY_HDR_LEN + PLEN];
-
-	for (uint32_t seq = from; seq < to; seq++)
-		for (unsigned c = 0; c < NCLI; c++) {
-			memset(pkt, 0, TALLY_HDR_LEN);
-			pkt[0] = (uint8_t)c;
-			memcpy(pkt + 4, &seq, 4);
-			for (size_t i = TALLY_HDR_LEN; i < TALLY_HDR_LEN + plen(seq); i++)
-				pkt[i] = (uint8_t)(c + seq + i);
-			assert_int_equal(tally_udp_ops()->send(srv, &sl->from[c], pkt,
-							       pkt + TALLY_HDR_LEN, plen(seq)), 0);
-		}
-}
-
 /* A grouped flush the kernel takes only in part (one message: client 0's run), then EAGAIN:
  * the rest (clients 1 and 2, gathered back to the queue's front) goes with the next flush,
  * before what was queued after it, every packet once, each client's in order. */
 static void test_fanout_partial(void **state)
 {
-	const struct tally_xport_ops *ops = tally_udp_ops();
 	struct tally_udp *srv, *cli[NCLI];
 	struct srv_log sl = { 0 };
 	struct cli_log cl[NCLI] = { 0 };
@@ -223,16 +220,7 @@ static void test_fanout_partial(void **state)
 	queue_seq(srv, &sl, 10, 20);
 	assert_int_equal(tally_udp_flush(srv), 0);
 	assert_int_equal(tally_udp_stats(srv)->tx_pkts, NCLI * 20);
-	uint64_t t0 = ops->now_ns(srv);
-	unsigned done = 0;
-
-	while (done < NCLI && ops->now_ns(srv) - t0 < 5000000000ull) {
-		done = 0;
-		for (unsigned c = 0; c < NCLI; c++) {
-			ops->poll(cli[c], 100000);
-			done += cl[c].next == 20;
-		}
-	}
+	poll_until(srv, cli, cl, 20);
 	for (unsigned c = 0; c < NCLI; c++) {
 		assert_int_equal(cl[c].bad, 0);
 		assert_int_equal(cl[c].next, 20);
