@@ -75,8 +75,10 @@ class Cluster(Procs):
         for i in range(o.workers):
             self.add_host(f"w{i}", self.worker_ip(i), o.link_gbit if o.emulate else 0)
         for k in range(len(self.apps)):
-            # tallyd owns the veth through AF_PACKET and answers ARP: no kernel address.
-            self.add_host(f"a{k}", None, o.appliance_gbit if o.emulate else 0)
+            # tallyd owns the veth through AF_PACKET and answers ARP: no kernel address;
+            # tally-udpd takes its packets from the kernel, which needs the address.
+            ip = self.app_ip(k) if o.appliance_kind == "udpd" else None
+            self.add_host(f"a{k}", ip, o.appliance_gbit if o.emulate else 0)
 
     def master(self):
         return self.worker_ip(0)

@@ -75,6 +75,9 @@ def build_parser():
                         "next appliance that answers (tally-worker --failover)")
     p.add_argument("--gso", choices=("on", "off"), default="on",
                    help="Tally workers send with UDP GSO (on; TCP peers use TSO/GSO alike)")
+    p.add_argument("--appliance-kind", choices=("tallyd", "udpd"), default="tallyd",
+                   help="the Tally appliance in the namespaces: tallyd (DPDK on net_af_packet, "
+                        "the default) or tally-udpd (kernel UDP with GSO/GRO batching)")
     p.add_argument("--idle-backoff", choices=("on", "off", "auto"), default="auto",
                    help="tallyd's idle sleep in namespaces (auto: off where the CPUs outnumber "
                         "the busy processes, on where it shares them)")
@@ -152,6 +155,9 @@ def parse_args(argv):
         o.appliance_gbit = o.link_gbit * o.workers / o.appliances
     if not 0.001 <= o.appliance_gbit <= 400:
         raise UsageError("--appliance-gbit must be 0.001..400")
+    if o.appliance_kind == "udpd" and o.hosts:
+        raise UsageError("--appliance-kind udpd is for the namespace cluster (with --hosts, "
+                         "start tally-udpd yourself and name it with --appliance HOST:PORT)")
     if not re.fullmatch(r"[a-z][a-z0-9]{0,9}", o.prefix):
         raise UsageError("--prefix: 1-10 lowercase letters/digits, a letter first")
     o.seed = int(time.time()) % 100000 + 1
@@ -257,7 +263,15 @@ def tally_plan(cl, o):
             # pure polling wherever each appliance's datapath lcore and each worker can have
             # a CPU of its own (a 16-core host); sleeping when idle where they share 2
             backoff = "off" if ncpu >= K + o.workers * K + 1 else "on"
-        for k, (ns, hif) in enumerate(cl.apps):
+        for k, (ns, hif) in enumerate(cl.apps if o.appliance_kind == "udpd" else []):
+            # kernel UDP: one engine thread with GRO'd pushes and GSO'd RESULTs, waiting in
+            # epoll when idle (one core: the thread serves every core's socket anyway)
+            apps.append((ns, f"tallyd{k}", [
+                os.path.join(o.bin, "appliance", "udpd", "tally-udpd"), "--addr", cl.app_ip(k),
+                "--port", str(PORT), "--cores", "1", "--open-admission", "--mem", f"{mem}M"]
+                + quota + ["--ctl-socket", os.path.join(cl.tmp, f"ctl{k}.sock")]))
+            addrs.append((cl.app_ip(k), PORT))
+        for k, (ns, hif) in enumerate(cl.apps if o.appliance_kind == "tallyd" else []):
             # One datapath lcore per appliance, spread over the CPUs
             lc = f"0@{k % ncpu},1@{(k + 1) % ncpu}"
             apps.append((ns, f"tallyd{k}", [
@@ -320,10 +334,12 @@ def run_tally(cl, o):
     apps = [cl.bg(where, name, argv) for where, name, argv in apps_plan]
     deadline = time.time() + 60
     for k, a in enumerate(apps if not o.dry_run else []):
-        while "ready" not in cl.logtext(f"tallyd{k}"):
+        ready = "cores on port" if o.appliance_kind == "udpd" else "ready"
+        while ready not in cl.logtext(f"tallyd{k}"):
             if a.poll() is not None or time.time() > deadline:
                 return summarize("tally", o.workers, o.bytes, o.rounds, [],
-                                 f"tallyd {k} did not start: {cl.logtext(f'tallyd{k}')[-300:]}")
+                                 f"{o.appliance_kind} {k} did not start: "
+                                 f"{cl.logtext(f'tallyd{k}')[-300:]}")
             time.sleep(0.1)
     procs = [(i, cl.bg(where, name, argv)) for i, where, name, argv in workers_plan]
     if o.dry_run:
@@ -349,6 +365,7 @@ def run_tally(cl, o):
     if errs:
         note = note or f"worker error: {errs[0]}"
     r = summarize("tally", o.workers, o.bytes, o.rounds, per_rank, note)
+    r["appliance_kind"] = "external" if o.hosts and o.apps_ext else o.appliance_kind
     # Retransmissions explain a slow run on shaped links (tbf drops what exceeds its queue).
     r["retransmits"] = sum(x["retransmits"] for x in per_rank if x)
     r["gso_sends"] = sum(x["gso_sends"] for x in per_rank if x)  # --gso: super-frames sent

@@ -78,6 +78,20 @@ class Netns(unittest.TestCase):
         self.assertTrue(all(c[c.index("gso_max_segs") + 1] == "1" and c[2] == "ptestbr"
                             for c in segs))
 
+    def test_udpd_appliance_has_an_address(self):
+        """--appliance-kind udpd: the kernel takes the appliance's packets, so its veth has the
+        address workers send to, and no GSO segmentation on the bridge (tally-udpd takes GRO)."""
+        o = pa.parse_args(["--impl", "tally", "--workers", "2", "--appliances", "2",
+                           "--prefix", "ptest", "--appliance-kind", "udpd"])
+        cl = an.Cluster(o, "/tmp/none")
+        cmds = []
+        cl.sh = lambda *c, check=True: cmds.append(c)
+        cl.build()
+        self.assertFalse([c for c in cmds if "gso_max_segs" in c])
+        addrs = [c[-3] for c in cmds if "addr" in c and c[-2:] == ("dev", c[-1])]
+        for k in range(2):
+            self.assertIn(f"{cl.app_ip(k)}/24", addrs)
+
 
 class RemoteArgs(unittest.TestCase):
     """--hosts: real hosts through a remote command, appliances running or started on ports."""
@@ -219,6 +233,29 @@ class Figures(unittest.TestCase):
         argv = pa.tally_plan(cl, o)[0][0][2]
         self.assertEqual(argv[argv.index("--idle-backoff") + 1],
                          "off" if (os.cpu_count() or 1) >= 6 else "on")
+
+    def test_appliance_kind(self):
+        o = pa.parse_args(["--impl", "tally", "--workers", "4", "--appliances", "2",
+                           "--appliance-kind", "udpd"])
+        o.bin = "/b"
+        apps, workers, _ = pa.tally_plan(an.Cluster(o, "/tmp/none"), o)
+        self.assertEqual([a[2][0] for a in apps], ["/b/appliance/udpd/tally-udpd"] * 2)
+        for k, a in enumerate(apps):
+            argv = a[2]
+            self.assertEqual(argv[argv.index("--addr") + 1], f"10.77.0.{100 + k}")
+            self.assertEqual(argv[argv.index("--quota-bytes") + 1], argv[argv.index("--mem") + 1])
+            self.assertNotIn("--idle-backoff", argv)
+        # every worker names the udpd it shards to, at the port udpd listens on
+        for w in workers:
+            argv = w[3]
+            k = int(w[2].split("-")[1])
+            self.assertEqual(argv[argv.index("--host") + 1], f"10.77.0.{100 + k}")
+            self.assertEqual(argv[argv.index("--port") + 1], apps[k][2][apps[k][2].index("--port") + 1])
+        with self.assertRaises(pa.UsageError):
+            pa.parse_args(["--appliance-kind", "dpdk"])
+        with self.assertRaises(pa.UsageError) as e:
+            pa.parse_args(["--appliance-kind", "udpd", "--hosts", "h1,h2", "--appliance", "x:1"])
+        self.assertIn("--appliance-kind", str(e.exception))
 
     def test_mpi_launcher_named(self):
         # the GPU host's environment had OMPI_MCA_plm=isolated: every rank on one node
