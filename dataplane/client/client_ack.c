@@ -37,6 +37,13 @@ void client_rtt_sample(struct client_core *cc, uint64_t r, const struct tally_cl
 	cc->rto = cc->est;
 }
 
+/* A RESULT or HELD from this core: its send stamp is what our next PULL echoes. */
+void client_stamp_rx(struct client_core *cc, const struct tally_hdr *h)
+{
+	if (h->reserved & TALLY_STAMP_VALID)
+		cc->stamp = h->reserved;
+}
+
 void client_xmit(struct tally_client *c, uint32_t core, struct client_slot *sl)
 {
 	sl->seq = ++c->cores[core].tx_seq;
@@ -75,6 +82,7 @@ static void client_pull(struct tally_client *c, uint32_t core, struct client_slo
 		h.flags |= TALLY_F_DONE;
 	else
 		h.aux = rtt_us < UINT32_MAX ? (uint32_t)rtt_us : UINT32_MAX;
+	h.reserved = cc->stamp;
 	tally_proto_finish(hb, &h, NULL, 0);
 	sl->probed = true;
 	sl->fast_ns = now;
@@ -292,6 +300,7 @@ void client_rx_held(struct tally_client *c, const struct tally_pkt *p)
 	struct client_core *cc = &c->cores[k->core];
 	cc->seen_held = true;
 	cc->last_rx_ns = now;
+	client_stamp_rx(cc, h);
 	if (h->flags & TALLY_F_MISSING) {
 		client_rx_missing(c, k, h, now);
 		return;

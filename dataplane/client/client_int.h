@@ -133,6 +133,9 @@ struct client_core {
 	uint64_t last_ans_ns;     /* last first answer (HELD or RESULT) to a push of ours */
 	uint64_t last_rx_ns;      /* last HELD or RESULT from this core (its path is FIFO: a
 				   * RESULT sent before it would be here; client_probe) */
+	uint64_t stamp;           /* send stamp of the last RESULT or HELD from this core, echoed
+				   * by PULLs (0: none; tally_proto.h, TALLY_F_DONE). The last,
+				   * not the largest: after a restart the count starts again */
 	uint32_t reo_mult;        /* reordering allowance, in min_rtt/4 (RFC 8985 reo_wnd) */
 	uint32_t fast_clean;      /* gap re-sends since the allowance last changed */
 	/* delay-based window (client_cwnd.c) */
@@ -335,6 +338,7 @@ void client_err_draining(struct tally_client *c, const struct tally_hdr *h, uint
 /* client_ack.c (calls client_util.c, client_cwnd.c) */
 /* An RTT sample: push -> first acknowledgement (HELD or RESULT) of a chunk sent once. */
 void client_rtt_sample(struct client_core *cc, uint64_t rtt_ns, const struct tally_client_cfg *cfg);
+void client_stamp_rx(struct client_core *cc, const struct tally_hdr *h);
 /* (Re)send a slot's payload (and its ack copy); numbers the transmission. */
 void client_xmit(struct tally_client *c, uint32_t core, struct client_slot *sl);
 /* Header-only PULL for a held data slot. */

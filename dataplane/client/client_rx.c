@@ -61,6 +61,7 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		return;
 	}
 	ch = h->offset / k->reg.chunk_elems;
+	client_stamp_rx(&c->cores[k->core], h);
 	/* A RESULT of round r+1 proves the appliance saw our push of round r. One of round r
 	 * after our re-sent push most likely answers it, so the re-sending stops, but it may
 	 * also be a network duplicate of the first: until round r+1's RESULT, our pushes of

@@ -3,6 +3,7 @@
  * through sum_avx, completion (quorum or deadline) with RESULT fan-out, re-sends to
  * duplicate/late pushes and PULLs, and the stuck-chunk walker. Nothing here allocates.
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include "engine_int.h"
@@ -106,6 +107,7 @@ static void result_unicast(struct tally_engine *e, struct engine_key *k, uint32_
 	e->st.resends++;
 	engine_send_result(e, &k->job->ranks[rank].addr, &h, pl, bytes, engine_xbuf(e, k, idx),
 			   NULL);
+	k->chunks[idx].stamp = e->tx_stamp;
 }
 
 void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how,
@@ -178,6 +180,7 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 		e->st.results++;
 		engine_send_result(e, &ranks[r].addr, &h, pl, bytes, xbuf, in);
 	}
+	ch->stamp = e->tx_stamp;
 }
 
 /* ---- complete sums after an appliance restart (engine_recover.c asks for them) ---- */
@@ -423,6 +426,19 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 
 /* ---- PULL ---- */
 
+/* Did this PULL perhaps cross its chunk's RESULT (tally_proto.h, TALLY_F_DONE)? If the
+ * echoed send stamp shows the sender has had nothing that left after the RESULT, however
+ * long ago; or if it completed within the sender's round trip (aux: a path may reorder a
+ * little, and older workers echo nothing). */
+static bool pull_crossed(struct tally_engine *e, const struct tally_hdr *h,
+			 const struct engine_chunk *ch)
+{
+	if ((h->reserved & TALLY_STAMP_VALID) &&
+	    (int32_t)((uint32_t)h->reserved - ch->stamp) <= 0)
+		return true;
+	return engine_now(e) - ch->first_ns < (uint64_t)h->aux * 1000;
+}
+
 enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt *pkt,
 			     const struct tally_addr *from, size_t len)
 {
@@ -459,8 +475,7 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 		 * header (tally_proto.h, TALLY_F_DONE); later, the RESULT was lost: send it.
 		 * A rank whose push the chunk has not seen (quorum) gets the RESULT as before. */
 		if (k->job->ranks[h->rank].held && !(h->flags & TALLY_F_DONE) &&
-		    engine_now(e) - ch->first_ns < (uint64_t)h->aux * 1000 &&
-		    engine_bit(engine_seen_bm(k, idx), h->rank)) {
+		    pull_crossed(e, h, ch) && engine_bit(engine_seen_bm(k, idx), h->rank)) {
 			e->st.done_answers++;
 			engine_held_now(e, k, h->rank, h->round, off, n, TALLY_F_DONE, TALLY_OK);
 			return TALLY_OK;

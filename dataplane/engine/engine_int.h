@@ -48,6 +48,8 @@ struct engine_chunk {
 	uint32_t prev, next;  /* the key's open list (index into key->chunks) */
 	uint32_t det_head;    /* staged pushes by ascending rank (deterministic), ENGINE_NIL: none */
 	uint32_t crc;         /* CRC32C of the RESULT payload, once complete */
+	uint32_t stamp;       /* once complete: the send stamp of its last RESULT copy
+			       * (tally_proto.h, TALLY_F_DONE) */
 	uint64_t first_ns;    /* now_ns() of the first push (deadline, stuck age); once
 			       * complete, of the completion (did a PULL cross the RESULT?) */
 };
@@ -188,6 +190,7 @@ struct tally_engine {
 
 	struct engine_held held[ENGINE_HELD_MAX]; /* pending HELDs (engine_held.c) */
 	uint32_t nheld;
+	uint32_t tx_stamp;    /* RESULTs and HELDs sent, their send stamp (tally_proto.h) */
 
 	/* authentication (engine_auth.c): one GMAC context per job slot, created at create
 	 * and keyed at admission; the last accepted JOIN nonce per (job slot, rank), kept

@@ -51,8 +51,15 @@ static void send_pkt(struct tally_engine *e, const struct tally_addr *to,
 	uint8_t hb[TALLY_HDR_MAX];
 	struct engine_job *job = sign ? engine_job_find(e, h->job_id) : NULL;
 	struct tally_auth *a = job ? engine_job_auth(e, job) : NULL;
+	struct tally_hdr hs;
 	int rc;
 
+	if (h->op == TALLY_OP_RESULT || h->op == TALLY_OP_HELD) {
+		/* the send stamp a PULL echoes (tally_proto.h, TALLY_F_DONE) */
+		hs = *h;
+		hs.reserved = TALLY_STAMP_VALID | ++e->tx_stamp;
+		h = &hs;
+	}
 	tally_proto_encode_hdr(hb, h);
 	if (a && to->conn_authed) {
 		a = NULL; /* the connection was authenticated at setup: no per-packet MAC */

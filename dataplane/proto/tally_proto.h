@@ -104,8 +104,18 @@ enum tally_op {
  * it"), answered with the RESULT. A chunk complete for longer than aux (the RESULT was
  * lost, not crossed), a PULL+DONE and a PULL with aux 0 (older workers) get the RESULT at
  * once. Trade-off: one round trip more to repair a RESULT lost within a round trip of the
- * probe. Not with MISSING or RESEND. */
+ * probe. Not with MISSING or RESEND.
+ * Send stamps tell a RESULT delayed from one lost: every RESULT and HELD an appliance core
+ * sends carries in hdr.reserved TALLY_STAMP_VALID | a 32-bit count of the packets that core
+ * sent, and a PULL echoes in hdr.reserved the stamp of the last one its sender got from that
+ * core (0: none). A RESULT stamped at or after the echo may still be on its way behind
+ * everything the sender has not had yet (a stalled queue delays the PULL too, and the time
+ * rule alone re-sent such RESULTs at no loss): always HELD+DONE, so a payload is re-sent
+ * only once it is known lost, for one more round trip when it was. One stamped before the
+ * echo left before a packet that arrived: lost, unless the path reordered it, so the plain
+ * aux window applies. */
 #define TALLY_F_DONE 0x0200u
+#define TALLY_STAMP_VALID (1ull << 32)
 /* Authenticated packet (a job admitted with a key, tally_auth.h): the 64-byte header is
  * followed by a TALLY_AUTH_LEN-byte auth block, [12-byte GMAC IV][16-byte GMAC tag], then
  * the payload (payload_len counts the payload only). The tag is AES-256-GMAC over the

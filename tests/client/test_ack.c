@@ -112,6 +112,56 @@ static void test_slow_worker(void **state)
 	sys_free(s);
 }
 
+/* (1b) No loss, worker 1's path stalled both ways for 2 ms, several times (a descheduled
+ * relay or switch queue): its RESULTs wait behind the stall and so do its probes, which
+ * reach the appliance long after the chunk completed. The send stamp a probe echoes shows
+ * that nothing sent after the RESULT has reached the worker: answered HELD+DONE, no payload
+ * re-sent (the round-trip window alone re-sent them: 0 asserted here fails without stamps). */
+struct path_stall {
+	unsigned stalls;
+};
+
+static void on_result_path_stall(void *arg, struct sys *s, unsigned w, unsigned k,
+				 uint32_t round, const void *out)
+{
+	struct path_stall *ps = arg;
+
+	(void)out;
+	if (w == 0 && k == 0 && round % 2 == 1) {
+		simnet_stall(s->net, 1, 1, 2 * MS);
+		simnet_stall(s->net, 1, 0, 2 * MS);
+		ps->stalls++;
+	}
+}
+
+static void test_stalled_path_not_loss(void **state)
+{
+	(void)state;
+	struct sys_cfg cfg = ack_cfg(2, 11, 0);
+	struct path_stall ps = { 0 };
+
+	/* FIFO links: with jitter a HELD+DONE sent within 2 us of its RESULT may overtake it
+	 * (then the worker asks again, rightly), which is not what this test is about */
+	cfg.up.jitter_ns = cfg.down.jitter_ns = 0;
+	struct sys *s = sys_new(&cfg);
+	struct sys_hooks hk = { .result = on_result_path_stall, .arg = &ps };
+
+	sys_run(s, 8, 20000 * MS, &hk);
+	print_message("  stalled path: %u stalls, %llu probes, %llu answered DONE, %llu RESULTs "
+		      "re-sent, %llu received twice, %llu payloads re-sent, %llu asked again\n", ps.stalls,
+		      (unsigned long long)SUM(s, probes), (unsigned long long)ESUM(s, done_answers),
+		      (unsigned long long)ESUM(s, resends), (unsigned long long)SUM(s, dup_results),
+		      (unsigned long long)SUM(s, retransmits), (unsigned long long)SUM(s, result_asks));
+	assert_true(ps.stalls >= 3);
+	assert_true(SUM(s, probes) > 0); /* the stalls were long enough to probe */
+	assert_true(ESUM(s, done_answers) > 0);
+	assert_int_equal(ESUM(s, resends), 0);
+	assert_int_equal(SUM(s, dup_results), 0);
+	assert_int_equal(SUM(s, result_asks), 0);
+	assert_int_equal(SUM(s, retransmits), 0);
+	sys_free(s);
+}
+
 /* (2) Loss both ways: every loss repaired (sys_run checks every sum), about one re-send per
  * lost packet, most from gaps rather than timers, in a small multiple of the clean time. */
 static void run_lossy(unsigned W, double loss, uint64_t seed)
@@ -289,6 +339,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_slow_worker),
+		cmocka_unit_test(test_stalled_path_not_loss),
 		cmocka_unit_test(test_loss_repaired),
 		cmocka_unit_test(test_lost_probe_reprobed),
 		cmocka_unit_test(test_tail_probe_reprobed),
