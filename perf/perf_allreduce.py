@@ -263,25 +263,26 @@ def tally_plan(cl, o):
             # pure polling wherever each appliance's datapath lcore and each worker can have
             # a CPU of its own (a 16-core host); sleeping when idle where they share 2
             backoff = "off" if ncpu >= K + o.workers * K + 1 else "on"
-        for k, (ns, hif) in enumerate(cl.apps if o.appliance_kind == "udpd" else []):
-            # kernel UDP: one engine thread with GRO'd pushes and GSO'd RESULTs, waiting in
-            # epoll when idle (one core: the thread serves every core's socket anyway)
-            apps.append((ns, f"tallyd{k}", [
-                os.path.join(o.bin, "appliance", "udpd", "tally-udpd"), "--addr", cl.app_ip(k),
-                "--port", str(PORT), "--cores", "1", "--open-admission", "--mem", f"{mem}M"]
-                + quota + ["--ctl-socket", os.path.join(cl.tmp, f"ctl{k}.sock")]))
-            addrs.append((cl.app_ip(k), PORT))
-        for k, (ns, hif) in enumerate(cl.apps if o.appliance_kind == "tallyd" else []):
-            # One datapath lcore per appliance, spread over the CPUs
-            lc = f"0@{k % ncpu},1@{(k + 1) % ncpu}"
-            apps.append((ns, f"tallyd{k}", [
-                tallyd, "--port", f"net_af_packet{k},iface={hif},framesz=9216,blocksz=36864,"
-                "framecnt=2048,qpairs=1,qdisc_bypass=0",
-                "--ip", f"{cl.app_ip(k)}/24", "--queues", "1", "--base-port", str(PORT),
-                "--open-admission", "--mem", f"{mem}M"] + quota + ["--idle-backoff", backoff,
-                "--ctl-socket", os.path.join(cl.tmp, f"ctl{k}.sock"), "--",
-                "--no-huge", "--no-pci", "-m", str(mem + 512), "--file-prefix", f"{o.prefix}a{k}",
-                "--lcores", lc]))
+        for k, (ns, hif) in enumerate(cl.apps):
+            if o.appliance_kind == "udpd":
+                # kernel UDP: one engine thread with GRO'd pushes and GSO'd RESULTs, waiting
+                # in epoll when idle (one core: the thread serves every core's socket anyway)
+                argv = [os.path.join(o.bin, "appliance", "udpd", "tally-udpd"),
+                        "--addr", cl.app_ip(k), "--port", str(PORT), "--cores", "1",
+                        "--open-admission", "--mem", f"{mem}M"] + quota + [
+                        "--ctl-socket", os.path.join(cl.tmp, f"ctl{k}.sock")]
+            else:
+                # One datapath lcore per appliance, spread over the CPUs
+                lc = f"0@{k % ncpu},1@{(k + 1) % ncpu}"
+                argv = [tallyd, "--port", f"net_af_packet{k},iface={hif},framesz=9216,"
+                        "blocksz=36864,framecnt=2048,qpairs=1,qdisc_bypass=0",
+                        "--ip", f"{cl.app_ip(k)}/24", "--queues", "1", "--base-port", str(PORT),
+                        "--open-admission", "--mem", f"{mem}M"] + quota + [
+                        "--idle-backoff", backoff,
+                        "--ctl-socket", os.path.join(cl.tmp, f"ctl{k}.sock"), "--",
+                        "--no-huge", "--no-pci", "-m", str(mem + 512),
+                        "--file-prefix", f"{o.prefix}a{k}", "--lcores", lc]
+            apps.append((ns, f"tallyd{k}", argv))
             addrs.append((cl.app_ip(k), PORT))
     # Each rank shards its gradients by key over the K appliances (BytePS): one tally-worker
     # per (rank, appliance), all on the rank's host, sharing its link.
