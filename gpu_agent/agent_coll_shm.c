@@ -68,16 +68,17 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Wait until every rank's flag holds `want` (the failed bit aside). -ETIMEDOUT naming the
- * first rank missing, or -EIO naming a rank that failed. */
+/* Wait until every rank's flag holds `want` (the failed bit aside), asleep on the flag
+ * (agent_shm_wait: each store below wakes its sleepers). -ETIMEDOUT naming the first rank
+ * missing, or -EIO naming a rank that failed. */
 static int wait_all(struct cshm *c, unsigned tensor, int gathered, uint32_t want, uint32_t ms,
 		    const char *what, char *err, size_t errlen)
 {
-	struct timespec nap = {0, 20000};
-	uint64_t t0 = now_ms();
+	uint64_t t0 = now_ms(), el;
 
 	for (unsigned r = 0; r < c->ls;) {
-		uint32_t v = __atomic_load_n(flag_of(c, tensor, gathered, r), __ATOMIC_ACQUIRE);
+		uint32_t *f = flag_of(c, tensor, gathered, r);
+		uint32_t v = __atomic_load_n(f, __ATOMIC_ACQUIRE);
 
 		if ((v & ~CSHM_FAILED) == want) {
 			if ((v & CSHM_FAILED) && r != c->lr) {
@@ -88,14 +89,23 @@ static int wait_all(struct cshm *c, unsigned tensor, int gathered, uint32_t want
 			r++;
 			continue;
 		}
-		if (now_ms() - t0 > ms) {
+		if ((el = now_ms() - t0) > ms) {
 			agent_errf(err, errlen, "local rank %u did not %s round %u within %u ms (its "
 				   "last: round %d)", r, what, want - 1, ms, (int)(v & ~CSHM_FAILED) - 1);
 			return -ETIMEDOUT;
 		}
-		nanosleep(&nap, NULL);
+		agent_shm_wait(f, v, (uint32_t)(ms - el) + 1);
 	}
 	return 0;
+}
+
+/* Raise this rank's flag and wake the ranks asleep on it. */
+static void post(struct cshm *c, unsigned tensor, int gathered, uint32_t v)
+{
+	uint32_t *f = flag_of(c, tensor, gathered, c->lr);
+
+	__atomic_store_n(f, v, __ATOMIC_RELEASE);
+	agent_shm_wake(f);
 }
 
 static int cshm_declare(void *ctx, unsigned tensor, size_t bytes, int dtype, char *err,
@@ -137,7 +147,7 @@ static int cshm_reduce_scatter(void *ctx, unsigned tensor, uint32_t round, const
 
 	(void)stream;
 	memcpy(slot_of(c, tensor, c->lr), buf, t->bytes);
-	__atomic_store_n(flag_of(c, tensor, 0, c->lr), round + 1, __ATOMIC_RELEASE);
+	post(c, tensor, 0, round + 1);
 	if ((rc = wait_all(c, tensor, 0, round + 1, c->timeout_ms, "reach push_pull of", err,
 			   errlen)))
 		return rc;
@@ -164,8 +174,7 @@ static int cshm_all_gather(void *ctx, unsigned tensor, uint32_t round, const voi
 	(void)stream;
 	if (!failed)
 		memcpy(gather_of(c, tensor) + t->sh.off_elems * esz, shard, t->sh.valid_elems * esz);
-	__atomic_store_n(flag_of(c, tensor, 1, c->lr), (round + 1) | (failed ? CSHM_FAILED : 0),
-			 __ATOMIC_RELEASE);
+	post(c, tensor, 1, (round + 1) | (failed ? CSHM_FAILED : 0));
 	/* the peers' shards come after their network rounds, each bounded by op_timeout */
 	if ((rc = wait_all(c, tensor, 1, round + 1, 2 * c->timeout_ms, "deliver its shard of",
 			   err, errlen)))

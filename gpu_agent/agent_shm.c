@@ -11,11 +11,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent_internal.h"
@@ -130,6 +134,19 @@ int agent_shm_attach(struct agent_shm *s, const struct tally_agent_cfg *cfg, con
 fail:
 	agent_shm_detach(s);
 	return rc;
+}
+
+/* Not FUTEX_PRIVATE: the word is in a MAP_SHARED segment other processes map. */
+void agent_shm_wait(uint32_t *flag, uint32_t seen, uint32_t timeout_ms)
+{
+	struct timespec ts = {timeout_ms / 1000u, (long)(timeout_ms % 1000u) * 1000000L};
+
+	syscall(SYS_futex, flag, FUTEX_WAIT, seen, &ts, NULL, 0);
+}
+
+void agent_shm_wake(uint32_t *flag)
+{
+	syscall(SYS_futex, flag, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 int agent_local_sum(int dtype, void *dst, const void *const *src, unsigned k, size_t n)
