@@ -143,16 +143,22 @@ static int cshm_reduce_scatter(void *ctx, unsigned tensor, uint32_t round, const
 	const struct cshm_tensor *t = &c->t[tensor];
 	const void *src[TALLY_SUM_MAX_WAYS];
 	size_t esz = tally_dtype_size(t->dtype);
+	size_t lo = t->sh.off_elems * esz, hi;
 	int rc;
 
 	(void)stream;
-	memcpy(slot_of(c, tensor, c->lr), buf, t->bytes);
+	if (lo > t->bytes)
+		lo = t->bytes; /* a trailing rank without elements */
+	hi = lo + t->sh.valid_elems * esz;
+	/* the peers read only their own shards of this slot; ours is summed from buf */
+	memcpy(slot_of(c, tensor, c->lr), buf, lo);
+	memcpy(slot_of(c, tensor, c->lr) + hi, (const uint8_t *)buf + hi, t->bytes - hi);
 	post(c, tensor, 0, round + 1);
 	if ((rc = wait_all(c, tensor, 0, round + 1, c->timeout_ms, "reach push_pull of", err,
 			   errlen)))
 		return rc;
 	for (unsigned r = 0; r < c->ls; r++)
-		src[r] = slot_of(c, tensor, r) + t->sh.off_elems * esz;
+		src[r] = r == c->lr ? (const uint8_t *)buf + lo : slot_of(c, tensor, r) + lo;
 	if (t->sh.valid_elems &&
 	    (rc = agent_local_sum(t->dtype, shard, src, c->ls, t->sh.valid_elems))) {
 		agent_errf(err, errlen, "out of memory summing the local shards");

@@ -6,6 +6,11 @@ Tally, or the other order with --tally-first).
 
     /usr/bin/python3 perf/train_bench.py [--workers 4] [--steps 10] [--json]
 
+Inside the machine the agent aggregates first (--local-agg, the agent's TALLY_LOCAL_AGG): by
+default `shard`, BytePS's pipeline for a host of several workers (a reduce-scatter over shared
+memory, each worker pushes a quarter to the appliance, an all-gather); `off` has every worker
+push its whole gradient to the appliance; `sum` pushes the machine's sum from local rank 0.
+
 Model: an MLP of ~25 M parameters (ResNet-50's size: 1024-4096-4096-1024-1000, f32,
 ~100 MB of gradients per step), synthetic data, batch --batch per worker, SGD, each backend timed
 --rounds times in alternating order (ABBA). The Tally side
@@ -36,6 +41,8 @@ def parser():
     p.add_argument("--credit-bytes", type=int, default=8 << 20)
     p.add_argument("--bucket-mb", type=int, default=25, help="DDP bucket_cap_mb")
     p.add_argument("--cores", type=int, default=2, help="appliance cores (UDP ports)")
+    p.add_argument("--local-agg", choices=("off", "sum", "shard"), default="shard",
+                   help="aggregation inside the machine before the appliance (TALLY_LOCAL_AGG)")
     p.add_argument("--tally-first", action="store_true")
     p.add_argument("--rounds", type=int, default=2,
                    help="timed passes per backend, alternating (gloo tally tally gloo ...: load drift "
@@ -129,7 +136,7 @@ def worker(a):
                        "partition_bytes": a.partition_bytes, "credit_bytes": a.credit_bytes,
                        "param_max_abs_diff": diff, "param_max_abs": scale,
                        "params_bit_equal": bool(torch.equal(final["tally"], final["gloo"])),
-                       "gso": a.gso, "appliance_nice": a.appliance_nice, "agent_retransmits_rank0": st["retransmits"],
+                       "gso": a.gso, "local_agg": a.local_agg, "appliance_nice": a.appliance_nice, "agent_retransmits_rank0": st["retransmits"],
                        "loadavg": os.getloadavg()}, f)
     dist.barrier()
     import tally
@@ -148,6 +155,7 @@ def main():
     env["TALLY_PARTITION_BYTES"] = str(a.partition_bytes)
     env["TALLY_CREDIT_BYTES"] = str(a.credit_bytes)
     env["TALLY_AVERAGE"] = "1"
+    env["TALLY_LOCAL_AGG"] = a.local_agg
     env["TALLY_GSO"] = "1" if a.gso == "on" else "0"
     # A loaded machine with one software appliance thread: back off retransmissions (chunks
     # wait for the slowest worker, not for the network) and allow slow steps.
@@ -164,14 +172,19 @@ def main():
             port = launcher.free_port_block(a.cores)
             # the appliance is a machine of its own in a deployment; here it shares the
             # CPUs with the workers: --appliance-nice N (negative: ahead of the workers)
+            # the job as the appliance sees it: one rank per worker (off), one per machine
+            # (sum), or one job per local rank ("lane": shard), admitted as they join
+            admit = {"off": ["--job", "1", "--no-auth", "--token", "77", "--world", str(a.workers)],
+                     "sum": ["--job", "1", "--no-auth", "--token", "77", "--world", "1"],
+                     "shard": ["--open-admission"]}[a.local_agg]
             appl = subprocess.Popen(["nice", "-n", str(a.appliance_nice), udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", str(a.cores),
-                                     "--job", "1", "--no-auth", "--token", "77", "--world", str(a.workers),
-                                     "--mem", str(1 << 30), "--stats", out + ".udpd"],
+                                     "--mem", str(1 << 30), "--stats", out + ".udpd"] + admit,
                                     stdout=subprocess.DEVNULL)
             time.sleep(0.3)
             env.update(TALLY_APPLIANCES=f"127.0.0.1:{port}", TALLY_JOB_ID="1", TALLY_TOKEN="77")
             if not a.json:
-                print(f"appliance: software appliance over kernel UDP ({a.cores} cores) on 127.0.0.1:{port}")
+                print(f"appliance: software appliance over kernel UDP ({a.cores} cores) on 127.0.0.1:{port}, "
+                      f"local aggregation {a.local_agg}")
         cmd = [sys.executable, "-c", launcher.TORCHRUN] + launcher.torchrun_args(a.workers) + [
                os.path.abspath(__file__), "--worker", "--out", out] + [x for x in sys.argv[1:] if x != "--json"]
         log = open(out + ".log", "w+") if a.json else None
