@@ -3,6 +3,7 @@
 """tests/perf/test_perf_py.py - the harness's own logic: argument parsing, bandwidth figures,
 result verification/folding, report writing (from given rows; the figures of a real report are
 checked by test_report_quick.sh)."""
+import contextlib
 import io
 import os
 import sys
@@ -12,6 +13,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "perf"))
 import allreduce_netns as an  # noqa: E402
 import allreduce_remote as ar  # noqa: E402
+import loss_bench as lb  # noqa: E402
 import perf_allreduce as pa  # noqa: E402
 import perf_report as pr  # noqa: E402
 
@@ -356,6 +358,58 @@ class Report(unittest.TestCase):
     def test_human(self):
         self.assertEqual([pr.human(x) for x in (4096, 1 << 20, 3 << 30, 1000)],
                          ["4K", "1M", "3G", "1000"])
+
+
+# two dtypes of one e2e_run.sh run, as it prints them (bf16 without its window line)
+E2E_OUT = """[13:48:37 tlyLB4069] f32 (seed 27004): 2 workers x 8M x 40 rounds over udpd (relay:seed=1,drop=1)
+f32: 2 workers ok=2 checked=167772160 mismatches=0 aggregate=3.90 Gbit/s retransmits=1204 dup_results=18 max_err_ratio=1
+  rounds/s=29.030 pushes=82000 fast_retransmits=1132 probes=17429
+  window: now=208 decreases=481 increases=1947 min=4 qdelay_us=650 qtarget_us=1000
+bf16: 2 workers ok=2 checked=335544320 mismatches=0 aggregate=3.04 Gbit/s retransmits=1255 dup_results=106 max_err_ratio=1
+  rounds/s=22.635 pushes=82000 fast_retransmits=1175 probes=16245
+[13:48:47 tlyLB4069] appliance: {"rx_pkts":198189,"pushes":82000,"duplicates":41,"resends":1803}
+[13:48:47 tlyLB4069] PASS
+"""
+
+
+class LossBench(unittest.TestCase):
+    def test_abba_order(self):
+        self.assertEqual(lb.order(1, 1.0), [0.0, 1.0])
+        self.assertEqual(lb.order(3, 10.0), [0.0, 10.0, 10.0, 0.0, 0.0, 10.0])
+
+    def test_parse_run(self):
+        r = lb.parse_run(E2E_OUT)
+        self.assertTrue(r["passed"])
+        self.assertEqual(r["dtypes"]["f32"], {"mismatches": 0, "retransmits": 1204,
+                                              "dup_results": 18, "rounds_s": 29.03})
+        self.assertEqual(r["dtypes"]["bf16"]["rounds_s"], 22.635)
+        self.assertEqual(r["appliance"], {"pushes": 82000, "duplicates": 41, "resends": 1803})
+
+    def test_parse_run_failures(self):
+        self.assertFalse(lb.parse_run(E2E_OUT.replace("] PASS", "] FAIL: worker 1"))["passed"])
+        self.assertFalse(lb.parse_run(E2E_OUT.replace("mismatches=0 aggregate=3.04",
+                                                      "mismatches=3 aggregate=3.04"))["passed"])
+        self.assertFalse(lb.parse_run("")["passed"])
+
+    def test_summary_is_total_rounds_over_total_time(self):
+        def run(f32):
+            return {"dtypes": {"f32": {"rounds_s": f32}}}
+        # ABBA: none 20, loss 10, loss 40, none 20; 100 rounds a run
+        s = lb.summarize([(0, run(20.0)), (1, run(10.0)), (1, run(40.0)), (0, run(20.0))], 100)
+        f = s["f32"]
+        self.assertAlmostEqual(f["none_rounds_s"], 20.0)
+        self.assertAlmostEqual(f["loss_rounds_s"], 200 / (10 + 2.5))  # not the mean 25
+        self.assertAlmostEqual(f["ratio"], 16.0 / 20.0)
+        self.assertEqual(f["pair_ratios"], [0.5, 2.0])
+        self.assertEqual(f["runs"], {"none": 2, "loss": 2})
+        self.assertEqual(lb.summarize([(0, run(20.0))], 100), {})  # one level only: no ratio
+
+    def test_rejects(self):
+        for argv in (["--drop", "0"], ["--drop", "100"], ["--pairs", "0"], ["--workers", "1"],
+                     ["--dtypes", "f64"], ["--dtypes", ""]):
+            with self.assertRaises(SystemExit, msg=argv):
+                with contextlib.redirect_stderr(io.StringIO()):
+                    lb.parse_args(argv)
 
 
 if __name__ == "__main__":
