@@ -2,12 +2,14 @@
  * agent_coll_shm.c — the sharded mode's local collective over host buffers (the CPU
  * backend): one shared segment per machine ("/tally-lanes-...", agent_shm.c).
  *
- *  reduce_scatter: every local rank copies its whole tensor into its own slot and raises its
- *    posted flag to round + 1; once all are posted, rank lr sums shard lr of every slot with
- *    sum_avx into its host shard (padding zeroed).
+ *  reduce_scatter: every local rank copies its tensor into its own slot, all but its own
+ *    shard (nobody else reads that), and raises its posted flag to round + 1; once all are
+ *    posted, rank lr sums shard lr of every other slot and of its own tensor with sum_avx
+ *    into its host shard (padding zeroed).
  *  all_gather: rank lr writes its shard into the tensor's gather area and raises its gathered
  *    flag (round + 1, top bit set if it has no valid shard); once all are up, it copies the
  *    gather area out.
+ * A rank waiting for the others sleeps on their flags (agent_shm_wait, a shared futex).
  * Slots are reused round after round without more flags: a rank posts round r + 1 of a
  * tensor only after its round r finished (one push_pull per tensor in flight), i.e. after
  * every rank's gathered flag of round r, raised after that rank had read the slots.
