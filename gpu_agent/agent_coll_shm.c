@@ -8,7 +8,8 @@
  *    into its host shard (padding zeroed).
  *  all_gather: rank lr writes its shard into the tensor's gather area and raises its gathered
  *    flag (round + 1, top bit set if it has no valid shard); once all are up, it copies the
- *    gather area out.
+ *    gather area out, or leaves the result there for the caller to read (TALLY_AGENT_RESULT_VIEW:
+ *    it stays until every rank posted the next round, i.e. started its next push_pull).
  * A rank waiting for the others sleeps on their flags (agent_shm_wait, a shared futex).
  * Slots are reused round after round without more flags: a rank posts round r + 1 of a
  * tensor only after its round r finished (one push_pull per tensor in flight), i.e. after
@@ -187,10 +188,14 @@ static int cshm_all_gather(void *ctx, unsigned tensor, uint32_t round, const voi
 	if ((rc = wait_all(c, tensor, 1, round + 1, 2 * c->timeout_ms, "deliver its shard of",
 			   err, errlen)))
 		return rc;
-	if (failed)
-		return 0;
-	memcpy(buf, gather_of(c, tensor), t->bytes);
+	if (!failed && buf)
+		memcpy(buf, gather_of(c, tensor), t->bytes);
 	return 0;
+}
+
+static void *cshm_gathered(void *ctx, unsigned tensor)
+{
+	return gather_of(ctx, tensor);
 }
 
 static void cshm_destroy(void *ctx)
@@ -206,6 +211,7 @@ static const struct agent_coll_ops cshm_ops = {
 	.declare = cshm_declare,
 	.reduce_scatter = cshm_reduce_scatter,
 	.all_gather = cshm_all_gather,
+	.gathered = cshm_gathered,
 	.destroy = cshm_destroy,
 };
 

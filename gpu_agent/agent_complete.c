@@ -22,6 +22,7 @@ void agent_stage_req_of(struct tally_agent *a, unsigned slot, struct agent_stage
 		.device = r->device,
 		.ptr = r->user,
 		.stream = r->stream,
+		.flags = r->flags,
 		.state = &t->stage,
 		.buf = r->buf,
 	};
@@ -51,6 +52,8 @@ void agent_finish_req_locked(struct tally_agent *a, unsigned slot)
 	struct agent_req *r = &a->reqs[slot];
 
 	a->tensors[r->tensor].busy = 0;
+	a->tensors[r->tensor].result = r->status ? AGENT_RESULT_FAILED
+				       : r->result ? r->result : r->user;
 	if (r->status)
 		a->st.failed++;
 	else

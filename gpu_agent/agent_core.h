@@ -16,6 +16,7 @@
 
 enum { REQ_FREE = 0, REQ_PENDING, REQ_DONE };
 #define AGENT_OP_MOVE (-2)
+#define AGENT_RESULT_FAILED ((const void *)1)
 
 struct agent_tensor {
 	char name[TALLY_AGENT_NAME_MAX];
@@ -28,6 +29,8 @@ struct agent_tensor {
 	int average;       /* divide the sum by world_size */
 	int ordered;       /* takes part in the global start order (tally_agent_set_ordered) */
 	uint32_t subm;     /* push_pulls submitted: the round of the next one */
+	const void *result; /* where the last push_pull's result lies: NULL none yet or in
+			     * flight, AGENT_RESULT_FAILED (tally_agent_result_view) */
 	void *stage;       /* the stage's state for it (pinned staging, the shard), its to free */
 	/* 1-bit compression (agent_compress.c): rounds [comp_on, comp_off) are compressed */
 	int comp_set, comp_off_set, comp_keys; /* comp_keys: compressed keys registered */
@@ -58,6 +61,8 @@ struct agent_req {
 	int tensor;
 	uint8_t *buf;      /* host bytes summed in place (the stage's choice) */
 	void *user;        /* the caller's pointer (device tensors: copied back at the end) */
+	unsigned flags;    /* TALLY_AGENT_RESULT_VIEW */
+	void *result;      /* where the stage leaves the result (NULL: user) */
 	int device;
 	void *stream;
 	unsigned left;

@@ -37,9 +37,13 @@ struct agent_coll_ops {
 	int (*reduce_scatter)(void *ctx, unsigned tensor, uint32_t round, const void *buf,
 			      void *stream, void *shard, char *err, size_t errlen);
 	/* buf = every rank's shard, gathered. failed: this rank has no valid shard (a failed
-	 * push_pull); it still takes part, so the others fail fast and stay in step. */
+	 * push_pull); it still takes part, so the others fail fast and stay in step. buf NULL
+	 * (only where gathered is offered): the result stays at gathered(). */
 	int (*all_gather)(void *ctx, unsigned tensor, uint32_t round, const void *shard,
 			  int failed, void *buf, void *stream, char *err, size_t errlen);
+	/* Optional: where all_gather gathers the tensor, shared by the local ranks; it holds
+	 * round r's result until every local rank has started round r + 1. */
+	void *(*gathered)(void *ctx, unsigned tensor);
 	void (*destroy)(void *ctx);
 };
 

@@ -61,7 +61,8 @@ static int push_check(char *err, size_t errlen, int tensor, const char *name, si
 /* Take a free slot for a push_pull of `tensor` and hold the tensor busy: the slot, or
  * negative errno (message). */
 static int take_slot_locked(struct tally_agent *a, int tensor, void *ptr, size_t bytes,
-			    int device, void *stream, tally_agent_cb cb, void *cb_arg)
+			    int device, void *stream, unsigned flags, tally_agent_cb cb,
+			    void *cb_arg)
 {
 	struct agent_tensor *t = tensor >= 0 && (unsigned)tensor < a->ntensors ?
 				 &a->tensors[tensor] : NULL;
@@ -84,6 +85,8 @@ static int take_slot_locked(struct tally_agent *a, int tensor, void *ptr, size_t
 	r->tensor = tensor;
 	r->buf = NULL;
 	r->user = ptr;
+	r->flags = flags;
+	r->result = NULL;
 	r->device = device;
 	r->stream = stream;
 	r->left = t->nparts;
@@ -94,6 +97,7 @@ static int take_slot_locked(struct tally_agent *a, int tensor, void *ptr, size_t
 	r->t0_ns = mono_ns();
 	r->round = t->subm;
 	t->busy = 1;
+	t->result = NULL; /* the last result's view ends with this push_pull */
 	return (int)slot;
 }
 
@@ -157,31 +161,39 @@ static int fail_taken_locked(struct tally_agent *a, unsigned slot, int status)
 	if (agent_copy_back_locked(a, slot))
 		return h;
 	release_slot_locked(a, slot);
+	a->tensors[a->reqs[slot].tensor].result = AGENT_RESULT_FAILED;
 	return status;
 }
 
-int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t bytes, int device,
-			  void *stream, tally_agent_cb cb, void *cb_arg)
+int tally_agent_push_pull_flags(struct tally_agent *a, int tensor, void *ptr, size_t bytes,
+				int device, void *stream, unsigned flags, tally_agent_cb cb,
+				void *cb_arg)
 {
 	struct agent_stage_req sr;
+	const void *prev;
 	char e[512] = "";
 	int slot, rc;
 
-	if (!ptr || (device != TALLY_AGENT_CPU && device != TALLY_AGENT_CUDA))
+	if (!ptr || (device != TALLY_AGENT_CPU && device != TALLY_AGENT_CUDA) ||
+	    (flags & ~TALLY_AGENT_RESULT_VIEW))
 		return -EINVAL;
 	pthread_mutex_lock(&a->mu);
-	if ((rc = slot = take_slot_locked(a, tensor, ptr, bytes, device, stream, cb, cb_arg)) < 0)
+	prev = tensor >= 0 && (unsigned)tensor < a->ntensors ? a->tensors[tensor].result : NULL;
+	if ((rc = slot = take_slot_locked(a, tensor, ptr, bytes, device, stream, flags, cb,
+					  cb_arg)) < 0)
 		goto out;
 	agent_stage_req_of(a, (unsigned)slot, &sr);
 	pthread_mutex_unlock(&a->mu);
 	rc = a->stage->stage_in(a->stage_ctx, &sr, e, sizeof(e));
 	pthread_mutex_lock(&a->mu);
-	if (rc) {
+	if (rc) { /* refused: nothing started, the last result stays where it was */
 		agent_set_err(a, "%s", e);
 		release_slot_locked(a, (unsigned)slot);
+		a->tensors[tensor].result = prev;
 		goto out;
 	}
 	a->reqs[slot].buf = sr.buf;
+	a->reqs[slot].result = sr.result;
 	if (sr.status)
 		agent_set_err(a, "%s", e);
 	if ((rc = sr.status ? sr.status : schedule_locked(a, (unsigned)slot)))
@@ -189,6 +201,33 @@ int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t b
 	else
 		rc = handle_of(a, (unsigned)slot);
 out:
+	pthread_mutex_unlock(&a->mu);
+	return rc;
+}
+
+int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t bytes, int device,
+			  void *stream, tally_agent_cb cb, void *cb_arg)
+{
+	return tally_agent_push_pull_flags(a, tensor, ptr, bytes, device, stream, 0, cb, cb_arg);
+}
+
+int tally_agent_result_view(struct tally_agent *a, int tensor, const void **out)
+{
+	const struct agent_tensor *t;
+	int rc = 0;
+
+	pthread_mutex_lock(&a->mu);
+	t = tensor >= 0 && (unsigned)tensor < a->ntensors ? &a->tensors[tensor] : NULL;
+	if (!t)
+		rc = -ENOENT;
+	else if (t->busy > 0)
+		rc = -EBUSY;
+	else if (!t->result)
+		rc = -ENODATA;
+	else if (t->result == AGENT_RESULT_FAILED)
+		rc = -EIO;
+	else
+		*out = t->result;
 	pthread_mutex_unlock(&a->mu);
 	return rc;
 }

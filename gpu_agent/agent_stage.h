@@ -25,9 +25,11 @@ struct agent_stage_req {
 	int dtype, device;
 	void *ptr;        /* the caller's buffer */
 	void *stream;
+	unsigned flags;   /* TALLY_AGENT_RESULT_VIEW: the stage may leave the result elsewhere */
 	void **state;     /* the tensor's stage state: NULL until the stage sets it */
 	uint8_t *buf;     /* set by stage_in: the host bytes the tensor's keys are cut from */
 	int status;       /* set by stage_in: taken, but failed before the network */
+	void *result;     /* set by stage_in: where the result will lie (NULL: ptr) */
 };
 
 /* A stage reports a request it finishes on its own thread (status 0 or negative errno; err:

@@ -10,7 +10,8 @@
  *               (every GPU) drives its own share of the machine's traffic.
  *   stage_out:  when the shard is back (averaged by the core, by the GLOBAL world size),
  *               the finisher thread all-gathers it over the local ranks into the caller's
- *               buffer and reports the request done.
+ *               buffer (or, TALLY_AGENT_RESULT_VIEW on host memory, leaves it in the shared
+ *               gather area) and reports the request done.
  *
  * Collectives must run in the same order on every local rank (NCCL requires it):
  * reduce-scatters run in push_pull order (push_pull from one thread, the same sequence on
@@ -213,6 +214,13 @@ static int shard_in(void *ctx, struct agent_stage_req *r, char *err, size_t errl
 	struct shard_job j = {r->slot, r->tensor, t->rounds, r->device, 0, 0, r->name, r->ptr,
 			      r->stream, t};
 	const struct agent_coll_ops *coll = r->device == TALLY_AGENT_CUDA ? s->gpu : s->cpu;
+
+	if ((r->flags & TALLY_AGENT_RESULT_VIEW) && coll->gathered) {
+		/* the result stays in the shared gather area: no copy out */
+		r->result = coll->gathered(r->device == TALLY_AGENT_CUDA ? s->gpu_ctx : s->cpu_ctx,
+					   r->tensor);
+		j.ptr = NULL;
+	}
 
 	rc = coll->reduce_scatter(r->device == TALLY_AGENT_CUDA ? s->gpu_ctx : s->cpu_ctx,
 				  r->tensor, j.round, r->ptr, r->stream, t->shard, e, sizeof(e));

@@ -250,6 +250,26 @@ typedef void (*tally_agent_cb)(void *arg, int handle, int status);
  * flight), -ENOSPC (max_handles), -ENOTSUP (CUDA buffer, build without CUDA). */
 int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t bytes, int device,
 			  void *stream, tally_agent_cb cb, void *cb_arg);
+/* tally_agent_push_pull with flags (0: the same call):
+ * TALLY_AGENT_RESULT_VIEW: the agent may leave the result in its own memory instead of
+ *   copying it into ptr, which then keeps its input. It does so for host buffers in the
+ *   sharded local mode (cfg.local_agg shard): the result lies in the machine's shared gather
+ *   area, and leaving it there saves a copy of the whole tensor (a DDP hook hands that
+ *   memory to DDP, which copies it into the gradients anyway). Elsewhere the result is
+ *   written into ptr as usual. Either way tally_agent_result_view says where it is.
+ * Other bits: -EINVAL. */
+#define TALLY_AGENT_RESULT_VIEW 1u
+int tally_agent_push_pull_flags(struct tally_agent *a, int tensor, void *ptr, size_t bytes,
+				int device, void *stream, unsigned flags, tally_agent_cb cb,
+				void *cb_arg);
+/* Where the result of the tensor's last push_pull lies, once it completed successfully
+ * (e.g. from its callback): the ptr it was given, or with TALLY_AGENT_RESULT_VIEW possibly
+ * the agent's memory. That memory is the other local ranks' result too: read it, never write
+ * it. It stays valid until this rank's next push_pull of the tensor (no local rank writes
+ * the next round there before every one of them submitted it) or tally_agent_destroy.
+ * 0 with *out set; -ENOENT (no such tensor), -EBUSY (a push_pull of it is in flight),
+ * -ENODATA (no push_pull of it completed yet), -EIO (the last one failed). */
+int tally_agent_result_view(struct tally_agent *a, int tensor, const void **out);
 /* 1 done, 0 pending, negative errno failed (done/failed release the handle). */
 int tally_agent_test(struct tally_agent *a, int handle);
 /* Block until done: 0 or negative errno (-ETIMEDOUT, -ECANCELED, ...). Never for ever: when

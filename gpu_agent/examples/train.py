@@ -436,6 +436,7 @@ def worker(a):
     if onebit and a.backend != "tally":
         raise SystemExit("train.py: --optimizer onebit-*: the tally backend only (the appliance compresses)")
 
+    state = None
     if onebit:
         # no DDP: the optimizer exchanges the gradients (warm-up) or the momentum itself
         import tally.optim as topt
@@ -444,7 +445,6 @@ def worker(a):
         ddp = model
         cls = topt.OneBitAdam if a.optimizer == "onebit-adam" else topt.OneBitLamb
         opt = cls(model.parameters(), lr=lr, freeze_step=freeze, eps=eps)
-        state = None
         if rank == 0:
             print(f"optimizer: {cls.__name__} (lr {lr}), {freeze} warm-up steps at full precision, then the "
                   f"momentum 1-bit compressed through the appliance ({world} workers)", flush=True)
@@ -505,6 +505,9 @@ def worker(a):
     if a.backend == "tally" and rank == 0:
         import tally
         print(f"agent counters (rank 0): {tally.init().stats()}", flush=True)
+        if state is not None:
+            print(f"tally hook: {state.views} bucket results read in place from the agent's shared memory",
+                  flush=True)
     if a.dump and rank == 0:
         flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
         with open(a.dump, "w") as f:
@@ -512,6 +515,7 @@ def worker(a):
                        "freeze_step": freeze if onebit else None, "steps": steps, "losses": losses,
                        "accuracy": acc, "train_loss": train_loss, "seconds": time.time() - t0,
                        "device": str(dev), "workers": world, "batch": a.batch, "step_seconds": step_s,
+                       "hook_result_views": state.views if state is not None else None,
                        "params": flat.tolist()}, f)
     dist.barrier()
     if a.backend == "tally":

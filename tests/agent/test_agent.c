@@ -843,7 +843,12 @@ static void test_callback_and_cancel(void **state)
 	base_cfg(&c, 0, 1);
 	struct tally_agent *a = mk(h, &c);
 	int t = tally_agent_declare(a, "x", 4096, TALLY_DT_F32, 0);
-	int hd = tally_agent_push_pull(a, t, buf, 4096, TALLY_AGENT_CPU, NULL, on_done, &rec);
+	const void *view = NULL;
+
+	assert_int_equal(tally_agent_result_view(a, t, &view), -ENODATA);
+	/* RESULT_VIEW without the sharded mode: the result is written into buf all the same */
+	int hd = tally_agent_push_pull_flags(a, t, buf, 4096, TALLY_AGENT_CPU, NULL,
+					     TALLY_AGENT_RESULT_VIEW, on_done, &rec);
 	assert_true(hd >= 0);
 	for (int i = 0; i < 2000 && !rec.calls; i++)
 		usleep(1000);
@@ -851,6 +856,8 @@ static void test_callback_and_cancel(void **state)
 	assert_int_equal(rec.status, 0);
 	assert_int_equal(rec.handle, hd);
 	assert_int_equal(tally_agent_wait(a, hd), -ENOENT); /* callback handles are not waited on */
+	assert_int_equal(tally_agent_result_view(a, t, &view), 0);
+	assert_ptr_equal(view, buf);
 
 	/* destroy with a push_pull that can never complete: callback with -ECANCELED */
 	loophub_hold(h, 1);
@@ -858,6 +865,7 @@ static void test_callback_and_cancel(void **state)
 	hd = tally_agent_push_pull(a, t, buf, 4096, TALLY_AGENT_CPU, NULL, on_done, &rec);
 	assert_true(hd >= 0);
 	usleep(10000);
+	assert_int_equal(tally_agent_result_view(a, t, &view), -EBUSY);
 	tally_agent_destroy(a);
 	assert_int_equal(rec.calls, 1);
 	assert_int_equal(rec.status, -ECANCELED);
@@ -893,6 +901,10 @@ static void test_errors(void **state)
 	assert_int_equal(tally_agent_push_pull(a, 99, buf, 4096, TALLY_AGENT_CPU, NULL, NULL, NULL), -ENOENT);
 	assert_int_equal(tally_agent_push_pull(a, t, NULL, 4096, TALLY_AGENT_CPU, NULL, NULL, NULL), -EINVAL);
 	assert_int_equal(tally_agent_push_pull(a, t, buf, 4096, 7, NULL, NULL, NULL), -EINVAL);
+	assert_int_equal(tally_agent_push_pull_flags(a, t, buf, 4096, TALLY_AGENT_CPU, NULL, 2, NULL,
+						     NULL), -EINVAL);
+	const void *view;
+	assert_int_equal(tally_agent_result_view(a, 99, &view), -ENOENT);
 	assert_int_equal(tally_agent_wait(a, 12345), -ENOENT);
 	assert_int_equal(tally_agent_test(a, -1), -ENOENT);
 	tally_agent_destroy(a);
@@ -905,6 +917,7 @@ static void test_errors(void **state)
 	int id = tally_agent_lookup(a, "other");
 	assert_true(id >= 0);
 	assert_int_equal(tally_agent_push_pull(a, id, buf, 400, TALLY_AGENT_CPU, NULL, NULL, NULL), -EIO);
+	assert_int_equal(tally_agent_result_view(a, id, &view), -ENODATA); /* refused: none ran */
 	tally_agent_destroy(a);
 	loophub_destroy(h);
 }

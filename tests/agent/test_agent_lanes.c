@@ -166,6 +166,8 @@ static void test_lane_job_and_cfg(void **state)
 struct lw {
 	struct loophub **hubs; /* one per lane */
 	int rank, world, ls, rc;
+	int view;              /* the f32 tensor with TALLY_AGENT_RESULT_VIEW */
+	int vrc;               /* what lw_check_views found (the rounds go on: no one hangs) */
 	char id[48];
 	float *f;
 	uint16_t *b;
@@ -191,6 +193,33 @@ static struct tally_agent *mk_lane(struct lw *w, struct tally_agent_cfg *c)
 static float fval(int rank, int i, int it)
 {
 	return (float)((rank + 1) * (i % 13) + it);
+}
+
+/* Where each result lies: the f32 one in the shared gather area with RESULT_VIEW (its input
+ * left as it was, the result copied into w->f for the checks), the others in place. */
+static void lw_check_views(struct lw *w, struct tally_agent *a, int tf, int tb, int it)
+{
+	const void *vf = NULL, *vb = NULL;
+	int bad = -1;
+
+	if (tally_agent_result_view(a, tf, &vf) || tally_agent_result_view(a, tb, &vb) ||
+	    vb != w->b || (vf == w->f) == !!w->view) {
+		snprintf(w->err, sizeof(w->err), "round %d: result views f32 %p (buffer %p), bf16 "
+			 "%p (buffer %p)", it, vf, (void *)w->f, vb, (void *)w->b);
+		w->vrc = -3;
+		return;
+	}
+	if (!w->view)
+		return;
+	for (int i = 0; i < NF && bad < 0; i++)
+		if (w->f[i] != fval(w->rank, i, it))
+			bad = i;
+	if (bad >= 0) {
+		snprintf(w->err, sizeof(w->err), "round %d: RESULT_VIEW wrote into the buffer "
+			 "(f32[%d] = %g)", it, bad, (double)w->f[bad]);
+		w->vrc = -4;
+	}
+	memcpy(w->f, vf, NF * 4);
 }
 
 static void *lw_main(void *arg)
@@ -225,7 +254,9 @@ static void *lw_main(void *arg)
 			w->b[i] = tally_f32_to_bf16((float)(w->rank + (i % 5) + it));
 		for (int i = 0; i < NI; i++)
 			w->k[i] = w->rank * 1000 + i + it;
-		int h[3] = {tally_agent_push_pull(a, tf, w->f, NF * 4, TALLY_AGENT_CPU, NULL, NULL, NULL),
+		int h[3] = {tally_agent_push_pull_flags(a, tf, w->f, NF * 4, TALLY_AGENT_CPU, NULL,
+							w->view ? TALLY_AGENT_RESULT_VIEW : 0, NULL,
+							NULL),
 			    tally_agent_push_pull(a, tb, w->b, NB * 2, TALLY_AGENT_CPU, NULL, NULL, NULL),
 			    tally_agent_push_pull(a, ti, w->k, NI * 4, TALLY_AGENT_CPU, NULL, NULL, NULL)};
 		for (int j = 0; j < 3 && !w->rc; j++)
@@ -234,13 +265,15 @@ static void *lw_main(void *arg)
 					 tally_agent_strerror(a));
 				w->rc = -2;
 			}
+		if (!w->rc)
+			lw_check_views(w, a, tf, tb, it);
 	}
 	tally_agent_get_stats(a, &w->st);
 	tally_agent_destroy(a);
 	return NULL;
 }
 
-static void run_lanes(int machines, int ls)
+static void run_lanes(int machines, int ls, int view)
 {
 	int world = machines * ls;
 	struct loophub *hubs[MAXLS];
@@ -250,7 +283,7 @@ static void run_lanes(int machines, int ls)
 	for (int l = 0; l < ls; l++)
 		hubs[l] = loophub_create((unsigned)machines); /* each lane: one job of the machines */
 	for (int r = 0; r < world; r++) {
-		w[r] = (struct lw){.hubs = hubs, .rank = r, .world = world, .ls = ls,
+		w[r] = (struct lw){.hubs = hubs, .rank = r, .world = world, .ls = ls, .view = view,
 				   .f = calloc(NF, 4), .b = calloc(NB, 2), .k = calloc(NI, 4)};
 		snprintf(w[r].id, sizeof(w[r].id), "lanes%d-%dx%d", (int)getpid(), machines, ls);
 		pthread_create(&t[r], NULL, lw_main, &w[r]);
@@ -258,8 +291,8 @@ static void run_lanes(int machines, int ls)
 	for (int r = 0; r < world; r++)
 		pthread_join(t[r], NULL);
 	for (int r = 0; r < world; r++)
-		if (w[r].rc)
-			fail_msg("rank %d: %d %s", r, w[r].rc, w[r].err);
+		if (w[r].rc || w[r].vrc)
+			fail_msg("rank %d: %d %d %s", r, w[r].rc, w[r].vrc, w[r].err);
 	const int it = ROUNDS - 1;
 	for (int r = 0; r < world; r++) {
 		for (int i = 0; i < NF; i++) {
@@ -311,19 +344,19 @@ static void run_lanes(int machines, int ls)
 static void test_lanes_2x2(void **state)
 {
 	(void)state;
-	run_lanes(2, 2);
+	run_lanes(2, 2, 0);
 }
 
 static void test_lanes_1x3(void **state)
 {
 	(void)state;
-	run_lanes(1, 3); /* NI = 7 over 3: shards of 3, 3, 1 */
+	run_lanes(1, 3, 1); /* NI = 7 over 3: shards of 3, 3, 1; f32 left in the gather area */
 }
 
 static void test_lanes_2x4(void **state)
 {
 	(void)state;
-	run_lanes(2, 4); /* NI = 7 over 4: the last shard is padding only */
+	run_lanes(2, 4, 1); /* NI = 7 over 4: the last shard is padding only */
 }
 
 /* ---- errors ---- */
@@ -368,9 +401,12 @@ static void *ew_main(void *arg)
 		return NULL;
 	int t = tally_agent_declare(a, "x", sizeof(x), TALLY_DT_F32, 0);
 	if (w->mode == 0 && w->rank == 0) { /* rank 1 never pushes */
-		int h = tally_agent_push_pull(a, t, x, sizeof(x), TALLY_AGENT_CPU, NULL, NULL, NULL);
+		int h = tally_agent_push_pull_flags(a, t, x, sizeof(x), TALLY_AGENT_CPU, NULL,
+						    TALLY_AGENT_RESULT_VIEW, NULL, NULL);
+		const void *view;
 		w->wrc = h < 0 ? h : tally_agent_wait(a, h);
 		snprintf(w->err, sizeof(w->err), "%s", tally_agent_strerror(a));
+		w->rc = tally_agent_result_view(a, t, &view) == -EIO ? 0 : -EPROTO; /* no view */
 	} else if (w->mode == 0 || w->mode == 1) {
 		usleep(w->mode ? 1500000 : 900000); /* keep the segment while the other looks */
 	} else if (w->mode == 2) { /* a CUDA tensor, no GPU here */

@@ -70,14 +70,34 @@ def worker(rank, port, q, shard):
             shape_err = "accepted"
         except tally.TallyError as e:
             shape_err = str(e)
+        view = result_view_check(a, rank)
         # plain lists: torch tensors through a Queue share fds that die with this process
         q.put((rank, "ok", [p.detach().tolist() for p in model.parameters()],
-               [p.tolist() for p in after_bcast], shape_err, seg))
+               [p.tolist() for p in after_bcast], shape_err, seg, view))
         tally.shutdown()
     except Exception as e:  # report, never hang the parent
         import traceback
-        q.put((rank, "error", traceback.format_exc(), None, None, None))
+        q.put((rank, "error", traceback.format_exc(), None, None, None, None))
         raise SystemExit(1) from e
+
+
+def result_view_check(a, rank):
+    """push_pull(result_view=True) of 32 f32 (rank + 1 each, summed): where the result lies
+    (the buffer, or the sharded mode's gather area), what it holds, what the buffer holds,
+    and result_view's refusal before any push_pull of the tensor completed."""
+    import ctypes
+    import tally
+    t = a.declare("view", 128, "f32", average=False)
+    buf = torch.full((32,), float(rank + 1))
+    try:
+        a.result_view(t)
+        none = "no error"
+    except tally.TallyError as e:
+        none = str(e)
+    a.wait(a.push_pull(t, buf.data_ptr(), 128, result_view=True))
+    addr = a.result_view(t)
+    got = torch.frombuffer((ctypes.c_char * 128).from_address(addr), dtype=torch.float32).tolist()
+    return addr != buf.data_ptr(), got, buf.tolist(), none
 
 
 def reference():
@@ -111,12 +131,12 @@ def run(shard):
         for p in ps:
             p.start()
         for _ in range(W):
-            rank, status, params, bcast, shape_err, seg = q.get(timeout=300)
+            rank, status, params, bcast, shape_err, seg, view = q.get(timeout=300)
             if status != "ok":
                 print(f"FAIL {tag}rank {rank}:\n{params}")
                 failed += 1
                 continue
-            res[rank] = ([torch.tensor(x) for x in params], [torch.tensor(x) for x in bcast], shape_err, seg)
+            res[rank] = ([torch.tensor(x) for x in params], [torch.tensor(x) for x in bcast], shape_err, seg, view)
         for p in ps:
             p.join(60)
     return failed, res
@@ -142,6 +162,14 @@ def verify(shard, res):
         failed += not ok
         ok = all(res[r][3] == shard for r in range(W))
         print(f"{'ok  ' if ok else 'FAIL'} {tag}sharded-mode segment present: {res[0][3]}")
+        failed += not ok
+        # the sum (1 + 2) where result_view says; the sharded mode leaves it in the shared
+        # gather area and the buffer keeps its input, the plain mode writes the buffer
+        ok = all(res[r][4][0] == shard and res[r][4][1] == [3.0] * 32 and
+                 res[r][4][2] == ([float(r + 1)] if shard else [3.0]) * 32 and
+                 "no push_pull of it completed" in res[r][4][3] for r in range(W))
+        print(f"{'ok  ' if ok else 'FAIL'} {tag}result_view: elsewhere {res[0][4][0]}, result {res[0][4][1][0]}, "
+              f"buffer {res[0][4][2][0]}; before any: {res[0][4][3]}")
         failed += not ok
     return failed
 

@@ -87,6 +87,13 @@ def main():
     ok &= compare("tally (3% loss, slow rank 2) vs gloo", impaired, gloo)
     ok &= compare("tally with intra-machine aggregation (shared memory, one push) vs gloo", local, gloo)
     ok &= compare("tally with sharded intra-machine aggregation (4 lanes) vs gloo", shard, gloo)
+    # the sharded mode leaves every bucket's result in the shared gather area (no copy out):
+    # every step's buckets were read there; the other modes write it into the bucket
+    views = {k: r["hook_result_views"] for k, r in (("tally", tally), ("sum", local), ("shard", shard))}
+    vok = views["shard"] >= shard["steps"] and views["tally"] == 0 and views["sum"] == 0
+    print(f"{'ok  ' if vok else 'FAIL'} bucket results read in place (rank 0): {views}, "
+          f"{shard['steps']} steps in the sharded run")
+    ok &= vok
     return 0 if ok else 1
 
 

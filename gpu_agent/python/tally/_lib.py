@@ -82,6 +82,7 @@ NAME_MAX = 128
 DEV_CPU, DEV_CUDA = 0, 1
 DT_F32, DT_F16, DT_BF16, DT_I32 = 0, 1, 2, 3
 ORDER_ROUNDS, ORDER_SUBMIT = 0, 1
+RESULT_VIEW = 1  # TALLY_AGENT_RESULT_VIEW
 COMPRESS_NONE, COMPRESS_ONEBIT = 0, 1
 
 
@@ -141,6 +142,9 @@ _sig = {
     "tally_agent_lookup": (ctypes.c_int, [_P, ctypes.c_char_p]),
     "tally_agent_push_pull": (ctypes.c_int, [_P, ctypes.c_int, _P, ctypes.c_size_t, ctypes.c_int, _P,
                                              AgentCb, _P]),
+    "tally_agent_push_pull_flags": (ctypes.c_int, [_P, ctypes.c_int, _P, ctypes.c_size_t, ctypes.c_int, _P,
+                                                   ctypes.c_uint, AgentCb, _P]),
+    "tally_agent_result_view": (ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]),
     "tally_agent_test": (ctypes.c_int, [_P, ctypes.c_int]),
     "tally_agent_wait": (ctypes.c_int, [_P, ctypes.c_int]),
     "tally_agent_expire": (ctypes.c_int, [_P, ctypes.c_int]),

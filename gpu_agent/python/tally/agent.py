@@ -172,13 +172,28 @@ class Agent:
         self._check(_lib.lib.tally_agent_set_order(self._h, modes[mode]))
         self.order = mode
 
-    def push_pull(self, tensor, ptr, nbytes, device=_lib.DEV_CPU, stream=None, callback=None, cb_arg=0):
+    def push_pull(self, tensor, ptr, nbytes, device=_lib.DEV_CPU, stream=None, callback=None, cb_arg=0,
+                  result_view=False):
         """Start a push_pull; returns a handle. `callback` is a ctypes AgentCb that the caller
-        keeps alive; it runs on the agent's progress thread with (cb_arg, handle, status)."""
+        keeps alive; it runs on the agent's progress thread with (cb_arg, handle, status).
+        result_view=True: the agent may leave the result in its own memory (ptr keeps its
+        input); result_view() then says where it lies (tally_agent_push_pull_flags)."""
         cb = callback if callback is not None else _lib.AgentCb()
-        return self._check(_lib.lib.tally_agent_push_pull(self._h, tensor, ctypes.c_void_p(ptr), nbytes, device,
-                                                          ctypes.c_void_p(stream) if stream else None, cb,
-                                                          ctypes.c_void_p(cb_arg) if cb_arg else None))
+        return self._check(_lib.lib.tally_agent_push_pull_flags(
+            self._h, tensor, ctypes.c_void_p(ptr), nbytes, device, ctypes.c_void_p(stream) if stream else None,
+            _lib.RESULT_VIEW if result_view else 0, cb, ctypes.c_void_p(cb_arg) if cb_arg else None))
+
+    def result_view(self, tensor):
+        """The address of the tensor's last push_pull result once it completed: the pointer
+        it was given, or (result_view=True) the agent's shared memory, read-only and valid
+        until this rank's next push_pull of the tensor. See tally_agent_result_view."""
+        out = ctypes.c_void_p()
+        rc = _lib.lib.tally_agent_result_view(self._h, tensor, ctypes.byref(out))
+        if rc < 0:
+            why = {errno.EBUSY: "a push_pull of it is in flight", errno.ENODATA: "no push_pull of it completed",
+                   errno.EIO: "its last push_pull failed", errno.ENOENT: "no such tensor"}.get(-rc, os.strerror(-rc))
+            raise _error(rc, f"result_view of tensor {tensor}: {why}")
+        return out.value
 
     def wait(self, handle):
         """Block until the push_pull is done. Never for ever: after op_timeout_ms without

@@ -14,6 +14,7 @@ Works with torch 1.13 and 2.x: only public torch APIs, and the library is reache
 ctypes (nothing compiled against torch).
 """
 import contextlib
+import ctypes
 import io
 import itertools
 import threading
@@ -81,7 +82,7 @@ class _Inflight:
         self.watchdog = None
         metrics.track(agent)
 
-    def start(self, tid, t, on_done):
+    def start(self, tid, t, on_done, result_view=False):
         cookie = next(self.ids)
         with self.lock:
             self.pending[cookie] = (on_done, metrics.now())
@@ -91,7 +92,7 @@ class _Inflight:
         dev, stream = _device_args(t)
         try:
             h = self.agent.push_pull(tid, t.data_ptr(), t.numel() * t.element_size(), dev, stream,
-                                     callback=self.cb, cb_arg=cookie)
+                                     callback=self.cb, cb_arg=cookie, result_view=result_view)
         except Exception:
             with self.lock:
                 self.pending.pop(cookie, None)
@@ -283,6 +284,7 @@ class TallyState:
         self.inflight = _inflight(self.agent)
         self.tensors = {}
         self.error = None
+        self.views = 0  # buckets whose result DDP read from the agent's shared memory
 
     def tensor_id(self, name, t, priority):
         tid = self.tensors.get(name)
@@ -312,13 +314,25 @@ def _bucket_index(bucket):
     return bucket.index() if hasattr(bucket, "index") else bucket.get_index()
 
 
+def _over(addr, like):
+    """A tensor of like's dtype and size over memory at addr (no copy)."""
+    n = like.numel() * like.element_size()
+    return torch.frombuffer((ctypes.c_char * n).from_address(addr), dtype=like.dtype, count=like.numel())
+
+
 def comm_hook(state, bucket):
     """DDP communication hook: averages the bucket across all workers through Tally.
 
     Buckets are named by index, size and dtype: DDP's bucket rebuild after the first
     iteration declares new tensors (keys) instead of reusing ones of another size; the
     agent's submission order (TallyState) needs nothing more. f16 / bf16 buckets travel as
-    f32 (the average is taken before rounding)."""
+    f32 (the average is taken before rounding).
+
+    A host bucket's result is taken where the agent leaves it (TALLY_AGENT_RESULT_VIEW): in
+    the sharded local mode that is the machine's shared gather area, and DDP copies it into
+    the gradients from there, one copy of the bucket fewer. It stays valid until this rank
+    pushes the bucket again, in the next backward, after DDP has copied it; DDP only reads
+    it."""
     t = _bucket_tensor(bucket)
     idx = _bucket_index(bucket)
     if not t.is_contiguous():
@@ -328,19 +342,26 @@ def comm_hook(state, bucket):
     tid = state.tensor_id(name, w, priority=idx)
     fut = torch.futures.Future()
 
+    view = w is t and not t.is_cuda
+    res = t
+
     def done(err):
+        nonlocal res
         if err is None:
             try:
+                if view and (addr := state.agent.result_view(tid)) != t.data_ptr():
+                    res = _over(addr, t)
+                    state.views += 1
                 finish(w)
             except Exception as e:
-                err = TallyError(0, f"bucket {idx}: copying the result back failed: {e}")
+                err = TallyError(0, f"bucket {idx}: taking the result failed: {e}")
         if err is None:
-            fut.set_result(t)
+            fut.set_result(res)
         else:
             state.error = err
             fut.set_exception(err)
 
-    state.inflight.start(tid, w, done)
+    state.inflight.start(tid, w, done, result_view=view)
 
     def unwrap(f):
         # raising here marks the future DDP sees as failed with this text (set_exception
