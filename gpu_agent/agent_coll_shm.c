@@ -97,7 +97,7 @@ static int wait_all(struct cshm *c, unsigned tensor, int gathered, uint32_t want
 				   "last: round %d)", r, what, want - 1, ms, (int)(v & ~CSHM_FAILED) - 1);
 			return -ETIMEDOUT;
 		}
-		agent_shm_wait(f, v, (uint32_t)(ms - el) + 1);
+		agent_shm_wait(f, v, ((uint64_t)(ms - el) + 1) * 1000000u);
 	}
 	return 0;
 }

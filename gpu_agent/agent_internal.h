@@ -78,9 +78,9 @@ int agent_shm_attach(struct agent_shm *s, const struct tally_agent_cfg *cfg, con
 		     const char *launch_id, size_t size, char *err, size_t errlen);
 void agent_shm_detach(struct agent_shm *s); /* the root also unlinks */
 /* A flag word in the segment, across processes (a shared futex): sleep while *flag still
- * holds `seen`, at most timeout_ms (a waiter that polled burnt the CPU the ranks it waits
+ * holds `seen`, at most timeout_ns (a waiter that polled burnt the CPU the ranks it waits
  * for needed); wake every sleeper after a store. */
-void agent_shm_wait(uint32_t *flag, uint32_t seen, uint32_t timeout_ms);
+void agent_shm_wait(uint32_t *flag, uint32_t seen, uint64_t timeout_ns);
 void agent_shm_wake(uint32_t *flag);
 /* dst = sum of k sources of n elements (f16/bf16 accumulated in f32); 0 or -ENOMEM. */
 int agent_local_sum(int dtype, void *dst, const void *const *src, unsigned k, size_t n);

@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "agent_internal.h"
 #include "tally_sum.h"
@@ -51,6 +50,7 @@ struct loc {
 	size_t size, used;
 	struct loc_key *keys;
 	struct loc_op ops[LOC_MAX_OPS];
+	uint32_t bell_seen; /* the bell when the last tests began (a local rank's progress) */
 };
 
 static uint32_t *ready_of(struct loc *l, uint32_t key, unsigned r)
@@ -61,6 +61,13 @@ static uint32_t *ready_of(struct loc *l, uint32_t key, unsigned r)
 static uint32_t *done_of(struct loc *l, uint32_t key)
 {
 	return ready_of(l, key, l->ls);
+}
+
+/* The last word of the control block: the root rings it (adds one, wakes the sleepers) after
+ * each done it publishes; the other local ranks sleep on it between their tests. */
+static uint32_t *bell_of(struct loc *l)
+{
+	return (uint32_t *)(l->base + LOC_CTL_BYTES) - 1;
 }
 
 static uint8_t *slot_of(struct loc *l, uint32_t key, unsigned r)
@@ -177,6 +184,8 @@ static int loc_test(void *ctx, unsigned appl, int op)
 			if (rc == 1) {
 				memcpy(o->out, slot_of(l, o->key, 0), l->keys[o->key].bytes);
 				__atomic_store_n(done_of(l, o->key), o->round + 1, __ATOMIC_RELEASE);
+				__atomic_add_fetch(bell_of(l), 1, __ATOMIC_RELEASE);
+				agent_shm_wake(bell_of(l));
 			}
 		}
 	} else {
@@ -190,15 +199,21 @@ static int loc_test(void *ctx, unsigned appl, int op)
 	return rc ? rc : 1;
 }
 
+/* The core calls progress, then tests its ops, then progress again. A local rank sleeps until
+ * the root rang since the tests before began (a done published then is not missed: the bell
+ * moved on), at most 50 us (new push_pulls are started between progress calls). The root
+ * drives its network, also at most 50 us at a time: its local ranks' contributions are
+ * looked at in between. */
 static void loc_progress(void *ctx, uint64_t timeout_ns)
 {
 	struct loc *l = ctx;
-	struct timespec ts = {0, 20000};
 
-	if (l->inner)
+	if (l->inner) {
 		l->inner->progress(l->ictx, timeout_ns < 50000 ? timeout_ns : 50000);
-	else
-		nanosleep(&ts, NULL);
+		return;
+	}
+	agent_shm_wait(bell_of(l), l->bell_seen, timeout_ns < 50000 ? timeout_ns : 50000);
+	l->bell_seen = __atomic_load_n(bell_of(l), __ATOMIC_ACQUIRE);
 }
 
 static const char *loc_strerror(void *ctx, unsigned appl)
@@ -260,7 +275,7 @@ int agent_net_local_create(const struct tally_agent_cfg *cfg, const struct agent
 	l->nnodes = (unsigned)(cfg->world_size / cfg->local_size);
 	l->size = shm_bytes ? shm_bytes : (size_t)4 << 30;
 	l->used = LOC_CTL_BYTES;
-	l->maxkeys = (unsigned)((LOC_CTL_BYTES - 64) / (4u * (l->ls + 1)));
+	l->maxkeys = (unsigned)((LOC_CTL_BYTES - 128) / (4u * (l->ls + 1))); /* the bell last */
 	l->keys = calloc(l->maxkeys, sizeof(*l->keys));
 	if (!l->keys || l->ls > TALLY_SUM_MAX_WAYS || (l->lr == 0) != (inner != NULL)) {
 		agent_errf(err, errlen, "local aggregation: bad setup (local size %u, max %d)", l->ls,

@@ -137,9 +137,9 @@ fail:
 }
 
 /* Not FUTEX_PRIVATE: the word is in a MAP_SHARED segment other processes map. */
-void agent_shm_wait(uint32_t *flag, uint32_t seen, uint32_t timeout_ms)
+void agent_shm_wait(uint32_t *flag, uint32_t seen, uint64_t timeout_ns)
 {
-	struct timespec ts = {timeout_ms / 1000u, (long)(timeout_ms % 1000u) * 1000000L};
+	struct timespec ts = {(time_t)(timeout_ns / 1000000000u), (long)(timeout_ns % 1000000000u)};
 
 	syscall(SYS_futex, flag, FUTEX_WAIT, seen, &ts, NULL, 0);
 }
