@@ -91,13 +91,15 @@ def time_backend(a, backend, rank, world):
         step()
     dist.barrier()
     t0 = time.perf_counter()
+    marks = [t0]
     for _ in range(a.steps):
         step()
+        marks.append(time.perf_counter())
     dist.barrier()
     dt = time.perf_counter() - t0
     nparams = sum(p.numel() for p in model.parameters())
     final = torch.cat([p.detach().flatten() for p in model.parameters()])
-    return a.steps * a.batch * world / dt, dt, nparams, final
+    return a.steps * a.batch * world / dt, dt, nparams, final, [y - x for x, y in zip(marks, marks[1:])]
 
 
 def worker(a):
@@ -113,10 +115,12 @@ def worker(a):
     for r in range(max(1, a.rounds)):
         order += pair if r % 2 == 0 else pair[::-1]
     res = {"tally": [], "gloo": []}
+    steps = {"tally": [], "gloo": []}  # rank 0's step times, per pass
     final = {}  # the parameters after the first pass of each backend (same seed, same data)
     for b in order:
-        sps, dt, nparams, params = time_backend(a, b, rank, world)
+        sps, dt, nparams, params, st = time_backend(a, b, rank, world)
         res[b].append(dt)
+        steps[b].append([round(x, 4) for x in st])
         final.setdefault(b, params)
         if rank == 0:
             print(f"{b}: {sps:.1f} samples/s ({a.steps} steps in {dt:.2f} s)", flush=True)
@@ -131,7 +135,7 @@ def worker(a):
         with open(a.out, "w") as f:
             json.dump({"tally_samples_s": rate["tally"], "gloo_samples_s": rate["gloo"],
                        "ratio": rate["tally"] / rate["gloo"], "params": nparams,
-                       "order": order, "seconds": res,
+                       "order": order, "seconds": res, "step_seconds": steps,
                        "workers": world, "batch": a.batch, "steps": a.steps, "threads": a.threads,
                        "partition_bytes": a.partition_bytes, "credit_bytes": a.credit_bytes,
                        "param_max_abs_diff": diff, "param_max_abs": scale,
