@@ -165,6 +165,12 @@ static inline struct agent_part *part_at(struct tally_agent *a, unsigned i)
 	return &a->pblk[i / AGENT_PART_BLOCK][i % AGENT_PART_BLOCK];
 }
 
+/* A caller's tensor id: its entry, or NULL for no such tensor. */
+static inline struct agent_tensor *tensor_at(struct tally_agent *a, int id)
+{
+	return id >= 0 && (unsigned)id < a->ntensors ? &a->tensors[id] : NULL;
+}
+
 static inline int handle_of(const struct tally_agent *a, unsigned slot)
 {
 	return (int)(a->reqs[slot].gen * a->cfg.max_handles + slot);

@@ -64,8 +64,7 @@ static int take_slot_locked(struct tally_agent *a, int tensor, void *ptr, size_t
 			    int device, void *stream, unsigned flags, tally_agent_cb cb,
 			    void *cb_arg)
 {
-	struct agent_tensor *t = tensor >= 0 && (unsigned)tensor < a->ntensors ?
-				 &a->tensors[tensor] : NULL;
+	struct agent_tensor *t = tensor_at(a, tensor);
 	struct agent_req *r;
 	unsigned slot;
 	int rc;
@@ -97,7 +96,6 @@ static int take_slot_locked(struct tally_agent *a, int tensor, void *ptr, size_t
 	r->t0_ns = mono_ns();
 	r->round = t->subm;
 	t->busy = 1;
-	t->result = NULL; /* the last result's view ends with this push_pull */
 	return (int)slot;
 }
 
@@ -170,7 +168,6 @@ int tally_agent_push_pull_flags(struct tally_agent *a, int tensor, void *ptr, si
 				void *cb_arg)
 {
 	struct agent_stage_req sr;
-	const void *prev;
 	char e[512] = "";
 	int slot, rc;
 
@@ -178,7 +175,6 @@ int tally_agent_push_pull_flags(struct tally_agent *a, int tensor, void *ptr, si
 	    (flags & ~TALLY_AGENT_RESULT_VIEW))
 		return -EINVAL;
 	pthread_mutex_lock(&a->mu);
-	prev = tensor >= 0 && (unsigned)tensor < a->ntensors ? a->tensors[tensor].result : NULL;
 	if ((rc = slot = take_slot_locked(a, tensor, ptr, bytes, device, stream, flags, cb,
 					  cb_arg)) < 0)
 		goto out;
@@ -189,9 +185,9 @@ int tally_agent_push_pull_flags(struct tally_agent *a, int tensor, void *ptr, si
 	if (rc) { /* refused: nothing started, the last result stays where it was */
 		agent_set_err(a, "%s", e);
 		release_slot_locked(a, (unsigned)slot);
-		a->tensors[tensor].result = prev;
 		goto out;
 	}
+	a->tensors[tensor].result = NULL; /* the last result's view ends with this push_pull */
 	a->reqs[slot].buf = sr.buf;
 	a->reqs[slot].result = sr.result;
 	if (sr.status)
@@ -217,8 +213,7 @@ int tally_agent_result_view(struct tally_agent *a, int tensor, const void **out)
 	int rc = 0;
 
 	pthread_mutex_lock(&a->mu);
-	t = tensor >= 0 && (unsigned)tensor < a->ntensors ? &a->tensors[tensor] : NULL;
-	if (!t)
+	if (!(t = tensor_at(a, tensor)))
 		rc = -ENOENT;
 	else if (t->busy > 0)
 		rc = -EBUSY;

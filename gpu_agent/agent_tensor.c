@@ -184,12 +184,11 @@ enum { FLAG_AVERAGE, FLAG_ORDERED };
 /* Set a per-tensor flag; 0 or -ENOENT. */
 static int set_flag(struct tally_agent *a, int tensor, int flag, int on)
 {
+	struct agent_tensor *t;
 	int rc = -ENOENT;
 
 	pthread_mutex_lock(&a->mu);
-	if (tensor >= 0 && (unsigned)tensor < a->ntensors) {
-		struct agent_tensor *t = &a->tensors[tensor];
-
+	if ((t = tensor_at(a, tensor))) {
 		rc = 0;
 		/* keys registered averaged give back averages only: no sum to return */
 		for (unsigned i = 0; flag == FLAG_AVERAGE && !on && i < t->nparts; i++)
@@ -239,12 +238,11 @@ int tally_agent_set_order(struct tally_agent *a, int mode)
 int tally_agent_partitions(struct tally_agent *a, int tensor, struct tally_agent_part *out,
 			   unsigned max)
 {
+	const struct agent_tensor *t;
 	int n = -ENOENT;
 
 	pthread_mutex_lock(&a->mu);
-	if (tensor >= 0 && (unsigned)tensor < a->ntensors) {
-		const struct agent_tensor *t = &a->tensors[tensor];
-
+	if ((t = tensor_at(a, tensor))) {
 		for (unsigned i = 0; i < t->nparts && i < max; i++) {
 			const struct agent_part *p = part_at(a, t->first_part + i);
 			out[i] = (struct tally_agent_part){p->key, p->appl, p->off, p->bytes};

@@ -118,9 +118,9 @@ def worker(a):
     steps = {"tally": [], "gloo": []}  # rank 0's step times, per pass
     final = {}  # the parameters after the first pass of each backend (same seed, same data)
     for b in order:
-        sps, dt, nparams, params, st = time_backend(a, b, rank, world)
+        sps, dt, nparams, params, times = time_backend(a, b, rank, world)
         res[b].append(dt)
-        steps[b].append([round(x, 4) for x in st])
+        steps[b].append([round(x, 4) for x in times])
         final.setdefault(b, params)
         if rank == 0:
             print(f"{b}: {sps:.1f} samples/s ({a.steps} steps in {dt:.2f} s)", flush=True)
