@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * engine_chunk.c — the PUSH path: round/parity rules, exactly-once bitmaps, accumulation
- * through sum_avx, completion (quorum or deadline) with RESULT fan-out, re-sends to
- * duplicate/late pushes and PULLs, and the stuck-chunk walker. Nothing here allocates.
+ * through sum_avx, completion (quorum or deadline; an average key's sum scaled before its
+ * one rounding) with RESULT fan-out, re-sends to duplicate/late pushes and PULLs, and the
+ * stuck-chunk walker. Nothing here allocates.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -110,6 +111,31 @@ static void result_unicast(struct tally_engine *e, struct engine_key *k, uint32_
 	k->chunks[idx].stamp = e->tx_stamp;
 }
 
+/* TALLY_KEY_AVERAGE keys: the RESULT is the average of the contributors' pushes, taken on
+ * the f32 accumulator before the one rounding to the wire dtype. Dividing after the
+ * appliance rounded the sum to f16 overflows (4 x 40000 sums to 160000 > 65504: inf) and
+ * rounds twice (up to 1.33 ulp off the exact mean for 3 workers); scaling first leaves one
+ * rounding of the f32 quotient. The divisor is the RESULT's contributor count (with a
+ * quorum, the pushes that are in this sum): into res (f16 / bf16), or in place (f32, whose
+ * RESULT payload is the accumulator itself; REGISTER refuses i32 averages). */
+static void avg_store(const struct engine_key *k, void *res, float *acc, uint32_t n,
+		      uint16_t contrib)
+{
+	float scale = 1.0f / (float)(contrib ? contrib : 1);
+
+	switch (k->dtype) {
+	case TALLY_DT_F16:
+		tally_sum_f32_to_f16(res, acc, n, scale);
+		break;
+	case TALLY_DT_BF16:
+		tally_sum_f32_to_bf16(res, acc, n, scale);
+		break;
+	default:
+		tally_sum_f32_scale(acc, acc, n, scale);
+		break;
+	}
+}
+
 void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how,
 		     uint32_t last)
 {
@@ -134,8 +160,8 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 	if (k->onebit)
 		engine_onebit_server(e, k, idx, acc, n, ch->count);
 	else if (k->avg)
-		engine_avg_store(k, k->res[p] ? (uint8_t *)k->res[p] + off * k->esize : NULL,
-				 acc, n, ch->count);
+		avg_store(k, k->res[p] ? (uint8_t *)k->res[p] + off * k->esize : NULL, acc, n,
+			  ch->count);
 	else if (k->res[p])
 		tally_sum_store((enum tally_dtype)k->dtype,
 				(uint8_t *)k->res[p] + off * k->esize, acc, n);

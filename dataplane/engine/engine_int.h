@@ -3,20 +3,20 @@
  *
  * Files, each calling only files listed after it (no file cycle):
  *   engine.c        create/destroy, rx dispatch (op switch), poll, stats, drain
- *   engine_job.c    jobs: operator and open admission, JOIN/BYE, job/worker walkers
+ *   engine_job.c    jobs: operator and open admission (own quotas), JOIN/BYE, walkers
  *   engine_guard.c  allow-list, open-admission limits and claim expiry, BYE identity
  *   engine_auth.c   per-packet authentication: job keys, verify on receive, JOIN/BYE nonces
  *   engine_life.c   job lifecycle: end (BYE, idle), incarnations, dead-rank reports
- *   engine_key.c    registration (key memory from the arena), removal, policy, key walker
- *   engine_chunk.c  PUSH, completion and fan-out, PULL, deadlines, stuck walker,
+ *   engine_key.c    registration (key memory from the arena, per-job quotas), removal,
+ *                   policy, key walker
+ *   engine_chunk.c  PUSH, completion (TALLY_KEY_AVERAGE: the sum scaled before its
+ *                   rounding) and fan-out, PULL, deadlines, stuck walker,
  *                   complete-sum installs after a restart (TALLY_F_COMPLETE)
  *   engine_recover.c restart support: PING answers, NEED_RESULT asks
  *   engine_det.c    deterministic staging pool
  *   engine_onebit.c one-bit keys: decompress-accumulate, the server stage at completion
- *   engine_avg.c    TALLY_KEY_AVERAGE keys: the sum scaled before its rounding
  *   engine_held.c   HELD acknowledgements, coalesced into ranges
  *   engine_ktab.c   the key hash table
- *   engine_quota.c  per-job quotas (keys, bytes)
  *   engine_util.c   shared helpers: drop/send/reject, create-time memory, job lookup,
  *                   address identity, authentication, rank binding
  *   engine_arena.c  the per-core allocator keys come from (engine_arena.h)
@@ -324,11 +324,6 @@ enum tally_reason engine_guard_bye(struct tally_engine *e, const struct tally_hd
 /* Claim expiry, one job slot per call (tally_engine_poll). */
 void engine_guard_poll(struct tally_engine *e);
 
-/* engine_quota.c (a leaf) */
-/* May job register one more key of `bytes` arena bytes? OK, QUOTA_KEYS, QUOTA_BYTES. */
-enum tally_reason engine_quota_check(const struct tally_engine *e, const struct engine_job *job,
-				     size_t bytes);
-
 /* engine_life.c */
 /* End a job: keys freed, bindings dropped; an open-admission job also loses its slot. */
 void engine_job_end(struct tally_engine *e, struct engine_job *job);
@@ -449,12 +444,6 @@ void engine_onebit_add(struct tally_engine *e, float *acc, const void *payload, 
  * with the key's server error into the chunk's RESULT buffer. */
 void engine_onebit_server(struct tally_engine *e, struct engine_key *k, uint32_t idx, float *acc,
 			  uint32_t n, uint16_t contrib);
-/* engine_avg.c (a leaf) */
-/* Completion of a TALLY_KEY_AVERAGE chunk: the f32 sum acc of `contrib` pushes scaled by
- * 1 / contrib before the one rounding to the wire dtype: into res (f16 / bf16 keys), or
- * in place (f32, whose RESULT is the accumulator). */
-void engine_avg_store(const struct engine_key *k, void *res, float *acc, uint32_t n,
-		      uint16_t contrib);
 /* Wire bytes of a push/RESULT of n elements of key k. */
 static inline size_t engine_wire_bytes(const struct engine_key *k, uint32_t n)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
- * engine_job.c — jobs: operator and open admission, JOIN with the rejoin timeout, BYE, and
- * the job/worker walkers. Each job slot owns a fixed rank table carved at create time, so
+ * engine_job.c — jobs: operator and open admission (a job's own quotas), JOIN with the
+ * rejoin timeout, BYE, and the job/worker walkers. Each job slot owns a fixed rank table carved at create time, so
  * admitting a job (an open-admission JOIN on the datapath core) allocates nothing.
  */
 #include <errno.h>
@@ -47,6 +47,19 @@ int tally_engine_job_add(struct tally_engine *e, uint32_t job_id, uint64_t token
 		return (j->token == token && j->world == world_size) ? 0 : -EEXIST;
 	int err = 0;
 	return job_new(e, job_id, token, world_size, &err) ? 0 : err;
+}
+
+/* The job's own quotas (0: the engine's), checked at REGISTER (engine_key.c). */
+int tally_engine_job_quota(struct tally_engine *e, uint32_t job_id, uint32_t quota_keys,
+			   uint64_t quota_bytes)
+{
+	struct engine_job *j = e ? engine_job_find(e, job_id) : NULL;
+
+	if (!j)
+		return -ENOENT;
+	j->q_keys = quota_keys;
+	j->q_bytes = quota_bytes;
+	return 0;
 }
 
 int tally_engine_job_remove(struct tally_engine *e, uint32_t job_id)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * engine_key.c — registration within the memory budget (each key is one block of the
  * per-core arena: struct, chunk state, bitmaps, transport RESULT-buffer state,
- * accumulators), live policy, key removal (deferred while the transport still references a
+ * accumulators) and the job's key and byte quotas, live policy, key removal (deferred while the transport still references a
  * RESULT buffer) and the key walker.
  */
 #include <errno.h>
@@ -137,6 +137,23 @@ static int reg_check(const struct tally_engine *e, const struct engine_job *job,
 	return 0;
 }
 
+/* The job's quotas: how many keys and how many bytes of the core's key arena one job may
+ * hold, so one tenant (or one holder of a job's token) cannot take the memory every other
+ * job needs. A job's own quotas (operator admission) override the engine's. May the job
+ * register one more key of `bytes` arena bytes? OK, QUOTA_KEYS, QUOTA_BYTES. */
+static enum tally_reason quota_check(const struct tally_engine *e, const struct engine_job *job,
+				     size_t bytes)
+{
+	uint32_t qk = job->q_keys ? job->q_keys : e->cfg.quota_keys;
+	uint64_t qb = job->q_bytes ? job->q_bytes : e->cfg.quota_bytes;
+
+	if (qk && job->nkeys >= qk)
+		return TALLY_R_QUOTA_KEYS;
+	if (qb && (uint64_t)job->mem + bytes > qb)
+		return TALLY_R_QUOTA_BYTES;
+	return TALLY_OK;
+}
+
 /* Create a key (caller checked it does not exist). 0, -ENOMEM, -ENOSPC, -EDQUOT (the job's
  * quota); *why is the reason to answer. */
 static int key_create(struct tally_engine *e, struct engine_job *job, uint32_t key,
@@ -150,7 +167,7 @@ static int key_create(struct tally_engine *e, struct engine_job *job, uint32_t k
 	uint32_t bm_words = (reg->participants + 63u) / 64u;
 	struct key_layout l;
 	key_layout(e, reg, nchunks, bm_words, &l);
-	*why = engine_quota_check(e, job, l.total);
+	*why = quota_check(e, job, l.total);
 	if (*why != TALLY_OK)
 		return -EDQUOT;
 	*why = TALLY_R_NO_MEMORY;
