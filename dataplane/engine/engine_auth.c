@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0
- * engine_auth.c — per-packet authentication on the appliance side (tally_proto.h
- * TALLY_F_AUTH, tally_auth.h): job keys, the check every packet passes before it may change
- * anything, and the JOIN/BYE nonces that make recorded JOINs and BYEs useless.
+ * engine_auth.c — who sent a packet, on the appliance side: a rank's identity (its address,
+ * bound by JOIN, checked on every later packet: engine_auth) and, for a keyed job,
+ * per-packet authentication (tally_proto.h TALLY_F_AUTH, tally_auth.h): job keys, the check
+ * every packet passes before it may change anything, and the JOIN/BYE nonces that make
+ * recorded JOINs and BYEs useless.
  *
  * Replays of data packets need no nonce: a replayed PUSH of (rank, key, round, offset)
  * finds the rank's bit set in the chunk's exactly-once bitmap (engine_chunk.c: a duplicate,
@@ -20,6 +22,77 @@
 #include <string.h>
 
 #include "engine_int.h"
+
+/* ---- identity: the address a rank is bound to ---- */
+
+/* Transport address identity: IP, UDP port, the transport's cookie and the source MAC.
+ * The MAC is part of it so that a spoofed JOIN from the same IP/port cannot redirect a
+ * rank's RESULTs (THREAT_MODEL.md); behind a router every frame of a worker carries the
+ * router's MAC, which stays the same. The core index is not part of it. */
+int engine_addr_eq_l3(const struct tally_addr *a, const struct tally_addr *b)
+{
+	return a->ip == b->ip && a->port == b->port && a->cookie == b->cookie;
+}
+
+int engine_addr_eq(const struct tally_addr *a, const struct tally_addr *b)
+{
+	return engine_addr_eq_l3(a, b) && !memcmp(a->mac, b->mac, sizeof(a->mac));
+}
+
+enum tally_reason engine_auth(struct tally_engine *e, const struct tally_hdr *h,
+			  const struct tally_addr *from, struct engine_job **jobp)
+{
+	struct engine_job *j = engine_job_find(e, h->job_id);
+	if (!j)
+		return TALLY_R_WRONG_JOB;
+	if (j->token != h->token)
+		return TALLY_R_WRONG_TOKEN;
+	if (h->rank >= j->world)
+		return TALLY_R_BAD_RANK;
+	struct engine_rank *r = &j->ranks[h->rank];
+	if (!r->bound || !engine_addr_eq_l3(&r->addr, from))
+		return TALLY_R_NOT_JOINED;
+	if (memcmp(r->addr.mac, from->mac, sizeof(r->addr.mac)))
+		return TALLY_R_MAC_MISMATCH;
+	/* Every packet of the rank, retransmissions and refused ones included, shows it is
+	 * alive: a re-bind needs real silence. The cached clock costs nothing here. */
+	r->last_ns = e->now;
+	j->last_ns = e->now;
+	*jobp = j;
+	return TALLY_OK;
+}
+
+enum tally_reason engine_bind_check(const struct tally_engine *e, const struct engine_job *job,
+				    uint32_t rank, const struct tally_addr *from, uint64_t now)
+{
+	const struct engine_rank *r = &job->ranks[rank];
+	if (!r->bound || engine_addr_eq(&r->addr, from))
+		return TALLY_OK;
+	/* Another identity: only a restarted worker, once the bound one is silent long enough. */
+	if (now - r->last_ns >= e->cfg.rejoin_timeout_ns)
+		return TALLY_OK;
+	return engine_addr_eq_l3(&r->addr, from) ? TALLY_R_MAC_MISMATCH : TALLY_R_RANK_TAKEN;
+}
+
+enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, uint32_t rank,
+			  const struct tally_addr *from, uint64_t now)
+{
+	struct engine_rank *r = &job->ranks[rank];
+	enum tally_reason rsn = engine_bind_check(e, job, rank, from, now);
+	if (rsn != TALLY_OK)
+		return rsn;
+	if (!r->bound)
+		job->joined++;
+	else if (!engine_addr_eq(&r->addr, from))
+		e->st.rebinds++;
+	r->bound = 1;
+	r->left = 0;
+	r->addr = *from;
+	r->last_ns = now;
+	return TALLY_OK;
+}
+
+/* ---- job keys and per-packet authentication ---- */
 
 int engine_auth_init(struct tally_engine *e)
 {
@@ -129,8 +202,7 @@ enum tally_reason engine_join_nonce_check(struct tally_engine *e, const struct e
 		return TALLY_OK;
 	/* the JOIN that bound this address, re-sent (its JOIN_OK was lost): answer again; from
 	 * another source MAC it is a replay that would redirect the rank's RESULTs */
-	if (h->reserved == last && last && rk->bound && engine_addr_eq(&rk->addr, from) &&
-	    memcmp(rk->addr.mac, from->mac, sizeof(from->mac)) == 0)
+	if (h->reserved == last && last && rk->bound && engine_addr_eq(&rk->addr, from))
 		return TALLY_OK;
 	return TALLY_R_REPLAY;
 }

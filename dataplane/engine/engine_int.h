@@ -5,7 +5,6 @@
  *   engine.c        create/destroy, rx dispatch (op switch), poll, stats, drain
  *   engine_job.c    jobs: operator and open admission (own quotas), JOIN/BYE, walkers
  *   engine_guard.c  allow-list, open-admission limits and claim expiry, BYE identity
- *   engine_auth.c   per-packet authentication: job keys, verify on receive, JOIN/BYE nonces
  *   engine_life.c   job lifecycle: end (BYE, idle), incarnations, dead-rank reports
  *   engine_key.c    registration (key memory from the arena, per-job quotas), removal,
  *                   policy, key walker
@@ -17,8 +16,9 @@
  *   engine_onebit.c one-bit keys: decompress-accumulate, the server stage at completion
  *   engine_held.c   HELD acknowledgements, coalesced into ranges
  *   engine_ktab.c   the key hash table
- *   engine_util.c   shared helpers: drop/send/reject, create-time memory, job lookup,
- *                   address identity, authentication, rank binding
+ *   engine_auth.c   who sent a packet: rank identity (address equality, the per-packet
+ *                   check, binding); job keys, verify on receive, JOIN/BYE nonces
+ *   engine_util.c   shared helpers: drop/send/reject, create-time memory, job lookup
  *   engine_arena.c  the per-core allocator keys come from (engine_arena.h)
  */
 #ifndef ENGINE_ENGINE_INT_H
@@ -199,7 +199,7 @@ struct tally_engine {
 	uint64_t *join_nonce;          /* [cfg.max_jobs * TALLY_MAX_WORKERS] */
 };
 
-/* engine_auth.c */
+/* engine_auth.c (calls engine_util.c only) */
 int engine_auth_init(struct tally_engine *e);
 void engine_auth_fini(struct tally_engine *e);
 /* Before any state change: a job with a key takes only packets whose tag verifies
@@ -208,6 +208,21 @@ void engine_auth_fini(struct tally_engine *e);
  * key hears why at once; everything else is dropped. TALLY_OK or the reason (counted). */
 enum tally_reason engine_rx_verify(struct tally_engine *e, const void *buf,
 				   const struct tally_pkt *pkt, const struct tally_addr *from);
+/* Identity: IP, UDP port, transport cookie and source MAC. */
+int engine_addr_eq(const struct tally_addr *a, const struct tally_addr *b);
+/* The same without the MAC (the IP/port a MAC_MISMATCH is told from). */
+int engine_addr_eq_l3(const struct tally_addr *a, const struct tally_addr *b);
+/* May `from` bind `rank` now? TALLY_OK (unbound, the same identity, or silent for the
+ * rejoin timeout), RANK_TAKEN or MAC_MISMATCH. Changes nothing. */
+enum tally_reason engine_bind_check(const struct tally_engine *e, const struct engine_job *job,
+				    uint32_t rank, const struct tally_addr *from, uint64_t now);
+/* Job, token, rank < world, rank bound to `from` (MAC_MISMATCH: its IP/port from another
+ * MAC). On success *jobp is set and the rank's "last heard" is the cached clock. */
+enum tally_reason engine_auth(struct tally_engine *e, const struct tally_hdr *h,
+			  const struct tally_addr *from, struct engine_job **jobp);
+/* Bind rank to `from` (JOIN rules: RANK_TAKEN unless silent for rejoin_timeout). */
+enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, uint32_t rank,
+			  const struct tally_addr *from, uint64_t now);
 /* JOIN of a keyed job: nonce (hdr.reserved) must be above the rank's last accepted one
  * (equal: the same JOIN re-sent from the address it bound). TALLY_OK or TALLY_R_REPLAY. */
 enum tally_reason engine_join_nonce_check(struct tally_engine *e, const struct engine_job *job,
@@ -218,7 +233,7 @@ void engine_join_nonce_set(struct tally_engine *e, const struct engine_job *job,
 enum tally_reason engine_bye_nonce_check(struct tally_engine *e, const struct engine_job *job,
 					 const struct tally_hdr *h);
 
-/* engine_util.c (a leaf: calls nothing else in the library) */
+/* engine_util.c (calls no other file of the library) */
 /* The job's GMAC context when it has a key, else NULL. */
 struct tally_auth *engine_job_auth(const struct tally_engine *e, const struct engine_job *job);
 /* engine_reject without a signature (answers to packets that failed authentication). */
@@ -248,21 +263,6 @@ enum tally_reason engine_reject(struct tally_engine *e, const struct tally_hdr *
 void *engine_mem_alloc(struct tally_engine *e, size_t size);
 void engine_mem_free(struct tally_engine *e, void *p);
 struct engine_job *engine_job_find(struct tally_engine *e, uint32_t id);
-/* Identity: IP, UDP port, transport cookie and source MAC. */
-int engine_addr_eq(const struct tally_addr *a, const struct tally_addr *b);
-/* The same without the MAC (the IP/port a MAC_MISMATCH is told from). */
-int engine_addr_eq_l3(const struct tally_addr *a, const struct tally_addr *b);
-/* May `from` bind `rank` now? TALLY_OK (unbound, the same identity, or silent for the
- * rejoin timeout), RANK_TAKEN or MAC_MISMATCH. Changes nothing. */
-enum tally_reason engine_bind_check(const struct tally_engine *e, const struct engine_job *job,
-				    uint32_t rank, const struct tally_addr *from, uint64_t now);
-/* Job, token, rank < world, rank bound to `from` (MAC_MISMATCH: its IP/port from another
- * MAC). On success *jobp is set and the rank's "last heard" is the cached clock. */
-enum tally_reason engine_auth(struct tally_engine *e, const struct tally_hdr *h,
-			  const struct tally_addr *from, struct engine_job **jobp);
-/* Bind rank to `from` (JOIN rules: RANK_TAKEN unless silent for rejoin_timeout). */
-enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, uint32_t rank,
-			  const struct tally_addr *from, uint64_t now);
 /* A push refused while draining: counted, answered with ERROR DRAINING (rate-limited per
  * rank). Returns TALLY_R_DRAINING. */
 #define ENGINE_DRAIN_ERR_GAP_NS 100000000ull

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
- * engine_util.c — helpers every engine file uses: drops, sends and ERROR replies, the
- * create-time memory callback, job lookup, address identity, per-packet authentication and
- * rank binding. A leaf: it calls nothing else in the library, which keeps the engine's
- * files free of cycles (engine.c dispatches; the others call down to here).
+ * engine_util.c — helpers every engine file uses: drops, sends (signed for a keyed job) and
+ * ERROR replies, the create-time memory callback, job lookup. It calls no other file of the
+ * library: every file may call it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -182,73 +181,6 @@ struct engine_job *engine_job_find(struct tally_engine *e, uint32_t id)
 		}
 	}
 	return NULL;
-}
-
-/* Transport address identity: IP, UDP port, the transport's cookie and the source MAC.
- * The MAC is part of it so that a spoofed JOIN from the same IP/port cannot redirect a
- * rank's RESULTs (THREAT_MODEL.md); behind a router every frame of a worker carries the
- * router's MAC, which stays the same. The core index is not part of it. */
-int engine_addr_eq_l3(const struct tally_addr *a, const struct tally_addr *b)
-{
-	return a->ip == b->ip && a->port == b->port && a->cookie == b->cookie;
-}
-
-int engine_addr_eq(const struct tally_addr *a, const struct tally_addr *b)
-{
-	return engine_addr_eq_l3(a, b) && !memcmp(a->mac, b->mac, sizeof(a->mac));
-}
-
-enum tally_reason engine_auth(struct tally_engine *e, const struct tally_hdr *h,
-			  const struct tally_addr *from, struct engine_job **jobp)
-{
-	struct engine_job *j = engine_job_find(e, h->job_id);
-	if (!j)
-		return TALLY_R_WRONG_JOB;
-	if (j->token != h->token)
-		return TALLY_R_WRONG_TOKEN;
-	if (h->rank >= j->world)
-		return TALLY_R_BAD_RANK;
-	struct engine_rank *r = &j->ranks[h->rank];
-	if (!r->bound || !engine_addr_eq_l3(&r->addr, from))
-		return TALLY_R_NOT_JOINED;
-	if (memcmp(r->addr.mac, from->mac, sizeof(r->addr.mac)))
-		return TALLY_R_MAC_MISMATCH;
-	/* Every packet of the rank, retransmissions and refused ones included, shows it is
-	 * alive: a re-bind needs real silence. The cached clock costs nothing here. */
-	r->last_ns = e->now;
-	j->last_ns = e->now;
-	*jobp = j;
-	return TALLY_OK;
-}
-
-enum tally_reason engine_bind_check(const struct tally_engine *e, const struct engine_job *job,
-				    uint32_t rank, const struct tally_addr *from, uint64_t now)
-{
-	const struct engine_rank *r = &job->ranks[rank];
-	if (!r->bound || engine_addr_eq(&r->addr, from))
-		return TALLY_OK;
-	/* Another identity: only a restarted worker, once the bound one is silent long enough. */
-	if (now - r->last_ns >= e->cfg.rejoin_timeout_ns)
-		return TALLY_OK;
-	return engine_addr_eq_l3(&r->addr, from) ? TALLY_R_MAC_MISMATCH : TALLY_R_RANK_TAKEN;
-}
-
-enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, uint32_t rank,
-			  const struct tally_addr *from, uint64_t now)
-{
-	struct engine_rank *r = &job->ranks[rank];
-	enum tally_reason rsn = engine_bind_check(e, job, rank, from, now);
-	if (rsn != TALLY_OK)
-		return rsn;
-	if (!r->bound)
-		job->joined++;
-	else if (!engine_addr_eq(&r->addr, from))
-		e->st.rebinds++;
-	r->bound = 1;
-	r->left = 0;
-	r->addr = *from;
-	r->last_ns = now;
-	return TALLY_OK;
 }
 
 enum tally_reason engine_refuse_draining(struct tally_engine *e, struct engine_job *job,
