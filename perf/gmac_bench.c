@@ -21,6 +21,8 @@
 #include <intel-ipsec-mb.h>
 #include <openssl/evp.h>
 
+#include "tally_auth.h"
+
 #define GB_HDR 64
 #define GB_MAX 65536
 #define GB_MAXSZ 16
@@ -122,18 +124,6 @@ static double gb_median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static const char *gb_arch(IMB_ARCH a)
-{
-	switch (a) {
-	case IMB_ARCH_NOAESNI: return "no-aesni";
-	case IMB_ARCH_SSE: return "sse";
-	case IMB_ARCH_AVX: return "avx";
-	case IMB_ARCH_AVX2: return "avx2";
-	case IMB_ARCH_AVX512: return "avx512";
-	default: return "none";
-	}
-}
-
 static int gb_setup(struct gb_ctx *c, IMB_ARCH *arch)
 {
 	c->mgr = alloc_mb_mgr(0);
@@ -199,8 +189,8 @@ int main(int argc, char **argv)
 	if (gb_setup(&c, &arch) || gb_check(&c, sz, nsz))
 		goto out;
 	printf("intel-ipsec-mb %s, arch %s (init_mb_mgr_auto), features 0x%llx; %s\n",
-	       imb_get_version_str(), gb_arch(arch), (unsigned long long)c.mgr->features,
-	       OpenSSL_version(OPENSSL_VERSION));
+	       imb_get_version_str(), tally_auth_imb_arch(arch),
+	       (unsigned long long)c.mgr->features, OpenSSL_version(OPENSSL_VERSION));
 	printf("tags equal (EVP vs ipsec-mb) at every size and 9 odd lengths\n");
 	printf("%8s %12s %12s %8s %12s   (GB/s per CPU second, median of %d reps, %.2f s "
 	       "each)\n", "bytes", "openssl", "ipsec-mb", "ratio", "ghash-only", reps, min_s);

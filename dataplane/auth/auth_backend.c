@@ -19,22 +19,27 @@ static pthread_once_t be_once = PTHREAD_ONCE_INIT;
 static int be_choice = -EINVAL;
 static char be_name[48] = "invalid";
 
-#ifdef TALLY_HAVE_IPSEC_MB
-/* The direct GMAC functions read nothing of the manager but their own pointers, so one
- * manager, set up once, serves every context on every thread. */
-static IMB_MGR *be_mgr;
-
-static const char *be_arch(IMB_ARCH a)
+const char *tally_auth_imb_arch(int arch)
 {
-	switch (a) {
+#ifdef TALLY_HAVE_IPSEC_MB
+	switch ((IMB_ARCH)arch) {
 	case IMB_ARCH_NOAESNI: return "no-aesni";
 	case IMB_ARCH_SSE: return "sse";
 	case IMB_ARCH_AVX: return "avx";
 	case IMB_ARCH_AVX2: return "avx2";
 	case IMB_ARCH_AVX512: return "avx512";
-	default: return "none";
+	default: break;
 	}
+#else
+	(void)arch;
+#endif
+	return "none";
 }
+
+#ifdef TALLY_HAVE_IPSEC_MB
+/* The direct GMAC functions read nothing of the manager but their own pointers, so one
+ * manager, set up once, serves every context on every thread. */
+static IMB_MGR *be_mgr;
 
 /* 0 with the manager set up, or -EIO; *arch the path init_mb_mgr_auto picked. */
 static int be_imb_init(IMB_ARCH *arch)
@@ -52,7 +57,7 @@ static int be_imb_init(IMB_ARCH *arch)
 		snprintf(be_name, sizeof(be_name), "ipsec-mb %s avx512-vaes", imb_get_version_str());
 	else
 		snprintf(be_name, sizeof(be_name), "ipsec-mb %s %s", imb_get_version_str(),
-			 be_arch(*arch));
+			 tally_auth_imb_arch(*arch));
 	return 0;
 }
 

@@ -44,6 +44,10 @@ struct tally_auth;
  * stderr); tally_auth_new then fails with errno EINVAL. */
 #define TALLY_AUTH_BACKEND_ENV "TALLY_AUTH_BACKEND"
 const char *tally_auth_backend(void);
+/* The name of an intel-ipsec-mb IMB_ARCH value (the path init_mb_mgr_auto picked), as
+ * tally_auth_backend shows it: "no-aesni", "sse", "avx", "avx2", "avx512"; "none" for any
+ * other value, and in a build without intel-ipsec-mb. */
+const char *tally_auth_imb_arch(int arch);
 
 /* A context without a key, or NULL with errno ENOMEM, or EINVAL (tally_auth_backend). */
 struct tally_auth *tally_auth_new(void);

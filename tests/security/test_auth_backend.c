@@ -5,6 +5,7 @@
  * and split; packets (PUSH and two-level RESULT) signed under one verify under the other, and
  * a flipped byte fails under the other. A bad TALLY_AUTH_BACKEND fails tally_auth_new with
  * EINVAL and a message naming the variable; unset, ipsec-mb is picked where built in.
+ * tally_auth_imb_arch names ipsec-mb's paths (the backend's name and tally-gmac-bench).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <intel-ipsec-mb.h>
 
 #include "tally_auth.h"
 
@@ -211,6 +213,18 @@ static void test_choice(void **state)
 		assert_int_equal(strncmp(msg, "ipsec-mb ", 9), 0);
 }
 
+static void test_imb_arch(void **state)
+{
+	(void)state;
+	assert_string_equal(tally_auth_imb_arch(IMB_ARCH_NOAESNI), "no-aesni");
+	assert_string_equal(tally_auth_imb_arch(IMB_ARCH_SSE), "sse");
+	assert_string_equal(tally_auth_imb_arch(IMB_ARCH_AVX), "avx");
+	assert_string_equal(tally_auth_imb_arch(IMB_ARCH_AVX2), "avx2");
+	assert_string_equal(tally_auth_imb_arch(IMB_ARCH_AVX512), "avx512");
+	assert_string_equal(tally_auth_imb_arch(IMB_ARCH_NONE), "none");
+	assert_string_equal(tally_auth_imb_arch(-1), "none");
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(data); i++)
@@ -219,6 +233,7 @@ int main(void)
 		cmocka_unit_test(test_choice),
 		cmocka_unit_test(test_same_tags),
 		cmocka_unit_test(test_cross_verify),
+		cmocka_unit_test(test_imb_arch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
