@@ -21,6 +21,7 @@
 #include <intel-ipsec-mb.h>
 #include <openssl/evp.h>
 
+#include "perf_util.h"
 #include "tally_auth.h"
 
 #define GB_HDR 64
@@ -36,13 +37,6 @@ struct gb_ctx {
 	struct gcm_key_data kd __attribute__((aligned(64)));
 	struct gcm_context_data cd;
 };
-
-static double gb_cpu(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Header and payload as two parts, as tally_auth_gmac does. */
 static int gb_evp(struct gb_ctx *c, const uint8_t *iv, size_t n, uint8_t *tag)
@@ -84,14 +78,14 @@ typedef int (*gb_fn)(struct gb_ctx *, const uint8_t *, size_t, uint8_t *);
 static double gb_rate(struct gb_ctx *c, gb_fn fn, size_t n, double min_s)
 {
 	uint8_t iv[12] = { 9 }, tag[16];
-	double t0 = gb_cpu(), t;
+	double t0 = perf_cpu_now(), t;
 	long it = 0;
 	do {
 		for (int k = 0; k < 256; k++, iv[11]++)
 			if (fn(c, iv, n, tag))
 				return -1;
 		it += 256;
-	} while ((t = gb_cpu() - t0) < min_s);
+	} while ((t = perf_cpu_now() - t0) < min_s);
 	return (double)n * (double)it / t / 1e9;
 }
 
@@ -110,18 +104,6 @@ static int gb_check(struct gb_ctx *c, const size_t *sz, int nsz)
 		}
 	}
 	return 0;
-}
-
-static int gb_cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double gb_median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), gb_cmp);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static int gb_setup(struct gb_ctx *c, IMB_ARCH *arch)
@@ -203,8 +185,9 @@ int main(int argc, char **argv)
 				(double)(sz[s] & ~(size_t)15) / (double)sz[s] : 0;
 			rr[r] = ri[r] / ro[r];
 		}
-		printf("%8zu %12.2f %12.2f %8.2f %12.2f\n", sz[s], gb_median(ro, reps),
-		       gb_median(ri, reps), gb_median(rr, reps), gb_median(rg, reps));
+		size_t n = (size_t)reps;
+		printf("%8zu %12.2f %12.2f %8.2f %12.2f\n", sz[s], perf_median(ro, n),
+		       perf_median(ri, n), perf_median(rr, n), perf_median(rg, n));
 	}
 	rc = 0;
 out:

@@ -15,14 +15,8 @@
 #include <openssl/params.h>
 
 #include "perf_cmds.h"
+#include "perf_util.h"
 #include "tally_auth.h"
-
-static double pam_cpu(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static const uint8_t pam_key[32] = { 7, 7, 7 };
 static uint8_t pam_buf[TALLY_MAX_PAYLOAD];
@@ -35,7 +29,7 @@ static double pam_gmac(size_t n, double min_s)
 	long it = 0;
 	if (!a || tally_auth_set_key(a, pam_key))
 		return -1;
-	for (t0 = pam_cpu(); (t = pam_cpu() - t0) < min_s; it += 64)
+	for (t0 = perf_cpu_now(); (t = perf_cpu_now() - t0) < min_s; it += 64)
 		for (int k = 0; k < 64; k++, iv[0]++)
 			tally_auth_gmac(a, iv, pam_buf, TALLY_HDR_LEN, pam_buf + TALLY_HDR_LEN,
 					n - TALLY_HDR_LEN, tag);
@@ -52,7 +46,7 @@ static double pam_chacha(size_t n, double min_s)
 	int ol;
 	if (!x || EVP_EncryptInit_ex(x, EVP_chacha20_poly1305(), NULL, pam_key, NULL) != 1)
 		return -1;
-	for (t0 = pam_cpu(); (t = pam_cpu() - t0) < min_s; it += 64)
+	for (t0 = perf_cpu_now(); (t = perf_cpu_now() - t0) < min_s; it += 64)
 		for (int k = 0; k < 64; k++, iv[0]++) {
 			EVP_EncryptInit_ex(x, NULL, NULL, NULL, iv);
 			EVP_EncryptUpdate(x, NULL, &ol, pam_buf, (int)n);
@@ -76,7 +70,7 @@ static double pam_evp_mac(const char *alg, const char *digest, size_t n, double 
 		p[0] = OSSL_PARAM_construct_utf8_string("digest", (char *)digest, 0);
 	if (!x || EVP_MAC_init(x, pam_key, sizeof(pam_key), p) != 1)
 		goto out;
-	for (t0 = pam_cpu(); (t = pam_cpu() - t0) < min_s; it += 64)
+	for (t0 = perf_cpu_now(); (t = perf_cpu_now() - t0) < min_s; it += 64)
 		for (int k = 0; k < 64; k++) {
 			EVP_MAC_init(x, NULL, 0, NULL);
 			EVP_MAC_update(x, pam_buf, n);

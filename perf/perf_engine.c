@@ -56,39 +56,22 @@ static int peng_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
 	return 0;
 }
 
-static uint64_t peng_now(void *ctx)
-{
-	(void)ctx;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* CPU time of this thread: goodput per core, unaffected by time the thread spends
- * descheduled on a shared machine. */
-static double peng_cpu_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* memcpy of `bytes`, GB/s of source bytes per CPU second (same clock as the engine). */
 static double peng_memcpy_gbps(void *dst, const void *src, size_t bytes, double min_s)
 {
 	double t = 0;
 	uint64_t n = 0;
 	while (t < min_s) {
-		double t0 = peng_cpu_now();
+		double t0 = perf_cpu_now();
 		memcpy(dst, src, bytes);
 		__asm__ volatile("" : : "r"(dst) : "memory");
-		t += peng_cpu_now() - t0;
+		t += perf_cpu_now() - t0;
 		n++;
 	}
 	return (double)bytes * (double)n / t / 1e9;
 }
 
-static const struct tally_xport_ops peng_ops = { .send = peng_send, .now_ns = peng_now };
+static const struct tally_xport_ops peng_ops = { .send = peng_send, .now_ns = perf_now_ns };
 
 static void peng_usage(FILE *f)
 {
@@ -398,9 +381,9 @@ static int peng_rep(struct peng_run *r, const struct peng_opts *o, struct peng_s
 	uint64_t n = 0, bad = 0;
 	while (t < o->min_rep_s) {
 		peng_patch(r);
-		double w0 = perf_now(), t0 = peng_cpu_now();
+		double w0 = perf_now(), t0 = perf_cpu_now();
 		bad += peng_feed(r);
-		t += peng_cpu_now() - t0;
+		t += perf_cpu_now() - t0;
 		wall += perf_now() - w0;
 		n++;
 	}

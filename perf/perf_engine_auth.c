@@ -53,29 +53,7 @@ struct pau_run {
 
 static const uint8_t PAU_KEY[TALLY_AUTH_KEY_LEN] = { 0x42, 0x17, 0x99, 0x03 };
 
-static int pau_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
-		    const void *payload, size_t len)
-{
-	(void)ctx, (void)to, (void)hdr, (void)payload, (void)len;
-	return 0;
-}
-
-static uint64_t pau_clock(void *ctx)
-{
-	struct timespec ts;
-	(void)ctx;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static double pau_cpu(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static const struct tally_xport_ops pau_ops = { .send = pau_send, .now_ns = pau_clock };
+static const struct tally_xport_ops pau_ops = { .send = perf_send_none, .now_ns = perf_now_ns };
 
 /* Header of packet i for the current round, signed when the run has a key. */
 static void pau_build(struct pau_run *r, size_t i, uint8_t op, const void *pl, size_t plen)
@@ -211,11 +189,11 @@ static double pau_round(struct pau_run *r)
 		pau_build(r, i, TALLY_OP_PUSH, r->pkts + i * r->pkt_len + r->hl, r->chunk);
 	r->round++;
 	uint64_t bad = 0;
-	double t0 = pau_cpu();
+	double t0 = perf_cpu_now();
 	for (size_t i = 0; i < r->npkts; i++)
 		bad += tally_engine_rx(r->e, r->pkts + i * r->pkt_len, r->pkt_len,
 				       &r->addr[i % r->workers]) != TALLY_OK;
-	double t = pau_cpu() - t0;
+	double t = perf_cpu_now() - t0;
 	return bad ? -1.0 : t;
 }
 
@@ -239,9 +217,9 @@ static double pau_rep(struct pau_run *r, double min_s)
 static double pau_mac_rate(struct pau_run *r, double min_s)
 {
 	struct tally_pkt p;
-	double t0 = pau_cpu(), t = 0;
+	double t0 = perf_cpu_now(), t = 0;
 	size_t n = 0;
-	while ((t = pau_cpu() - t0) < min_s)
+	while ((t = perf_cpu_now() - t0) < min_s)
 		for (size_t i = 0; i < r->npkts; i++, n++) {
 			const uint8_t *b = r->pkts + i * r->pkt_len;
 			if (tally_proto_decode(b, r->pkt_len, &p) != TALLY_OK ||

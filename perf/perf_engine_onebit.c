@@ -34,29 +34,7 @@ struct pob_run {
 	uint32_t round;
 };
 
-static int pob_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
-		    const void *payload, size_t len)
-{
-	(void)ctx, (void)to, (void)hdr, (void)payload, (void)len;
-	return 0;
-}
-
-static uint64_t pob_clock(void *ctx)
-{
-	struct timespec ts;
-	(void)ctx;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static double pob_cpu(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static const struct tally_xport_ops pob_ops = { .send = pob_send, .now_ns = pob_clock };
+static const struct tally_xport_ops pob_ops = { .send = perf_send_none, .now_ns = perf_now_ns };
 
 static void pob_free(struct pob_run *r)
 {
@@ -167,11 +145,11 @@ static int pob_measure(struct pob_run *r, uint32_t celems, double min_s, double 
 			uint32_t rd = r->round++;
 			for (size_t i = 0; i < r->npkts; i++)
 				memcpy(r->pkts + i * r->pkt_len + 28, &rd, 4); /* round, LE */
-			double t0 = pob_cpu();
+			double t0 = perf_cpu_now();
 			for (size_t i = 0; i < r->npkts; i++)
 				bad += tally_engine_rx(r->e, r->pkts + i * r->pkt_len, r->pkt_len,
 						       &r->addr[i % r->workers]) != TALLY_OK;
-			t += pob_cpu() - t0;
+			t += perf_cpu_now() - t0;
 		} while (!warm && t < min_s);
 	}
 	if (bad)

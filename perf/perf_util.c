@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
- * perf_util.c — shared helpers of the tally-perf subcommands: clock, median, buffers, sizes,
- * and the memcpy baseline every rate is compared with.
+ * perf_util.c — shared helpers of the tally-perf subcommands: clocks, the engine benches'
+ * null transport, median, buffers, sizes, and the memcpy baseline every rate is compared with.
  */
 #include "perf_util.h"
 
@@ -22,6 +22,30 @@ double perf_now(void)
 
 	clock_gettime(perf_clock, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double perf_cpu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int perf_send_none(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
+		   const void *payload, size_t len)
+{
+	(void)ctx, (void)to, (void)hdr, (void)payload, (void)len;
+	return 0;
+}
+
+uint64_t perf_now_ns(void *ctx)
+{
+	struct timespec ts;
+
+	(void)ctx;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static int perf_cmp_double(const void *a, const void *b)

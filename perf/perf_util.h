@@ -11,6 +11,16 @@
  * machine shared with other jobs it leaves out the time other processes ran in our place). */
 double perf_now(void);
 void perf_use_cpu_clock(int on);
+/* Seconds of this thread's CPU time, whatever perf_use_cpu_clock says: a rate per CPU second,
+ * unaffected by time the thread spends descheduled on a shared machine. */
+double perf_cpu_now(void);
+
+/* The engine benches' transport (tally_xport_ops): a send that drops everything, and the
+ * monotonic clock in ns. ctx is not used. */
+struct tally_addr;
+int perf_send_none(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
+		   const void *payload, size_t len);
+uint64_t perf_now_ns(void *ctx);
 /* Median of n doubles (sorts a copy). */
 double perf_median(const double *v, size_t n);
 /* Buffer of `bytes` aligned to 64, touched (faulted in); NULL on failure. free() it. */
