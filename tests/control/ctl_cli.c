@@ -81,3 +81,17 @@ json_int_t ctl_cli_geti(const json_t *o, const char *path, json_int_t missing)
 		cur = json_object_get(cur, tok);
 	return cur ? json_integer_value(cur) : missing;
 }
+
+json_int_t ctl_cli_key_quorum(struct ctl_cli *c, const char *job, uint32_t key)
+{
+	json_t *ks = ctl_cli_json(c, ctl_cli_run(c, "--json", "keys", job, NULL));
+	json_int_t q = -1;
+	size_t i;
+	json_t *k;
+
+	json_array_foreach(ks, i, k)
+		if (ctl_cli_geti(k, "key", -1) == key)
+			q = ctl_cli_geti(k, "quorum", -1);
+	json_decref(ks);
+	return q;
+}

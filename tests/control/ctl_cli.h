@@ -6,6 +6,7 @@
 #define TESTS_CONTROL_CTL_CLI_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -23,6 +24,8 @@ int ctl_cli_run(struct ctl_cli *c, const char *first, ...);
 json_t *ctl_cli_json(struct ctl_cli *c, int rc);
 /* The integer at a dotted path ("totals.pushes"), or `missing` when the path is absent. */
 json_int_t ctl_cli_geti(const json_t *o, const char *path, json_int_t missing);
+/* The quorum `tallyctl --json keys JOB` shows for key, or -1 when it lists no such key. */
+json_int_t ctl_cli_key_quorum(struct ctl_cli *c, const char *job, uint32_t key);
 /* Read a file into buf (NUL-terminated, truncated to cap - 1) and remove it. */
 void ctl_cli_slurp(const char *path, char *buf, size_t cap);
 void ctl_cli_sleep_ms(int ms);

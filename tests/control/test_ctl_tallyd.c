@@ -47,6 +47,7 @@ static struct ctl_cli cli = { .sock = sock, .tag = "int", .out = out, .outcap = 
 /* tallyctl --json CMD ...: the parsed result (asserts exit 0). */
 #define CTLJ(...) ctl_cli_json(&cli, ctl_cli_run(&cli, "--json", __VA_ARGS__, NULL))
 #define geti(o, path) ctl_cli_geti(o, path, 0) /* 0 for an absent path */
+#define key_quorum(key) ctl_cli_key_quorum(&cli, "7", key)
 #define sleep_ms ctl_cli_sleep_ms
 #define slurp ctl_cli_slurp
 
@@ -63,6 +64,37 @@ static void kill_tallyd(void)
 	unlink(sock);
 }
 
+/* Start tallyd on the tap, its control socket given with sock_flag (--ctl-socket or its
+ * alias --control), and one extra setting; 0 once it answers `status`, -1 if it never
+ * does, else tallyd's exit status (it exited early; its output is in logpath). */
+static int start_tallyd(const char *sock_flag, const char *opt, const char *val)
+{
+	tpid = fork();
+	if (tpid == 0) {
+		char port[64], ip[48];
+		int fd = open(logpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		snprintf(port, sizeof(port), "net_tap0,iface=%s", iface);
+		snprintf(ip, sizeof(ip), "%s/24", srv_ip);
+		execl(tallyd, tallyd, "--port", port, "--ip", ip, sock_flag, sock, "--mem", "64M",
+		      "--mtu", "0", opt, val, "--", "--no-huge", "-m", "256", "--file-prefix",
+		      prefix, "-l", "0,1", "--no-pci", (char *)NULL);
+		_exit(98);
+	}
+	for (int i = 0; i < 200; i++) {
+		int status;
+		if (waitpid(tpid, &status, WNOHANG) == tpid) {
+			tpid = -1;
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+		}
+		if (ctl("status", NULL) == 0)
+			return 0;
+		sleep_ms(100);
+	}
+	return -1;
+}
+
 static int group_setup(void **state)
 {
 	char cmd[256];
@@ -75,29 +107,11 @@ static int group_setup(void **state)
 	snprintf(logpath, sizeof(logpath), "/tmp/ctl-int-%d.log", id);
 	snprintf(my_ip, sizeof(my_ip), "10.213.%d.1", id % 250);
 	snprintf(srv_ip, sizeof(srv_ip), "10.213.%d.2", id % 250);
-	tpid = fork();
-	if (tpid == 0) {
-		char port[64], ip[48];
-		int fd = open(logpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		snprintf(port, sizeof(port), "net_tap0,iface=%s", iface);
-		snprintf(ip, sizeof(ip), "%s/24", srv_ip);
-		execl(tallyd, tallyd, "--port", port, "--ip", ip, "--ctl-socket", sock, "--mem",
-		      "64M", "--mtu", "0", "--drain-timeout-ms", "3000", "--", "--no-huge", "-m",
-		      "256", "--file-prefix", prefix, "-l", "0,1", "--no-pci", (char *)NULL);
-		_exit(98);
-	}
-	for (int i = 0; i < 200; i++) {
-		if (waitpid(tpid, NULL, WNOHANG) == tpid) {
-			tpid = -1;
-			slurp(logpath, out, sizeof(out));
-			fprintf(stderr, "tallyd exited early:\n%s\n", out);
-			return -1;
-		}
-		if (ctl("status", NULL) == 0)
-			break;
-		sleep_ms(100);
+	if (start_tallyd("--ctl-socket", "--drain-timeout-ms", "3000") != 0) {
+		kill_tallyd();
+		slurp(logpath, out, sizeof(out));
+		fprintf(stderr, "tallyd did not start:\n%s\n", out);
+		return -1;
 	}
 	snprintf(cmd, sizeof(cmd), "ip addr add %s/24 dev %s && ip link set %s up", my_ip, iface,
 		 iface);
@@ -361,19 +375,6 @@ static void test_live_policy(void **state)
 	json_decref(ks);
 }
 
-static json_int_t key_quorum(uint32_t key)
-{
-	json_t *ks = CTLJ("keys", "7");
-	json_int_t q = -1;
-	size_t i;
-	json_t *k;
-	json_array_foreach(ks, i, k)
-		if (geti(k, "key") == key)
-			q = geti(k, "quorum");
-	json_decref(ks);
-	return q;
-}
-
 /* A job's policy also governs keys registered after it was set, except keys given a
  * policy of their own. */
 static void test_policy_later_keys(void **state)
@@ -605,36 +606,6 @@ static void test_drain_then_shutdown(void **state)
 	assert_non_null(strstr(err, "missing"));
 }
 
-/* Start tallyd with the control socket given as --control (the alias) and one extra
- * setting; 0 once it answers `status`, else tallyd's exit status (it exited early). */
-static int start_tallyd(const char *opt, const char *val)
-{
-	tpid = fork();
-	if (tpid == 0) {
-		char port[64], ip[48];
-		int fd = open(logpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		snprintf(port, sizeof(port), "net_tap0,iface=%s", iface);
-		snprintf(ip, sizeof(ip), "%s/24", srv_ip);
-		execl(tallyd, tallyd, "--port", port, "--ip", ip, "--control", sock, "--mem",
-		      "64M", "--mtu", "0", opt, val, "--", "--no-huge", "-m", "256",
-		      "--file-prefix", prefix, "-l", "0,1", "--no-pci", (char *)NULL);
-		_exit(98);
-	}
-	for (int i = 0; i < 200; i++) {
-		int status;
-		if (waitpid(tpid, &status, WNOHANG) == tpid) {
-			tpid = -1;
-			return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-		}
-		if (ctl("status", NULL) == 0)
-			return 0;
-		sleep_ms(100);
-	}
-	return -1;
-}
-
 /* The job_add / job_set_policy calls of job 9 in a config-save file. */
 static void saved_job9(const char *path, uint64_t *token, json_int_t *world,
 		       json_int_t *quorum, json_int_t *deadline)
@@ -674,7 +645,7 @@ static void test_control_config_replay(void **state)
 	snprintf(cfg2, sizeof(cfg2), "/tmp/ctl-int-%d-b.json", (int)getpid());
 	snprintf(bad, sizeof(bad), "/tmp/ctl-int-%d-c.json", (int)getpid());
 	assert_int_equal(tpid, -1); /* the previous test shut it down */
-	if (start_tallyd("--drain-timeout-ms", "3000") != 0) {
+	if (start_tallyd("--control", "--drain-timeout-ms", "3000") != 0) {
 		slurp(logpath, out, sizeof(out));
 		fail_msg("tallyd did not start:\n%s", out);
 	}
@@ -687,7 +658,7 @@ static void test_control_config_replay(void **state)
 	kill_tallyd();
 
 	/* a fresh tallyd knows nothing of job 9 until it replays the file */
-	if (start_tallyd("--control-config", cfg) != 0) {
+	if (start_tallyd("--control", "--control-config", cfg) != 0) {
 		slurp(logpath, out, sizeof(out));
 		unlink(cfg);
 		fail_msg("tallyd --control-config did not start:\n%s", out);
@@ -708,7 +679,7 @@ static void test_control_config_replay(void **state)
 	fputs("{\"calls\":[{\"method\":\"job_set_policy\",\"params\":{\"job_id\":77,"
 	      "\"quorum\":1}}]}\n", f);
 	fclose(f);
-	int rc = start_tallyd("--control-config", bad);
+	int rc = start_tallyd("--control", "--control-config", bad);
 	unlink(bad);
 	unlink(cfg);
 	if (rc == 0)

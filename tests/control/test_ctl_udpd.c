@@ -45,6 +45,7 @@ static struct ctl_cli cli = { .sock = sock, .tag = "udpd", .out = out, .outcap =
 /* tallyctl --json CMD ...: the parsed result (asserts exit 0). */
 #define CTLJ(...) ctl_cli_json(&cli, ctl_cli_run(&cli, "--json", __VA_ARGS__, NULL))
 #define geti(o, path) ctl_cli_geti(o, path, -1) /* -1 for an absent path */
+#define key_quorum(key) ctl_cli_key_quorum(&cli, "7", key)
 #define sleep_ms ctl_cli_sleep_ms
 #define slurp ctl_cli_slurp
 
@@ -164,19 +165,6 @@ static void test_stats_json(void **state)
 	assert_int_equal(json_array_size(ks), 1);
 	assert_int_equal(geti(json_array_get(ks, 0), "open_rounds"), 0);
 	json_decref(ks);
-}
-
-static json_int_t key_quorum(uint32_t key)
-{
-	json_t *ks = CTLJ("keys", "7");
-	json_int_t q = -1;
-	size_t i;
-	json_t *k;
-	json_array_foreach(ks, i, k)
-		if (geti(k, "key") == key)
-			q = geti(k, "quorum");
-	json_decref(ks);
-	return q;
 }
 
 static void test_policy_and_config(void **state)

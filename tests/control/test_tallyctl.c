@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "ctl_cli.h"
 #include "fake_backend.h"
 
 #define NOBODY 65534u
@@ -81,16 +82,6 @@ static int stop_server(void)
 	return status;
 }
 
-static void slurp(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY);
-	ssize_t n = fd >= 0 ? read(fd, buf, cap - 1) : 0;
-	buf[n > 0 ? n : 0] = '\0';
-	if (fd >= 0)
-		close(fd);
-	unlink(path);
-}
-
 /* Runs tallyctl with the given arguments (NULL-terminated), as uid if uid != 0; captures
  * stdout/stderr into out/err; returns the exit status. */
 static int run_as(uid_t uid, const char *first, ...)
@@ -123,8 +114,8 @@ static int run_as(uid_t uid, const char *first, ...)
 		_exit(98);
 	}
 	waitpid(pid, &status, 0);
-	slurp(po, out, sizeof(out));
-	slurp(pe, err, sizeof(err));
+	ctl_cli_slurp(po, out, sizeof(out));
+	ctl_cli_slurp(pe, err, sizeof(err));
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
