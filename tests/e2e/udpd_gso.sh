@@ -7,20 +7,11 @@
 #  2. with --gso off --gro off the same job runs with neither (and still verifies);
 #  3. a bad value ('--gso maybe') is refused at start (exit 2) naming the setting.
 set -u
-# --bin BUILDDIR -> bin, UDPD, WORKER
+# --bin BUILDDIR -> bin, UDPD, WORKER; udpd_scratch, fail, jget
+# shellcheck source=tests/faults/udpd_bins.sh
 . "$(cd "$(dirname "$0")" && pwd)/../faults/udpd_bins.sh"
-tmp=$(mktemp -d /tmp/tally-udpd-gso.XXXXXX)
+udpd_scratch udpd-gso
 port=$((21000 + ($$ % 20000)))
-app=
-cleanup() {
-	[ -n "$app" ] && kill -9 "$app" 2>/dev/null
-	for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; for f in "$tmp"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -5 "$f"; }; done >&2; exit 1; }
-jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 
 # run_job TAG [udpd settings]: a 3-rank job of 2 MiB x 3 rounds, verified; stats in $tmp/TAG.json
 run_job() {

@@ -7,16 +7,8 @@
 set -u
 # shellcheck source=tests/faults/udpd_bins.sh
 . "$(dirname "$0")/udpd_bins.sh"
-tmp=$(mktemp -d /tmp/tally-fo-worker.XXXXXX)
+udpd_scratch fo-worker
 pa=$((21000 + ($$ % 15000))); pb=$((pa + 4))
-apps=()
-cleanup() {
-	for p in "${apps[@]}" $(jobs -p); do kill -9 "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; for f in "$tmp"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -5 "$f"; }; done >&2; exit 1; }
 
 for p in $pa $pb; do
 	"$UDPD" --addr 127.0.0.1 --port $p --cores 2 --open --mem 64M \

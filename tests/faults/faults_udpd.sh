@@ -10,17 +10,8 @@
 set -u
 # shellcheck source=tests/faults/udpd_bins.sh
 . "$(dirname "$0")/udpd_bins.sh"
-tmp=$(mktemp -d /tmp/tally-faults.XXXXXX)
+udpd_scratch faults
 port=$((20000 + ($$ % 20000)))
-app=
-cleanup() {
-	[ -n "$app" ] && kill -9 "$app" 2>/dev/null
-	for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; for f in "$tmp"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -5 "$f"; }; done >&2; exit 1; }
 
 # rejoin 2 s: a relaunch takes over a silent job that fast; dead rank 3 s.
 "$UDPD" --addr 127.0.0.1 --port $port --cores 2 --open --max-jobs 16 --mem 64M \

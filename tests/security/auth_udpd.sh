@@ -12,30 +12,13 @@
 #     counted: appliance drops auth_required and bad_mac, workers' drops of the spoofed
 #     RESULTs, no BYE accepted but the workers' own.
 set -u
-bin=
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--bin) bin=$2; shift 2 ;;
-	*) echo "auth_udpd.sh: unknown argument $1" >&2; exit 2 ;;
-	esac
-done
 here=$(cd "$(dirname "$0")" && pwd)
-UDPD=$bin/appliance/udpd/tally-udpd
-WORKER=$bin/perf/tally-worker
-CTL=$bin/control/tallyctl
-[ -x "$UDPD" ] && [ -x "$WORKER" ] && [ -x "$CTL" ] || { echo "binaries missing under $bin" >&2; exit 1; }
-tmp=$(mktemp -d /tmp/tally-auth.XXXXXX)
+# --bin BUILDDIR -> bin, UDPD, WORKER, CTL; udpd_scratch, fail, jget
+# shellcheck source=tests/faults/udpd_bins.sh
+. "$here/../faults/udpd_bins.sh"
+[ -x "$CTL" ] || { echo "no tallyctl under $bin" >&2; exit 1; }
+udpd_scratch auth
 port=$((20000 + ($$ % 20000)))
-app=
-cleanup() {
-	[ -n "$app" ] && kill -9 "$app" 2>/dev/null
-	for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; for f in "$tmp"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -5 "$f"; }; done >&2; exit 1; }
-jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 
 python3 -c "import os; print(os.urandom(32).hex())" >"$tmp/key"
 python3 -c "import os; print(os.urandom(32).hex())" >"$tmp/wrong"
