@@ -22,6 +22,9 @@ import struct
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz"))
+from gen_corpus import crc32c  # noqa: E402  (the payload CRC of tally_proto.h)
+
 F_AUTH = 0x80
 
 
@@ -29,15 +32,6 @@ def header(op, job, token, rank, key=0, rnd=0, offset=0, count=0, dtype=0, plen=
            reserved=0):
     return struct.pack("<IBBHIIQIIIIBBHIIIQ", 0x31594C54, 1, op, flags, job, rank, token, key,
                        rnd, offset, count, dtype, 0, 0, plen, 0, 0, reserved)
-
-
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
 
 
 def plain(op, job, token, rank, payload=b"", **kw):
