@@ -12,29 +12,19 @@ e2e_log() { echo "[$(date +%T) $ID] $*"; }
 e2e_skip() { echo "SKIP: $*"; exit 77; }
 e2e_fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# shellcheck source=tests/procs.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../procs.sh"
+
 e2e_cleanup() {
-	local rc=$? p ns i
+	local rc=$? p ns
 	trap - EXIT INT TERM
-	for p in "${E2E_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for i in 1 2 3 4 5 6 7 8 9 10; do
-		local alive=0
-		for p in "${E2E_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-		[ $alive = 0 ] && break
-		sleep 0.3
-	done
-	for p in "${E2E_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	procs_stop "${E2E_PIDS[@]}"
 	for ns in "${E2E_NSES[@]}"; do
 		# Anything still inside one of our namespaces was started by this test.
 		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
 		ip netns del "$ns" 2>/dev/null
 	done
-	if [ $rc != 0 ] && [ $rc != 77 ] && [ -d "$E2E_TMP" ]; then
-		for f in "$E2E_TMP"/*.log; do
-			[ -s "$f" ] || continue
-			echo "---- $(basename "$f") (last 30 lines)"
-			tail -n 30 "$f"
-		done
-	fi
+	procs_logs $rc "$E2E_TMP"
 	rm -rf "$E2E_TMP"
 	exit $rc
 }

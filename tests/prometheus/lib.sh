@@ -9,24 +9,14 @@ pt_log() { echo "[$(date +%T)] $*"; }
 pt_skip() { echo "SKIP: $*"; exit 77; }
 pt_fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# shellcheck source=tests/procs.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../procs.sh"
+
 pt_cleanup() {
-	local rc=$? p i
+	local rc=$?
 	trap - EXIT INT TERM
-	for p in "${PT_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for i in 1 2 3 4 5 6 7 8 9 10; do
-		local alive=0
-		for p in "${PT_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-		[ $alive = 0 ] && break
-		sleep 0.3
-	done
-	for p in "${PT_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	if [ $rc != 0 ] && [ $rc != 77 ]; then
-		for f in "$PT_TMP"/*.log; do
-			[ -s "$f" ] || continue
-			echo "---- $(basename "$f") (last 30 lines)"
-			tail -n 30 "$f"
-		done
-	fi
+	procs_stop "${PT_PIDS[@]}"
+	procs_logs $rc "$PT_TMP"
 	rm -rf "$PT_TMP"
 	exit $rc
 }
