@@ -7,7 +7,7 @@
  *   engine_guard.c  allow-list, open-admission limits and claim expiry, BYE identity
  *   engine_life.c   job lifecycle: end (BYE, idle), incarnations, dead-rank reports
  *   engine_key.c    registration (key memory from the arena, per-job quotas), removal,
- *                   policy, key walker
+ *                   policy (per key and job-wide), key walker
  *   engine_chunk.c  PUSH, completion (TALLY_KEY_AVERAGE: the sum scaled before its
  *                   rounding) and fan-out, PULL, deadlines, stuck walker,
  *                   complete-sum installs after a restart (TALLY_F_COMPLETE)
