@@ -4,7 +4,8 @@
  * not registered a key yet, and those expire), the identity a BYE must come from, and the
  * hook where an authenticated job checks a re-binding JOIN. The source allow-list is
  * engine_guard_allowed() in engine_int.h (it runs first, on every packet). THREAT_MODEL.md
- * says what each check stops. Calls engine_life.c and engine_util.c; allocates nothing.
+ * says what each check stops. Calls engine_life.c, engine_auth.c and engine_util.c;
+ * allocates nothing.
  */
 #include "engine_int.h"
 

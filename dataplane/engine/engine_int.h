@@ -299,7 +299,7 @@ enum tally_reason engine_rx_bye(struct tally_engine *e, const struct tally_pkt *
 int engine_jobs_init(struct tally_engine *e);
 void engine_jobs_free(struct tally_engine *e);
 
-/* engine_guard.c (calls engine_life.c and engine_util.c) */
+/* engine_guard.c (calls engine_life.c, engine_auth.c and engine_util.c) */
 /* cfg.allow: 1 if the source may send at all. */
 static inline int engine_guard_allowed(const struct tally_engine *e, const struct tally_addr *from)
 {
@@ -414,7 +414,7 @@ static inline void engine_key_job_policy(struct engine_key *k)
 	}
 }
 
-/* engine_recover.c (calls engine_util.c only) */
+/* engine_recover.c (calls engine_auth.c and engine_util.c only) */
 enum tally_reason engine_rx_ping(struct tally_engine *e, const struct tally_pkt *pkt,
 				 const struct tally_addr *from, size_t len);
 /* After a push or PULL at chunk c: one parity open at round r, the other at r+1 → ask

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * engine_job.c — jobs: operator and open admission (a job's own quotas), JOIN with the
- * rejoin timeout, BYE, and the job/worker walkers. Each job slot owns a fixed rank table carved at create time, so
- * admitting a job (an open-admission JOIN on the datapath core) allocates nothing.
+ * rejoin timeout, BYE, and the job/worker walkers. Each job slot owns a fixed rank table
+ * carved at create time, so admitting a job (an open-admission JOIN on the datapath core)
+ * allocates nothing.
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * new incarnation) replaces the old state without an operator, and a chunk waiting on a
  * silent rank is reported to the ranks that wait instead of being waited on forever.
  * The rules are in tally_engine.h. Called by engine.c (poll) and engine_job.c (JOIN, BYE);
- * calls engine_key.c and engine_util.c only. Nothing here allocates.
+ * calls engine_key.c, engine_auth.c (identity) and engine_util.c only. Nothing here allocates.
  */
 #include <string.h>
 

@@ -6,7 +6,8 @@
  * another did not and re-pushes r to the fresh appliance. Nobody else pushes r again, so
  * the engine asks the ranks it saw at r+1 for round r's sum (ERROR NEED_RESULT) and
  * installs the first complete push that comes back as round r's result
- * (engine_chunk.c, chunk_install). Calls engine_util.c only; nothing here allocates.
+ * (engine_chunk.c, chunk_install). Calls engine_auth.c (identity) and engine_util.c only;
+ * nothing here allocates.
  */
 #include <string.h>
 
