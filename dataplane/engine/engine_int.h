@@ -127,7 +127,7 @@ struct engine_job {
 	uint32_t pol_deadline_us;
 	uint64_t incarnation;          /* 0: none given yet */
 	uint64_t last_ns;              /* last packet from any rank, or admission (idle timeout) */
-	/* guard and quotas (engine_guard.c, engine_quota.c) */
+	/* guard and quotas (engine_guard.c; quotas: engine_job.c sets, engine_key.c checks) */
 	uint64_t created_ns;           /* admission (open claims expire from here) */
 	uint8_t claim;                 /* open admission, no key registered yet */
 	uint32_t q_keys;               /* own quotas (0: the engine's) */

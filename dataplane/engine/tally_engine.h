@@ -86,7 +86,7 @@
  *    MAC_MISMATCH. cfg.allow is checked before anything; open admission is limited to
  *    cfg.admit_subnet, cfg.quota_ranks and cfg.admit_claims pending claims, and a claim
  *    with no key after cfg.admit_timeout_ns is ended. REGISTER beyond the job's quotas is
- *    QUOTA_KEYS / QUOTA_BYTES (engine_quota.c).
+ *    QUOTA_KEYS / QUOTA_BYTES (engine_key.c).
  *  - PING (tally_proto.h): answered PING+ACK to a joined rank, ERROR (NOT_JOINED,
  *    WRONG_JOB, ...) to anyone else; both, JOIN_OK and every ERROR carry cfg.boot_id, so a
  *    worker tells a restart from a slow appliance (pings counts them).
@@ -180,8 +180,8 @@ struct tally_engine_cfg {
 				    * this long after its first JOIN is ended (claims_expired) */
 	uint32_t admit_claims;     /* default 4: open-admission jobs without a key at once;
 				    * a JOIN for one more is ADMIT_LIMIT */
-	/* Quotas per job on this engine (engine_quota.c), 0 = none; an operator-admitted job
-	 * may have its own (tally_engine_job_quota). */
+	/* Quotas per job on this engine (checked at REGISTER, engine_key.c), 0 = none; an
+	 * operator-admitted job may have its own (tally_engine_job_quota). */
 	uint32_t quota_keys;       /* keys a job may register (QUOTA_KEYS) */
 	uint64_t quota_bytes;      /* key memory a job may hold (QUOTA_BYTES) */
 	uint32_t quota_ranks;      /* world size an open-admission JOIN may ask (QUOTA_RANKS) */

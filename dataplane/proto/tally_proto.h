@@ -270,7 +270,7 @@ enum tally_reason {
 				 * rank, hdr.count how long it has been silent (ms) */
 	/* stateless again (tally_proto_decode), numbered last so the codes above keep theirs */
 	TALLY_R_BAD_FLAGS,      /* flags the op does not define (HELD: MISSING or RESEND) */
-	/* identity, quotas, admission (engine_guard.c, engine_quota.c; THREAT_MODEL.md) */
+	/* identity, quotas, admission (engine_auth.c, engine_key.c, engine_guard.c; THREAT_MODEL.md) */
 	TALLY_R_MAC_MISMATCH,   /* rank bound at this IP/port but from another source MAC */
 	TALLY_R_BYE_REFUSED,    /* BYE not from the rank's bound address and MAC */
 	TALLY_R_QUOTA_KEYS,     /* REGISTER beyond the job's key quota */
