@@ -84,7 +84,7 @@ static void result_hdr(const struct engine_key *k, uint32_t idx, struct tally_hd
 	h->offset = c * k->reg.chunk_elems;
 	h->count = engine_chunk_len(k, c);
 	h->dtype = k->dtype;
-	h->flags = k->onebit ? TALLY_F_ONEBIT : 0;
+	h->flags = k->codec ? k->codec->flag : 0;
 	h->contrib = ch->count;
 	h->payload_len = bytes;
 	h->crc = ch->crc;
@@ -157,8 +157,8 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 	}
 	if (k->det)
 		engine_det_reduce(e, k, ch, acc, n);
-	if (k->onebit)
-		engine_onebit_server(e, k, idx, acc, n, ch->count);
+	if (k->codec)
+		k->codec->result(e, k, idx, acc, n, ch->count);
 	else if (k->avg)
 		avg_store(k, k->res[p] ? (uint8_t *)k->res[p] + off * k->esize : NULL, acc, n,
 			  ch->count);
@@ -200,7 +200,7 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 			in = engine_result_inner(e, k->job, pl, bytes, inner) ? inner : NULL;
 		}
 		h.rank = r;
-		h.flags = (uint16_t)((k->onebit ? TALLY_F_ONEBIT : 0) |
+		h.flags = (uint16_t)((k->codec ? k->codec->flag : 0) |
 				     (engine_bit(cb, r) ? TALLY_F_INCLUDED : 0));
 		h.aux = r == last && how == ENGINE_HOW_QUORUM && ranks[r].held ? TALLY_AUX_LAST : 0;
 		e->st.results++;
@@ -231,7 +231,7 @@ static enum tally_reason chunk_install(struct tally_engine *e, const struct tall
 
 	/* one-bit sums carry the old appliance's server error, which is gone; a quorum sum
 	 * does not say which ranks it holds: neither can stand in for the lost round */
-	if (k->onebit || h->contrib != k->reg.participants)
+	if ((k->codec && !k->codec->recover) || h->contrib != k->reg.participants)
 		return engine_drop(e, TALLY_R_UNSUPPORTED);
 	engine_heard(job, h->rank, engine_now_cached(e), len);
 	if (ch->state == ENGINE_CH_DONE && ch->round == h->round) {
@@ -334,7 +334,7 @@ static enum tally_reason engine_locate(struct tally_engine *e, const struct tall
 	struct engine_key *k = engine_key_find(e, h->job_id, h->key);
 	if (!k)
 		return TALLY_R_UNKNOWN_KEY;
-	if (push && (h->dtype != k->dtype || !(h->flags & TALLY_F_ONEBIT) != !k->onebit))
+	if (push && (h->dtype != k->dtype || (h->flags & TALLY_F_ONEBIT) != (k->codec ? k->codec->flag : 0)))
 		return TALLY_R_CHUNK_MISMATCH;
 	uint32_t c = h->offset / k->reg.chunk_elems;
 	if (h->offset >= k->reg.nelems || c * k->reg.chunk_elems != h->offset ||
@@ -427,8 +427,8 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 	void *acc = (uint8_t *)k->acc[p] + (size_t)h->offset * 4;
 	if (k->det) {
 		engine_det_push(e, k, ch, w, acc, pkt->payload, h->count);
-	} else if (k->onebit) {
-		engine_onebit_add(e, acc, pkt->payload, h->count, ch->count == 0);
+	} else if (k->codec) {
+		k->codec->add(e, acc, pkt->payload, h->count, ch->count == 0);
 	} else {
 		if (ch->count == 0)
 			tally_sum_load((enum tally_dtype)k->dtype, acc, pkt->payload, h->count);

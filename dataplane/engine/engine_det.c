@@ -55,8 +55,8 @@ static inline void *det_slot(const struct tally_engine *e, uint32_t s)
 static inline void det_fold(struct tally_engine *e, const struct engine_key *k, struct engine_chunk *ch, void *acc,
 			    const void *src, uint32_t n)
 {
-	if (k->onebit)
-		engine_onebit_add(e, acc, src, n, ch->folded == 0);
+	if (k->codec)
+		k->codec->add(e, acc, src, n, ch->folded == 0);
 	else if (ch->folded == 0)
 		tally_sum_load((enum tally_dtype)k->dtype, acc, src, n);
 	else
@@ -104,7 +104,7 @@ void engine_det_reduce(struct tally_engine *e, struct engine_key *k, struct engi
 		   uint32_t n)
 {
 	enum tally_dtype dt = (enum tally_dtype)k->dtype;
-	if (k->onebit) {
+	if (k->codec) {
 		/* decompress-add in rank order (staged pushes stay compressed) */
 		for (uint32_t s = ch->det_head; s != ENGINE_NIL; s = e->det_meta[s].next)
 			det_fold(e, k, ch, acc, det_slot(e, s), n);

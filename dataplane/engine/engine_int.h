@@ -65,6 +65,26 @@ struct engine_par {
 
 struct engine_job;
 
+struct tally_engine;
+struct engine_key;
+/* The server stage of a compression codec (REGISTER compression id selects it): decode a
+ * push into the f32 accumulator (first: load, else add), encode the RESULT from the sum
+ * with the key's state; wire_bytes sizes a push/RESULT of n elements, flag marks its
+ * packets. Registered in engine_codec_tab (engine_onebit.c); NULL for plain keys. */
+struct engine_codec {
+	const char *name;
+	uint8_t id;       /* TALLY_COMP_* */
+	uint8_t recover;  /* may a rank's RESULT stand in for a lost round */
+	uint16_t flag;    /* TALLY_F_* carried by its pushes and RESULTs */
+	size_t (*wire_bytes)(uint32_t n);
+	void (*add)(struct tally_engine *e, float *acc, const void *payload, uint32_t n, int first);
+	void (*result)(struct tally_engine *e, struct engine_key *k, uint32_t idx, float *acc,
+		       uint32_t n, uint16_t contrib);
+};
+/* The codec registered for compression id, NULL for TALLY_COMP_NONE or an unknown id. */
+const struct engine_codec *engine_codec_by_id(uint8_t id);
+
+
 struct engine_key {
 	uint32_t job_id, key;
 	struct engine_job *job;
@@ -96,7 +116,7 @@ struct engine_key {
 	 * ob_stride = TALLY_ONEBIT_BYTES(chunk_elems) apart; err is the server error, f32 per
 	 * element, zero at registration, kept across rounds (both parities share it: a
 	 * chunk's rounds complete in order) */
-	uint8_t onebit;
+	const struct engine_codec *codec; /* the key's server stage, NULL: plain (no codec) */
 	uint32_t ob_stride;
 	float *err;
 	uint64_t silent_err_ns;    /* last RANK_SILENT report (rate limit), 0: none */
@@ -383,8 +403,8 @@ static inline const void *engine_result_payload(const struct engine_key *k, uint
 	uint32_t p = idx >= k->nchunks;
 	uint32_t c = idx - p * k->nchunks;
 	size_t off = (size_t)c * k->reg.chunk_elems;
-	if (k->onebit) {
-		*bytes = TALLY_ONEBIT_BYTES(engine_chunk_len(k, c));
+	if (k->codec) {
+		*bytes = (uint32_t)k->codec->wire_bytes(engine_chunk_len(k, c));
 		return (const uint8_t *)k->res[p] + (size_t)c * k->ob_stride;
 	}
 	*bytes = engine_chunk_len(k, c) * k->esize;
@@ -447,7 +467,7 @@ void engine_onebit_server(struct tally_engine *e, struct engine_key *k, uint32_t
 /* Wire bytes of a push/RESULT of n elements of key k. */
 static inline size_t engine_wire_bytes(const struct engine_key *k, uint32_t n)
 {
-	return k->onebit ? TALLY_ONEBIT_BYTES(n) : (size_t)n * k->esize;
+	return k->codec ? k->codec->wire_bytes(n) : (size_t)n * k->esize;
 }
 
 /* engine_held.c (calls engine_util.c only) */

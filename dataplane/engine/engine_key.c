@@ -195,13 +195,13 @@ static int key_create(struct tally_engine *e, struct engine_job *job, uint32_t k
 	k->esize = (uint32_t)tally_dtype_size((enum tally_dtype)reg->dtype);
 	k->open_head = k->open_tail = ENGINE_NIL;
 	k->mem = charged;
-	k->onebit = reg->compression == TALLY_COMP_ONEBIT;
+	k->codec = engine_codec_by_id(reg->compression);
 	k->ob_stride = TALLY_ONEBIT_BYTES(reg->chunk_elems);
 	for (int p = 0; p < 2; p++) {
 		k->acc[p] = blk + l.acc[p];
-		k->res[p] = k->esize != 4 || k->onebit ? blk + l.res[p] : NULL;
+		k->res[p] = k->esize != 4 || k->codec ? blk + l.res[p] : NULL;
 	}
-	k->err = k->onebit ? (float *)(blk + l.err) : NULL;
+	k->err = k->codec ? (float *)(blk + l.err) : NULL;
 	if (k->err)
 		memset(k->err, 0, (size_t)reg->nelems * 4);
 	k->chunks = (struct engine_chunk *)(blk + l.chunks);

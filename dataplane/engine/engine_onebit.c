@@ -58,3 +58,23 @@ void engine_onebit_server(struct tally_engine *e, struct engine_key *k, uint32_t
 	put_le_f32(out, tally_sum_onebit_compress(out + 4, err, acc, n));
 	e->st.onebit_results++;
 }
+
+static size_t onebit_wire_bytes(uint32_t n)
+{
+	return TALLY_ONEBIT_BYTES(n);
+}
+
+static const struct engine_codec onebit_codec = {
+	.name = "onebit", .id = TALLY_COMP_ONEBIT, .recover = 0, .flag = TALLY_F_ONEBIT,
+	.wire_bytes = onebit_wire_bytes, .add = engine_onebit_add, .result = engine_onebit_server,
+};
+
+/* The registration table: one line per codec, indexed by its REGISTER compression id. */
+static const struct engine_codec *const engine_codec_tab[TALLY_COMP_COUNT] = {
+	[TALLY_COMP_ONEBIT] = &onebit_codec,
+};
+
+const struct engine_codec *engine_codec_by_id(uint8_t id)
+{
+	return id < TALLY_COMP_COUNT ? engine_codec_tab[id] : NULL;
+}
