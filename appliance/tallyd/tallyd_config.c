@@ -158,19 +158,6 @@ int tallyd_conf_eal_add(struct tallyd_conf *c, const char *arg)
 	return 0;
 }
 
-/* "0000:3b:00.0" or "3b:00.0" */
-static int cfg_is_pci(const char *s)
-{
-	unsigned d, b, dev, f;
-	char tail;
-
-	if (sscanf(s, "%4x:%2x:%2x.%1x%c", &d, &b, &dev, &f, &tail) == 4)
-		return strlen(s) == 12;
-	if (sscanf(s, "%2x:%2x.%1x%c", &b, &dev, &f, &tail) == 3)
-		return strlen(s) == 7;
-	return 0;
-}
-
 static struct tallyd_port_conf *cfg_cur_port(struct tallyd_conf *c, const char *name, char *err,
 					     size_t errlen)
 {
@@ -191,7 +178,7 @@ static int cfg_set_port(struct tallyd_conf *c, const char *v, char *err, size_t 
 		return cfg_err(err, errlen, "port '%.40s...' is longer than %d characters", v,
 			       TALLYD_DEV_LEN - 1);
 	int vdev = !strncmp(v, "net_", 4) || !strncmp(v, "eth_", 4);
-	if (!vdev && !cfg_is_pci(v))
+	if (!vdev && !tally_pkt_is_pci(v))
 		return cfg_err(err, errlen, "port '%s' is neither a PCI address (0000:3b:00.0) "
 			       "nor a virtual device (net_memif0,..., net_af_packet0,iface=...)", v);
 	struct tallyd_port_conf *p = &c->port[c->nports++];
