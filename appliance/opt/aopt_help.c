@@ -11,6 +11,7 @@
 #include "tally_aopt.h"
 
 #define HELP_COL 24
+#define HELP_WIDTH 66
 
 void aopt_size_text(unsigned long long v, char *buf, size_t len)
 {
@@ -57,6 +58,34 @@ int aopt_value_text(const struct tally_aopt *o, const struct tally_aopt_field *f
 	}
 }
 
+/* The help text from column HELP_COL: its own lines, and lines longer than HELP_WIDTH
+ * (a control parameter's help) broken between words; `def` after the last. */
+static void help_text(const char *h, const char *def, FILE *f)
+{
+	size_t col = 0;
+
+	while (*h) {
+		size_t w = strcspn(h, " \n");
+		if (col && col + 1 + w > HELP_WIDTH) {
+			fprintf(f, "\n%*s", HELP_COL, "");
+			col = 0;
+		} else if (col) {
+			fputc(' ', f);
+			col++;
+		}
+		fprintf(f, "%.*s", (int)w, h);
+		col += w;
+		h += w;
+		if (*h == '\n' && h[1]) {
+			fprintf(f, "\n%*s", HELP_COL, "");
+			col = 0;
+		}
+		if (*h)
+			h++;
+	}
+	fputs(def, f);
+}
+
 static void help_row(const struct tally_aopt_app *a, const struct tally_aopt *o,
 		     const void *defaults, FILE *f)
 {
@@ -72,13 +101,7 @@ static void help_row(const struct tally_aopt_app *a, const struct tally_aopt *o,
 	if (o->section)
 		fprintf(f, "%s\n", o->section);
 	fprintf(f, "  %s%*s", flag, n + 3 <= HELP_COL ? HELP_COL - 2 - n : 2, "");
-	for (const char *h = o->help; *h;) {
-		size_t len = strcspn(h, "\n");
-		fprintf(f, "%.*s%s", (int)len, h, h[len] ? "" : def);
-		h += len;
-		if (*h == '\n' && *++h)
-			fprintf(f, "\n%*s", HELP_COL, "");
-	}
+	help_text(o->help, def, f);
 	fputc('\n', f);
 }
 
@@ -88,9 +111,11 @@ void tally_aopt_usage(const struct tally_aopt_app *a, const void *defaults, FILE
 	const struct tally_aopt *t = tally_aopt_table(&n);
 
 	fputs(a->usage, f);
+	struct tally_aopt tmp;
+
 	for (size_t i = 0; i < n; i++)
 		if (t[i].apps & a->app)
-			help_row(a, &t[i], defaults, f);
+			help_row(a, tally_aopt_row(&t[i], &tmp), defaults, f);
 	if (a->usage_tail)
 		fputs(a->usage_tail, f);
 }

@@ -227,7 +227,10 @@ int tally_aopt_set(const struct tally_aopt_app *a, void *conf, const char *n, co
 {
 	const struct tally_aopt *o = tally_aopt_find(a->app, n);
 	const struct tally_aopt_field *f;
+	struct tally_aopt tmp;
 
+	if (o)
+		o = tally_aopt_row(o, &tmp);
 	if (!o)
 		return aopt_msg(err, el, "unknown setting '%s' (%s --help lists them)", n,
 				a->prog);

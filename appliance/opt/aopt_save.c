@@ -69,7 +69,8 @@ void tally_aopt_save(const struct tally_aopt_app *a, const void *conf, FILE *f)
 	if (a->save)
 		a->save(f, conf);
 	for (size_t i = 0; i < n; i++) {
-		const struct tally_aopt *o = &t[i];
+		struct tally_aopt tmp;
+		const struct tally_aopt *o = tally_aopt_row(&t[i], &tmp);
 		const struct tally_aopt_field *fld = aopt_field(a, o->id);
 
 		if (!(o->apps & a->app) || o->no_save || !fld)

@@ -2,20 +2,24 @@
  * aopt_table.c — the option table of both appliances (tally_aopt.h): one row an option,
  * in --help order. A row both appliances take is written once; where the two mean
  * different things by one name (tallyd's per-port --ip against tally-udpd's listen
- * address, memory for the whole appliance against per core) each has its row.
+ * address, memory for the whole appliance against per core) each has its row. A setting
+ * that is also a control method's parameter takes its range and help from the control
+ * schema (control/ctl_schema.c), and the log levels are the control plane's
+ * (TALLY_CTL_LOG_LEVELS) after the three only a command line may set.
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "aopt_int.h"
 #include "tally_aopt.h"
+#include "tally_ctl.h"
 #include "tally_proto.h"
 
 #define TD TALLY_AOPT_TALLYD
 #define UD TALLY_AOPT_UDPD
 #define BOTH TALLY_AOPT_BOTH
 #define U32 4294967295ull
-#define LEVELS "emerg|alert|crit|err/error|warning|notice|info|debug"
+#define LEVELS "emerg|alert|crit|err/" TALLY_CTL_LOG_LEVELS
 
 static const struct tally_aopt table[] = {
 	/* tallyd's ports: each setting after --port sets that port (tallyd_config.c) */
@@ -83,20 +87,18 @@ static const struct tally_aopt table[] = {
 	  .help = "the first JOIN creates its job (quick start only)" },
 	/* tally-udpd: a job admitted at start */
 	{ .name = "job", .apps = UD, .type = TALLY_AOPT_UINT, .id = TALLY_AOPT_ID_JOB,
-	  .max = U32, .what = "the job id", .arg = "ID",
-	  .help = "admit a job at start (with --token, --world), authenticated:" },
+	  .what = "the job id", .arg = "ID", .ctl_method = "job_add", .ctl_param = "job_id",
+	  .help = "admit a job at start (tallyctl job-add's settings), authenticated:" },
 	{ .name = "token", .apps = UD, .type = TALLY_AOPT_UINT, .id = TALLY_AOPT_ID_TOKEN,
-	  .max = UINT64_MAX, .what = "the job token", .arg = "T",
-	  .help = "its 64-bit token (decimal or 0x hex)" },
+	  .what = "the job token", .arg = "T", .ctl_method = "job_add", .ctl_param = "token" },
 	{ .name = "world", .apps = UD, .type = TALLY_AOPT_UINT, .id = TALLY_AOPT_ID_WORLD,
-	  .max = TALLY_MAX_WORKERS, .what = "the world size", .arg = "W",
-	  .help = "its ranks" },
+	  .what = "the world size", .arg = "W", .ctl_method = "job_add",
+	  .ctl_param = "world_size" },
 	{ .name = "key-file", .apps = UD, .type = TALLY_AOPT_STRING,
 	  .id = TALLY_AOPT_ID_KEY_FILE, .what = "a path", .arg = "FILE",
-	  .help = "its key (32 bytes hex, mode 0600; workers read the same\n"
-		  "file from TALLY_AUTH_KEY_FILE), or" },
+	  .ctl_method = "job_add", .ctl_param = "key_file" },
 	{ .name = "no-auth", .apps = UD, .type = TALLY_AOPT_BOOL, .id = TALLY_AOPT_ID_NO_AUTH,
-	  .is_switch = 1, .help = "admit it unauthenticated (a trusted fabric)" },
+	  .is_switch = 1, .ctl_method = "job_add", .ctl_param = "no_auth" },
 	{ .name = "gso", .apps = UD, .type = TALLY_AOPT_BOOL, .id = TALLY_AOPT_ID_GSO,
 	  .arg = "on|off",
 	  .help = "RESULTs to one worker leave as UDP GSO super-datagrams\n"
@@ -224,6 +226,22 @@ const struct tally_aopt *tally_aopt_find(unsigned app, const char *name)
 			return o;
 	}
 	return NULL;
+}
+
+const struct tally_aopt *tally_aopt_row(const struct tally_aopt *o, struct tally_aopt *tmp)
+{
+	const struct tally_ctl_method *m = o->ctl_method ? tally_ctl_method_by_name(o->ctl_method)
+							 : NULL;
+	const struct tally_ctl_param *p = m ? tally_ctl_param_find(m, o->ctl_param) : NULL;
+
+	if (!p)
+		return o;
+	*tmp = *o;
+	tmp->min = p->min;
+	tmp->max = p->type == TALLY_CTL_T_U64 ? UINT64_MAX : p->max;
+	if (!tmp->help)
+		tmp->help = p->help;
+	return tmp;
 }
 
 const struct tally_aopt_field *aopt_field(const struct tally_aopt_app *a, enum tally_aopt_id id)

@@ -75,6 +75,10 @@ struct tally_aopt {
 	const char *arg;           /* --help's placeholder (N, SIZE, PATH), NULL for a switch */
 	const char *help;          /* --help text; '\n' continues on an indented line */
 	const char *section;       /* --help heading printed before this option, or NULL */
+	/* The same setting as a parameter of a control method (tally_ctl.h's schema): its
+	 * range and, where help is NULL, its help come from there (tally-udpd's --job,
+	 * --token, --world, --key-file, --no-auth are job_add's parameters). */
+	const char *ctl_method, *ctl_param;
 };
 
 /* Where an appliance keeps one option's value: offsetof and sizeof of its field. */
@@ -103,6 +107,9 @@ struct tally_aopt_app {
 const struct tally_aopt *tally_aopt_table(size_t *n);
 /* The option `name` (or its other spelling) that appliance `app` takes, or NULL. */
 const struct tally_aopt *tally_aopt_find(unsigned app, const char *name);
+/* The row with what it takes from the control schema filled in (range, help): `o` itself
+ * or `tmp`. */
+const struct tally_aopt *tally_aopt_row(const struct tally_aopt *o, struct tally_aopt *tmp);
 
 /* "4096", "64K", "512M", "2GiB", "5MB" → bytes. 0 or -EINVAL. */
 int tally_aopt_parse_size(const char *s, uint64_t *out);
