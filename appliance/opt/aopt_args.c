@@ -100,6 +100,8 @@ static int args_one(const struct tally_aopt_app *a, void *conf, int argc, char *
 	memcpy(name, arg + 2, nlen);
 	name[nlen] = '\0';
 	const struct tally_aopt *o = tally_aopt_find(a->app, name);
+	if (!o && strcmp(name, "config")) /* unknown: say so before looking for a value */
+		return tally_aopt_set(a, conf, name, NULL, err, el);
 	if (eq) {
 		val = eq + 1;
 	} else if (!o || !o->is_switch) {
