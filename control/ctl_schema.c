@@ -89,7 +89,7 @@ static const struct tally_ctl_param p_shutdown[] = {
 
 static const struct tally_ctl_param p_log[] = {
 	{ .name = "level", .type = TALLY_CTL_T_ENUM, .required = 1, .positional = 1,
-	  .choices = "error|warning|notice|info|debug", .help = "log level" },
+	  .choices = TALLY_CTL_LOG_LEVELS, .help = "log level" },
 };
 
 static const struct tally_ctl_param p_config_save[] = {

@@ -52,6 +52,10 @@ enum tally_ctl_ptype {
 	TALLY_CTL_T_ENUM,   /* string, one of choices "a|b|c" */
 };
 
+/* The log levels log_set_level takes (the appliances' --log-level takes these and, before
+ * them, emerg, alert and crit; "error" is spelt "err" there too). */
+#define TALLY_CTL_LOG_LEVELS "error|warning|notice|info|debug"
+
 struct tally_ctl_param {
 	const char *name;      /* JSON name; tallyctl option is --name with '_' → '-' */
 	enum tally_ctl_ptype type;

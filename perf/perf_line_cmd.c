@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "perf_line.h"
+#include "tally_pkt.h"
 
 /* Print "tally-perf line: MESSAGE"; the usage exit status (2). */
 static int ln_err(const char *fmt, ...)
@@ -54,19 +55,6 @@ void ln_usage(FILE *f)
 		"                         \"ssh -o BatchMode=yes\")\n"
 		"  --remote-worker PATH   tally-worker on the remote hosts (default: tally-worker)\n"
 		"  --dry-run              print the commands of both runs, start nothing\n");
-}
-
-/* "0000:3b:00.0" or "3b:00.0", as tallyd takes them */
-static int ln_is_pci(const char *s)
-{
-	unsigned d, b, dev, f;
-	char tail;
-
-	if (sscanf(s, "%4x:%2x:%2x.%1x%c", &d, &b, &dev, &f, &tail) == 4)
-		return strlen(s) == 12;
-	if (sscanf(s, "%2x:%2x.%1x%c", &b, &dev, &f, &tail) == 3)
-		return strlen(s) == 7;
-	return 0;
 }
 
 /* A.B.C.D, or A.B.C.D/LEN with cidr */
@@ -213,7 +201,7 @@ static int ln_check(struct ln_opts *o)
 		     &o->n_worker_port))
 		return ln_err("--worker-port: a comma list of PCI addresses, no empty item");
 	for (unsigned i = 0; i < o->n_worker_port; i++)
-		if (!ln_is_pci(o->worker_port[i]))
+		if (!tally_pkt_is_pci(o->worker_port[i]))
 			return ln_err("--worker-port '%s' is not a PCI address (0000:3b:00.0)",
 				      o->worker_port[i]);
 	if (o->worker_ip_list[0] &&
@@ -372,7 +360,7 @@ int ln_parse(int argc, char **argv, struct ln_opts *o)
 		case O_RTO: bad = ln_u32(optarg, 1, 10000000, &v); o->rto_us = optarg; break;
 		case O_WINDOW: bad = ln_u32(optarg, 1, 65536, &v); o->window = optarg; break;
 		case O_APORT:
-			bad = !ln_is_pci(optarg) || o->n_app_port >= LN_MAX_PORTS;
+			bad = !tally_pkt_is_pci(optarg) || o->n_app_port >= LN_MAX_PORTS;
 			if (!bad)
 				o->app_port[o->n_app_port++] = optarg;
 			break;

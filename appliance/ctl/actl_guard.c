@@ -3,7 +3,8 @@
  * command line and in the config file: the source allow-list, open admission's subnet,
  * claim limit and timeout, per-job quotas, the control socket's idle timeout. Parsed and
  * checked here once; tally_actl_guard_engine() turns them into engine settings per core.
- * Every bad value gets a sentence that names the setting. THREAT_MODEL.md says why.
+ * Every bad value gets a sentence that names the setting (their rows and --help texts are in
+ * the option table, appliance/opt). THREAT_MODEL.md says why.
  */
 #include <errno.h>
 #include <limits.h>
@@ -190,23 +191,4 @@ void tally_actl_guard_engine(const struct tally_actl_guard *g, struct tally_engi
 			 (uint32_t)(keys / 2);
 	ec->quota_bytes = g->quota_bytes ? (g->quota_bytes + split - 1) / split :
 			  ec->mem_budget / 2;
-}
-
-void tally_actl_guard_usage(FILE *f)
-{
-	fprintf(f,
-		"Trust (THREAT_MODEL.md):\n"
-		"  --allow CIDR          accept packets only from these networks (repeat, up to %d;\n"
-		"                        default: any source); checked before anything else\n"
-		"  --admit-subnet CIDR   open admission only for JOINs from this network (any)\n"
-		"  --admit-claims N      open-admission jobs without a key at once (half max-jobs)\n"
-		"  --admit-timeout-ms N  an open-admission job with no key this long is ended (60000)\n"
-		"  --quota-keys N        keys one job may register (half the key table)\n"
-		"  --quota-bytes SIZE    key memory one job may hold, counted like --mem (half of it)\n"
-		"  --quota-ranks N       largest world size an open-admission JOIN may ask (%u)\n"
-		"  --rejoin-timeout-ms N a bound rank must be silent this long before a JOIN from\n"
-		"                        another address or MAC takes it over (5000)\n"
-		"  --ctl-idle-timeout-ms N  idle control connections closed after (%u); when the\n"
-		"                        socket is full the idlest client makes room\n",
-		TALLY_ENGINE_MAX_ALLOW, TALLY_MAX_WORKERS, TALLY_CTL_IDLE_TIMEOUT_MS);
 }

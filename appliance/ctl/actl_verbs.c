@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * actl_verbs.c — the RDMA verbs listener settings both appliances take (rdma-listen,
  * rdma-slots, rdma-gid-index, rdma-max-conns, rdma-auth), with the same names, ranges and error texts
- * on the command line and in the config file. Parsed here once; no verbs library needed.
+ * on the command line and in the config file. Parsed here once (their rows in the option
+ * table, appliance/opt, say so); no verbs library needed.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -67,15 +68,4 @@ json_t *tally_actl_verbs_json(const struct tally_actl_verbs *v)
 			 (int)(v->slots ? v->slots : 128), "gid_index", v->gid_index, "max_conns",
 			 (int)(v->max_conns ? v->max_conns : 256), "auth",
 			 v->auth_packet ? "packet" : "setup");
-}
-
-void tally_actl_verbs_usage(FILE *f)
-{
-	fprintf(f,
-		"  --rdma-listen A:P     also accept RDMA verbs workers (rdma_cm) on A:P\n"
-		"  --rdma-slots N        verbs landing slots per connection, 2^k in 4..4096 (128)\n"
-		"  --rdma-gid-index N    check the GID index (-1: rdma_cm chooses, default)\n"
-		"  --rdma-max-conns N    verbs connections at once (256)\n"
-		"  --rdma-auth MODE      keyed jobs over verbs: setup (connections authenticated\n"
-		"                        at connect, no per-packet MAC; default) or packet\n");
 }

@@ -208,7 +208,6 @@ int tally_actl_parse_cidr(const char *s, struct tally_engine_cidr *out);
  * is per core already). */
 void tally_actl_guard_engine(const struct tally_actl_guard *g, struct tally_engine_cfg *ec,
 			     unsigned split);
-void tally_actl_guard_usage(FILE *f);
 
 /* ---- RDMA verbs listener settings (actl_verbs.c), the same in tallyd and tally-udpd --- */
 #define TALLY_ACTL_RDMA_SLOTS_MAX 4096
@@ -230,6 +229,5 @@ int tally_actl_verbs_set(struct tally_actl_verbs *v, const char *name, const cha
 /* The settings as `status` shows them: {"listen", "slots", "gid_index", "max_conns",
  * "auth"}. */
 json_t *tally_actl_verbs_json(const struct tally_actl_verbs *v);
-void tally_actl_verbs_usage(FILE *f);
 
 #endif

@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0
- * tallyd_config.c — flags and config file → struct tallyd_conf, and its validation. Every
- * bad input gets a sentence that names the setting and what is wrong with it.
+ * tallyd_config.c — flags and config file → struct tallyd_conf, and its validation. The
+ * settings are rows of the appliances' option table (appliance/opt, tally_aopt.h): here
+ * are where each lives in struct tallyd_conf, the port settings (each sets the latest
+ * port), the idle switches of old, and the checks across settings. Every bad input gets a
+ * sentence that names the setting and what is wrong with it.
  */
 #include <ctype.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
 
+#include "tally_aopt.h"
 #include "tally_pkt.h"
 #include "tally_proto.h"
 #include "tallyd_config.h"
@@ -53,29 +56,7 @@ void tallyd_conf_init(struct tallyd_conf *c)
 
 int tallyd_parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	unsigned long long v;
-
-	if (!s || !isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	unsigned shift = 0;
-	switch (toupper((unsigned char)*end)) {
-	case '\0': break;
-	case 'K': shift = 10; end++; break;
-	case 'M': shift = 20; end++; break;
-	case 'G': shift = 30; end++; break;
-	default: return -EINVAL;
-	}
-	if (shift && (*end == 'i' || *end == 'B'))
-		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
-	if (*end || (shift && v > (ULLONG_MAX >> shift)))
-		return -EINVAL;
-	*out = (uint64_t)v << shift;
-	return 0;
+	return tally_aopt_parse_size(s, out);
 }
 
 static int cfg_uint(const char *s, unsigned long lo, unsigned long hi, unsigned long *out)
@@ -158,19 +139,6 @@ int tallyd_conf_eal_add(struct tallyd_conf *c, const char *arg)
 	return 0;
 }
 
-/* "0000:3b:00.0" or "3b:00.0" */
-static int cfg_is_pci(const char *s)
-{
-	unsigned d, b, dev, f;
-	char tail;
-
-	if (sscanf(s, "%4x:%2x:%2x.%1x%c", &d, &b, &dev, &f, &tail) == 4)
-		return strlen(s) == 12;
-	if (sscanf(s, "%2x:%2x.%1x%c", &b, &dev, &f, &tail) == 3)
-		return strlen(s) == 7;
-	return 0;
-}
-
 static struct tallyd_port_conf *cfg_cur_port(struct tallyd_conf *c, const char *name, char *err,
 					     size_t errlen)
 {
@@ -191,7 +159,7 @@ static int cfg_set_port(struct tallyd_conf *c, const char *v, char *err, size_t 
 		return cfg_err(err, errlen, "port '%.40s...' is longer than %d characters", v,
 			       TALLYD_DEV_LEN - 1);
 	int vdev = !strncmp(v, "net_", 4) || !strncmp(v, "eth_", 4);
-	if (!vdev && !cfg_is_pci(v))
+	if (!vdev && !tally_pkt_is_pci(v))
 		return cfg_err(err, errlen, "port '%s' is neither a PCI address (0000:3b:00.0) "
 			       "nor a virtual device (net_memif0,..., net_af_packet0,iface=...)", v);
 	struct tallyd_port_conf *p = &c->port[c->nports++];
@@ -216,262 +184,158 @@ static int cfg_set_eal(struct tallyd_conf *c, const char *v, char *err, size_t e
 	return 0;
 }
 
+/* ip, mac, queues, lcores: the latest port's */
+static int cfg_set_port_field(struct tallyd_port_conf *p, const struct tally_aopt *o,
+			      const char *n, const char *v, char *err, size_t errlen)
+{
+	unsigned long long u;
+
+	if (!strcmp(n, "queues")) {
+		if (tally_aopt_uint(o, n, v, &u, err, errlen))
+			return -EINVAL;
+		p->queues = (uint16_t)u;
+		return 0;
+	}
+	if (!v)
+		return cfg_err(err, errlen, "'%s' needs a value", n);
+	if (!strcmp(n, "ip") && tally_pkt_parse_cidr(v, &p->ip, &p->mask))
+		return cfg_err(err, errlen, "'ip %s': give the address with its prefix length, "
+			       "e.g. 10.0.0.1/24", v);
+	if (!strcmp(n, "lcores") &&
+	    tallyd_parse_lcores(v, p->lcores, TALLYD_MAX_CORES, &p->nlcores))
+		return cfg_err(err, errlen, "'lcores %s': expected a list like 1,2 or 1-4 of "
+			       "distinct lcore ids < 1024, at most %d", v, TALLYD_MAX_CORES);
+	if (strcmp(n, "mac"))
+		return 0;
+	if (tally_pkt_parse_mac(v, p->mac))
+		return cfg_err(err, errlen, "'mac %s': expected xx:xx:xx:xx:xx:xx", v);
+	if ((p->mac[0] & 1) ||
+	    !(p->mac[0] | p->mac[1] | p->mac[2] | p->mac[3] | p->mac[4] | p->mac[5]))
+		return cfg_err(err, errlen, "'mac %s': a port needs a unicast, non-zero address",
+			       v);
+	p->mac_set = 1;
+	return 0;
+}
+
+/* The old idle switches: off spins (poll), on waits (interrupt unless sleep was chosen). */
+static int cfg_set_backoff(struct tallyd_conf *c, const char *n, const char *v, char *err,
+			   size_t errlen)
+{
+	int on = 0;
+
+	if (!strcmp(n, "no-idle-backoff")) {
+		if (v)
+			return cfg_err(err, errlen, "'%s' takes no value", n);
+	} else if (cfg_bool(v, &on)) {
+		return tally_aopt_err(err, errlen, n, v, "say on or off");
+	}
+	if (!on)
+		c->idle_mode = TALLYD_IDLE_POLL;
+	else if (c->idle_mode == TALLYD_IDLE_POLL)
+		c->idle_mode = TALLYD_IDLE_INTERRUPT;
+	return 0;
+}
+
+/* The options with a parser of their own (TALLY_AOPT_CUSTOM rows). */
+static int cfg_custom(void *conf, const struct tally_aopt *o, const char *v, char *err,
+		      size_t errlen)
+{
+	struct tallyd_conf *c = conf;
+	struct tallyd_port_conf *p;
+
+	if (!strcmp(o->name, "port"))
+		return cfg_set_port(c, v, err, errlen);
+	if (!strcmp(o->name, "eal"))
+		return v ? cfg_set_eal(c, v, err, errlen)
+			 : cfg_err(err, errlen, "'eal' needs a value");
+	if (strstr(o->name, "idle-backoff"))
+		return cfg_set_backoff(c, o->name, v, err, errlen);
+	if (!(p = cfg_cur_port(c, o->name, err, errlen)))
+		return -EINVAL;
+	return cfg_set_port_field(p, o, o->name, v, err, errlen);
+}
+
+static int cfg_rest(void *conf, int argc, char **argv, char *err, size_t errlen)
+{
+	for (int i = 0; i < argc; i++)
+		if (tallyd_conf_eal_add(conf, argv[i]))
+			return cfg_err(err, errlen, "too many EAL arguments");
+	return 0;
+}
+
+static void cfg_save_ports(FILE *f, const void *conf)
+{
+	const struct tallyd_conf *c = conf;
+	char a[INET_ADDRSTRLEN];
+
+	for (uint16_t i = 0; i < c->nports; i++) {
+		const struct tallyd_port_conf *p = &c->port[i];
+		int len = __builtin_popcount(p->mask);
+
+		fprintf(f, "port = %s\n", p->dev);
+		if (p->ip)
+			fprintf(f, "ip = %s/%d\n", inet_ntop(AF_INET, &p->ip, a, sizeof(a)), len);
+		if (p->mac_set)
+			fprintf(f, "mac = %02x:%02x:%02x:%02x:%02x:%02x\n", p->mac[0], p->mac[1],
+				p->mac[2], p->mac[3], p->mac[4], p->mac[5]);
+		if (p->queues)
+			fprintf(f, "queues = %u\n", p->queues);
+		for (uint16_t j = 0; j < p->nlcores; j++)
+			fprintf(f, "%s%u%s", j ? "," : "lcores = ", p->lcores[j],
+				j + 1 == p->nlcores ? "\n" : "");
+	}
+	for (int i = 0; i < c->eal_argc; i++)
+		fprintf(f, "%s%s%s", i ? " " : "eal = ", c->eal_argv[i],
+			i + 1 == c->eal_argc ? "\n" : "");
+}
+
+#define TD_F(id, field) { TALLY_AOPT_ID_##id, offsetof(struct tallyd_conf, field), \
+			  sizeof(((struct tallyd_conf *)0)->field), 0 }
+static const struct tally_aopt_field cfg_fields[] = {
+	TD_F(BASE_PORT, base_port), TD_F(CORES, cores), TD_F(MEM, mem_budget),
+	TD_F(DET_POOL, det_pool), TD_F(FRAME_SIZE, frame_room), TD_F(MAX_CHUNK, max_chunk),
+	TD_F(MAX_JOBS, max_jobs), TD_F(RX_DESC, rx_desc), TD_F(TX_DESC, tx_desc),
+	TD_F(MTU, mtu), TD_F(OPEN_ADMISSION, open_admission), TD_F(RDMA, rdma),
+	TD_F(IDLE, idle_mode), TD_F(IDLE_POLLS, idle_polls), TD_F(IDLE_MAX_US, idle_max_us),
+	TD_F(TX_FLUSH_US, tx_flush_us), TD_F(RSS, rss), TD_F(DRAIN_TIMEOUT, drain_timeout_ms),
+	TD_F(DEAD_RANK_TIMEOUT, dead_rank_timeout_ms),
+	TD_F(JOB_IDLE_TIMEOUT, job_idle_timeout_ms), TD_F(CTL_SOCKET, ctl_path),
+	TD_F(CTL_CONFIG, ctl_config), TD_F(IO_FORWARD, io_forward),
+	TD_F(CHECK_CONFIG, check_config), TD_F(CONFIG_SAVE, config_save), TD_F(HELP, help),
+	TD_F(GUARD, guard),
+	/* RTE_LOG_EMERG is 1 */
+	{ TALLY_AOPT_ID_LOG_LEVEL, offsetof(struct tallyd_conf, log_level), sizeof(int), 1 },
+};
+
+static const struct tally_aopt_app cfg_app = {
+	.app = TALLY_AOPT_TALLYD,
+	.prog = "tallyd",
+	.fields = cfg_fields,
+	.nfields = sizeof(cfg_fields) / sizeof(cfg_fields[0]),
+	.set = cfg_custom,
+	.save = cfg_save_ports,
+	.rest = cfg_rest,
+	.usage = "usage: tallyd [--config FILE] [SETTINGS] [-- EAL ARGS]\n"
+		 "Settings (also in a config file as 'name = value'; port settings follow their "
+		 "port):\n",
+	.usage_tail = "Exit status: 0; 1 start failure; 2 bad settings; 3 the shutdown drain "
+		      "timed out\nand abandoned open rounds.\n",
+};
+
 int tallyd_conf_set(struct tallyd_conf *c, const char *n, const char *v, char *err,
 		    size_t errlen)
 {
-	unsigned long u;
-	uint64_t sz;
-	struct tallyd_port_conf *p;
-	int rc;
-
-#define NEED_VALUE() \
-	do { if (!v) return cfg_err(err, errlen, "'%s' needs a value", n); } while (0)
-#define UINT(lo, hi, field, what) \
-	do { NEED_VALUE(); \
-	     if (cfg_uint(v, lo, hi, &u)) \
-		return cfg_err(err, errlen, "'%s %s': %s must be a whole number in %lu..%lu", \
-			       n, v, what, (unsigned long)(lo), (unsigned long)(hi)); \
-	     field = (__typeof__(field))u; return 0; } while (0)
-#define BOOL(field) \
-	do { \
-		if (cfg_bool(v, &field)) \
-			return cfg_err(err, errlen, "'%s %s': say on or off", n, v); \
-		return 0; \
-	} while (0)
-
-	if ((rc = tally_actl_guard_set(&c->guard, n, v, err, errlen)) <= 0 ||
-	    (rc = tally_actl_verbs_set(&c->rdma, n, v, err, errlen)) <= 0)
-		return rc;
-	if (!strcmp(n, "cores"))
-		UINT(1, TALLYD_MAX_CORES, c->cores, "the datapath cores of a tallyd without ports");
-	if (!strcmp(n, "eal")) {
-		NEED_VALUE();
-		return cfg_set_eal(c, v, err, errlen);
-	}
-	if (!strcmp(n, "port"))
-		return cfg_set_port(c, v, err, errlen);
-	if (!strcmp(n, "ip")) {
-		NEED_VALUE();
-		if (!(p = cfg_cur_port(c, n, err, errlen)))
-			return -EINVAL;
-		if (tally_pkt_parse_cidr(v, &p->ip, &p->mask))
-			return cfg_err(err, errlen, "'ip %s': give the address with its prefix "
-				       "length, e.g. 10.0.0.1/24", v);
-		return 0;
-	}
-	if (!strcmp(n, "mac")) {
-		NEED_VALUE();
-		if (!(p = cfg_cur_port(c, n, err, errlen)))
-			return -EINVAL;
-		if (tally_pkt_parse_mac(v, p->mac))
-			return cfg_err(err, errlen, "'mac %s': expected xx:xx:xx:xx:xx:xx", v);
-		if ((p->mac[0] & 1) || !(p->mac[0] | p->mac[1] | p->mac[2] | p->mac[3] |
-					 p->mac[4] | p->mac[5]))
-			return cfg_err(err, errlen, "'mac %s': a port needs a unicast, non-zero "
-				       "address", v);
-		p->mac_set = 1;
-		return 0;
-	}
-	if (!strcmp(n, "queues")) {
-		if (!(p = cfg_cur_port(c, n, err, errlen)))
-			return -EINVAL;
-		UINT(1, TALLYD_MAX_CORES, p->queues, "queues");
-	}
-	if (!strcmp(n, "lcores")) {
-		NEED_VALUE();
-		if (!(p = cfg_cur_port(c, n, err, errlen)))
-			return -EINVAL;
-		if (tallyd_parse_lcores(v, p->lcores, TALLYD_MAX_CORES, &p->nlcores))
-			return cfg_err(err, errlen, "'lcores %s': expected a list like 1,2 or 1-4 "
-				       "of distinct lcore ids < 1024, at most %d", v,
-				       TALLYD_MAX_CORES);
-		return 0;
-	}
-	if (!strcmp(n, "base-port"))
-		UINT(1, 65535, c->base_port, "the UDP base port");
-	if (!strcmp(n, "mem") || !strcmp(n, "det-pool")) {
-		NEED_VALUE();
-		if (tallyd_parse_size(v, &sz))
-			return cfg_err(err, errlen, "'%s %s': expected a size like 512M or 2G", n, v);
-		*(!strcmp(n, "mem") ? &c->mem_budget : &c->det_pool) = sz;
-		return 0;
-	}
-	if (!strcmp(n, "frame-size"))
-		UINT(256, 65000, c->frame_room, "the largest frame");
-	if (!strcmp(n, "rx-desc"))
-		UINT(64, 16384, c->rx_desc, "RX descriptors");
-	if (!strcmp(n, "tx-desc"))
-		UINT(64, 16384, c->tx_desc, "TX descriptors");
-	if (!strcmp(n, "mtu"))
-		UINT(0, 65000, c->mtu, "the MTU (0 leaves it alone)");
-	if (!strcmp(n, "max-chunk"))
-		UINT(64, TALLY_MAX_PAYLOAD, c->max_chunk, "the largest chunk in bytes");
-	/* the control plane tracks at most 64 jobs (CTL_MAX_JOBS) */
-	if (!strcmp(n, "max-jobs"))
-		UINT(1, 64, c->max_jobs, "the number of jobs");
-	if (!strcmp(n, "log-level")) {
-		static const char *const lv[] = { "emerg", "alert", "crit", "err", "warning",
-						   "notice", "info", "debug" };
-		NEED_VALUE();
-		for (unsigned i = 0; i < 8; i++)
-			if (!strcmp(v, lv[i])) {
-				c->log_level = i + 1;
-				return 0;
-			}
-		UINT(1, 8, c->log_level, "the log level (or emerg..debug)");
-	}
-	if (!strcmp(n, "open-admission"))
-		BOOL(c->open_admission);
-	if ((rc = tallyd_idle_set(c, n, v, err, errlen)) <= 0)
-		return rc;
-	if (!strcmp(n, "io-forward"))
-		BOOL(c->io_forward);
-	if (!strcmp(n, "check-config"))
-		BOOL(c->check_config);
-	if (!strcmp(n, "rss"))
-		BOOL(c->rss);
-	if (!strcmp(n, "tx-flush-us"))
-		UINT(1, 10000, c->tx_flush_us, "the TX flush deadline");
-	if (!strcmp(n, "drain-timeout-ms"))
-		UINT(0, 3600000, c->drain_timeout_ms, "the drain timeout");
-	if (!strcmp(n, "dead-rank-timeout-ms"))
-		UINT(0, 86400000, c->dead_rank_timeout_ms, "the dead rank timeout");
-	if (!strcmp(n, "job-idle-timeout-ms"))
-		UINT(0, UINT32_MAX, c->job_idle_timeout_ms, "the job idle timeout");
-	if (!strcmp(n, "ctl-socket") || !strcmp(n, "control")) {
-		NEED_VALUE();
-		if (!*v || strlen(v) >= sizeof(c->ctl_path))
-			return cfg_err(err, errlen, "'%s': a path of 1..%zu characters", n,
-				       sizeof(c->ctl_path) - 1);
-		snprintf(c->ctl_path, sizeof(c->ctl_path), "%s", v);
-		return 0;
-	}
-	if (!strcmp(n, "control-config") || !strcmp(n, "control_config")) {
-		NEED_VALUE();
-		if (!*v || strlen(v) >= sizeof(c->ctl_config))
-			return cfg_err(err, errlen, "'%s': a path of 1..%zu characters", n,
-				       sizeof(c->ctl_config) - 1);
-		snprintf(c->ctl_config, sizeof(c->ctl_config), "%s", v);
-		return 0;
-	}
-	if (!strcmp(n, "help"))
-		BOOL(c->help);
-	return cfg_err(err, errlen, "unknown setting '%s' (tallyd --help lists them)", n);
-#undef NEED_VALUE
-#undef UINT
-#undef BOOL
-}
-
-static char *cfg_trim(char *s)
-{
-	while (isspace((unsigned char)*s))
-		s++;
-	size_t n = strlen(s);
-	while (n && isspace((unsigned char)s[n - 1]))
-		s[--n] = '\0';
-	return s;
+	return tally_aopt_set(&cfg_app, c, n, v, err, errlen);
 }
 
 int tallyd_conf_file(struct tallyd_conf *c, const char *path, char *err, size_t errlen)
 {
-	char line[1200], e2[512];
-	unsigned lineno = 0;
-	FILE *f = fopen(path, "r");
-	int rc = 0;
-
-	if (!f) {
-		rc = -errno;
-		snprintf(err, errlen, "config file %s: %s", path, strerror(errno));
-		return rc;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		lineno++;
-		if (!strchr(line, '\n') && !feof(f)) {
-			rc = cfg_err(err, errlen, "%s:%u: line longer than %zu characters", path,
-				     lineno, sizeof(line) - 2);
-			break;
-		}
-		char *hash = strchr(line, '#');
-		if (hash)
-			*hash = '\0';
-		char *s = cfg_trim(line);
-		if (!*s)
-			continue;
-		char *eq = strchr(s, '=');
-		char *val = NULL;
-		if (eq) {
-			*eq = '\0';
-			val = cfg_trim(eq + 1);
-		}
-		s = cfg_trim(s);
-		if (!strcmp(s, "config")) {
-			rc = cfg_err(err, errlen, "%s:%u: a config file cannot include another",
-				     path, lineno);
-			break;
-		}
-		rc = tallyd_conf_set(c, s, val, e2, sizeof(e2));
-		if (rc) {
-			snprintf(err, errlen, "%s:%u: %s", path, lineno, e2);
-			break;
-		}
-	}
-	fclose(f);
-	return rc;
-}
-
-static int cfg_is_switch(const char *n)
-{
-	static const char *const sw[] = { "open-admission", "io-forward", "check-config",
-					  "no-idle-backoff", "help" };
-	for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++)
-		if (!strcmp(n, sw[i]))
-			return 1;
-	return 0;
+	return tally_aopt_file(&cfg_app, c, path, err, errlen);
 }
 
 int tallyd_conf_args(struct tallyd_conf *c, int argc, char **argv, char *err, size_t errlen)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		char name[64];
-		const char *val = NULL;
-		int rc;
-
-		if (!strcmp(a, "--")) {
-			for (i++; i < argc; i++)
-				if (tallyd_conf_eal_add(c, argv[i]))
-					return cfg_err(err, errlen, "too many EAL arguments");
-			break;
-		}
-		if (!strcmp(a, "-h"))
-			a = "--help";
-		if (strncmp(a, "--", 2) || !a[2])
-			return cfg_err(err, errlen, "unexpected argument '%s' (settings are --name "
-				       "value; EAL arguments go after --)", a);
-		const char *eq = strchr(a + 2, '=');
-		size_t nlen = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-		if (nlen >= sizeof(name))
-			return cfg_err(err, errlen, "unknown setting '%s'", a);
-		memcpy(name, a + 2, nlen);
-		name[nlen] = '\0';
-		if (eq)
-			val = eq + 1;
-		else if (!cfg_is_switch(name)) {
-			if (i + 1 >= argc)
-				return cfg_err(err, errlen, "'--%s' needs a value", name);
-			val = argv[++i];
-		}
-		if (!strcmp(name, "config")) {
-			if (!val)
-				return cfg_err(err, errlen, "'--config' needs a file");
-			rc = tallyd_conf_file(c, val, err, errlen);
-		} else {
-			rc = tallyd_conf_set(c, name, val, err, errlen);
-		}
-		if (rc)
-			return rc;
-	}
-	return 0;
+	return tally_aopt_args(&cfg_app, c, argc, argv, err, errlen);
 }
 
 unsigned tallyd_conf_ncores(const struct tallyd_conf *c)
@@ -486,6 +350,29 @@ unsigned tallyd_conf_ncores(const struct tallyd_conf *c)
 	return n;
 }
 
+/* How rdma-listen (parsed in appliance/ctl/actl_verbs.c) fits the rest: ports, or verbs
+ * only with `cores` lcores; and the build (the verbs meson option). */
+static int cfg_validate_rdma(const struct tallyd_conf *c, char *err, size_t errlen)
+{
+#ifndef TALLY_HAVE_VERBS
+	if (c->rdma.listen[0])
+		return cfg_err(err, errlen, "rdma-listen: this tallyd was built without verbs "
+			       "(install libibverbs-dev and librdmacm-dev and rebuild; meson "
+			       "option verbs)");
+#endif
+	if (!c->nports && !c->rdma.listen[0])
+		return cfg_err(err, errlen, "no port: give at least one --port (a PCI address or "
+			       "a vdev such as net_memif0,role=server,socket=/tmp/x.sock), or "
+			       "--rdma-listen ADDR:PORT for verbs only");
+	if (c->nports && c->cores)
+		return cfg_err(err, errlen, "cores: only for a tallyd without ports (verbs only); "
+			       "with ports, each port's queues set its cores");
+	if (c->io_forward && c->rdma.listen[0])
+		return cfg_err(err, errlen, "io-forward runs no engine: drop rdma-listen (verbs "
+			       "packets would have nowhere to go)");
+	return 0;
+}
+
 static int cfg_is_pow2(unsigned v)
 {
 	return v && !(v & (v - 1));
@@ -494,8 +381,7 @@ static int cfg_is_pow2(unsigned v)
 int tallyd_conf_validate(const struct tallyd_conf *c, char *err, size_t errlen)
 {
 	char a[INET_ADDRSTRLEN];
-
-	int rc = tallyd_rdma_validate(c, err, errlen);
+	int rc = cfg_validate_rdma(c, err, errlen);
 
 	if (rc)
 		return rc;
@@ -554,42 +440,22 @@ int tallyd_conf_validate(const struct tallyd_conf *c, char *err, size_t errlen)
 	return 0;
 }
 
+static const char *const idle_names[] = { "interrupt", "sleep", "poll" };
+
+const char *tallyd_idle_name(int mode)
+{
+	return mode >= 0 && mode <= TALLYD_IDLE_POLL ? idle_names[mode] : "?";
+}
+
 void tallyd_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: tallyd [--config FILE] [SETTINGS] [-- EAL ARGS]\n"
-		"Settings (also in a config file as 'name = value'; port settings follow their port):\n"
-		"  --port DEV            PCI address or vdev spec (repeat for more ports)\n"
-		"  --ip A.B.C.D/LEN      the port's address (required)\n"
-		"  --mac XX:..:XX        the port's MAC (default: the device's)\n"
-		"  --queues N            RX queues of the port, one datapath lcore each (1)\n"
-		"  --lcores LIST         the lcores polling those queues (default: EAL's workers)\n"
-		"  --eal \"ARGS\"          EAL arguments (or after --)\n"
-		"  --base-port N         UDP port of core 0; core i listens on N+i (9170)\n"
-		"  --mem SIZE            memory for keys, whole appliance (256M)\n"
-		"  --det-pool SIZE       deterministic staging pool per core (0)\n"
-		"  --frame-size N        largest frame an RX mbuf holds (9216)\n"
-		"  --max-chunk N         largest payload accepted (8192)\n"
-		"  --max-jobs N          concurrent jobs, 1..64 (16; a sharded agent job takes one\n"
-		"                        per local rank)\n"
-		"  --rx-desc N, --tx-desc N  descriptors per queue (1024)\n"
-		"  --mtu N               set the port MTU if the device allows (9000; 0 leaves it)\n"
-		"  --log-level L         emerg..debug or 1..8 (info)\n"
-		"  --open-admission      the first JOIN creates its job (quick start only)\n"
-		"  --cores N             datapath lcores of a tallyd without ports (verbs only) (1)\n");
-	tally_actl_verbs_usage(f);
-	tallyd_idle_usage(f);
-	fprintf(f,
-		"  --tx-flush-us N       a buffered packet waits at most this long (10)\n"
-		"  --rss on|off          RSS over a port's queues where offered (on)\n"
-		"  --drain-timeout-ms N  on SIGTERM wait this long for open rounds (10000); exit\n"
-		"                        status 3 when it abandoned open rounds (else 0; 1, 2: errors)\n"
-		"  --dead-rank-timeout-ms N  name a rank silent this long to the ranks waiting (10000)\n"
-		"  --job-idle-timeout-ms N   end a job silent this long, freeing its memory (60000)\n"
-		"  --ctl-socket PATH     control socket (/run/tally/tallyd.sock); also --control\n"
-		"  --control-config FILE replay a 'tallyctl config-save' file (jobs, policies, log level)\n"
-		"                        once the control plane is up; an error stops tallyd\n"
-		"  --io-forward          bounce Tally packets back, no engine (I/O baseline)\n"
-		"  --check-config        validate, print the sizing, exit\n");
-	tally_actl_guard_usage(f);
+	struct tallyd_conf def;
+
+	tallyd_conf_init(&def);
+	tally_aopt_usage(&cfg_app, &def, f);
+}
+
+void tallyd_conf_save(const struct tallyd_conf *c, FILE *f)
+{
+	tally_aopt_save(&cfg_app, c, f);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * tallyd_config.h — tallyd's configuration: flags and/or a config file, validated before
- * anything starts. A config file holds one setting a line, `name = value` (or `name` alone
+ * anything starts. The settings are rows of the appliances' option table (tally_aopt.h),
+ * which also writes --help and --config-save. A config file holds one setting a line, `name = value` (or `name` alone
  * for a switch), with the names of the long flags; `#` starts a comment. Settings apply in
  * order, so `ip`, `mac`, `queues`, `lcores` refer to the latest `port` before them, and
  * flags after --config override the file. Arguments after `--` go to EAL unchanged.
@@ -13,9 +14,10 @@
 #include <stdio.h>
 
 #include "tally_actl.h"
+#include "tally_aopt.h"
 
 #define TALLYD_MAX_PORTS 8
-#define TALLYD_MAX_CORES 64
+#define TALLYD_MAX_CORES TALLY_AOPT_MAX_CORES
 #define TALLYD_MAX_EAL_ARGS 64
 #define TALLYD_DEV_LEN 256
 
@@ -25,7 +27,7 @@ enum tallyd_idle_mode {
 	TALLYD_IDLE_SLEEP,         /* short sleeps, capped at idle-max-us */
 	TALLYD_IDLE_POLL,          /* spin with rte_pause (a core to itself, line rate) */
 };
-#define TALLYD_IDLE_MAX_US_CAP 1000  /* a sleep may never add milliseconds to a round */
+#define TALLYD_IDLE_MAX_US_CAP TALLY_AOPT_IDLE_MAX_US /* a sleep never adds ms to a round */
 
 struct tallyd_port_conf {
 	char dev[TALLYD_DEV_LEN];  /* PCI address or vdev spec (net_...) */
@@ -63,6 +65,7 @@ struct tallyd_conf {
 	uint32_t idle_max_us;      /* longest idle sleep (idle = sleep, and interrupt fallback) */
 	int io_forward;
 	int check_config;
+	int config_save;           /* print the settings as a config file and exit */
 	int help;
 	int rss;
 	uint32_t tx_flush_us;      /* TX deadline */
@@ -109,15 +112,9 @@ int tallyd_parse_lcores(const char *s, uint16_t *ids, uint16_t max, uint16_t *n)
 
 void tallyd_usage(FILE *f);
 
-/* tallyd_idle_conf.c: the idle settings (idle, idle-backoff, no-idle-backoff, idle-polls,
- * idle-max-us). Returns 1 when `n` is not one of them, else as tallyd_conf_set. */
-int tallyd_idle_set(struct tallyd_conf *c, const char *n, const char *v, char *err,
-		    size_t errlen);
+/* The name of an idle mode (interrupt, sleep, poll). */
 const char *tallyd_idle_name(int mode);
-void tallyd_idle_usage(FILE *f);
-
-/* tallyd_rdma_conf.c: the checks of rdma-listen and cores (verbs only, no port) against the
- * rest of the configuration and the build. 0 or -EINVAL with err. */
-int tallyd_rdma_validate(const struct tallyd_conf *c, char *err, size_t errlen);
+/* --config-save: the settings as a config file that --config reads back. */
+void tallyd_conf_save(const struct tallyd_conf *c, FILE *f);
 
 #endif

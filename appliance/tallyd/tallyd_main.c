@@ -308,6 +308,10 @@ int main(int argc, char **argv)
 		tallyd_usage(stdout);
 		return 0;
 	}
+	if (d.conf.config_save) {
+		tallyd_conf_save(&d.conf, stdout);
+		return 0;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);

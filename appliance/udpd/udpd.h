@@ -43,19 +43,22 @@ struct udpd_conf {
 	char ctl_config[512];      /* a tallyctl config-save file replayed at start */
 	char stats_path[512];      /* counters as one JSON line at exit ("" = stdout) */
 	int check_config, help;
+	int config_save;           /* print the settings as a config file and exit */
 	struct tally_actl_guard guard; /* allow-list, admission, quotas, control idle timeout */
 	struct tally_actl_verbs rdma; /* rdma-listen, -slots, -gid-index, -max-conns */
 	int gso;                   /* RESULT fan-out as UDP GSO super-datagrams per worker (on) */
 	int gro;                   /* take pushes as UDP GRO batches (on) */
 };
 
-/* udpd_conf.c */
+/* udpd_conf.c: the settings, from the appliances' option table (tally_aopt.h) */
 void udpd_conf_init(struct udpd_conf *c);
 int udpd_conf_set(struct udpd_conf *c, const char *name, const char *value, char *err,
 		  size_t errlen);
 int udpd_conf_file(struct udpd_conf *c, const char *path, char *err, size_t errlen);
 int udpd_conf_args(struct udpd_conf *c, int argc, char **argv, char *err, size_t errlen);
 void udpd_usage(FILE *f);
+/* --config-save: the settings as a config file that --config reads back. */
+void udpd_conf_save(const struct udpd_conf *c, FILE *f);
 /* --job is authenticated unless --no-auth: 0, or -EINVAL naming both ways out. */
 int udpd_conf_check_job(const struct udpd_conf *c, char *err, size_t errlen);
 

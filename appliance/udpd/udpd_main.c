@@ -142,6 +142,10 @@ int main(int argc, char **argv)
 		udpd_usage(stdout);
 		return 0;
 	}
+	if (d->conf.config_save) {
+		udpd_conf_save(&d->conf, stdout);
+		return 0;
+	}
 	if (udpd_conf_check_job(&d->conf, err, sizeof(err))) {
 		fprintf(stderr, "tally-udpd: %s\n", err);
 		return 2;

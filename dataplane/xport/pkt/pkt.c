@@ -3,6 +3,7 @@
  * tally_pkt.h). Fields are read byte by byte: frames are not aligned for us.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
@@ -362,5 +363,20 @@ int tally_pkt_parse_mac(const char *s, uint8_t mac[6])
 			return -EINVAL;
 		mac[i] = (uint8_t)v;
 	}
+	return 0;
+}
+
+/* "0000:3b:00.0" (domain:bus:device.function) or "3b:00.0" */
+int tally_pkt_is_pci(const char *s)
+{
+	unsigned d, b, dev, f;
+	char tail;
+
+	if (!s)
+		return 0;
+	if (sscanf(s, "%4x:%2x:%2x.%1x%c", &d, &b, &dev, &f, &tail) == 4)
+		return strlen(s) == 12;
+	if (sscanf(s, "%2x:%2x.%1x%c", &b, &dev, &f, &tail) == 3)
+		return strlen(s) == 7;
 	return 0;
 }

@@ -127,6 +127,8 @@ int tally_pkt_parse_ipv4(const char *s, uint32_t *ip);
 int tally_pkt_parse_cidr(const char *s, uint32_t *ip, uint32_t *mask);
 /* Parse "xx:xx:xx:xx:xx:xx"; 0 or -EINVAL. */
 int tally_pkt_parse_mac(const char *s, uint8_t mac[6]);
+/* A PCI address as DPDK takes it, "0000:3b:00.0" or "3b:00.0": 1, else 0. */
+int tally_pkt_is_pci(const char *s);
 
 #ifdef __cplusplus
 }
