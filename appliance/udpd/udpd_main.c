@@ -43,7 +43,7 @@ static int drain(struct udpd *d)
 			open += tally_engine_open_rounds(d->eng[i]);
 		if (!open)
 			break;
-		udpd_net_poll(d, 1000000);
+		d->mux.ops.poll(&d->mux, 1000000);
 		for (unsigned i = 0; i < d->ncores; i++)
 			tally_engine_poll(d->eng[i]);
 	}
