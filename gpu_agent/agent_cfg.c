@@ -10,6 +10,7 @@
 
 #include "agent_internal.h"
 #include "tally_agent.h"
+#include "tally_xport_reg.h"
 
 void agent_errf(char *err, size_t len, const char *fmt, ...)
 {
@@ -241,6 +242,29 @@ int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errl
 #undef ENV
 	*cfg = c;
 	return 0;
+}
+
+/* The agent's transport by name (TALLY_TRANSPORT, default udp): the registry checks it when
+ * it opens it (tally_xport_open names the variable and the known transports). */
+const char *agent_cfg_transport(void)
+{
+	const char *t = getenv("TALLY_TRANSPORT");
+
+	return t && *t ? t : "udp";
+}
+
+/* The transport's own environment settings (TALLY_UDP_BUSY_POLL_US, TALLY_VERBS_AUTH, ...),
+ * read here at the agent's edge and passed to the transport in its options. */
+int agent_cfg_xport_env(const char *name, struct tally_xport_opts *o, char *err, size_t errlen)
+{
+	char why[256];
+	int rc = tally_xport_opts_env(name, o, getenv, why, sizeof(why));
+
+	if (rc == -ENOENT) /* an unknown name: tally_xport_open says so, naming the variable */
+		return 0;
+	if (rc)
+		snprintf(err, errlen, "%s", why);
+	return rc;
 }
 
 int agent_cfg_resolve(struct tally_agent_cfg *c, char *err, size_t errlen)
