@@ -3,6 +3,7 @@
  * appliance list, and checks with messages that name what is wrong. */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,8 @@
 
 #include "agent_internal.h"
 #include "tally_agent.h"
+#include "tally_auth.h"
+#include "tally_sum.h"
 #include "tally_xport_reg.h"
 
 void agent_errf(char *err, size_t len, const char *fmt, ...)
@@ -267,8 +270,19 @@ int agent_cfg_xport_env(const char *name, struct tally_xport_opts *o, char *err,
 	return rc;
 }
 
+/* TALLY_ISA and TALLY_AUTH_BACKEND, read here (the agent's edge) and passed to the reducers
+ * and the authentication library, which read no environment. Once per process. */
+static void cfg_lib_env(void)
+{
+	tally_sum_set_default(getenv("TALLY_ISA"));
+	tally_auth_select_backend(getenv(TALLY_AUTH_BACKEND_ENV));
+}
+
 int agent_cfg_resolve(struct tally_agent_cfg *c, char *err, size_t errlen)
 {
+	static pthread_once_t lib_env = PTHREAD_ONCE_INIT;
+
+	pthread_once(&lib_env, cfg_lib_env);
 	if (c->rank < 0)
 		c->rank = 0;
 	if (c->world_size < 0)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tally_sum.h"
 #include "tally_auth.h"
 #include "tally_client.h"
 #include "worker_data.h"
@@ -445,6 +446,9 @@ int main(int argc, char **argv)
 	size_t es, total;
 	int rc;
 
+	/* the environment at the program's edge: the libraries read none */
+	tally_sum_set_default(getenv("TALLY_ISA"));
+	tally_auth_select_backend(getenv(TALLY_AUTH_BACKEND_ENV));
 	if (wk_parse(argc, argv, &o)) {
 		wk_usage(stderr);
 		return 2;

@@ -8,7 +8,7 @@
  * Settings are passed, never read: a program fills tally_xport_opts from its flags and
  * config, and hands its environment lookup to tally_xport_opts_env(), which applies the
  * transport's documented environment names (TALLY_UDP_BUSY_POLL_US, ...) so that they keep
- * working at the program's edge. The library itself never calls getenv.
+ * working at the program's edge. The library itself reads no environment.
  */
 #ifndef TALLY_XPORT_REG_H
 #define TALLY_XPORT_REG_H
@@ -133,7 +133,7 @@ const struct tally_xport_impl *tally_xport_lookup(const char *name, const char *
 const char *tally_xport_names(char *buf, size_t len);
 
 /* Apply the environment names of transport `name` (impl->settings) to o, each value
- * fetched with get (a program passes getenv; tests a table). 0 or -EINVAL with a message. */
+ * fetched with get (a program passes its environment lookup; tests a table). 0 or -EINVAL with a message. */
 int tally_xport_opts_env(const char *name, struct tally_xport_opts *o,
 			 char *(*get)(const char *), char *err, size_t errlen);
 
