@@ -96,8 +96,6 @@ void *udpd_engine_main(void *arg);
 /* fn on core's engine (all: every core) on the engine thread; waits for it. */
 int udpd_exec(struct udpd *d, int all, unsigned core, tally_actl_engine_fn fn, void *arg);
 uint64_t udpd_now_ns(void);
-/* A packet from either transport to its core's engine (the transports' rx). */
-void udpd_on_rx(void *arg, const void *buf, size_t len, const struct tally_addr *from);
 
 /* udpd_verbs.c: the transports under the engines, opened by name from the registry: the
  * UDP sockets and, with rdma-listen, the verbs listener beside them, in one multiplexer

@@ -25,14 +25,6 @@ uint64_t udpd_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void udpd_on_rx(void *arg, const void *buf, size_t len, const struct tally_addr *from)
-{
-	struct udpd *d = arg;
-
-	if (from->core < d->ncores)
-		tally_engine_rx(d->eng[from->core], buf, len, from);
-}
-
 /* --job at start on every core, with its --key-file key (udpd_conf_check_job made sure
  * it has one or says --no-auth). */
 static int start_job(struct udpd *d, char *err, size_t errlen)

@@ -22,6 +22,15 @@
 const struct tally_xport_fault *tally_test_xport_fault(char *err, size_t errlen)
 	__attribute__((weak));
 
+/* A packet from either transport to its core's engine. */
+static void on_rx(void *arg, const void *buf, size_t len, const struct tally_addr *from)
+{
+	struct udpd *d = arg;
+
+	if (from->core < d->ncores)
+		tally_engine_rx(d->eng[from->core], buf, len, from);
+}
+
 /* The listener's key lookup (auth_lookup): the job's key on the engine of the core the
  * connection is for, on the engine thread (it polls the listener). */
 static struct tally_auth *auth_lookup(void *arg, uint32_t core, uint32_t job_id)
@@ -37,7 +46,7 @@ static int open_member(struct udpd *d, const char *name, const char *setting,
 		       struct tally_xport_opts *o, struct tally_xport *x, int cheap, char *err,
 		       size_t el)
 {
-	const struct tally_xport_rx rx = { .rx = udpd_on_rx, .arg = d };
+	const struct tally_xport_rx rx = { .rx = on_rx, .arg = d };
 	int rc;
 
 	if ((rc = tally_xport_opts_env(name, o, getenv, err, el)) ||

@@ -68,9 +68,9 @@ const struct tally_xport_impl *tally_xport_lookup(const char *name, const char *
 	tally_xport_names(names, sizeof(names));
 	for (size_t i = 0; name && i < sizeof(xport_known) / sizeof(xport_known[0]); i++)
 		if (xport_is(name, xport_known[i].name, xport_known[i].alias)) {
-			snprintf(err, errlen, "%s=%s: this program was built without the %s transport "
-				 "(it needs %s); this build has: %s", setting, name,
-				 xport_known[i].name, xport_known[i].needs, names);
+			snprintf(err, errlen, "%s: this program was built without the %s transport "
+				 "(it needs %s); it has: %s", setting, xport_known[i].name,
+				 xport_known[i].needs, names);
 			return NULL;
 		}
 	snprintf(err, errlen, "%s='%s': unknown transport: want one of %s", setting,
