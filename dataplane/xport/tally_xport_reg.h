@@ -186,7 +186,7 @@ int tally_xport_mux_add(struct tally_xport_mux *mx, const struct tally_xport_mux
 /* Add an open transport as a member. */
 int tally_xport_mux_add_xport(struct tally_xport_mux *mx, struct tally_xport *x, int cheap);
 /* The ops and context to hand to the engine: the single member's own when there is only
- * one, else the mux's. */
+ * the default one, else the mux's. */
 const struct tally_xport_ops *tally_xport_mux_ops(struct tally_xport_mux *mx, void **ctx);
 void tally_xport_mux_init(struct tally_xport_mux *mx);
 

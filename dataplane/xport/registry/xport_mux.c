@@ -144,7 +144,7 @@ int tally_xport_mux_add_xport(struct tally_xport_mux *mx, struct tally_xport *x,
 
 const struct tally_xport_ops *tally_xport_mux_ops(struct tally_xport_mux *mx, void **ctx)
 {
-	if (mx->n == 1) {
+	if (mx->n == 1 && mx->dflt == 0) { /* one transport for every peer: its own ops */
 		*ctx = mx->m[0].ctx;
 		return mx->m[0].ops;
 	}
