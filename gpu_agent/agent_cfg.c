@@ -3,6 +3,7 @@
  * appliance list, and checks with messages that name what is wrong. */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,9 @@
 
 #include "agent_internal.h"
 #include "tally_agent.h"
+#include "tally_auth.h"
+#include "tally_sum.h"
+#include "tally_xport_reg.h"
 
 void agent_errf(char *err, size_t len, const char *fmt, ...)
 {
@@ -243,8 +247,42 @@ int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errl
 	return 0;
 }
 
+/* The agent's transport by name (TALLY_TRANSPORT, default udp): the registry checks it when
+ * it opens it (tally_xport_open names the variable and the known transports). */
+const char *agent_cfg_transport(void)
+{
+	const char *t = getenv("TALLY_TRANSPORT");
+
+	return t && *t ? t : "udp";
+}
+
+/* The transport's own environment settings (TALLY_UDP_BUSY_POLL_US, TALLY_VERBS_AUTH, ...),
+ * read here at the agent's edge and passed to the transport in its options. */
+int agent_cfg_xport_env(const char *name, struct tally_xport_opts *o, char *err, size_t errlen)
+{
+	char why[256];
+	int rc = tally_xport_opts_env(name, o, getenv, why, sizeof(why));
+
+	if (rc == -ENOENT) /* an unknown name: tally_xport_open says so, naming the variable */
+		return 0;
+	if (rc)
+		snprintf(err, errlen, "%s", why);
+	return rc;
+}
+
+/* TALLY_ISA and TALLY_AUTH_BACKEND, read here (the agent's edge) and passed to the reducers
+ * and the authentication library, which read no environment. Once per process. */
+static void cfg_lib_env(void)
+{
+	tally_sum_set_default(getenv("TALLY_ISA"));
+	tally_auth_select_backend(getenv(TALLY_AUTH_BACKEND_ENV));
+}
+
 int agent_cfg_resolve(struct tally_agent_cfg *c, char *err, size_t errlen)
 {
+	static pthread_once_t lib_env = PTHREAD_ONCE_INIT;
+
+	pthread_once(&lib_env, cfg_lib_env);
 	if (c->rank < 0)
 		c->rank = 0;
 	if (c->world_size < 0)

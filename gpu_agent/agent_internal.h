@@ -16,6 +16,11 @@
 
 void agent_errf(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int agent_cfg_resolve(struct tally_agent_cfg *c, char *err, size_t errlen);
+/* The transport's name (TALLY_TRANSPORT, default "udp") and its environment settings
+ * applied to o (agent_cfg.c: the agent reads its environment there). 0 or -EINVAL. */
+struct tally_xport_opts;
+const char *agent_cfg_transport(void);
+int agent_cfg_xport_env(const char *name, struct tally_xport_opts *o, char *err, size_t errlen);
 
 /* The network below the agent. Every call comes from one thread at a time (create, then
  * the progress thread). `appl` indexes cfg.appliances. */

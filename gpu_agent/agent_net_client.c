@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * agent_net_client.c — the agent's network in production: per appliance one client session
- * (tally_client.h: chunking, windows, retransmission) over the kernel UDP transport
- * (tally_udp.h), turned into the agent_net_ops the core drives, with error messages
+ * (tally_client.h: chunking, windows, retransmission) over the transport the registry opens
+ * by name (tally_xport_reg.h: udp by default, TALLY_TRANSPORT=verbs; agent_cfg.c reads the
+ * environment), turned into the agent_net_ops the core drives, with error messages
  * that say which appliance and why. */
 #include <errno.h>
 #include <stdio.h>
@@ -12,16 +13,14 @@
 
 #include "agent_internal.h"
 #include "tally_auth.h"
-#include "agent_net_verbs.h"
 #include "tally_client.h"
-#include "tally_udp.h"
+#include "tally_xport_reg.h"
 
 struct ncl;
 
 struct ncl_appl {
-	struct tally_udp *u;
-	void *v; /* RDMA verbs instead of u (TALLY_TRANSPORT=verbs, agent_net_verbs.c) */
-	const struct tally_xport_ops *xops;
+	struct tally_xport x; /* from the registry by name (TALLY_TRANSPORT, agent_cfg.c) */
+	int gone;           /* GONE rides this transport (UDP sessions only, not verbs) */
 	struct tally_client *c;
 	struct ncl *n;
 	uint32_t acked;     /* the gone set this appliance echoed (TALLY_OP_GONE) */
@@ -55,6 +54,13 @@ static void ncl_rx(void *arg, const void *buf, size_t len, const struct tally_ad
 	tally_client_rx(ap->c, buf, len);
 }
 
+/* RESULTs placed in our buffers by the transport (verbs: the staging buffers). */
+static void ncl_rx_placed(void *arg, const void *hdr, size_t hlen, const void *payload,
+			  size_t plen)
+{
+	tally_client_rx_placed(((struct ncl_appl *)arg)->c, hdr, hlen, payload, plen);
+}
+
 static uint64_t ncl_now(void)
 {
 	struct timespec ts;
@@ -76,10 +82,10 @@ static void ncl_gone_send(struct ncl *n)
 	tally_proto_finish(hb, &h, NULL, 0);
 	for (unsigned i = 0; i < n->n; i++) {
 		if ((n->declared & (1u << i)) || (n->ap[i].acked & n->declared) == n->declared ||
-		    !n->ap[i].u) /* GONE rides UDP sessions only (not verbs) */
+		    !n->ap[i].gone) /* GONE rides UDP sessions only (not verbs) */
 			continue;
-		tally_udp_ops()->send(n->ap[i].u, &to, hb, NULL, 0);
-		tally_udp_flush(n->ap[i].u);
+		n->ap[i].x.ops->send(n->ap[i].x.ctx, &to, hb, NULL, 0);
+		tally_xport_flush(&n->ap[i].x);
 	}
 	n->declared_ns = ncl_now();
 }
@@ -116,14 +122,10 @@ static void ncl_destroy(void *ctx)
 	for (unsigned i = 0; i < n->n; i++) {
 		if (n->ap[i].c) {
 			tally_client_bye(n->ap[i].c);
-			if (n->ap[i].u)
-				tally_udp_flush(n->ap[i].u);
+			tally_xport_flush(&n->ap[i].x);
 			tally_client_destroy(n->ap[i].c);
 		}
-		if (n->ap[i].u)
-			tally_udp_destroy(n->ap[i].u);
-		if (n->ap[i].v)
-			agent_net_verbs_close(n->ap[i].v);
+		tally_xport_close(&n->ap[i].x);
 	}
 	free(n);
 }
@@ -245,10 +247,7 @@ static void ncl_progress(void *ctx, uint64_t timeout_ns)
 		/* with several appliances no single one may block the others */
 		uint64_t wait = n->n == 1 ? (next < timeout_ns ? next : timeout_ns) : 0;
 
-		if (n->ap[i].v)
-			n->ap[i].xops->poll(n->ap[i].v, wait);
-		else
-			tally_udp_ops()->poll(n->ap[i].u, wait);
+		n->ap[i].x.ops->poll(n->ap[i].x.ctx, wait);
 		tally_client_tick(n->ap[i].c);
 	}
 	/* a survivor that has not echoed our gone set yet hears it again (lost GONE) */
@@ -322,13 +321,13 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 	n->cfg = *cfg;
 	for (unsigned i = 0; i < cfg->nappliances; i++) {
 		const struct tally_agent_appliance *ap = &cfg->appliances[i];
-		struct tally_udp_cfg ucfg = {0};
+		struct tally_xport_opts xo = { .host = ap->host, .port = ap->port, .gid_index = -1 };
 		struct tally_client_cfg ccfg = {0};
+		const struct tally_xport_rx rx = { .rx = ncl_rx, .placed = ncl_rx_placed,
+						   .arg = &n->ap[i] };
+		const char *xname = agent_cfg_transport();
 		char uerr[256] = "";
 
-		tally_udp_cfg_defaults(&ucfg);
-		ucfg.host = ap->host;
-		ucfg.base_port = ap->port;
 		/* TALLY_GSO=1: UDP segmentation offload on send (fewer, larger sends) where the
 		 * appliance takes kernel-segmented frames (a kernel receiver: not a DPDK
 		 * AF_PACKET appliance, see tally_udp.h) */
@@ -338,11 +337,10 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 			rc = -EINVAL;
 			goto fail;
 		}
-		ucfg.gso = gso && strcmp(gso, "1") == 0;
+		xo.gso = gso && strcmp(gso, "1") == 0;
 		/* RESULTs that a kernel appliance sent as one GSO super-datagram (tally-udpd)
 		 * or the NIC coalesced arrive in one receive (as tally-worker does) */
-		ucfg.gro = 1;
-		int verbs = agent_net_verbs_wanted(uerr, sizeof(uerr)), setup_authed = 0;
+		xo.gro = 1;
 		if (cfg->auth_key_file[0]) {
 			char kerr[320];
 
@@ -353,17 +351,19 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 			}
 			ccfg.auth = 1;
 		}
-		if (verbs > 0) /* TALLY_TRANSPORT=verbs: the same session over RC QPs */
-			rc = agent_net_verbs_open(ap->host, ap->port, ccfg.auth ? ccfg.auth_key : NULL,
-						  cfg->job_id, (uint32_t)cfg->rank, &n->ap[i].v,
-						  &n->ap[i].xops, &setup_authed, uerr, sizeof(uerr));
-		else if (!verbs)
-			n->ap[i].u = tally_udp_create(&ucfg, NULL, NULL, &rc, uerr, sizeof(uerr));
-		if (!n->ap[i].u && !n->ap[i].v) {
-			rc = verbs < 0 ? verbs : rc;
+		/* verbs: with the key each connection is authenticated at setup as (job, rank)
+		 * unless TALLY_VERBS_AUTH=packet; the transport's rings are registered once and
+		 * reused for every push (the agent's staging copies into them) */
+		xo.auth_key = ccfg.auth ? ccfg.auth_key : NULL;
+		xo.auth_job = cfg->job_id;
+		xo.auth_rank = (uint32_t)cfg->rank;
+		if ((rc = agent_cfg_xport_env(xname, &xo, uerr, sizeof(uerr))) ||
+		    (rc = tally_xport_open(xname, "TALLY_TRANSPORT", &xo, &n->ap[i].x, uerr,
+					   sizeof(uerr)))) {
 			agent_errf(err, errlen, "appliance %u (%s:%u): %s", i, ap->host, ap->port, uerr);
 			goto fail;
 		}
+		n->ap[i].gone = !strcmp(n->ap[i].x.impl->name, "udp");
 		n->n = i + 1;
 		tally_client_cfg_defaults(&ccfg);
 		ccfg.job_id = cfg->job_id;
@@ -390,20 +390,16 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 			ccfg.rto_max_us = cfg->rto_max_us;
 		if (cfg->rto_min_us)
 			ccfg.rto_min_us = cfg->rto_min_us;
-		if (setup_authed) /* the verbs connections proved the key: no per-packet MAC */
+		if (tally_xport_setup_authed(&n->ap[i].x)) /* verbs proved the key: no per-packet MAC */
 			ccfg.auth = 0;
-		n->ap[i].c = n->ap[i].v ? tally_client_create(&ccfg, n->ap[i].xops, n->ap[i].v, &rc)
-				 : tally_client_create(&ccfg, tally_udp_ops(), n->ap[i].u, &rc);
+		n->ap[i].c = tally_client_create(&ccfg, n->ap[i].x.ops, n->ap[i].x.ctx, &rc);
 		if (!n->ap[i].c) {
 			agent_errf(err, errlen, "appliance %u (%s:%u): client session: %s", i, ap->host,
 				   ap->port, strerror(-rc));
 			goto fail;
 		}
 		n->ap[i].n = n;
-		if (n->ap[i].v) /* verbs: straight to the session (GONE rides UDP sessions only) */
-			agent_net_verbs_attach(n->ap[i].v, n->ap[i].c);
-		else
-			tally_udp_set_rx(n->ap[i].u, ncl_rx, &n->ap[i]);
+		tally_xport_set_rx(&n->ap[i].x, &rx);
 	}
 	*ops = &ncl_ops;
 	*ctx = n;

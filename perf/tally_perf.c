@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0
  * tally-perf — Tally's benchmark tool: one binary, one subcommand per measurement.
  */
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "tally_auth.h"
+#include "tally_sum.h"
 #include "perf_cmds.h"
 
 static const struct {
@@ -28,6 +31,9 @@ static void perf_usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	/* the environment at the program's edge: the libraries read none */
+	tally_sum_set_default(getenv("TALLY_ISA"));
+	tally_auth_select_backend(getenv(TALLY_AUTH_BACKEND_ENV));
 	if (argc < 2) {
 		perf_usage(stderr);
 		return 2;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tally_sum.h"
 #include "tally_auth.h"
 #include "tally_client.h"
 #include "worker_data.h"
@@ -59,7 +60,7 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		       ",\"drops\":%" PRIu64 ",\"checked\":%" PRIu64 ",\"mismatches\":%" PRIu64
 		       ",\"max_err\":%.6g,\"max_err_ratio\":%.6g",
 		       o->blast ? "blast" : "allreduce", o->rank, o->world,
-		       o->x.kind == WX_DPDK ? "dpdk" : o->x.kind == WX_VERBS ? "verbs" : "udp", tally_dtype_name(o->dtype), o->values == WD_EXACT ? "exact" : "random",
+		       o->x.transport, tally_dtype_name(o->dtype), o->values == WD_EXACT ? "exact" : "random",
 		       o->deterministic ? "true" : "false", o->bytes, o->nkeys, o->rounds,
 		       o->warmup, o->chunk_bytes, secs, r0secs, median, verify_secs, gbps, s->tx_pkts, s->rx_pkts, s->pushes,
 		       s->retransmits, s->results, s->dup_results, s->excluded, s->errors, drops,
@@ -93,7 +94,7 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		return;
 	}
 	printf("tally-worker rank %u/%u %s %s: %u rounds x %zu bytes in %u keys, chunk %u\n",
-	       o->rank, o->world, o->x.kind == WX_DPDK ? "dpdk" : o->x.kind == WX_VERBS ? "verbs" : "udp",
+	       o->rank, o->world, o->x.transport,
 	       tally_dtype_name(o->dtype), o->rounds, o->bytes, o->nkeys, o->chunk_bytes);
 	printf("  allreduce %.3f s (%.2f Gbit/s of gradients), verify %.3f s\n", secs, gbps,
 	       verify_secs);
@@ -429,7 +430,7 @@ int main(int argc, char **argv)
 	 * sendmmsg batch, instead of waiting a round trip for half of it (measured 2 workers,
 	 * 1 MiB, median round: 3.8-4.6 ms against 4.0-8.0 ms with 64) */
 	struct wk_opts o = {
-		.x = { .kind = WX_UDP, .gro = 1 },
+		.x = { .gro = 1 },
 		.job_id = 1, .token = 1, .world = 1, .nkeys = 16, .bytes = 64u << 20,
 		.chunk_bytes = 8192, .rounds = 3, .window = 128, .join_ms = 10000,
 		.give_up_ms = 30000, .rto_us = 500, .seed = 1, .dtype = TALLY_DT_F32, .verify = 1,
@@ -445,6 +446,9 @@ int main(int argc, char **argv)
 	size_t es, total;
 	int rc;
 
+	/* the environment at the program's edge: the libraries read none */
+	tally_sum_set_default(getenv("TALLY_ISA"));
+	tally_auth_select_backend(getenv(TALLY_AUTH_BACKEND_ENV));
 	if (wk_parse(argc, argv, &o)) {
 		wk_usage(stderr);
 		return 2;
@@ -473,7 +477,7 @@ int main(int argc, char **argv)
 		rc = 2;
 		goto out;
 	}
-	if (s.nfo && o.x.kind != WX_UDP) {
+	if (s.nfo && strcmp(o.x.transport, "udp")) {
 		fprintf(stderr, "tally-worker: --failover needs --transport udp (a DPDK port is "
 			"opened once per process)\n");
 		rc = 2;

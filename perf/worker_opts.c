@@ -18,8 +18,8 @@ void wk_usage(FILE *f)
 		"usage: tally-worker --host ADDR [options]\n"
 		"  --host ADDR          appliance address (udp) \n"
 		"  --port N             appliance UDP base port (default 9170)\n"
-		"  --transport T        udp (default), dpdk or verbs (also TALLY_TRANSPORT=verbs,\n"
-		"                       or --host rdma://ADDR:PORT)\n"
+		"  --transport T        udp (default), dpdk or verbs where built (also\n"
+		"                       TALLY_TRANSPORT=verbs, or --host rdma://ADDR:PORT)\n"
 		"  --rdma-gid-index N   verbs: check this GID index (-1: rdma_cm chooses, default)\n"
 		"  --dpdk ARGS          EAL arguments for --transport dpdk (one string)\n"
 		"  --local-ip A/LEN     our address on the DPDK port; --dpdk-port NAME (default first)\n"
@@ -109,26 +109,31 @@ static int wk_size(const char *s, size_t *out)
 	return 0;
 }
 
-/* TALLY_TRANSPORT=verbs|udp, or an rdma:// appliance address, picks the transport
- * unless --transport did. 0 or 1 (bad value, with a message). */
-static int wk_transport_env(struct wk_opts *o, int explicit_kind)
+/* --transport, else TALLY_TRANSPORT, else an rdma:// appliance address, else udp: the name
+ * the registry opens (tally_xport_lookup checks it here, naming the setting). 0 or 1 (bad
+ * value, with a message). */
+static int wk_transport(struct wk_opts *o)
 {
 	const char *t = getenv("TALLY_TRANSPORT");
+	const struct tally_xport_impl *impl;
+	char err[256];
 
-	if (explicit_kind)
-		return 0;
-	if (o->x.host && !strncmp(o->x.host, "rdma://", 7)) {
-		o->x.kind = WX_VERBS;
-		return 0;
+	if (!o->x.transport && t && *t) {
+		o->x.transport = t;
+		o->x.setting = "TALLY_TRANSPORT";
 	}
-	if (!t || !*t || !strcmp(t, "udp"))
-		return 0;
-	if (!strcmp(t, "verbs") || !strcmp(t, "rdma")) {
-		o->x.kind = WX_VERBS;
-		return 0;
+	if (!o->x.transport && o->x.host && !strncmp(o->x.host, "rdma://", 7)) {
+		o->x.transport = "verbs";
+		o->x.setting = "--host rdma://";
 	}
-	fprintf(stderr, "tally-worker: TALLY_TRANSPORT='%s': want udp or verbs\n", t);
-	return 1;
+	if (!o->x.transport)
+		o->x.transport = "udp";
+	if (!(impl = tally_xport_lookup(o->x.transport, o->x.setting, err, sizeof(err)))) {
+		fprintf(stderr, "tally-worker: %s\n", err);
+		return 1;
+	}
+	o->x.transport = impl->name; /* "rdma" is "verbs" */
+	return 0;
 }
 
 int wk_parse(int argc, char **argv, struct wk_opts *o)
@@ -163,7 +168,7 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 		{ "key-file", 1, 0, O_KEYFILE }, { "rdma-gid-index", 1, 0, O_GIDINDEX },
 		{ 0, 0, 0, 0 } };
 	uint32_t port = TALLY_DEFAULT_PORT;
-	int c, bad = 0, kind_set = 0;
+	int c, bad = 0;
 
 	o->x.gid_index = -1;
 
@@ -176,15 +181,8 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 		case O_HOST: o->x.host = optarg; break;
 		case O_PORT: bad |= wk_u32(optarg, &port) || !port || port > 65535; break;
 		case O_TRANSPORT:
-			kind_set = 1;
-			if (!strcmp(optarg, "udp"))
-				o->x.kind = WX_UDP;
-			else if (!strcmp(optarg, "dpdk"))
-				o->x.kind = WX_DPDK;
-			else if (!strcmp(optarg, "verbs"))
-				o->x.kind = WX_VERBS;
-			else
-				bad = 1;
+			o->x.transport = optarg;
+			o->x.setting = "--transport";
 			break;
 		case O_DPDK: o->x.eal_args = optarg; break;
 		case O_LOCALIP: o->x.local_ip = optarg; break;
@@ -277,7 +275,8 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 		}
 	}
 	o->x.base_port = (uint16_t)port;
-	bad |= wk_transport_env(o, kind_set);
+	if (wk_transport(o))
+		return -EINVAL;
 	if (optind < argc) {
 		fprintf(stderr, "tally-worker: unexpected argument '%s'\n", argv[optind]);
 		return -EINVAL;

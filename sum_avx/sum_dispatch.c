@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * sum_dispatch.c — picks the reducer path once (CPUID, TALLY_ISA) and routes every public
+ * sum_dispatch.c — picks the reducer path once (CPUID, the program's TALLY_ISA setting) and routes every public
  * call through that path's table; dtype helpers and the dtype-generic entry points.
  */
 #include <cpuid.h>
@@ -160,18 +160,37 @@ int tally_sum_set_auto(void)
 	return sum_set(sum_best(), 1);
 }
 
-/* TALLY_ISA: unset, empty or "auto" means the automatic selection (*aut = 1) on the best
- * path; otherwise a path name, forced. */
-static int sum_env_isa(enum tally_isa *out, int *aut)
-{
-	const char *s = getenv("TALLY_ISA");
+/* The program's ISA setting (its TALLY_ISA, passed with tally_sum_set_default): "" means
+ * the automatic selection. Written before the reducers run (program start). */
+static char sum_want[16];
+static int sum_want_bad; /* the setting did not fit: unknown */
 
-	*aut = !s || !*s || !strcmp(s, "auto");
+int tally_sum_set_default(const char *isa)
+{
+	size_t n = isa ? strlen(isa) : 0;
+
+	sum_want_bad = n >= sizeof(sum_want);
+	memcpy(sum_want, isa && !sum_want_bad ? isa : "", sum_want_bad ? 1 : n + 1);
+	if (sum_want_bad)
+		return -EINVAL;
+	for (int i = 0; n && strcmp(isa, "auto") && i < TALLY_ISA_COUNT; i++)
+		if (!strcmp(isa, sum_isa_names[i]))
+			return tally_sum_isa_supported((enum tally_isa)i) ? 0 : -ENOTSUP;
+	return !n || !strcmp(isa, "auto") ? 0 : -EINVAL;
+}
+
+/* The setting: empty or "auto" means the automatic selection (*aut = 1) on the best path;
+ * otherwise a path name, forced. */
+static int sum_want_isa(enum tally_isa *out, int *aut)
+{
+	const char *s = sum_want;
+
+	*aut = !sum_want_bad && (!*s || !strcmp(s, "auto"));
 	if (*aut) {
 		*out = sum_best();
 		return 0;
 	}
-	for (int i = 0; i < TALLY_ISA_COUNT; i++) {
+	for (int i = 0; !sum_want_bad && i < TALLY_ISA_COUNT; i++) {
 		if (!strcmp(s, sum_isa_names[i])) {
 			if (!tally_sum_isa_supported((enum tally_isa)i))
 				return -ENOTSUP;
@@ -185,21 +204,21 @@ static int sum_env_isa(enum tally_isa *out, int *aut)
 int tally_sum_init(void)
 {
 	enum tally_isa isa;
-	int aut, rc = sum_env_isa(&isa, &aut);
+	int aut, rc = sum_want_isa(&isa, &aut);
 
 	if (rc < 0)
 		return rc; /* the selection stays as it was */
 	return sum_set(isa, aut);
 }
 
-/* First reducer call without tally_sum_init(): a bad TALLY_ISA cannot be returned, so it is
+/* First reducer call without tally_sum_init(): a bad setting cannot be returned, so it is
  * reported once on stderr and the best path is used. */
 static const struct sum_ops *sum_lazy_init(void)
 {
 	int rc = tally_sum_init();
 
 	if (rc < 0) {
-		fprintf(stderr, "tally_sum: TALLY_ISA='%s' %s; using %s\n", getenv("TALLY_ISA"),
+		fprintf(stderr, "tally_sum: TALLY_ISA='%s' %s; using %s\n", sum_want,
 			rc == -ENOTSUP ? "is not supported by this CPU" : "is unknown (scalar|avx2|avx512)",
 			sum_isa_names[sum_best()]);
 		tally_sum_set_auto();

@@ -30,8 +30,9 @@
  * within the noise). The i32 operations and the scalar conversions below do no FP arithmetic.
  *
  * The implementation is chosen once (first call or tally_sum_init()) from CPUID; the
- * environment variable TALLY_ISA=scalar|avx2|avx512 forces a path. The automatic selection
- * (TALLY_ISA unset or "auto") may also pick kernels by operation and size: on AVX-512 CPUs
+ * programs' environment variable TALLY_ISA=scalar|avx2|avx512, passed in with
+ * tally_sum_set_default(), forces a path. The automatic selection (TALLY_ISA unset or
+ * "auto") may also pick kernels by operation and size: on AVX-512 CPUs
  * the += operations run on 256-bit vectors for accumulators of 8 MiB and more (measured
  * faster in DRAM, slower in cache; sum_impl.h has the figures). Which kernel runs never
  * changes a result: every path and kernel gives the same bits.
@@ -70,7 +71,13 @@ const char *tally_dtype_name(enum tally_dtype dt);
 /* Parses "f32", "f16", "bf16", "i32"; returns the dtype or -EINVAL. */
 int tally_dtype_parse(const char *s);
 
-/* Select the implementation now (honours TALLY_ISA). Returns 0, or -EINVAL when TALLY_ISA
+/* The program's ISA setting (its TALLY_ISA, read at the program's edge: the library reads no
+ * environment): NULL, "" or "auto" the automatic selection, else "scalar", "avx2" or
+ * "avx512" forced. Stored for tally_sum_init() and the first reducer call (call it before
+ * either, e.g. at start with the value of TALLY_ISA). 0, or -EINVAL (an
+ * unknown path) or -ENOTSUP (this CPU lacks it), as tally_sum_init() will return. */
+int tally_sum_set_default(const char *isa);
+/* Select the implementation now (honours the setting above). Returns 0, or -EINVAL when it
  * names an unknown path, -ENOTSUP when it names a path this CPU lacks. Idempotent. */
 int tally_sum_init(void);
 /* The path in use. */
@@ -81,8 +88,8 @@ int tally_sum_isa_supported(enum tally_isa isa);
 /* Switch paths (tests and benchmarks); -ENOTSUP if unsupported. Not thread-safe against
  * concurrent reducer calls: call it while no reducer runs. */
 int tally_sum_set_isa(enum tally_isa isa);
-/* Back to the automatic selection on the best path (as tally_sum_init() with TALLY_ISA unset,
- * whatever TALLY_ISA says); 0. Same thread-safety as tally_sum_set_isa(). */
+/* Back to the automatic selection on the best path (as tally_sum_init() with no setting,
+ * whatever the setting says); 0. Same thread-safety as tally_sum_set_isa(). */
 int tally_sum_set_auto(void);
 /* 1 when the automatic selection is in use, 0 when a path was forced. */
 int tally_sum_is_auto(void);

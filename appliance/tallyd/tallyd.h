@@ -20,6 +20,7 @@
 
 #include "tally_engine.h"
 #include "tally_dpdk.h"
+#include "tally_xport_reg.h"
 #include "tally_actl.h"
 #include "tallyd_config.h"
 #include "tallyd_size.h"
@@ -83,7 +84,9 @@ struct tallyd_lcore {
 	volatile int running;
 	volatile int draining;
 	struct tally_dpdk_tx tx;        /* our TX queue on our port; other ports via txin */
-	struct tally_verbs *verbs;      /* rdma-listen: this core's connections, or NULL */
+	struct tally_verbs *verbs;      /* rdma-listen: this core's connections (verbsx.ctx) */
+	struct tally_xport verbsx;      /* the same, opened from the transport registry */
+	struct tally_xport_mux mux;     /* the engine's transport: the port and verbs at once */
 	struct rte_ring *verbs_req;     /* SP/SC: connect requests from the listener */
 	struct tallyd_idle idle;
 	struct tallyd_lcore_stats st;
@@ -118,6 +121,7 @@ struct tallyd {
 	volatile int draining;
 	struct tally_actl *ctl;         /* the control plane (appliance/ctl) */
 	struct tally_verbs *verbs;      /* rdma-listen's listener (main thread), or NULL */
+	struct tally_xport verbsx;      /* the same, opened from the transport registry */
 };
 
 /* Main thread: post cmd to core `idx` and wait for the lcore's acknowledgement (it polls

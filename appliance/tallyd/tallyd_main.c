@@ -19,6 +19,8 @@
 #include <rte_lcore.h>
 #include <rte_log.h>
 
+#include "tally_auth.h"
+#include "tally_sum.h"
 #include "tally_sd_notify.h"
 #include "tallyd.h"
 #include "tallyd_ctl.h"
@@ -299,6 +301,9 @@ int main(int argc, char **argv)
 	char err[512];
 	struct sigaction sa;
 
+	/* the environment at the program's edge: the libraries read none */
+	tally_sum_set_default(getenv("TALLY_ISA"));
+	tally_auth_select_backend(getenv(TALLY_AUTH_BACKEND_ENV));
 	tallyd_conf_init(&d.conf);
 	if (tallyd_conf_args(&d.conf, argc, argv, err, sizeof(err))) {
 		fprintf(stderr, "tallyd: %s\n", err);

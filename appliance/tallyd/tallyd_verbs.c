@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <rte_log.h>
@@ -19,6 +20,11 @@
 #include "tallyd.h"
 
 #define LOG(lvl, ...) rte_log(RTE_LOG_##lvl, RTE_LOGTYPE_USER1, "tallyd: " __VA_ARGS__)
+
+/* Test builds only (tests/xport_fault, tallyd-fault): TALLY_VERBS_FAULT's faults. Not
+ * linked into tallyd: production cannot inject faults. */
+const struct tally_xport_fault *tally_test_xport_fault(char *err, size_t errlen)
+	__attribute__((weak));
 
 #ifdef TALLY_HAVE_VERBS
 #include "tally_verbs.h"
@@ -34,57 +40,22 @@ static void on_rx(void *arg, const void *buf, size_t len, const struct tally_add
 		lc->st.io.engine_rejects++;
 }
 
-static int mux_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
-		    const void *payload, size_t len)
-{
-	struct tallyd_lcore *lc = ctx;
-
-	if (tally_verbs_is_addr(to))
-		return tally_verbs_ops()->send(lc->verbs, to, hdr, payload, len);
-	if (!lc->d->nports)
-		return -ENOTCONN;
-	return tally_dpdk_engine_ops.send(&lc->tx, to, hdr, payload, len);
-}
-
-/* RESULTs: a verbs peer's copy goes into the staging ring (the engine's arena is not
- * registered memory); a port's references the buffer (zero copy) as before. */
-static int mux_send_buf(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
-			const void *payload, size_t len, void *buf)
-{
-	struct tallyd_lcore *lc = ctx;
-
-	if (tally_verbs_is_addr(to))
-		return tally_verbs_ops()->send(lc->verbs, to, hdr, payload, len);
-	return tally_dpdk_engine_ops.send_buf(&lc->tx, to, hdr, payload, len, buf);
-}
-
-static void mux_buf_init(void *ctx, void *buf, const void *payload, size_t len)
-{
-	tally_dpdk_engine_ops.buf_init(&((struct tallyd_lcore *)ctx)->tx, buf, payload, len);
-}
-
-static int mux_buf_busy(void *ctx, const void *buf)
-{
-	return tally_dpdk_engine_ops.buf_busy(&((struct tallyd_lcore *)ctx)->tx, buf);
-}
-
-static uint64_t mux_now(void *ctx)
-{
-	return tally_dpdk_engine_ops.now_ns(&((struct tallyd_lcore *)ctx)->tx);
-}
-
-/* With ports: DPDK's zero-copy RESULT buffers; verbs only: a copying transport. Filled at
- * create (main thread, before any lcore runs). */
-static struct tally_xport_ops mux_ports, mux_verbs_only;
-
+/* The engine's transport on lc: the registry's multiplexer over the port (the default
+ * member: its zero-copy RESULT buffers) and this core's verbs connections (a verbs peer's
+ * address carries the verbs cookie; its RESULTs are copied into the staging ring, the
+ * engine's arena is not registered memory). Without ports a non-verbs peer gets -ENOTCONN.
+ * Set up on the main thread, before any lcore runs. */
 const struct tally_xport_ops *tallyd_verbs_xport(struct tallyd_lcore *lc, void **ctx)
 {
-	if (!lc->verbs) {
-		*ctx = &lc->tx;
-		return &tally_dpdk_engine_ops;
-	}
-	*ctx = lc;
-	return lc->d->nports ? &mux_ports : &mux_verbs_only;
+	const struct tally_xport_mux_member port = { .ops = &tally_dpdk_engine_ops,
+						     .ctx = &lc->tx };
+
+	tally_xport_mux_init(&lc->mux);
+	if (lc->d->nports || !lc->verbs)
+		tally_xport_mux_add(&lc->mux, &port);
+	if (lc->verbs)
+		tally_xport_mux_add_xport(&lc->mux, &lc->verbsx, 1);
+	return tally_xport_mux_ops(&lc->mux, ctx);
 }
 
 /* Listener's thread: queue the request for its core (that lcore is the ring's consumer). */
@@ -107,22 +78,24 @@ static struct tally_auth *core_auth_lookup(void *arg, uint32_t core, uint32_t jo
 	return core == lc->idx && lc->engine ? tally_engine_job_auth(lc->engine, job_id) : NULL;
 }
 
-static int core_create(struct tallyd *d, struct tallyd_lcore *lc, struct tally_verbs_cfg vc,
+static int core_create(struct tallyd *d, struct tallyd_lcore *lc, struct tally_xport_opts o,
 		       char *err, size_t errlen)
 {
+	const struct tally_xport_rx rx = { .rx = on_rx, .arg = lc };
 	char name[RTE_RING_NAMESIZE];
 	int rc = 0;
 
-	vc.per_core = TALLY_VERBS_CORE;
+	o.per_core = TALLY_VERBS_CORE;
 	if (!d->conf.rdma.auth_packet) { /* rdma-auth packet: signed requests refused */
-		vc.auth_lookup = core_auth_lookup;
-		vc.auth_arg = lc;
+		o.auth_lookup = core_auth_lookup;
+		o.auth_arg = lc;
 	}
 	/* rdma-max-conns is the appliance's: each core takes its share */
-	vc.max_conns = (vc.max_conns + d->ncores - 1) / d->ncores;
-	lc->verbs = tally_verbs_create(&vc, on_rx, lc, &rc, err, errlen);
-	if (!lc->verbs)
-		return rc ? rc : -EINVAL;
+	o.max_conns = (o.max_conns + d->ncores - 1) / d->ncores;
+	if ((rc = tally_xport_open("verbs", "rdma-listen", &o, &lc->verbsx, err, errlen)))
+		return rc;
+	lc->verbs = lc->verbsx.ctx;
+	tally_xport_set_rx(&lc->verbsx, &rx);
 	if ((rc = tally_verbs_attach(d->verbs, lc->idx, lc->verbs))) {
 		snprintf(err, errlen, "core %u: %s", lc->idx, tally_verbs_strerror(lc->verbs));
 		return rc;
@@ -141,40 +114,32 @@ static int core_create(struct tallyd *d, struct tallyd_lcore *lc, struct tally_v
 
 int tallyd_verbs_create(struct tallyd *d, char *err, size_t errlen)
 {
-	struct tally_verbs_cfg vc = { .listen = 1, .ncores = (uint16_t)d->ncores,
-				      .slots = d->conf.rdma.slots,
-				      .gid_index = d->conf.rdma.gid_index,
-				      .max_conns = d->conf.rdma.max_conns,
-				      .per_core = TALLY_VERBS_LISTENER };
-	static char host[64];
-	uint16_t port = TALLY_DEFAULT_PORT;
+	struct tally_verbs_cfg vc = { .max_conns = d->conf.rdma.max_conns, .slots = d->conf.rdma.slots };
+	struct tally_xport_opts o = { .listen = 1, .ncores = (uint16_t)d->ncores,
+		.host = d->conf.rdma.listen, .slots = d->conf.rdma.slots,
+		.gid_index = d->conf.rdma.gid_index, .max_conns = d->conf.rdma.max_conns,
+		.per_core = TALLY_VERBS_LISTENER };
 	int rc = 0;
 
 	if (!d->conf.rdma.listen[0])
 		return 0;
-	if (tally_verbs_parse_addr(d->conf.rdma.listen, host, sizeof(host), &port)) {
-		snprintf(err, errlen, "rdma-listen '%s': want ADDR:PORT", d->conf.rdma.listen);
+	tally_verbs_cfg_defaults(&vc); /* the listener's defaults, for each core's share */
+	o.max_conns = vc.max_conns;
+	o.slots = vc.slots;
+	err[0] = 0;
+	if (tally_test_xport_fault && !(o.fault = tally_test_xport_fault(err, errlen)) && *err)
 		return -EINVAL;
-	}
-	vc.host = host;
-	vc.port = port;
-	tally_verbs_cfg_defaults(&vc);
-	d->verbs = tally_verbs_create(&vc, NULL, NULL, &rc, err, errlen);
-	if (!d->verbs)
-		return rc ? rc : -EINVAL;
+	if ((rc = tally_xport_opts_env("verbs", &o, getenv, err, errlen)) ||
+	    (rc = tally_xport_open("verbs", "rdma-listen", &o, &d->verbsx, err, errlen)))
+		return rc;
+	d->verbs = d->verbsx.ctx;
 	tally_verbs_set_handoff(d->verbs, handoff, d);
 	for (unsigned i = 0; i < d->ncores; i++)
-		if ((rc = core_create(d, d->lcore[i], vc, err, errlen)))
+		if ((rc = core_create(d, d->lcore[i], o, err, errlen)))
 			return rc;
-	mux_verbs_only = (struct tally_xport_ops){ .send = mux_send, .now_ns = mux_now };
-	mux_ports = mux_verbs_only;
-	mux_ports.buf_size = tally_dpdk_engine_ops.buf_size;
-	mux_ports.buf_init = mux_buf_init;
-	mux_ports.send_buf = mux_send_buf;
-	mux_ports.buf_busy = mux_buf_busy;
-	LOG(NOTICE, "rdma_cm listening on %s:%u: %u cores, each with its own CQ (%u connections "
-	    "each, %u slots)\n", host, port, d->ncores, (vc.max_conns + d->ncores - 1) / d->ncores,
-	    vc.slots);
+	LOG(NOTICE, "rdma_cm listening on %s: %u cores, each with its own CQ (%u connections "
+	    "each, %u slots)\n", d->conf.rdma.listen, d->ncores,
+	    (o.max_conns + d->ncores - 1) / d->ncores, o.slots);
 	return 0;
 }
 
@@ -183,7 +148,7 @@ void tallyd_verbs_destroy(struct tallyd *d)
 	struct tally_verbs_req r;
 
 	/* the listener first: nothing more is handed off; then what is queued is refused */
-	tally_verbs_destroy(d->verbs);
+	tally_xport_close(&d->verbsx);
 	d->verbs = NULL;
 	for (unsigned i = 0; i < d->ncores; i++) {
 		struct tallyd_lcore *lc = d->lcore[i];
@@ -192,7 +157,7 @@ void tallyd_verbs_destroy(struct tallyd *d)
 			tally_verbs_refuse(&r);
 		rte_ring_free(lc->verbs_req);
 		lc->verbs_req = NULL;
-		tally_verbs_destroy(lc->verbs);
+		tally_xport_close(&lc->verbsx);
 		lc->verbs = NULL;
 	}
 }

@@ -19,6 +19,7 @@
 #include "tally_actl.h"
 #include "tally_engine.h"
 #include "tally_udp.h"
+#include "tally_xport_reg.h"
 
 #define UDPD_MAX_CORES TALLY_UDP_MAX_CORES
 
@@ -74,9 +75,11 @@ struct udpd_cmd {
 
 struct udpd {
 	struct udpd_conf conf;
-	struct tally_udp *udp;
-	struct tally_verbs *verbs; /* rdma-listen's transport, or NULL */
-	unsigned net_turn;         /* engine thread: UDP is read every 4th turn while verbs is busy */
+	struct tally_xport udpx;   /* the UDP sockets, from the transport registry */
+	struct tally_xport verbsx; /* rdma-listen's transport (ctx NULL: none) */
+	struct tally_udp *udp;     /* udpx.ctx, for its counters */
+	struct tally_verbs *verbs; /* verbsx.ctx, or NULL */
+	struct tally_xport_mux mux; /* the engines' transport: UDP and verbs at once */
 	struct tally_engine *eng[UDPD_MAX_CORES];
 	unsigned ncores;
 	_Atomic(struct udpd_cmd *) mbox;
@@ -97,14 +100,15 @@ void *udpd_engine_main(void *arg);
 int udpd_exec(struct udpd *d, int all, unsigned core, tally_actl_engine_fn fn, void *arg);
 uint64_t udpd_now_ns(void);
 
-/* udpd_verbs.c: the verbs listener beside UDP, and the transport under the engines */
+/* udpd_verbs.c: the transports under the engines, opened by name from the registry: the
+ * UDP sockets and, with rdma-listen, the verbs listener beside them, in one multiplexer
+ * (d->mux: its ops go to the engines, its poll is the engine thread's). Settings come from
+ * the configuration and, at this edge, the environment (TALLY_UDP_BUSY_POLL_US, ...). */
+int udpd_xport_open(struct udpd *d, char *err, size_t el);
+void udpd_xport_close(struct udpd *d);
 /* Its counters (core 0 holds the one listener's) and its status fields. */
 void udpd_verbs_collect(struct udpd *d, struct tally_actl_counters *out);
 void udpd_verbs_status(struct udpd *d, json_t *out);
-int udpd_verbs_create(struct udpd *d, char *err, size_t el);
-void udpd_verbs_destroy(struct udpd *d);
-const struct tally_xport_ops *udpd_xport(struct udpd *d, void **ctx);
-void udpd_net_poll(struct udpd *d, uint64_t timeout_ns);
 
 /* udpd_ctl.c: the control plane's backend */
 int udpd_ctl_start(struct udpd *d);

@@ -25,14 +25,6 @@ uint64_t udpd_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void on_rx(void *arg, const void *buf, size_t len, const struct tally_addr *from)
-{
-	struct udpd *d = arg;
-
-	if (from->core < d->ncores)
-		tally_engine_rx(d->eng[from->core], buf, len, from);
-}
-
 /* --job at start on every core, with its --key-file key (udpd_conf_check_job made sure
  * it has one or says --no-auth). */
 static int start_job(struct udpd *d, char *err, size_t errlen)
@@ -59,26 +51,17 @@ static int start_job(struct udpd *d, char *err, size_t errlen)
 
 int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
 {
-	struct tally_udp_cfg uc = { .listen = 1, .ncores = d->conf.ncores,
-				    .base_port = d->conf.base_port,
-				    .host = d->conf.host[0] ? d->conf.host : NULL,
-				    /* kernel-segmented RESULTs and coalesced pushes: a system
-				     * call and a stack traversal per 7 chunks, not per chunk */
-				    .gso = d->conf.gso, .gro = d->conf.gro };
-	int rc = 0;
+	int rc;
 
-	d->udp = tally_udp_create(&uc, on_rx, d, &rc, err, errlen);
-	if (!d->udp)
-		return rc ? rc : -EINVAL;
+	if ((rc = udpd_xport_open(d, err, errlen)))
+		return rc;
 	d->ncores = d->conf.ncores;
 	/* one boot id for every core: workers tell a restart by it (tally_proto.h PING) */
 	uint64_t boot = 0;
 	if (getrandom(&boot, sizeof(boot), 0) != sizeof(boot))
 		boot = 0; /* each engine draws its own */
-	if ((rc = udpd_verbs_create(d, err, errlen)))
-		return rc;
 	void *xctx;
-	const struct tally_xport_ops *xops = udpd_xport(d, &xctx);
+	const struct tally_xport_ops *xops = tally_xport_mux_ops(&d->mux, &xctx);
 	for (unsigned i = 0; i < d->ncores; i++) {
 		struct tally_engine_cfg ec = { 0 };
 
@@ -110,10 +93,7 @@ void udpd_engines_destroy(struct udpd *d)
 	for (unsigned i = 0; i < d->ncores; i++)
 		tally_engine_destroy(d->eng[i]);
 	d->ncores = 0;
-	udpd_verbs_destroy(d);
-	if (d->udp)
-		tally_udp_destroy(d->udp);
-	d->udp = NULL;
+	udpd_xport_close(d);
 }
 
 static int run_cmd(struct udpd *d, struct udpd_cmd *c)
@@ -135,7 +115,7 @@ void *udpd_engine_main(void *arg)
 
 	atomic_store(&d->running, 1);
 	while (!atomic_load(&d->stop)) {
-		udpd_net_poll(d, POLL_NS);
+		d->mux.ops.poll(&d->mux, POLL_NS);
 		for (unsigned i = 0; i < d->ncores; i++)
 			tally_engine_poll(d->eng[i]);
 		struct udpd_cmd *c = atomic_load_explicit(&d->mbox, memory_order_acquire);

@@ -14,6 +14,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "tally_auth.h"
+#include "tally_sum.h"
 #include "tally_sd_notify.h"
 #include "udpd.h"
 
@@ -43,7 +45,7 @@ static int drain(struct udpd *d)
 			open += tally_engine_open_rounds(d->eng[i]);
 		if (!open)
 			break;
-		udpd_net_poll(d, 1000000);
+		d->mux.ops.poll(&d->mux, 1000000);
 		for (unsigned i = 0; i < d->ncores; i++)
 			tally_engine_poll(d->eng[i]);
 	}
@@ -133,6 +135,9 @@ int main(int argc, char **argv)
 	char err[512];
 	int rc;
 
+	/* the environment at the program's edge: the libraries read none */
+	tally_sum_set_default(getenv("TALLY_ISA"));
+	tally_auth_select_backend(getenv(TALLY_AUTH_BACKEND_ENV));
 	udpd_conf_init(&d->conf);
 	if (udpd_conf_args(&d->conf, argc, argv, err, sizeof(err))) {
 		fprintf(stderr, "tally-udpd: %s\n", err);

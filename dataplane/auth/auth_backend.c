@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * auth_backend.c — the GMAC backend of tally_auth, chosen once per process: intel-ipsec-mb
  * where it is built in and the CPU has AES-NI (its VAES/AVX-512 GHASH runs 3-4x OpenSSL
- * 3.0's here: perf/README.md, tally-gmac-bench), else OpenSSL EVP. TALLY_AUTH_BACKEND=
- * openssl|ipsec-mb overrides. Both compute the same NIST GMAC (same tags, same wire).
+ * 3.0's here: perf/README.md, tally-gmac-bench), else OpenSSL EVP. The program's
+ * TALLY_AUTH_BACKEND=openssl|ipsec-mb, passed in with tally_auth_select_backend(), overrides. Both compute the same NIST GMAC (same tags, same wire).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -80,10 +80,24 @@ void auth_imb_gmac(const struct gcm_key_data *kd, const uint8_t iv[12], const vo
 }
 #endif
 
+/* The program's setting (tally_auth_select_backend), "" none: read once, by be_choose. */
+static char be_want[32];
+static int be_chosen;
+
+int tally_auth_select_backend(const char *name)
+{
+	if (__atomic_load_n(&be_chosen, __ATOMIC_ACQUIRE))
+		return -EBUSY;
+	snprintf(be_want, sizeof(be_want), "%s", name ? name : "");
+	return 0;
+}
+
 static void be_choose(void)
 {
-	const char *want = getenv(TALLY_AUTH_BACKEND_ENV);
-	int any = !want || !*want;
+	const char *want = be_want;
+	int any = !*want;
+
+	__atomic_store_n(&be_chosen, 1, __ATOMIC_RELEASE);
 
 	if (!any && strcmp(want, "openssl") && strcmp(want, "ipsec-mb")) {
 		fprintf(stderr, "tally_auth: %s=%s is not a GMAC backend: set it to openssl or "

@@ -38,7 +38,7 @@ extern "C" {
 struct tally_auth;
 
 /* The GMAC backend, chosen once per process at the first tally_auth_new (or here):
- * TALLY_AUTH_BACKEND=openssl|ipsec-mb, else ipsec-mb where built in and the CPU has
+ * TALLY_AUTH_BACKEND=openssl|ipsec-mb (tally_auth_select_backend), else ipsec-mb where built in and the CPU has
  * AES-NI, else openssl. Its name and version ("ipsec-mb 1.3.0 avx512-vaes",
  * "openssl 3.0.19"), or NULL when the variable names none that this build has (said once on
  * stderr); tally_auth_new then fails with errno EINVAL. */
@@ -48,6 +48,11 @@ const char *tally_auth_backend(void);
  * tally_auth_backend shows it: "no-aesni", "sse", "avx", "avx2", "avx512"; "none" for any
  * other value, and in a build without intel-ipsec-mb. */
 const char *tally_auth_imb_arch(int arch);
+/* The program's backend setting (its TALLY_AUTH_BACKEND, read at the program's edge: the
+ * library reads no environment): "openssl", "ipsec-mb", or NULL/"" for the default. Call it
+ * before the first tally_auth_new / tally_auth_backend (e.g. at start, with the value of
+ * TALLY_AUTH_BACKEND_ENV); it is checked when the backend is chosen, as above. 0, or -EBUSY once the backend is chosen. */
+int tally_auth_select_backend(const char *name);
 
 /* A context without a key, or NULL with errno ENOMEM, or EINVAL (tally_auth_backend). */
 struct tally_auth *tally_auth_new(void);

@@ -32,6 +32,12 @@
  * one run in ten). So a finished client stops polling and waits, without touching the
  * port, until told to exit (SIGTERM/SIGINT, or stdin closed): the test stops tallyd first,
  * whose lcores stop polling before it closes its ports. */
+static void it_rx(void *arg, const void *buf, size_t len, const struct tally_addr *from)
+{
+	(void)from;
+	tally_client_rx(arg, buf, len);
+}
+
 static void linger(void)
 {
 	sigset_t set;
@@ -162,7 +168,7 @@ static int run(const char *server_ip, const char *local_ip, uint16_t nq)
 	struct tally_client *c = tally_client_create(&cc, &tally_dpdk_client_ops, x, &rc);
 	if (!c)
 		return fail("session", rc);
-	tally_dpdk_client_bind(x, c);
+	tally_dpdk_client_set_rx(x, it_rx, c);
 	if ((rc = tally_client_join(c, 5000))) {
 		fprintf(stderr, "it_client: %s\n", tally_client_strerror(c));
 		return fail("JOIN", rc);

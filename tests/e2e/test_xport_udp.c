@@ -17,6 +17,7 @@
 
 #include "tally_proto.h"
 #include "tally_udp.h"
+#include "tally_xport_reg.h"
 
 #define NPKT 300
 
@@ -196,8 +197,23 @@ static void test_bad_args(void **state)
 	assert_int_equal(rc, -EINVAL);
 }
 
-/* The busy-poll setting: cfg and TALLY_UDP_BUSY_POLL_US are checked at create; a spin that
- * finds nothing falls through to ppoll and is counted (no timing asserted). */
+/* A program's edge: TALLY_UDP_BUSY_POLL_US from the environment applied to the options
+ * (tally_xport_opts_env, the registry's "udp"), then the transport created with them. */
+static struct tally_udp *env_create(const struct tally_udp_cfg *cfg, int *rc, char *err,
+				    size_t errlen)
+{
+	struct tally_xport_opts o = { .busy_poll_us = cfg->busy_poll_us };
+	struct tally_udp_cfg c = *cfg;
+
+	*rc = tally_xport_opts_env("udp", &o, getenv, err, errlen);
+	if (*rc)
+		return NULL;
+	c.busy_poll_us = o.busy_poll_us;
+	return tally_udp_create(&c, NULL, NULL, rc, err, errlen);
+}
+
+/* The busy-poll setting: cfg at create, TALLY_UDP_BUSY_POLL_US at the program's edge; a
+ * spin that finds nothing falls through to ppoll and is counted (no timing asserted). */
 static void test_busy_poll(void **state)
 {
 	struct tally_udp_cfg cfg = { .host = "127.0.0.1" };
@@ -217,12 +233,12 @@ static void test_busy_poll(void **state)
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		setenv("TALLY_UDP_BUSY_POLL_US", bad[i], 1);
 		rc = 0;
-		assert_null(tally_udp_create(&cfg, NULL, NULL, &rc, err, sizeof(err)));
+		assert_null(env_create(&cfg, &rc, err, sizeof(err)));
 		assert_int_equal(rc, -EINVAL);
 		assert_non_null(strstr(err, "TALLY_UDP_BUSY_POLL_US"));
 	}
 	setenv("TALLY_UDP_BUSY_POLL_US", "0", 1); /* off: straight to ppoll */
-	u = tally_udp_create(&cfg, NULL, NULL, &rc, err, sizeof(err));
+	u = env_create(&cfg, &rc, err, sizeof(err));
 	assert_non_null(u);
 	assert_true(tally_udp_ops()->poll(u, 1000000) >= 0);
 	assert_int_equal(tally_udp_stats(u)->spins, 0);

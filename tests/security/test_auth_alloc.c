@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stdlib.h>
+
 #include "tally_auth.h"
 
 void *__libc_malloc(size_t size);
@@ -56,6 +58,7 @@ int main(void)
 	struct tally_hdr h;
 	struct tally_pkt p;
 
+	tally_auth_select_backend(getenv(TALLY_AUTH_BACKEND_ENV)); /* the program's edge */
 	memset(&h, 0, sizeof(h));
 	h.op = TALLY_OP_PUSH;
 	h.count = 2048;

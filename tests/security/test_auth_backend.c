@@ -33,7 +33,7 @@ static size_t pkt_len[NPKT];
 
 typedef int (*child_fn)(int out);
 
-/* Run fn in a child with TALLY_AUTH_BACKEND=backend (NULL: unset); its stderr goes to the
+/* Run fn in a child with TALLY_AUTH_BACKEND=backend selected (NULL: unset); its stderr goes to the
  * pipe too. Returns the bytes it wrote into out, *status its exit code. */
 static size_t in_child(const char *backend, child_fn fn, uint8_t *out, size_t max, int *status)
 {
@@ -45,10 +45,8 @@ static size_t in_child(const char *backend, child_fn fn, uint8_t *out, size_t ma
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		close(fd[0]);
-		if (backend)
-			setenv(TALLY_AUTH_BACKEND_ENV, backend, 1);
-		else
-			unsetenv(TALLY_AUTH_BACKEND_ENV);
+		/* the program's edge: its setting passed to the library */
+		tally_auth_select_backend(backend);
 		dup2(fd[1], 2);
 		_exit(fn(fd[1]));
 	}

@@ -371,5 +371,6 @@ int main(void)
 		cmocka_unit_test(test_decode_auth),
 		cmocka_unit_test(test_key_file),
 	};
+	tally_auth_select_backend(getenv(TALLY_AUTH_BACKEND_ENV)); /* the program's edge */
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -203,14 +203,14 @@ static void test_isa_select(void **state)
 	assert_string_equal(tally_sum_isa_name(TALLY_ISA_AVX512), "avx512");
 	assert_string_equal(tally_sum_isa_name(TALLY_ISA_COUNT), "unknown");
 
-	unsetenv("TALLY_ISA");
+	tally_sum_set_default(NULL);
 	assert_int_equal(tally_sum_init(), 0);
 	assert_int_equal(tally_sum_isa(), best);
 	assert_int_equal(tally_sum_init(), 0); /* idempotent */
 	assert_int_equal(tally_sum_isa(), best);
 
 	for (int i = 0; i < TALLY_ISA_COUNT; i++) {
-		setenv("TALLY_ISA", tally_sum_isa_name((enum tally_isa)i), 1);
+		tally_sum_set_default(tally_sum_isa_name((enum tally_isa)i));
 		if (tally_sum_isa_supported((enum tally_isa)i)) {
 			assert_int_equal(tally_sum_init(), 0);
 			assert_int_equal(tally_sum_isa(), i);
@@ -222,11 +222,11 @@ static void test_isa_select(void **state)
 	assert_int_equal(tally_sum_set_isa(TALLY_ISA_SCALAR), 0);
 	static const char *const bad[] = { "sse", "AVX2", "avx512 ", "avx-512", "0" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		setenv("TALLY_ISA", bad[i], 1);
+		tally_sum_set_default(bad[i]);
 		assert_int_equal(tally_sum_init(), -EINVAL);
 		assert_int_equal(tally_sum_isa(), TALLY_ISA_SCALAR);
 	}
-	setenv("TALLY_ISA", "auto", 1);
+	tally_sum_set_default("auto");
 	assert_int_equal(tally_sum_init(), 0);
 	assert_int_equal(tally_sum_isa(), best);
 	assert_int_equal(tally_sum_set_isa(TALLY_ISA_COUNT), -EINVAL);
@@ -237,11 +237,11 @@ static void test_isa_select(void **state)
 	assert_false(tally_sum_isa_supported(TALLY_ISA_AVX512));
 	assert_false(tally_sum_isa_supported(TALLY_ISA_AVX2));
 	assert_int_equal(tally_sum_set_isa(TALLY_ISA_AVX512), -ENOTSUP);
-	setenv("TALLY_ISA", "avx512", 1);
+	tally_sum_set_default("avx512");
 	assert_int_equal(tally_sum_init(), -ENOTSUP);
-	setenv("TALLY_ISA", "avx2", 1);
+	tally_sum_set_default("avx2");
 	assert_int_equal(tally_sum_init(), -ENOTSUP);
-	unsetenv("TALLY_ISA");
+	tally_sum_set_default(NULL);
 	assert_int_equal(tally_sum_init(), 0);
 	assert_int_equal(tally_sum_isa(), TALLY_ISA_SCALAR);
 	sum_test_set_cpu_mask(~0u);

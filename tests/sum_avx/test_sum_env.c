@@ -43,5 +43,6 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = { cmocka_unit_test(test_lazy_select) };
 
 	expect = argc > 1 ? argv[1] : "best";
+	tally_sum_set_default(getenv("TALLY_ISA")); /* the program's edge: its environment */
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

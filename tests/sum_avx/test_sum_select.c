@@ -154,18 +154,18 @@ static void test_selection(void **state)
 {
 	(void)state;
 	sum_test_set_cpu_mask(~0u);
-	assert_int_equal(setenv("TALLY_ISA", "avx2", 1), 0);
+	tally_sum_set_default("avx2");
 	if (tally_sum_isa_supported(TALLY_ISA_AVX2)) {
 		assert_int_equal(tally_sum_init(), 0);
 		assert_int_equal(tally_sum_is_auto(), 0);
 		assert_int_equal(tally_sum_isa(), TALLY_ISA_AVX2);
 	}
-	assert_int_equal(setenv("TALLY_ISA", "auto", 1), 0);
+	tally_sum_set_default("auto");
 	assert_int_equal(tally_sum_init(), 0);
 	assert_int_equal(tally_sum_is_auto(), 1);
 	assert_int_equal(tally_sum_set_isa(TALLY_ISA_SCALAR), 0);
 	assert_int_equal(tally_sum_is_auto(), 0);
-	assert_int_equal(unsetenv("TALLY_ISA"), 0);
+	tally_sum_set_default(NULL);
 	assert_int_equal(tally_sum_init(), 0);
 	assert_int_equal(tally_sum_is_auto(), 1);
 	assert_int_equal(tally_sum_set_isa(TALLY_ISA_SCALAR), 0);

@@ -26,12 +26,16 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/tally-verbs-vm.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/share/bin" "$work/out"
-cp "$build/appliance/udpd/tally-udpd" "$build/perf/tally-worker" "$build/perf/tally-perf" \
-	"$work/share/bin/"
+# The programs as the test builds with fault injection (tests/xport_fault: the same objects
+# relinked with the TALLY_VERBS_FAULT hook, which the production builds lack), under their
+# usual names: the guest scripts set TALLY_VERBS_FAULT for some cases.
+cp "$build/tests/xport_fault/tally-udpd-fault" "$work/share/bin/tally-udpd"
+cp "$build/tests/xport_fault/tally-worker-fault" "$work/share/bin/tally-worker"
+cp "$build/perf/tally-perf" "$work/share/bin/"
 # tally-verbs-modes (the WRITE_WITH_IMM vs SEND-into-SRQ benchmark, case "modes")
 [ -x "$build/perf/tally-verbs-modes" ] && cp "$build/perf/tally-verbs-modes" "$work/share/bin/"
 # tallyd and its case (case "tallyd": rdma-listen on the DPDK appliance, verbs only)
-[ -x "$build/appliance/tallyd" ] && cp "$build/appliance/tallyd" "$work/share/bin/"
+[ -x "$build/tests/xport_fault/tallyd-fault" ] && cp "$build/tests/xport_fault/tallyd-fault" "$work/share/bin/tallyd"
 [ -x "$build/tests/verbs/verbs_badcore" ] && cp "$build/tests/verbs/verbs_badcore" "$work/share/bin/"
 cp "$here/tallyd_guest.sh" "$work/share/"
 # case "tallyd-mixed": the af_packet PMD (and the libraries it needs that tallyd does not)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * dpdk_client.c — a worker's client session over a DPDK port: send copies the packet into an
  * mbuf addressed to appliance core `to->core` (UDP port base + core), poll busy-polls RX
- * and hands every valid datagram for our UDP port to tally_client_rx(). Answers ARP and
+ * and hands every valid datagram for our UDP port to the rx callback. Answers ARP and
  * ICMP echo for our address, resolves the appliance's MAC by ARP.
  */
 #include <errno.h>
@@ -19,7 +19,8 @@
 struct tally_dpdk_client {
 	struct tally_dpdk_client_cfg cfg;
 	struct tally_pkt_ifaddr ifa;
-	struct tally_client *sess;
+	tally_dpdk_client_rx_fn rx;
+	void *rx_arg;
 	struct tally_dpdk_tx tx;
 	struct tally_dpdk_client_stats st;
 	uint8_t server_mac[6];
@@ -78,9 +79,10 @@ void tally_dpdk_client_destroy(struct tally_dpdk_client *x)
 	rte_free(x);
 }
 
-void tally_dpdk_client_bind(struct tally_dpdk_client *x, struct tally_client *c)
+void tally_dpdk_client_set_rx(struct tally_dpdk_client *x, tally_dpdk_client_rx_fn rx, void *arg)
 {
-	x->sess = c;
+	x->rx = rx;
+	x->rx_arg = arg;
 }
 
 const struct tally_dpdk_client_stats *tally_dpdk_client_stats(const struct tally_dpdk_client *x)
@@ -196,10 +198,11 @@ static int dpdk_cli_rx_queue(struct tally_dpdk_client *x, uint16_t q)
 		switch (tally_pkt_parse(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len,
 					 &x->ifa, &p)) {
 		case TALLY_PKT_C_UDP:
-			if (x->sess) {
-				tally_client_rx(x->sess, rte_pktmbuf_mtod_offset(m, const uint8_t *,
-										 p.l4_off),
-						p.l4_len);
+			if (x->rx) {
+				const struct tally_addr from = { .ip = p.src_ip };
+
+				x->rx(x->rx_arg, rte_pktmbuf_mtod_offset(m, const uint8_t *, p.l4_off),
+				      p.l4_len, &from);
 				delivered++;
 				x->st.delivered++;
 			}

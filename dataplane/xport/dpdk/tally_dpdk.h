@@ -185,8 +185,11 @@ struct tally_dpdk_client;
 struct tally_dpdk_client *tally_dpdk_client_create(const struct tally_dpdk_client_cfg *cfg,
 						   int *err);
 void tally_dpdk_client_destroy(struct tally_dpdk_client *x);
-/* The session poll() delivers to (create the session with tally_dpdk_client_ops and x). */
-void tally_dpdk_client_bind(struct tally_dpdk_client *x, struct tally_client *c);
+/* Where poll() delivers each datagram for our UDP port (e.g. a client session: create it
+ * with tally_dpdk_client_ops and x). from->ip is the sender's. */
+typedef void (*tally_dpdk_client_rx_fn)(void *arg, const void *buf, size_t len,
+					const struct tally_addr *from);
+void tally_dpdk_client_set_rx(struct tally_dpdk_client *x, tally_dpdk_client_rx_fn rx, void *arg);
 /* ARP for the server's MAC unless configured; 0 or -ETIMEDOUT. */
 int tally_dpdk_client_resolve(struct tally_dpdk_client *x, uint32_t timeout_ms);
 const struct tally_dpdk_client_stats *tally_dpdk_client_stats(const struct tally_dpdk_client *x);

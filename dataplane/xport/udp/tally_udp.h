@@ -55,8 +55,9 @@ struct tally_udp_cfg {
 				* else off; listen: off), < 0 off, at most
 				* TALLY_UDP_BUSY_POLL_MAX_US. A RESULT that
 				* lands within the spin skips the sleep/wake-up (scheduler latency,
-				* measured 0.1-8 ms on a loaded host). The environment variable
-				* TALLY_UDP_BUSY_POLL_US (0 = off) overrides it. */
+				* measured 0.1-8 ms on a loaded host). Programs apply the
+				* environment variable TALLY_UDP_BUSY_POLL_US (0 = off) here at
+				* their edge (tally_udp_busy_setting, or tally_xport_opts_env). */
 };
 
 #define TALLY_UDP_BUSY_POLL_DEFAULT_US 50
@@ -80,9 +81,12 @@ void tally_udp_cfg_defaults(struct tally_udp_cfg *cfg);
 typedef void (*tally_udp_rx_fn)(void *arg, const void *buf, size_t len,
 				const struct tally_addr *from);
 
+/* TALLY_UDP_BUSY_POLL_US's value (0..TALLY_UDP_BUSY_POLL_MAX_US, 0 = off) as busy_poll_us
+ * (off: -1). 0, or -EINVAL with a message naming the variable. */
+int tally_udp_busy_setting(const char *value, int *busy_poll_us, char *errbuf, size_t errlen);
+
 /* Resolves the host, opens (listen mode: binds) the sockets. Returns NULL on failure with
- * *err set to a negative errno (-EINVAL for a busy-poll setting out of range, in cfg or in
- * TALLY_UDP_BUSY_POLL_US) and a message ("udp: bind 10.0.0.1:9170: Address in use")
+ * *err set to a negative errno (-EINVAL for a busy-poll setting out of range) and a message ("udp: bind 10.0.0.1:9170: Address in use")
  * in errbuf. */
 struct tally_udp *tally_udp_create(const struct tally_udp_cfg *cfg, tally_udp_rx_fn rx,
 				   void *rx_arg, int *err, char *errbuf, size_t errlen);

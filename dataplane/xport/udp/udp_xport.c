@@ -58,11 +58,10 @@ static int udp_resolve(const char *host, struct sockaddr_in *sa, char *why, size
 	return 0;
 }
 
-/* The busy-poll budget: the environment (operators switch it off without a rebuild) over
- * cfg over the mode's default. 0 or -EINVAL with the reason in errbuf. */
+/* The busy-poll budget: cfg (a program applies TALLY_UDP_BUSY_POLL_US there, at its edge:
+ * tally_udp_busy_setting) over the mode's default. 0 or -EINVAL with the reason in errbuf. */
 static int udp_busy_cfg(struct tally_udp *u, char *errbuf, size_t errlen)
 {
-	const char *env = getenv("TALLY_UDP_BUSY_POLL_US");
 	long us = u->cfg.busy_poll_us;
 
 	if (us > TALLY_UDP_BUSY_POLL_MAX_US) {
@@ -81,18 +80,23 @@ static int udp_busy_cfg(struct tally_udp *u, char *errbuf, size_t errlen)
 		us = u->cfg.listen || ncpu < TALLY_UDP_BUSY_POLL_MIN_CPUS ?
 			     0 : TALLY_UDP_BUSY_POLL_DEFAULT_US;
 	}
-	if (env && *env) {
-		char *end;
-
-		errno = 0;
-		us = strtol(env, &end, 10);
-		if (errno || *end || us < 0 || us > TALLY_UDP_BUSY_POLL_MAX_US) {
-			snprintf(errbuf, errlen, "udp: TALLY_UDP_BUSY_POLL_US='%s': want 0..%d "
-				 "microseconds (0 = off)", env, TALLY_UDP_BUSY_POLL_MAX_US);
-			return -EINVAL;
-		}
-	}
 	u->busy_ns = us > 0 ? (uint64_t)us * 1000 : 0;
+	return 0;
+}
+
+int tally_udp_busy_setting(const char *value, int *busy_poll_us, char *errbuf, size_t errlen)
+{
+	char *end;
+	long us;
+
+	errno = 0;
+	us = strtol(value, &end, 10);
+	if (errno || *end || !*value || us < 0 || us > TALLY_UDP_BUSY_POLL_MAX_US) {
+		snprintf(errbuf, errlen, "udp: TALLY_UDP_BUSY_POLL_US='%s': want 0..%d "
+			 "microseconds (0 = off)", value, TALLY_UDP_BUSY_POLL_MAX_US);
+		return -EINVAL;
+	}
+	*busy_poll_us = us ? (int)us : -1;
 	return 0;
 }
 

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "tally_xport.h"
+#include "tally_xport_reg.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,7 +63,8 @@ struct tally_verbs_cfg {
 	int busy_poll_us;      /* poll() with a timeout spins on the CQ this long before it
 				* blocks on the completion channel: 0 default (50 with at least
 				* 4 CPUs in the affinity mask, else off), < 0 off, at most 10000.
-				* TALLY_VERBS_BUSY_POLL_US (0 = off) overrides it. Spinning saves
+				* Programs apply TALLY_VERBS_BUSY_POLL_US (0 = off) here at their
+				* edge (tally_verbs_setting). Spinning saves
 				* the interrupt and wake-up of every completion where the peer runs
 				* on another CPU. */
 	int per_core;          /* listen: 0 one instance for every core (tally-udpd), else
@@ -83,10 +85,20 @@ struct tally_verbs_cfg {
 	uint32_t auth_job, auth_rank;
 	struct tally_auth *(*auth_lookup)(void *arg, uint32_t core, uint32_t job_id);
 	void *auth_arg;
-	uint32_t mr_cache;     /* client: result buffers kept registered (least recently used
-				* evicted), default 64, at most 4096; TALLY_VERBS_MR_CACHE
-				* overrides it, 0 there turns placement off */
+	int32_t mr_cache;      /* client: result buffers kept registered (least recently used
+				* evicted): 0 default 64, < 0 none (placement off), at most 4096;
+				* programs apply TALLY_VERBS_MR_CACHE (0 = off) here */
+	int auth_packet;       /* client: with auth_key, keep per-packet MACs (a plain connect:
+				* TALLY_VERBS_AUTH=packet at the program's edge) */
+	const struct tally_xport_fault *fault; /* test builds only (tally_xport_reg.h) */
 };
+
+/* A program's environment setting, applied to cfg at its edge (the library reads no
+ * environment): TALLY_VERBS_BUSY_POLL_US (0..10000, 0 = off), TALLY_VERBS_MR_CACHE
+ * (0..4096, 0 = no placement), TALLY_VERBS_AUTH (setup | packet). 0, or -EINVAL with a
+ * message naming the variable. */
+int tally_verbs_setting(struct tally_verbs_cfg *cfg, const char *name, const char *value,
+			char *err, size_t errlen);
 
 struct tally_verbs_stats {
 	uint64_t tx_pkts, tx_bytes, tx_credit_msgs;
@@ -155,7 +167,7 @@ int tally_verbs_is_addr(const struct tally_addr *a);
 int tally_verbs_parse_addr(const char *s, char *host, size_t hostlen, uint16_t *port);
 
 /* 1 when this client authenticates its connections at setup (cfg.auth_key given, and
- * TALLY_VERBS_AUTH is not "packet"): the client session above must then neither sign nor
+ * not cfg.auth_packet, i.e. TALLY_VERBS_AUTH is not "packet"): the client session above must then neither sign nor
  * expect per-packet MACs (tally_client_cfg.auth = 0). TALLY_VERBS_AUTH=packet keeps
  * per-packet MACs on verbs (a plain connect; the session signs every packet). */
 int tally_verbs_setup_authed(const struct tally_verbs *v);

@@ -190,14 +190,7 @@ int verbs_cm_auth_open(struct tally_verbs *v)
 		v->replay = calloc(1, sizeof(*v->replay));
 		return v->replay ? 0 : -ENOMEM;
 	}
-	const char *mode = getenv("TALLY_VERBS_AUTH");
-
-	if (mode && *mode && strcmp(mode, "setup") && strcmp(mode, "packet")) {
-		verbs_err(v, "verbs: TALLY_VERBS_AUTH='%s': want setup (authenticate each connection "
-			  "once, the default) or packet (a MAC on every packet)", mode);
-		return -EINVAL;
-	}
-	if (!v->cfg.auth_key || (mode && !strcmp(mode, "packet")))
+	if (!v->cfg.auth_key || v->cfg.auth_packet) /* TALLY_VERBS_AUTH=packet at the edge */
 		return 0;
 	if (v->cfg.auth_rank >= TALLY_MAX_WORKERS) {
 		verbs_err(v, "verbs: rank %u out of range for authentication (0..%u)",

@@ -114,6 +114,7 @@ struct tally_verbs {
 	struct tally_auth *auth;   /* client: the job key (cfg.auth_key), else NULL */
 	struct verbs_replay *replay; /* listener: nonces of accepted authenticated requests */
 	char err[256];
+	char host[256];            /* cfg.host, copied (the caller's string is not kept) */
 	/* per-core listening (verbs_core.c): the listener's request handler, hand-off and the
 	 * instance of each core */
 	void (*on_request)(struct tally_verbs *v, struct rdma_cm_id *id, const void *pd,

@@ -208,22 +208,11 @@ void verbs_pio_readvertise(struct tally_verbs *v, struct verbs_conn *c)
 
 int verbs_pio_init(struct tally_verbs *v)
 {
-	const char *env = getenv("TALLY_VERBS_MR_CACHE");
-	long n = v->cfg.mr_cache ? v->cfg.mr_cache : VERBS_MRC_DEFAULT;
+	/* TALLY_VERBS_MR_CACHE is applied to cfg at the program's edge (tally_verbs_setting) */
+	long n = v->cfg.mr_cache < 0 ? 0 : v->cfg.mr_cache ? (long)v->cfg.mr_cache : (long)VERBS_MRC_DEFAULT;
 
 	if (v->cfg.listen)
 		return 0;
-	if (env && *env) {
-		char *end;
-
-		errno = 0;
-		n = strtol(env, &end, 10);
-		if (errno || *end || n < 0 || n > VERBS_MRC_MAX) {
-			verbs_err(v, "verbs: TALLY_VERBS_MR_CACHE='%s': want 0..%u result buffers "
-				  "kept registered (0 = no placement)", env, VERBS_MRC_MAX);
-			return -EINVAL;
-		}
-	}
 	if (n > VERBS_MRC_MAX) {
 		verbs_err(v, "verbs: mr_cache %ld out of range 0..%u", n, VERBS_MRC_MAX);
 		return -EINVAL;

@@ -3,6 +3,7 @@
  * connect, create/destroy, the ops table, stats, address parsing. See tally_verbs.h.
  */
 #include "verbs_int.h"
+#include "verbs_place.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -85,10 +86,10 @@ static int check_devices(struct tally_verbs *v)
 	return -ENODEV;
 }
 
-/* The busy-poll budget: the environment over cfg over the default (as the UDP transport). */
+/* The busy-poll budget: cfg (a program applies TALLY_VERBS_BUSY_POLL_US there at its edge,
+ * tally_verbs_setting) over the default (as the UDP transport). */
 static int busy_cfg(struct tally_verbs *v)
 {
-	const char *env = getenv("TALLY_VERBS_BUSY_POLL_US");
 	long us = v->cfg.busy_poll_us;
 
 	if (!us) {
@@ -96,17 +97,6 @@ static int busy_cfg(struct tally_verbs *v)
 		int ncpu = sched_getaffinity(0, sizeof(set), &set) ? 1 : CPU_COUNT(&set);
 
 		us = ncpu >= 4 ? 50 : 0;
-	}
-	if (env && *env) {
-		char *end;
-
-		errno = 0;
-		us = strtol(env, &end, 10);
-		if (errno || *end || us < 0) {
-			verbs_err(v, "verbs: TALLY_VERBS_BUSY_POLL_US='%s': want 0..10000 microseconds "
-				  "(0 = off)", env);
-			return -EINVAL;
-		}
 	}
 	if (us > 10000) {
 		verbs_err(v, "verbs: busy poll %ld us out of range (max 10000)", us);
@@ -116,51 +106,75 @@ static int busy_cfg(struct tally_verbs *v)
 	return 0;
 }
 
-/* TALLY_VERBS_FAULT, fault injection for the guest tests (unset in production), a comma
- * list: lose-disconnect ignores rdma_cm DISCONNECTED (a killed peer's one DREQ lost: the
- * stall probe, verbs_io.c, must find the QP dead); lose-established ignores ESTABLISHED on
- * the listener (the connect's last message lost: the first packet must bring it up);
- * replay-connect makes a client resend its first signed connect request for every later
- * connect (a recorded request replayed: refused as a replay), skew-connect dates its
- * requests 1000 s back (a clock out of the appliance's window: refused as stale);
- * migrate-fail and handoff-full (a per-core listener, tallyd) fail the first connect
- * request's move to its core's channel, or find that core's hand-off ring full: the request
- * is refused and counted, the worker told, and its retry must get through;
- * bad-advert makes a client's result-buffer advertisements wrap the address space (the
- * appliance must refuse them), short-advert halves their length (the chunks past it must
- * be copied). */
-static int fault_cfg(struct tally_verbs *v)
+/* Fault injection for the guest tests (tests/xport_fault: TALLY_VERBS_FAULT in test builds
+ * only; production programs never set cfg.fault): lose-disconnect ignores rdma_cm
+ * DISCONNECTED (a killed peer's one DREQ lost: the stall probe, verbs_io.c, must find the QP
+ * dead); lose-established ignores ESTABLISHED on the listener (the connect's last message
+ * lost: the first packet must bring it up); replay-connect makes a client resend its first
+ * signed connect request for every later connect (a recorded request replayed: refused as a
+ * replay), skew-connect dates its requests 1000 s back (a clock out of the appliance's
+ * window: refused as stale); migrate-fail and handoff-full (a per-core listener, tallyd)
+ * fail the first connect request's move to its core's channel, or find that core's hand-off
+ * ring full: the request is refused and counted, the worker told, and its retry must get
+ * through; bad-advert makes a client's result-buffer advertisements wrap the address space
+ * (the appliance must refuse them), short-advert halves their length (the chunks past it
+ * must be copied). */
+static void fault_cfg(struct tally_verbs *v)
 {
-	const char *env = getenv("TALLY_VERBS_FAULT");
-	char buf[128], *save = NULL;
+	const struct tally_xport_fault *f = v->cfg.fault;
 
-	if (!env || !*env)
-		return 0;
-	snprintf(buf, sizeof(buf), "%s", env);
-	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		if (!strcmp(t, "lose-disconnect")) {
-			v->lose_disconnects = 1;
-		} else if (!strcmp(t, "lose-established")) {
-			v->lose_established = 1;
-		} else if (!strcmp(t, "replay-connect")) {
-			v->replay_connect = 1;
-		} else if (!strcmp(t, "skew-connect")) {
-			v->skew_connect = 1;
-		} else if (!strcmp(t, "migrate-fail")) {
-			v->fault_migrate_fail = 1;
-		} else if (!strcmp(t, "handoff-full")) {
-			v->fault_handoff_full = 1;
-		} else if (!strcmp(t, "bad-advert")) {
-			v->bad_advert = 1;
-		} else if (!strcmp(t, "short-advert")) {
-			v->short_advert = 1;
-		} else {
-			verbs_err(v, "verbs: TALLY_VERBS_FAULT='%s': the faults are lose-disconnect, "
-				  "lose-established, replay-connect, skew-connect, migrate-fail, "
-				  "handoff-full, bad-advert and short-advert (unset it in production)",
-				  env);
+	if (!f)
+		return;
+	v->lose_disconnects = f->lose_disconnect;
+	v->lose_established = f->lose_established;
+	v->replay_connect = f->replay_connect;
+	v->skew_connect = f->skew_connect;
+	v->fault_migrate_fail = f->migrate_fail;
+	v->fault_handoff_full = f->handoff_full;
+	v->bad_advert = f->bad_advert;
+	v->short_advert = f->short_advert;
+	v->cfg.fault = NULL;
+}
+
+static int setting_long(const char *value, long max, long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtol(value, &end, 10);
+	return errno || *end || !*value || *out < 0 || *out > max ? -EINVAL : 0;
+}
+
+int tally_verbs_setting(struct tally_verbs_cfg *cfg, const char *name, const char *value,
+			char *err, size_t errlen)
+{
+	long n;
+
+	if (!strcmp(name, "TALLY_VERBS_BUSY_POLL_US")) {
+		if (setting_long(value, 10000, &n)) {
+			snprintf(err, errlen, "verbs: TALLY_VERBS_BUSY_POLL_US='%s': want 0..10000 "
+				 "microseconds (0 = off)", value);
 			return -EINVAL;
 		}
+		cfg->busy_poll_us = n ? (int)n : -1;
+	} else if (!strcmp(name, "TALLY_VERBS_MR_CACHE")) {
+		if (setting_long(value, VERBS_MRC_MAX, &n)) {
+			snprintf(err, errlen, "verbs: TALLY_VERBS_MR_CACHE='%s': want 0..%u result "
+				 "buffers kept registered (0 = no placement)", value, VERBS_MRC_MAX);
+			return -EINVAL;
+		}
+		cfg->mr_cache = n ? (int32_t)n : -1;
+	} else if (!strcmp(name, "TALLY_VERBS_AUTH")) {
+		if (strcmp(value, "setup") && strcmp(value, "packet")) {
+			snprintf(err, errlen, "verbs: TALLY_VERBS_AUTH='%s': want setup (authenticate "
+				 "each connection once, the default) or packet (a MAC on every "
+				 "packet)", value);
+			return -EINVAL;
+		}
+		cfg->auth_packet = !strcmp(value, "packet");
+	} else {
+		snprintf(err, errlen, "verbs: no setting %s", name);
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -226,9 +240,14 @@ struct tally_verbs *tally_verbs_create(const struct tally_verbs_cfg *cfg, tally_
 	}
 	v->cfg = *cfg;
 	tally_verbs_cfg_defaults(&v->cfg);
+	if (cfg->host) {
+		snprintf(v->host, sizeof(v->host), "%s", cfg->host);
+		v->cfg.host = v->host;
+	}
 	v->rx = rx;
 	v->rx_arg = rx_arg;
-	if ((rc = validate(v)) || (rc = busy_cfg(v)) || (rc = fault_cfg(v)) ||
+	fault_cfg(v);
+	if ((rc = validate(v)) || (rc = busy_cfg(v)) ||
 	    (rc = check_devices(v)) || (rc = verbs_cm_open(v)))
 		goto fail_msg;
 	v->nconns = v->cfg.listen ? v->cfg.max_conns : v->cfg.ncores;

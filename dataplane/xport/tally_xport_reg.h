@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * tally_xport_reg.h — transports as registered implementations (libtally_xport): one ops
+ * table per transport (open/close with an options struct, receive wiring in one form, the
+ * datapath ops of tally_xport.h, flush, counters), registered by name from the transport's
+ * own folder (TALLY_XPORT_REGISTER), chosen by name with tally_xport_open(), and one
+ * multiplexer for an appliance that serves several transports at once.
+ *
+ * Settings are passed, never read: a program fills tally_xport_opts from its flags and
+ * config, and hands its environment lookup to tally_xport_opts_env(), which applies the
+ * transport's documented environment names (TALLY_UDP_BUSY_POLL_US, ...) so that they keep
+ * working at the program's edge. The library itself reads no environment.
+ */
+#ifndef TALLY_XPORT_REG_H
+#define TALLY_XPORT_REG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally_xport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TALLY_XPORT_MAX 16      /* transports a program may register */
+#define TALLY_XPORT_MUX_MAX 4   /* members of one multiplexer */
+
+struct tally_auth;
+struct tally_client;
+
+/* Test-only fault injection (tests/xport_fault): flags a transport honours when a test
+ * build sets tally_xport_opts.fault. Production programs never set it. */
+struct tally_xport_fault {
+	uint8_t lose_disconnect;   /* verbs: rdma_cm DISCONNECTED ignored */
+	uint8_t lose_established;  /* verbs listener: ESTABLISHED ignored */
+	uint8_t replay_connect;    /* verbs client: the first signed connect request replayed */
+	uint8_t skew_connect;      /* verbs client: requests dated 1000 s back */
+	uint8_t migrate_fail;      /* verbs per-core listener: first request's move fails */
+	uint8_t handoff_full;      /* verbs per-core listener: first hand-off finds a full ring */
+	uint8_t bad_advert;        /* verbs client: advertisements wrap the address space */
+	uint8_t short_advert;      /* verbs client: advertisements of half the buffer */
+};
+
+/* One options struct for every transport; each reads the fields of its section. Zero is
+ * the transport's default everywhere. */
+struct tally_xport_opts {
+	int listen;               /* 0 client (a worker's session), 1 listen (an appliance) */
+	const char *host;         /* client: appliance address; listen: local address */
+	uint16_t port;            /* (base) port, 0: TALLY_DEFAULT_PORT */
+	uint16_t ncores;          /* listen: cores served (required); client: upper bound */
+	int busy_poll_us;         /* udp, verbs: spin before blocking; 0 default, < 0 off */
+	/* udp (tally_udp.h) */
+	const char *bind_host;    /* client: local address */
+	int gso, gro;             /* UDP_SEGMENT on send, UDP_GRO on receive: 1 on, 0 off */
+	int sock_buf;
+	uint32_t batch;
+	/* dpdk client (tally_dpdk.h): EAL arguments (space separated), our ADDR/LEN, port name */
+	const char *eal_args, *local_ip, *dpdk_port;
+	const char *prog;         /* argv[0] for the EAL */
+	/* verbs (tally_verbs.h) */
+	int gid_index;            /* < 0 rdma_cm picks (callers set -1 for the default) */
+	uint32_t slots, timeout_ms, max_conns;
+	int per_core;             /* TALLY_VERBS_LISTENER / TALLY_VERBS_CORE (tallyd) */
+	const uint8_t *auth_key;  /* client: the job key (NULL: none), connections authenticated
+				   * at setup as (auth_job, auth_rank) unless auth_packet */
+	uint32_t auth_job, auth_rank;
+	int auth_packet;          /* client: keep per-packet MACs (plain connect) */
+	struct tally_auth *(*auth_lookup)(void *arg, uint32_t core, uint32_t job_id);
+	void *auth_arg;           /* listen: as tally_verbs_cfg's */
+	int32_t mr_cache;         /* client: result buffers kept registered; 0 default, < 0 none */
+	const struct tally_xport_fault *fault; /* test builds only (tests/xport_fault) */
+};
+
+/* Receive wiring, one form for every transport: each packet to rx (buf valid only during the
+ * call); placed, where the transport can place RESULTs straight into the caller's buffer
+ * (tally_xport_ops.advertise), each such RESULT (NULL: nothing is advertised). */
+typedef void (*tally_xport_rx_fn)(void *arg, const void *buf, size_t len,
+				  const struct tally_addr *from);
+typedef void (*tally_xport_rx_placed_fn)(void *arg, const void *hdr, size_t hlen,
+					 const void *payload, size_t plen);
+struct tally_xport_rx {
+	tally_xport_rx_fn rx;
+	tally_xport_rx_placed_fn placed;
+	void *arg;
+};
+
+/* A counter a transport reports: name and value; ms = 1: the value is in nanoseconds and
+ * is shown in milliseconds under `name`. */
+struct tally_xport_counter {
+	const char *name;
+	uint64_t value;
+	int ms;
+};
+
+/* A transport's implementation, registered by name. */
+struct tally_xport_impl {
+	const char *name;
+	const char *alias;        /* another name it answers to, or NULL */
+	/* Environment names the transport takes at a program's edge (NULL-terminated), and
+	 * their parser: 0 applied to o, or -EINVAL with a message naming the setting. */
+	const char *const *settings;
+	int (*setting)(struct tally_xport_opts *o, const char *name, const char *value,
+		       char *err, size_t errlen);
+	/* NULL with *err a negative errno and a message naming the setting to change. */
+	void *(*open)(const struct tally_xport_opts *o, int *err, char *errbuf, size_t errlen);
+	void (*close)(void *ctx);
+	const struct tally_xport_ops *(*ops)(void *ctx);
+	void (*set_rx)(void *ctx, const struct tally_xport_rx *rx);
+	int (*flush)(void *ctx);                   /* optional: send what is queued */
+	int (*setup_authed)(const void *ctx);      /* optional: connections keyed at setup */
+	unsigned (*conns)(const void *ctx);        /* optional: live connections */
+	int (*owns)(const struct tally_addr *a);   /* optional: a peer of this transport */
+	/* optional: listen side, one non-blocking round of connection events (accept) */
+	int (*accept)(void *ctx);
+	size_t (*counters)(const void *ctx, struct tally_xport_counter *out, size_t max);
+	const char *(*strerror)(const void *ctx);
+};
+
+/* Registration (TALLY_XPORT_REGISTER in the transport's folder). 0, or -ENOSPC/-EEXIST. */
+int tally_xport_register(const struct tally_xport_impl *impl);
+#define TALLY_XPORT_REGISTER(impl)                                                          \
+	__attribute__((constructor)) static void tally_xport_register_##impl(void)          \
+	{                                                                                    \
+		tally_xport_register(&impl);                                                 \
+	}
+
+/* The transport called `name` (or its alias). NULL with a message in err that names
+ * `setting` (e.g. "TALLY_TRANSPORT", "--transport") and the known names, or says that this
+ * program was built without it. */
+const struct tally_xport_impl *tally_xport_lookup(const char *name, const char *setting,
+						  char *err, size_t errlen);
+/* "udp, dpdk, verbs": the transports this program has. */
+const char *tally_xport_names(char *buf, size_t len);
+
+/* Apply the environment names of transport `name` (impl->settings) to o, each value
+ * fetched with get (a program passes its environment lookup; tests a table). 0 or -EINVAL with a message. */
+int tally_xport_opts_env(const char *name, struct tally_xport_opts *o,
+			 char *(*get)(const char *), char *err, size_t errlen);
+
+/* An open transport. */
+struct tally_xport {
+	const struct tally_xport_impl *impl;
+	const struct tally_xport_ops *ops;
+	void *ctx;
+};
+
+/* Look up `name` (error naming `setting`) and open it with o. 0 or a negative errno with
+ * a message in err. */
+int tally_xport_open(const char *name, const char *setting, const struct tally_xport_opts *o,
+		     struct tally_xport *x, char *err, size_t errlen);
+void tally_xport_close(struct tally_xport *x);
+void tally_xport_set_rx(struct tally_xport *x, const struct tally_xport_rx *rx);
+/* Deliver to a client session (tally_client_rx, tally_client_rx_placed). */
+void tally_xport_attach_client(struct tally_xport *x, struct tally_client *c);
+int tally_xport_flush(struct tally_xport *x);
+int tally_xport_setup_authed(const struct tally_xport *x);
+unsigned tally_xport_conns(const struct tally_xport *x);
+size_t tally_xport_counters(const struct tally_xport *x, struct tally_xport_counter *out,
+			    size_t max);
+const char *tally_xport_strerror(const struct tally_xport *x);
+
+/* ---- The multiplexer: one engine over several transports at once (appliances) ----
+ * Each packet goes out the way its rank joined: through the first member whose owns()
+ * claims the address, else through the default member (the first without owns; none:
+ * -ENOTCONN). Zero-copy RESULT buffers are the default member's. poll() polls members
+ * flagged cheap (no syscall, e.g. a CQ) up to 4 times, the others every 4th turn, and when
+ * all are quiet blocks on a cheap member with live connections for at most wait_ns, else
+ * on the default member. The mux is set up at start; its datapath allocates nothing. */
+struct tally_xport_mux_member {
+	const struct tally_xport_ops *ops;
+	void *ctx;
+	int (*owns)(const struct tally_addr *a);  /* NULL: the default member */
+	unsigned (*conns)(const void *ctx);       /* live connections (NULL: none) */
+	int cheap;                                /* poll costs no syscall */
+};
+struct tally_xport_mux {
+	struct tally_xport_ops ops;   /* hand these and the mux to the engine */
+	struct tally_xport_mux_member m[TALLY_XPORT_MUX_MAX];
+	unsigned n;
+	int dflt;                     /* index of the default member, -1: none */
+	uint64_t wait_ns;             /* longest block on a cheap member (default 200 us) */
+	unsigned turn;
+};
+/* Add a member (setup). 0 or -ENOSPC. */
+int tally_xport_mux_add(struct tally_xport_mux *mx, const struct tally_xport_mux_member *mb);
+/* Add an open transport as a member. */
+int tally_xport_mux_add_xport(struct tally_xport_mux *mx, struct tally_xport *x, int cheap);
+/* The ops and context to hand to the engine: the single member's own when there is only
+ * the default one, else the mux's. */
+const struct tally_xport_ops *tally_xport_mux_ops(struct tally_xport_mux *mx, void **ctx);
+void tally_xport_mux_init(struct tally_xport_mux *mx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
