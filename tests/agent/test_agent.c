@@ -2,7 +2,7 @@
  * test_agent.c — libtally_agent unit tests over the in-process loopnet: configuration and
  * environment, the optimal split and key placement, partitioning, sums across 4 agents
  * (threads), averaging, scheduling order (priority, then submission), the credit window,
- * callbacks, and error paths with their messages. */
+ * callbacks and their deadline, and error paths with their messages. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -872,6 +872,41 @@ static void test_callback_and_cancel(void **state)
 	loophub_destroy(h);
 }
 
+/* A push_pull with a callback that nobody waits on or expires still has its deadline: the
+ * progress thread fails it (here: queued behind the rounds order for a tensor never pushed). */
+static void test_callback_deadline(void **state)
+{
+	(void)state;
+	struct loophub *h = loophub_create(1);
+	struct tally_agent_cfg c;
+	struct cbrec rec = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
+	static float buf[1024];
+	struct timespec t0, t1;
+
+	base_cfg(&c, 0, 1);
+	c.op_timeout_ms = 300;
+	struct tally_agent *a = mk(h, &c);
+	int ta = tally_agent_declare(a, "a", 4096, TALLY_DT_F32, 0);
+	assert_true(tally_agent_declare(a, "b", 4096, TALLY_DT_F32, 0) >= 0);
+	int hd = tally_agent_push_pull(a, ta, buf, 4096, TALLY_AGENT_CPU, NULL, NULL, NULL);
+	assert_int_equal(tally_agent_wait(a, hd), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	hd = tally_agent_push_pull(a, ta, buf, 4096, TALLY_AGENT_CPU, NULL, on_done, &rec);
+	assert_true(hd >= 0);
+	for (int i = 0; i < 5000 && !rec.calls; i++)
+		usleep(1000);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	printf("# callback deadline after %.2f s: %s\n", s, tally_agent_strerror(a));
+	assert_int_equal(rec.calls, 1);
+	assert_int_equal(rec.status, -ETIMEDOUT);
+	assert_true(s >= 0.29);
+	assert_non_null(strstr(tally_agent_strerror(a), "tensor 'b'"));
+	assert_int_equal(tally_agent_expire(a, hd), 0); /* done: nothing left to expire */
+	tally_agent_destroy(a);
+	loophub_destroy(h);
+}
+
 static void test_errors(void **state)
 {
 	(void)state;
@@ -960,6 +995,7 @@ int main(void)
 		cmocka_unit_test(test_submit_order_bucket_rebuild),
 		cmocka_unit_test(test_local_aggregation),
 		cmocka_unit_test(test_callback_and_cancel),
+		cmocka_unit_test(test_callback_deadline),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_cuda_tensor),
 	};

@@ -233,7 +233,7 @@ def errors_checks():
                             and time.time() - t0 < 10,
                             f"rounds-order stall times out in {time.time() - t0:.1f} s: {msg}")
         # the same stall with a callback (how the DDP hook, DistributedOptimizer and
-        # allreduce_async push): the watchdog fails it after op_timeout_ms
+        # allreduce_async push): the agent fails it after op_timeout_ms
         import tally.torch as tt
         tb = a.declare("c", 16, "f32")  # round 0 of 'c' waits for 'b' (declared before it)
         h = tt.Handle(buf)

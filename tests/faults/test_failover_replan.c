@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0
- * test_failover_replan.c — the re-plan after appliances are gone (gpu_agent/agent_replan.c):
+ * test_failover_replan.c — the re-plan after appliances are gone (gpu_agent/agent/agent_replan.c):
  * the same answer wherever it is computed (every rank, any order of discovering the gone
  * set, a table grown after the failover), only the gone appliances' keys move, and those
  * spread over the survivors in proportion to their shares. */

@@ -206,7 +206,8 @@ class Agent:
 
     def expire(self, handle):
         """Fail a push_pull (with or without callback) that is past its deadline (no progress
-        for op_timeout_ms): True when it was expired now. See tally_agent_expire."""
+        for op_timeout_ms): True when it was expired now. Not needed: the agent's progress
+        thread applies every push_pull's deadline itself. See tally_agent_expire."""
         return _lib.lib.tally_agent_expire(self._h, handle) == 1 if self._h else False
 
     def partitions(self, tensor):

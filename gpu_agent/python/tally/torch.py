@@ -18,7 +18,6 @@ import ctypes
 import io
 import itertools
 import threading
-import time
 
 import torch
 import torch.distributed as dist
@@ -68,55 +67,34 @@ def _wire(t, average, agent=None):
 
 class _Inflight:
     """Completions from the agent's progress thread, matched by a cookie chosen before the
-    push_pull starts (so a fast completion cannot race the bookkeeping). A watchdog thread
-    gives every pending push_pull the agent's deadline (tally_agent_expire): nothing waits
-    for ever, the callback gets a TallyTimeoutError saying what it waited for."""
+    push_pull starts (so a fast completion cannot race the bookkeeping). Nothing waits for
+    ever: the agent fails a push_pull past its deadline itself (op_timeout_ms without
+    progress), and the callback gets a TallyTimeoutError saying what it waited for."""
 
     def __init__(self, agent):
         self.agent = agent
         self.lock = threading.Lock()
         self.pending = {}
-        self.handles = {}
         self.ids = itertools.count(1)
         self.cb = _lib.AgentCb(self._done)  # kept alive as long as this object
-        self.watchdog = None
         metrics.track(agent)
 
     def start(self, tid, t, on_done, result_view=False):
         cookie = next(self.ids)
         with self.lock:
             self.pending[cookie] = (on_done, metrics.now())
-            if self.watchdog is None:
-                self.watchdog = threading.Thread(target=self._watch, name="tally-watchdog", daemon=True)
-                self.watchdog.start()
         dev, stream = _device_args(t)
         try:
-            h = self.agent.push_pull(tid, t.data_ptr(), t.numel() * t.element_size(), dev, stream,
-                                     callback=self.cb, cb_arg=cookie, result_view=result_view)
+            return self.agent.push_pull(tid, t.data_ptr(), t.numel() * t.element_size(), dev, stream,
+                                        callback=self.cb, cb_arg=cookie, result_view=result_view)
         except Exception:
             with self.lock:
                 self.pending.pop(cookie, None)
             raise
-        with self.lock:
-            if cookie in self.pending:
-                self.handles[cookie] = h
-        return h
-
-    def _watch(self):
-        while True:
-            time.sleep(0.5)
-            with self.lock:
-                hs = list(self.handles.values())
-            for h in hs:
-                try:
-                    self.agent.expire(h)
-                except Exception:
-                    pass
 
     def _done(self, arg, handle, status):
         with self.lock:
             fn, t0 = self.pending.pop(arg, (None, 0.0))
-            self.handles.pop(arg, None)
         if fn is not None:
             metrics.observe_push_pull(metrics.now() - t0, ok=status == 0)
             err = None if status == 0 else _error(status, self.agent.error())
@@ -190,8 +168,8 @@ class Handle:
         return self.ev.is_set()
 
     def wait(self):
-        # the watchdog (_Inflight) fails a stalled push_pull after op_timeout_ms: the event
-        # is always set in the end
+        # the agent fails a stalled push_pull after op_timeout_ms without progress: the
+        # event is always set in the end
         while not self.ev.wait(1.0):
             pass
         if self.err is not None:

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent_core.h"
 #include "agent_internal.h"
@@ -83,7 +84,11 @@ struct tally_agent *agent_core_create(const struct tally_agent_cfg *cfg, struct 
 	memcpy(a->net_tag, b->tag, sizeof(a->net_tag));
 	a->reg_tensor = -1;
 	pthread_mutex_init(&a->mu, NULL);
-	pthread_cond_init(&a->wake, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&a->wake, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&a->done, NULL);
 	if (!(rc = core_start(a, errbuf, errlen)))
 		return a;

@@ -70,7 +70,9 @@ struct agent_req {
 	tally_agent_cb cb;
 	void *cb_arg;
 	int comp;          /* a compressed round (agent_comp_active at submission) */
-	uint64_t t0_ns;    /* submission (CLOCK_MONOTONIC): the deadline of wait()/expire() */
+	uint64_t t0_ns;    /* submission (CLOCK_MONOTONIC): where its deadline starts */
+	int watched;       /* its partitions are the core's (queued by push_pull, not yet
+			    * expired): the progress thread applies its deadline */
 	uint64_t round;    /* the tensor's push_pull count at submission */
 };
 
@@ -107,7 +109,7 @@ struct tally_agent {
 	struct agent_plan plan;
 
 	pthread_mutex_t mu;
-	pthread_cond_t wake;    /* progress thread */
+	pthread_cond_t wake;    /* progress thread (CLOCK_MONOTONIC) */
 	pthread_cond_t done;    /* waiters (requests, declarations) */
 	pthread_t thr;
 	int thr_started, stop;
@@ -187,6 +189,15 @@ struct tally_agent *agent_core_create(const struct tally_agent_cfg *cfg, struct 
 				      int *err, char *errbuf, size_t errlen);
 
 void *agent_progress_main(void *arg);
+
+/* ---- deadlines (agent_request.c) ---- */
+/* How often the progress thread looks for push_pulls past their deadline. */
+#define AGENT_EXPIRE_EVERY_NS 100000000u
+/* Fail every push_pull whose partitions the core holds (queued or on the network) and that
+ * is past its deadline, as tally_agent_expire does (lock held; callbacks run with it
+ * dropped). One still in its stage (stage_in, the sharded stage's all-gather) is left to
+ * the stage's own timeout, which names what it waits for. */
+void agent_expire_due_locked(struct tally_agent *a);
 
 /* ---- 1-bit compression (agent_compress.c) ---- */
 struct tally_register;

@@ -94,6 +94,7 @@ static int take_slot_locked(struct tally_agent *a, int tensor, void *ptr, size_t
 	r->cb_arg = cb_arg;
 	r->comp = agent_comp_active(t, t->subm);
 	r->t0_ns = mono_ns();
+	r->watched = 0;
 	r->round = t->subm;
 	t->busy = 1;
 	return (int)slot;
@@ -194,8 +195,10 @@ int tally_agent_push_pull_flags(struct tally_agent *a, int tensor, void *ptr, si
 		agent_set_err(a, "%s", e);
 	if ((rc = sr.status ? sr.status : schedule_locked(a, (unsigned)slot)))
 		rc = fail_taken_locked(a, (unsigned)slot, rc);
-	else
+	else {
+		a->reqs[slot].watched = 1;
 		rc = handle_of(a, (unsigned)slot);
+	}
 out:
 	pthread_mutex_unlock(&a->mu);
 	return rc;
@@ -348,21 +351,36 @@ static int past_deadline_locked(struct tally_agent *a, unsigned slot, double *id
 /* Fail request `slot` with -ETIMEDOUT and the stall's description: its queued partitions
  * are taken back; one already on the network still ends there (the request is released
  * then). The caller's wait() returns now; a callback runs now, or when the network is done
- * with the request, exactly once. */
+ * with the request, exactly once. A request the stage already holds (nothing left with the
+ * core) ends when the stage reports it: its copy back is not started twice. */
 static void expire_locked(struct tally_agent *a, unsigned slot, double idle_s)
 {
 	struct agent_req *r = &a->reqs[slot];
 	char msg[sizeof(a->err)];
-	unsigned before = a->sched.n;
+	unsigned before = a->sched.n, left = r->left;
 
 	describe_stall_locked(a, slot, idle_s, msg, sizeof(msg));
 	agent_set_err(a, "%s", msg);
 	unqueue_locked(a, slot);
 	r->left -= before - a->sched.n;
+	r->watched = 0;
 	if (!r->status)
 		r->status = -ETIMEDOUT;
-	if (r->left == 0 && !agent_copy_back_locked(a, slot))
+	if (left && r->left == 0 && !agent_copy_back_locked(a, slot))
 		agent_finish_req_locked(a, slot);
+}
+
+void agent_expire_due_locked(struct tally_agent *a)
+{
+	for (unsigned s = 0; s < a->cfg.max_handles; s++) {
+		struct agent_req *r = &a->reqs[s];
+		double idle;
+
+		/* each expiry may drop the lock (copy back, callback): every slot is read anew */
+		if (r->state == REQ_PENDING && r->watched && r->left &&
+		    past_deadline_locked(a, s, &idle))
+			expire_locked(a, s, idle);
+	}
 }
 
 int tally_agent_wait(struct tally_agent *a, int handle)

@@ -2,7 +2,8 @@
  * agent_progress.c — the progress thread, one step a function: REGISTER declarations;
  * schedule (take partitions off the queue in the global order, within the credit window);
  * start them on the network; poll the network; average what came back; retire finished
- * partitions; copy back and complete requests whose last partition is in. It owns the
+ * partitions; copy back and complete requests whose last partition is in; fail those past
+ * their deadline (agent_expire_due_locked, every AGENT_EXPIRE_EVERY_NS). It owns the
  * network; the tables are shared with the API side under the agent's mutex. */
 #include <errno.h>
 #include <pthread.h>
@@ -274,9 +275,23 @@ static void complete_locked(struct tally_agent *a)
 	}
 }
 
+/* Nothing in flight: sleep until woken, or until the next deadline check while partitions
+ * wait in the queue (a stalled start order or credit window must still time out). */
+static void idle_locked(struct tally_agent *a, uint64_t next_expiry)
+{
+	struct timespec ts = {.tv_sec = (time_t)(next_expiry / 1000000000u),
+			      .tv_nsec = (long)(next_expiry % 1000000000u)};
+
+	if (a->sched.n)
+		pthread_cond_timedwait(&a->wake, &a->mu, &ts); /* wake is CLOCK_MONOTONIC */
+	else
+		pthread_cond_wait(&a->wake, &a->mu);
+}
+
 void *agent_progress_main(void *arg)
 {
 	struct tally_agent *a = arg;
+	uint64_t next_expiry = 0;
 
 	pthread_mutex_lock(&a->mu);
 	for (;;) {
@@ -286,10 +301,16 @@ void *agent_progress_main(void *arg)
 		}
 		if (a->stop)
 			break;
+		uint64_t now = now_ns();
+		if (now >= next_expiry) {
+			agent_expire_due_locked(a);
+			next_expiry = now + AGENT_EXPIRE_EVERY_NS;
+			continue; /* an expiry may have dropped the lock */
+		}
 		unsigned first_new = a->nflight;
 		schedule_locked(a);
 		if (a->nflight == 0) {
-			pthread_cond_wait(&a->wake, &a->mu);
+			idle_locked(a, next_expiry);
 			continue;
 		}
 		unsigned nflight = a->nflight;

@@ -281,11 +281,13 @@ int tally_agent_test(struct tally_agent *a, int handle);
  * default 'rounds' start order waits until tensor 'b' ... is pushed"). The handle is
  * released; queued partitions are taken back, one on the network ends there unseen. */
 int tally_agent_wait(struct tally_agent *a, int handle);
-/* The same deadline for a push_pull with a callback (or one nobody waits on): call it now and
- * then (e.g. every second) for each pending handle. Past its deadline the push_pull fails
- * with -ETIMEDOUT and the description above (strerror); the callback runs with it (now, or
- * when the network is done with the push_pull's partitions in flight) and 1 is returned; 0
- * while within its deadline or when done; -ENOENT for a negative handle. */
+/* The same deadline holds for every push_pull, with a callback or not, waited on or not: the
+ * agent's progress thread applies it itself (checked every 100 ms). Past its deadline the
+ * push_pull fails with -ETIMEDOUT and the description above (strerror); the callback runs
+ * with it (at once, or when the network is done with the push_pull's partitions in flight).
+ * Nobody needs to call tally_agent_expire any more; it still applies the deadline to one
+ * handle now: 1 when it expired it, 0 while within its deadline or when done; -ENOENT for a
+ * negative handle. */
 int tally_agent_expire(struct tally_agent *a, int handle);
 
 /* The last error's text (which tensor / key / appliance, why), or "". Per agent. */
