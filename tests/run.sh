@@ -102,9 +102,9 @@ with open(sys.argv[1]) as f:
         r = json.loads(line)
         res = r.get("result", "FAIL")
         d = float(r.get("duration") or 0)
-        name = r.get("name", "?").split(" / ")[-1]
-        for su in r.get("suite") or ["-"]:
-            su = su.split(":")[-1]
+        # "tally:verbs+security / verbs_auth": project:suite+suite / test
+        head, _, name = r.get("name", "?").rpartition(" / ")
+        for su in (head.split(":", 1)[-1] or "-").split("+"):
             e = suites.setdefault(su, [0, 0.0, (0.0, "")])
             e[0] += 1
             e[1] += d
