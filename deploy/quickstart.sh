@@ -10,7 +10,12 @@
 # then the momentum 1-bit compressed, the appliance as the compression server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tests/run.sh --setup-only
+# Only the main job's packages (tests/run.sh --packages main: the build, DPDK, iproute2,
+# PyTorch, scikit-learn; not QEMU, mkosi, Prometheus, Open MPI or the packaging tools the
+# test suites use) and only what train.py runs: tallyd, tally-udpd, tallyctl, the agent
+# library and the loss relay (--drop). tests/run.sh installs and builds the rest later.
+tests/run.sh --setup-only --packages main --targets "appliance/tallyd appliance/udpd/tally-udpd \
+	control/tallyctl gpu_agent/libtally_agent.so tests/agent/agent_relay"
 # Debian's torch and scikit-learn live under /usr/bin/python3, not a python3 earlier on PATH.
 for arg in "$@"; do
 	case "$arg" in

@@ -4,31 +4,49 @@
 #   tests/run.sh                 whole suite
 #   tests/run.sh --setup-only    install packages and build, run nothing
 #   tests/run.sh --suite NAME    one meson suite (sum_avx, dataplane, e2e, control, agent, ...)
+#   --packages main              install only the main job's packages (deploy/quickstart.sh)
+#   --targets "T1 T2"            build only these ninja targets (with --setup-only)
 #   TALLY_BUILD=dir              build directory (default: build)
 #   TALLY_MESON_OPTS="..."       extra meson options (e.g. -Db_sanitize=address,undefined)
+#   TALLY_TIMEOUT_MULTIPLIER=N   meson test --timeout-multiplier N (a loaded machine); the VM
+#                                tests scale their guests' own limits by it too
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 setup_only=0
+pkgset=all
+targets=()
 suite_args=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--setup-only) setup_only=1 ;;
 	--suite) suite_args+=(--suite "$2"); shift ;;
-	-h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+	--packages) pkgset=$2; shift
+		[[ $pkgset == main || $pkgset == all ]] || { echo "tests/run.sh: --packages main|all" >&2; exit 2; } ;;
+	--targets) read -r -a targets <<<"$2"; shift ;;
+	-h|--help) sed -n '2,13p' "$0"; exit 0 ;;
 	*) echo "tests/run.sh: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 	shift
 done
 
-# Debian packages: build, real dependencies, and what the tests drive (namespaces, nftables,
-# prometheus: promtool and the server for suite prometheus).
-pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev python3 python3-numpy python3-torch python3-sklearn python3-matplotlib
-      libdpdk-dev dpdk libisal-dev libibverbs-dev librdmacm-dev libnuma-dev
-      libcmocka-dev libjansson-dev libssl-dev libipsec-mb-dev iproute2 nftables openmpi-bin libopenmpi-dev prometheus)
-# suite vm-deploy: QEMU, the package build, mkosi and the raw disk tools (deploy/make-disk.sh)
-pkgs+=(qemu-system-x86 qemu-utils openssh-client dpkg-dev debhelper dh-python mkosi
-       e2fsprogs dosfstools mtools syslinux syslinux-common fdisk)
+# Debian packages. "main": what building the tree and the main job (deploy/quickstart.sh,
+# gpu_agent/examples/train.py: tallyd on net_af_packet in a namespace, or tally-udpd; PyTorch
+# DDP on scikit-learn's digits) need: the build (cmocka: -Dtests is on by default), DPDK,
+# the dataplane's libraries, iproute2, torch, scikit-learn, numpy.
+pkgs=(meson ninja-build pkg-config gcc libcmocka-dev
+      libdpdk-dev dpdk libisal-dev libnuma-dev libjansson-dev libssl-dev libipsec-mb-dev iproute2
+      python3 python3-numpy python3-torch python3-sklearn)
+if [ "$pkgset" = all ]; then
+	# what the tests drive besides: clang (fuzz targets), the verbs transport (built when
+	# found), namespaces' nftables, Open MPI (perf), prometheus (promtool and the server for
+	# suite prometheus), matplotlib (perf plots)
+	pkgs+=(clang libclang-rt-14-dev python3-matplotlib libibverbs-dev librdmacm-dev nftables
+	       openmpi-bin libopenmpi-dev prometheus)
+	# suite vm-deploy: QEMU, the package build, mkosi and the raw disk tools (deploy/make-disk.sh)
+	pkgs+=(qemu-system-x86 qemu-utils openssh-client dpkg-dev debhelper dh-python mkosi
+	       e2fsprogs dosfstools mtools syslinux syslinux-common fdisk)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -48,34 +66,59 @@ fi
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 
 build=${TALLY_BUILD:-build}
-if [ -f "$build/build.ninja" ]; then
+if [ -f "$build/build.ninja" ] && [ ${#missing[@]} -gt 0 ]; then
+	# new packages (a quick start's build, then the whole suite): find the optional
+	# dependencies again (-Dverbs=auto and the like)
+	# shellcheck disable=SC2086
+	meson setup --reconfigure "$build" ${TALLY_MESON_OPTS:-} >/dev/null
+elif [ -f "$build/build.ninja" ]; then
 	# shellcheck disable=SC2086
 	meson configure "$build" ${TALLY_MESON_OPTS:-} >/dev/null
 else
 	# shellcheck disable=SC2086
 	meson setup "$build" ${TALLY_MESON_OPTS:-} >/dev/null
 fi
-ninja -C "$build"
+ninja -C "$build" "${targets[@]}"
 [ "$setup_only" = 1 ] && exit 0
 
+mult=${TALLY_TIMEOUT_MULTIPLIER:-1}
+[[ $mult =~ ^[1-9][0-9]*$ ]] || { echo "tests/run.sh: TALLY_TIMEOUT_MULTIPLIER must be a whole number >= 1" >&2; exit 2; }
+export TALLY_TIMEOUT_MULTIPLIER=$mult
+echo "tests/run.sh: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), timeout multiplier $mult"
+t0=$SECONDS
 set +e
-meson test -C "$build" --no-rebuild --print-errorlogs --num-processes "$(nproc)" "${suite_args[@]}"
+meson test -C "$build" --no-rebuild --print-errorlogs --num-processes "$(nproc)" \
+	--timeout-multiplier "$mult" "${suite_args[@]}"
 set -e
+echo "tests/run.sh: meson test took $((SECONDS - t0)) s (wall)"
 
 # Count from meson's own log: every test program is one result.
 python3 - "$build/meson-logs/testlog.json" <<'PY'
 import json, sys
 counts = {"OK": 0, "FAIL": 0, "SKIP": 0}
+suites = {}  # suite: [tests, seconds (the tests' durations summed), longest (s, name)]
 with open(sys.argv[1]) as f:
     for line in f:
         r = json.loads(line)
         res = r.get("result", "FAIL")
+        d = float(r.get("duration") or 0)
+        # "tally:verbs+security / verbs_auth": project:suite+suite / test
+        head, _, name = r.get("name", "?").rpartition(" / ")
+        for su in (head.split(":", 1)[-1] or "-").split("+"):
+            e = suites.setdefault(su, [0, 0.0, (0.0, "")])
+            e[0] += 1
+            e[1] += d
+            e[2] = max(e[2], (d, name))
         if res in ("OK", "EXPECTEDFAIL"):
             counts["OK"] += 1
         elif res == "SKIP":
             counts["SKIP"] += 1
         else:
             counts["FAIL"] += 1
+# Per suite: its tests' durations summed (a test in two suites counts in both; tests of a
+# suite may have run in parallel), the longest one, so CI logs show where the time went.
+for su, (n, sec, (ld, ln)) in sorted(suites.items(), key=lambda kv: -kv[1][1]):
+    print(f"suite {su:<12} {n:3d} tests {sec:8.1f} s  (longest: {ln} {ld:.1f} s)")
 print(f"{counts['OK']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
 sys.exit(1 if counts["FAIL"] else 0)
 PY

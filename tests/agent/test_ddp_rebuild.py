@@ -17,6 +17,7 @@ Exit 77 (skip) without torch or the software appliance.
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -123,8 +124,11 @@ def main():
     import torch
     print(f"torch {torch.__version__}; {REPS} repetitions of {STEPS} steps, 4 workers")
     port = launcher.free_port_block(2)
+    # a private control socket (never the default /run/tally/tallyd.sock, a real appliance's)
+    ctl_dir = tempfile.mkdtemp(prefix="tally-rebuild-ctl-")
     appl = subprocess.Popen([udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", "2", "--job", "5",
-                             "--no-auth", "--token", "55", "--world", "4"], stdout=subprocess.DEVNULL)
+                             "--no-auth", "--token", "55", "--world", "4", "--mem", "128M",
+                             "--ctl-socket", os.path.join(ctl_dir, "ctl.sock")], stdout=subprocess.DEVNULL)
     time.sleep(0.3)
     env = dict(os.environ, TALLY_APPLIANCES=f"127.0.0.1:{port}", TALLY_JOB_ID="5", TALLY_TOKEN="55",
                TALLY_OP_TIMEOUT_MS="20000", TALLY_PARTITION_BYTES="262144", TALLY_CREDIT_BYTES="524288")
@@ -143,6 +147,7 @@ def main():
             rc, text = "timeout (stall)", e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
         finally:
             launcher.stop(appl)
+            shutil.rmtree(ctl_dir, ignore_errors=True)
         if rc != 0:
             print(text[-5000:])
             print(f"FAIL: workers exited with {rc}")

@@ -12,9 +12,13 @@
 unsigned udpd_free_ports(void);
 /* Start `bin` on a free port (stored in *port) with 2 cores; world 0: open admission (the
  * first JOIN of a job creates it). Returns once it printed its "cores on port" line
- * (seconds on a loaded machine). Exits the test process if it cannot fork. */
+ * (seconds on a loaded machine). Its control socket is a private one under /tmp, never the
+ * default /run/tally/tallyd.sock. Exits the test process if it cannot fork. */
 void udpd_start(const char *bin, pid_t *pid, unsigned *port, unsigned world);
-/* SIGTERM and wait; *pid becomes 0. */
+/* The appliance's --drain-timeout-ms, and how much longer udpd_stop waits for its exit. */
+#define UDPD_DRAIN_MS 2000u
+#define UDPD_EXIT_SLACK_MS 30000u
+/* SIGTERM and wait (the drain, then UDPD_EXIT_SLACK_MS, then SIGKILL); *pid becomes 0. */
 void udpd_stop(pid_t *pid);
 
 #endif

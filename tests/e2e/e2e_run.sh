@@ -73,7 +73,7 @@ udpd)
 	[ -x "$UDPD" ] || e2e_fail "no tally-udpd at $UDPD"
 	e2e_addr a a0 $app_ip/24
 	e2e_bg a appliance "$UDPD" --addr $app_ip --port $port --cores "$cores" --open \
-		--stats "$E2E_TMP/appliance.json"
+		--ctl-socket "$E2E_TMP/ctl.sock" --stats "$E2E_TMP/appliance.json"
 	app_pid=$E2E_LAST_PID
 	;;
 afpacket)

@@ -102,9 +102,9 @@ has "--linger"
 # --- remote hosts for real: the ssh stand-in runs the workers here, against tally-udpd
 port=$(( 20000 + $$ % 20000 ))
 log=$(mktemp /tmp/perfline.XXXXXX)
-"$udpd" --addr 127.0.0.1 --port $port --cores 2 --open >"$log.udpd" 2>&1 &
+"$udpd" --addr 127.0.0.1 --port $port --cores 2 --open --mem 64M --ctl-socket "$log.sock" >"$log.udpd" 2>&1 &
 upid=$!
-trap 'kill $upid 2>/dev/null; wait $upid 2>/dev/null; rm -f "$log" "$log.udpd"' EXIT
+trap 'kill $upid 2>/dev/null; wait $upid 2>/dev/null; rm -f "$log" "$log.udpd" "$log.sock"' EXIT
 sleep 0.3
 kill -0 $upid 2>/dev/null || { cat "$log.udpd"; fail "tally-udpd did not start"; }
 LAST=$(FAKE_SSH_LOG=$log "$perf" line --appliance 127.0.0.1:$port --appliance-cores 2 \

@@ -10,8 +10,16 @@
 # two others as silent, and the appliance counts its connections down. Case "tallyd-restart"
 # (below): tallyd killed -9 mid-run and restarted, every rank finishes verified.
 
+td=
+td_stop() { # SIGTERM (tallyd drains), wait past the drain by PID, kill -9 after; td_rc = status
+	[ -n "$td" ] || return 0
+	kill -TERM $td 2>/dev/null
+	await_exit $STOP_S $td; td_rc=$await_rc; td=
+}
 td_start() { # NAME [EXTRA SETTINGS]: starts tallyd, sets td
 	local name=$1; shift
+	# the previous case's tallyd (stopped or killed -9) has exited before this one listens
+	[ -n "$td" ] && await_exit $STOP_S $td
 	$B/tallyd --rdma-listen $A:9270 --cores 2 --open-admission --mem 64M \
 		--ctl-socket $T/td.sock "$@" -- --no-huge --file-prefix td$name \
 		>$T/td$name.out 2>$T/td$name.err &
@@ -137,8 +145,7 @@ tallyd_case() {
 		bad "tallyd killed rank: survivors rc $rc0/$rc2: $(tail -n 2 $T/tk0.err $T/tk0.out $T/tk2.err | tr '\n' ' ')"
 	fi
 	# exit 3: the drain abandoned the killed job's open rounds (its ranks gave up)
-	kill -TERM $td
-	wait $td; rc0=$?
+	td_stop; rc0=$td_rc
 	{ [ $rc0 = 0 ] || [ $rc0 = 3 ]; } && grep -q "tallyd: stopped" $T/td1.out $T/td1.err &&
 		ok "tallyd stopped on SIGTERM (exit $rc0): $(grep -ho 'verbs_rx_pkts=[0-9]*\|verbs_conns_up=[0-9]*\|verbs_conns_down=[0-9]*' $T/td1.err | tr '\n' ' ')" ||
 		bad "tallyd exit $rc0 on SIGTERM: $(tail -n 3 $T/td1.err)"
@@ -158,6 +165,7 @@ tallyd_mixed_case() {
 		ip link set tdv1 netns tdw && ip link set tdv0 up &&
 		ip -n tdw addr add 10.9.0.2/24 dev tdv1 && ip -n tdw link set tdv1 up &&
 		ip -n tdw link set lo up || { bad "tallyd-mixed: veth/namespace setup"; return; }
+	[ -n "$td" ] && await_exit $STOP_S $td # the previous case's tallyd
 	LD_LIBRARY_PATH=$P $B/tallyd --port "net_af_packet0,iface=tdv0,framesz=9216,blocksz=36864,framecnt=512,qpairs=2" \
 		--ip 10.9.0.1/24 --queues 2 --rx-desc 512 --tx-desc 512 --rdma-listen $A:9270 \
 		--open-admission --mem 64M --drain-timeout-ms 1000 --ctl-socket $T/td.sock \
@@ -194,7 +202,7 @@ tallyd_mixed_case() {
 	else
 		bad "tallyd-mixed (rc $rc, $good/3 ok): $(grep -ho '"error":"[^"]*"' $T/tm*.json | tr '\n' ' ') $(tail -n 2 $T/tm*.err $T/tdm.err | tr '\n' ' ')"
 	fi
-	kill -TERM $td; wait $td
+	td_stop
 	ip netns del tdw
 }
 
@@ -213,7 +221,7 @@ tallyd_restart_case() {
 		pids+=($!)
 	done
 	sleep 6
-	kill -9 $td; wait $td 2>/dev/null
+	kill -9 $td; await_exit $STOP_S $td; td=
 	td_start r2 --dead-rank-timeout-ms 15000 --rejoin-timeout-ms 2000 || return
 	for r in 0 1 2; do wait ${pids[$r]}; rcs="$rcs $?"; done
 	st=$(tdctl stats)
@@ -224,7 +232,7 @@ tallyd_restart_case() {
 	else
 		bad "tallyd restarted (rc$rcs, verbs_conns_up ${up:-?}, credit messages ${crd:-?}): $(tail -n 3 $T/tr[012].err $T/tr[012].out | tr '\n' ' ')"
 	fi
-	kill -TERM $td; wait $td
+	td_stop
 }
 
 # Case "tallyd-handoff": the listener's two refusal paths, injected (TALLY_VERBS_FAULT):
@@ -251,5 +259,5 @@ tallyd_handoff_case() {
 	else
 		bad "tallyd hand-off faults (rc$rcs, verbs_conns_rejected ${rej:-?}, want 2): $(grep -h 'migrate' $T/tdh1.err $T/tdh1.out | head -1) $(tail -n 3 $T/th[012].err $T/th[012].out | tr '\n' ' ')"
 	fi
-	kill -TERM $td; wait $td
+	td_stop
 }

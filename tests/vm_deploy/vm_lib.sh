@@ -59,6 +59,7 @@ vd_net_down() { ip netns del "$NS" 2>/dev/null || true; }
 
 # vd_boot: a fresh copy-on-write overlay of the cached disk unless $1 = keep (reboot paths)
 vd_boot() {
+	vd_stop # a QEMU still running (a reboot path) has exited before this one binds its ports
 	[ "${1:-}" = keep ] || qemu-img create -q -f qcow2 -b "$disk" -F raw "$work/vm.qcow2"
 	local accel=(-accel tcg,thread=multi -cpu max)
 	[ "${TALLY_VM_KVM:-0}" = 1 ] && accel=(-enable-kvm -cpu host)
@@ -103,6 +104,13 @@ vd_stop() {
 	local i
 	for i in $(seq 30); do kill -0 "$vm_pid" 2>/dev/null || break; sleep 1; done
 	kill "$vm_pid" 2>/dev/null || true
+	# the next boot binds the same hostfwd port (127.0.0.1:$SSH_PORT) and tap: this QEMU
+	# must have exited first (by PID, 30 s after SIGTERM, then kill -9)
+	for i in $(seq 30); do kill -0 "$vm_pid" 2>/dev/null || break; sleep 1; done
+	if kill -0 "$vm_pid" 2>/dev/null; then
+		log "QEMU $vm_pid still running 30 s after SIGTERM: kill -9"
+		kill -9 "$vm_pid" 2>/dev/null || true
+	fi
 	wait "$vm_pid" 2>/dev/null || true
 	"${NX[@]}" ssh -q -o "ControlPath=$work/ssh-mux" -O exit root@127.0.0.1 2>/dev/null || true
 	vm_pid=""
