@@ -14,7 +14,8 @@ appliance, widened back on every rank.
  2. An unknown codec name is refused with ENOENT naming the known ones.
  3. With torch: tally.torch.Compression.fp16 is tally.compression.Compression.fp16, and
     DistributedOptimizer(..., compression=Compression.fp16, op=Sum) gives every rank the
-    f32 sum of the gradients within f16 tolerance.
+    f32 sum of the gradients within f16 tolerance, and the DDP hook (comm_hook with
+    TallyState(compression=Compression.fp16)) the f32 average of a bucket.
 Exit 77 (skip) without NumPy or the appliance binary.
 """
 import errno
@@ -71,6 +72,11 @@ def agent_part(a, q_res):
     q_res["push_bytes"] = pb
 
 
+def tally_agent():
+    import tally
+    return tally.init()
+
+
 def torch_part(rank, q_res):
     try:
         import torch
@@ -93,6 +99,24 @@ def torch_part(rank, q_res):
         opt.step()
         grads.append(torch.cat([model.weight.grad.reshape(-1), model.bias.grad]).tolist())
     q_res["torch"] = grads
+    # the DDP hook's path: TallyState(compression=fp16), one f32 bucket through comm_hook
+    # (torch sums DDP's bucket averages; here the average over W ranks)
+
+    class Bucket:
+        def __init__(self, t):
+            self.t = t
+
+        def buffer(self):
+            return self.t
+
+        def index(self):
+            return 0
+
+    st = tt.TallyState(agent=tally_agent(), compression=Compression.fp16)
+    b = torch.from_numpy(inputs(rank, 70, 3000))
+    before = st.agent.stats()["push_bytes"]
+    q_res["ddp"] = tt.comm_hook(st, Bucket(b)).wait().tolist()
+    q_res["ddp_bytes"] = st.agent.stats()["push_bytes"] - before
 
 
 def worker(rank, port, q):
@@ -160,6 +184,13 @@ def check_torch(got):
         for w in range(W):
             ok &= close(got[w]["torch"][step], sum(xs), sum(np.abs(x) for x in xs),
                         f"DistributedOptimizer fp16 step {step} rank {w}")
+    xs = [inputs(w, 70, 3000).astype(np.float64) for w in range(W)]
+    for w in range(W):
+        ok &= close(got[w]["ddp"], sum(xs) / W, sum(np.abs(x) for x in xs) / W,
+                    f"DDP comm_hook (TallyState fp16) rank {w}")
+        good = got[w]["ddp_bytes"] == 3000 * 2
+        print(f"{'ok  ' if good else 'FAIL'} DDP bucket rank {w} pushed {got[w]['ddp_bytes']} bytes (f16: 6000)")
+        ok &= good
     return ok
 
 
