@@ -11,30 +11,11 @@
 
 #include "engine_int.h"
 
-static float le_f32(const uint8_t *p)
-{
-	uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-		     (uint32_t)p[3] << 24;
-	float f;
-	memcpy(&f, &v, sizeof(f));
-	return f;
-}
-
-static void put_le_f32(uint8_t *p, float f)
-{
-	uint32_t v;
-	memcpy(&v, &f, sizeof(v));
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
 void engine_onebit_add(struct tally_engine *e, float *acc, const void *payload, uint32_t n,
 		       int first)
 {
 	const uint8_t *pl = payload;
-	float scale = le_f32(pl);
+	float scale = tally_le_f32(pl);
 
 	if (first)
 		tally_sum_sign_unpack(acc, pl + 4, n, scale);
@@ -55,7 +36,7 @@ void engine_onebit_server(struct tally_engine *e, struct engine_key *k, uint32_t
 	 * f32 multiply by the rounded reciprocal, exact for a power-of-two count. */
 	if (contrib > 1)
 		tally_sum_f32_scale(acc, acc, n, 1.0f / (float)contrib);
-	put_le_f32(out, tally_sum_onebit_compress(out + 4, err, acc, n));
+	tally_put_le_f32(out, tally_sum_onebit_compress(out + 4, err, acc, n));
 	e->st.onebit_results++;
 }
 

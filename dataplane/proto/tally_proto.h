@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tally_sum.h"
 
@@ -217,6 +218,26 @@ static inline size_t tally_onebit_key_bytes(uint32_t nelems, uint32_t chunk_elem
 	uint32_t full = nelems / chunk_elems, last = nelems % chunk_elems;
 	return (size_t)full * TALLY_ONEBIT_BYTES(chunk_elems) +
 	       (last ? TALLY_ONEBIT_BYTES(last) : 0);
+}
+
+/* A little-endian f32 on the wire (the one-bit scales): read and write. */
+static inline float tally_le_f32(const uint8_t *p)
+{
+	uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+		     (uint32_t)p[3] << 24;
+	float f;
+
+	memcpy(&f, &v, sizeof(f));
+	return f;
+}
+
+static inline void tally_put_le_f32(uint8_t *p, float f)
+{
+	uint32_t v;
+
+	memcpy(&v, &f, sizeof(v));
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
 }
 
 struct tally_register {      /* REGISTER payload, 32 bytes; hdr.key names the key */

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0
- * agent_compress.c — 1-bit compression of f32 tensors (tally_agent_set_compression): the
- * worker stage of DeepSpeed's two-stage error feedback, per chunk of each partition, before
- * the push, and the decompression of the appliance's server-stage result after it. A
- * tensor's compressed phase has its own keys (partition key | TALLY_AGENT_KEY_ONEBIT,
- * REGISTERed with compression TALLY_COMP_ONEBIT) with their own rounds (from 0), so the
- * uncompressed keys keep their rounds for a switch back. The client sends the compressed
- * buffer as opaque chunks [f32 scale][bits] (tally_onebit_key_bytes's layout). */
+ * agent_compress.c — a tensor's compressed phase (tally_agent_set_codec,
+ * tally_agent_set_compression) through its worker-stage codec (agent_codec/): the codec
+ * compresses each chunk of a partition before the push and decompresses the appliance's
+ * RESULT after it; here are the buffers, keys and rounds. A tensor's compressed phase has
+ * its own keys (partition key | TALLY_AGENT_KEY_ONEBIT, REGISTERed as the codec says) with
+ * their own rounds (from 0), so the uncompressed keys keep their rounds for a switch back.
+ * The client sends the compressed buffer chunk by chunk, chunk c at c * chunk_bytes(ce). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent_codec.h"
 #include "agent_core.h"
 #include "tally_agent.h"
 #include "tally_proto.h"
@@ -21,27 +22,22 @@ int agent_comp_active(const struct agent_tensor *t, uint64_t round)
 	return t->comp_set && round >= t->comp_on && !(t->comp_off_set && round >= t->comp_off);
 }
 
-/* Chunk elements of a compressed key of n elements: the largest one-bit chunk that fits
+/* Chunk elements of a compressed key of n elements: the codec's largest chunk that fits
  * the smallest max_chunk_bytes the appliances gave in JOIN_OK (else the configured one). */
-static uint32_t comp_chunk_elems(const struct tally_agent *a, uint32_t n)
+static uint32_t comp_chunk_elems(const struct tally_agent *a, const struct agent_tensor *t,
+				 uint32_t n)
 {
 	uint32_t mcb = a->comp_max_chunk ? a->comp_max_chunk
 		     : a->cfg.max_chunk_bytes ? a->cfg.max_chunk_bytes : 8192;
-	uint32_t ce;
 
-	if (mcb > TALLY_MAX_PAYLOAD)
-		mcb = TALLY_MAX_PAYLOAD;
-	ce = (mcb - 4) * 8;
-	return n < ce ? n : ce;
+	return t->codec->chunk_elems(mcb, n);
 }
 
-void agent_comp_reg(const struct tally_agent *a, const struct agent_part *p,
-		    struct tally_register *reg, uint32_t *key)
+void agent_comp_reg(const struct tally_agent *a, const struct agent_tensor *t,
+		    const struct agent_part *p, struct tally_register *reg, uint32_t *key)
 {
-	reg->compression = TALLY_COMP_ONEBIT;
-	reg->chunk_elems = comp_chunk_elems(a, reg->nelems);
+	t->codec->reg(reg, comp_chunk_elems(a, t, reg->nelems));
 	*key = p->key | TALLY_AGENT_KEY_ONEBIT;
-	(void)p;
 }
 
 /* Per-tensor buffers: the worker error and the compressed in/out of every partition
@@ -55,12 +51,13 @@ static int comp_alloc_locked(struct tally_agent *a, struct agent_tensor *t)
 		uint32_t n = (uint32_t)(p->bytes / 4);
 
 		p->coff = total;
-		total += tally_onebit_key_bytes(n, comp_chunk_elems(a, n));
+		total += agent_codec_key_bytes(t->codec, n, comp_chunk_elems(a, t, n));
 	}
-	t->werr = calloc(t->key_bytes / 4, sizeof(float));
+	if (t->codec->state_elem_bytes)
+		t->cstate = calloc(t->key_bytes / 4, t->codec->state_elem_bytes);
 	t->cin = malloc(total);
 	t->cout = malloc(total);
-	if (!t->werr || !t->cin || !t->cout) {
+	if ((t->codec->state_elem_bytes && !t->cstate) || !t->cin || !t->cout) {
 		agent_comp_free(t);
 		return -ENOMEM;
 	}
@@ -69,10 +66,10 @@ static int comp_alloc_locked(struct tally_agent *a, struct agent_tensor *t)
 
 void agent_comp_free(struct agent_tensor *t)
 {
-	free(t->werr);
+	free(t->cstate);
 	free(t->cin);
 	free(t->cout);
-	t->werr = NULL;
+	t->cstate = NULL;
 	t->cin = t->cout = NULL;
 }
 
@@ -84,7 +81,7 @@ static int comp_prepare_locked(struct tally_agent *a, int id)
 
 	if (t->comp_keys)
 		return 0;
-	if (!t->werr && (rc = comp_alloc_locked(a, t))) {
+	if (!t->cin && (rc = comp_alloc_locked(a, t))) {
 		agent_set_err(a, "set_compression '%s': out of memory", t->name);
 		return rc;
 	}
@@ -108,7 +105,9 @@ static int comp_prepare_locked(struct tally_agent *a, int id)
 	return 0;
 }
 
-static int comp_check_locked(struct tally_agent *a, int tensor, int mode, uint64_t from_round)
+/* Checks of a switch of tensor to codec cd (NULL: none) from from_round; bad: an unknown
+ * mode (set_compression). */
+static int comp_check_locked(struct tally_agent *a, int tensor, int bad, uint64_t from_round)
 {
 	const struct agent_tensor *t;
 
@@ -117,11 +116,10 @@ static int comp_check_locked(struct tally_agent *a, int tensor, int mode, uint64
 		return -ENOENT;
 	}
 	t = &a->tensors[tensor];
-	if ((mode != TALLY_AGENT_COMPRESS_NONE && mode != TALLY_AGENT_COMPRESS_ONEBIT) ||
-	    t->dtype != TALLY_DT_F32 || from_round < t->subm) {
-		agent_errf(a->err, sizeof(a->err), "set_compression '%s': mode %d from round %llu: "
+	if (bad || t->dtype != TALLY_DT_F32 || from_round < t->subm) {
+		agent_errf(a->err, sizeof(a->err), "set_compression '%s': from round %llu: "
 			   "needs an f32 tensor, a known mode and a round not yet submitted",
-			   t->name, mode, (unsigned long long)from_round);
+			   t->name, (unsigned long long)from_round);
 		return -EINVAL;
 	}
 	if (a->cfg.local_agg != TALLY_AGENT_LOCAL_OFF) {
@@ -136,27 +134,67 @@ static int comp_check_locked(struct tally_agent *a, int tensor, int mode, uint64
 	return 0;
 }
 
-int tally_agent_set_compression(struct tally_agent *a, int tensor, int mode, uint64_t from_round)
+/* Tensor's rounds from from_round on through codec cd (NULL: uncompressed); checked. */
+static int comp_switch_locked(struct tally_agent *a, int tensor,
+			      const struct agent_codec_ops *cd, uint64_t from_round)
 {
+	struct agent_tensor *t = &a->tensors[tensor];
 	int rc;
 
-	pthread_mutex_lock(&a->mu);
-	if ((rc = comp_check_locked(a, tensor, mode, from_round)))
-		goto out;
-	struct agent_tensor *t = &a->tensors[tensor];
-	if (mode == TALLY_AGENT_COMPRESS_NONE) {
+	if (!cd) {
 		t->comp_off = from_round;
 		t->comp_off_set = 1;
-		goto out;
+		return 0;
+	}
+	if (t->codec && t->codec != cd && t->comp_keys) {
+		agent_errf(a->err, sizeof(a->err), "set_codec '%s': it uses codec %s already",
+			   t->name, t->codec->name);
+		return -EINVAL;
+	}
+	if (t->codec != cd) {
+		agent_comp_free(t);
+		t->codec = cd;
 	}
 	if ((rc = comp_prepare_locked(a, tensor)))
-		goto out;
-	/* the switch: a fresh worker error (the appliance's server error is per key) */
-	memset(t->werr, 0, t->key_bytes);
+		return rc;
+	/* the switch: a fresh worker state (the appliance's server error is per key) */
+	if (t->cstate)
+		cd->reset(t->cstate, t->key_bytes / 4);
 	t->comp_set = 1;
 	t->comp_on = from_round;
 	t->comp_off_set = 0;
-out:
+	return 0;
+}
+
+int tally_agent_set_compression(struct tally_agent *a, int tensor, int mode, uint64_t from_round)
+{
+	int bad = mode != TALLY_AGENT_COMPRESS_NONE && mode != TALLY_AGENT_COMPRESS_ONEBIT;
+	int rc;
+
+	pthread_mutex_lock(&a->mu);
+	if (!(rc = comp_check_locked(a, tensor, bad, from_round)))
+		rc = comp_switch_locked(a, tensor, mode == TALLY_AGENT_COMPRESS_ONEBIT ?
+					agent_codec_by_name("onebit") : NULL, from_round);
+	pthread_mutex_unlock(&a->mu);
+	return rc;
+}
+
+int tally_agent_set_codec(struct tally_agent *a, int tensor, const char *name,
+			  uint64_t from_round)
+{
+	const struct agent_codec_ops *cd = agent_codec_by_name(name);
+	char names[128];
+	int rc;
+
+	pthread_mutex_lock(&a->mu);
+	if (!cd && (!name || strcmp(name, "none"))) {
+		agent_codec_names(names, sizeof(names));
+		agent_errf(a->err, sizeof(a->err), "set_codec: no codec '%s' (known: none, %s)",
+			   name ? name : "(null)", names);
+		rc = -ENOENT;
+	} else if (!(rc = comp_check_locked(a, tensor, 0, from_round))) {
+		rc = comp_switch_locked(a, tensor, cd, from_round);
+	}
 	pthread_mutex_unlock(&a->mu);
 	return rc;
 }
@@ -170,72 +208,65 @@ int tally_agent_reset_compression_error(struct tally_agent *a, int tensor)
 		rc = -ENOENT;
 	else if (a->tensors[tensor].busy > 0)
 		rc = -EBUSY;
-	else if (a->tensors[tensor].werr)
-		memset(a->tensors[tensor].werr, 0, a->tensors[tensor].key_bytes);
+	else if (a->tensors[tensor].cstate)
+		a->tensors[tensor].codec->reset(a->tensors[tensor].cstate,
+						a->tensors[tensor].key_bytes / 4);
 	pthread_mutex_unlock(&a->mu);
 	return rc;
 }
 
-static void put_le_f32(uint8_t *p, float f)
+/* The state of a partition's elements from off on (NULL: the codec keeps none). */
+static void *comp_state(const struct agent_tensor *t, const struct agent_part *p, uint32_t off)
 {
-	uint32_t v;
-
-	memcpy(&v, &f, sizeof(v));
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static float le_f32(const uint8_t *p)
-{
-	uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-		     (uint32_t)p[3] << 24;
-	float f;
-
-	memcpy(&f, &v, sizeof(f));
-	return f;
+	if (!t->cstate)
+		return NULL;
+	return (uint8_t *)t->cstate + (p->off / 4 + off) * t->codec->state_elem_bytes;
 }
 
 int agent_comp_start(struct tally_agent *a, const struct agent_tensor *t, struct agent_part *p,
 		     const uint8_t *buf, uint64_t *wire_bytes)
 {
-	uint32_t n = (uint32_t)(p->bytes / 4), ce = comp_chunk_elems(a, n);
-	uint32_t stride = TALLY_ONEBIT_BYTES(ce);
+	const struct agent_codec_ops *cd = t->codec;
+	uint32_t n = (uint32_t)(p->bytes / 4), ce = comp_chunk_elems(a, t, n);
+	size_t stride = cd->chunk_bytes(ce);
 	const float *src = (const float *)(buf + p->off);
-	float *err = t->werr + p->off / 4;
 	uint8_t *cin = t->cin + p->coff;
 
-	/* worker stage, chunk by chunk: c = x + e_w, scale_w, bits, e_w = c - scale_w sign(c) */
 	for (uint32_t off = 0, c = 0; off < n; off += ce, c++) {
 		uint32_t m = n - off < ce ? n - off : ce;
-		uint8_t *o = cin + (size_t)c * stride;
 
-		put_le_f32(o, tally_sum_onebit_compress(o + 4, err + off, src + off, m));
+		cd->compress(cin + (size_t)c * stride, comp_state(t, p, off), src + off, m);
 	}
-	*wire_bytes += tally_onebit_key_bytes(n, ce);
+	*wire_bytes += agent_codec_key_bytes(cd, n, ce);
 	return a->net->start(a->net_ctx, p->appl, p->key | TALLY_AGENT_KEY_ONEBIT, p->cround++,
 			     cin, t->cout + p->coff);
 }
 
-void agent_comp_finish(struct tally_agent *a, const struct agent_tensor *t,
-		       const struct agent_part *p, uint8_t *buf)
+int agent_comp_finish(struct tally_agent *a, const struct agent_tensor *t,
+		      const struct agent_part *p, uint8_t *buf)
 {
-	uint32_t n = (uint32_t)(p->bytes / 4), ce = comp_chunk_elems(a, n);
-	uint32_t stride = TALLY_ONEBIT_BYTES(ce);
+	const struct agent_codec_ops *cd = t->codec;
+	uint32_t n = (uint32_t)(p->bytes / 4), ce = comp_chunk_elems(a, t, n);
+	size_t stride = cd->chunk_bytes(ce);
 	float *dst = (float *)(buf + p->off);
-	const uint8_t *cout = t->cout + p->coff;
 
-	/* the server's result, already the average: ±scale_s per element */
 	for (uint32_t off = 0, c = 0; off < n; off += ce, c++) {
 		uint32_t m = n - off < ce ? n - off : ce;
-		const uint8_t *o = cout + (size_t)c * stride;
-		const uint8_t *mine = t->cin + p->coff + (size_t)c * stride;
+		size_t at = p->coff + (size_t)c * stride;
+		int ex = a->net->excluded &&
+			 a->net->excluded(a->net_ctx, p->appl, p->key | TALLY_AGENT_KEY_ONEBIT,
+					  p->cround - 1, c);
 
-		tally_sum_sign_unpack(dst + off, o + 4, m, le_f32(o));
-		/* left out by a quorum: e_w = c (e_w + ±scale_w), so nothing is lost */
-		if (a->net->excluded &&
-		    a->net->excluded(a->net_ctx, p->appl, p->key | TALLY_AGENT_KEY_ONEBIT,
-				     p->cround - 1, c))
-			tally_sum_sign_unpack_acc(t->werr + p->off / 4 + off, mine + 4, m,
-						  le_f32(mine));
+		if (cd->decompress(dst + off, comp_state(t, p, off), t->cin + at, t->cout + at,
+				   cd->chunk_bytes(m), m, ex)) {
+			a->codec_rejects++;
+			return -EIO;
+		}
 	}
+	return 0;
+}
+
+int agent_comp_averages(const struct agent_tensor *t)
+{
+	return t->codec && t->codec->server_averages;
 }

@@ -32,10 +32,11 @@ struct agent_tensor {
 	const void *result; /* where the last push_pull's result lies: NULL none yet or in
 			     * flight, AGENT_RESULT_FAILED (tally_agent_result_view) */
 	void *stage;       /* the stage's state for it (pinned staging, the shard), its to free */
-	/* 1-bit compression (agent_compress.c): rounds [comp_on, comp_off) are compressed */
+	/* compression (agent_compress.c): rounds [comp_on, comp_off) go through codec */
 	int comp_set, comp_off_set, comp_keys; /* comp_keys: compressed keys registered */
 	uint64_t comp_on, comp_off;
-	float *werr;       /* worker error, f32 per element of key_bytes */
+	const struct agent_codec_ops *codec; /* the worker-stage codec (agent_codec.h) */
+	void *cstate;      /* its state (1-bit: the worker error), per element of key_bytes */
 	uint8_t *cin, *cout; /* compressed partitions, p->coff each, chunk by chunk */
 	uint8_t *saved;    /* with several appliances: the open round's input, key_bytes,
 			    * kept until it is summed so a failover can push it again */
@@ -104,6 +105,7 @@ struct tally_agent {
 	void *stage_ctx;
 	int net_world;
 	char net_tag[24];
+	uint64_t codec_rejects;  /* RESULT chunks a codec refused (agent_comp_finish) */
 	uint32_t comp_max_chunk; /* smallest JOIN_OK max_chunk_bytes (one-bit chunks), 0: cfg */
 	uint64_t avg_appl;       /* appliances that offered TALLY_CAP_AVERAGE (bit per index) */
 	struct agent_plan plan;
@@ -199,18 +201,21 @@ void *agent_progress_main(void *arg);
  * the stage's own timeout, which names what it waits for. */
 void agent_expire_due_locked(struct tally_agent *a);
 
-/* ---- 1-bit compression (agent_compress.c) ---- */
+/* ---- compression through the tensor's codec (agent_compress.c) ---- */
 struct tally_register;
 int agent_comp_active(const struct agent_tensor *t, uint64_t round);
-/* A partition's compressed-key REGISTER: compression, chunk size, key. */
-void agent_comp_reg(const struct tally_agent *a, const struct agent_part *p,
-		    struct tally_register *reg, uint32_t *key);
+/* A partition's compressed-key REGISTER (the codec's): dtype, compression, chunk, key. */
+void agent_comp_reg(const struct tally_agent *a, const struct agent_tensor *t,
+		    const struct agent_part *p, struct tally_register *reg, uint32_t *key);
+/* 1: the codec's RESULT is the average already (no worker-side averaging). */
+int agent_comp_averages(const struct agent_tensor *t);
 /* Worker stage of a partition from buf, then start it: the network op id or negative errno;
  * adds the wire bytes to *wire_bytes. */
 int agent_comp_start(struct tally_agent *a, const struct agent_tensor *t, struct agent_part *p,
 		     const uint8_t *buf, uint64_t *wire_bytes);
-/* The server's result of a partition decompressed into buf. */
-void agent_comp_finish(struct tally_agent *a, const struct agent_tensor *t,
+/* The server's result of a partition decompressed into buf: 0, or -EIO (a chunk the codec
+ * refused, counted in codec_rejects). */
+int agent_comp_finish(struct tally_agent *a, const struct agent_tensor *t,
 		       const struct agent_part *p, uint8_t *buf);
 void agent_comp_free(struct agent_tensor *t);
 

@@ -38,14 +38,14 @@ void agent_part_reg(const struct tally_agent *a, const struct agent_tensor *t,
 		.chunk_elems = 0,
 		.dtype = (uint8_t)t->dtype,
 		.flags = (uint16_t)((a->cfg.deterministic ? TALLY_KEY_DETERMINISTIC : 0) |
-				    (p->avg && !comp ? TALLY_KEY_AVERAGE : 0)),
+				    (p->avg ? TALLY_KEY_AVERAGE : 0)),
 		.participants = (uint16_t)a->net_world,
 		.quorum = a->cfg.quorum && a->cfg.quorum < a->net_world ? a->cfg.quorum
 							      : (uint16_t)a->net_world,
 	};
 	*key = p->key;
 	if (comp)
-		agent_comp_reg(a, p, reg, key);
+		agent_comp_reg(a, t, p, reg, key);
 }
 
 int agent_failover_take(struct tally_agent *a, struct agent_flight *f, int rc)

@@ -203,16 +203,18 @@ static void start_new(struct tally_agent *a, unsigned from, unsigned to)
 }
 
 /* Average: a partition's sum divided by the global world size, if its tensor averages. */
-static void average_part(struct tally_agent *a, const struct agent_flight *f)
+static int average_part(struct tally_agent *a, const struct agent_flight *f)
 {
 	struct agent_req *r = &a->reqs[f->req];
 	const struct agent_tensor *t = &a->tensors[r->tensor];
 	const struct agent_part *p = part_at(a, f->part);
 
-	if (r->comp)
-		agent_comp_finish(a, t, p, r->buf); /* the server averaged already */
-	else if (t->average && !p->avg) /* p->avg: the appliance averaged */
+	if (r->comp && agent_comp_finish(a, t, p, r->buf))
+		return -EIO;
+	/* p->avg: the appliance averaged; a codec's server stage may have averaged already */
+	if (t->average && !p->avg && !(r->comp && agent_comp_averages(t)))
 		average(r->buf + p->off, p->bytes, t->dtype, a->cfg.world_size);
+	return 0;
 }
 
 /* Poll: drive the network, then test flight entries [0, n) that are still pending (no
@@ -235,8 +237,11 @@ static void poll_flight(struct tally_agent *a, unsigned n)
 				   p->key, f->appl, a->cfg.appliances[f->appl].host,
 				   a->cfg.appliances[f->appl].port,
 				   a->net->strerror(a->net_ctx, f->appl));
-		else if (f->result == 1)
-			average_part(a, f);
+		else if (f->result == 1 && average_part(a, f) < 0) {
+			f->result = -EIO;
+			agent_errf(a->err, sizeof(a->err), "tensor '%s' key %u: the codec refused "
+				   "its RESULT", a->tensors[a->reqs[f->req].tensor].name, p->key);
+		}
 	}
 }
 

@@ -234,6 +234,14 @@ enum tally_agent_compress {
 };
 #define TALLY_AGENT_KEY_ONEBIT 0x80000000u /* key bit of a tensor's compressed-phase keys */
 int tally_agent_set_compression(struct tally_agent *a, int tensor, int mode, uint64_t from_round);
+/* Compression by codec name (the worker-stage codecs registered in gpu_agent/agent_codec/:
+ * "onebit" as TALLY_AGENT_COMPRESS_ONEBIT above; "fp16": f32 sent as f16, summed in f32
+ * on the appliance, widened back), or "none" (as TALLY_AGENT_COMPRESS_NONE), from the
+ * tensor's from_round-th push_pull on. A tensor keeps the first codec it switched on (its
+ * compressed keys are REGISTERed for it). 0, -ENOENT (no such codec: the error names the
+ * known ones; or no such tensor), else as tally_agent_set_compression. */
+int tally_agent_set_codec(struct tally_agent *a, int tensor, const char *name,
+			  uint64_t from_round);
 /* Zero a tensor's worker error e_w (e.g. when the optimizer state is reset). Not while a
  * push_pull of it is in flight (-EBUSY). 0, -ENOENT, -EBUSY. */
 int tally_agent_reset_compression_error(struct tally_agent *a, int tensor);

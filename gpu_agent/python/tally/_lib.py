@@ -137,6 +137,7 @@ _sig = {
     "tally_agent_set_average": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int]),
     "tally_agent_set_ordered": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int]),
     "tally_agent_set_compression": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int, ctypes.c_uint64]),
+    "tally_agent_set_codec": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint64]),
     "tally_agent_reset_compression_error": (ctypes.c_int, [_P, ctypes.c_int]),
     "tally_agent_set_order": (ctypes.c_int, [_P, ctypes.c_int]),
     "tally_agent_lookup": (ctypes.c_int, [_P, ctypes.c_char_p]),

@@ -159,6 +159,13 @@ class Agent:
             mode = modes[mode]
         self._check(_lib.lib.tally_agent_set_compression(self._h, tensor, int(mode), int(from_round)))
 
+    def set_codec(self, tensor, name, from_round=0):
+        """Compression of an f32 tensor by codec name (the worker-stage codecs registered in
+        gpu_agent/agent_codec/): "fp16" (sent as f16, summed in f32 by the appliance, widened
+        back), "onebit" (as set_compression), or "none", from its from_round-th push_pull on
+        (the same on every rank). See tally_agent_set_codec."""
+        self._check(_lib.lib.tally_agent_set_codec(self._h, tensor, str(name).encode(), int(from_round)))
+
     def set_order(self, mode):
         """"rounds" (default: round by round, by priority; every ordered tensor pushed once
         per round) or "submit" (submission order; every rank submits the same push_pulls in

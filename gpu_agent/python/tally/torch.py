@@ -256,8 +256,9 @@ class TallyState:
     error (a tally.TallyError subclass) is kept in `error`; `with state.errors():` around
     backward re-raises it as that type."""
 
-    def __init__(self, agent=None, **agent_kw):
+    def __init__(self, agent=None, compression=None, **agent_kw):
         self.agent = agent if agent is not None else _agent_init(**agent_kw)
+        self.codec = codec_name(compression)  # f32 buckets through this agent codec
         self.agent.set_order("submit")
         self.inflight = _inflight(self.agent)
         self.tensors = {}
@@ -269,6 +270,8 @@ class TallyState:
         if tid is None:
             tid = self.agent.declare(name, t.numel() * t.element_size(), _dtype_name(t), priority,
                                      average=True)
+            if self.codec and t.dtype == torch.float32:
+                self.agent.set_codec(tid, self.codec, 0)
             self.tensors[name] = tid
         return tid
 
@@ -350,11 +353,7 @@ def comm_hook(state, bucket):
 
 # ---- Horovod / BytePS style ----
 
-class Compression:
-    """Horovod/BytePS compression names. Only `none` is offered (1-bit compression lives in
-    tally.optim.OneBitAdam / OneBitLamb)."""
-    none = None
-    fp16 = "fp16"
+from .compression import Compression, codec_name  # noqa: E402  hvd.Compression's shape
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -366,8 +365,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     pushes zeros at synchronize() and gets the average like the others (as Horovod does)."""
 
     def _tally_setup(self, named_parameters, compression, backward_passes_per_step, op, agent):
-        if compression not in (None, Compression.none):
-            raise ValueError("tally.torch.DistributedOptimizer: only Compression.none is supported")
+        codec = codec_name(compression)  # the agent's worker-stage codec (f32 gradients)
         if op not in (Average, Sum):
             raise ValueError("tally.torch.DistributedOptimizer: op must be Average or Sum")
         self._tally_agent = _agent(agent)
@@ -406,6 +404,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._tally_ids[id(p)] = self._tally_agent.declare(
                 f"grad.{self._tally_names[id(p)]}.{p.numel()}.{dt}", p.numel() * esz, dt, i,
                 average=self._tally_average, ordered=False)
+            if codec and dt == "f32":
+                self._tally_agent.set_codec(self._tally_ids[id(p)], codec, 0)
         self._tally_lock = threading.RLock()
         self._tally_counts = {}
         self._tally_ready = set()
