@@ -158,7 +158,8 @@ def run_one(cl, a, impl, udpd, tmp, run_no):
         token = 0x0B170000 + run_no
         app = cl.bg(cl.ns("a0"), f"udpd-{impl}", [
             udpd, "--ip", cl.app_ip(0), "--port", str(PORT), "--cores", "2", "--mem", "256M",
-            "--job", "1", "--no-auth", "--token", str(token), "--world", str(a.workers), "--stats", stats])
+            "--job", "1", "--no-auth", "--token", str(token), "--world", str(a.workers), "--stats", stats,
+            "--ctl-socket", os.path.join(tmp, f"udpd-{impl}.sock")])
         time.sleep(0.5)
         if app.poll() is not None:
             raise RuntimeError(f"tally-udpd exited: {cl.logtext(f'udpd-{impl}')[-500:]}")

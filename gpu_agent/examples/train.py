@@ -280,8 +280,9 @@ def launch(a):
             appl_world = 1 if a.local_agg else a.workers
             adm = ["--open"] if a.local_agg == "shard" else ["--job", "1", "--no-auth", "--token", str(token),
                                                               "--world", str(appl_world)]
+            # its own control socket: the default one belongs to a real appliance on this host
             cmd = [udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", str(ncores)] + adm + [
-                   "--stats", st]
+                   "--stats", st, "--ctl-socket", f"/tmp/tally-train-{os.getpid()}-{port}.sock"]
             if a.deterministic:
                 cmd += ["--det-pool", str(64 << 20)]
             procs.append(subprocess.Popen(cmd))
