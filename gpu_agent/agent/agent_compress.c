@@ -85,17 +85,7 @@ static int comp_prepare_locked(struct tally_agent *a, int id)
 		agent_set_err(a, "set_compression '%s': out of memory", t->name);
 		return rc;
 	}
-	while (a->reg_tensor >= 0)
-		pthread_cond_wait(&a->done, &a->mu);
-	a->reg_tensor = id;
-	a->reg_comp = 1;
-	a->reg_rc = 1;
-	pthread_cond_broadcast(&a->wake);
-	while (a->reg_rc == 1)
-		pthread_cond_wait(&a->done, &a->mu);
-	rc = a->reg_rc;
-	a->reg_tensor = -1;
-	a->reg_comp = 0;
+	rc = agent_register_sync(a, id, 1);
 	pthread_cond_broadcast(&a->done);
 	if (rc) {
 		agent_errf(a->err, sizeof(a->err), "set_compression '%s': %s", t->name, a->reg_err);

@@ -192,6 +192,10 @@ struct tally_agent *agent_core_create(const struct tally_agent_cfg *cfg, struct 
 
 void *agent_progress_main(void *arg);
 
+/* REGISTER tensor id's keys (comp: its compressed keys) through the progress thread, which
+ * owns the sessions (agent_tensor.c; a->mu held). 0 or a negative errno, with a->reg_err. */
+int agent_register_sync(struct tally_agent *a, int id, int comp);
+
 /* ---- deadlines (agent_request.c) ---- */
 /* How often the progress thread looks for push_pulls past their deadline. */
 #define AGENT_EXPIRE_EVERY_NS 100000000u

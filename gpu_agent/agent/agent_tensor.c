@@ -112,20 +112,29 @@ static int append_locked(struct tally_agent *a, const char *name, size_t bytes, 
 	return (int)a->ntensors++;
 }
 
-/* REGISTER through the progress thread, which owns the sessions. */
-static int register_locked(struct tally_agent *a, int id)
+/* One registration at a time; the caller reports a->reg_err, then broadcasts a->done. */
+int agent_register_sync(struct tally_agent *a, int id, int comp)
 {
 	int rc;
 
 	while (a->reg_tensor >= 0)
 		pthread_cond_wait(&a->done, &a->mu);
 	a->reg_tensor = id;
+	a->reg_comp = comp;
 	a->reg_rc = 1;
 	pthread_cond_broadcast(&a->wake);
 	while (a->reg_rc == 1)
 		pthread_cond_wait(&a->done, &a->mu);
 	rc = a->reg_rc;
 	a->reg_tensor = -1;
+	a->reg_comp = 0;
+	return rc;
+}
+
+static int register_locked(struct tally_agent *a, int id)
+{
+	int rc = agent_register_sync(a, id, 0);
+
 	if (rc) {
 		agent_errf(a->err, sizeof(a->err), "declare '%s': %s%s", a->tensors[id].name,
 			   a->reg_err, rc == -ENOTSUP && a->cfg.deterministic ?
