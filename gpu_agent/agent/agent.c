@@ -163,8 +163,7 @@ struct tally_agent *tally_agent_create(const struct tally_agent_cfg *cfg, int *e
 
 	if ((rc = agent_cfg_resolve(&c, errbuf, errlen)))
 		goto fail;
-	if (!(id = getenv("TALLY_LOCAL_ID")))
-		id = getenv("TORCHELASTIC_RUN_ID");
+	id = agent_cfg_local_id();
 	if (c.local_agg == TALLY_AGENT_LOCAL_SHARD && c.local_size > 1) {
 		/* every local rank pushes its shard on its own lane */
 		if ((rc = agent_lane_cfg(&c, &lane, errbuf, errlen)) ||

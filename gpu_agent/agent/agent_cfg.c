@@ -12,6 +12,7 @@
 #include "agent_internal.h"
 #include "tally_agent.h"
 #include "tally_auth.h"
+#include "tally_client.h"
 #include "tally_sum.h"
 #include "tally_xport_reg.h"
 
@@ -268,6 +269,63 @@ int agent_cfg_xport_env(const char *name, struct tally_xport_opts *o, char *err,
 	if (rc)
 		snprintf(err, errlen, "%s", why);
 	return rc;
+}
+
+/* Liveness (tally_client.h): TALLY_PROBE_MS / TALLY_DEAD_MS override the session's
+ * defaults; with several appliances a silent one is declared gone after 800 ms, so its keys
+ * move within a second of its death (one appliance: the session waits for its restart). */
+int agent_cfg_live_env(struct tally_client_cfg *cc, int multi, char *err, size_t errlen)
+{
+	static const char *const names[2] = { "TALLY_PROBE_MS", "TALLY_DEAD_MS" };
+	uint32_t *fields[2] = { &cc->probe_ms, &cc->dead_ms };
+
+	if (multi && cc->dead_ms > 800)
+		cc->dead_ms = 800;
+	for (int i = 0; i < 2; i++) {
+		const char *s = getenv(names[i]);
+		char *end;
+
+		if (!s || !*s)
+			continue;
+		errno = 0;
+		unsigned long v = strtoul(s, &end, 10);
+		if (errno || *end || v < 10 || v > 600000) {
+			agent_errf(err, errlen, "%s must be milliseconds in 10..600000, not '%s'",
+				   names[i], s);
+			return -EINVAL;
+		}
+		*fields[i] = (uint32_t)v;
+	}
+	if (cc->probe_ms && cc->dead_ms && cc->probe_ms > cc->dead_ms) {
+		agent_errf(err, errlen, "TALLY_PROBE_MS (%u) must not exceed TALLY_DEAD_MS (%u)",
+			   cc->probe_ms, cc->dead_ms);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* TALLY_GSO=1: UDP segmentation offload on send (fewer, larger sends) where the appliance
+ * takes kernel-segmented frames (a kernel receiver: not a DPDK AF_PACKET appliance, see
+ * tally_udp.h). */
+int agent_cfg_gso(int *gso, char *err, size_t errlen)
+{
+	const char *s = getenv("TALLY_GSO");
+
+	if (s && strcmp(s, "0") && strcmp(s, "1")) {
+		agent_errf(err, errlen, "TALLY_GSO must be 0 or 1, not '%s'", s);
+		return -EINVAL;
+	}
+	*gso = s && strcmp(s, "1") == 0;
+	return 0;
+}
+
+/* The machine's run id for the local collective's shared segment: TALLY_LOCAL_ID, else
+ * torchrun's TORCHELASTIC_RUN_ID; NULL when neither is set. */
+const char *agent_cfg_local_id(void)
+{
+	const char *id = getenv("TALLY_LOCAL_ID");
+
+	return id ? id : getenv("TORCHELASTIC_RUN_ID");
 }
 
 /* TALLY_ISA and TALLY_AUTH_BACKEND, read here (the agent's edge) and passed to the reducers

@@ -20,6 +20,11 @@ int agent_cfg_resolve(struct tally_agent_cfg *c, char *err, size_t errlen);
  * applied to o (agent_cfg.c: the agent reads its environment there). 0 or -EINVAL. */
 struct tally_xport_opts;
 const char *agent_cfg_transport(void);
+/* The agent's other environment settings, read only in agent_cfg.c (its edge). */
+struct tally_client_cfg;
+int agent_cfg_live_env(struct tally_client_cfg *cc, int multi, char *err, size_t errlen);
+int agent_cfg_gso(int *gso, char *err, size_t errlen);
+const char *agent_cfg_local_id(void);
 int agent_cfg_xport_env(const char *name, struct tally_xport_opts *o, char *err, size_t errlen);
 
 /* The network below the agent. Every call comes from one thread at a time (create, then

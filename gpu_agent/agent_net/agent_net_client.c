@@ -144,39 +144,6 @@ static int ncl_averages(void *ctx, unsigned i)
 	return (tally_client_caps(n->ap[i].c) & TALLY_CAP_AVERAGE) != 0;
 }
 
-/* Liveness (tally_client.h): TALLY_PROBE_MS / TALLY_DEAD_MS override the session's
- * defaults; with several appliances a silent one is declared gone after 800 ms, so its keys
- * move within a second of its death (one appliance: the session waits for its restart). */
-static int ncl_live_env(struct tally_client_cfg *cc, int multi, char *err, size_t errlen)
-{
-	static const char *const names[2] = { "TALLY_PROBE_MS", "TALLY_DEAD_MS" };
-	uint32_t *fields[2] = { &cc->probe_ms, &cc->dead_ms };
-
-	if (multi && cc->dead_ms > 800)
-		cc->dead_ms = 800;
-	for (int i = 0; i < 2; i++) {
-		const char *s = getenv(names[i]);
-		char *end;
-
-		if (!s || !*s)
-			continue;
-		errno = 0;
-		unsigned long v = strtoul(s, &end, 10);
-		if (errno || *end || v < 10 || v > 600000) {
-			agent_errf(err, errlen, "%s must be milliseconds in 10..600000, not '%s'",
-				   names[i], s);
-			return -EINVAL;
-		}
-		*fields[i] = (uint32_t)v;
-	}
-	if (cc->probe_ms && cc->dead_ms && cc->probe_ms > cc->dead_ms) {
-		agent_errf(err, errlen, "TALLY_PROBE_MS (%u) must not exceed TALLY_DEAD_MS (%u)",
-			   cc->probe_ms, cc->dead_ms);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 static int ncl_connect(void *ctx, unsigned i, uint32_t timeout_ms, char *err, size_t errlen)
 {
 	struct ncl *n = ctx;
@@ -328,16 +295,8 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 		const char *xname = agent_cfg_transport();
 		char uerr[256] = "";
 
-		/* TALLY_GSO=1: UDP segmentation offload on send (fewer, larger sends) where the
-		 * appliance takes kernel-segmented frames (a kernel receiver: not a DPDK
-		 * AF_PACKET appliance, see tally_udp.h) */
-		const char *gso = getenv("TALLY_GSO");
-		if (gso && strcmp(gso, "0") && strcmp(gso, "1")) {
-			agent_errf(err, errlen, "TALLY_GSO must be 0 or 1, not '%s'", gso);
-			rc = -EINVAL;
+		if ((rc = agent_cfg_gso(&xo.gso, err, errlen)))
 			goto fail;
-		}
-		xo.gso = gso && strcmp(gso, "1") == 0;
 		/* RESULTs that a kernel appliance sent as one GSO super-datagram (tally-udpd)
 		 * or the NIC coalesced arrive in one receive (as tally-worker does) */
 		xo.gro = 1;
@@ -377,7 +336,7 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 		/* several appliances: an operation on a dead one fails at dead_ms (-EHOSTDOWN)
 		 * and its key moves (agent_failover.c); one appliance: wait for its restart */
 		ccfg.fail_fast = cfg->nappliances >= 2;
-		if ((rc = ncl_live_env(&ccfg, ccfg.fail_fast, err, errlen)))
+		if ((rc = agent_cfg_live_env(&ccfg, ccfg.fail_fast, err, errlen)))
 			goto fail;
 		snprintf(ccfg.appliance, sizeof(ccfg.appliance), "%s:%u", ap->host, ap->port);
 		if (cfg->window)
