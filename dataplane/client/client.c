@@ -72,6 +72,7 @@ struct tally_client *tally_client_create(const struct tally_client_cfg *cfg,
 		goto fail;
 	c->cfg = *cfg;
 	tally_client_cfg_defaults(&c->cfg);
+	c->codec_flags = client_codec_flags();
 	rc = -EINVAL;
 	if (c->cfg.max_chunk_bytes > TALLY_MAX_PAYLOAD || c->cfg.max_chunk_bytes < 4 ||
 	    c->cfg.window > (1u << 20) || c->cfg.max_ops > 32768 ||
@@ -310,7 +311,8 @@ static int client_key_add(struct tally_client *c, uint32_t key, const struct tal
 	k->key = key;
 	k->reg = *reg;
 	k->esize = tally_dtype_size((enum tally_dtype)reg->dtype);
-	k->onebit = reg->compression == TALLY_COMP_ONEBIT;
+	k->codec = client_codec_by_id(reg->compression);
+	k->wire_stride = k->codec ? k->codec->wire_bytes(reg->chunk_elems) : 0;
 	k->nchunks = (uint32_t)(((uint64_t)reg->nelems + reg->chunk_elems - 1) / reg->chunk_elems);
 	k->core = key % c->ncores;
 	k->par_op[0] = k->par_op[1] = CLIENT_NONE;
@@ -322,7 +324,7 @@ static int client_key_add(struct tally_client *c, uint32_t key, const struct tal
 		return -ENOMEM;
 	}
 	/* The last result per chunk, for a rank that misses it across a restart. */
-	if (!k->onebit) {
+	if (!k->codec) {
 		k->last = malloc((size_t)reg->nelems * k->esize);
 		k->last_round = malloc(k->nchunks * sizeof(uint32_t));
 		k->last_contrib = calloc(k->nchunks, sizeof(uint16_t));
@@ -368,9 +370,9 @@ int client_fold_alloc(struct tally_client *c, struct client_key *k)
 	k->fold_pending = calloc((k->nchunks + 7) / 8, 1);
 	k->unacked = malloc(k->nchunks * sizeof(uint32_t));
 	k->ackslot = malloc(k->nchunks * sizeof(uint32_t));
-	k->excl_round = k->onebit ? malloc(k->nchunks * sizeof(uint32_t)) : NULL;
+	k->excl_round = k->codec ? malloc(k->nchunks * sizeof(uint32_t)) : NULL;
 	if (!k->fold || !k->fold_pending || !k->unacked || !k->ackslot ||
-	    (k->onebit && !k->excl_round)) {
+	    (k->codec && !k->excl_round)) {
 		free(k->excl_round);
 		k->excl_round = NULL;
 		free(k->fold);
@@ -391,19 +393,19 @@ int client_fold_alloc(struct tally_client *c, struct client_key *k)
 	return 0;
 }
 
-/* Pick (0) or check the chunk size: elements of es bytes, or one-bit chunks of
- * TALLY_ONEBIT_BYTES(chunk_elems) bytes, within max_chunk_bytes; 0 or -EINVAL (message). */
-static int client_reg_chunk(struct tally_client *c, struct tally_register *reg, size_t es)
+/* Pick (0) or check the chunk size: elements of es bytes, or a codec's chunks of
+ * wire_bytes(chunk_elems) bytes, within max_chunk_bytes; 0 or -EINVAL (message). */
+static int client_reg_chunk(struct tally_client *c, struct tally_register *reg, size_t es,
+			    const struct client_codec *codec)
 {
-	int onebit = reg->compression == TALLY_COMP_ONEBIT;
 	uint64_t bytes;
 
 	if (!reg->chunk_elems)
-		reg->chunk_elems = onebit ? (c->max_chunk_bytes > 4 ? (c->max_chunk_bytes - 4) * 8 : 0)
-					  : c->max_chunk_bytes / (uint32_t)es;
+		reg->chunk_elems = codec ? codec->max_elems(c->max_chunk_bytes)
+					 : c->max_chunk_bytes / (uint32_t)es;
 	if (reg->chunk_elems > reg->nelems)
 		reg->chunk_elems = reg->nelems;
-	bytes = onebit ? TALLY_ONEBIT_BYTES(reg->chunk_elems) : (uint64_t)reg->chunk_elems * es;
+	bytes = codec ? codec->wire_bytes(reg->chunk_elems) : (uint64_t)reg->chunk_elems * es;
 	if (reg->chunk_elems && bytes > c->max_chunk_bytes) {
 		client_seterr(c, "register: chunk of %u elements (%llu bytes) exceeds %u bytes",
 			      reg->chunk_elems, (unsigned long long)bytes, c->max_chunk_bytes);
@@ -438,8 +440,9 @@ int tally_client_register(struct tally_client *c, uint32_t key, const struct tal
 	}
 	reg = *in;
 	es = tally_dtype_size((enum tally_dtype)reg.dtype);
-	if (!es || !reg.nelems || reg.compression >= TALLY_COMP_COUNT ||
-	    (reg.compression && reg.dtype != TALLY_DT_F32) || !reg.participants ||
+	const struct client_codec *codec = client_codec_by_id(reg.compression);
+	if (!es || !reg.nelems || (reg.compression && !codec) ||
+	    (codec && reg.dtype != codec->dtype) || !reg.participants ||
 	    reg.participants > c->cfg.world_size || !reg.quorum ||
 	    reg.quorum > reg.participants || (reg.flags & ~TALLY_KEY_FLAGS) ||
 	    ((reg.flags & TALLY_KEY_AVERAGE) && !(c->caps & TALLY_CAP_AVERAGE)) ||
@@ -447,7 +450,7 @@ int tally_client_register(struct tally_client *c, uint32_t key, const struct tal
 		client_seterr(c, "register key %u: invalid parameters", key);
 		return -EINVAL;
 	}
-	if ((rc = client_reg_chunk(c, &reg, es)))
+	if ((rc = client_reg_chunk(c, &reg, es, codec)))
 		return rc;
 	if (!reg.chunk_elems) {
 		client_seterr(c, "register key %u: chunk of %u elements exceeds %u bytes", key,

@@ -13,6 +13,7 @@
  *                  complete sums on NEED_RESULT, fail_fast
  *   client_drive.c tick and wait: the op timers and the liveness timer together
  *   client_cwnd.c  the delay-based window per core (standing queueing delay)
+ *   client_codec.c compression codecs' wire layout (chunk bytes, flag), by compression id
  *
  * Memory: key state at registration, window slots (with their staging buffers) at JOIN,
  * operation slots at creation. The packet paths never allocate (a key registered without
@@ -53,6 +54,15 @@ enum client_chunk_state { CLIENT_CH_QUEUED = 0, CLIENT_CH_INFLIGHT = 1, CLIENT_C
 #define CLIENT_CH_SLOT(w) ((w) >> 2)
 #define CLIENT_CH_MAKE(st, slot) (((uint32_t)(slot) << 2) | (uint32_t)(st))
 
+/* A compression codec's wire layout (client_codec.c, by REGISTER compression id). */
+struct client_codec {
+	const char *name;
+	uint8_t dtype;                         /* the REGISTER dtype it takes */
+	uint16_t flag;                         /* TALLY_F_* on its pushes and RESULTs */
+	uint32_t (*wire_bytes)(uint32_t n);    /* push/RESULT bytes of n elements */
+	uint32_t (*max_elems)(uint32_t bytes); /* most elements a chunk of `bytes` carries */
+};
+
 struct client_key {
 	uint32_t key;
 	struct tally_register reg;
@@ -70,14 +80,16 @@ struct client_key {
 	uint8_t *fold_pending;   /* bitmap per chunk */
 	uint32_t *unacked;       /* per chunk: a round whose RESULT excluded us, CLIENT_NONE */
 	uint32_t *ackslot;       /* per chunk: window slot re-sending that push, CLIENT_NONE */
-	bool onebit;             /* compression TALLY_COMP_ONEBIT: buffers are opaque chunks of
-				  * [scale][bits] (tally_onebit_key_bytes), pushes carry
-				  * TALLY_F_ONEBIT, a left-out push is not folded (the caller's
-				  * worker error keeps it) */
-	uint32_t *excl_round;    /* one-bit, per chunk: the last round whose RESULT left us out
-				  * (tally_client_excluded), CLIENT_NONE; with the fold buffers */
+	/* A codec key (non-zero REGISTER compression; NULL: plain): its buffers are opaque
+	 * wire chunks, chunk c at c * wire_stride (codec->wire_bytes(chunk_elems)), its
+	 * pushes carry codec->flag, its RESULTs are never placed and a left-out push is not
+	 * folded (the caller's codec state keeps it: excl_round) */
+	const struct client_codec *codec;
+	uint32_t wire_stride;
+	uint32_t *excl_round;    /* codec keys, per chunk: the last round whose RESULT left us
+				  * out (tally_client_excluded), CLIENT_NONE; with the fold buffers */
 	/* The last RESULT per chunk (client_live.c): what a rank that missed it after an
-	 * appliance restart needs; NULL for one-bit keys. */
+	 * appliance restart needs; NULL for codec keys. */
 	uint8_t *last;           /* the key's wire bytes */
 	uint32_t *last_round;    /* per chunk, CLIENT_NONE: none yet */
 	uint16_t *last_contrib;
@@ -177,6 +189,7 @@ struct tally_client {
 	uint16_t ncores;
 	uint32_t max_chunk_bytes;
 	uint32_t caps;
+	uint16_t codec_flags;      /* client_codec_flags(), at create */
 	struct client_core *cores;
 
 	/* blocking control request in progress */
@@ -211,6 +224,12 @@ struct tally_client {
 	uint64_t jok_boot;         /* of the JOIN_OK being waited for */
 	uint64_t last_heard_ns, ping_due_ns, ping_gap_ns, rejoined_ns;
 };
+
+/* client_codec.c (a leaf) */
+/* The codec registered for compression id, NULL for TALLY_COMP_NONE or an unknown id. */
+const struct client_codec *client_codec_by_id(uint8_t id);
+/* Every registered codec's flag OR-ed (a RESULT's codec flags must be its key's). */
+uint16_t client_codec_flags(void);
 
 /* client_util.c (a leaf: calls nothing else in the library) */
 int client_err_from_reason(unsigned reason);
@@ -399,17 +418,19 @@ static inline uint32_t client_chunk_count(const struct client_key *k, uint32_t c
 }
 
 /* Where chunk ch lies in the key's in/out buffers, and its payload bytes: elements of the
- * wire dtype, or for a one-bit key TALLY_ONEBIT_BYTES(chunk_elems) per chunk. */
+ * wire dtype, or for a codec key its wire bytes, wire_stride per whole chunk. */
 static inline size_t client_chunk_boff(const struct client_key *k, uint32_t ch)
 {
-	if (k->onebit)
-		return (size_t)ch * TALLY_ONEBIT_BYTES(k->reg.chunk_elems);
+	if (k->codec)
+		return (size_t)ch * k->wire_stride;
 	return (size_t)ch * k->reg.chunk_elems * k->esize;
 }
 static inline uint32_t client_chunk_bytes(const struct client_key *k, uint32_t ch)
 {
 	uint32_t n = client_chunk_count(k, ch);
-	return k->onebit ? TALLY_ONEBIT_BYTES(n) : n * (uint32_t)k->esize;
+	if (k->codec)
+		return n == k->reg.chunk_elems ? k->wire_stride : k->codec->wire_bytes(n);
+	return n * (uint32_t)k->esize;
 }
 
 #endif

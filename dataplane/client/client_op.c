@@ -194,8 +194,8 @@ static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch,
 	h.offset = off;
 	h.count = n;
 	h.dtype = k->reg.dtype;
-	if (k->onebit)
-		h.flags |= TALLY_F_ONEBIT;
+	if (k->codec)
+		h.flags |= k->codec->flag;
 	tally_proto_finish(sl->hdr, &h, sl->payload, sl->len);
 	/* Our push of the previous round was answered by a RESULT that left us out: the
 	 * appliance may never have seen it, and cannot start this round until it has. So a
@@ -259,8 +259,8 @@ void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t
 	h.offset = ch * k->reg.chunk_elems;
 	h.count = n;
 	h.dtype = k->reg.dtype;
-	if (k->onebit)
-		h.flags |= TALLY_F_ONEBIT;
+	if (k->codec)
+		h.flags |= k->codec->flag;
 	tally_proto_finish(sl->hdr, &h, sl->payload, sl->len);
 	now = client_now(c);
 	sl->first_ns = sl->sent_ns = now;

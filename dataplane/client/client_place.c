@@ -16,9 +16,10 @@ void client_advertise(struct tally_client *c, const struct client_key *k,
 	size_t len = client_chunk_boff(k, last) + client_chunk_bytes(k, last);
 	struct tally_addr to;
 
-	/* One-bit RESULTs are decompressed, not copied; an output that overlaps the input
-	 * would be written while a re-send or a fold may still read the pushed bytes. */
-	if (k->onebit || !len || (op->out < op->in + len && op->in < op->out + len))
+	/* A codec key's RESULTs are opaque wire chunks the caller decodes, never placed; an
+	 * output that overlaps the input would be written while a re-send or a fold may still
+	 * read the pushed bytes. */
+	if (k->codec || !len || (op->out < op->in + len && op->in < op->out + len))
 		return;
 	memset(&to, 0, sizeof(to));
 	to.core = k->core;
@@ -32,7 +33,7 @@ void client_unadvertise(struct tally_client *c, const struct client_key *k,
 {
 	struct tally_addr to;
 
-	if (!c->ops->advertise || k->onebit)
+	if (!c->ops->advertise || k->codec)
 		return;
 	memset(&to, 0, sizeof(to));
 	to.core = k->core;

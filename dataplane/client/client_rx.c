@@ -22,8 +22,9 @@ static int client_exclude(struct tally_client *c, struct client_key *k, uint32_t
 
 	if (!k->fold && client_fold_alloc(c, k) != 0)
 		return -ENOMEM;
-	/* one-bit: signs cannot be folded; the caller's worker error keeps the contribution */
-	if (!k->onebit) {
+	/* a codec's wire chunks cannot be folded here; the caller's codec state (e.g. the 1-bit
+	 * worker error) keeps the contribution */
+	if (!k->codec) {
 		client_fold_add((enum tally_dtype)k->reg.dtype, (uint8_t *)k->fold + (size_t)off * 4,
 				pushed, client_chunk_count(k, ch));
 		client_set_bit(k->fold_pending, ch);
@@ -50,7 +51,8 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		c->st.drops[TALLY_R_UNKNOWN_KEY]++;
 		return;
 	}
-	if (h->dtype != k->reg.dtype || !(h->flags & TALLY_F_ONEBIT) != !k->onebit) {
+	if (h->dtype != k->reg.dtype ||
+	    (h->flags & c->codec_flags) != (k->codec ? k->codec->flag : 0)) {
 		c->st.drops[TALLY_R_CHUNK_MISMATCH]++;
 		return;
 	}
@@ -158,7 +160,7 @@ int tally_client_excluded(const struct tally_client *c, uint32_t key, uint32_t r
 {
 	const struct client_key *k = client_key_find(c, key);
 
-	if (!k || !k->onebit || chunk >= k->nchunks)
+	if (!k || !k->codec || chunk >= k->nchunks)
 		return -ENOENT;
 	return k->excl_round && k->excl_round[chunk] == round;
 }

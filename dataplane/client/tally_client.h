@@ -215,12 +215,13 @@ void tally_client_rx_placed(struct tally_client *c, const void *hdr, size_t hlen
  * UINT64_MAX when idle). */
 uint64_t tally_client_tick(struct tally_client *c);
 
-/* One-bit keys (compression TALLY_COMP_ONEBIT): in/out of start() are the key's opaque
- * compressed layout, chunk c at c * TALLY_ONEBIT_BYTES(chunk_elems) (tally_proto.h); the
- * RESULT's [scale][bits] is written back likewise. A RESULT that leaves this worker out is
- * not folded here (signs do not add up in f32): 1 when chunk `chunk` of `round` was left
- * out, for the caller to fold into its worker error; 0 otherwise; -ENOENT (no such one-bit
- * key or chunk). */
+/* Codec keys (a non-zero REGISTER compression, e.g. TALLY_COMP_ONEBIT): in/out of start()
+ * are the key's opaque wire layout, chunk c at c * the codec's wire bytes of chunk_elems
+ * (one-bit: TALLY_ONEBIT_BYTES(chunk_elems), tally_proto.h); the RESULT's wire bytes
+ * (one-bit: [scale][bits]) are written back likewise. A RESULT that leaves this worker out
+ * is not folded here (one-bit signs do not add up in f32): 1 when chunk `chunk` of `round`
+ * was left out, for the caller to fold into its codec state (the worker error); 0
+ * otherwise; -ENOENT (no such codec key or chunk). */
 int tally_client_excluded(const struct tally_client *c, uint32_t key, uint32_t round,
 			  uint32_t chunk);
 

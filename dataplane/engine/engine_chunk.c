@@ -334,7 +334,8 @@ static enum tally_reason engine_locate(struct tally_engine *e, const struct tall
 	struct engine_key *k = engine_key_find(e, h->job_id, h->key);
 	if (!k)
 		return TALLY_R_UNKNOWN_KEY;
-	if (push && (h->dtype != k->dtype || (h->flags & TALLY_F_ONEBIT) != (k->codec ? k->codec->flag : 0)))
+	if (push && (h->dtype != k->dtype ||
+		     (h->flags & e->codec_flags) != (k->codec ? k->codec->flag : 0)))
 		return TALLY_R_CHUNK_MISMATCH;
 	uint32_t c = h->offset / k->reg.chunk_elems;
 	if (h->offset >= k->reg.nelems || c * k->reg.chunk_elems != h->offset ||

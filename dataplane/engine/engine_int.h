@@ -13,6 +13,7 @@
  *                   complete-sum installs after a restart (TALLY_F_COMPLETE)
  *   engine_recover.c restart support: PING answers, NEED_RESULT asks
  *   engine_det.c    deterministic staging pool
+ *   engine_codec.c  the codec registry: one line per server stage, by compression id
  *   engine_onebit.c one-bit keys: decompress-accumulate, the server stage at completion
  *   engine_held.c   HELD acknowledgements, coalesced into ranges
  *   engine_ktab.c   the key hash table
@@ -70,19 +71,31 @@ struct engine_key;
 /* The server stage of a compression codec (REGISTER compression id selects it): decode a
  * push into the f32 accumulator (first: load, else add), encode the RESULT from the sum
  * with the key's state; wire_bytes sizes a push/RESULT of n elements, flag marks its
- * packets. Registered in engine_codec_tab (engine_onebit.c); NULL for plain keys. */
+ * packets. Registration: the key's REGISTER dtype must be `dtype` and a chunk's wire bytes
+ * (wire_bytes(chunk_elems)) fit max_chunk_bytes; its arena block holds, per parity, the
+ * RESULT buffers (key_bytes: chunk c at c * wire_bytes(chunk_elems)) and, once, the state
+ * kept across rounds (state_bytes, zeroed; 0: none). One line per codec in
+ * engine_codec_tab (engine_codec.c); NULL for plain keys. */
 struct engine_codec {
 	const char *name;
 	uint8_t id;       /* TALLY_COMP_* */
+	uint8_t dtype;    /* the REGISTER dtype it takes (TALLY_DT_*) */
 	uint8_t recover;  /* may a rank's RESULT stand in for a lost round */
 	uint16_t flag;    /* TALLY_F_* carried by its pushes and RESULTs */
 	size_t (*wire_bytes)(uint32_t n);
+	size_t (*key_bytes)(uint32_t nelems, uint32_t chunk_elems);
+	size_t (*state_bytes)(uint32_t nelems);
 	void (*add)(struct tally_engine *e, float *acc, const void *payload, uint32_t n, int first);
 	void (*result)(struct tally_engine *e, struct engine_key *k, uint32_t idx, float *acc,
 		       uint32_t n, uint16_t contrib);
 };
+/* engine_codec.c (refers to each codec's file only) */
 /* The codec registered for compression id, NULL for TALLY_COMP_NONE or an unknown id. */
 const struct engine_codec *engine_codec_by_id(uint8_t id);
+/* Every registered codec's flag OR-ed (a push's codec flags must be its key's). */
+uint16_t engine_codec_flags(void);
+/* engine_onebit.c (a leaf): 1-bit Adam / LAMB, TALLY_COMP_ONEBIT */
+extern const struct engine_codec engine_onebit_codec;
 
 
 struct engine_key {
@@ -112,12 +125,12 @@ struct engine_key {
 	struct engine_key *zombie_next; /* removed, waiting for the transport (e->zombies) */
 	uint8_t own_policy;        /* set by tally_engine_key_policy: the job's policy skips it
 				    * until the next job-wide one */
-	/* one-bit keys (compression TALLY_COMP_ONEBIT): res[p] holds [scale][bits] per chunk,
-	 * ob_stride = TALLY_ONEBIT_BYTES(chunk_elems) apart; err is the server error, f32 per
-	 * element, zero at registration, kept across rounds (both parities share it: a
-	 * chunk's rounds complete in order) */
+	/* codec keys (non-zero REGISTER compression): res[p] holds each chunk's RESULT wire
+	 * bytes, wire_stride = codec->wire_bytes(chunk_elems) apart; err is the codec's state
+	 * (state_bytes, e.g. the 1-bit server error, f32 per element), zero at registration,
+	 * kept across rounds (both parities share it: a chunk's rounds complete in order) */
 	const struct engine_codec *codec; /* the key's server stage, NULL: plain (no codec) */
-	uint32_t ob_stride;
+	uint32_t wire_stride;
 	float *err;
 	uint64_t silent_err_ns;    /* last RANK_SILENT report (rate limit), 0: none */
 	uint64_t stall_ns;         /* first push refused TOO_EARLY since a chunk last started */
@@ -193,6 +206,7 @@ struct tally_engine {
 	struct engine_key **keys;      /* registration order, [cfg.max_keys] */
 	uint32_t nkeys;
 	size_t mem_used;
+	uint16_t codec_flags;          /* engine_codec_flags(), at create */
 
 	uint64_t now;              /* last clock read */
 	struct engine_key *dl_head;
@@ -405,7 +419,7 @@ static inline const void *engine_result_payload(const struct engine_key *k, uint
 	size_t off = (size_t)c * k->reg.chunk_elems;
 	if (k->codec) {
 		*bytes = (uint32_t)k->codec->wire_bytes(engine_chunk_len(k, c));
-		return (const uint8_t *)k->res[p] + (size_t)c * k->ob_stride;
+		return (const uint8_t *)k->res[p] + (size_t)c * k->wire_stride;
 	}
 	*bytes = engine_chunk_len(k, c) * k->esize;
 	if (k->res[p])
@@ -456,14 +470,6 @@ unsigned engine_deadlines(struct tally_engine *e);
 void engine_open_unlink(struct tally_engine *e, struct engine_key *k, uint32_t idx);
 void engine_dl_update(struct tally_engine *e, struct engine_key *k);
 
-/* engine_onebit.c (a leaf) */
-/* acc = (first) or += the decompressed push (±scale per element); counts onebit_pushes. */
-void engine_onebit_add(struct tally_engine *e, float *acc, const void *payload, uint32_t n,
-		       int first);
-/* Completion of chunk slot idx: acc (the sum of contrib pushes) averaged, then compressed
- * with the key's server error into the chunk's RESULT buffer. */
-void engine_onebit_server(struct tally_engine *e, struct engine_key *k, uint32_t idx, float *acc,
-			  uint32_t n, uint16_t contrib);
 /* Wire bytes of a push/RESULT of n elements of key k. */
 static inline size_t engine_wire_bytes(const struct engine_key *k, uint32_t n)
 {

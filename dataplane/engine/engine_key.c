@@ -61,18 +61,18 @@ static void key_layout(const struct tally_engine *e, const struct tally_register
 		l->acc[p] = off;
 		off += align64((size_t)reg->nelems * 4);
 	}
-	int onebit = reg->compression == TALLY_COMP_ONEBIT;
+	const struct engine_codec *codec = engine_codec_by_id(reg->compression);
 	for (int p = 0; p < 2; p++) {
 		l->res[p] = off;
-		if (onebit)
-			off += align64(tally_onebit_key_bytes(reg->nelems, reg->chunk_elems));
+		if (codec)
+			off += align64(codec->key_bytes(reg->nelems, reg->chunk_elems));
 		else if (esize != 4)
 			off += align64((size_t)reg->nelems * esize);
 	}
-	/* one-bit: the persistent server error, f32 per element */
+	/* the codec's state kept across rounds (e.g. the 1-bit server error) */
 	l->err = off;
-	if (onebit)
-		off += align64((size_t)reg->nelems * 4);
+	if (codec)
+		off += align64(codec->state_bytes(reg->nelems));
 	l->total = off;
 }
 
@@ -114,8 +114,9 @@ static int reg_check(const struct tally_engine *e, const struct engine_job *job,
 		     const struct tally_register *reg, enum tally_reason *why)
 {
 	*why = TALLY_R_BAD_REGISTER;
-	if (reg->dtype >= TALLY_DT_COUNT || reg->compression >= TALLY_COMP_COUNT ||
-	    (reg->compression == TALLY_COMP_ONEBIT && reg->dtype != TALLY_DT_F32) ||
+	const struct engine_codec *codec = engine_codec_by_id(reg->compression);
+	if (reg->dtype >= TALLY_DT_COUNT || (reg->compression && !codec) ||
+	    (codec && reg->dtype != codec->dtype) ||
 	    reg->nelems == 0 || reg->chunk_elems > (1u << 30) ||
 	    reg->chunk_elems == 0 || reg->participants == 0 ||
 	    reg->participants > job->world || reg->quorum == 0 ||
@@ -123,8 +124,8 @@ static int reg_check(const struct tally_engine *e, const struct engine_job *job,
 	    ((reg->flags & TALLY_KEY_AVERAGE) && (reg->dtype == TALLY_DT_I32 || reg->compression)))
 		return -EINVAL;
 	size_t esize = tally_dtype_size((enum tally_dtype)reg->dtype);
-	uint64_t chunk_bytes = reg->compression == TALLY_COMP_ONEBIT ?
-			       TALLY_ONEBIT_BYTES(reg->chunk_elems) : (uint64_t)reg->chunk_elems * esize;
+	uint64_t chunk_bytes = codec ? codec->wire_bytes(reg->chunk_elems) :
+			       (uint64_t)reg->chunk_elems * esize;
 	if (chunk_bytes > e->cfg.max_chunk_bytes)
 		return -EINVAL;
 	/* Chunk indices of both parities must fit 32 bits (and never be ENGINE_NIL). */
@@ -196,14 +197,14 @@ static int key_create(struct tally_engine *e, struct engine_job *job, uint32_t k
 	k->open_head = k->open_tail = ENGINE_NIL;
 	k->mem = charged;
 	k->codec = engine_codec_by_id(reg->compression);
-	k->ob_stride = TALLY_ONEBIT_BYTES(reg->chunk_elems);
+	k->wire_stride = k->codec ? (uint32_t)k->codec->wire_bytes(reg->chunk_elems) : 0;
 	for (int p = 0; p < 2; p++) {
 		k->acc[p] = blk + l.acc[p];
 		k->res[p] = k->esize != 4 || k->codec ? blk + l.res[p] : NULL;
 	}
-	k->err = k->codec ? (float *)(blk + l.err) : NULL;
+	k->err = l.total > l.err ? (float *)(blk + l.err) : NULL;
 	if (k->err)
-		memset(k->err, 0, (size_t)reg->nelems * 4);
+		memset(k->err, 0, l.total - l.err);
 	k->chunks = (struct engine_chunk *)(blk + l.chunks);
 	k->bits = (uint64_t *)(blk + l.bits);
 	k->xbufs = e->xbuf_size ? blk + l.xbufs : NULL;

@@ -210,6 +210,8 @@ enum tally_comp {
 };
 /* Wire bytes of a one-bit chunk of n elements: the f32 scale and ceil(n / 8) bytes of bits. */
 #define TALLY_ONEBIT_BYTES(n) (4u + ((uint32_t)(n) + 7u) / 8u)
+/* The most elements of a one-bit chunk of at most `bytes` wire bytes (0: not even the scale). */
+#define TALLY_ONEBIT_ELEMS(bytes) ((uint32_t)(bytes) > 4u ? ((uint32_t)(bytes) - 4u) * 8u : 0u)
 /* A one-bit key's whole payload laid out chunk by chunk, chunk c at c * stride where
  * stride = TALLY_ONEBIT_BYTES(chunk_elems) (what a client sends and receives as the key's
  * buffer): its total bytes. */
