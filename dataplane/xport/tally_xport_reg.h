@@ -92,6 +92,11 @@ struct tally_xport_counter {
 	int ms;
 };
 
+/* For a transport's counters(): copy at most max of its n counters into out; returns how
+ * many were copied. */
+size_t tally_xport_counters_copy(struct tally_xport_counter *out, size_t max,
+				 const struct tally_xport_counter *all, size_t n);
+
 /* A transport's implementation, registered by name. */
 struct tally_xport_impl {
 	const char *name;

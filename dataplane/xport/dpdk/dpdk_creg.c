@@ -188,11 +188,7 @@ static size_t creg_counters(const void *ctx, struct tally_xport_counter *out, si
 		{ "delivered", s->delivered, 0 }, { "arp_replies", s->arp_replies, 0 },
 		{ "drops", drops, 0 },
 	};
-	size_t n = sizeof(all) / sizeof(all[0]);
-
-	n = n < max ? n : max;
-	memcpy(out, all, n * sizeof(*out));
-	return n;
+	return tally_xport_counters_copy(out, max, all, sizeof(all) / sizeof(all[0]));
 }
 
 static const struct tally_xport_impl tally_xport_dpdk = {

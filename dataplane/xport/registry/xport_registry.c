@@ -165,6 +165,14 @@ size_t tally_xport_counters(const struct tally_xport *x, struct tally_xport_coun
 	return x->impl && x->impl->counters ? x->impl->counters(x->ctx, out, max) : 0;
 }
 
+size_t tally_xport_counters_copy(struct tally_xport_counter *out, size_t max,
+				 const struct tally_xport_counter *all, size_t n)
+{
+	n = n < max ? n : max;
+	memcpy(out, all, n * sizeof(*out));
+	return n;
+}
+
 const char *tally_xport_strerror(const struct tally_xport *x)
 {
 	return x->impl && x->impl->strerror ? x->impl->strerror(x->ctx) : "";

@@ -60,11 +60,7 @@ static size_t udp_counters(const void *ctx, struct tally_xport_counter *out, siz
 		{ "spin_ms", s->spin_ns, 1 }, { "blocks", s->blocks, 0 },
 		{ "block_ms", s->block_ns, 1 },
 	};
-	size_t n = sizeof(all) / sizeof(all[0]);
-
-	n = n < max ? n : max;
-	memcpy(out, all, n * sizeof(*out));
-	return n;
+	return tally_xport_counters_copy(out, max, all, sizeof(all) / sizeof(all[0]));
 }
 
 static const char *udp_strerror(const void *ctx)

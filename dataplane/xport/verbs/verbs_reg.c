@@ -95,11 +95,7 @@ static size_t verbs_counters(const void *ctx, struct tally_xport_counter *out, s
 		VERBS_COUNTERS(C)
 #undef C
 	};
-	size_t n = sizeof(all) / sizeof(all[0]);
-
-	n = n < max ? n : max;
-	memcpy(out, all, n * sizeof(*out));
-	return n;
+	return tally_xport_counters_copy(out, max, all, sizeof(all) / sizeof(all[0]));
 }
 
 static const char *verbs_strerror(const void *ctx)
