@@ -72,7 +72,6 @@ struct tally_client *tally_client_create(const struct tally_client_cfg *cfg,
 		goto fail;
 	c->cfg = *cfg;
 	tally_client_cfg_defaults(&c->cfg);
-	c->codec_flags = client_codec_flags();
 	rc = -EINVAL;
 	if (c->cfg.max_chunk_bytes > TALLY_MAX_PAYLOAD || c->cfg.max_chunk_bytes < 4 ||
 	    c->cfg.window > (1u << 20) || c->cfg.max_ops > 32768 ||

@@ -30,13 +30,3 @@ const struct client_codec *client_codec_by_id(uint8_t id)
 {
 	return id < TALLY_COMP_COUNT ? client_codec_tab[id] : NULL;
 }
-
-uint16_t client_codec_flags(void)
-{
-	uint16_t flags = 0;
-
-	for (uint32_t id = 0; id < TALLY_COMP_COUNT; id++)
-		if (client_codec_tab[id])
-			flags |= client_codec_tab[id]->flag;
-	return flags;
-}

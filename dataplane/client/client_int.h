@@ -189,7 +189,6 @@ struct tally_client {
 	uint16_t ncores;
 	uint32_t max_chunk_bytes;
 	uint32_t caps;
-	uint16_t codec_flags;      /* client_codec_flags(), at create */
 	struct client_core *cores;
 
 	/* blocking control request in progress */
@@ -228,8 +227,6 @@ struct tally_client {
 /* client_codec.c (a leaf) */
 /* The codec registered for compression id, NULL for TALLY_COMP_NONE or an unknown id. */
 const struct client_codec *client_codec_by_id(uint8_t id);
-/* Every registered codec's flag OR-ed (a RESULT's codec flags must be its key's). */
-uint16_t client_codec_flags(void);
 
 /* client_util.c (a leaf: calls nothing else in the library) */
 int client_err_from_reason(unsigned reason);

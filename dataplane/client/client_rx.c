@@ -52,7 +52,7 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		return;
 	}
 	if (h->dtype != k->reg.dtype ||
-	    (h->flags & c->codec_flags) != (k->codec ? k->codec->flag : 0)) {
+	    (h->flags & TALLY_F_CODECS) != (k->codec ? k->codec->flag : 0)) {
 		c->st.drops[TALLY_R_CHUNK_MISMATCH]++;
 		return;
 	}

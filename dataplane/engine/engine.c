@@ -71,7 +71,6 @@ struct tally_engine *tally_engine_create(const struct tally_engine_cfg *cfg_in,
 	e->now = ops->now_ns(xctx);
 	/* the transport's per-RESULT-buffer state, 16-aligned inside the key's block */
 	e->xbuf_size = (uint32_t)((ops->buf_size + 15) & ~(size_t)15);
-	e->codec_flags = engine_codec_flags();
 	rc = engine_jobs_init(e);
 	if (rc < 0)
 		goto fail;

@@ -335,7 +335,7 @@ static enum tally_reason engine_locate(struct tally_engine *e, const struct tall
 	if (!k)
 		return TALLY_R_UNKNOWN_KEY;
 	if (push && (h->dtype != k->dtype ||
-		     (h->flags & e->codec_flags) != (k->codec ? k->codec->flag : 0)))
+		     (h->flags & TALLY_F_CODECS) != (k->codec ? k->codec->flag : 0)))
 		return TALLY_R_CHUNK_MISMATCH;
 	uint32_t c = h->offset / k->reg.chunk_elems;
 	if (h->offset >= k->reg.nelems || c * k->reg.chunk_elems != h->offset ||

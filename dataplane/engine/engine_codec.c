@@ -13,13 +13,3 @@ const struct engine_codec *engine_codec_by_id(uint8_t id)
 {
 	return id < TALLY_COMP_COUNT ? engine_codec_tab[id] : NULL;
 }
-
-uint16_t engine_codec_flags(void)
-{
-	uint16_t flags = 0;
-
-	for (uint32_t id = 0; id < TALLY_COMP_COUNT; id++)
-		if (engine_codec_tab[id])
-			flags |= engine_codec_tab[id]->flag;
-	return flags;
-}

@@ -92,8 +92,6 @@ struct engine_codec {
 /* engine_codec.c (refers to each codec's file only) */
 /* The codec registered for compression id, NULL for TALLY_COMP_NONE or an unknown id. */
 const struct engine_codec *engine_codec_by_id(uint8_t id);
-/* Every registered codec's flag OR-ed (a push's codec flags must be its key's). */
-uint16_t engine_codec_flags(void);
 /* engine_onebit.c (a leaf): 1-bit Adam / LAMB, TALLY_COMP_ONEBIT */
 extern const struct engine_codec engine_onebit_codec;
 
@@ -206,7 +204,6 @@ struct tally_engine {
 	struct engine_key **keys;      /* registration order, [cfg.max_keys] */
 	uint32_t nkeys;
 	size_t mem_used;
-	uint16_t codec_flags;          /* engine_codec_flags(), at create */
 
 	uint64_t now;              /* last clock read */
 	struct engine_key *dl_head;

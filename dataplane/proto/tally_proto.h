@@ -89,6 +89,10 @@ enum tally_op {
  * elements, LSB-first, bit 1 = "+" (tally_sum.h)], dtype is f32 (the user side's), count
  * stays in elements. The element i of the chunk is bit_i ? scale : -scale. */
 #define TALLY_F_ONEBIT 0x0040u
+/* Every flag that names a codec's wire layout: a PUSH's or RESULT's flags under this mask
+ * must be its key's codec's flag (0 for an uncompressed key). A codec with a wire flag
+ * adds it here. */
+#define TALLY_F_CODECS TALLY_F_ONEBIT
 /* PUSH: not a contribution but the complete sum of (key, round, chunk) as a RESULT gave
  * it to the sender (payload = that RESULT's, contrib = its contributor count), sent in
  * answer to ERROR NEED_RESULT after an appliance restart: a rank that missed round r's
