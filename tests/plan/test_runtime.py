@@ -23,6 +23,7 @@ import torch.multiprocessing as mp  # noqa: E402
 import train  # noqa: E402  (gpu_agent/examples: free_port_block)
 
 W = 4
+NB = 12  # minibatches of the 1F1B runs (a multiple of every replica count used)
 STEPS = 3
 K = 4
 MB = 16
@@ -60,11 +61,14 @@ def worker(rank, plan, uport, tport, q, die_at):
         tr = PipelineTrainer(layers(), plan, rank, torch.nn.functional.cross_entropy, lr=0.1,
                              appliances=f"127.0.0.1:{uport}", job_base=40, token=77,
                              op_timeout_ms=int(8000 * MULT))
-        for step in range(STEPS):
-            if step == die_at[0] and rank == die_at[1]:
-                os.kill(os.getpid(), signal.SIGKILL)
-            x, y = data(step)
-            tr.step(x, y, K)
+        if die_at == "1f1b":
+            tr.train_1f1b([data(t) for t in range(NB)])
+        else:
+            for step in range(STEPS):
+                if step == die_at[0] and rank == die_at[1]:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                x, y = data(step)
+                tr.step(x, y, K)
         q.put((rank, "ok", [p.detach().tolist() for p in tr.module.parameters()]))
         tr.close()
         dist.destroy_process_group()
@@ -94,7 +98,7 @@ def run(plan, die_at=(-1, -1)):
               for r in range(W)]
         for p in ps:
             p.start()
-        want = W - (1 if die_at[1] >= 0 else 0)
+        want = W - (1 if die_at != "1f1b" and die_at[1] >= 0 else 0)
         deadline = time.monotonic() + 180 * MULT
         try:
             while len(out) < want:
@@ -138,6 +142,80 @@ def check_same(split):
     return fails
 
 
+def ref_1f1b(split):
+    """PipeDream's update rule, one process: stage s (m_s replicas, F_s = ceil(sum of m from s
+    on / m_s) minibatches in flight per replica) runs minibatch t's forward and backward with
+    weight version max(0, t // m_s - F_s + 1); version v + 1 = version v - lr * the mean of
+    the gradients of minibatches v m_s .. v m_s + m_s - 1 (each with its stashed weights)."""
+    from torch.nn.utils import stateless
+    mods = layers()
+    S = len(split)
+    reps = [m for _, _, m in split]
+    F = [-(-sum(reps[s:]) // reps[s]) for s in range(S)]
+    stages = [torch.nn.Sequential(*mods[i:j]) for i, j, _ in split]
+    W_ = [[{n: p.detach().clone() for n, p in st.named_parameters()}] for st in stages]
+    acc = [{} for _ in range(S)]
+    for t in range(NB):
+        x, y = data(t)
+        h = x
+        used = []
+        for s in range(S):
+            v = max(0, t // reps[s] - F[s] + 1)
+            assert v < len(W_[s]), (t, s, v)
+            w = {n: q.clone().requires_grad_(True) for n, q in W_[s][v].items()}
+            used.append(w)
+            h = stateless.functional_call(stages[s], w, (h,))
+        torch.nn.functional.cross_entropy(h, y).backward()
+        for s in range(S):
+            acc[s].setdefault(t // reps[s], []).append({n: q.grad for n, q in used[s].items()})
+            g = acc[s][t // reps[s]]
+            if len(g) == reps[s]:
+                last = W_[s][-1]
+                W_[s].append({n: last[n] - 0.1 * sum(x[n] for x in g) / reps[s] for n in last})
+    return [list(W_[s][-1].values()) for s in range(S)]
+
+
+def check_1f1b(split):
+    plan = mkplan(split)
+    out = run(plan, die_at="1f1b")
+    ref = ref_1f1b(split)
+    # plain SGD over the same minibatches, no staleness: 1F1B must differ from it (the test
+    # can tell a schedule that ignores the stash or the delay)
+    plain = torch.nn.Sequential(*layers())
+    opt = torch.optim.SGD(plain.parameters(), lr=0.1)
+    for t in range(NB):
+        x, y = data(t)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(plain(x), y).backward()
+        opt.step()
+    plain = list(plain)
+    fails = 0
+    for rank, (status, params) in sorted(out.items()):
+        if status != "ok":
+            print(f"FAIL 1f1b {split} rank {rank}: {status}: {params}")
+            fails += 1
+            continue
+        s = next(st for st in plan["stages"] if rank in st["ranks"])
+        want = ref[s["stage"]]
+        pl = [p for m in plain[s["layers"][0]:s["layers"][1]] for p in m.parameters()]
+        if len(params) != len(want):
+            print(f"FAIL 1f1b {split} rank {rank}: {len(params)} params, want {len(want)}")
+            fails += 1
+        for a, b, c in zip(params, want, pl):
+            a = torch.tensor(a)
+            if not torch.allclose(a, b, rtol=1e-5, atol=1e-6):
+                print(f"FAIL 1f1b {split} rank {rank}: differs from PipeDream's rule by "
+                      f"{(a - b).abs().max():.3g}")
+                fails += 1
+            if s["stage"] < len(split) - 1 and torch.allclose(a, c.detach(), rtol=1e-5,
+                                                              atol=1e-6):
+                print(f"FAIL 1f1b {split} rank {rank}: equals plain SGD (no staleness)")
+                fails += 1
+    print(("ok" if not fails else "FAIL") + f": 1F1B + weight stashing {split} == PipeDream's "
+          "update rule")
+    return fails
+
+
 def check_kill():
     # 2x2: rank 1 (stage 0 replica 1) dies at step 1
     plan = mkplan([(0, 2, 2), (2, 5, 2)])
@@ -172,6 +250,9 @@ def main():
     for split in ([(0, 2, 2), (2, 5, 2)], [(0, 3, 1), (3, 5, 3)],
                   [(0, 1, 1), (1, 3, 1), (3, 5, 2)]):
         fails += check_same(split)
+    for split in ([(0, 1, 1), (1, 2, 1), (2, 4, 1), (4, 5, 1)], [(0, 2, 2), (2, 5, 2)],
+                  [(0, 3, 1), (3, 5, 3)]):
+        fails += check_1f1b(split)
     fails += check_kill()
     print("FAILED" if fails else "PASS", fails)
     return 1 if fails else 0

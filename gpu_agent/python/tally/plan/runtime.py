@@ -134,6 +134,97 @@ class PipelineTrainer:
             self.opt.step()
         return loss_sum if last else None
 
+    # -----------------------------------------------------------------------------------------
+    # 1F1B with weight stashing (PipeDream)
+
+    def in_flight(self):
+        """Minibatches this replica keeps in flight: the workers from this stage on over its
+        replicas (PipeDream's NOAM per stage; S - s without replication)."""
+        m = self.reps[self.s]
+        return -(-sum(self.reps[self.s:]) // m)
+
+    def train_1f1b(self, batches):
+        """1F1B over the minibatches `batches` [(x, y)] (every rank passes the same list):
+        minibatch t runs on replica t mod m_s of stage s; each replica keeps in_flight()
+        minibatches in flight, then alternates one backward, one forward. A forward uses the
+        weights of the time and stashes them; its backward computes the gradient with that
+        stash; after each backward the stage's replicas average their gradients (the m_s
+        minibatches of that round) and step. Returns the last stage's losses, else []."""
+        from torch.nn.utils import stateless
+        m = self.reps[self.s]
+        if len(batches) % m:
+            raise ValueError(f"{len(batches)} minibatches: not a multiple of stage {self.s}'s "
+                             f"{m} replicas")
+        mine = list(range(self.r, len(batches), m))
+        F = self.in_flight()
+        first, last = self.s == 0, self.s == self.nstages - 1
+        names = [n for n, p in self.module.named_parameters() if p.requires_grad]
+        stash, pend, losses = {}, [], []
+
+        def fwd(t):
+            x, y = batches[t]
+            inp = x if first else self._recv(self._peer(self.s - 1, t), t, "activation")
+            inp = inp.detach().requires_grad_(not first)
+            w = {n: p.detach().clone().requires_grad_(True) for n, p in
+                 zip(names, self.params)}
+            out = stateless.functional_call(self.module, w, (inp,))
+            if last:
+                out = self.loss_fn(out, y)
+                losses.append(float(out))
+            else:
+                pend.append(self._isend(out.detach(), self._peer(self.s + 1, t), t,
+                                        "activation"))
+            stash[t] = (inp, out, w)
+
+        def bwd(t):
+            inp, out, w = stash.pop(t)
+            if last:
+                out.backward()
+            else:
+                out.backward(self._recv(self._peer(self.s + 1, t), t, "gradient"))
+            if not first:
+                pend.append(self._isend(inp.grad, self._peer(self.s - 1, t), t, "gradient"))
+            for n, p in zip(names, self.params):
+                g = w[n].grad
+                p.grad = g if g is not None else torch.zeros_like(p)
+            self._aggregate()
+            if self.params:
+                for p in self.params:
+                    p.grad.div_(m)
+                self.opt.step()
+
+        for t in mine[:F]:
+            fwd(t)
+        for j, t in enumerate(mine):
+            bwd(t)
+            if j + F < len(mine):
+                fwd(mine[j + F])
+        for h in pend:
+            self._wait(*h)
+        return losses
+
+    def _isend(self, t, dst, k, what):
+        try:
+            t = t.contiguous()
+            hdr = torch.zeros(HDR, dtype=torch.int64)
+            hdr[0] = t.dim()
+            hdr[1:1 + t.dim()] = torch.tensor(t.shape, dtype=torch.int64)
+            return (dist.isend(hdr, dst, tag=2 * k), dist.isend(t, dst, tag=2 * k + 1),
+                    hdr, t, dst, k, what)
+        except RuntimeError as e:
+            ps, _ = stage_of(self.plan, dst)
+            raise PipelineError(f"{self.where}: sending the {what} of microbatch {k} to stage "
+                                f"{ps} rank {dst} failed: {e}") from e
+
+    def _wait(self, h1, h2, hdr, t, dst, k, what):
+        try:
+            h1.wait()
+            h2.wait()
+        except RuntimeError as e:
+            ps, _ = stage_of(self.plan, dst)
+            raise PipelineError(f"{self.where}: sending the {what} of minibatch {k} to stage "
+                                f"{ps} rank {dst} failed: {e}") from e
+
     def _aggregate(self):
         if self.agent is None:
             return
