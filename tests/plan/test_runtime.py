@@ -3,7 +3,10 @@
 """tally.plan's pipeline runtime on 4 CPU ranks (gloo point-to-point between stages, each
 stage's replicas summing through a real tally-udpd as their own job):
   - the synchronous schedule gives the parameters of one process's SGD on the same
-    minibatches (fp tolerance), for plans 2x2, 1+3 and 1+1+2 (stages x replicas);
+    minibatches (fp tolerance), for plans 2x2, 1+3 and 1+1+2 (stages x replicas), and 2x2
+    with stage 0 on a gloo ring (the plan's "aggregation": "ring");
+  - 1F1B with weight stashing equals a one-process reference of PipeDream's update rule
+    (1+1+1+1, 2x2, 1+3), and differs from plain SGD;
   - a stage replica killed (SIGKILL) mid-run: every survivor ends with PipelineError naming
     its stage and rank and the peer or the stage's replicas; nothing hangs."""
 import os
@@ -42,10 +45,11 @@ def data(step):
 
 
 def mkplan(split):
-    """split: [(first layer, end layer, replicas)]"""
+    """split: [(first layer, end layer, replicas[, aggregation])]"""
     st, rank = [], 0
-    for s, (i, j, m) in enumerate(split):
-        st.append({"stage": s, "layers": [i, j], "ranks": list(range(rank, rank + m))})
+    for s, (i, j, m, *agg) in enumerate(split):
+        st.append({"stage": s, "layers": [i, j], "ranks": list(range(rank, rank + m)),
+                   "aggregation": agg[0] if agg else "tally"})
         rank += m
     assert rank == W
     return {"stages": st}
@@ -248,7 +252,7 @@ def check_kill():
 def main():
     fails = 0
     for split in ([(0, 2, 2), (2, 5, 2)], [(0, 3, 1), (3, 5, 3)],
-                  [(0, 1, 1), (1, 3, 1), (3, 5, 2)]):
+                  [(0, 1, 1), (1, 3, 1), (3, 5, 2)], [(0, 2, 2, "ring"), (2, 5, 2, "tally")]):
         fails += check_same(split)
     for split in ([(0, 1, 1), (1, 2, 1), (2, 4, 1), (4, 5, 1)], [(0, 2, 2), (2, 5, 2)],
                   [(0, 3, 1), (3, 5, 3)]):

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Pipeline trainer over torch.distributed point-to-point (gloo) between stages, a plan's
 stages x replicas; each stage's replicas sum their gradients through Tally as their own job
-(job id job_base + stage: a key space of their own).
+(job id job_base + stage: a key space of their own), or over a gloo group of their own where
+the plan's stage says "aggregation": "ring".
 
 Schedule (synchronous, GPipe-style): a minibatch is cut into K microbatches; microbatch k
 runs on replica k mod m_s of stage s (m_s its replicas). Every rank runs the forwards of its
@@ -53,7 +54,15 @@ class PipelineTrainer:
         self.agent = None
         self.tid = None
         self.where = f"stage {self.s} rank {rank} (replica {self.r} of {self.reps[self.s]})"
-        if self.reps[self.s] > 1 and self.params:
+        # stages whose plan says "ring": a gloo group of their replicas (every rank creates
+        # every group, in stage order, as torch.distributed requires)
+        self.group = None
+        for x in plan["stages"]:
+            if x.get("aggregation") == "ring" and len(x["ranks"]) > 1:
+                g = dist.new_group(x["ranks"])
+                if x["stage"] == self.s:
+                    self.group = g
+        if self.reps[self.s] > 1 and self.params and self.group is None:
             from ..agent import Agent
             kw = dict(job_id=job_base + self.s, rank=self.r, world_size=self.reps[self.s],
                       local_rank=0, local_size=1, op_timeout_ms=op_timeout_ms, average=0)
@@ -226,6 +235,17 @@ class PipelineTrainer:
                                 f"{ps} rank {dst} failed: {e}") from e
 
     def _aggregate(self):
+        if self.group is not None and self.params:
+            try:
+                for p in self.params:
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
+                    dist.all_reduce(p.grad, group=self.group)
+            except RuntimeError as e:
+                ranks = self.plan["stages"][self.s]["ranks"]
+                raise PipelineError(f"{self.where}: summing stage {self.s}'s gradients over its "
+                                    f"replicas (ranks {ranks}, gloo ring) failed: {e}") from e
+            return
         if self.agent is None:
             return
         off = 0
