@@ -140,6 +140,36 @@ class Planner(unittest.TestCase):
                              {"fwd_s": 1, "bwd_s": -1, "act_bytes": 1, "param_bytes": 1}]},
                  {"workers": 2, "link_gbit": 1})
 
+    def test_profile(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("torch not importable")
+        from tally.plan import profile
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(8, 300), torch.nn.ReLU(),
+                                torch.nn.Linear(300, 5))
+        x = torch.randn(16, 8)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "prof.json")
+            p = profile(m, x, minibatches=3, path=path)
+            with open(path) as f:
+                self.assertEqual(json.load(f), p)
+        self.assertEqual([layer["param_bytes"] for layer in p["layers"]],
+                         [(8 * 300 + 300) * 4, 0, (300 * 5 + 5) * 4])
+        self.assertEqual([layer["act_bytes"] for layer in p["layers"]],
+                         [16 * 300 * 4, 16 * 300 * 4, 16 * 5 * 4])
+        self.assertEqual(p["minibatch"], 16)
+        for layer in p["layers"]:
+            self.assertGreater(layer["fwd_s"], 0)
+            self.assertGreater(layer["bwd_s"], 0)
+        # the profile plans, and the model's own gradients were left cleared
+        self.assertEqual(len(plan(p, {"workers": 2, "link_gbit": 1})["stages"][0]["ranks"]) > 0,
+                         True)
+        self.assertTrue(all(q.grad is None for q in m.parameters()))
+        with self.assertRaisesRegex(TypeError, "layers="):
+            profile(torch.nn.Linear(2, 2), torch.randn(1, 2))
+
     def test_cli(self):
         with tempfile.TemporaryDirectory() as d:
             pf, cf, of = (os.path.join(d, x) for x in ("p.json", "c.json", "o.json"))
