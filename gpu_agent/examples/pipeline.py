@@ -63,12 +63,16 @@ def worker(rank, a, plan, uport, tport, q):
         for ep in range(a.epochs):
             batches = [(Xtr[i * a.batch:(i + 1) * a.batch], ytr[i * a.batch:(i + 1) * a.batch])
                        for i in range(nb)]
+            # (sum of losses, minibatches they stand for) on last-stage ranks: in 1F1B a
+            # replica's own minibatches; in the sync schedule each replica's share of every
+            # minibatch's loss (its microbatches' losses / K), so the shares add up
             if a.schedule == "1f1b":
                 ls = tr.train_1f1b(batches)
+                losses.append((sum(ls), len(ls)))
             else:
                 ls = [tr.step(x, y, a.microbatches) for x, y in batches]
                 ls = [v for v in ls if v is not None]
-            losses.append(sum(ls) / len(ls) if ls else None)
+                losses.append((sum(ls), nb / len(plan["stages"][-1]["ranks"])) if ls else None)
         dt = time.perf_counter() - t0
         state = {k: v.tolist() for k, v in tr.module.state_dict().items()} if tr.r == 0 else None
         q.put((rank, "ok", losses, dt / (a.epochs * nb), state, tr.s))
@@ -144,7 +148,7 @@ def main():
     last = [v for v in res.values() if v[4] == len(plan["stages"]) - 1]
     for ep in range(a.epochs):
         ls = [v[1][ep] for v in last if v[1][ep] is not None]
-        print(f"epoch {ep}: train loss {sum(ls) / len(ls):.4f}")
+        print(f"epoch {ep}: train loss {sum(x for x, _ in ls) / sum(n for _, n in ls):.4f}")
     per_mb = max(v[2] for v in res.values())
     # the whole model from each stage's replica 0, evaluated here
     full = torch.nn.Sequential(*layers(a))
@@ -159,9 +163,11 @@ def main():
           f"{plan.get('predicted_s_per_minibatch', float('nan')) * 1e3:.2f} ms on the cluster "
           f"planned for; this host's ranks share its cores)")
     print(f"test accuracy: {acc:.4f}")
+    print(f"samples/s: {a.batch / per_mb:.0f}")
     if a.out:
         with open(a.out, "w") as f:
             json.dump({"profile": prof, "plan": plan, "schedule": a.schedule,
+                       "samples_per_s": a.batch / per_mb,
                        "measured_s_per_minibatch": per_mb, "test_accuracy": acc}, f, indent=1)
     return 0
 

@@ -17,6 +17,11 @@ rank and the peer stage and rank (or the stage's replica ranks)."""
 import torch
 import torch.distributed as dist
 
+try:  # torch 2.x
+    from torch.func import functional_call as _functional_call
+except ImportError:  # torch 1.13
+    from torch.nn.utils.stateless import functional_call as _functional_call
+
 HDR = 8  # int64 header before an activation: ndim, then the dims
 
 
@@ -159,7 +164,6 @@ class PipelineTrainer:
         weights of the time and stashes them; its backward computes the gradient with that
         stash; after each backward the stage's replicas average their gradients (the m_s
         minibatches of that round) and step. Returns the last stage's losses, else []."""
-        from torch.nn.utils import stateless
         m = self.reps[self.s]
         if len(batches) % m:
             raise ValueError(f"{len(batches)} minibatches: not a multiple of stage {self.s}'s "
@@ -176,7 +180,7 @@ class PipelineTrainer:
             inp = inp.detach().requires_grad_(not first)
             w = {n: p.detach().clone().requires_grad_(True) for n, p in
                  zip(names, self.params)}
-            out = stateless.functional_call(self.module, w, (inp,))
+            out = _functional_call(self.module, w, (inp,))
             if last:
                 out = self.loss_fn(out, y)
                 losses.append(float(out))
