@@ -6,6 +6,7 @@ flips exactly where the cost model (perf/perf_model.py) says; the CLI writes the
 bad input is refused with the field named."""
 import importlib.util
 import json
+import math
 import os
 import random
 import subprocess
@@ -126,6 +127,75 @@ class Planner(unittest.TestCase):
             p = plan(prof, {"workers": 4, "link_gbit": 10, "alpha_us": 0,
                             "appliance": {"count": k, "link_gbit": 10}})
             self.assertEqual(p["stages"][0]["aggregation"], want, k)
+
+    def test_levels_equal_nested_exhaustive(self):
+        # two levels (GPUs in a host, hosts on a fabric): the hierarchical program equals an
+        # exhaustive search done level by level (every split and replica count of a level,
+        # each stage's time on one unit being the exhaustive best one level down)
+        from tally.plan.cost import Cluster as C
+        rng = random.Random(361)
+        for case in range(40):
+            n = rng.randint(1, 4)
+            layers = [(rng.uniform(1e-4, 1e-2), rng.uniform(1e-4, 2e-2),
+                       rng.randint(0, 10**6), rng.randint(0, 5 * 10**7)) for _ in range(n)]
+            inner = {"workers": rng.randint(1, 3), "link_gbit": rng.choice([100, 400]),
+                     "alpha_us": 1}
+            outer = {"workers": rng.randint(1, 3), "link_gbit": rng.choice([1, 10]),
+                     "alpha_us": 5, "appliance": rng.choice([None, {"count": 2,
+                                                                   "link_gbit": 25}])}
+            p = plan(chain(layers), {"levels": [inner, outer]})
+            prof = chain(layers)["layers"]
+            lv = [C.from_dict(inner), C.from_dict(outer)]
+
+            def best(k, i, j):
+                comp = sum(x["fwd_s"] + x["bwd_s"] for x in prof[i:j])
+                if k < 0:
+                    return comp
+                cl = lv[k]
+                res = [math.inf]
+
+                def rec(a, m_left, acc):
+                    if a == j:
+                        if m_left == 0:
+                            res[0] = min(res[0], acc)
+                        return
+                    for b in range(a + 1, j + 1):
+                        for m in range(1, m_left + 1):
+                            sync, _ = cl.sync(sum(x["param_bytes"] for x in prof[a:b]), m)
+                            t = max(acc, max(best(k - 1, a, b), sync) / m)
+                            if b < j:
+                                t = max(t, 2 * cl.transfer(prof[b - 1]["act_bytes"]))
+                            rec(b, m_left - m, t)
+                rec(i, cl.workers, 0.0)
+                return res[0]
+            want = best(1, 0, n)
+            with self.subTest(case=case):
+                self.assertAlmostEqual(p["predicted_s_per_minibatch"], want, delta=want * 1e-9)
+                self.assertEqual(sum(s["replicas"] for s in p["stages"]),
+                                 inner["workers"] * outer["workers"])
+                self.assertEqual(p["stages"][-1]["layers"][1], n)
+
+    def test_levels_one_level_is_flat(self):
+        cl = {"workers": 4, "link_gbit": 10, "alpha_us": 5}
+        prof = chain([(20e-3, 40e-3, 1e5, 1e5), (1e-3, 2e-3, 4e3, 4e8)])
+        self.assertEqual(plan(prof, {"levels": [cl]}), plan(prof, cl))
+
+    def test_levels_slow_fabric_splits_across_hosts(self):
+        # 2 hosts x 2 GPUs; weights 100 MB in layer 1 only: on a fast fabric pure data
+        # parallelism; on a slow fabric the hosts split the chain (a stage per host) while
+        # each host's 2 GPUs replicate inside it over its fast link
+        prof = chain([(20e-3, 40e-3, 1e5, 1e5), (20e-3, 40e-3, 1e5, 1e8)])
+        gpu = {"workers": 2, "link_gbit": 400, "alpha_us": 1}
+        fast = plan(prof, {"levels": [gpu, {"workers": 2, "link_gbit": 400}]})
+        slow = plan(prof, {"levels": [gpu, {"workers": 2, "link_gbit": 1}]})
+        self.assertEqual(len(fast["levels"]["stages"]), 1, fast["levels"])
+        self.assertEqual(fast["levels"]["stages"][0]["replicas"], 2)
+        self.assertEqual(len(slow["levels"]["stages"]), 2, slow["levels"])
+        self.assertEqual([s["replicas"] for s in slow["stages"]], [2, 2])
+        self.assertLess(slow["predicted_s_per_minibatch"],
+                        slow["data_parallel"]["predicted_s_per_minibatch"])
+        with self.assertRaisesRegex(ClusterError, r"levels\[1\]: cluster: missing 'link_gbit'"):
+            plan(prof, {"levels": [gpu, {"workers": 2}]})
 
     def test_bad_input(self):
         with self.assertRaisesRegex(ClusterError, "workers"):

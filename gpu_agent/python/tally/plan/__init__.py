@@ -2,7 +2,7 @@
 """Pipeline and hybrid parallelism (PipeDream): profile a layer chain, plan stages x replicas
 with each stage's aggregation through Tally or a ring, whichever the cost model says."""
 from .cost import Cluster, ClusterError
-from .planner import ProfileError, exhaustive, format_plan, load_profile, plan
+from .planner import ProfileError, exhaustive, format_plan, load_levels, load_profile, plan
 
 
 def profile(*a, **kw):
@@ -12,4 +12,4 @@ def profile(*a, **kw):
 
 
 __all__ = ["Cluster", "ClusterError", "ProfileError", "exhaustive", "format_plan",
-           "load_profile", "plan", "profile"]
+           "load_levels", "load_profile", "plan", "profile"]

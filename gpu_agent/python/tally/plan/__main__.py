@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from .cost import Cluster, ClusterError
+from .cost import ClusterError
 from .planner import ProfileError, format_plan, plan
 
 
@@ -14,12 +14,13 @@ def main(argv=None):
     p.add_argument("profile", help="profile JSON (tally.plan.profile)")
     p.add_argument("--cluster", required=True,
                    help="cluster JSON: workers, link_gbit, alpha_us, appliance {count, "
-                        "link_gbit, cores, engine_gbit}")
+                        "link_gbit, cores, engine_gbit}; or {\"levels\": [those, innermost "
+                        "first]} (each level's workers: units of the level below)")
     p.add_argument("-o", "--output", default=None, help="write the plan JSON here")
     p.add_argument("--json", action="store_true", help="print the plan JSON, not the table")
     o = p.parse_args(argv)
     try:
-        pl = plan(o.profile, Cluster.load(o.cluster))
+        pl = plan(o.profile, o.cluster)
     except (ClusterError, ProfileError) as e:
         print(f"tally-plan: {e}", file=sys.stderr)
         return 2

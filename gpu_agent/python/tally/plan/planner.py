@@ -45,8 +45,13 @@ def load_profile(src):
 
 
 class _Chain:
-    def __init__(self, layers, cluster):
+    """One level's view of the chain: base(i, j) is the time of layers i..j-1 on one unit of
+    this level (one worker at the innermost level; one whole component of the level below,
+    its best pipeline, above it)."""
+
+    def __init__(self, layers, cluster, base=None):
         self.cl = cluster
+        self.base = base
         self.n = len(layers)
         self.comp = [0.0]
         self.par = [0]
@@ -58,22 +63,24 @@ class _Chain:
     def stage(self, i, j, m):
         """(T(i, j, m), how the replicas aggregate, sync seconds)."""
         s, how = self.cl.sync(self.par[j] - self.par[i], m)
-        return max(self.comp[j] - self.comp[i], s) / m, how, s
+        b = self.base(i, j) if self.base else self.comp[j] - self.comp[i]
+        return max(b, s) / m, how, s
 
     def edge(self, i):
         """2 C(i): layer i-1's activation forward and its gradient back."""
         return 2 * self.cl.transfer(self.act[i - 1])
 
 
-def _dp(ch, M):
-    N = ch.n
+def _dp(ch, M, i0=0, N=None):
+    """The program over layers i0..N-1 on M units: (time, [(first, end, replicas)])."""
+    N = ch.n if N is None else N
     INF = math.inf
     A = [[INF] * (M + 1) for _ in range(N + 1)]
     choice = [[None] * (M + 1) for _ in range(N + 1)]
-    for j in range(1, N + 1):
+    for j in range(i0 + 1, N + 1):
         for m in range(1, M + 1):
-            best, arg = ch.stage(0, j, m)[0], None
-            for i in range(1, j):
+            best, arg = ch.stage(i0, j, m)[0], None
+            for i in range(i0 + 1, j):
                 e = ch.edge(i)
                 for mp in range(1, m):
                     t = max(A[i][m - mp], e, ch.stage(i, j, mp)[0])
@@ -85,7 +92,7 @@ def _dp(ch, M):
     while True:
         c = choice[j][m]
         if c is None:
-            bounds.append((0, j, m))
+            bounds.append((i0, j, m))
             break
         i, mp = c
         bounds.append((i, j, mp))
@@ -111,21 +118,127 @@ def _describe(ch, layers, bounds, total):
             "in_flight": math.ceil(ch.cl.workers / bounds[0][2])}
 
 
-def plan(profile, cluster):
-    """The best plan of profile (dict or path) on cluster (Cluster, dict or path)."""
-    prof = load_profile(profile)
+def load_levels(cluster):
+    """[Cluster], innermost level first: a Cluster, a dict (flat, or {"levels": [...]}, each
+    level a flat cluster whose 'workers' counts units of the level below) or a JSON path."""
+    if isinstance(cluster, Cluster):
+        return [cluster]
     if isinstance(cluster, str):
-        cluster = Cluster.load(cluster)
-    elif isinstance(cluster, dict):
-        cluster = Cluster.from_dict(cluster)
-    ch = _Chain(prof["layers"], cluster)
-    total, bounds = _dp(ch, cluster.workers)
-    out = {"version": PROFILE_VERSION, "cluster": cluster.to_dict(),
-           "minibatch": prof.get("minibatch"), "layer_count": ch.n}
-    out.update(_describe(ch, prof["layers"], bounds, total))
-    dp_t, dp_how, _ = ch.stage(0, ch.n, cluster.workers)
-    out["data_parallel"] = {"predicted_s_per_minibatch": dp_t, "aggregation": dp_how}
+        try:
+            with open(cluster) as f:
+                cluster = json.load(f)
+        except OSError as e:
+            raise ClusterError(f"cannot read cluster file {cluster}: {e.strerror}")
+        except ValueError as e:
+            raise ClusterError(f"cluster file is not JSON: {e}")
+    if isinstance(cluster, dict) and "levels" in cluster:
+        lv = cluster["levels"]
+        if set(cluster) != {"levels"} or not isinstance(lv, list) or not lv:
+            raise ClusterError("cluster: 'levels' must be a non-empty list and alone")
+        out = []
+        for n, x in enumerate(lv):
+            try:
+                out.append(Cluster.from_dict(x))
+            except ClusterError as e:
+                raise ClusterError(f"levels[{n}]: {e}") from None
+        return out
+    return [Cluster.from_dict(cluster)]
+
+
+def _chains(layers, levels):
+    """One _Chain per level; level k's base(i, j) is level k-1's best pipeline of layers
+    i..j-1 on all of its units (PipeDream's hierarchical program)."""
+    chains = [_Chain(layers, levels[0])]
+    for k in range(1, len(levels)):
+        below, units, memo = chains[-1], levels[k - 1].workers, {}
+
+        def base(i, j, below=below, units=units, memo=memo):
+            if (i, j) not in memo:
+                memo[(i, j)] = _dp(below, units, i, j)
+            return memo[(i, j)][0]
+        chains.append(_Chain(layers, levels[k], base))
+        chains[-1].memo = memo
+    return chains
+
+
+def _nested(chains, k, layers, bounds, total):
+    """The plan at level k, with each stage's plan one level down ('inner')."""
+    d = _describe(chains[k], layers, bounds, total)
+    for st in d["stages"]:
+        st.pop("ranks")
+        if k > 0:
+            i, j = st["layers"]
+            t, b = chains[k].memo[(i, j)] if (i, j) in chains[k].memo else \
+                _dp(chains[k - 1], chains[k - 1].cl.workers, i, j)
+            st["inner"] = _nested(chains, k - 1, layers, b, t)
+    return d
+
+
+def _flatten(p, unit):
+    """The runtime's stages (ranks numbered unit after unit): an inner stage of an outer stage
+    with r replicas becomes one stage of r x its replicas, aggregating as the outer level says
+    where r > 1."""
+    out = []
+    for st in p["stages"]:
+        inner = _flatten(st["inner"], 1) if "inner" in st else \
+            [{"layers": st["layers"], "names": st["names"], "replicas": 1,
+              "aggregation": "none"}]
+        for x in inner:
+            r = st["replicas"] * x["replicas"]
+            how = st["aggregation"] if st["replicas"] > 1 else x["aggregation"]
+            out.append({"layers": x["layers"], "names": x["names"], "replicas": r,
+                        "aggregation": how if r > 1 else "none"})
+    rank = 0
+    for n, x in enumerate(out):
+        x["stage"] = n
+        x["ranks"] = list(range(rank, rank + x["replicas"]))
+        rank += x["replicas"]
     return out
+
+
+def plan(profile, cluster):
+    """The best plan of profile (dict or path) on cluster (Cluster, dict or path; with
+    'levels', PipeDream's hierarchical program, innermost level first)."""
+    prof = load_profile(profile)
+    levels = load_levels(cluster)
+    layers = prof["layers"]
+    if len(levels) == 1:
+        ch = _Chain(layers, levels[0])
+        total, bounds = _dp(ch, levels[0].workers)
+        out = {"version": PROFILE_VERSION, "cluster": levels[0].to_dict(),
+               "minibatch": prof.get("minibatch"), "layer_count": ch.n}
+        out.update(_describe(ch, layers, bounds, total))
+        dp_t, dp_how, _ = ch.stage(0, ch.n, levels[0].workers)
+        out["data_parallel"] = {"predicted_s_per_minibatch": dp_t, "aggregation": dp_how}
+        return out
+    chains = _chains(layers, levels)
+    top = chains[-1]
+    total, bounds = _dp(top, levels[-1].workers)
+    nested = _nested(chains, len(levels) - 1, layers, bounds, total)
+    workers = math.prod(lv.workers for lv in levels)
+    out = {"version": PROFILE_VERSION,
+           "cluster": {"levels": [lv.to_dict() for lv in levels], "workers": workers},
+           "minibatch": prof.get("minibatch"), "layer_count": top.n,
+           "stages": _flatten(nested, 1), "levels": nested,
+           "predicted_s_per_minibatch": total,
+           "in_flight": None}
+    out["in_flight"] = math.ceil(workers / out["stages"][0]["replicas"])
+    for st in out["stages"]:
+        st.setdefault("time_s", None)
+    # pure data parallelism: every level's replicas of the whole chain, each level synced
+    t = top.stage(0, top.n, levels[-1].workers)
+    out["data_parallel"] = {"predicted_s_per_minibatch": _dp_only(chains, layers),
+                            "aggregation": t[1]}
+    return out
+
+
+def _dp_only(chains, layers):
+    """Time per minibatch of one stage replicated at every level."""
+    t = chains[0].comp[-1]
+    for ch in chains:
+        s, _ = ch.cl.sync(ch.par[-1], ch.cl.workers)
+        t = max(t, s) / ch.cl.workers
+    return t
 
 
 def exhaustive(profile, cluster):
@@ -162,12 +275,15 @@ def format_plan(p):
         i, j = s["layers"]
         lines.append(f"  stage {s['stage']}: layers {i}..{j - 1} ({', '.join(s['names'])}) "
                      f"x{s['replicas']} ranks {s['ranks'][0]}..{s['ranks'][-1]} "
-                     f"aggregation {s['aggregation']}  compute {s['compute_s'] * 1e3:.3f} ms  "
-                     f"sync {s['sync_s'] * 1e3:.3f} ms  per minibatch {s['time_s'] * 1e3:.3f} ms")
+                     f"aggregation {s['aggregation']}  "
+                     + (f"compute {s['compute_s'] * 1e3:.3f} ms  " if "compute_s" in s else "")
+                     + (f"sync {s['sync_s'] * 1e3:.3f} ms  per minibatch {s['time_s'] * 1e3:.3f} ms"
+                        if s.get("time_s") is not None else "(hierarchical: see 'levels')"))
     lines.append(f"predicted time per minibatch: {p['predicted_s_per_minibatch'] * 1e3:.3f} ms "
                  f"(pure data parallel: {p['data_parallel']['predicted_s_per_minibatch'] * 1e3:.3f}"
                  f" ms, {p['data_parallel']['aggregation']})")
     return "\n".join(lines)
 
 
-__all__ = ["plan", "exhaustive", "format_plan", "load_profile", "ProfileError", "ClusterError"]
+__all__ = ["plan", "exhaustive", "load_levels", "format_plan", "load_profile", "ProfileError",
+           "ClusterError"]
