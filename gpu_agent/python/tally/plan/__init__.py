@@ -1,0 +1,15 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Pipeline and hybrid parallelism (PipeDream): profile a layer chain, plan stages x replicas
+with each stage's aggregation through Tally or a ring, whichever the cost model says."""
+from .cost import Cluster, ClusterError
+from .planner import ProfileError, exhaustive, format_plan, load_levels, load_profile, plan
+
+
+def profile(*a, **kw):
+    """tally.plan.profile.profile (imports torch only when called)."""
+    from .profile import profile as _p
+    return _p(*a, **kw)
+
+
+__all__ = ["Cluster", "ClusterError", "ProfileError", "exhaustive", "format_plan",
+           "load_levels", "load_profile", "plan", "profile"]

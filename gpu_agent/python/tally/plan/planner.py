@@ -1,0 +1,289 @@
+# SPDX-License-Identifier: Apache-2.0
+"""PipeDream's partitioning dynamic program (Narayanan et al., SOSP'19, section 3.1) over a
+profiled layer chain on one level of workers: stage boundaries, replicas per stage, the
+number of minibatches in flight, and per stage how its replicas aggregate (cost.Cluster.sync:
+Tally appliances or ring allreduce, the faster).
+
+Time of a stage of layers i..j-1 on m replicas (per minibatch, steady state):
+    T(i, j, m) = max(sum of fwd+bwd over the layers, sync(param bytes, m)) / m
+and of the best pipeline of the first j layers on m workers:
+    A(j, m) = min(T(0, j, m),
+                  min over i < j, m' < m of max(A(i, m - m'), 2 C(i), T(i, j, m')))
+with C(i) the transfer of layer i-1's activation. The pipeline's time per minibatch is its
+slowest part, A(N, M): every worker is used."""
+import json
+import math
+
+from .cost import Cluster, ClusterError
+
+PROFILE_VERSION = 1
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be planned: the message names the field."""
+
+
+def load_profile(src):
+    """A profile dict (or a path to its JSON), checked: layers with fwd_s, bwd_s, act_bytes,
+    param_bytes, all >= 0."""
+    if isinstance(src, str):
+        try:
+            with open(src) as f:
+                src = json.load(f)
+        except OSError as e:
+            raise ProfileError(f"cannot read profile {src}: {e.strerror}")
+        except ValueError as e:
+            raise ProfileError(f"profile is not JSON: {e}")
+    if not isinstance(src, dict) or not isinstance(src.get("layers"), list) or not src["layers"]:
+        raise ProfileError("profile: a JSON object with a non-empty 'layers' list")
+    for n, layer in enumerate(src["layers"]):
+        for f in ("fwd_s", "bwd_s", "act_bytes", "param_bytes"):
+            v = layer.get(f) if isinstance(layer, dict) else None
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v:
+                raise ProfileError(f"profile: layers[{n}].{f} must be a number >= 0, not {v!r}")
+    return src
+
+
+class _Chain:
+    """One level's view of the chain: base(i, j) is the time of layers i..j-1 on one unit of
+    this level (one worker at the innermost level; one whole component of the level below,
+    its best pipeline, above it)."""
+
+    def __init__(self, layers, cluster, base=None):
+        self.cl = cluster
+        self.base = base
+        self.n = len(layers)
+        self.comp = [0.0]
+        self.par = [0]
+        for layer in layers:
+            self.comp.append(self.comp[-1] + layer["fwd_s"] + layer["bwd_s"])
+            self.par.append(self.par[-1] + layer["param_bytes"])
+        self.act = [layer["act_bytes"] for layer in layers]
+
+    def stage(self, i, j, m):
+        """(T(i, j, m), how the replicas aggregate, sync seconds)."""
+        s, how = self.cl.sync(self.par[j] - self.par[i], m)
+        b = self.base(i, j) if self.base else self.comp[j] - self.comp[i]
+        return max(b, s) / m, how, s
+
+    def edge(self, i):
+        """2 C(i): layer i-1's activation forward and its gradient back."""
+        return 2 * self.cl.transfer(self.act[i - 1])
+
+
+def _dp(ch, M, i0=0, N=None):
+    """The program over layers i0..N-1 on M units: (time, [(first, end, replicas)])."""
+    N = ch.n if N is None else N
+    INF = math.inf
+    A = [[INF] * (M + 1) for _ in range(N + 1)]
+    choice = [[None] * (M + 1) for _ in range(N + 1)]
+    for j in range(i0 + 1, N + 1):
+        for m in range(1, M + 1):
+            best, arg = ch.stage(i0, j, m)[0], None
+            for i in range(i0 + 1, j):
+                e = ch.edge(i)
+                for mp in range(1, m):
+                    t = max(A[i][m - mp], e, ch.stage(i, j, mp)[0])
+                    if t < best:
+                        best, arg = t, (i, mp)
+            A[j][m], choice[j][m] = best, arg
+    bounds = []
+    j, m = N, M
+    while True:
+        c = choice[j][m]
+        if c is None:
+            bounds.append((i0, j, m))
+            break
+        i, mp = c
+        bounds.append((i, j, mp))
+        j, m = i, m - mp
+    return A[N][M], bounds[::-1]
+
+
+def _describe(ch, layers, bounds, total):
+    stages = []
+    rank = 0
+    for s, (i, j, m) in enumerate(bounds):
+        t, how, sync = ch.stage(i, j, m)
+        stages.append({"stage": s, "layers": [i, j], "names": [layers[x].get("name", str(x))
+                                                              for x in range(i, j)],
+                       "replicas": m, "ranks": list(range(rank, rank + m)),
+                       "aggregation": how, "compute_s": ch.comp[j] - ch.comp[i],
+                       "param_bytes": ch.par[j] - ch.par[i], "sync_s": sync,
+                       "time_s": t,
+                       "send_s": ch.edge(j) if j < ch.n else 0.0})
+        rank += m
+    return {"stages": stages, "predicted_s_per_minibatch": total,
+            # PipeDream's NOAM: enough minibatches to keep every worker busy
+            "in_flight": math.ceil(ch.cl.workers / bounds[0][2])}
+
+
+def load_levels(cluster):
+    """[Cluster], innermost level first: a Cluster, a dict (flat, or {"levels": [...]}, each
+    level a flat cluster whose 'workers' counts units of the level below) or a JSON path."""
+    if isinstance(cluster, Cluster):
+        return [cluster]
+    if isinstance(cluster, str):
+        try:
+            with open(cluster) as f:
+                cluster = json.load(f)
+        except OSError as e:
+            raise ClusterError(f"cannot read cluster file {cluster}: {e.strerror}")
+        except ValueError as e:
+            raise ClusterError(f"cluster file is not JSON: {e}")
+    if isinstance(cluster, dict) and "levels" in cluster:
+        lv = cluster["levels"]
+        if set(cluster) != {"levels"} or not isinstance(lv, list) or not lv:
+            raise ClusterError("cluster: 'levels' must be a non-empty list and alone")
+        out = []
+        for n, x in enumerate(lv):
+            try:
+                out.append(Cluster.from_dict(x))
+            except ClusterError as e:
+                raise ClusterError(f"levels[{n}]: {e}") from None
+        return out
+    return [Cluster.from_dict(cluster)]
+
+
+def _chains(layers, levels):
+    """One _Chain per level; level k's base(i, j) is level k-1's best pipeline of layers
+    i..j-1 on all of its units (PipeDream's hierarchical program)."""
+    chains = [_Chain(layers, levels[0])]
+    for k in range(1, len(levels)):
+        below, units, memo = chains[-1], levels[k - 1].workers, {}
+
+        def base(i, j, below=below, units=units, memo=memo):
+            if (i, j) not in memo:
+                memo[(i, j)] = _dp(below, units, i, j)
+            return memo[(i, j)][0]
+        chains.append(_Chain(layers, levels[k], base))
+        chains[-1].memo = memo
+    return chains
+
+
+def _nested(chains, k, layers, bounds, total):
+    """The plan at level k, with each stage's plan one level down ('inner')."""
+    d = _describe(chains[k], layers, bounds, total)
+    for st in d["stages"]:
+        st.pop("ranks")
+        if k > 0:
+            i, j = st["layers"]
+            t, b = chains[k].memo[(i, j)] if (i, j) in chains[k].memo else \
+                _dp(chains[k - 1], chains[k - 1].cl.workers, i, j)
+            st["inner"] = _nested(chains, k - 1, layers, b, t)
+    return d
+
+
+def _flatten(p, unit):
+    """The runtime's stages (ranks numbered unit after unit): an inner stage of an outer stage
+    with r replicas becomes one stage of r x its replicas, aggregating as the outer level says
+    where r > 1."""
+    out = []
+    for st in p["stages"]:
+        inner = _flatten(st["inner"], 1) if "inner" in st else \
+            [{"layers": st["layers"], "names": st["names"], "replicas": 1,
+              "aggregation": "none"}]
+        for x in inner:
+            r = st["replicas"] * x["replicas"]
+            how = st["aggregation"] if st["replicas"] > 1 else x["aggregation"]
+            out.append({"layers": x["layers"], "names": x["names"], "replicas": r,
+                        "aggregation": how if r > 1 else "none"})
+    rank = 0
+    for n, x in enumerate(out):
+        x["stage"] = n
+        x["ranks"] = list(range(rank, rank + x["replicas"]))
+        rank += x["replicas"]
+    return out
+
+
+def plan(profile, cluster):
+    """The best plan of profile (dict or path) on cluster (Cluster, dict or path; with
+    'levels', PipeDream's hierarchical program, innermost level first)."""
+    prof = load_profile(profile)
+    levels = load_levels(cluster)
+    layers = prof["layers"]
+    if len(levels) == 1:
+        ch = _Chain(layers, levels[0])
+        total, bounds = _dp(ch, levels[0].workers)
+        out = {"version": PROFILE_VERSION, "cluster": levels[0].to_dict(),
+               "minibatch": prof.get("minibatch"), "layer_count": ch.n}
+        out.update(_describe(ch, layers, bounds, total))
+        dp_t, dp_how, _ = ch.stage(0, ch.n, levels[0].workers)
+        out["data_parallel"] = {"predicted_s_per_minibatch": dp_t, "aggregation": dp_how}
+        return out
+    chains = _chains(layers, levels)
+    top = chains[-1]
+    total, bounds = _dp(top, levels[-1].workers)
+    nested = _nested(chains, len(levels) - 1, layers, bounds, total)
+    workers = math.prod(lv.workers for lv in levels)
+    out = {"version": PROFILE_VERSION,
+           "cluster": {"levels": [lv.to_dict() for lv in levels], "workers": workers},
+           "minibatch": prof.get("minibatch"), "layer_count": top.n,
+           "stages": _flatten(nested, 1), "levels": nested,
+           "predicted_s_per_minibatch": total,
+           "in_flight": None}
+    out["in_flight"] = math.ceil(workers / out["stages"][0]["replicas"])
+    for st in out["stages"]:
+        st.setdefault("time_s", None)
+    # pure data parallelism: every level's replicas of the whole chain, each level synced
+    t = top.stage(0, top.n, levels[-1].workers)
+    out["data_parallel"] = {"predicted_s_per_minibatch": _dp_only(chains, layers),
+                            "aggregation": t[1]}
+    return out
+
+
+def _dp_only(chains, layers):
+    """Time per minibatch of one stage replicated at every level."""
+    t = chains[0].comp[-1]
+    for ch in chains:
+        s, _ = ch.cl.sync(ch.par[-1], ch.cl.workers)
+        t = max(t, s) / ch.cl.workers
+    return t
+
+
+def exhaustive(profile, cluster):
+    """Every split of the chain into contiguous stages and every replica count per stage
+    using all workers: (best time, bounds). For checking the program on small chains."""
+    prof = load_profile(profile)
+    if isinstance(cluster, dict):
+        cluster = Cluster.from_dict(cluster)
+    ch = _Chain(prof["layers"], cluster)
+    best = [math.inf, None]
+
+    def rec(i, m_left, acc, bounds):
+        if i == ch.n:
+            if m_left == 0 and acc < best[0]:
+                best[0], best[1] = acc, list(bounds)
+            return
+        for j in range(i + 1, ch.n + 1):
+            for m in range(1, m_left + 1):
+                t = max(acc, ch.stage(i, j, m)[0])
+                if j < ch.n:
+                    t = max(t, ch.edge(j))
+                bounds.append((i, j, m))
+                rec(j, m_left - m, t, bounds)
+                bounds.pop()
+
+    rec(0, cluster.workers, 0.0, [])
+    return best[0], best[1]
+
+
+def format_plan(p):
+    lines = [f"plan: {len(p['stages'])} stage(s) on {p['cluster']['workers']} worker(s), "
+             f"{p['in_flight']} minibatch(es) in flight"]
+    for s in p["stages"]:
+        i, j = s["layers"]
+        lines.append(f"  stage {s['stage']}: layers {i}..{j - 1} ({', '.join(s['names'])}) "
+                     f"x{s['replicas']} ranks {s['ranks'][0]}..{s['ranks'][-1]} "
+                     f"aggregation {s['aggregation']}  "
+                     + (f"compute {s['compute_s'] * 1e3:.3f} ms  " if "compute_s" in s else "")
+                     + (f"sync {s['sync_s'] * 1e3:.3f} ms  per minibatch {s['time_s'] * 1e3:.3f} ms"
+                        if s.get("time_s") is not None else "(hierarchical: see 'levels')"))
+    lines.append(f"predicted time per minibatch: {p['predicted_s_per_minibatch'] * 1e3:.3f} ms "
+                 f"(pure data parallel: {p['data_parallel']['predicted_s_per_minibatch'] * 1e3:.3f}"
+                 f" ms, {p['data_parallel']['aggregation']})")
+    return "\n".join(lines)
+
+
+__all__ = ["plan", "exhaustive", "load_levels", "format_plan", "load_profile", "ProfileError",
+           "ClusterError"]

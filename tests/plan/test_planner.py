@@ -1,0 +1,268 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""tally.plan's planner: PipeDream's program equals exhaustive search on small random chains;
+weight-heavy layers get fewer replicas, compute-heavy ones more; the appliance/ring choice
+flips exactly where the cost model (perf/perf_model.py) says; the CLI writes the plan;
+bad input is refused with the field named."""
+import importlib.util
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SRC = os.environ.get("TALLY_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(SRC, "gpu_agent", "python"))
+from tally.plan import Cluster, ClusterError, ProfileError, exhaustive, plan  # noqa: E402
+from tally.plan.cost import ring_time, tally_time  # noqa: E402
+
+spec = importlib.util.spec_from_file_location("perf_model", os.path.join(SRC, "perf",
+                                                                         "perf_model.py"))
+perf_model = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(perf_model)
+
+
+def chain(specs):
+    return {"layers": [{"name": f"l{k}", "fwd_s": f, "bwd_s": b, "act_bytes": a,
+                        "param_bytes": p} for k, (f, b, a, p) in enumerate(specs)]}
+
+
+class Planner(unittest.TestCase):
+    def test_equals_exhaustive(self):
+        rng = random.Random(36)
+        for case in range(150):
+            n = rng.randint(1, 5)
+            layers = [(rng.uniform(1e-4, 1e-2), rng.uniform(1e-4, 2e-2),
+                       rng.choice([0, rng.randint(1000, 10**7)]), rng.randint(0, 5 * 10**7))
+                      for _ in range(n)]
+            app = None if rng.random() < 0.3 else {"count": rng.randint(1, 4),
+                                                   "link_gbit": rng.choice([1, 10, 100])}
+            cl = {"workers": rng.randint(1, 5), "link_gbit": rng.choice([1, 10, 25, 100]),
+                  "alpha_us": rng.choice([0, 5, 50]), "appliance": app}
+            p = plan(chain(layers), cl)
+            best, bounds = exhaustive(chain(layers), cl)
+            with self.subTest(case=case, cl=cl, layers=layers):
+                self.assertAlmostEqual(p["predicted_s_per_minibatch"], best, delta=best * 1e-9)
+                # the plan's stages cover the chain and use every worker
+                got = [(s["layers"][0], s["layers"][1], s["replicas"]) for s in p["stages"]]
+                self.assertEqual(got[0][0], 0)
+                self.assertEqual(got[-1][1], n)
+                self.assertEqual(sum(g[2] for g in got), cl["workers"])
+                for a, b in zip(got, got[1:]):
+                    self.assertEqual(a[1], b[0])
+                # and its stated time is the max of its own parts
+                parts = [s["time_s"] for s in p["stages"]] + [s["send_s"] for s in p["stages"]]
+                self.assertAlmostEqual(max(parts), p["predicted_s_per_minibatch"],
+                                       delta=best * 1e-9)
+
+    def test_weight_heavy_fewer_replicas(self):
+        # layer 0: conv-like, much compute, few weights; layer 1: fc-like, little compute,
+        # many weights (PipeDream's VGG case): the conv stage is replicated, the fc one is not
+        cl = {"workers": 4, "link_gbit": 10, "alpha_us": 5}
+        p = plan(chain([(20e-3, 40e-3, 1e5, 1e5), (1e-3, 2e-3, 4e3, 4e8)]), cl)
+        self.assertEqual(len(p["stages"]), 2, p)
+        conv, fc = p["stages"]
+        self.assertGreater(conv["replicas"], fc["replicas"])
+        self.assertEqual(fc["replicas"], 1)
+        # and it beats pure data parallelism, which must sync the fc weights 4 ways
+        self.assertLess(p["predicted_s_per_minibatch"],
+                        p["data_parallel"]["predicted_s_per_minibatch"])
+        # light weights everywhere: pure data parallelism (one stage, all replicas)
+        p = plan(chain([(20e-3, 40e-3, 1e7, 1e4), (10e-3, 20e-3, 1e7, 1e4)]), cl)
+        self.assertEqual(len(p["stages"]), 1, p)
+        self.assertEqual(p["stages"][0]["replicas"], 4)
+
+    def test_compute_heavy_more_replicas(self):
+        cl = {"workers": 6, "link_gbit": 10, "alpha_us": 0}
+        # equal weights, stage 1 has 4x the compute of stage 0: it gets more replicas
+        # (6-way data parallelism syncs 100 MB: 133 ms / 6 = 22 ms; 1 + 5 replicas: 15 ms)
+        p = plan(chain([(5e-3, 10e-3, 1e4, 5e7), (20e-3, 40e-3, 1e4, 5e7)]), cl)
+        reps = {tuple(s["layers"]): s["replicas"] for s in p["stages"]}
+        self.assertEqual(len(p["stages"]), 2, p)
+        self.assertGreater(reps[(1, 2)], reps[(0, 1)])
+        self.assertLess(p["predicted_s_per_minibatch"],
+                        p["data_parallel"]["predicted_s_per_minibatch"])
+
+    def test_cost_equals_perf_model(self):
+        rng = random.Random(7)
+        for _ in range(200):
+            m, n, k = rng.randint(1, 10**9), rng.randint(2, 64), rng.randint(1, 8)
+            link, app, alpha = rng.choice([1, 10, 100]), rng.choice([1, 10, 100, 400]), \
+                rng.choice([0, 5e-6])
+            cores = rng.choice([None, 1, 4])
+            eng = 80.0 if cores else None
+            row = perf_model.project(m, n, link, k, alpha, eng, cores, app)
+            self.assertAlmostEqual(ring_time(m, n, link * 1e9 / 8, alpha), row["ring_s"],
+                                   delta=row["ring_s"] * 1e-12)
+            t, _ = tally_time(m, n, k, link * 1e9 / 8, app * 1e9 / 8, alpha, cores,
+                              eng * 1e9 / 8 if eng else None)
+            self.assertAlmostEqual(t, row["tally_s"], delta=row["tally_s"] * 1e-12)
+            c = Cluster(n, link, alpha * 1e6, {"count": k, "link_gbit": app, "cores": cores,
+                                               "engine_gbit": eng})
+            s, how = c.sync(m, n)
+            self.assertEqual(how, "tally" if row["tally_s"] < row["ring_s"] * (1 - 1e-12)
+                             else "ring")
+            self.assertAlmostEqual(s, min(row["tally_s"], row["ring_s"]), delta=s * 1e-12)
+
+    def test_choice_flips_where_model_says(self):
+        # one weight-heavy stage on 4 replicas, 10 Gbit/s links, no latency: the ring moves
+        # 2*3/4 m = 1.5 m per worker; Tally's appliance link carries m*4/(k*Ba). With one
+        # appliance Tally wins when Ba > 4/1.5 * 10 = 26.67 Gbit/s, ring below
+        prof = chain([(1e-6, 1e-6, 0, 1e8)])
+        seen = []
+        for ag in (10, 20, 26, 27, 40, 100):
+            cl = {"workers": 4, "link_gbit": 10, "alpha_us": 0,
+                  "appliance": {"count": 1, "link_gbit": ag}}
+            p = plan(prof, cl)
+            row = perf_model.project(1e8, 4, 10, 1, 0.0, None, None, ag)
+            want = "tally" if row["tally_s"] < row["ring_s"] else "ring"
+            self.assertEqual(p["stages"][0]["aggregation"], want, (ag, row))
+            seen.append(want)
+        self.assertEqual(seen, ["ring", "ring", "ring", "tally", "tally", "tally"])
+        # more appliances at 10 Gbit/s: k = 3 gives 4/(3*10) < 1.5/10
+        for k, want in ((1, "ring"), (2, "ring"), (3, "tally")):
+            p = plan(prof, {"workers": 4, "link_gbit": 10, "alpha_us": 0,
+                            "appliance": {"count": k, "link_gbit": 10}})
+            self.assertEqual(p["stages"][0]["aggregation"], want, k)
+
+    def test_levels_equal_nested_exhaustive(self):
+        # two levels (GPUs in a host, hosts on a fabric): the hierarchical program equals an
+        # exhaustive search done level by level (every split and replica count of a level,
+        # each stage's time on one unit being the exhaustive best one level down)
+        from tally.plan.cost import Cluster as C
+        rng = random.Random(361)
+        for case in range(40):
+            n = rng.randint(1, 4)
+            layers = [(rng.uniform(1e-4, 1e-2), rng.uniform(1e-4, 2e-2),
+                       rng.randint(0, 10**6), rng.randint(0, 5 * 10**7)) for _ in range(n)]
+            inner = {"workers": rng.randint(1, 3), "link_gbit": rng.choice([100, 400]),
+                     "alpha_us": 1}
+            outer = {"workers": rng.randint(1, 3), "link_gbit": rng.choice([1, 10]),
+                     "alpha_us": 5, "appliance": rng.choice([None, {"count": 2,
+                                                                   "link_gbit": 25}])}
+            p = plan(chain(layers), {"levels": [inner, outer]})
+            prof = chain(layers)["layers"]
+            lv = [C.from_dict(inner), C.from_dict(outer)]
+
+            def best(k, i, j):
+                comp = sum(x["fwd_s"] + x["bwd_s"] for x in prof[i:j])
+                if k < 0:
+                    return comp
+                cl = lv[k]
+                res = [math.inf]
+
+                def rec(a, m_left, acc):
+                    if a == j:
+                        if m_left == 0:
+                            res[0] = min(res[0], acc)
+                        return
+                    for b in range(a + 1, j + 1):
+                        for m in range(1, m_left + 1):
+                            sync, _ = cl.sync(sum(x["param_bytes"] for x in prof[a:b]), m)
+                            t = max(acc, max(best(k - 1, a, b), sync) / m)
+                            if b < j:
+                                t = max(t, 2 * cl.transfer(prof[b - 1]["act_bytes"]))
+                            rec(b, m_left - m, t)
+                rec(i, cl.workers, 0.0)
+                return res[0]
+            want = best(1, 0, n)
+            with self.subTest(case=case):
+                self.assertAlmostEqual(p["predicted_s_per_minibatch"], want, delta=want * 1e-9)
+                self.assertEqual(sum(s["replicas"] for s in p["stages"]),
+                                 inner["workers"] * outer["workers"])
+                self.assertEqual(p["stages"][-1]["layers"][1], n)
+
+    def test_levels_one_level_is_flat(self):
+        cl = {"workers": 4, "link_gbit": 10, "alpha_us": 5}
+        prof = chain([(20e-3, 40e-3, 1e5, 1e5), (1e-3, 2e-3, 4e3, 4e8)])
+        self.assertEqual(plan(prof, {"levels": [cl]}), plan(prof, cl))
+
+    def test_levels_slow_fabric_splits_across_hosts(self):
+        # 2 hosts x 2 GPUs; weights 100 MB in layer 1 only: on a fast fabric pure data
+        # parallelism; on a slow fabric the hosts split the chain (a stage per host) while
+        # each host's 2 GPUs replicate inside it over its fast link
+        prof = chain([(20e-3, 40e-3, 1e5, 1e5), (20e-3, 40e-3, 1e5, 1e8)])
+        gpu = {"workers": 2, "link_gbit": 400, "alpha_us": 1}
+        fast = plan(prof, {"levels": [gpu, {"workers": 2, "link_gbit": 400}]})
+        slow = plan(prof, {"levels": [gpu, {"workers": 2, "link_gbit": 1}]})
+        self.assertEqual(len(fast["levels"]["stages"]), 1, fast["levels"])
+        self.assertEqual(fast["levels"]["stages"][0]["replicas"], 2)
+        self.assertEqual(len(slow["levels"]["stages"]), 2, slow["levels"])
+        self.assertEqual([s["replicas"] for s in slow["stages"]], [2, 2])
+        self.assertLess(slow["predicted_s_per_minibatch"],
+                        slow["data_parallel"]["predicted_s_per_minibatch"])
+        with self.assertRaisesRegex(ClusterError, r"levels\[1\]: cluster: missing 'link_gbit'"):
+            plan(prof, {"levels": [gpu, {"workers": 2}]})
+
+    def test_bad_input(self):
+        with self.assertRaisesRegex(ClusterError, "workers"):
+            plan(chain([(1, 1, 1, 1)]), {"workers": 0, "link_gbit": 1})
+        with self.assertRaisesRegex(ClusterError, "appliance.engine_gbit"):
+            plan(chain([(1, 1, 1, 1)]), {"workers": 2, "link_gbit": 1,
+                                         "appliance": {"cores": 2}})
+        with self.assertRaisesRegex(ClusterError, "unknown"):
+            plan(chain([(1, 1, 1, 1)]), {"workers": 2, "link_gbit": 1, "wrkers": 3})
+        with self.assertRaisesRegex(ProfileError, r"layers\[1\].bwd_s"):
+            plan({"layers": [{"fwd_s": 1, "bwd_s": 1, "act_bytes": 1, "param_bytes": 1},
+                             {"fwd_s": 1, "bwd_s": -1, "act_bytes": 1, "param_bytes": 1}]},
+                 {"workers": 2, "link_gbit": 1})
+
+    def test_profile(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("torch not importable")
+        from tally.plan import profile
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(8, 300), torch.nn.ReLU(),
+                                torch.nn.Linear(300, 5))
+        x = torch.randn(16, 8)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "prof.json")
+            p = profile(m, x, minibatches=3, path=path)
+            with open(path) as f:
+                self.assertEqual(json.load(f), p)
+        self.assertEqual([layer["param_bytes"] for layer in p["layers"]],
+                         [(8 * 300 + 300) * 4, 0, (300 * 5 + 5) * 4])
+        self.assertEqual([layer["act_bytes"] for layer in p["layers"]],
+                         [16 * 300 * 4, 16 * 300 * 4, 16 * 5 * 4])
+        self.assertEqual(p["minibatch"], 16)
+        for layer in p["layers"]:
+            self.assertGreater(layer["fwd_s"], 0)
+            self.assertGreater(layer["bwd_s"], 0)
+        # the profile plans, and the model's own gradients were left cleared
+        self.assertEqual(len(plan(p, {"workers": 2, "link_gbit": 1})["stages"][0]["ranks"]) > 0,
+                         True)
+        self.assertTrue(all(q.grad is None for q in m.parameters()))
+        with self.assertRaisesRegex(TypeError, "layers="):
+            profile(torch.nn.Linear(2, 2), torch.randn(1, 2))
+
+    def test_cli(self):
+        with tempfile.TemporaryDirectory() as d:
+            pf, cf, of = (os.path.join(d, x) for x in ("p.json", "c.json", "o.json"))
+            with open(pf, "w") as f:
+                json.dump(chain([(20e-3, 40e-3, 1e5, 1e5), (1e-3, 2e-3, 4e3, 4e8)]), f)
+            with open(cf, "w") as f:
+                json.dump({"workers": 4, "link_gbit": 10}, f)
+            env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "gpu_agent", "python"))
+            cli = os.path.join(SRC, "gpu_agent", "python", "bin", "tally-plan")
+            r = subprocess.run([sys.executable, cli, pf, "--cluster", cf, "-o", of], env=env,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("predicted time per minibatch", r.stdout)
+            with open(of) as f:
+                out = json.load(f)
+            self.assertEqual(out, plan(pf, cf))
+            with open(cf, "w") as f:
+                json.dump({"workers": 4}, f)
+            r = subprocess.run([sys.executable, cli, pf, "--cluster", cf], env=env,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("missing 'link_gbit'", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
