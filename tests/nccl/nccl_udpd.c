@@ -72,6 +72,7 @@ pid_t nccl_udpd_start(const char *bin, unsigned *port, const char *const *extra)
 	pid = fork();
 	if (pid == 0) {
 		dup2(fds[1], 2);
+		freopen("/dev/null", "w", stdout); /* its stats at exit */
 		close(fds[0]);
 		execv(bin, (char *const *)argv);
 		_exit(127);
