@@ -147,11 +147,18 @@ ncclResult_t nccl_coll_connect(void *handles[], int nranks, int rank, void *list
 	cc->job = cfg.job_id;
 	cc->a = tally_agent_create(&cfg, &e, err, sizeof(err));
 	if (!cc->a) {
-		NCCL_WARN("NET/Tally: job %u rank %d/%d: %s%s", cfg.job_id, rank, nranks, err,
-			  strstr(err, "key") || strstr(err, "auth")
-				  ? " (check TALLY_AUTH_KEY_FILE)" : "");
+		/* an appliance that holds another key for the job drops our JOINs unanswered */
+		NCCL_WARN("NET/Tally: job %u rank %d/%d: %s%s%s%s", cfg.job_id, rank, nranks, err,
+			  cfg.auth_key_file[0] && !strstr(err, "TALLY_AUTH_KEY_FILE")
+				  ? " (or the appliance holds another key for the "
+						 "job than TALLY_AUTH_KEY_FILE=" : "",
+			  cfg.auth_key_file[0] && !strstr(err, "TALLY_AUTH_KEY_FILE")
+				  ? cfg.auth_key_file : "",
+			  cfg.auth_key_file[0] && !strstr(err, "TALLY_AUTH_KEY_FILE") ? ")" : "");
 		free(cc);
-		return e == -EACCES || e == -EPERM ? ncclInvalidUsage : ncclRemoteError;
+		/* refused (key, quota): a setting to change; else the appliance is not there */
+		return e == -EKEYREJECTED || e == -EACCES || e == -EPERM || e == -EDQUOT
+			       ? ncclInvalidUsage : ncclRemoteError;
 	}
 	if (tally_agent_set_order(cc->a, TALLY_AGENT_ORDER_SUBMIT) != 0) {
 		NCCL_WARN("NET/Tally: %s", tally_agent_strerror(cc->a));
