@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * nccl_tables.c — the versioned symbols NCCL looks up in libnccl-net-tally.so
  * (ncclNetPlugin_vN, ncclCollNetPlugin_vN): thin adapters over nccl_net.c / nccl_coll.c.
- * v11: NCCL 2.28; v8: NCCL 2.19 .. 2.21 (the oldest table with iallgather in CollNet).
+ * v11: NCCL 2.28; v10: 2.24 .. 2.27; v9: 2.22, 2.23; v8: 2.19 .. 2.21.
  */
 #include "nccl_int.h"
 
@@ -347,4 +347,129 @@ __attribute__((visibility("default"))) const ncclCollNet_v8_t ncclCollNetPlugin_
 	.test = nccl_coll_test,
 	.closeColl = nccl_coll_close,
 	.closeListen = nccl_coll_close_listen,
+};
+
+/* ---------------- v9 (NCCL 2.22, 2.23) and v10 (2.24 .. 2.27) ---------------- */
+static ncclResult_t net10_props(int dev, ncclNetProperties_v10_t *p)
+{
+	FILL_PROPS(p, 0);
+	p->vProps.ndevs = 1;
+	p->vProps.devs[0] = dev;
+	p->maxP2pBytes = (size_t)1 << 30;
+	p->maxCollBytes = (size_t)512 << 20;
+	return ncclSuccess;
+}
+
+static ncclResult_t coll10_props(int dev, ncclNetProperties_v10_t *p)
+{
+	net10_props(dev, p);
+	p->speed = COLL_SPEED_MBPS;
+	return ncclSuccess;
+}
+
+static ncclResult_t net9_init(ncclDebugLogger_t log)
+{
+	return nccl_net_init(log, 9);
+}
+
+static ncclResult_t net10_init(ncclDebugLogger_t log, ncclProfilerCallback_t prof)
+{
+	(void)prof;
+	return nccl_net_init(log, 10);
+}
+
+static ncclResult_t net10_connect(int dev, ncclNetCommConfig_v10_t *config, void *handle,
+				  void **sc, ncclNetDeviceHandle_v10_t **dc)
+{
+	(void)config;
+	return net8_connect(dev, handle, sc, dc);
+}
+
+static ncclResult_t net9_isend(void *sc, void *data, size_t size, int tag, void *mh, void **req)
+{
+	(void)mh;
+	return nccl_net_isend(sc, data, size, tag, req);
+}
+
+static ncclResult_t net9_irecv(void *rc, int n, void **data, size_t *sizes, int *tags,
+			       void **mh, void **req)
+{
+	(void)mh;
+	return nccl_net_irecv(rc, n, data, sizes, tags, req);
+}
+
+static ncclResult_t net10_make_vdevice(int *d, ncclNetVDeviceProps_v10_t *props)
+{
+	(void)props;
+	*d = 0;
+	return ncclSuccess;
+}
+
+#define NET_V9_V10_COMMON                                                                 \
+	.name = PLUGIN_NAME, .devices = nccl_net_devices, .getProperties = net10_props,   \
+	.listen = nccl_net_listen, .accept = net11_accept, .regMr = nccl_net_regmr,       \
+	.regMrDmaBuf = regmr_dmabuf, .deregMr = nccl_net_deregmr, .iflush = net_iflush,   \
+	.test = nccl_net_test, .closeSend = nccl_net_close, .closeRecv = nccl_net_close,  \
+	.closeListen = nccl_net_close_listen, .getDeviceMr = net_get_device_mr,           \
+	.irecvConsumed = net_irecv_consumed, .makeVDevice = net10_make_vdevice
+
+__attribute__((visibility("default"))) const ncclNet_v10_t ncclNetPlugin_v10 = {
+	NET_V9_V10_COMMON,
+	.init = net10_init,
+	.connect = net10_connect,
+	.isend = net11_isend,
+	.irecv = net11_irecv,
+};
+
+__attribute__((visibility("default"))) const ncclNet_v9_t ncclNetPlugin_v9 = {
+	NET_V9_V10_COMMON,
+	.init = net9_init,
+	.connect = net8_connect,
+	.isend = net9_isend,
+	.irecv = net9_irecv,
+};
+
+static ncclResult_t coll10_init(ncclDebugLogger_t log)
+{
+	return nccl_coll_init(log, 10);
+}
+
+static ncclResult_t coll9_init(ncclDebugLogger_t log)
+{
+	return nccl_coll_init(log, 9);
+}
+
+static ncclResult_t coll10_iallgather(void *cc, void *send, int n, ncclNetSGE_v10_t *parts,
+				      size_t bpr, size_t woff, size_t wbytes, void *smh, void **req)
+{
+	return coll11_iallgather(cc, send, n, (ncclNetSGE_v11_t *)parts, bpr, woff, wbytes, smh,
+				 req);
+}
+
+static ncclResult_t coll10_ireducescatter(void *cc, int n, ncclNetSGE_v10_t *parts, void *recv,
+					  size_t bpr, size_t woff, size_t wbytes,
+					  ncclDataType_t dt, ncclRedOp_t op, void *rmh, void **req)
+{
+	return coll11_ireducescatter(cc, n, (ncclNetSGE_v11_t *)parts, recv, bpr, woff, wbytes, dt,
+				     op, rmh, req);
+}
+
+#define COLL_V9_V10_COMMON                                                                \
+	.name = PLUGIN_NAME, .devices = nccl_coll_devices, .getProperties = coll10_props, \
+	.listen = nccl_coll_listen, .connect = nccl_coll_connect,                          \
+	.reduceSupport = nccl_coll_reduce_support, .regMr = nccl_coll_regmr,               \
+	.regMrDmaBuf = coll_regmr_dmabuf, .deregMr = nccl_coll_deregmr,                    \
+	.iallreduce = nccl_coll_iallreduce, .iallgather = coll10_iallgather,               \
+	.ireducescatter = coll10_ireducescatter, .iflush = coll_iflush,                    \
+	.test = nccl_coll_test, .closeColl = nccl_coll_close,                              \
+	.closeListen = nccl_coll_close_listen, .makeVDevice = net10_make_vdevice
+
+__attribute__((visibility("default"))) const ncclCollNet_v10_t ncclCollNetPlugin_v10 = {
+	COLL_V9_V10_COMMON,
+	.init = coll10_init,
+};
+
+__attribute__((visibility("default"))) const ncclCollNet_v9_t ncclCollNetPlugin_v9 = {
+	COLL_V9_V10_COMMON,
+	.init = coll9_init,
 };

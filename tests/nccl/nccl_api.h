@@ -12,13 +12,16 @@ struct napi {
 	int ver;
 	const ncclNet_v8_t *n8;
 	const ncclCollNet_v8_t *c8;
+	const ncclNet_v9_t *n9;
+	const ncclNet_v10_t *n10;
+	const ncclCollNet_v10_t *c10; /* v9's CollNet table is v10's */
 	const ncclNet_v11_t *n11;
 	const ncclCollNet_v11_t *c11;
 };
 
 extern char napi_log[1 << 16]; /* what the plugin logged in this process */
 
-/* dlopen + dlsym of both tables of version ver (8 or 11). 0, or -1 with a message. */
+/* dlopen + dlsym of both tables of version ver (8 .. 11). 0, or -1 with a message. */
 int napi_load(struct napi *a, const char *so, int ver);
 
 ncclResult_t napi_net_init(struct napi *a);
