@@ -39,11 +39,16 @@ struct coll_req {
 	struct coll_comm *cc;
 	int used, handle;
 	size_t bytes;
+	char *scratch;     /* all-gather / reduce-scatter: the window, kept for the slot */
+	size_t scratch_cap;
+	char *out;         /* where test() copies the result from scratch + out_off */
+	size_t out_off, out_bytes;
 };
 
 struct coll_comm {
 	struct tally_agent *a;
 	uint32_t job;
+	int rank;
 	unsigned nmr;
 	struct coll_req reqs[NCCL_NET_MAX_REQUESTS];
 	unsigned next;
@@ -145,6 +150,7 @@ ncclResult_t nccl_coll_connect(void *handles[], int nranks, int rank, void *list
 	if (!cc)
 		return ncclSystemError;
 	cc->job = cfg.job_id;
+	cc->rank = rank;
 	cc->a = tally_agent_create(&cfg, &e, err, sizeof(err));
 	if (!cc->a) {
 		/* an appliance that holds another key for the job drops our JOINs unanswered */
@@ -234,6 +240,33 @@ static struct coll_req *coll_req_new(struct coll_comm *cc)
 	return NULL;
 }
 
+/* Pushes `bytes` at buf as the agent tensor `name` (declared on first use: the same name on
+ * every rank is the same keys). A push of that tensor still in flight: *request NULL, NCCL
+ * asks again. */
+static ncclResult_t coll_push(struct coll_comm *cc, struct coll_req *r, const char *name,
+			      char *buf, int tdt, void **request)
+{
+	int t = tally_agent_declare(cc->a, name, r->bytes, tdt, 0);
+
+	if (t >= 0)
+		t = tally_agent_set_ordered(cc->a, t, 0) == 0 ? t : -EINVAL;
+	r->handle = t >= 0 ? tally_agent_push_pull(cc->a, t, buf, r->bytes, TALLY_AGENT_CPU, NULL,
+						   NULL, NULL)
+			   : t;
+	if (r->handle == -EBUSY) {
+		r->used = 0;
+		return ncclSuccess;
+	}
+	if (r->handle < 0) {
+		NCCL_WARN("NET/Tally: job %u: %s of %zu bytes: %s", cc->job, name, r->bytes,
+			  tally_agent_strerror(cc->a));
+		r->used = 0;
+		return ncclRemoteError;
+	}
+	*request = r;
+	return ncclSuccess;
+}
+
 ncclResult_t nccl_coll_iallreduce(void *coll_comm, void *send, void *recv, size_t count,
 				  ncclDataType_t dt, ncclRedOp_t op, void *send_mh, void *recv_mh,
 				  void **request)
@@ -243,7 +276,7 @@ ncclResult_t nccl_coll_iallreduce(void *coll_comm, void *send, void *recv, size_
 	struct coll_req *r;
 	char name[96];
 	size_t es = 0;
-	int tdt = coll_dtype(dt, &es), t;
+	int tdt = coll_dtype(dt, &es);
 
 	(void)send_mh;
 	*request = NULL;
@@ -255,30 +288,103 @@ ncclResult_t nccl_coll_iallreduce(void *coll_comm, void *send, void *recv, size_
 	if (!r)
 		return ncclSuccess; /* 32 in flight: NCCL calls again */
 	r->bytes = count * es;
+	r->out = NULL;
 	if (send != recv)
 		memmove(recv, send, r->bytes);
 	snprintf(name, sizeof(name), "nccl:%u:%zu:%zu:%d", m ? m->id : 0u,
 		 m ? (size_t)((char *)recv - m->base) : (size_t)0, r->bytes, tdt);
-	t = tally_agent_declare(cc->a, name, r->bytes, tdt, 0);
-	if (t >= 0)
-		t = tally_agent_set_ordered(cc->a, t, 0) == 0 ? t : -EINVAL;
-	r->handle = t >= 0 ? tally_agent_push_pull(cc->a, t, recv, r->bytes, TALLY_AGENT_CPU,
-						   NULL, NULL, NULL)
-			   : t;
-	if (r->handle < 0) {
-		NCCL_WARN("NET/Tally: job %u: iallreduce of %zu bytes: %s", cc->job, r->bytes,
-			  tally_agent_strerror(cc->a));
-		r->used = 0;
-		return ncclRemoteError;
-	}
-	*request = r;
-	return ncclSuccess;
+	return coll_push(cc, r, name, recv, tdt, request);
 }
 
-ncclResult_t nccl_coll_unsupported(const char *what)
+/* The window [woff, woff + wbytes) of the nranks x bpr collective buffer in the request's
+ * scratch (rounded up to 4 bytes, the tail zero); *ov / *ovn: where this rank's block
+ * [rank * bpr, (rank + 1) * bpr) lies in it (ovn 0: not at all). */
+static int coll_window(struct coll_req *r, int rank, size_t bpr, size_t woff, size_t wbytes,
+		       size_t *ov, size_t *ovn)
 {
-	NCCL_WARN("NET/Tally: CollNet %s is not offered by the Tally plugin", what);
-	return ncclInternalError;
+	size_t beg = (size_t)rank * bpr, end = beg + bpr, need = (wbytes + 3) & ~(size_t)3;
+
+	if (need > r->scratch_cap) {
+		char *p = realloc(r->scratch, need);
+
+		if (!p)
+			return -ENOMEM;
+		r->scratch = p;
+		r->scratch_cap = need;
+	}
+	beg = beg > woff ? beg : woff;
+	end = end < woff + wbytes ? end : woff + wbytes;
+	*ov = beg < end ? beg - woff : 0;
+	*ovn = beg < end ? end - beg : 0;
+	r->bytes = need;
+	return 0;
+}
+
+/* All-gather as a sum: each rank contributes its block and zeros elsewhere, summed as i32
+ * (integer adds of zeros: every byte comes back exactly). Every rank sends the whole window. */
+ncclResult_t nccl_coll_iallgather(void *coll_comm, void *send, int nparts, void **part_addr,
+				  size_t *part_size, size_t bpr, size_t woff, size_t wbytes,
+				  void **request)
+{
+	struct coll_comm *cc = coll_comm;
+	struct coll_req *r;
+	size_t ov, ovn;
+	char name[96];
+
+	*request = NULL;
+	if (nparts != 1 || part_size[0] < wbytes) {
+		NCCL_WARN("NET/Tally: iallgather into %d parts (%zu bytes): one part of the window "
+			  "(%zu bytes) is supported", nparts, nparts ? part_size[0] : 0, wbytes);
+		return ncclInternalError;
+	}
+	if (!(r = coll_req_new(cc)))
+		return ncclSuccess;
+	if (coll_window(r, cc->rank, bpr, woff, wbytes, &ov, &ovn) != 0) {
+		r->used = 0;
+		return ncclSystemError;
+	}
+	memset(r->scratch, 0, r->bytes);
+	memcpy(r->scratch + ov, send, ovn);
+	r->out = part_addr[0];
+	r->out_off = 0;
+	r->out_bytes = wbytes;
+	snprintf(name, sizeof(name), "nccl-ag:%zu:%zu:%zu", bpr, woff, wbytes);
+	return coll_push(cc, r, name, r->scratch, 3, request);
+}
+
+/* Reduce-scatter: the window summed by the appliances, this rank keeps its block's part.
+ * (Every rank receives the whole window's sums, not only its shard.) */
+ncclResult_t nccl_coll_ireducescatter(void *coll_comm, int nparts, void **part_addr,
+				      size_t *part_size, void *recv, size_t bpr, size_t woff,
+				      size_t wbytes, ncclDataType_t dt, ncclRedOp_t op,
+				      void **request)
+{
+	struct coll_comm *cc = coll_comm;
+	struct coll_req *r;
+	size_t ov, ovn, es = 0;
+	int tdt = coll_dtype(dt, &es);
+	char name[96];
+
+	*request = NULL;
+	if (tdt < 0 || op != ncclSum || nparts != 1 || part_size[0] < wbytes || wbytes % es) {
+		NCCL_WARN("NET/Tally: ireducescatter of type %d op %d from %d parts: sum of "
+			  "f32/f16/bf16/i32 from one part of the window is supported", dt, op,
+			  nparts);
+		return ncclInternalError;
+	}
+	if (!(r = coll_req_new(cc)))
+		return ncclSuccess;
+	if (coll_window(r, cc->rank, bpr, woff, wbytes, &ov, &ovn) != 0) {
+		r->used = 0;
+		return ncclSystemError;
+	}
+	r->bytes = wbytes; /* whole elements of dt */
+	memcpy(r->scratch, part_addr[0], wbytes);
+	r->out = recv;
+	r->out_off = ov;
+	r->out_bytes = ovn;
+	snprintf(name, sizeof(name), "nccl-rs:%zu:%zu:%zu:%d", bpr, woff, wbytes, tdt);
+	return coll_push(cc, r, name, r->scratch, tdt, request);
 }
 
 /* Done when the appliances' sums are back in the buffer; an error (no appliance left, the
@@ -298,8 +404,10 @@ ncclResult_t nccl_coll_test(void *request, int *done, int *size)
 		return ncclRemoteError;
 	}
 	*done = 1;
+	if (r->out)
+		memcpy(r->out, r->scratch + r->out_off, r->out_bytes);
 	if (size)
-		*size = (int)r->bytes;
+		*size = (int)(r->out ? r->out_bytes : r->bytes);
 	return ncclSuccess;
 }
 
@@ -309,6 +417,8 @@ ncclResult_t nccl_coll_close(void *coll_comm)
 
 	if (cc) {
 		tally_agent_destroy(cc->a);
+		for (unsigned i = 0; i < NCCL_NET_MAX_REQUESTS; i++)
+			free(cc->reqs[i].scratch);
 		free(cc);
 	}
 	return ncclSuccess;

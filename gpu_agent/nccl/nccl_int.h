@@ -47,7 +47,14 @@ ncclResult_t nccl_coll_deregmr(void *coll_comm, void *mh);
 ncclResult_t nccl_coll_iallreduce(void *coll_comm, void *send, void *recv, size_t count,
 				  ncclDataType_t dt, ncclRedOp_t op, void *send_mh, void *recv_mh,
 				  void **request);
-ncclResult_t nccl_coll_unsupported(const char *what);
+/* the SGE arrays of each version are passed as (address, size) pairs */
+ncclResult_t nccl_coll_iallgather(void *coll_comm, void *send, int nparts, void **part_addr,
+				  size_t *part_size, size_t bpr, size_t woff, size_t wbytes,
+				  void **request);
+ncclResult_t nccl_coll_ireducescatter(void *coll_comm, int nparts, void **part_addr,
+				      size_t *part_size, void *recv, size_t bpr, size_t woff,
+				      size_t wbytes, ncclDataType_t dt, ncclRedOp_t op,
+				      void **request);
 ncclResult_t nccl_coll_test(void *request, int *done, int *size);
 ncclResult_t nccl_coll_close(void *coll_comm);
 ncclResult_t nccl_coll_close_listen(void *listen_comm);

@@ -197,19 +197,22 @@ static ncclResult_t coll11_listen(void *ctx, int dev, void *handle, void **lc)
 static ncclResult_t coll11_iallgather(void *cc, void *send, int n, ncclNetSGE_v11_t *parts,
 				      size_t bpr, size_t woff, size_t wbytes, void *smh, void **req)
 {
-	(void)cc; (void)send; (void)n; (void)parts; (void)bpr; (void)woff; (void)wbytes; (void)smh;
-	*req = NULL;
-	return nccl_coll_unsupported("iallgather");
+	void *addr = n > 0 ? parts[0].address : NULL;
+	size_t size = n > 0 ? parts[0].size : 0;
+
+	(void)smh;
+	return nccl_coll_iallgather(cc, send, n, &addr, &size, bpr, woff, wbytes, req);
 }
 
 static ncclResult_t coll11_ireducescatter(void *cc, int n, ncclNetSGE_v11_t *parts, void *recv,
 					  size_t bpr, size_t woff, size_t wbytes,
 					  ncclDataType_t dt, ncclRedOp_t op, void *rmh, void **req)
 {
-	(void)cc; (void)n; (void)parts; (void)recv; (void)bpr; (void)woff; (void)wbytes;
-	(void)dt; (void)op; (void)rmh;
-	*req = NULL;
-	return nccl_coll_unsupported("ireducescatter");
+	void *addr = n > 0 ? parts[0].address : NULL;
+	size_t size = n > 0 ? parts[0].size : 0;
+
+	(void)rmh;
+	return nccl_coll_ireducescatter(cc, n, &addr, &size, recv, bpr, woff, wbytes, dt, op, req);
 }
 
 __attribute__((visibility("default"))) const ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
@@ -314,19 +317,22 @@ static ncclResult_t coll8_iallreduce(void *cc, void *send, void *recv, int count
 static ncclResult_t coll8_iallgather(void *cc, void *send, int n, ncclNetSGE_v8_t *parts,
 				     size_t bpr, size_t woff, size_t wbytes, void *smh, void **req)
 {
-	(void)cc; (void)send; (void)n; (void)parts; (void)bpr; (void)woff; (void)wbytes; (void)smh;
-	*req = NULL;
-	return nccl_coll_unsupported("iallgather");
+	void *addr = n > 0 ? parts[0].address : NULL;
+	size_t size = n > 0 ? parts[0].size : 0;
+
+	(void)smh;
+	return nccl_coll_iallgather(cc, send, n, &addr, &size, bpr, woff, wbytes, req);
 }
 
 static ncclResult_t coll8_ireducescatter(void *cc, int n, ncclNetSGE_v8_t *parts, void *recv,
 					 size_t bpr, size_t woff, size_t wbytes, ncclDataType_t dt,
 					 ncclRedOp_t op, void *rmh, void **req)
 {
-	(void)cc; (void)n; (void)parts; (void)recv; (void)bpr; (void)woff; (void)wbytes;
-	(void)dt; (void)op; (void)rmh;
-	*req = NULL;
-	return nccl_coll_unsupported("ireducescatter");
+	void *addr = n > 0 ? parts[0].address : NULL;
+	size_t size = n > 0 ? parts[0].size : 0;
+
+	(void)rmh;
+	return nccl_coll_ireducescatter(cc, n, &addr, &size, recv, bpr, woff, wbytes, dt, op, req);
 }
 
 __attribute__((visibility("default"))) const ncclCollNet_v8_t ncclCollNetPlugin_v8 = {

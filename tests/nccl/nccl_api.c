@@ -286,6 +286,36 @@ ncclResult_t napi_coll_iallreduce(struct napi *a, void *cc, void *s, void *r, si
 		     : a->c11->iallreduce(cc, s, r, count, dt, ncclSum, smh, rmh, req);
 }
 
+ncclResult_t napi_coll_iallgather(struct napi *a, void *cc, void *send, void *win, size_t bpr,
+				  size_t woff, size_t wbytes, void *smh, void *wmh, void **req)
+{
+	ncclNetSGE_v8_t p8 = {wmh, win, (uint32_t)wbytes};
+	ncclNetSGE_v10_t p10 = {wmh, win, wbytes};
+	ncclNetSGE_v11_t p11 = {wmh, win, wbytes};
+
+	if (a->c10)
+		return a->c10->iallgather(cc, send, 1, &p10, bpr, woff, wbytes, smh, req);
+	return a->c8 ? a->c8->iallgather(cc, send, 1, &p8, bpr, woff, wbytes, smh, req)
+		     : a->c11->iallgather(cc, send, 1, &p11, bpr, woff, wbytes, smh, req);
+}
+
+ncclResult_t napi_coll_ireducescatter(struct napi *a, void *cc, void *win, void *recv, size_t bpr,
+				      size_t woff, size_t wbytes, ncclDataType_t dt, void *wmh,
+				      void *rmh, void **req)
+{
+	ncclNetSGE_v8_t p8 = {wmh, win, (uint32_t)wbytes};
+	ncclNetSGE_v10_t p10 = {wmh, win, wbytes};
+	ncclNetSGE_v11_t p11 = {wmh, win, wbytes};
+
+	if (a->c10)
+		return a->c10->ireducescatter(cc, 1, &p10, recv, bpr, woff, wbytes, dt, ncclSum, rmh,
+					      req);
+	return a->c8 ? a->c8->ireducescatter(cc, 1, &p8, recv, bpr, woff, wbytes, dt, ncclSum, rmh,
+					     req)
+		     : a->c11->ireducescatter(cc, 1, &p11, recv, bpr, woff, wbytes, dt, ncclSum,
+					      rmh, req);
+}
+
 ncclResult_t napi_coll_test(struct napi *a, void *req, int *done, int *size)
 {
 	if (a->c10)

@@ -44,6 +44,12 @@ ncclResult_t napi_coll_regmr(struct napi *a, void *cc, void *d, size_t n, void *
 ncclResult_t napi_coll_deregmr(struct napi *a, void *cc, void *mh);
 ncclResult_t napi_coll_iallreduce(struct napi *a, void *cc, void *s, void *r, size_t count,
 				  ncclDataType_t dt, void *smh, void *rmh, void **req);
+/* one receive (send) part: the window [woff, woff + wbytes) of the nranks x bpr buffer */
+ncclResult_t napi_coll_iallgather(struct napi *a, void *cc, void *send, void *win, size_t bpr,
+				  size_t woff, size_t wbytes, void *smh, void *wmh, void **req);
+ncclResult_t napi_coll_ireducescatter(struct napi *a, void *cc, void *win, void *recv, size_t bpr,
+				      size_t woff, size_t wbytes, ncclDataType_t dt, void *wmh,
+				      void *rmh, void **req);
 ncclResult_t napi_coll_test(struct napi *a, void *req, int *done, int *size);
 ncclResult_t napi_coll_close(struct napi *a, void *cc, void *lc);
 

@@ -9,7 +9,8 @@
  *   (every mode below runs the tables of v11 (NCCL 2.28), v10, v9 and v8 (2.19))
  *   coll:  W=3 ranks, f32 / f16 / bf16 / i32, 1 .. 262147 elements, 6 outstanding, twice on
  *          the same buffers, and 64 MiB f32 (v11); every sum bit for bit against the
- *          rank-order reference (TALLY_DETERMINISTIC=1); reduceSupport says no to the rest
+ *          rank-order reference (TALLY_DETERMINISTIC=1); reduceSupport says no to the rest;
+ *          iallgather (whole window and one starting inside a block) and ireducescatter
  *   fault: the appliance SIGKILLed while an iallreduce waits for it -> test() returns an
  *          NCCL error naming the appliance within the deadline; no appliance at connect ->
  *          an error naming it
@@ -395,6 +396,68 @@ static int order_matters(const float *ref, size_t n, int world, int round, int s
 	return 0;
 }
 
+/* All-gather of bpr bytes per rank, as NCCL's CollNetDirect proxy asks it: the whole window,
+ * then a window that starts inside rank 1's block (sendData then points at its first byte
+ * in the window). Every byte comes back as the rank that owns it sent it. */
+static void scen_allgather(struct napi *a, void *cc, int rank, int world)
+{
+	const size_t bpr = 10007, total = bpr * (size_t)world;
+	const size_t wins[2][2] = {{0, total}, {bpr + 13, world > 1 ? total - bpr - 18 : 0}};
+	unsigned char *send = malloc(bpr), *win = malloc(total);
+	void *smh, *wmh, *req;
+
+	CHECK(send && win, "malloc");
+	for (size_t j = 0; j < bpr; j++)
+		send[j] = pat((size_t)rank + 100, j);
+	CHECK(napi_coll_regmr(a, cc, send, bpr, &smh) == 0 &&
+		      napi_coll_regmr(a, cc, win, total, &wmh) == 0, "regMr");
+	for (int w = 0; w < (world > 1 ? 2 : 1); w++) {
+		size_t woff = wins[w][0], wbytes = wins[w][1], rb = (size_t)rank * bpr;
+		size_t skip = woff > rb && woff < rb + bpr ? woff - rb : 0;
+
+		memset(win, 0xee, total);
+		CHECK(napi_coll_iallgather(a, cc, send + skip, win, bpr, woff, wbytes, smh, wmh,
+					   &req) == 0 && req, "iallgather");
+		CHECK(wait_reqs(a, &req, 1, &wbytes, 60) == 0, "allgather failed");
+		for (size_t k = 0; k < wbytes; k++) {
+			size_t g = woff + k;
+
+			CHECK(win[k] == pat(g / bpr + 100, g % bpr),
+			      "allgather window %d: byte %zu (rank %zu's) wrong", w, g, g / bpr);
+		}
+	}
+	napi_coll_deregmr(a, cc, smh);
+	napi_coll_deregmr(a, cc, wmh);
+	free(send);
+	free(win);
+}
+
+/* Reduce-scatter of f32: every rank gives the whole window, keeps its block's sums, which
+ * must be the rank-order sums bit for bit. */
+static void scen_reducescatter(struct napi *a, void *cc, int rank, int world)
+{
+	const size_t n = 3001, bpr = n * 4, total = bpr * (size_t)world;
+	float *in = malloc(total), *out = malloc(bpr), *ref = malloc(total);
+	void *imh, *omh, *req;
+	size_t got = bpr;
+
+	CHECK(in && out && ref, "malloc");
+	fill(ncclFloat32, in, n * (size_t)world, rank, 7, 44);
+	CHECK(napi_coll_regmr(a, cc, in, total, &imh) == 0 &&
+		      napi_coll_regmr(a, cc, out, bpr, &omh) == 0, "regMr");
+	CHECK(napi_coll_ireducescatter(a, cc, in, out, bpr, 0, total, ncclFloat32, imh, omh, &req) ==
+			      0 && req, "ireducescatter");
+	CHECK(wait_reqs(a, &req, 1, &got, 60) == 0, "reducescatter failed");
+	reference(ncclFloat32, ref, n * (size_t)world, world, 7, 44);
+	CHECK(!memcmp(out, ref + (size_t)rank * n, bpr),
+	      "reduce-scatter: rank %d's block differs from the rank-order sums", rank);
+	napi_coll_deregmr(a, cc, imh);
+	napi_coll_deregmr(a, cc, omh);
+	free(in);
+	free(out);
+	free(ref);
+}
+
 static void scen_sum(struct napi *a, void *cc, int rank, int world)
 {
 	size_t big = a->ver == 11 ? (size_t)16 << 20 : 0; /* 64 MiB of f32 */
@@ -431,6 +494,8 @@ static void scen_sum(struct napi *a, void *cc, int rank, int world)
 		napi_coll_deregmr(a, cc, bmh);
 		free(bb);
 	}
+	scen_allgather(a, cc, rank, world);
+	scen_reducescatter(a, cc, rank, world);
 	napi_coll_deregmr(a, cc, smh);
 	napi_coll_deregmr(a, cc, rmh);
 	free(sb);
@@ -575,7 +640,7 @@ static int mode_coll(void)
 		nccl_udpd_stop(u);
 		CHECK(!bad, "collnet v%d sums failed", vers[v]);
 		printf("collnet v%d: 3 ranks, f32/f16/bf16/i32 x %zu counts (1 .. 262147), 2 rounds%s"
-		       ": bit-exact in %.2f s\n", vers[v], NCOUNT,
+		       ", all-gather, reduce-scatter: bit-exact in %.2f s\n", vers[v], NCOUNT,
 		       vers[v] == 11 ? ", 64 MiB f32" : "", now_s() - t0);
 	}
 	return 0;
