@@ -14,6 +14,8 @@
  *   fault: the appliance SIGKILLed while an iallreduce waits for it -> test() returns an
  *          NCCL error naming the appliance within the deadline; no appliance at connect ->
  *          an error naming it
+ *   coll-ext: the coll sums (v11, v8) against the appliance in TALLY_APPLIANCES (tallyd on
+ *          net_af_packet: nccl_tallyd.sh)
  *   key:   a job admitted with one key, the plugin given another -> connect fails naming
  *          TALLY_AUTH_KEY_FILE; with the right key the same job sums.
  * Deadlines scale with TALLY_TIMEOUT_MULTIPLIER.
@@ -646,6 +648,28 @@ static int mode_coll(void)
 	return 0;
 }
 
+/* The same sums against the appliance TALLY_APPLIANCES names (tallyd, nccl_tallyd.sh) */
+static int mode_coll_ext(void)
+{
+	static const int vers[] = {11, 8};
+	const char *app = getenv("TALLY_APPLIANCES");
+	pid_t none = 0;
+
+	CHECK(app, "coll-ext needs TALLY_APPLIANCES");
+	snprintf(appliance_name, sizeof(appliance_name), "%s", app);
+	setenv("TALLY_DETERMINISTIC", "1", 1);
+	for (unsigned v = 0; v < 2; v++) {
+		double t0 = now_s();
+
+		CHECK(run_ranks(vers[v], 3, SC_SUM, &none, 400) == 0, "collnet v%d against %s failed",
+		      vers[v], app);
+		printf("collnet v%d against %s: 3 ranks, every dtype and count, all-gather, "
+		       "reduce-scatter%s: bit-exact in %.2f s\n", vers[v], app,
+		       vers[v] == 11 ? ", 64 MiB f32" : "", now_s() - t0);
+	}
+	return 0;
+}
+
 static int mode_fault(void)
 {
 	unsigned port;
@@ -710,7 +734,7 @@ int main(int argc, char **argv)
 	const char *m = getenv("TALLY_TIMEOUT_MULTIPLIER");
 
 	if (argc != 4) {
-		fprintf(stderr, "usage: %s PLUGIN.so TALLY-UDPD net|coll|fault|key\n", argv[0]);
+		fprintf(stderr, "usage: %s PLUGIN.so TALLY-UDPD net|coll|coll-ext|fault|key\n", argv[0]);
 		return 2;
 	}
 	so_path = argv[1];
@@ -725,6 +749,8 @@ int main(int argc, char **argv)
 		return mode_net();
 	if (!strcmp(argv[3], "coll"))
 		return mode_coll();
+	if (!strcmp(argv[3], "coll-ext"))
+		return mode_coll_ext();
 	if (!strcmp(argv[3], "fault"))
 		return mode_fault();
 	if (!strcmp(argv[3], "key"))
