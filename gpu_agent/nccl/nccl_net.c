@@ -10,11 +10,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +27,10 @@ struct net_handle {
 	uint32_t magic;
 	uint32_t addr; /* network order */
 	uint16_t port; /* network order */
+	/* the connecting side's state between connect() calls (NCCL hands the same handle
+	 * memory back until it gets a comm) */
+	uint16_t connecting;
+	int32_t fd;
 };
 
 struct net_listen {
@@ -110,13 +114,6 @@ static void net_tune(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-static int fcntl_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
 ncclResult_t nccl_net_listen(int dev, void *handle, void **listen_comm)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET};
@@ -138,6 +135,7 @@ ncclResult_t nccl_net_listen(int dev, void *handle, void **listen_comm)
 	}
 	memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
 	h->magic = NET_MAGIC;
+	h->fd = -1;
 	h->addr = net_addr.s_addr;
 	h->port = sa.sin_port;
 	*listen_comm = l;
@@ -157,14 +155,29 @@ static struct net_comm *net_comm_new(int fd, int is_send)
 	return c;
 }
 
-/* A blocking connect to a listening socket returns as soon as the peer's kernel queued it
- * (no accept needed), so this does not wait for the peer's accept(). */
+static ncclResult_t net_connect_fail(struct net_handle *h, int err)
+{
+	char a[INET_ADDRSTRLEN];
+	struct in_addr in = {.s_addr = h->addr};
+
+	inet_ntop(AF_INET, &in, a, sizeof(a));
+	NCCL_WARN("NET/Tally: connect to %s:%u failed: %s", a, ntohs(h->port), strerror(err));
+	if (h->connecting)
+		close(h->fd);
+	h->connecting = 0;
+	return ncclSystemError;
+}
+
+/* Never blocks: a connect in progress returns *send_comm NULL and NCCL calls again with the
+ * same handle, where the socket waits. */
 ncclResult_t nccl_net_connect(int dev, void *handle, void **send_comm)
 {
-	const struct net_handle *h = handle;
+	struct net_handle *h = handle;
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = h->addr,
 				 .sin_port = h->port};
-	int fd;
+	struct pollfd pfd;
+	int err = 0;
+	socklen_t el = sizeof(err);
 
 	(void)dev;
 	*send_comm = NULL;
@@ -172,22 +185,23 @@ ncclResult_t nccl_net_connect(int dev, void *handle, void **send_comm)
 		NCCL_WARN("NET/Tally: connect handle is not a Tally net handle");
 		return ncclInvalidArgument;
 	}
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		char a[INET_ADDRSTRLEN];
-
-		inet_ntop(AF_INET, &sa.sin_addr, a, sizeof(a));
-		NCCL_WARN("NET/Tally: connect to %s:%u failed: %s", a, ntohs(h->port),
-			  strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return ncclSystemError;
+	if (!h->connecting) {
+		h->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (h->fd < 0)
+			return net_connect_fail(h, errno);
+		h->connecting = 1;
+		if (connect(h->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS)
+			return net_connect_fail(h, errno);
 	}
-	net_tune(fd);
-	if (fcntl_nonblock(fd) != 0 || !(*send_comm = net_comm_new(fd, 1))) {
-		close(fd);
-		return ncclSystemError;
-	}
+	pfd = (struct pollfd){.fd = h->fd, .events = POLLOUT};
+	if (poll(&pfd, 1, 0) == 0)
+		return ncclSuccess; /* still connecting */
+	if (getsockopt(h->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err)
+		return net_connect_fail(h, err ? err : errno);
+	net_tune(h->fd);
+	if (!(*send_comm = net_comm_new(h->fd, 1)))
+		return net_connect_fail(h, ENOMEM);
+	h->connecting = 0;
 	return ncclSuccess;
 }
 

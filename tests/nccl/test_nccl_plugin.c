@@ -288,6 +288,28 @@ static void net_sender(int ver, int fd)
 	exit(0);
 }
 
+/* A handle whose listener is gone: connect() must fail (naming the address), not hang */
+static void net_refused(void)
+{
+	struct napi a;
+	unsigned char h[NCCL_NET_HANDLE_MAXSIZE];
+	void *lc = NULL, *sc = NULL;
+	double end = now_s() + 30 * tmul;
+	ncclResult_t r = ncclSuccess;
+
+	load(&a, 11);
+	CHECK(napi_net_init(&a) == ncclSuccess, "net init");
+	CHECK(napi_net_listen(&a, h, &lc) == ncclSuccess, "listen");
+	napi_net_close(&a, NULL, NULL, lc);
+	while (r == ncclSuccess && !sc) {
+		CHECK(now_s() < end, "connect to a closed port neither failed nor connected");
+		r = napi_net_connect(&a, h, &sc);
+	}
+	CHECK(r == ncclSystemError && !sc && strstr(napi_log, "connect to"),
+	      "connect to a closed port: result %d", r);
+	exit(0);
+}
+
 static int mode_net(void)
 {
 	static const int vers[] = {11, 10, 9, 8};
@@ -308,6 +330,12 @@ static int mode_net(void)
 		printf("net v%d: %zu messages (0 B .. 4 MiB + 3), %d outstanding: ok in %.2f s\n",
 		       vers[v], NMSG, NWIN, now_s() - t0);
 	}
+	pid_t p = fork();
+
+	if (!p)
+		net_refused();
+	CHECK(wait_all(&p, 1, 60) == 0, "connect to a closed port");
+	printf("net: connect to a closed port fails with ncclSystemError\n");
 	return 0;
 }
 
