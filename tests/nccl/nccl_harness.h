@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * nccl_harness.h — what the plugin harness's files share: checks that end the process with
+ * a message, deadlines scaled by TALLY_TIMEOUT_MULTIPLIER, pipes, waiting for ranks by pid,
+ * the seeded byte pattern, loading a version's tables.
+ */
+#ifndef TESTS_NCCL_HARNESS_H
+#define TESTS_NCCL_HARNESS_H
+
+#include "nccl_api.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/types.h>
+
+#define CHECK(c, ...)                                                                  \
+	do {                                                                           \
+		if (!(c)) {                                                            \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);           \
+			fprintf(stderr, __VA_ARGS__);                                  \
+			fputc('\n', stderr);                                           \
+			exit(1);                                                       \
+		}                                                                      \
+	} while (0)
+
+extern const char *so_path; /* the plugin */
+extern double tmul;         /* TALLY_TIMEOUT_MULTIPLIER */
+
+double now_s(void);
+void xwrite(int fd, const void *b, size_t n);
+void xread(int fd, void *b, size_t n);
+/* Waits for every pid within the deadline (scaled); kills what is left. 0 when all exited 0. */
+int wait_all(pid_t *pids, int n, double deadline_s);
+uint32_t mix(uint32_t x);
+unsigned char pat(size_t k, size_t j);
+void load(struct napi *a, int ver);
+/* net mode: isend / irecv between two processes on every table; connect to a closed port */
+int mode_net(void);
+
+#endif

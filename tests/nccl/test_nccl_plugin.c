@@ -1,0 +1,561 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * test_nccl_plugin.c — plays NCCL's part against libnccl-net-tally.so, as NCCL calls a net /
+ * CollNet plugin (no GPU, host memory): dlopen, dlsym of each versioned table, init with a
+ * logger, devices / getProperties, listen in every rank, the handles exchanged between W
+ * processes (fork, pipes), connect, regMr, many outstanding iallreduce / test calls on
+ * reused buffers, closeColl. Against a real tally-udpd.
+ *   test_nccl_plugin PLUGIN.so UDPD MODE
+ *   net:   isend / irecv pairs of many sizes between two processes, 8 outstanding
+ *   (every mode below runs the tables of v11 (NCCL 2.28), v10, v9 and v8 (2.19))
+ *   coll:  W=3 ranks, f32 / f16 / bf16 / i32, 1 .. 262147 elements, 6 outstanding, twice on
+ *          the same buffers, and 64 MiB f32 (v11); every sum bit for bit against the
+ *          rank-order reference (TALLY_DETERMINISTIC=1); reduceSupport says no to the rest;
+ *          iallgather (whole window and one starting inside a block) and ireducescatter
+ *   fault: the appliance SIGKILLed while an iallreduce waits for it -> test() returns an
+ *          NCCL error naming the appliance within the deadline; no appliance at connect ->
+ *          an error naming it
+ *   coll-ext: the coll sums (v11, v8) against the appliance in TALLY_APPLIANCES (tallyd on
+ *          net_af_packet: nccl_tallyd.sh)
+ *   key:   a job admitted with one key, the plugin given another -> connect fails naming
+ *          TALLY_AUTH_KEY_FILE; with the right key the same job sums.
+ * Deadlines scale with TALLY_TIMEOUT_MULTIPLIER.
+ */
+#include "nccl_harness.h"
+#include "nccl_udpd.h"
+#include "tally_sum.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXW 4
+
+static const char *udpd_path;
+
+/* ------------------------------------------------------------------ data */
+/* Values with many exponents, never zero: rounding depends on the order of the adds */
+static float val(int rank, int round, int slot, size_t i)
+{
+	uint32_t h = mix((uint32_t)rank * 0x9e3779b9u ^ (uint32_t)round << 20 ^ (uint32_t)slot << 25 ^
+			 mix((uint32_t)i));
+	float m = 0.5f + (float)(h & 0xffff) / 65536.0f;
+
+	return ldexpf(h & 0x80000000u ? -m : m, (int)((h >> 16) % 12) - 6);
+}
+
+static size_t esize(ncclDataType_t dt)
+{
+	return dt == ncclFloat16 || dt == ncclBfloat16 ? 2 : 4;
+}
+
+static void put(ncclDataType_t dt, void *b, size_t i, float v, int32_t iv)
+{
+	switch (dt) {
+	case ncclFloat32: ((float *)b)[i] = v; break;
+	case ncclFloat16: ((uint16_t *)b)[i] = tally_f32_to_f16(v); break;
+	case ncclBfloat16: ((uint16_t *)b)[i] = tally_f32_to_bf16(v); break;
+	default: ((int32_t *)b)[i] = iv; break;
+	}
+}
+
+static float widen(ncclDataType_t dt, const void *b, size_t i)
+{
+	switch (dt) {
+	case ncclFloat32: return ((const float *)b)[i];
+	case ncclFloat16: return tally_f16_to_f32(((const uint16_t *)b)[i]);
+	default: return tally_bf16_to_f32(((const uint16_t *)b)[i]);
+	}
+}
+
+static void fill(ncclDataType_t dt, void *b, size_t n, int rank, int round, int slot)
+{
+	for (size_t i = 0; i < n; i++) {
+		float v = val(rank, round, slot, i);
+
+		put(dt, b, i, v, (int32_t)mix((uint32_t)(v * 1e6f)));
+	}
+}
+
+/* The deterministic mode's sum: ranks added in rank order into an f32 (i32) accumulator,
+ * rounded once to the element type. */
+static void reference(ncclDataType_t dt, void *out, size_t n, int world, int round, int slot)
+{
+	unsigned char one[4];
+
+	for (size_t i = 0; i < n; i++) {
+		float acc = 0;
+		uint32_t iacc = 0;
+
+		for (int r = 0; r < world; r++) {
+			float v = val(r, round, slot, i);
+
+			put(dt, one, 0, v, (int32_t)mix((uint32_t)(v * 1e6f)));
+			if (dt == ncclInt32)
+				iacc += (uint32_t) * (int32_t *)one;
+			else
+				acc = r ? acc + widen(dt, one, 0) : widen(dt, one, 0);
+		}
+		if (dt == ncclInt32)
+			((int32_t *)out)[i] = (int32_t)iacc;
+		else if (dt == ncclFloat32)
+			((float *)out)[i] = acc;
+		else
+			put(dt, out, i, acc, 0);
+	}
+}
+
+/* ------------------------------------------------------------------ coll */
+enum scen { SC_SUM, SC_KILL, SC_NOAPP, SC_BADKEY, SC_GOODKEY };
+static const ncclDataType_t dts[] = {ncclFloat32, ncclFloat16, ncclBfloat16, ncclInt32};
+static const char *const dt_names[] = {"f32", "f16", "bf16", "i32"};
+static const size_t counts[] = {1, 3, 1000, 4097, 65536, 262147};
+#define NCOUNT (sizeof(counts) / sizeof(counts[0]))
+static char appliance_name[64]; /* "127.0.0.1:PORT", what errors must name */
+
+struct rank_io {
+	int to_parent, from_parent;
+};
+
+/* Waits for every request; each must complete (or, want_err, fail) within the deadline. */
+static ncclResult_t wait_reqs(struct napi *a, void **req, int n, size_t *bytes, double limit_s)
+{
+	double end = now_s() + limit_s * tmul;
+	int left = n;
+
+	while (left) {
+		CHECK(now_s() < end, "%d iallreduce(s) not done in %.0f s: hang", left,
+		      limit_s * tmul);
+		for (int i = 0; i < n; i++) {
+			int d = 0, sz = -1;
+			ncclResult_t r;
+
+			if (!req[i])
+				continue;
+			r = napi_coll_test(a, req[i], &d, &sz);
+			if (r != ncclSuccess)
+				return r;
+			if (!d)
+				continue;
+			CHECK((size_t)sz == bytes[i], "test size %d, want %zu", sz, bytes[i]);
+			req[i] = NULL;
+			left--;
+		}
+	}
+	return ncclSuccess;
+}
+
+/* One round: every count of dtype d outstanding at once, odd slots from a separate send
+ * buffer, even slots in place; then every result against the reference. */
+static void sum_round(struct napi *a, void *cc, char *sb, char *rb, void *smh, void *rmh,
+		      int rank, int world, int round, unsigned d, char *ref)
+{
+	void *req[NCOUNT];
+	size_t bytes[NCOUNT], off[NCOUNT], o = 0, es = esize(dts[d]);
+
+	for (unsigned s = 0; s < NCOUNT; s++) {
+		char *src = s & 1 ? sb : rb;
+
+		off[s] = o;
+		bytes[s] = counts[s] * es;
+		o += (bytes[s] + 63) & ~(size_t)63;
+		fill(dts[d], src + off[s], counts[s], rank, round, (int)(s + 8 * d));
+		req[s] = NULL;
+		CHECK(napi_coll_iallreduce(a, cc, src + off[s], rb + off[s], counts[s], dts[d],
+					   s & 1 ? smh : rmh, rmh, &req[s]) == ncclSuccess &&
+			      req[s],
+		      "iallreduce %s x %zu", dt_names[d], counts[s]);
+	}
+	CHECK(wait_reqs(a, req, NCOUNT, bytes, 120) == ncclSuccess, "allreduce %s round %d failed",
+	      dt_names[d], round);
+	for (unsigned s = 0; s < NCOUNT; s++) {
+		reference(dts[d], ref, counts[s], world, round, (int)(s + 8 * d));
+		for (size_t i = 0; i < counts[s]; i++)
+			CHECK(!memcmp(rb + off[s] + i * es, ref + i * es, es),
+			      "%s x %zu, round %d: element %zu differs from the rank-order sum",
+			      dt_names[d], counts[s], round, i);
+	}
+}
+
+/* Some element's sum in reverse rank order differs from the rank-order one: so a sum in
+ * any other order than the deterministic mode's fails the comparison. */
+static int order_matters(const float *ref, size_t n, int world, int round, int slot)
+{
+	for (size_t i = 0; i < n; i++) {
+		float acc = val(world - 1, round, slot, i);
+
+		for (int r = world - 2; r >= 0; r--)
+			acc += val(r, round, slot, i);
+		if (memcmp(&acc, &ref[i], 4))
+			return 1;
+	}
+	return 0;
+}
+
+/* All-gather of bpr bytes per rank, as NCCL's CollNetDirect proxy asks it: the whole window,
+ * then a window that starts inside rank 1's block (sendData then points at its first byte
+ * in the window). Every byte comes back as the rank that owns it sent it. */
+static void scen_allgather(struct napi *a, void *cc, int rank, int world)
+{
+	const size_t bpr = 10007, total = bpr * (size_t)world;
+	const size_t wins[2][2] = {{0, total}, {bpr + 13, world > 1 ? total - bpr - 18 : 0}};
+	unsigned char *send = malloc(bpr), *win = malloc(total);
+	void *smh, *wmh, *req;
+
+	CHECK(send && win, "malloc");
+	for (size_t j = 0; j < bpr; j++)
+		send[j] = pat((size_t)rank + 100, j);
+	CHECK(napi_coll_regmr(a, cc, send, bpr, &smh) == 0 &&
+		      napi_coll_regmr(a, cc, win, total, &wmh) == 0, "regMr");
+	for (int w = 0; w < (world > 1 ? 2 : 1); w++) {
+		size_t woff = wins[w][0], wbytes = wins[w][1], rb = (size_t)rank * bpr;
+		size_t skip = woff > rb && woff < rb + bpr ? woff - rb : 0;
+
+		memset(win, 0xee, total);
+		CHECK(napi_coll_iallgather(a, cc, send + skip, win, bpr, woff, wbytes, smh, wmh,
+					   &req) == 0 && req, "iallgather");
+		CHECK(wait_reqs(a, &req, 1, &wbytes, 60) == 0, "allgather failed");
+		for (size_t k = 0; k < wbytes; k++) {
+			size_t g = woff + k;
+
+			CHECK(win[k] == pat(g / bpr + 100, g % bpr),
+			      "allgather window %d: byte %zu (rank %zu's) wrong", w, g, g / bpr);
+		}
+	}
+	napi_coll_deregmr(a, cc, smh);
+	napi_coll_deregmr(a, cc, wmh);
+	free(send);
+	free(win);
+}
+
+/* Reduce-scatter of f32: every rank gives the whole window, keeps its block's sums, which
+ * must be the rank-order sums bit for bit. */
+static void scen_reducescatter(struct napi *a, void *cc, int rank, int world)
+{
+	const size_t n = 3001, bpr = n * 4, total = bpr * (size_t)world;
+	float *in = malloc(total), *out = malloc(bpr), *ref = malloc(total);
+	void *imh, *omh, *req;
+	size_t got = bpr;
+
+	CHECK(in && out && ref, "malloc");
+	fill(ncclFloat32, in, n * (size_t)world, rank, 7, 44);
+	CHECK(napi_coll_regmr(a, cc, in, total, &imh) == 0 &&
+		      napi_coll_regmr(a, cc, out, bpr, &omh) == 0, "regMr");
+	CHECK(napi_coll_ireducescatter(a, cc, in, out, bpr, 0, total, ncclFloat32, imh, omh, &req) ==
+			      0 && req, "ireducescatter");
+	CHECK(wait_reqs(a, &req, 1, &got, 60) == 0, "reducescatter failed");
+	reference(ncclFloat32, ref, n * (size_t)world, world, 7, 44);
+	CHECK(!memcmp(out, ref + (size_t)rank * n, bpr),
+	      "reduce-scatter: rank %d's block differs from the rank-order sums", rank);
+	napi_coll_deregmr(a, cc, imh);
+	napi_coll_deregmr(a, cc, omh);
+	free(in);
+	free(out);
+	free(ref);
+}
+
+static void scen_sum(struct napi *a, void *cc, int rank, int world)
+{
+	size_t big = a->ver == 11 ? (size_t)16 << 20 : 0; /* 64 MiB of f32 */
+	size_t bsz = 8 << 20;
+	char *sb = malloc(bsz), *rb = malloc(bsz), *ref = malloc(big ? big * 4 : bsz);
+	void *smh, *rmh;
+	int s;
+
+	CHECK(sb && rb && ref, "malloc");
+	CHECK(napi_coll_support(a, ncclFloat32, ncclSum, &s) == 0 && s, "f32 sum unsupported");
+	CHECK(napi_coll_support(a, ncclBfloat16, ncclSum, &s) == 0 && s, "bf16 unsupported");
+	CHECK(napi_coll_support(a, ncclFloat64, ncclSum, &s) == 0 && !s, "f64 claimed");
+	CHECK(napi_coll_support(a, ncclInt8, ncclSum, &s) == 0 && !s, "i8 claimed");
+	CHECK(napi_coll_support(a, ncclFloat32, ncclMax, &s) == 0 && !s, "max claimed");
+	CHECK(napi_coll_regmr(a, cc, sb, bsz, &smh) == 0 && napi_coll_regmr(a, cc, rb, bsz, &rmh) == 0,
+	      "regMr");
+	for (int round = 0; round < 2; round++)
+		for (unsigned d = 0; d < 4; d++)
+			sum_round(a, cc, sb, rb, smh, rmh, rank, world, round, d, ref);
+	if (big) {
+		float *bb = malloc(big * 4);
+		void *bmh, *req;
+		size_t bytes = big * 4;
+
+		CHECK(bb && napi_coll_regmr(a, cc, bb, bytes, &bmh) == 0, "64 MiB buffer");
+		fill(ncclFloat32, bb, big, rank, 5, 63);
+		CHECK(napi_coll_iallreduce(a, cc, bb, bb, big, ncclFloat32, bmh, bmh, &req) == 0 &&
+			      req, "64 MiB iallreduce");
+		CHECK(wait_reqs(a, &req, 1, &bytes, 300) == 0, "64 MiB allreduce failed");
+		reference(ncclFloat32, ref, big, world, 5, 63);
+		CHECK(!memcmp(bb, ref, bytes), "64 MiB f32 differs from the rank-order sum");
+		CHECK(order_matters((const float *)ref, big, world, 5, 63),
+		      "the reference is order-blind: the bit-exact check would prove nothing");
+		napi_coll_deregmr(a, cc, bmh);
+		free(bb);
+	}
+	scen_allgather(a, cc, rank, world);
+	scen_reducescatter(a, cc, rank, world);
+	napi_coll_deregmr(a, cc, smh);
+	napi_coll_deregmr(a, cc, rmh);
+	free(sb);
+	free(rb);
+	free(ref);
+}
+
+/* Rank 0 submits an allreduce that waits for rank 1, which never submits; the parent kills
+ * the appliance meanwhile: rank 0's test() must fail, naming the appliance, in time. */
+static void scen_kill(struct napi *a, void *cc, int rank, struct rank_io *io)
+{
+	static float buf[262144];
+	void *mh, *req = NULL;
+	size_t bytes = sizeof(buf);
+	char c = 'S';
+	double t0;
+	ncclResult_t r;
+
+	CHECK(napi_coll_regmr(a, cc, buf, sizeof(buf), &mh) == 0, "regMr");
+	if (rank == 1) {
+		xread(io->from_parent, &c, 1); /* the appliance is dead */
+		return;
+	}
+	fill(ncclFloat32, buf, 262144, rank, 0, 0);
+	CHECK(napi_coll_iallreduce(a, cc, buf, buf, 262144, ncclFloat32, mh, mh, &req) == 0 && req,
+	      "iallreduce");
+	xwrite(io->to_parent, &c, 1);
+	t0 = now_s();
+	r = wait_reqs(a, &req, 1, &bytes, 60);
+	CHECK(r == ncclRemoteError || r == ncclSystemError,
+	      "allreduce with the appliance dead: result %d, want an NCCL error", r);
+	CHECK(strstr(napi_log, appliance_name), "the error does not name %s:\n%s", appliance_name,
+	      napi_log);
+	printf("rank 0: appliance killed: NCCL error %d after %.1f s, the log names %s\n", r,
+	       now_s() - t0, appliance_name);
+}
+
+static void coll_rank(int ver, int rank, int world, enum scen sc, struct rank_io *io)
+{
+	struct napi a;
+	unsigned char h[NCCL_NET_HANDLE_MAXSIZE], all[MAXW][NCCL_NET_HANDLE_MAXSIZE];
+	void *hp[MAXW], *lc = NULL, *cc = NULL;
+	int n = 0, ptr = 0;
+	double t0;
+	ncclResult_t r;
+
+	load(&a, ver);
+	CHECK(napi_coll_init(&a) == ncclSuccess, "collnet init");
+	CHECK(napi_coll_devices(&a, &n, &ptr) == ncclSuccess && n == 1 && (ptr & NCCL_PTR_HOST),
+	      "collnet devices %d ptrSupport %d", n, ptr);
+	CHECK(napi_coll_listen(&a, h, &lc) == ncclSuccess, "collnet listen");
+	xwrite(io->to_parent, h, sizeof(h));
+	xread(io->from_parent, all, (size_t)world * sizeof(h));
+	for (int i = 0; i < world; i++)
+		hp[i] = all[i];
+	t0 = now_s();
+	r = napi_coll_connect(&a, hp, world, rank, lc, &cc);
+	if (sc == SC_NOAPP || sc == SC_BADKEY) {
+		CHECK(r != ncclSuccess && !cc, "connect succeeded without a (matching) appliance");
+		CHECK(strstr(napi_log, sc == SC_NOAPP ? appliance_name : "TALLY_AUTH_KEY_FILE"),
+		      "the connect error does not name %s:\n%s",
+		      sc == SC_NOAPP ? appliance_name : "TALLY_AUTH_KEY_FILE", napi_log);
+		printf("v%d connect %s: NCCL error %d after %.1f s, naming %s\n", ver,
+		       sc == SC_NOAPP ? "with no appliance" : "with the wrong key", r, now_s() - t0,
+		       sc == SC_NOAPP ? appliance_name : "TALLY_AUTH_KEY_FILE");
+		napi_coll_close(&a, NULL, lc);
+		exit(0);
+	}
+	CHECK(r == ncclSuccess && cc, "collnet connect: %d", r);
+	CHECK(strstr(napi_log, "CollNet job"), "the log does not say which job:\n%s", napi_log);
+	if (sc == SC_KILL)
+		scen_kill(&a, cc, rank, io);
+	else if (sc == SC_GOODKEY)
+		scen_sum(&a, cc, rank, world); /* v8: no 64 MiB */
+	else
+		scen_sum(&a, cc, rank, world);
+	CHECK(napi_coll_close(&a, cc, lc) == ncclSuccess, "closeColl");
+	exit(0);
+}
+
+/* Forks `world` ranks, passes every listen handle to every rank (NCCL's bootstrap), and for
+ * SC_KILL kills the appliance once rank 0 has its allreduce in flight. 0 when all passed. */
+static int run_ranks(int ver, int world, enum scen sc, pid_t *udpd, double limit_s)
+{
+	struct rank_io io[MAXW];
+	int up[MAXW][2], down[MAXW][2];
+	unsigned char all[MAXW][NCCL_NET_HANDLE_MAXSIZE];
+	pid_t pids[MAXW];
+	char c = 'K';
+
+	for (int r = 0; r < world; r++) {
+		CHECK(pipe(up[r]) == 0 && pipe(down[r]) == 0, "pipe");
+		io[r] = (struct rank_io){up[r][1], down[r][0]};
+		if (!(pids[r] = fork()))
+			coll_rank(ver, r, world, sc, &io[r]);
+		close(up[r][1]);
+		close(down[r][0]);
+	}
+	for (int r = 0; r < world; r++)
+		xread(up[r][0], all[r], sizeof(all[r]));
+	for (int r = 0; r < world; r++)
+		xwrite(down[r][1], all, (size_t)world * sizeof(all[0]));
+	if (sc == SC_KILL) {
+		xread(up[0][0], &c, 1);
+		nccl_udpd_kill(*udpd);
+		*udpd = 0;
+		xwrite(down[1][1], &c, 1);
+	}
+	int bad = wait_all(pids, world, limit_s);
+	for (int r = 0; r < world; r++) {
+		close(up[r][0]);
+		close(down[r][1]);
+	}
+	return bad;
+}
+
+static pid_t start_udpd(unsigned *port, const char *const *extra)
+{
+	pid_t p = nccl_udpd_start(udpd_path, port, extra);
+	char env[96];
+
+	CHECK(p > 0, "tally-udpd did not start");
+	snprintf(appliance_name, sizeof(appliance_name), "127.0.0.1:%u", *port);
+	snprintf(env, sizeof(env), "%s", appliance_name);
+	setenv("TALLY_APPLIANCES", env, 1);
+	return p;
+}
+
+static const char *const open_adm[] = {"--open", NULL};
+
+static int mode_coll(void)
+{
+	static const int vers[] = {11, 10, 9, 8};
+	unsigned port;
+
+	setenv("TALLY_DETERMINISTIC", "1", 1);
+	for (unsigned v = 0; v < 4; v++) {
+		pid_t u = start_udpd(&port, open_adm);
+		double t0 = now_s();
+		int bad = run_ranks(vers[v], 3, SC_SUM, &u, 400);
+
+		nccl_udpd_stop(u);
+		CHECK(!bad, "collnet v%d sums failed", vers[v]);
+		printf("collnet v%d: 3 ranks, f32/f16/bf16/i32 x %zu counts (1 .. 262147), 2 rounds%s"
+		       ", all-gather, reduce-scatter: bit-exact in %.2f s\n", vers[v], NCOUNT,
+		       vers[v] == 11 ? ", 64 MiB f32" : "", now_s() - t0);
+	}
+	return 0;
+}
+
+/* The same sums against the appliance TALLY_APPLIANCES names (tallyd, nccl_tallyd.sh) */
+static int mode_coll_ext(void)
+{
+	static const int vers[] = {11, 8};
+	const char *app = getenv("TALLY_APPLIANCES");
+	pid_t none = 0;
+
+	CHECK(app, "coll-ext needs TALLY_APPLIANCES");
+	snprintf(appliance_name, sizeof(appliance_name), "%s", app);
+	setenv("TALLY_DETERMINISTIC", "1", 1);
+	for (unsigned v = 0; v < 2; v++) {
+		double t0 = now_s();
+
+		CHECK(run_ranks(vers[v], 3, SC_SUM, &none, 400) == 0, "collnet v%d against %s failed",
+		      vers[v], app);
+		printf("collnet v%d against %s: 3 ranks, every dtype and count, all-gather, "
+		       "reduce-scatter%s: bit-exact in %.2f s\n", vers[v], app,
+		       vers[v] == 11 ? ", 64 MiB f32" : "", now_s() - t0);
+	}
+	return 0;
+}
+
+static int mode_fault(void)
+{
+	unsigned port;
+	pid_t u = start_udpd(&port, open_adm);
+
+	setenv("TALLY_OP_TIMEOUT_MS", "3000", 1);
+	setenv("TALLY_CONNECT_TIMEOUT_MS", "2000", 1);
+	CHECK(run_ranks(11, 2, SC_KILL, &u, 120) == 0, "appliance killed: not an NCCL error");
+	nccl_udpd_kill(u);
+	/* nothing listens on the port any more */
+	CHECK(run_ranks(8, 1, SC_NOAPP, &u, 120) == 0, "no appliance: not an NCCL error");
+	CHECK(run_ranks(10, 1, SC_NOAPP, &u, 120) == 0, "no appliance: not an NCCL error");
+	return 0;
+}
+
+static int write_key(const char *path, char digit)
+{
+	char hex[65];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	memset(hex, digit, 64);
+	hex[64] = '\n';
+	if (fd < 0 || write(fd, hex, 65) != 65)
+		return -1;
+	return close(fd);
+}
+
+static int mode_key(void)
+{
+	char dir[] = "/tmp/tally-nccl-key.XXXXXX", k1[64], k2[64];
+	unsigned port;
+	int bad;
+
+	CHECK(mkdtemp(dir), "mkdtemp");
+	snprintf(k1, sizeof(k1), "%s/job.key", dir);
+	snprintf(k2, sizeof(k2), "%s/other.key", dir);
+	CHECK(write_key(k1, 'a') == 0 && write_key(k2, 'b') == 0, "key files");
+	const char *const adm[] = {"--job", "4242", "--token", "99", "--world", "1", "--key-file",
+				   k1, NULL};
+	pid_t u = start_udpd(&port, adm);
+
+	setenv("TALLY_JOB_ID", "4242", 1);
+	setenv("TALLY_TOKEN", "99", 1);
+	setenv("TALLY_CONNECT_TIMEOUT_MS", "2000", 1);
+	setenv("TALLY_AUTH_KEY_FILE", k2, 1);
+	bad = run_ranks(11, 1, SC_BADKEY, &u, 120);
+	bad |= run_ranks(9, 1, SC_BADKEY, &u, 120);
+	setenv("TALLY_AUTH_KEY_FILE", k1, 1);
+	setenv("TALLY_DETERMINISTIC", "1", 1);
+	bad |= run_ranks(8, 1, SC_GOODKEY, &u, 200);
+	nccl_udpd_stop(u);
+	unlink(k1);
+	unlink(k2);
+	rmdir(dir);
+	CHECK(!bad, "key test failed");
+	printf("key: the wrong key is refused naming TALLY_AUTH_KEY_FILE; the right one sums\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *m = getenv("TALLY_TIMEOUT_MULTIPLIER");
+
+	if (argc != 4) {
+		fprintf(stderr, "usage: %s PLUGIN.so TALLY-UDPD net|coll|coll-ext|fault|key\n", argv[0]);
+		return 2;
+	}
+	so_path = argv[1];
+	udpd_path = argv[2];
+	if (m && atof(m) > 0)
+		tmul = atof(m);
+	setvbuf(stdout, NULL, _IONBF, 0);
+	alarm((unsigned)(900 * tmul)); /* a last resort: every wait has its own deadline */
+	/* the plugin reads the rest of its settings from the environment at init */
+	setenv("TALLY_RTO_MIN_US", "2000", 1); /* workers share 2 busy cores */
+	if (!strcmp(argv[3], "net"))
+		return mode_net();
+	if (!strcmp(argv[3], "coll"))
+		return mode_coll();
+	if (!strcmp(argv[3], "coll-ext"))
+		return mode_coll_ext();
+	if (!strcmp(argv[3], "fault"))
+		return mode_fault();
+	if (!strcmp(argv[3], "key"))
+		return mode_key();
+	fprintf(stderr, "unknown mode %s\n", argv[3]);
+	return 2;
+}
