@@ -164,3 +164,28 @@ job_wait() {
 	done
 	echo TIMEOUT; return 1
 }
+
+# tally_submit ARGS...: sbatch the recipe (deploy/slurm/tally-job.sh) from $W/out with this
+# tree's build, job dirs under $W/shared; prints the job id. SBATCH_OPTS: the components.
+tally_submit() {
+	mkdir -p "$W/shared"
+	(cd "$W/out" && env TALLY_ROOT="$SRC" TALLY_BIN="$BUILD" TALLY_SLURM_DIR="$W/shared" \
+		TALLY_READY_TIMEOUT_S=$((30 * MULT)) TALLY_BUILD="$BUILD" \
+		sbatch --parsable -o "$W/out/job-%j.out" $SBATCH_OPTS "$SRC/deploy/slurm/tally-job.sh" "$@")
+}
+
+# job_procs: processes of this test's jobs (their environment names a job dir under $W/shared)
+job_procs() {
+	local p
+	for p in /proc/[0-9]*; do
+		grep -qsaF "$W/shared" "$p/environ" "$p/cmdline" && echo "${p#/proc/} $(tr '\0' ' ' <"$p/cmdline" | cut -c1-100)"
+	done
+}
+
+# job_exit ID: the job's ExitCode (status:signal)
+job_exit() { scontrol -o show job "$1" | grep -o ' ExitCode=[0-9:]*' | head -1 | cut -d= -f2; }
+
+# table_empty: nothing of this cluster's jobs left running (jobs or steps)
+table_empty() { [ -z "$(squeue -h 2>/dev/null)" ] && [ -z "$(squeue -h -s 2>/dev/null)" ]; }
+
+TRAIN=(/usr/bin/python3 "$SRC/gpu_agent/examples/train.py")
