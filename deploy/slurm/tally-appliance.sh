@@ -18,7 +18,8 @@ bin=${TALLY_BIN:?set by tally-job.sh}
 cores=${TALLY_APPLIANCE_CORES:-${SLURM_CPUS_PER_TASK:-2}}
 log=$dir/appliance.$i.log
 sock=$dir/ctl.$i.sock
-name="appliance $i (tally-$kind on node $node)"
+prog=tally-udpd; [ "$kind" = tallyd ] && prog=tallyd
+name="appliance $i ($prog on node $node)"
 
 fail() {
 	{ echo "$name: $*"; [ -s "$log" ] && tail -n 5 "$log" | sed 's/^/    /'; } >"$dir/failed.$i.tmp"
@@ -65,7 +66,8 @@ if [ -z "$mem" ]; then
 fi
 [ -n "$mem" ] && adm+=(--mem "$mem")
 quota=${TALLY_QUOTA_BYTES:-}
-[ -z "$quota" ] && [ -n "$mem" ] && quota=$((${mem%M} * cores))M
+# (--quota-bytes is per core, like --mem)
+[ -z "$quota" ] && quota=$mem
 [ -n "$quota" ] && adm+=(--quota-bytes "$quota")
 # shellcheck disable=SC2206 # extra settings, split on blanks on purpose
 extra=(${TALLY_APPLIANCE_ARGS:-})
@@ -91,13 +93,13 @@ until "$bin/tallyctl" --socket "$sock" --timeout 1000 status >/dev/null 2>&1; do
 	if ! kill -0 "$pid" 2>/dev/null; then
 		wait "$pid"; rc=$?
 		[ $stopping = 1 ] && exit "$rc"
-		fail "exited with status $rc before it was ready (log: $log)"
+		fail "exited with status $rc before it was ready"
 	fi
 	[ $SECONDS -lt $deadline ] || { kill -KILL "$pid"; fail "not ready (tallyctl status) in ${TALLY_READY_TIMEOUT_S:-60} s"; }
 	sleep 0.2
 done
 echo "$ip:$port" >"$dir/ready.$i.tmp" && mv "$dir/ready.$i.tmp" "$dir/ready.$i"
-echo "tally-appliance: $name ready on $ip:$port ($cores cores, job $TALLY_JOB_ID, world $TALLY_WORLD)"
+echo "tally-appliance: $name ready on $ip:$port ($cores cores, key memory ${mem:-default} per core from ${mb:-?} MB of the job on this node, job $TALLY_JOB_ID, world $TALLY_WORLD)"
 # until it exits: tally-job.sh asks for the stop with the file "stop" in the job dir (a signal
 # to srun would cancel the step, killing the appliance before its drain)
 while kill -0 "$pid" 2>/dev/null; do

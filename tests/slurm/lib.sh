@@ -169,8 +169,8 @@ job_wait() {
 # tree's build, job dirs under $W/shared; prints the job id. SBATCH_OPTS: the components.
 tally_submit() {
 	mkdir -p "$W/shared"
-	(cd "$W/out" && env TALLY_ROOT="$SRC" TALLY_BIN="$BUILD" TALLY_SLURM_DIR="$W/shared" \
-		TALLY_READY_TIMEOUT_S=$((30 * MULT)) TALLY_BUILD="$BUILD" \
+	(cd "$W/out" && env TALLY_ROOT="$SRC" TALLY_BIN="${TALLY_BIN:-$BUILD}" TALLY_SLURM_DIR="$W/shared" \
+		TALLY_READY_TIMEOUT_S=${TALLY_READY_TIMEOUT_S:-$((30 * MULT))} TALLY_BUILD="$BUILD" \
 		sbatch --parsable -o "$W/out/job-%j.out" $SBATCH_OPTS "$SRC/deploy/slurm/tally-job.sh" "$@")
 }
 
@@ -189,3 +189,59 @@ job_exit() { scontrol -o show job "$1" | grep -o ' ExitCode=[0-9:]*' | head -1 |
 table_empty() { [ -z "$(squeue -h 2>/dev/null)" ] && [ -z "$(squeue -h -s 2>/dev/null)" ]; }
 
 TRAIN=(/usr/bin/python3 "$SRC/gpu_agent/examples/train.py")
+
+# gloo_reference EPOCHS: sets ref, the test accuracy of train.py over gloo (2 workers, no Slurm)
+gloo_reference() {
+	ref=$(timeout $((120 * MULT)) "${TRAIN[@]}" --backend gloo --workers 2 --epochs $1 2>&1 | \
+		grep -o 'test accuracy [0-9.]*' | tail -1 | awk '{print $3}')
+	[ -n "$ref" ] || { echo "FAIL: the gloo reference run printed no accuracy"; exit 1; }
+	echo "reference (gloo, no Slurm): test accuracy $ref"
+}
+
+# check_run WHAT ID: the job completed with exit 0:0, accuracy as gloo's ($ref), the appliance's
+# job record and counters show the keyed job, nothing left afterwards
+check_run() {
+	local what=$1 id=$2 out st acc ex
+	st=$(job_wait "$id" 180)
+	out=$W/out/job-$id.out
+	echo "---- $what: job $id $st, output:"; grep -v '^epoch\|counters:' "$out" | tail -n 15
+	[ "$st" = COMPLETED ] || { echo "FAIL: $what: job state $st"; cat "$out"; exit 1; }
+	ex=$(job_exit "$id")
+	[ "$ex" = 0:0 ] || { echo "FAIL: $what: ExitCode $ex"; exit 1; }
+	acc=$(grep -o 'test accuracy [0-9.]*' "$out" | tail -1 | awk '{print $3}')
+	python3 -c "import sys; a, r = float('$acc'), float('$ref'); sys.exit(0 if a >= 0.85 and abs(a - r) <= 0.03 else 1)" || {
+		echo "FAIL: $what: accuracy '$acc' vs gloo $ref"; exit 1; }
+	grep -q "appliances 127.0.0.1:" "$out" || { echo "FAIL: $what: no appliance address from Slurm"; exit 1; }
+	# the appliance component's memory on its node (het offset 0, or the plain job): MinMemoryCPU x NumCPUs
+	local tres
+	tres=$(scontrol -o show job "$id" | head -1 | tr ' ' '\n' | grep -E '^(MinMemoryCPU|NumCPUs)=' | sort | cut -d= -f2 | paste -sd' ')
+	python3 - "$out" "$id" "$tres" <<'PY' || exit 1
+import json, sys
+rec = [l for l in open(sys.argv[1]) if "appliance 0 job record:" in l]
+if not rec:
+    sys.exit("FAIL: no job record from the appliance")
+j = json.loads(rec[-1].split("record: ", 1)[1])
+print(f"appliance job record: job_id {j['job_id']} world {j['world_size']} auth {j['auth']} quota_bytes {j['quota_bytes']}")
+# job id = Slurm's, world = 1 task x 2 ranks, keyed, quota = half the component's memory
+t, ncpu = sys.argv[3].split()
+quota = (int(t[:-1]) << (20 if t.endswith("M") else 30)) * int(ncpu) // 2
+print(f"appliance component memory {t} x {ncpu} CPUs: expected quota {quota}")
+if (j["job_id"], j["world_size"], j["auth"], j["quota_bytes"]) != (int(sys.argv[2]), 2, "keyed", quota):
+    sys.exit("FAIL: the appliance's job is not the Slurm job's")
+lines = [l for l in open(sys.argv[1]) if "appliance 0 counters:" in l]
+if not lines:
+    sys.exit("FAIL: no appliance counters in the job output")
+c = json.loads(lines[-1].split("counters: ", 1)[1])
+print(f"appliance counters: joins {c['joins']} pushes {c['pushes']} auth_verified {c['auth_verified']} "
+      f"wrong_token {c['drops']['wrong_token']} bad_mac {c['drops']['bad_mac']}")
+ok = c["joins"] >= 2 and c["pushes"] > 0 and c["auth_verified"] >= c["pushes"] and c["drops"]["wrong_token"] == 0
+sys.exit(0 if ok else "FAIL: the counters do not show the keyed job")
+PY
+	local t=$((SECONDS + 10 * MULT))
+	while [ $SECONDS -lt $t ] && { [ -n "$(job_procs)" ] || ! table_empty; }; do sleep 0.3; done
+	[ -z "$(job_procs)" ] || { echo "FAIL: $what: processes left:"; job_procs; exit 1; }
+	table_empty || { echo "FAIL: $what: job table not empty:"; squeue -s; exit 1; }
+	[ -z "$(ls -A "$W/shared")" ] || { echo "FAIL: $what: job dir left: $(ls "$W/shared")"; exit 1; }
+	echo "ok: $what: accuracy $acc (gloo $ref), exit 0:0, nothing left"
+}
+
