@@ -4,7 +4,7 @@
 # setting it refuses (TALLY_APPLIANCE_ARGS="--max-chunk 1", exits at once), one that never gets
 # ready (TALLY_APPLIANCE_KIND=tallyd with a tallyd that hangs): each job ends FAILED within its
 # deadline with an error naming the appliance, its node and the cause; the training never ran,
-# nothing is left.
+# nothing is left. And a training that exits 3: the job's ExitCode is 3:0, appliances stopped.
 . "$(dirname "$0")/lib.sh"
 slurm_skip_checks
 trap slurm_down EXIT
@@ -40,4 +40,16 @@ id=$(TALLY_BIN=$fake TALLY_APPLIANCE_KIND=tallyd TALLY_READY_TIMEOUT_S=5 \
 	tally_submit "${TRAIN[@]}" --workers 2 --epochs 2) || exit 1
 check_fail "never ready" "$id" "appliance 0 (tallyd on node $NODE" "not ready (tallyctl status) in 5 s"
 echo "never ready: failed in $((SECONDS - t0)) s"
+
+# a training that fails: the job's exit status is the training's, the appliances stopped
+id=$(tally_submit /bin/sh -c 'echo training fails; exit 3') || exit 1
+st=$(job_wait "$id" 90)
+ex=$(job_exit "$id")
+cat "$W/out/job-$id.out" | cut -c1-160
+[ "$st" = FAILED ] && [ "$ex" = 3:0 ] || { echo "FAIL: failed training: job $st, ExitCode $ex (want FAILED 3:0)"; exit 1; }
+grep -q 'appliance 0 counters:' "$W/out/job-$id.out" || { echo "FAIL: the appliance was not drained and stopped"; exit 1; }
+t=$((SECONDS + 10 * MULT))
+while [ $SECONDS -lt $t ] && { [ -n "$(job_procs)" ] || ! table_empty; }; do sleep 0.3; done
+[ -z "$(job_procs)" ] && table_empty || { echo "FAIL: failed training: left:"; job_procs; squeue -s; exit 1; }
+echo "ok: failed training: job FAILED, ExitCode $ex, appliance stopped"
 echo PASS
