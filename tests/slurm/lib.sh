@@ -141,8 +141,13 @@ slurm_down() {
 	local rc=$?
 	[ -n "${W:-}" ] || exit $rc
 	[ "$rc" != 0 ] && [ "$rc" != 77 ] && slurm_logs
-	scancel --quiet "--clusters=" 2>/dev/null
-	local i
+	# jobs still running (a failed test): cancel them, then kill what is left of them
+	local i p
+	if [ -n "$(squeue -h 2>/dev/null)" ]; then
+		scancel --quiet --user="$(id -un)" 2>/dev/null
+		for i in $(seq 1 30); do [ -z "$(job_procs)" ] && break; sleep 0.3; done
+	fi
+	for p in $(job_procs | cut -d' ' -f1); do kill -KILL "$p" 2>/dev/null; done
 	for ((i = ${#slurm_pids[@]} - 1; i >= 0; i--)); do procs_stop "${slurm_pids[$i]}"; done
 	# slurmstepd processes of this cluster (their job steps' spool dir is ours)
 	for i in $(pgrep -x slurmstepd); do
