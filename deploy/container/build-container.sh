@@ -8,7 +8,8 @@
 #  2. DEBDIR's tally-appliance and tally-tools .debs (deploy/build-debs.sh) installed into a
 #     copy with apt (their dependencies from the mirror), apt's caches emptied;
 #  3. `podman import` of that root as localhost/tally-rootfs:TAG, then `podman build` of the
-#     Containerfile on it (entrypoint, HEALTHCHECK = tallyctl status) as localhost/tally-appliance:TAG.
+#     Containerfile on it (entrypoint, user tally, HEALTHCHECK = tallyctl status) as
+#     localhost/tally-appliance:TAG.
 # Root. Prints each step's time.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: build-container.sh DEBDIR [TAG]" >&2; exit 2; }
@@ -36,7 +37,7 @@ else
 fi
 
 work=$(mktemp -d /tmp/tally-container.XXXXXX)
-trap 'umount "$work/root/proc" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'umount "$work/root/proc" 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir "$work/root" "$work/root/tmp/debs" -p
 tar -C "$work/root" -xf "$cache/base-bookworm.tar"
 mkdir -p "$work/root/tmp/debs"
@@ -47,7 +48,11 @@ mount -t proc proc "$work/root/proc"
 t=$SECONDS
 chroot "$work/root" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	--no-install-recommends /tmp/debs/*.deb >/tmp/apt.log 2>&1 || { tail -n 20 /tmp/apt.log; exit 1; }
-	apt-get clean; rm -rf /var/lib/apt/lists/* /tmp/debs /tmp/apt.log' || {
+	apt-get clean; rm -rf /var/lib/apt/lists/* /tmp/debs /tmp/apt.log
+	# the appliance runs as user tally (group tally: the control socket'"'"'s group), no root
+	getent group tally >/dev/null || groupadd --system tally
+	useradd --system -g tally -M -d /nonexistent -s /usr/sbin/nologin tally
+	install -d -o tally -g tally -m 0750 /run/tally' || {
 	echo "build-container.sh: installing the .debs into the root failed" >&2; exit 1; }
 umount "$work/root/proc"
 : >"$work/root/etc/resolv.conf"

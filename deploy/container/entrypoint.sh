@@ -11,7 +11,7 @@
 set -eu
 mode=${1:-udpd}
 [ $# -gt 0 ] && shift
-mkdir -p /run/tally
+[ -d /run/tally ] || mkdir -p /run/tally
 
 # has_cap N: bit N of the effective capability set
 has_cap() {

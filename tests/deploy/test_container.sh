@@ -19,6 +19,16 @@ for t in podman debootstrap dpkg-buildpackage; do
 	command -v $t >/dev/null || { echo "SKIP: $t missing (Debian packages podman debootstrap dpkg-dev)"; exit 77; }
 done
 /usr/bin/python3 -c 'import torch, sklearn' 2>/dev/null || { echo "SKIP: /usr/bin/python3 lacks torch/sklearn"; exit 77; }
+# This machine (a container itself): cgroup v1 with a cgroup2 mount at /sys/fs/cgroup/unified,
+# which crun refuses ("cgroups in hybrid mode not supported"): run in a private mount
+# namespace without it and the containers without cgroups. podman's default ulimits exceed
+# this machine's hard limits (crun: setrlimit ... Operation not permitted): set ours.
+if [ -z "${TALLY_CT_NS:-}" ] && grep -qs ' /sys/fs/cgroup/unified cgroup2 ' /proc/mounts; then
+	export TALLY_CT_NS=1
+	exec unshare -m bash -c 'umount /sys/fs/cgroup/unified && exec "$0" "$@"' "$0" "$@"
+fi
+run_opts=(--ulimit "nofile=$(ulimit -Sn):$(ulimit -Hn)" --ulimit nproc=4096:4096)
+[ -n "${TALLY_CT_NS:-}" ] && run_opts+=(--cgroups disabled)
 tag=t$$
 name=tally-ct-$$
 W=$(mktemp -d /tmp/tally-container-test.XXXXXX)
@@ -56,7 +66,7 @@ while True:
         s.bind(("127.0.0.1", p)); s.close(); print(p); break
     except OSError:
         s.close()')
-podman run -d --name "$name" --network host --cap-drop ALL "$img" udpd --ip 127.0.0.1 \
+podman run -d "${run_opts[@]}" --name "$name" --network host --cap-drop ALL "$img" udpd --ip 127.0.0.1 \
 	--base-port "$port" --cores 1 --mem 64M --open-admission >/dev/null || { echo "FAIL: podman run"; exit 1; }
 deadline=$((SECONDS + 30 * MULT))
 until podman healthcheck run "$name" >/dev/null 2>&1; do
@@ -85,7 +95,7 @@ st=$(podman inspect -f '{{.State.ExitCode}}' "$name")
 
 refused() { # refused WANT PODMAN-OPTS... -- TALLYD-ARGS...: exits 78 at once, naming WANT
 	local want=$1 out rc; shift
-	out=$(timeout $((30 * MULT)) podman run --rm --network host --cap-drop ALL "$@" 2>&1); rc=$?
+	out=$(timeout $((30 * MULT)) podman run --rm "${run_opts[@]}" --network host --cap-drop ALL "$@" 2>&1); rc=$?
 	[ $rc = 78 ] && grep -q "$want" <<<"$out" || { echo "FAIL: expected a refusal naming '$want' (rc $rc): $out"; exit 1; }
 	echo "ok: refused: $out"
 }
