@@ -48,6 +48,8 @@ if [ "$pkgset" = all ]; then
 	       e2fsprogs dosfstools mtools syslinux syslinux-common fdisk)
 	# suite slurm: a private Slurm (munged, slurmctld, slurmd, sbatch/squeue/scancel)
 	pkgs+=(munge slurmctld slurmd slurm-client)
+	# suite deploy, container: podman, and debootstrap for the image's base root
+	pkgs+=(podman debootstrap)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
