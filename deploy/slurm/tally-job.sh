@@ -31,13 +31,6 @@ for b in appliance/udpd/tally-udpd control/tallyctl; do
 	[ -x "$TALLY_BIN/$(basename $b)" ] && continue
 	[ -x "$TALLY_BIN/$b" ] || { echo "tally-job.sh: $TALLY_BIN/$b missing: set TALLY_BIN (or TALLY_ROOT) to the build" >&2; exit 2; }
 done
-# a build tree keeps the binaries in subdirs; an install (TALLY_BIN=/usr/bin) does not
-if [ -x "$TALLY_BIN/appliance/udpd/tally-udpd" ]; then
-	bindir=$(mktemp -d "${TMPDIR:-/tmp}/tally-bin.XXXXXX")
-	ln -s "$TALLY_BIN/appliance/udpd/tally-udpd" "$TALLY_BIN/control/tallyctl" "$bindir/"
-	[ -x "$TALLY_BIN/appliance/tallyd" ] && ln -s "$TALLY_BIN/appliance/tallyd" "$bindir/"
-	export TALLY_BIN=$bindir
-fi
 
 hets=${SLURM_HET_SIZE:-1}
 train_group=$((hets - 1))
@@ -56,6 +49,14 @@ umask 077
 export TALLY_SLURM_JOB_DIR=${TALLY_SLURM_DIR:-$HOME/.tally/slurm}/$SLURM_JOB_ID
 mkdir -p "$(dirname "$TALLY_SLURM_JOB_DIR")" && mkdir -m 0700 "$TALLY_SLURM_JOB_DIR" || {
 	echo "tally-job.sh: cannot create $TALLY_SLURM_JOB_DIR (TALLY_SLURM_DIR: a directory every node sees)" >&2; exit 2; }
+# a build tree keeps the binaries in subdirs, an install (TALLY_BIN=/usr/bin) does not: links
+# in the (shared) job dir give the appliances one layout
+if [ -x "$TALLY_BIN/appliance/udpd/tally-udpd" ]; then
+	mkdir "$TALLY_SLURM_JOB_DIR/bin"
+	ln -s "$TALLY_BIN/appliance/udpd/tally-udpd" "$TALLY_BIN/control/tallyctl" "$TALLY_SLURM_JOB_DIR/bin/"
+	[ -x "$TALLY_BIN/appliance/tallyd" ] && ln -s "$TALLY_BIN/appliance/tallyd" "$TALLY_SLURM_JOB_DIR/bin/"
+	export TALLY_BIN=$TALLY_SLURM_JOB_DIR/bin
+fi
 export TALLY_AUTH_KEY_FILE=$TALLY_SLURM_JOB_DIR/job.key
 head -c 32 /dev/urandom >"$TALLY_AUTH_KEY_FILE" && chmod 0600 "$TALLY_AUTH_KEY_FILE"
 export TALLY_JOB_ID=$SLURM_JOB_ID
@@ -88,7 +89,7 @@ finish() {
 	trap - TERM INT HUP EXIT
 	[ -n "$train_pid" ] && kill -TERM "$train_pid" 2>/dev/null && wait "$train_pid" 2>/dev/null
 	stop_appliances
-	rm -rf "$TALLY_SLURM_JOB_DIR" "${bindir:-/nonexistent}"
+	rm -rf "$TALLY_SLURM_JOB_DIR"
 	exit "${rc:-1}"
 }
 on_signal() { echo "tally-job.sh: $1: stopping the training and the appliances" >&2; rc=${rc:-$2}; finish; }

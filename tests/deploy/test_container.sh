@@ -97,7 +97,7 @@ refused() { # refused WANT PODMAN-OPTS... -- TALLYD-ARGS...: exits 78 at once, n
 	local want=$1 out rc; shift
 	out=$(timeout $((30 * MULT)) podman run --rm "${run_opts[@]}" --network host --cap-drop ALL "$@" 2>&1); rc=$?
 	[ $rc = 78 ] && grep -q "$want" <<<"$out" || { echo "FAIL: expected a refusal naming '$want' (rc $rc): $out"; exit 1; }
-	echo "ok: refused: $out"
+	echo "ok: refused: $(grep "tally-container:" <<<"$out")"
 }
 refused "capability IPC_LOCK" "$img" tallyd --port net_tap0 --eal "--no-huge"
 refused "capability NET_RAW" --cap-add IPC_LOCK "$img" tallyd --port net_tap0 --eal "--no-huge"
