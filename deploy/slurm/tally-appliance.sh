@@ -73,7 +73,7 @@ quota=${TALLY_QUOTA_BYTES:-}
 extra=(${TALLY_APPLIANCE_ARGS:-})
 case "$kind" in
 udpd) cmd=("$bin/tally-udpd" --ip "$ip" --base-port "$port" --cores "$cores") ;;
-tallyd) cmd=("$bin/tallyd" ${TALLY_TALLYD_ARGS:-}) ;;
+tallyd) read -r -a targs <<<"${TALLY_TALLYD_ARGS:-}"; cmd=("$bin/tallyd" "${targs[@]}") ;;
 *) fail "TALLY_APPLIANCE_KIND is '$kind': udpd or tallyd" ;;
 esac
 "${cmd[@]}" "${adm[@]}" --ctl-socket "$sock" --stats "$dir/stats.$i.json" "${extra[@]}" >"$log" 2>&1 &

@@ -39,7 +39,8 @@ groupvar() { # groupvar NAME G: $NAME_HET_GROUP_G in a heterogeneous job, $NAME 
 	local v=$1_HET_GROUP_$2
 	[ "$hets" -ge 2 ] && echo "${!v:-}" || { v=$1; echo "${!v:-}"; }
 }
-hetopt() { [ "$hets" -ge 2 ] && echo "--het-group=$1"; }
+# hetopt G: srun's --het-group=G in a heterogeneous job, nothing otherwise (the array het)
+hetopt() { het=(); [ "$hets" -ge 2 ] && het=("--het-group=$1"); return 0; }
 appl_nodes=$(scontrol show hostnames "$(groupvar SLURM_JOB_NODELIST $appl_group)")
 nappl=$(echo "$appl_nodes" | wc -l)
 train_tasks=$(groupvar SLURM_NTASKS $train_group)
@@ -60,9 +61,10 @@ fi
 export TALLY_AUTH_KEY_FILE=$TALLY_SLURM_JOB_DIR/job.key
 head -c 32 /dev/urandom >"$TALLY_AUTH_KEY_FILE" && chmod 0600 "$TALLY_AUTH_KEY_FILE"
 export TALLY_JOB_ID=$SLURM_JOB_ID
-export TALLY_TOKEN=$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')
+TALLY_TOKEN=$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')
+export TALLY_TOKEN
 
-appl_pid= train_pid= rc=
+appl_pid='' train_pid='' rc=''
 stop_appliances() {
 	[ -n "$appl_pid" ] || return 0
 	: >"$TALLY_SLURM_JOB_DIR/stop"
@@ -100,7 +102,8 @@ trap finish EXIT
 
 colo=()
 [ "$appl_group" = "$train_group" ] && colo=(--overlap)
-srun $(hetopt $appl_group) --ntasks-per-node=1 -N "$nappl" -n "$nappl" "${colo[@]}" --kill-on-bad-exit=0 \
+hetopt "$appl_group"
+srun "${het[@]}" --ntasks-per-node=1 -N "$nappl" -n "$nappl" "${colo[@]}" --kill-on-bad-exit=0 \
 	--job-name=tally-appliance "${TALLY_SLURM_APPLIANCE:-$root/deploy/slurm/tally-appliance.sh}" &
 appl_pid=$!
 
@@ -133,7 +136,8 @@ export TALLY_APPLIANCES
 echo "tally-job.sh: job $TALLY_JOB_ID, world $TALLY_WORLD, appliances $TALLY_APPLIANCES" \
 	"($( [ "$appl_group" = "$train_group" ] && echo colocated || echo "het group $appl_group"))"
 
-srun $(hetopt $train_group) "${colo[@]}" --kill-on-bad-exit=1 "$@" &
+hetopt "$train_group"
+srun "${het[@]}" "${colo[@]}" --kill-on-bad-exit=1 "$@" &
 train_pid=$!
 wait "$train_pid"; rc=$?
 # a trapped signal interrupts wait with 128+n: the handler already ran finish
