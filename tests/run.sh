@@ -46,6 +46,10 @@ if [ "$pkgset" = all ]; then
 	# suite vm-deploy: QEMU, the package build, mkosi and the raw disk tools (deploy/make-disk.sh)
 	pkgs+=(qemu-system-x86 qemu-utils openssh-client dpkg-dev debhelper dh-python mkosi
 	       e2fsprogs dosfstools mtools syslinux syslinux-common fdisk)
+	# suite slurm: a private Slurm (munged, slurmctld, slurmd, sbatch/squeue/scancel)
+	pkgs+=(munge slurmctld slurmd slurm-client)
+	# suite deploy, container: podman, and debootstrap for the image's base root
+	pkgs+=(podman debootstrap)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
