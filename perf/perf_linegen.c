@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * perf_linegen.c — `tally-perf linegen` (issue 38): the line-rate generator's NDR/PDR search
+ * (perf_ndr.h) per chunk size, with push -> RESULT and whole-round latency percentiles at the
+ * found rates, offered vs accepted rates, and busy polls / all polls of both sides. The device
+ * under test is, for now, the synthetic throttled appliance (perf_gen_synth.h, --synthetic-cap):
+ * it measures the generator itself (how much one lcore playing --ranks ranks can offer) and
+ * the search. Driving tallyd over memif through the same struct pg_io is not built yet
+ * (perf/README.md "Line-rate generator").
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf_cmds.h"
+#include "perf_gen.h"
+#include "perf_gen_synth.h"
+#include "perf_ndr.h"
+
+struct lg_opts {
+	double cap, lo, hi, trial_s, drain_s;
+	unsigned ranks, keys, chunks, window, burst, sample, steps, trials;
+	unsigned sizes[8], nsizes;
+	int json;
+};
+
+struct lg_ctx {
+	struct pg_gen *g;
+	struct ps_target *t;
+	struct pg_io io;
+	const struct lg_opts *o;
+	struct pg_stats st;
+};
+
+static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
+{
+	struct lg_ctx *c = ctx;
+	int rc;
+
+	ps_reset_stats(c->t);
+	rc = pg_run(c->g, &c->io, rate, c->o->trial_s, c->o->drain_s, &c->st);
+	if (rc)
+		return rc;
+	tr->offered = c->st.secs > 0 ? c->st.offered / c->st.secs : 0;
+	tr->accepted = c->st.secs > 0 ? c->st.results / c->st.secs : 0;
+	tr->expected = c->st.expected;
+	tr->missing = c->st.missing;
+	tr->bad = c->st.crc_bad + c->st.sum_bad;
+	return 0;
+}
+
+static void lg_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tally-perf linegen --synthetic-cap PPS [options]\n"
+		"  NDR/PDR search of the line-rate generator (one lcore, many ranks) against the\n"
+		"  synthetic appliance admitting PPS pushes/s; latency at the found rates.\n"
+		"  --chunk-kib LIST   chunk sizes (default 1,4,8)\n"
+		"  --ranks N          ranks this lcore plays (default 32)\n"
+		"  --keys N           keys (default 4), --chunks N chunks per key (default 4)\n"
+		"  --trial-s S        seconds per trial (default 0.5), --trials N (default 3)\n"
+		"  --steps N          bisection steps (default 8)\n"
+		"  --lo PPS --hi PPS  search bounds (default cap/100, 4 x cap)\n"
+		"  --json             one JSON line per chunk size\n");
+}
+
+static int lg_parse(int argc, char **argv, struct lg_opts *o)
+{
+	static const struct option lo[] = {
+		{ "synthetic-cap", 1, 0, 'c' }, { "chunk-kib", 1, 0, 'k' }, { "ranks", 1, 0, 'r' },
+		{ "keys", 1, 0, 'K' }, { "chunks", 1, 0, 'C' }, { "trial-s", 1, 0, 's' },
+		{ "trials", 1, 0, 't' }, { "steps", 1, 0, 'S' }, { "lo", 1, 0, 'l' },
+		{ "hi", 1, 0, 'h' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'H' }, { 0, 0, 0, 0 }
+	};
+	const char *sizes = "1,4,8";
+	int c;
+
+	*o = (struct lg_opts){ .ranks = 32, .keys = 4, .chunks = 4, .window = 16, .burst = 32,
+			       .sample = 16, .steps = 8, .trials = 3, .trial_s = 0.5,
+			       .drain_s = 0.05 };
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'c': o->cap = atof(optarg); break;
+		case 'k': sizes = optarg; break;
+		case 'r': o->ranks = (unsigned)atoi(optarg); break;
+		case 'K': o->keys = (unsigned)atoi(optarg); break;
+		case 'C': o->chunks = (unsigned)atoi(optarg); break;
+		case 's': o->trial_s = atof(optarg); break;
+		case 't': o->trials = (unsigned)atoi(optarg); break;
+		case 'S': o->steps = (unsigned)atoi(optarg); break;
+		case 'l': o->lo = atof(optarg); break;
+		case 'h': o->hi = atof(optarg); break;
+		case 'j': o->json = 1; break;
+		case 'H': lg_usage(stdout); return 1;
+		default: lg_usage(stderr); return 2;
+		}
+	}
+	if (o->cap <= 0) {
+		fprintf(stderr, "tally-perf linegen: give --synthetic-cap PPS (> 0): driving tallyd "
+			"is not built yet (perf/README.md \"Line-rate generator\")\n");
+		return 2;
+	}
+	for (char *p = (char *)sizes; *p && o->nsizes < 8;) {
+		char *e;
+		unsigned long v = strtoul(p, &e, 10);
+
+		if (e == p || !v || v * 1024 > 8192 || (*e && *e != ',')) {
+			fprintf(stderr, "tally-perf linegen: --chunk-kib: 1..8 KiB, comma list\n");
+			return 2;
+		}
+		o->sizes[o->nsizes++] = (unsigned)v * 1024;
+		p = *e ? e + 1 : e;
+	}
+	if (o->ranks < 1 || o->ranks > PG_MAX_RANKS || !o->keys || !o->chunks || !o->trials ||
+	    o->trial_s <= 0) {
+		fprintf(stderr, "tally-perf linegen: --ranks 1..%u, --keys, --chunks, --trials >= 1, "
+			"--trial-s > 0\n", PG_MAX_RANKS);
+		return 2;
+	}
+	if (o->lo <= 0)
+		o->lo = o->cap / 100;
+	if (o->hi <= 0)
+		o->hi = 4 * o->cap;
+	return 0;
+}
+
+static void lg_lat(const char *name, const struct ph_hist *h, int last)
+{
+	printf("\"%s\":{\"n\":%llu,\"p50_us\":%.3f,\"p99_us\":%.3f,\"p999_us\":%.3f,"
+	       "\"max_us\":%.3f}%s", name, (unsigned long long)h->n,
+	       ph_percentile(h, 50) / 1e3, ph_percentile(h, 99) / 1e3,
+	       ph_percentile(h, 99.9) / 1e3, h->n ? h->max / 1e3 : 0.0, last ? "" : ",");
+}
+
+/* One latency trial at `rate`, printed as "name":{...}. */
+static int lg_at(struct lg_ctx *c, const char *name, double rate, int last)
+{
+	struct pn_trial t = { 0 };
+	int rc = rate > 0 ? lg_trial(c, rate, &t) : 0;
+	double s = c->st.secs > 0 ? c->st.secs : 1;
+
+	if (rc)
+		return rc;
+	if (rate <= 0)
+		memset(&c->st, 0, sizeof(c->st));
+	printf("\"%s\":{\"rate_pps\":%.0f,\"offered_pps\":%.0f,\"accepted_pps\":%.0f,"
+	       "\"loss\":%.6f,\"payload_gbps\":%.3f,\"gen_busy\":%.4f,", name, rate,
+	       c->st.offered / s, c->st.results / s, rate > 0 ? pn_loss(&t) : 0.0,
+	       c->st.payload_bytes * 8 / s / 1e9,
+	       c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0);
+	lg_lat("chunk", &c->st.chunk_ns, 0);
+	lg_lat("round", &c->st.round_ns, 1);
+	printf("}%s", last ? "" : ",");
+	return 0;
+}
+
+static int lg_size(const struct lg_opts *o, unsigned chunk)
+{
+	static struct lg_ctx c; /* its histograms: 16 KiB, not on the stack */
+	struct pg_opts go = { .ranks = o->ranks, .keys = o->keys, .chunks = o->chunks,
+			      .chunk_bytes = chunk, .window = o->window, .burst = o->burst,
+			      .sample_every = o->sample, .job_id = 1, .token = 0x7a11,
+			      .key_base = 1 };
+	struct ps_opts so = { .cap_pps = o->cap, .ranks = o->ranks, .keys = o->keys,
+			      .chunks = o->chunks, .chunk_bytes = chunk, .window = o->window,
+			      .key_base = 1, .sums = 256 };
+	struct pn_opts no = { .lo = o->lo, .hi = o->hi, .steps = o->steps, .trials = o->trials,
+			      .pdr_loss = 0.005 };
+	struct pn_result r;
+	struct pn_trial t = { 0 };
+	double cap_off, cap_acc;
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	c.o = o;
+	rc = pg_create(&go, &c.g);
+	if (!rc)
+		rc = ps_create(&so, &c.t);
+	if (rc)
+		goto out;
+	ps_io(c.t, &c.io);
+	/* unpaced: what one generator lcore offers, and what the target took of it */
+	rc = lg_trial(&c, 0, &t);
+	cap_off = t.offered;
+	cap_acc = t.accepted;
+	if (!rc)
+		rc = pn_search(&no, lg_trial, &c, &r);
+	if (rc)
+		goto out;
+	printf("{\"dut\":\"synthetic\",\"cap_pps\":%.0f,\"chunk_bytes\":%u,\"ranks\":%u,"
+	       "\"keys\":%u,\"chunks\":%u,\"trials\":%u,\"steps\":%u,\"trial_s\":%.3f,"
+	       "\"runs\":%u,\"unpaced_offered_pps\":%.0f,\"unpaced_accepted_pps\":%.0f,"
+	       "\"ndr_pps\":%.0f,\"pdr_pps\":%.0f,", o->cap, chunk, o->ranks, o->keys, o->chunks,
+	       o->trials, o->steps, o->trial_s, r.runs, cap_off, cap_acc, r.ndr, r.pdr);
+	rc = lg_at(&c, "at_ndr", r.ndr, 0);
+	if (!rc)
+		rc = lg_at(&c, "at_pdr", r.pdr, 1);
+	printf("}\n");
+	fflush(stdout);
+out:
+	pg_free(c.g);
+	ps_free(c.t);
+	if (rc)
+		fprintf(stderr, "tally-perf linegen: chunk %u B: %s\n", chunk, strerror(-rc));
+	return rc;
+}
+
+int perf_linegen_main(int argc, char **argv)
+{
+	struct lg_opts o;
+	int rc = lg_parse(argc, argv, &o);
+
+	if (rc)
+		return rc == 1 ? 0 : 2;
+	if (!o.json)
+		fprintf(stderr, "tally-perf linegen: JSON lines follow (--json is the only format)\n");
+	for (unsigned i = 0; i < o.nsizes; i++)
+		if (lg_size(&o, o.sizes[i]))
+			return 1;
+	return 0;
+}
