@@ -6,7 +6,7 @@
  * a push the port refuses or a RESULT that never comes counts as missing when its round
  * leaves the window. RESULTs are consumed at full speed between sends: every RESULT's CRC is
  * checked (tally_proto_decode_split), one in sample_every is compared with the reference sum,
- * and push -> RESULT (per rank and chunk) and whole-round latencies go to preallocated
+ * and push -> RESULT (per chunk and per rank) and whole-round latencies go to preallocated
  * histograms. The port is a pair of callbacks (struct pg_io): a DPDK port, or the synthetic
  * throttled appliance of perf_gen_synth.c. No allocation after pg_create().
  */
@@ -59,7 +59,10 @@ struct pg_stats {
 	uint64_t rounds;         /* rounds retired */
 	uint64_t polls, busy_polls; /* rx calls, and those that returned frames */
 	uint64_t payload_bytes;  /* gradient bytes of the pushes whose RESULT came */
-	struct ph_hist chunk_ns; /* push -> its RESULT, per rank and chunk */
+	struct ph_hist chunk_ns; /* a chunk's last push (the one that completes it) -> each
+				  * RESULT: the appliance's (and port's) latency */
+	struct ph_hist push_ns;  /* each rank's own push -> its RESULT: adds the wait for the
+				  * other ranks' pushes, which the pacing spreads out */
 	struct ph_hist round_ns; /* a round's first push -> its last RESULT (complete rounds) */
 };
 

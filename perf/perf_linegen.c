@@ -151,6 +151,7 @@ static int lg_at(struct lg_ctx *c, const char *name, double rate, int last)
 	       c->st.payload_bytes * 8 / s / 1e9,
 	       c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0);
 	lg_lat("chunk", &c->st.chunk_ns, 0);
+	lg_lat("push", &c->st.push_ns, 0);
 	lg_lat("round", &c->st.round_ns, 1);
 	printf("}%s", last ? "" : ",");
 	return 0;
@@ -158,7 +159,7 @@ static int lg_at(struct lg_ctx *c, const char *name, double rate, int last)
 
 static int lg_size(const struct lg_opts *o, unsigned chunk)
 {
-	static struct lg_ctx c; /* its histograms: 16 KiB, not on the stack */
+	static struct lg_ctx c; /* its histograms: 24 KiB, not on the stack */
 	struct pg_opts go = { .ranks = o->ranks, .keys = o->keys, .chunks = o->chunks,
 			      .chunk_bytes = chunk, .window = o->window, .burst = o->burst,
 			      .sample_every = o->sample, .job_id = 1, .token = 0x7a11,

@@ -156,6 +156,9 @@ static void gen_throttled(void **state)
 	assert_int_equal(st.crc_bad + st.sum_bad + st.dup + st.stray, 0);
 	assert_int_equal(st.sum_checked, st.results);
 	assert_int_equal(st.chunk_ns.n, st.results);
+	assert_int_equal(st.push_ns.n, st.results);
+	/* a rank's own push is never later than the chunk's last push */
+	assert_true(st.push_ns.max >= st.chunk_ns.max);
 	assert_true(st.polls >= st.busy_polls);
 	pg_free(g);
 	ps_free(t);
