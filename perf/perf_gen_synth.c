@@ -35,7 +35,7 @@ int ps_create(const struct ps_opts *o, struct ps_target **out)
 
 	*out = NULL;
 	if (!o->ranks || !o->keys || !o->chunks || !o->chunk_bytes || o->chunk_bytes % 4 ||
-	    o->window < 2 || o->sums < 2 || o->cap_pps < 0)
+	    o->window < 2 || o->sums < 2 || o->cap_pps < 0 || !o->depth)
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -135,13 +135,13 @@ static void ps_push(struct ps_target *t, const uint8_t *f, uint32_t len, uint64_
 	const float *pl;
 
 	t->st.pushes++;
-	if (t->ticks > 0) { /* token bucket: up to 32 pushes of credit */
+	if (t->ticks > 0) { /* token bucket: `depth` pushes of credit, as an RX ring's slots */
 		if ((double)now < t->credit) {
 			t->st.dropped_rate++;
 			return;
 		}
-		if (t->credit < (double)now - 32 * t->ticks)
-			t->credit = (double)now - 32 * t->ticks;
+		if (t->credit < (double)now - t->o.depth * t->ticks)
+			t->credit = (double)now - t->o.depth * t->ticks;
 		t->credit += t->ticks;
 	}
 	if (tally_proto_decode(f, len, &p) != TALLY_OK || p.hdr.op != TALLY_OP_PUSH ||

@@ -15,6 +15,8 @@
 
 struct ps_opts {
 	double cap_pps;          /* pushes admitted per second (0: no limit) */
+	unsigned depth;          /* pushes admitted at once after a pause (an RX ring's slots,
+				  * 512): more than the generator's catch-up (4 bursts) */
 	unsigned ranks, keys, chunks, chunk_bytes, window;
 	uint32_t key_base;
 	unsigned sums;           /* chunks whose RESULTs may wait to be received (>= 2) */

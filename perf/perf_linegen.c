@@ -166,7 +166,7 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 			      .key_base = 1 };
 	struct ps_opts so = { .cap_pps = o->cap, .ranks = o->ranks, .keys = o->keys,
 			      .chunks = o->chunks, .chunk_bytes = chunk, .window = o->window,
-			      .key_base = 1, .sums = 256 };
+			      .key_base = 1, .sums = 256, .depth = 512 };
 	struct pn_opts no = { .lo = o->lo, .hi = o->hi, .steps = o->steps, .trials = o->trials,
 			      .pdr_loss = 0.005 };
 	struct pn_result r;

@@ -122,7 +122,7 @@ static struct pg_opts gen_opts(unsigned chunk)
 static struct ps_target *target(unsigned chunk, double cap, uint64_t corrupt, uint64_t wrong)
 {
 	struct ps_opts so = { .cap_pps = cap, .ranks = RANKS, .keys = KEYS, .chunks = CHUNKS,
-			      .chunk_bytes = chunk, .window = 8, .key_base = 100, .sums = 64,
+			      .chunk_bytes = chunk, .window = 8, .key_base = 100, .sums = 64, .depth = 512,
 			      .corrupt_every = corrupt, .wrong_every = wrong };
 	struct ps_target *t;
 
