@@ -168,7 +168,7 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 			      .chunks = o->chunks, .chunk_bytes = chunk, .window = o->window,
 			      .key_base = 1, .sums = 256, .depth = 512 };
 	struct pn_opts no = { .lo = o->lo, .hi = o->hi, .steps = o->steps, .trials = o->trials,
-			      .pdr_loss = 0.005 };
+			      .pdr_loss = 0.005, .min_offer = 0.95 };
 	struct pn_result r;
 	struct pn_trial t = { 0 };
 	double cap_off, cap_acc;
@@ -193,8 +193,9 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 	printf("{\"dut\":\"synthetic\",\"cap_pps\":%.0f,\"chunk_bytes\":%u,\"ranks\":%u,"
 	       "\"keys\":%u,\"chunks\":%u,\"trials\":%u,\"steps\":%u,\"trial_s\":%.3f,"
 	       "\"runs\":%u,\"unpaced_offered_pps\":%.0f,\"unpaced_accepted_pps\":%.0f,"
-	       "\"ndr_pps\":%.0f,\"pdr_pps\":%.0f,", o->cap, chunk, o->ranks, o->keys, o->chunks,
-	       o->trials, o->steps, o->trial_s, r.runs, cap_off, cap_acc, r.ndr, r.pdr);
+	       "\"ndr_pps\":%.0f,\"pdr_pps\":%.0f,\"gen_limited_trials\":%u,",
+	       o->cap, chunk, o->ranks, o->keys, o->chunks, o->trials, o->steps, o->trial_s, r.runs,
+	       cap_off, cap_acc, r.ndr, r.pdr, r.gen_limited);
 	rc = lg_at(&c, "at_ndr", r.ndr, 0);
 	if (!rc)
 		rc = lg_at(&c, "at_pdr", r.pdr, 1);

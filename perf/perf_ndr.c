@@ -11,8 +11,15 @@ double pn_loss(const struct pn_trial *t)
 	return t->expected ? (double)t->missing / (double)t->expected : 1.0;
 }
 
-static int pn_pass(const struct pn_trial *t, double max_loss, int ndr)
+static int pn_pass(const struct pn_opts *o, const struct pn_trial *t, int ndr,
+		   unsigned *gen_limited)
 {
+	double max_loss = o->pdr_loss;
+
+	if (t->offered < o->min_offer * t->rate) {
+		(*gen_limited)++;
+		return 0;
+	}
 	if (t->bad)
 		return 0;
 	if (ndr)
@@ -22,7 +29,7 @@ static int pn_pass(const struct pn_trial *t, double max_loss, int ndr)
 
 /* All trials at `rate`: 1 pass, 0 fail, <0 error; *worst = the trial with most loss. */
 static int pn_step(const struct pn_opts *o, pn_trial_fn fn, void *ctx, double rate, int ndr,
-		   struct pn_trial *worst, unsigned *runs)
+		   struct pn_trial *worst, unsigned *runs, unsigned *gen_limited)
 {
 	int pass = 1;
 
@@ -39,7 +46,7 @@ static int pn_step(const struct pn_opts *o, pn_trial_fn fn, void *ctx, double ra
 			return rc;
 		if (!i || pn_loss(&t) > pn_loss(worst) || t.bad > worst->bad)
 			*worst = t;
-		if (!pn_pass(&t, o->pdr_loss, ndr)) {
+		if (!pn_pass(o, &t, ndr, gen_limited)) {
 			*worst = t;
 			pass = 0;
 			break; /* one failed trial fails the step: no need for the others */
@@ -49,7 +56,7 @@ static int pn_step(const struct pn_opts *o, pn_trial_fn fn, void *ctx, double ra
 }
 
 static int pn_one(const struct pn_opts *o, pn_trial_fn fn, void *ctx, int ndr, double *found,
-		  struct pn_trial *ft, unsigned *runs)
+		  struct pn_trial *ft, unsigned *runs, unsigned *gl)
 {
 	double lo = o->lo, hi = o->hi;
 	struct pn_trial t;
@@ -57,7 +64,7 @@ static int pn_one(const struct pn_opts *o, pn_trial_fn fn, void *ctx, int ndr, d
 
 	*found = 0;
 	memset(ft, 0, sizeof(*ft));
-	rc = pn_step(o, fn, ctx, hi, ndr, &t, runs);
+	rc = pn_step(o, fn, ctx, hi, ndr, &t, runs, gl);
 	if (rc < 0)
 		return rc;
 	if (rc) { /* the upper bound passes: the generator did not find the limit */
@@ -65,7 +72,7 @@ static int pn_one(const struct pn_opts *o, pn_trial_fn fn, void *ctx, int ndr, d
 		*ft = t;
 		return 0;
 	}
-	rc = pn_step(o, fn, ctx, lo, ndr, &t, runs);
+	rc = pn_step(o, fn, ctx, lo, ndr, &t, runs, gl);
 	if (rc <= 0)
 		return rc < 0 ? rc : 0;
 	*found = lo;
@@ -73,7 +80,7 @@ static int pn_one(const struct pn_opts *o, pn_trial_fn fn, void *ctx, int ndr, d
 	for (unsigned s = 0; s < o->steps; s++) {
 		double mid = (lo + hi) / 2;
 
-		rc = pn_step(o, fn, ctx, mid, ndr, &t, runs);
+		rc = pn_step(o, fn, ctx, mid, ndr, &t, runs, gl);
 		if (rc < 0)
 			return rc;
 		if (rc) {
@@ -93,10 +100,10 @@ int pn_search(const struct pn_opts *o, pn_trial_fn fn, void *ctx, struct pn_resu
 
 	memset(r, 0, sizeof(*r));
 	if (!fn || !o->trials || o->lo <= 0 || o->hi < o->lo || o->pdr_loss < 0 ||
-	    o->pdr_loss >= 1)
+	    o->pdr_loss >= 1 || o->min_offer < 0 || o->min_offer > 1)
 		return -EINVAL;
-	rc = pn_one(o, fn, ctx, 1, &r->ndr, &r->ndr_t, &r->runs);
+	rc = pn_one(o, fn, ctx, 1, &r->ndr, &r->ndr_t, &r->runs, &r->gen_limited);
 	if (rc)
 		return rc;
-	return pn_one(o, fn, ctx, 0, &r->pdr, &r->pdr_t, &r->runs);
+	return pn_one(o, fn, ctx, 0, &r->pdr, &r->pdr_t, &r->runs, &r->gen_limited);
 }

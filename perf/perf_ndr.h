@@ -28,12 +28,16 @@ struct pn_opts {
 	unsigned steps;    /* bisection steps per criterion after the bound checks */
 	unsigned trials;   /* trials per step */
 	double pdr_loss;   /* PDR's loss ratio, 0.005 */
+	double min_offer;  /* a trial counts only if offered >= min_offer x rate (0.95): else
+			    * the generator, not the device, was the limit, and it fails */
 };
 
 struct pn_result {
 	double ndr, pdr;           /* found rates (0: not even lo passed) */
 	struct pn_trial ndr_t, pdr_t; /* the worst trial at each found rate */
 	unsigned runs;             /* trials run */
+	unsigned gen_limited;      /* trials failed because the generator offered too little:
+				    * if any, a found rate is a lower bound of the device's */
 };
 
 /* Loss ratio of a trial: missing / expected (1 when nothing was expected). */

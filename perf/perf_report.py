@@ -274,15 +274,18 @@ def sec_linegen(out, ent):
           "in-process throttled appliance (perf_gen_synth.c), so these rows measure the "
           "generator and the search, not tallyd. Latency at the NDR: a chunk's last push -> its "
           "RESULTs (the device's latency), each rank's own push -> its RESULT (adds the paced "
-          "wait for the other ranks), and whole rounds.", ""]
+          "wait for the other ranks), and whole rounds. A trial whose generator offered under 95% "
+          "of the rate asked fails as gen-limited: with any, a found rate is a lower bound of "
+          "the device's.", ""]
     if rows:
         def lat(r, k, q):
             return r.get("at_ndr", {}).get(k, {}).get(q, "-")
-        md.append(table(["DUT", "chunk", "ranks", "NDR push/s", "PDR push/s",
+        md.append(table(["DUT", "chunk", "ranks", "NDR push/s", "PDR push/s", "gen-limited trials",
                          "NDR Gbit/s payload", "unpaced offered/s", "unpaced accepted/s",
                          "gen busy at NDR", "chunk p50/p99/p99.9/max us", "push p99 us",
                          "round p99 us"],
                         [[r["dut"], r["chunk_bytes"], r["ranks"], r["ndr_pps"], r["pdr_pps"],
+                          r.get("gen_limited_trials", "-"),
                           r.get("at_ndr", {}).get("payload_gbps", "-"),
                           r["unpaced_offered_pps"], r["unpaced_accepted_pps"],
                           r.get("at_ndr", {}).get("gen_busy", "-"),

@@ -61,6 +61,7 @@ static void hist_known(void **state)
 /* A device that takes `cap` pushes/s: the excess is lost. */
 struct synth_fn {
 	double cap;
+	double gen;   /* the most the generator offers (0: whatever is asked) */
 	unsigned calls;
 };
 
@@ -69,7 +70,7 @@ static int synth_trial(void *ctx, double rate, struct pn_trial *t)
 	struct synth_fn *s = ctx;
 
 	s->calls++;
-	t->offered = rate;
+	t->offered = s->gen > 0 && rate > s->gen ? s->gen : rate;
 	t->expected = 1000000;
 	t->missing = rate > s->cap ? (uint64_t)(t->expected * (rate - s->cap) / rate) + 1 : 0;
 	t->accepted = rate > s->cap ? s->cap : rate;
@@ -79,7 +80,8 @@ static int synth_trial(void *ctx, double rate, struct pn_trial *t)
 static void search_converges(void **state)
 {
 	struct synth_fn s = { .cap = 1e6 };
-	struct pn_opts o = { .lo = 1e4, .hi = 4e6, .steps = 24, .trials = 3, .pdr_loss = 0.005 };
+	struct pn_opts o = { .lo = 1e4, .hi = 4e6, .steps = 24, .trials = 3, .pdr_loss = 0.005,
+			     .min_offer = 0.95 };
 	struct pn_result r;
 	double res = (o.hi - o.lo) / (1 << 24) * 2;
 
@@ -103,6 +105,14 @@ static void search_converges(void **state)
 	assert_int_equal(pn_search(&o, synth_trial, &s, &r), 0);
 	assert_true(r.ndr == 0 && r.pdr == 0);
 	assert_int_equal(s.calls, 4); /* a failed trial ends its step */
+	assert_int_equal(r.gen_limited, 0);
+	/* a generator that offers at most 500 k/s in front of a 1 M/s device: the search stops
+	 * below 500 k / 0.95 and says the generator was the limit */
+	s.cap = 1e6;
+	s.gen = 5e5;
+	assert_int_equal(pn_search(&o, synth_trial, &s, &r), 0);
+	assert_true(r.ndr <= 5e5 / 0.95 && r.ndr > 5e5 - res);
+	assert_true(r.gen_limited > 0);
 	o.trials = 0;
 	assert_int_equal(pn_search(&o, synth_trial, &s, &r), -22);
 }
@@ -226,7 +236,7 @@ static void search_generator(void **state)
 	struct pg_opts o = gen_opts(1024);
 	struct gen_ctx c;
 	struct pn_opts so = { .lo = 1000, .hi = 400000, .steps = 2, .trials = 2,
-			      .pdr_loss = 0.005 };
+			      .pdr_loss = 0.005, .min_offer = 0 };
 	struct pn_result r;
 
 	(void)state;

@@ -314,6 +314,7 @@ class Report(unittest.TestCase):
                "line": {"rows": [], "errors": ["line: exit 1: no memif"]},
                "linegen": {"rows": [{"dut": "synthetic", "chunk_bytes": 1024, "ranks": 32,
                                      "ndr_pps": 101750, "pdr_pps": 151625,
+                                     "gen_limited_trials": 2,
                                      "unpaced_offered_pps": 9e6, "unpaced_accepted_pps": 0,
                                      "at_ndr": {"payload_gbps": 0.834, "gen_busy": 0.0018,
                                                 "chunk": {"p50_us": 163.8, "p99_us": 311.3,
@@ -346,7 +347,7 @@ class Report(unittest.TestCase):
             self.assertIn("Engine rate: 26.0 Gbit/s per core", txt)
             self.assertIn("| 1024 | 400 | 1024 |", txt)
             self.assertIn("not measured: check: no emulated allreduce", txt)
-            self.assertIn("| synthetic | 1024 | 32 | 101750 | 151625 | 0.834 | 9000000.0 | 0 | "
+            self.assertIn("| synthetic | 1024 | 32 | 101750 | 151625 | 2 | 0.834 | 9000000.0 | 0 | "
                           "0.0018 | 163.8/311.3/311.3/332.6 | 600.5 | 5023.0 |", txt)
             for png in ("sum.png", "engine.png", "allreduce1.png", "model.png",
                         "linegen_latency.png"):
