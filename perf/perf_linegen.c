@@ -123,6 +123,10 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		o->lo = o->cap / 100;
 	if (o->hi <= 0)
 		o->hi = 4 * o->cap;
+	if (o->hi < o->lo) {
+		fprintf(stderr, "tally-perf linegen: --lo %.0f above --hi %.0f\n", o->lo, o->hi);
+		return 2;
+	}
 	return 0;
 }
 
