@@ -55,10 +55,10 @@ static int pn_step(const struct pn_opts *o, pn_trial_fn fn, void *ctx, double ra
 	return pass;
 }
 
-static int pn_one(const struct pn_opts *o, pn_trial_fn fn, void *ctx, int ndr, double *found,
-		  struct pn_trial *ft, unsigned *runs, unsigned *gl)
+static int pn_one(const struct pn_opts *o, double lo, pn_trial_fn fn, void *ctx, int ndr,
+		  double *found, struct pn_trial *ft, unsigned *runs, unsigned *gl)
 {
-	double lo = o->lo, hi = o->hi;
+	double hi = o->hi;
 	struct pn_trial t;
 	int rc;
 
@@ -102,8 +102,15 @@ int pn_search(const struct pn_opts *o, pn_trial_fn fn, void *ctx, struct pn_resu
 	if (!fn || !o->trials || o->lo <= 0 || o->hi < o->lo || o->pdr_loss < 0 ||
 	    o->pdr_loss >= 1 || o->min_offer < 0 || o->min_offer > 1)
 		return -EINVAL;
-	rc = pn_one(o, fn, ctx, 1, &r->ndr, &r->ndr_t, &r->runs, &r->gen_limited);
+	rc = pn_one(o, o->lo, fn, ctx, 1, &r->ndr, &r->ndr_t, &r->runs, &r->gen_limited);
 	if (rc)
 		return rc;
-	return pn_one(o, fn, ctx, 0, &r->pdr, &r->pdr_t, &r->runs, &r->gen_limited);
+	/* the NDR passed PDR's test too: search above it (as MLRsearch) */
+	rc = pn_one(o, r->ndr > o->lo ? r->ndr : o->lo, fn, ctx, 0, &r->pdr, &r->pdr_t, &r->runs,
+		    &r->gen_limited);
+	if (!rc && r->ndr > r->pdr) { /* PDR's lower bound failed this time: noise */
+		r->pdr = r->ndr;
+		r->pdr_t = r->ndr_t;
+	}
+	return rc;
 }
