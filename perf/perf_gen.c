@@ -211,8 +211,9 @@ static void pg_result(struct pg_gen *g, const struct pg_frame *f, uint64_t now,
 	if (p.hdr.op != TALLY_OP_RESULT || p.hdr.job_id != o->job_id || p.hdr.rank >= o->ranks ||
 	    key >= o->keys || p.hdr.count != g->elems || p.hdr.offset % g->elems ||
 	    p.hdr.offset / g->elems >= o->chunks || (int32_t)(p.hdr.round - g->oldest) < 0 ||
-	    (int32_t)(p.hdr.round - g->next_round) > 0) {
-		st->stray++; /* not ours, or its round was retired already (counted missing) */
+	    (int32_t)(p.hdr.round - g->next_round) > (g->pos ? 0 : -1)) {
+		st->stray++; /* not ours, a round not sent yet, or one retired already (counted
+			      * missing) */
 		return;
 	}
 	slot = key * o->chunks + p.hdr.offset / g->elems;

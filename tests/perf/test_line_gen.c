@@ -17,6 +17,7 @@
 #include "perf_gen_synth.h"
 #include "perf_hist.h"
 #include "perf_ndr.h"
+#include "tally_proto.h"
 
 static struct ph_hist h; /* 8 KiB: not on the stack */
 
@@ -254,6 +255,63 @@ static void search_generator(void **state)
 	ps_free(c.t);
 }
 
+/* A port that swallows pushes and returns three RESULT-like frames that answer none of them:
+ * a future round, another job, another op. */
+struct odd_port {
+	uint8_t f[3][64 + 1024];
+	float sum[256];
+	int given;
+};
+
+static unsigned odd_tx(void *ctx, const uint8_t *const *fr, const uint32_t *l, unsigned n)
+{
+	(void)ctx, (void)fr, (void)l;
+	return n;
+}
+
+static unsigned odd_rx(void *ctx, struct pg_frame *f, unsigned max)
+{
+	struct odd_port *p = ctx;
+
+	if (p->given || max < 3)
+		return 0;
+	p->given = 1;
+	for (unsigned i = 0; i < 3; i++) {
+		f[i].hdr = p->f[i];
+		f[i].hlen = 64;
+		f[i].payload = p->f[i] + 64;
+		f[i].plen = i == 2 ? 0 : 1024;
+	}
+	return 3;
+}
+
+static void gen_strays(void **state)
+{
+	struct pg_opts o = gen_opts(1024);
+	static struct odd_port p;
+	struct pg_io io = { .ctx = &p, .tx = odd_tx, .rx = odd_rx };
+	struct pg_gen *g;
+	struct tally_hdr h = { .op = TALLY_OP_RESULT, .job_id = 7, .rank = 0, .token = 0x1234,
+			       .key = 100, .round = 1, .count = 256, .dtype = 0, .contrib = RANKS };
+
+	(void)state;
+	tally_proto_finish(p.f[0], &h, p.sum, 1024);  /* round 1: not sent yet */
+	h.round = 0;
+	h.job_id = 8;
+	tally_proto_finish(p.f[1], &h, p.sum, 1024);  /* another job */
+	h.job_id = 7;
+	h.op = TALLY_OP_HELD;
+	tally_proto_finish(p.f[2], &h, NULL, 0);      /* not a RESULT */
+	assert_int_equal(pg_create(&o, &g), 0);
+	/* 1000/s for 50 ms: a few pushes of round 0, far from its 512 */
+	assert_int_equal(pg_run(g, &io, 1000, 0.05, 0.01, &st), 0);
+	assert_int_equal(st.stray, 3);
+	assert_int_equal(st.results, 0);
+	assert_int_equal(st.missing, st.offered);
+	assert_true(st.offered < (uint64_t)RANKS * KEYS * CHUNKS);
+	pg_free(g);
+}
+
 static void gen_bad_options(void **state)
 {
 	struct pg_opts o = gen_opts(1022);
@@ -277,6 +335,7 @@ int main(void)
 		cmocka_unit_test(gen_throttled),
 		cmocka_unit_test(gen_clean_and_faults),
 		cmocka_unit_test(search_generator),
+		cmocka_unit_test(gen_strays),
 		cmocka_unit_test(gen_bad_options),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
