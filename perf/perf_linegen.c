@@ -17,12 +17,18 @@
 #include "perf_gen.h"
 #include "perf_gen_synth.h"
 #include "perf_ndr.h"
+#ifdef LG_PORT
+#include "perf_gen_port.h"
+static struct gp_port lg_port; /* its staging buffers: 600 KiB */
+#endif
 
 struct lg_opts {
 	double cap, lo, hi, trial_s, drain_s;
 	unsigned ranks, keys, chunks, window, burst, sample, steps, trials;
 	unsigned sizes[8], nsizes;
 	int json;
+	const char *transport, *host, *eal, *local_ip, *dpdk_port; /* tally-linegen only */
+	unsigned port;
 };
 
 struct lg_ctx {
@@ -38,7 +44,8 @@ static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
 	struct lg_ctx *c = ctx;
 	int rc;
 
-	ps_reset_stats(c->t);
+	if (c->t)
+		ps_reset_stats(c->t);
 	rc = pg_run(c->g, &c->io, rate, c->o->trial_s, c->o->drain_s, &c->st);
 	if (rc)
 		return rc;
@@ -71,7 +78,10 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		{ "synthetic-cap", 1, 0, 'c' }, { "chunk-kib", 1, 0, 'k' }, { "ranks", 1, 0, 'r' },
 		{ "keys", 1, 0, 'K' }, { "chunks", 1, 0, 'C' }, { "trial-s", 1, 0, 's' },
 		{ "trials", 1, 0, 't' }, { "steps", 1, 0, 'S' }, { "lo", 1, 0, 'l' },
-		{ "hi", 1, 0, 'h' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'H' }, { 0, 0, 0, 0 }
+		{ "hi", 1, 0, 'h' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'H' },
+		{ "transport", 1, 0, 'T' }, { "host", 1, 0, 'A' }, { "port", 1, 0, 'P' },
+		{ "eal", 1, 0, 'E' }, { "local-ip", 1, 0, 'L' }, { "dpdk-port", 1, 0, 'D' },
+		{ 0, 0, 0, 0 }
 	};
 	const char *sizes = "1,4,8";
 	int c;
@@ -94,9 +104,28 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		case 'h': o->hi = atof(optarg); break;
 		case 'j': o->json = 1; break;
 		case 'H': lg_usage(stdout); return 1;
+		case 'T': o->transport = optarg; break;
+		case 'A': o->host = optarg; break;
+		case 'P': o->port = (unsigned)atoi(optarg); break;
+		case 'E': o->eal = optarg; break;
+		case 'L': o->local_ip = optarg; break;
+		case 'D': o->dpdk_port = optarg; break;
 		default: lg_usage(stderr); return 2;
 		}
 	}
+#ifdef LG_PORT
+	if (o->transport && o->cap <= 0)
+		o->cap = 1e6; /* only the default search bounds come from it */
+	if (o->transport && !o->host) {
+		fprintf(stderr, "tally-linegen: --transport needs --host (the appliance)\n");
+		return 2;
+	}
+#else
+	if (o->transport) {
+		fprintf(stderr, "tally-perf linegen: --transport: use tally-linegen (a real port)\n");
+		return 2;
+	}
+#endif
 	if (o->cap <= 0) {
 		fprintf(stderr, "tally-perf linegen: give --synthetic-cap PPS (> 0): driving tallyd "
 			"is not built yet (perf/README.md \"Line-rate generator\")\n");
@@ -167,10 +196,10 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 	struct pg_opts go = { .ranks = o->ranks, .keys = o->keys, .chunks = o->chunks,
 			      .chunk_bytes = chunk, .window = o->window, .burst = o->burst,
 			      .sample_every = o->sample, .job_id = 1, .token = 0x7a11,
-			      .key_base = 1 };
+			      .key_base = chunk }; /* new keys per chunk size */
 	struct ps_opts so = { .cap_pps = o->cap, .ranks = o->ranks, .keys = o->keys,
 			      .chunks = o->chunks, .chunk_bytes = chunk, .window = o->window,
-			      .key_base = 1, .sums = 256, .depth = 512 };
+			      .key_base = chunk, .sums = 256, .depth = 512 };
 	struct pn_opts no = { .lo = o->lo, .hi = o->hi, .steps = o->steps, .trials = o->trials,
 			      .pdr_loss = 0.005, .min_offer = 0.95 };
 	struct pn_result r;
@@ -181,11 +210,26 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 	memset(&c, 0, sizeof(c));
 	c.o = o;
 	rc = pg_create(&go, &c.g);
-	if (!rc)
-		rc = ps_create(&so, &c.t);
 	if (rc)
 		goto out;
-	ps_io(c.t, &c.io);
+#ifdef LG_PORT
+	if (o->transport) {
+		char err[256] = "";
+
+		rc = gp_setup(&lg_port, &go, 10, err, sizeof(err));
+		if (rc) {
+			fprintf(stderr, "tally-linegen: job setup: %s\n", err);
+			goto out;
+		}
+		gp_io(&lg_port, &c.io);
+	}
+#endif
+	if (!c.io.tx) {
+		rc = ps_create(&so, &c.t);
+		if (rc)
+			goto out;
+		ps_io(c.t, &c.io);
+	}
 	/* unpaced: what one generator lcore offers, and what the target took of it */
 	rc = lg_trial(&c, 0, &t);
 	cap_off = t.offered;
@@ -194,11 +238,11 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 		rc = pn_search(&no, lg_trial, &c, &r);
 	if (rc)
 		goto out;
-	printf("{\"dut\":\"synthetic\",\"cap_pps\":%.0f,\"chunk_bytes\":%u,\"ranks\":%u,"
+	printf("{\"dut\":\"%s\",\"cap_pps\":%.0f,\"chunk_bytes\":%u,\"ranks\":%u,"
 	       "\"keys\":%u,\"chunks\":%u,\"trials\":%u,\"steps\":%u,\"trial_s\":%.3f,"
 	       "\"runs\":%u,\"unpaced_offered_pps\":%.0f,\"unpaced_accepted_pps\":%.0f,"
 	       "\"ndr_pps\":%.0f,\"pdr_pps\":%.0f,\"gen_limited_trials\":%u,",
-	       o->cap, chunk, o->ranks, o->keys, o->chunks, o->trials, o->steps, o->trial_s, r.runs,
+	       o->transport ? o->transport : "synthetic", o->cap, chunk, o->ranks, o->keys, o->chunks, o->trials, o->steps, o->trial_s, r.runs,
 	       cap_off, cap_acc, r.ndr, r.pdr, r.gen_limited);
 	rc = lg_at(&c, "at_ndr", r.ndr, 0);
 	if (!rc)
@@ -222,8 +266,24 @@ int perf_linegen_main(int argc, char **argv)
 		return rc == 1 ? 0 : 2;
 	if (!o.json)
 		fprintf(stderr, "tally-perf linegen: JSON lines follow (--json is the only format)\n");
-	for (unsigned i = 0; i < o.nsizes; i++)
-		if (lg_size(&o, o.sizes[i]))
+#ifdef LG_PORT
+	if (o.transport) {
+		struct tally_xport_opts xo = { .host = o.host, .port = (uint16_t)o.port,
+					       .eal_args = o.eal, .local_ip = o.local_ip,
+					       .dpdk_port = o.dpdk_port, .prog = "tally-linegen",
+					       .ncores = 1 };
+		char err[256] = "";
+
+		if (gp_open(&lg_port, o.transport, &xo, err, sizeof(err))) {
+			fprintf(stderr, "tally-linegen: --transport %s: %s\n", o.transport, err);
 			return 1;
-	return 0;
+		}
+	}
+#endif
+	for (unsigned i = 0; i < o.nsizes && !rc; i++)
+		rc = lg_size(&o, o.sizes[i]) ? 1 : 0;
+#ifdef LG_PORT
+	gp_close(&lg_port);
+#endif
+	return rc;
 }
