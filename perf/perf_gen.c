@@ -26,11 +26,14 @@ struct pg_gen {
 	uint64_t *round_sent;  /* [window] pushes handed to the port */
 	uint8_t *txf[PG_MAX_BURST];
 	uint32_t txl[PG_MAX_BURST];
+	uint8_t *rtxf[PG_MAX_BURST]; /* repair's own batch */
+	uint32_t rtxl[PG_MAX_BURST];
 	uint32_t next_round;   /* round of the next push */
 	uint32_t oldest;       /* oldest round not retired */
 	uint64_t pos;          /* push index within the round */
 	uint64_t rx_seen;
 	double hz;
+	const struct pg_io *io; /* the run's port (repair sends through it) */
 };
 
 static double pg_mono(void)
@@ -176,10 +179,41 @@ static size_t pg_idx(const struct pg_gen *g, uint32_t round, unsigned slot, unsi
 	return ((size_t)(round % g->o.window) * g->slots + slot) * g->o.ranks + rank;
 }
 
+/* Re-send, once, every push of round `round`'s chunks that some rank has no RESULT of. */
+static void pg_repair(struct pg_gen *g, uint32_t round, struct pg_stats *st)
+{
+	const struct pg_opts *o = &g->o;
+
+	for (unsigned s = 0; s < g->slots; s++) {
+		size_t base = pg_idx(g, round, s, 0);
+		unsigned r, k = 0;
+
+		for (r = 0; r < o->ranks && g->got[base + r]; r++)
+			;
+		if (r == o->ranks)
+			continue;
+		for (r = 0; r < o->ranks; r++) {
+			uint8_t *f = g->frames + ((size_t)s * o->ranks + r) * g->flen;
+
+			pg_put_round(f, g->round_off, round);
+			g->rtxf[k] = f;
+			g->rtxl[k++] = g->flen;
+			if (k == o->burst || r + 1 == o->ranks) {
+				g->io->tx(g->io->ctx, (const uint8_t *const *)g->rtxf, g->rtxl, k);
+				st->retx += k;
+				k = 0;
+			}
+		}
+	}
+}
+
 /* Retire the oldest round: what did not come is missing. */
 static void pg_retire(struct pg_gen *g, struct pg_stats *st)
 {
 	unsigned w = g->oldest % g->o.window;
+
+	if (g->o.repair && g->io && g->round_got[w] < g->round_sent[w])
+		pg_repair(g, g->oldest, st);
 
 	st->expected += g->round_sent[w];
 	st->missing += g->round_sent[w] - g->round_got[w];
@@ -255,8 +289,10 @@ static unsigned pg_poll(struct pg_gen *g, const struct pg_io *io, struct pg_stat
 	return n;
 }
 
-/* The next n pushes into g->txf/g->txl; opens a round (retiring the oldest at the window). */
-static void pg_fill(struct pg_gen *g, unsigned n, uint64_t now, struct pg_stats *st)
+/* The next n pushes into g->txf/g->txl; opens a round (retiring the oldest at the window).
+ * Returns how many: fewer when a round must be retired first with frames already in the
+ * batch (a repair rewrites the round of templates the batch points at: send them first). */
+static unsigned pg_fill(struct pg_gen *g, unsigned n, uint64_t now, struct pg_stats *st)
 {
 	const struct pg_opts *o = &g->o;
 	uint64_t per_round = (uint64_t)g->slots * o->ranks;
@@ -267,8 +303,11 @@ static void pg_fill(struct pg_gen *g, unsigned n, uint64_t now, struct pg_stats 
 		uint8_t *f = g->frames + ((size_t)slot * o->ranks + rank) * g->flen;
 
 		if (!g->pos) {
-			if (g->next_round - g->oldest >= o->window)
+			if (g->next_round - g->oldest >= o->window) {
+				if (k)
+					return k;
 				pg_retire(g, st); /* open loop: no waiting, what is late is lost */
+			}
 			g->round_t0[w] = now;
 			g->round_sent[w] = 0;
 		}
@@ -283,6 +322,7 @@ static void pg_fill(struct pg_gen *g, unsigned n, uint64_t now, struct pg_stats 
 			g->next_round++;
 		}
 	}
+	return n;
 }
 
 int pg_run(struct pg_gen *g, const struct pg_io *io, double rate, double seconds,
@@ -294,14 +334,16 @@ int pg_run(struct pg_gen *g, const struct pg_io *io, double rate, double seconds
 	if (!io || !io->tx || !io->rx || seconds <= 0 || drain_s < 0)
 		return -EINVAL;
 	memset(st, 0, sizeof(*st));
+	g->io = io;
 	ph_reset(&st->chunk_ns);
 	ph_reset(&st->push_ns);
 	ph_reset(&st->round_ns);
 	t0 = now = __rdtsc();
 	end = t0 + (uint64_t)(seconds * g->hz);
 	next = (double)t0;
-	/* end on a chunk's last rank: a chunk half sent would never complete */
-	while (now < end || g->pos % g->o.ranks) {
+	/* end on a chunk's last rank: a chunk half sent would never complete; with repair (a
+	 * real appliance) on a round's end: every chunk must see every round */
+	while (now < end || (g->o.repair ? g->pos : g->pos % g->o.ranks)) {
 		unsigned n = g->o.burst, busy = 0;
 
 		if (ticks > 0) {
@@ -309,12 +351,15 @@ int pg_run(struct pg_gen *g, const struct pg_io *io, double rate, double seconds
 
 			n = due < 0 ? 0 : due + 1 < n ? (unsigned)due + 1 : n;
 		}
-		if (now >= end && n > g->o.ranks - g->pos % g->o.ranks)
+		if (now >= end && !g->o.repair && n > g->o.ranks - g->pos % g->o.ranks)
 			n = (unsigned)(g->o.ranks - g->pos % g->o.ranks);
+		if (now >= end && g->o.repair &&
+		    n > (uint64_t)g->slots * g->o.ranks - g->pos)
+			n = (unsigned)((uint64_t)g->slots * g->o.ranks - g->pos);
 		if (n) {
 			unsigned sent;
 
-			pg_fill(g, n, now, st);
+			n = pg_fill(g, n, now, st);
 			sent = io->tx(io->ctx, (const uint8_t *const *)g->txf, g->txl, n);
 			st->offered += n;
 			st->tx_refused += n - sent;

@@ -47,6 +47,10 @@ struct pg_opts {
 	uint32_t job_id;
 	uint64_t token;
 	uint32_t key_base;      /* first key id */
+	int repair;             /* a real appliance: when a round leaves the window with chunks
+				 * unanswered, re-send those chunks' pushes once (the engine
+				 * keeps two rounds per chunk: a chunk never completed blocks its
+				 * key); counted in retx. The RESULTs still count as missing. */
 };
 
 struct pg_stats {
@@ -57,6 +61,7 @@ struct pg_stats {
 	uint64_t expected, missing; /* RESULTs of retired rounds: expected, never came */
 	uint64_t crc_bad, sum_bad, sum_checked, dup, stray;
 	uint64_t rounds;         /* rounds retired */
+	uint64_t retx;           /* pushes re-sent by repair (0 without it) */
 	uint64_t polls, busy_polls; /* rx calls, and those that returned frames */
 	uint64_t payload_bytes;  /* gradient bytes of the pushes whose RESULT came */
 	struct ph_hist chunk_ns; /* a chunk's last push (the one that completes it) -> each

@@ -53,6 +53,7 @@ static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
 	tr->accepted = c->st.secs > 0 ? c->st.results / c->st.secs : 0;
 	tr->expected = c->st.expected;
 	tr->missing = c->st.missing;
+	tr->retx = c->st.retx;
 	tr->bad = c->st.crc_bad + c->st.sum_bad;
 	return 0;
 }
@@ -209,6 +210,13 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 
 	memset(&c, 0, sizeof(c));
 	c.o = o;
+#ifdef LG_PORT
+	/* the engine keeps two rounds per chunk (r and r + 1): no more in flight */
+	if (o->transport) {
+		go.window = 2;
+		go.repair = 1;
+	}
+#endif
 	rc = pg_create(&go, &c.g);
 	if (rc)
 		goto out;
