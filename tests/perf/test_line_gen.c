@@ -312,6 +312,58 @@ static void gen_strays(void **state)
 	pg_free(g);
 }
 
+/* A port in front of the synthetic target that loses the 5th push it is given. */
+struct lossy {
+	struct pg_io in;
+	uint64_t n;
+};
+
+static unsigned lossy_tx(void *ctx, const uint8_t *const *fr, const uint32_t *l, unsigned n)
+{
+	struct lossy *p = ctx;
+
+	for (unsigned i = 0; i < n; i++)
+		if (++p->n != 5)
+			p->in.tx(p->in.ctx, &fr[i], &l[i], 1);
+	return n; /* the port took it; the wire lost it */
+}
+
+static unsigned lossy_rx(void *ctx, struct pg_frame *f, unsigned max)
+{
+	struct lossy *p = ctx;
+
+	return p->in.rx(p->in.ctx, f, max);
+}
+
+static void gen_repair(void **state)
+{
+	struct pg_opts o = gen_opts(1024);
+	struct ps_target *t = target(1024, 0, 0, 0);
+	static struct lossy lp;
+	struct pg_io io = { .ctx = &lp, .tx = lossy_tx, .rx = lossy_rx };
+	struct pg_gen *g;
+
+	(void)state;
+	ps_io(t, &lp.in);
+	o.window = 2;
+	o.repair = 1;
+	assert_int_equal(pg_create(&o, &g), 0);
+	assert_int_equal(pg_run(g, &io, 20000, 0.05, 0.02, &st), 0);
+	/* whole rounds only, the lost push's chunk re-sent once (all its ranks), its RESULTs
+	 * missing, every other chunk answered */
+	assert_int_equal(st.offered % ((uint64_t)RANKS * KEYS * CHUNKS), 0);
+	assert_int_equal(st.retx, RANKS);
+	assert_int_equal(st.missing, RANKS);
+	assert_int_equal(st.results + st.missing, st.expected);
+	assert_int_equal(st.crc_bad + st.sum_bad + st.dup, 0);
+	/* no loss: no repair */
+	assert_int_equal(pg_run(g, &io, 20000, 0.05, 0.02, &st), 0);
+	assert_int_equal(st.retx, 0);
+	assert_int_equal(st.missing, 0);
+	pg_free(g);
+	ps_free(t);
+}
+
 static void gen_bad_options(void **state)
 {
 	struct pg_opts o = gen_opts(1022);
@@ -336,6 +388,7 @@ int main(void)
 		cmocka_unit_test(gen_clean_and_faults),
 		cmocka_unit_test(search_generator),
 		cmocka_unit_test(gen_strays),
+		cmocka_unit_test(gen_repair),
 		cmocka_unit_test(gen_bad_options),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
