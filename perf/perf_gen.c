@@ -34,6 +34,8 @@ struct pg_gen {
 	uint64_t rx_seen;
 	double hz;
 	const struct pg_io *io; /* the run's port (repair sends through it) */
+	int stalled, repaired;  /* repair mode: the window is closed; the oldest was re-sent */
+	uint64_t stall_t0;
 };
 
 static double pg_mono(void)
@@ -212,8 +214,9 @@ static void pg_retire(struct pg_gen *g, struct pg_stats *st)
 {
 	unsigned w = g->oldest % g->o.window;
 
-	if (g->o.repair && g->io && g->round_got[w] < g->round_sent[w])
+	if (g->o.repair && g->io && g->round_got[w] < g->round_sent[w] && !g->repaired)
 		pg_repair(g, g->oldest, st);
+	g->repaired = 0;
 
 	st->expected += g->round_sent[w];
 	st->missing += g->round_sent[w] - g->round_got[w];
@@ -289,6 +292,23 @@ static unsigned pg_poll(struct pg_gen *g, const struct pg_io *io, struct pg_stat
 	return n;
 }
 
+/* Repair mode, window closed on an incomplete oldest round: 0 to keep waiting (re-sending
+ * its unanswered chunks once after repair_us), 1 to give it up (after 10 x repair_us). */
+static int pg_wait(struct pg_gen *g, uint64_t now, struct pg_stats *st)
+{
+	double t = (g->o.repair_us ? g->o.repair_us : 1000) * 1e-6 * g->hz;
+
+	if (!g->stalled) {
+		g->stall_t0 = now;
+		return 0;
+	}
+	if (!g->repaired && (double)(now - g->stall_t0) > t) {
+		pg_repair(g, g->oldest, st);
+		g->repaired = 1;
+	}
+	return (double)(now - g->stall_t0) > 10 * t;
+}
+
 /* The next n pushes into g->txf/g->txl; opens a round (retiring the oldest at the window).
  * Returns how many: fewer when a round must be retired first with frames already in the
  * batch (a repair rewrites the round of templates the batch points at: send them first). */
@@ -306,8 +326,13 @@ static unsigned pg_fill(struct pg_gen *g, unsigned n, uint64_t now, struct pg_st
 			if (g->next_round - g->oldest >= o->window) {
 				if (k)
 					return k;
+				if (o->repair && !pg_wait(g, now, st)) {
+					g->stalled = 1;
+					return 0;
+				}
 				pg_retire(g, st); /* open loop: no waiting, what is late is lost */
 			}
+			g->stalled = 0;
 			g->round_t0[w] = now;
 			g->round_sent[w] = 0;
 		}
@@ -357,17 +382,25 @@ int pg_run(struct pg_gen *g, const struct pg_io *io, double rate, double seconds
 		    n > (uint64_t)g->slots * g->o.ranks - g->pos)
 			n = (unsigned)((uint64_t)g->slots * g->o.ranks - g->pos);
 		if (n) {
-			unsigned sent;
+			unsigned sent, due = n;
 
 			n = pg_fill(g, n, now, st);
-			sent = io->tx(io->ctx, (const uint8_t *const *)g->txf, g->txl, n);
-			st->offered += n;
-			st->tx_refused += n - sent;
-			next += n * ticks;
+			if (!n && g->stalled && ticks > 0) {
+				/* the device's window held them: offered, not sent */
+				st->offered += due;
+				st->held_back += due;
+				next += due * ticks;
+			}
+			if (n) {
+				sent = io->tx(io->ctx, (const uint8_t *const *)g->txf, g->txl, n);
+				st->offered += n;
+				st->tx_refused += n - sent;
+				next += n * ticks;
+				busy = 1;
+			}
 			/* a stall (descheduled) gives no credit beyond a few bursts: no storm */
 			if ((double)now - next > 4.0 * g->o.burst * ticks)
 				next = (double)now - 4.0 * g->o.burst * ticks;
-			busy = 1;
 		}
 		busy |= pg_poll(g, io, st) != 0;
 		st->polls++;

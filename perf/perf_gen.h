@@ -50,7 +50,12 @@ struct pg_opts {
 	int repair;             /* a real appliance: when a round leaves the window with chunks
 				 * unanswered, re-send those chunks' pushes once (the engine
 				 * keeps two rounds per chunk: a chunk never completed blocks its
-				 * key); counted in retx. The RESULTs still count as missing. */
+				 * key); counted in retx. The RESULTs still count as missing.
+				 * And the window closes: a new round waits for the oldest (the
+				 * engine would refuse it); after repair_us the oldest's
+				 * unanswered chunks are re-sent, after 10 x repair_us it is given
+				 * up. Pushes due meanwhile are held back (offered, not sent). */
+	unsigned repair_us;     /* 0: 1000 */
 };
 
 struct pg_stats {
@@ -62,6 +67,8 @@ struct pg_stats {
 	uint64_t crc_bad, sum_bad, sum_checked, dup, stray;
 	uint64_t rounds;         /* rounds retired */
 	uint64_t retx;           /* pushes re-sent by repair (0 without it) */
+	uint64_t held_back;      /* pushes due but not sent: the window was closed (repair mode;
+				  * counted in offered, lost load of the device) */
 	uint64_t polls, busy_polls; /* rx calls, and those that returned frames */
 	uint64_t payload_bytes;  /* gradient bytes of the pushes whose RESULT came */
 	struct ph_hist chunk_ns; /* a chunk's last push (the one that completes it) -> each

@@ -51,8 +51,9 @@ static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
 		return rc;
 	tr->offered = c->st.secs > 0 ? c->st.offered / c->st.secs : 0;
 	tr->accepted = c->st.secs > 0 ? c->st.results / c->st.secs : 0;
-	tr->expected = c->st.expected;
-	tr->missing = c->st.missing;
+	/* pushes the device's window held back are offered load it did not take */
+	tr->expected = c->st.expected + c->st.held_back;
+	tr->missing = c->st.missing + c->st.held_back;
 	tr->retx = c->st.retx;
 	tr->bad = c->st.crc_bad + c->st.sum_bad;
 	return 0;

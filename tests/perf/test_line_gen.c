@@ -349,17 +349,20 @@ static void gen_repair(void **state)
 	o.repair = 1;
 	assert_int_equal(pg_create(&o, &g), 0);
 	assert_int_equal(pg_run(g, &io, 20000, 0.05, 0.02, &st), 0);
-	/* whole rounds only, the lost push's chunk re-sent once (all its ranks), its RESULTs
-	 * missing, every other chunk answered */
-	assert_int_equal(st.offered % ((uint64_t)RANKS * KEYS * CHUNKS), 0);
+	/* whole rounds only; the window waited on the round with the lost push (the pushes due
+	 * meanwhile held back), then re-sent that chunk once, all its ranks (this synthetic
+	 * target, unlike the engine, sums a re-sent push again: its sums are not checked) */
+	assert_int_equal((st.offered - st.held_back) % ((uint64_t)RANKS * KEYS * CHUNKS), 0);
 	assert_int_equal(st.retx, RANKS);
-	assert_int_equal(st.missing, RANKS);
+	assert_true(st.held_back > 0);
 	assert_int_equal(st.results + st.missing, st.expected);
-	assert_int_equal(st.crc_bad + st.sum_bad + st.dup, 0);
+	assert_int_equal(st.expected + st.held_back, st.offered);
+	assert_int_equal(st.crc_bad + st.dup, 0);
 	/* no loss: no repair */
 	assert_int_equal(pg_run(g, &io, 20000, 0.05, 0.02, &st), 0);
 	assert_int_equal(st.retx, 0);
 	assert_int_equal(st.missing, 0);
+	assert_int_equal(st.held_back, 0);
 	pg_free(g);
 	ps_free(t);
 }
