@@ -292,8 +292,10 @@ static unsigned pg_poll(struct pg_gen *g, const struct pg_io *io, struct pg_stat
 	return n;
 }
 
-/* Repair mode, window closed on an incomplete oldest round: 0 to keep waiting (re-sending
- * its unanswered chunks once after repair_us), 1 to give it up (after 10 x repair_us). */
+/* Repair mode, window closed on an incomplete oldest round: re-send its unanswered chunks
+ * after repair_us, then every 10 x repair_us (a round given up would leave its key out of
+ * step for good: the engine refuses the rounds after it). Always 0: keep waiting; the
+ * pushes due meanwhile are held back. */
 static int pg_wait(struct pg_gen *g, uint64_t now, struct pg_stats *st)
 {
 	double t = (g->o.repair_us ? g->o.repair_us : 1000) * 1e-6 * g->hz;
@@ -302,11 +304,12 @@ static int pg_wait(struct pg_gen *g, uint64_t now, struct pg_stats *st)
 		g->stall_t0 = now;
 		return 0;
 	}
-	if (!g->repaired && (double)(now - g->stall_t0) > t) {
+	if ((double)(now - g->stall_t0) > (g->repaired ? 10 * t : t)) {
 		pg_repair(g, g->oldest, st);
 		g->repaired = 1;
+		g->stall_t0 = now;
 	}
-	return (double)(now - g->stall_t0) > 10 * t;
+	return 0;
 }
 
 /* The next n pushes into g->txf/g->txl; opens a round (retiring the oldest at the window).
@@ -413,8 +416,14 @@ int pg_run(struct pg_gen *g, const struct pg_io *io, double rate, double seconds
 		g->next_round++;
 	}
 	end = now + (uint64_t)(drain_s * g->hz);
-	while (g->oldest != g->next_round && __rdtsc() < end)
+	g->stalled = 1; /* the drain waits on the oldest round as a closed window does */
+	g->stall_t0 = now;
+	while (g->oldest != g->next_round && (now = __rdtsc()) < end) {
 		pg_poll(g, io, st);
+		if (g->o.repair && g->oldest != g->next_round)
+			pg_wait(g, now, st);
+	}
+	g->stalled = 0;
 	while (g->oldest != g->next_round)
 		pg_retire(g, st);
 	return 0;

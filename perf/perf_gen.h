@@ -53,8 +53,9 @@ struct pg_opts {
 				 * key); counted in retx. The RESULTs still count as missing.
 				 * And the window closes: a new round waits for the oldest (the
 				 * engine would refuse it); after repair_us the oldest's
-				 * unanswered chunks are re-sent, after 10 x repair_us it is given
-				 * up. Pushes due meanwhile are held back (offered, not sent). */
+				 * unanswered chunks are re-sent, then every 10 x repair_us (also
+				 * while draining); it is never given up within a run. Pushes due
+				 * meanwhile are held back (offered, not sent). */
 	unsigned repair_us;     /* 0: 1000 */
 };
 
