@@ -17,6 +17,8 @@ int perf_line_main(int argc, char **argv);
 /* `line --transport verbs` (perf_line_verbs.c): Tally over verbs against ib_write_bw. */
 int perf_line_verbs_main(int argc, char **argv);
 int perf_allreduce_main(int argc, char **argv);
+/* `linegen` (perf_linegen.c): the line-rate generator's NDR/PDR search, issue 38. */
+int perf_linegen_main(int argc, char **argv);
 int perf_report_main(int argc, char **argv);
 int perf_model_main(int argc, char **argv);
 

@@ -17,8 +17,9 @@ import time
 import perf_model
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SECTIONS = ("Machine", "Sum rates", "Engine goodput", "Line rate", "Allreduce vs peers",
-            "Cluster model")
+SECTIONS = ("Machine", "Sum rates", "Engine goodput", "Line rate", "Line-rate search (NDR/PDR)",
+            "Allreduce vs peers", "Cluster model")
+BENCHES = {"sum", "engine", "line", "linegen", "allreduce"}
 
 
 def human(n):
@@ -41,6 +42,9 @@ def suite(quick):
                            "--min-time", "0.05", "--json"], 3))
         steps.append(("line", "line: 1 worker, chunk 8K, 1 s",
                       ["line", "--workers", "1", "--seconds", "1", "--bytes", "4M", "--json"], 35))
+        steps.append(("linegen", "linegen: NDR/PDR, synthetic DUT 200 k/s, 1K/8K, 2 steps",
+                      ["linegen", "--synthetic-cap", "200000", "--chunk-kib", "1,8", "--trial-s",
+                       "0.05", "--trials", "2", "--steps", "2", "--json"], 5))
         steps.append(("allreduce", "allreduce: W=2, 1M, unshaped, tally/mpi/gloo",
                       ["allreduce", "--workers", "2", "--size", "1M", "--rounds", "2", "--json",
                        "--timeout", "40"], 25))
@@ -59,6 +63,8 @@ def suite(quick):
         steps.append(("line", f"line: 2 workers, chunk {c}",
                       ["line", "--workers", "2", "--seconds", "5", "--chunk", str(c), "--json"],
                       60))
+    steps.append(("linegen", "linegen: NDR/PDR, synthetic DUT 1 M/s, 1K/4K/8K",
+                  ["linegen", "--synthetic-cap", "1000000", "--json"], 120))
     steps.append(("allreduce", "allreduce: W=4, 64M, unshaped",
                   ["allreduce", "--workers", "4", "--size", "64M", "--rounds", "3", "--json"], 120))
     steps.append(("allreduce", "allreduce: W=4, K=2, 64M, links 1 Gbit/s (emulated)",
@@ -259,6 +265,46 @@ def sec_line(out, ent):
     return md
 
 
+def sec_linegen(out, ent):
+    rows = [r for r in ent.get("rows", []) if "ndr_pps" in r]
+    md = ["## Line-rate search (NDR/PDR)", "",
+          "`tally-perf linegen`: one generator lcore playing R ranks, open loop, paced by the "
+          "TSC; binary search for the highest push rate with no missing RESULT (NDR) and with "
+          "at most 0.5% missing (PDR), every trial of a step passing. DUT `synthetic`: the "
+          "in-process throttled appliance (perf_gen_synth.c), so these rows measure the "
+          "generator and the search, not tallyd. Latency at the NDR: a chunk's last push -> its "
+          "RESULTs (the device's latency), each rank's own push -> its RESULT (adds the paced "
+          "wait for the other ranks), and whole rounds. A trial whose generator offered under 95% "
+          "of the rate asked fails as gen-limited: with any, a found rate is a lower bound of "
+          "the device's.", ""]
+    if rows:
+        def lat(r, k, q):
+            return r.get("at_ndr", {}).get(k, {}).get(q, "-")
+        md.append(table(["DUT", "chunk", "ranks", "NDR push/s", "PDR push/s", "gen-limited trials",
+                         "NDR Gbit/s payload", "unpaced offered/s", "unpaced accepted/s",
+                         "gen busy at NDR", "chunk p50/p99/p99.9/max us", "push p99 us",
+                         "round p99 us"],
+                        [[r["dut"], r["chunk_bytes"], r["ranks"], r["ndr_pps"], r["pdr_pps"],
+                          r.get("gen_limited_trials", "-"),
+                          r.get("at_ndr", {}).get("payload_gbps", "-"),
+                          r["unpaced_offered_pps"], r["unpaced_accepted_pps"],
+                          r.get("at_ndr", {}).get("gen_busy", "-"),
+                          "/".join(str(lat(r, "chunk", q)) for q in
+                                   ("p50_us", "p99_us", "p999_us", "max_us")),
+                          lat(r, "push", "p99_us"), lat(r, "round", "p99_us")] for r in rows]))
+        ser = {}
+        for r in rows:
+            c = r.get("at_ndr", {}).get("chunk", {})
+            ser[f"chunk {r['chunk_bytes']} B"] = [
+                (x, c.get(q, 0)) for x, q in ((1, "p50_us"), (2, "p99_us"), (3, "p999_us"),
+                                              (4, "max_us"))]
+        plot_md(md, out, "linegen_latency.png", "latency at NDR",
+                "push -> RESULT at the NDR (1 p50, 2 p99, 3 p99.9, 4 max)", "percentile",
+                "us", ser)
+    md.append(errors_md(ent))
+    return md
+
+
 def sec_allreduce(out, ent):
     rows = [r for r in ent.get("rows", []) if "impl" in r]
     md = ["## Allreduce vs peers", "", "`tally-perf allreduce`: W processes, each in its own "
@@ -324,6 +370,7 @@ def write_report(out, mach, res, quick, seconds, times=()):
     md += sec_sum(out, res.get("sum", {})) + [""]
     md += sec_engine(out, res.get("engine", {})) + [""]
     md += sec_line(out, res.get("line", {})) + [""]
+    md += sec_linegen(out, res.get("linegen", {})) + [""]
     md += sec_allreduce(out, res.get("allreduce", {})) + [""]
     md += sec_model(out, res) + [""]
     path = os.path.join(out, "report.md")
@@ -340,7 +387,7 @@ def main(argv):
     p.add_argument("--quick", action="store_true", help="a small suite (under two minutes)")
     p.add_argument("--perf", default=os.path.join(os.environ.get("TALLY_BUILD", ""), "perf",
                                                   "tally-perf"))
-    p.add_argument("--only", default="", help="comma list of sum,engine,line,allreduce")
+    p.add_argument("--only", default="", help="comma list of sum,engine,line,linegen,allreduce")
     o = p.parse_args(argv)
     if not os.access(o.perf, os.X_OK):
         print(f"tally-perf report: no tally-perf at {o.perf}", file=sys.stderr)
@@ -348,7 +395,7 @@ def main(argv):
     steps = suite(o.quick)
     if o.only:
         keep = set(o.only.split(","))
-        bad = keep - {"sum", "engine", "line", "allreduce"}
+        bad = keep - BENCHES
         if bad:
             print(f"tally-perf report: unknown --only {','.join(sorted(bad))}", file=sys.stderr)
             return 2

@@ -17,6 +17,7 @@ static const struct {
 	{ "sum", perf_sum_main, "reducer rates vs memcpy (sum_avx)" },
 	{ "engine", perf_engine_main, "one engine instance fed prebuilt PUSH packets" },
 	{ "line", perf_line_main, "tallyd + DPDK workers on net_memif: aggregation vs --io-forward" },
+	{ "linegen", perf_linegen_main, "line-rate generator: NDR/PDR search, latency (synthetic DUT)" },
 	{ "allreduce", perf_allreduce_main, "Tally vs OpenMPI vs Gloo (netns; --emulate: shaped links)" },
 	{ "model", perf_model_main, "project time per iteration and appliance cores, W = 8..1024" },
 	{ "report", perf_report_main, "run the standard suite, write DIR/report.md with plots" },

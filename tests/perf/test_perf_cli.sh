@@ -34,6 +34,15 @@ expect 2 model --appliances 0 --engine-gbps 50
 expect 0 model --engine-gbps 50 --workers 8,1024 --json
 [ "$(grep -c '"bench": "model"' <<<"$LAST")" = 4 ] || fail "model --json: want 4 rows: $LAST"
 expect 0 report --help
+expect 0 linegen --help
+grep -q -- --synthetic-cap <<<"$LAST" || fail "linegen --help lacks --synthetic-cap"
+expect 2 linegen
+grep -q "give --synthetic-cap" <<<"$LAST" || fail "no clear message without --synthetic-cap"
+expect 2 linegen --synthetic-cap 1000 --chunk-kib 1,16
+grep -q -- "--chunk-kib" <<<"$LAST" || fail "no clear message for --chunk-kib 16"
+expect 2 linegen --synthetic-cap 1000 --ranks 0
+expect 2 linegen --synthetic-cap 1000 --lo 5000 --hi 100
+grep -q "above --hi" <<<"$LAST" || fail "no clear message for --lo above --hi"
 expect 2 engine --onebit --chunk 12
 expect 2 engine --onebit --bogus
 expect 0 engine --onebit --chunks 2 --min-time 0.01

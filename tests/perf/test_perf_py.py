@@ -301,7 +301,7 @@ class Report(unittest.TestCase):
     def test_suite_covers_every_bench(self):
         for quick in (True, False):
             keys = {s[0] for s in pr.suite(quick)}
-            self.assertEqual(keys, {"sum", "engine", "line", "allreduce"})
+            self.assertEqual(keys, pr.BENCHES)
             self.assertTrue(all(s[2][-1] == "--json" or "--json" in s[2] for s in pr.suite(quick)))
 
     def test_write_report_sections_tables_plots(self):
@@ -312,6 +312,16 @@ class Report(unittest.TestCase):
                                     "chunk_bytes": 1024, "deterministic": False, "gbps": 3.25,
                                     "pps": 1e6, "cores_per_100g": 30.7}], "errors": []},
                "line": {"rows": [], "errors": ["line: exit 1: no memif"]},
+               "linegen": {"rows": [{"dut": "synthetic", "chunk_bytes": 1024, "ranks": 32,
+                                     "ndr_pps": 101750, "pdr_pps": 151625,
+                                     "gen_limited_trials": 2,
+                                     "unpaced_offered_pps": 9e6, "unpaced_accepted_pps": 0,
+                                     "at_ndr": {"payload_gbps": 0.834, "gen_busy": 0.0018,
+                                                "chunk": {"p50_us": 163.8, "p99_us": 311.3,
+                                                          "p999_us": 311.3, "max_us": 332.6},
+                                                "push": {"p99_us": 600.5},
+                                                "round": {"p99_us": 5023.0}}}],
+                           "errors": []},
                "allreduce": {"rows": [
                    {"impl": "tally", "workers": 2, "bytes": 1 << 20, "seconds_per_round": 0.25,
                     "algbw_gbps": 0.0335, "busbw_gbps": 0.0335, "verified": True, "note": "",
@@ -337,7 +347,10 @@ class Report(unittest.TestCase):
             self.assertIn("Engine rate: 26.0 Gbit/s per core", txt)
             self.assertIn("| 1024 | 400 | 1024 |", txt)
             self.assertIn("not measured: check: no emulated allreduce", txt)
-            for png in ("sum.png", "engine.png", "allreduce1.png", "model.png"):
+            self.assertIn("| synthetic | 1024 | 32 | 101750 | 151625 | 2 | 0.834 | 9000000.0 | 0 | "
+                          "0.0018 | 163.8/311.3/311.3/332.6 | 600.5 | 5023.0 |", txt)
+            for png in ("sum.png", "engine.png", "allreduce1.png", "model.png",
+                        "linegen_latency.png"):
                 self.assertIn(f"]({png})", txt)
                 with open(os.path.join(d, png), "rb") as f:
                     self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")

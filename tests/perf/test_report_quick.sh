@@ -23,7 +23,8 @@ nsteps=$(grep -c '^\[report [0-9]*/[0-9]*\] .*: [0-9.]* s$' "$out/progress.txt")
 nfig=$(grep -Eo ' [0-9]+\.[0-9] s(;|$)' <<<"$rt" | wc -l)
 [ "$nsteps" -ge 1 ] && [ "$nfig" -eq $((nsteps + 1)) ] ||
 	fail "run time has $nfig figures for $nsteps steps (want one per step and the total)"
-for s in "Machine" "Sum rates" "Engine goodput" "Line rate" "Allreduce vs peers" "Cluster model"; do
+for s in "Machine" "Sum rates" "Engine goodput" "Line rate" "Line-rate search (NDR/PDR)" "Allreduce vs peers" \
+	"Cluster model"; do
 	grep -q "^## $s" "$md" || fail "section '$s' missing"
 done
 grep -q "| CPU | .*[A-Za-z]" "$md" || fail "CPU model missing"
@@ -31,7 +32,8 @@ grep -q "| kernel | $(uname -r) |" "$md" || fail "kernel missing"
 grep -q "| DPDK | [0-9]" "$md" || fail "DPDK version missing"
 # Each measured section: a table row with numbers and a plot that is a PNG.
 sect() { awk -v s="## $1" '$0 == s {on=1; next} /^## / {on=0} on' "$md"; }
-for s in "Sum rates" "Engine goodput" "Line rate" "Allreduce vs peers" "Cluster model"; do
+for s in "Sum rates" "Engine goodput" "Line rate" "Line-rate search (NDR/PDR)" "Allreduce vs peers" \
+	"Cluster model"; do
 	body=$(sect "$s")
 	# header + separator + at least one data row with a number in it
 	n=$(grep -A1000 '^|---' <<<"$body" | grep -c '^| .*[0-9]')

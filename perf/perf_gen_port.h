@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * perf_gen_port.h — the generator's port to a real appliance: any transport of the registry
+ * (udp against tally-udpd, dpdk on net_memif against tallyd), opened by name, received
+ * raw (tally_xport_set_rx), and the job's setup done by hand for all R ranks from this one
+ * address: JOIN per rank, REGISTER per rank and key (participants = quorum = R). One
+ * appliance core (core 0) for now.
+ */
+#ifndef PERF_GEN_PORT_H
+#define PERF_GEN_PORT_H
+
+#include "perf_gen.h"
+#include "tally_proto.h"
+#include "tally_xport_reg.h"
+
+#define GP_STAGE 64
+#define GP_FRAME (TALLY_HDR_MAX + 9216)
+
+struct gp_port {
+	struct tally_xport x;
+	const struct tally_xport_ops *ops;
+	void *ctx;
+	struct tally_addr to;
+	/* RESULTs received in one poll, copied (a transport's buffer lives for its callback) */
+	uint8_t stage[GP_STAGE][GP_FRAME];
+	uint32_t len[GP_STAGE];
+	unsigned n;
+	uint64_t overflow, send_errors;
+	/* setup replies */
+	unsigned join_ok, reg_ok, errors;
+	int setup;
+};
+
+/* Open transport `name` as a client of host:port (tally_xport_opts fields as given). */
+int gp_open(struct gp_port *p, const char *name, const struct tally_xport_opts *xo, char *err,
+	    size_t errlen);
+void gp_close(struct gp_port *p);
+/* JOIN and REGISTER every rank and key of o; 0, or -ETIMEDOUT / -EPROTO (err says). */
+int gp_setup(struct gp_port *p, const struct pg_opts *o, double timeout_s, char *err,
+	     size_t errlen);
+void gp_io(struct gp_port *p, struct pg_io *io);
+
+#endif

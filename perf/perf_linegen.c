@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * perf_linegen.c — `tally-perf linegen` (issue 38): the line-rate generator's NDR/PDR search
+ * (perf_ndr.h) per chunk size, with push -> RESULT and whole-round latency percentiles at the
+ * found rates, offered vs accepted rates, and busy polls / all polls of both sides. The device
+ * under test is, for now, the synthetic throttled appliance (perf_gen_synth.h, --synthetic-cap):
+ * it measures the generator itself (how much one lcore playing --ranks ranks can offer) and
+ * the search. Driving tallyd over memif through the same struct pg_io is not built yet
+ * (perf/README.md "Line-rate generator").
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf_cmds.h"
+#include "perf_gen.h"
+#include "perf_gen_synth.h"
+#include "perf_ndr.h"
+#ifdef LG_PORT
+#include "perf_gen_port.h"
+static struct gp_port lg_port; /* its staging buffers: 600 KiB */
+#endif
+
+struct lg_opts {
+	double cap, lo, hi, trial_s, drain_s;
+	unsigned ranks, keys, chunks, window, burst, sample, steps, trials;
+	unsigned sizes[8], nsizes;
+	int json;
+	const char *transport, *host, *eal, *local_ip, *dpdk_port; /* tally-linegen only */
+	unsigned port;
+};
+
+struct lg_ctx {
+	struct pg_gen *g;
+	struct ps_target *t;
+	struct pg_io io;
+	const struct lg_opts *o;
+	struct pg_stats st;
+};
+
+static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
+{
+	struct lg_ctx *c = ctx;
+	int rc;
+
+	if (c->t)
+		ps_reset_stats(c->t);
+	rc = pg_run(c->g, &c->io, rate, c->o->trial_s, c->o->drain_s, &c->st);
+	if (rc)
+		return rc;
+	tr->offered = c->st.secs > 0 ? c->st.offered / c->st.secs : 0;
+	tr->accepted = c->st.secs > 0 ? c->st.results / c->st.secs : 0;
+	/* pushes the device's window held back are offered load it did not take */
+	tr->expected = c->st.expected + c->st.held_back;
+	tr->missing = c->st.missing + c->st.held_back;
+	tr->retx = c->st.retx;
+	tr->bad = c->st.crc_bad + c->st.sum_bad;
+	return 0;
+}
+
+static void lg_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tally-perf linegen --synthetic-cap PPS [options]\n"
+		"  NDR/PDR search of the line-rate generator (one lcore, many ranks) against the\n"
+		"  synthetic appliance admitting PPS pushes/s; latency at the found rates.\n"
+		"  --chunk-kib LIST   chunk sizes (default 1,4,8)\n"
+		"  --ranks N          ranks this lcore plays (default 32)\n"
+		"  --keys N           keys (default 4), --chunks N chunks per key (default 4)\n"
+		"  --trial-s S        seconds per trial (default 0.5), --trials N (default 3)\n"
+		"  --steps N          bisection steps (default 8)\n"
+		"  --lo PPS --hi PPS  search bounds (default cap/100, 4 x cap)\n"
+		"  --json             one JSON line per chunk size\n");
+}
+
+static int lg_parse(int argc, char **argv, struct lg_opts *o)
+{
+	static const struct option lo[] = {
+		{ "synthetic-cap", 1, 0, 'c' }, { "chunk-kib", 1, 0, 'k' }, { "ranks", 1, 0, 'r' },
+		{ "keys", 1, 0, 'K' }, { "chunks", 1, 0, 'C' }, { "trial-s", 1, 0, 's' },
+		{ "trials", 1, 0, 't' }, { "steps", 1, 0, 'S' }, { "lo", 1, 0, 'l' },
+		{ "hi", 1, 0, 'h' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'H' },
+		{ "transport", 1, 0, 'T' }, { "host", 1, 0, 'A' }, { "port", 1, 0, 'P' },
+		{ "eal", 1, 0, 'E' }, { "local-ip", 1, 0, 'L' }, { "dpdk-port", 1, 0, 'D' },
+		{ 0, 0, 0, 0 }
+	};
+	const char *sizes = "1,4,8";
+	int c;
+
+	*o = (struct lg_opts){ .ranks = 32, .keys = 4, .chunks = 4, .window = 16, .burst = 32,
+			       .sample = 16, .steps = 8, .trials = 3, .trial_s = 0.5,
+			       .drain_s = 0.05 };
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'c': o->cap = atof(optarg); break;
+		case 'k': sizes = optarg; break;
+		case 'r': o->ranks = (unsigned)atoi(optarg); break;
+		case 'K': o->keys = (unsigned)atoi(optarg); break;
+		case 'C': o->chunks = (unsigned)atoi(optarg); break;
+		case 's': o->trial_s = atof(optarg); break;
+		case 't': o->trials = (unsigned)atoi(optarg); break;
+		case 'S': o->steps = (unsigned)atoi(optarg); break;
+		case 'l': o->lo = atof(optarg); break;
+		case 'h': o->hi = atof(optarg); break;
+		case 'j': o->json = 1; break;
+		case 'H': lg_usage(stdout); return 1;
+		case 'T': o->transport = optarg; break;
+		case 'A': o->host = optarg; break;
+		case 'P': o->port = (unsigned)atoi(optarg); break;
+		case 'E': o->eal = optarg; break;
+		case 'L': o->local_ip = optarg; break;
+		case 'D': o->dpdk_port = optarg; break;
+		default: lg_usage(stderr); return 2;
+		}
+	}
+#ifdef LG_PORT
+	if (o->transport && o->cap <= 0)
+		o->cap = 1e6; /* only the default search bounds come from it */
+	if (o->transport && !o->host) {
+		fprintf(stderr, "tally-linegen: --transport needs --host (the appliance)\n");
+		return 2;
+	}
+#else
+	if (o->transport) {
+		fprintf(stderr, "tally-perf linegen: --transport: use tally-linegen (a real port)\n");
+		return 2;
+	}
+#endif
+	if (o->cap <= 0) {
+		fprintf(stderr, "tally-perf linegen: give --synthetic-cap PPS (> 0): driving tallyd "
+			"is not built yet (perf/README.md \"Line-rate generator\")\n");
+		return 2;
+	}
+	for (char *p = (char *)sizes; *p && o->nsizes < 8;) {
+		char *e;
+		unsigned long v = strtoul(p, &e, 10);
+
+		if (e == p || !v || v * 1024 > 8192 || (*e && *e != ',')) {
+			fprintf(stderr, "tally-perf linegen: --chunk-kib: 1..8 KiB, comma list\n");
+			return 2;
+		}
+		o->sizes[o->nsizes++] = (unsigned)v * 1024;
+		p = *e ? e + 1 : e;
+	}
+	if (o->ranks < 1 || o->ranks > PG_MAX_RANKS || !o->keys || !o->chunks || !o->trials ||
+	    o->trial_s <= 0) {
+		fprintf(stderr, "tally-perf linegen: --ranks 1..%u, --keys, --chunks, --trials >= 1, "
+			"--trial-s > 0\n", PG_MAX_RANKS);
+		return 2;
+	}
+	if (o->lo <= 0)
+		o->lo = o->cap / 100;
+	if (o->hi <= 0)
+		o->hi = 4 * o->cap;
+	if (o->hi < o->lo) {
+		fprintf(stderr, "tally-perf linegen: --lo %.0f above --hi %.0f\n", o->lo, o->hi);
+		return 2;
+	}
+	return 0;
+}
+
+static void lg_lat(const char *name, const struct ph_hist *h, int last)
+{
+	printf("\"%s\":{\"n\":%llu,\"p50_us\":%.3f,\"p99_us\":%.3f,\"p999_us\":%.3f,"
+	       "\"max_us\":%.3f}%s", name, (unsigned long long)h->n,
+	       ph_percentile(h, 50) / 1e3, ph_percentile(h, 99) / 1e3,
+	       ph_percentile(h, 99.9) / 1e3, h->n ? h->max / 1e3 : 0.0, last ? "" : ",");
+}
+
+/* One latency trial at `rate`, printed as "name":{...}. */
+static int lg_at(struct lg_ctx *c, const char *name, double rate, int last)
+{
+	struct pn_trial t = { 0 };
+	int rc = rate > 0 ? lg_trial(c, rate, &t) : 0;
+	double s = c->st.secs > 0 ? c->st.secs : 1;
+
+	if (rc)
+		return rc;
+	if (rate <= 0)
+		memset(&c->st, 0, sizeof(c->st));
+	printf("\"%s\":{\"rate_pps\":%.0f,\"offered_pps\":%.0f,\"accepted_pps\":%.0f,"
+	       "\"loss\":%.6f,\"payload_gbps\":%.3f,\"gen_busy\":%.4f,", name, rate,
+	       c->st.offered / s, c->st.results / s, rate > 0 ? pn_loss(&t) : 0.0,
+	       c->st.payload_bytes * 8 / s / 1e9,
+	       c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0);
+	lg_lat("chunk", &c->st.chunk_ns, 0);
+	lg_lat("push", &c->st.push_ns, 0);
+	lg_lat("round", &c->st.round_ns, 1);
+	printf("}%s", last ? "" : ",");
+	return 0;
+}
+
+static int lg_size(const struct lg_opts *o, unsigned chunk)
+{
+	static struct lg_ctx c; /* its histograms: 24 KiB, not on the stack */
+	struct pg_opts go = { .ranks = o->ranks, .keys = o->keys, .chunks = o->chunks,
+			      .chunk_bytes = chunk, .window = o->window, .burst = o->burst,
+			      .sample_every = o->sample, .job_id = 1, .token = 0x7a11,
+			      .key_base = chunk }; /* new keys per chunk size */
+	struct ps_opts so = { .cap_pps = o->cap, .ranks = o->ranks, .keys = o->keys,
+			      .chunks = o->chunks, .chunk_bytes = chunk, .window = o->window,
+			      .key_base = chunk, .sums = 256, .depth = 512 };
+	struct pn_opts no = { .lo = o->lo, .hi = o->hi, .steps = o->steps, .trials = o->trials,
+			      .pdr_loss = 0.005, .min_offer = 0.95 };
+	struct pn_result r;
+	struct pn_trial t = { 0 };
+	double cap_off, cap_acc;
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	c.o = o;
+#ifdef LG_PORT
+	/* the engine keeps two rounds per chunk (r and r + 1): no more in flight */
+	if (o->transport) {
+		go.window = 2;
+		go.repair = 1;
+	}
+#endif
+	rc = pg_create(&go, &c.g);
+	if (rc)
+		goto out;
+#ifdef LG_PORT
+	if (o->transport) {
+		char err[256] = "";
+
+		rc = gp_setup(&lg_port, &go, 10, err, sizeof(err));
+		if (rc) {
+			fprintf(stderr, "tally-linegen: job setup: %s\n", err);
+			goto out;
+		}
+		gp_io(&lg_port, &c.io);
+	}
+#endif
+	if (!c.io.tx) {
+		rc = ps_create(&so, &c.t);
+		if (rc)
+			goto out;
+		ps_io(c.t, &c.io);
+	}
+	rc = pn_search(&no, lg_trial, &c, &r);
+	/* unpaced, last (its losses could leave a real appliance's keys out of step): what one
+	 * generator lcore offers, and what the device took of it */
+	if (!rc)
+		rc = lg_trial(&c, 0, &t);
+	if (rc)
+		goto out;
+	cap_off = t.offered;
+	cap_acc = t.accepted;
+	printf("{\"dut\":\"%s\",\"cap_pps\":%.0f,\"chunk_bytes\":%u,\"ranks\":%u,"
+	       "\"keys\":%u,\"chunks\":%u,\"trials\":%u,\"steps\":%u,\"trial_s\":%.3f,"
+	       "\"runs\":%u,\"unpaced_offered_pps\":%.0f,\"unpaced_accepted_pps\":%.0f,"
+	       "\"ndr_pps\":%.0f,\"pdr_pps\":%.0f,\"gen_limited_trials\":%u,",
+	       o->transport ? o->transport : "synthetic", o->cap, chunk, o->ranks, o->keys, o->chunks, o->trials, o->steps, o->trial_s, r.runs,
+	       cap_off, cap_acc, r.ndr, r.pdr, r.gen_limited);
+	rc = lg_at(&c, "at_ndr", r.ndr, 0);
+	if (!rc)
+		rc = lg_at(&c, "at_pdr", r.pdr, 1);
+	printf("}\n");
+	fflush(stdout);
+out:
+	pg_free(c.g);
+	ps_free(c.t);
+	if (rc)
+		fprintf(stderr, "tally-perf linegen: chunk %u B: %s\n", chunk, strerror(-rc));
+	return rc;
+}
+
+int perf_linegen_main(int argc, char **argv)
+{
+	struct lg_opts o;
+	int rc = lg_parse(argc, argv, &o);
+
+	if (rc)
+		return rc == 1 ? 0 : 2;
+	if (!o.json)
+		fprintf(stderr, "tally-perf linegen: JSON lines follow (--json is the only format)\n");
+#ifdef LG_PORT
+	if (o.transport) {
+		struct tally_xport_opts xo = { .host = o.host, .port = (uint16_t)o.port,
+					       .eal_args = o.eal, .local_ip = o.local_ip,
+					       .dpdk_port = o.dpdk_port, .prog = "tally-linegen",
+					       .ncores = 1 };
+		char err[256] = "";
+
+		if (gp_open(&lg_port, o.transport, &xo, err, sizeof(err))) {
+			fprintf(stderr, "tally-linegen: --transport %s: %s\n", o.transport, err);
+			return 1;
+		}
+	}
+#endif
+	for (unsigned i = 0; i < o.nsizes && !rc; i++)
+		rc = lg_size(&o, o.sizes[i]) ? 1 : 0;
+#ifdef LG_PORT
+	gp_close(&lg_port);
+#endif
+	return rc;
+}
