@@ -168,6 +168,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._tally_handles = {}
         self._tally_synced = False
         self._tally_skip = False
+        self._tally_error = None
         self._tally_hooks = []
         for p in order:
             self._tally_register(p)
@@ -183,6 +184,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             with self._tally_lock:
                 n = self._tally_counts.get(id(p), 0) + 1
                 self._tally_counts[id(p)] = n
+                if n > self._tally_bpps:
+                    # the gradient was submitted at the bpps-th pass and is being summed:
+                    # this backward changed it under the push, so ranks would diverge
+                    self._tally_error = RuntimeError(
+                        f"tally.torch.DistributedOptimizer: gradients were computed {n} times before step() "
+                        f"with backward_passes_per_step={self._tally_bpps} (parameter "
+                        f"{self._tally_names[id(p)]!r}): call step() after every {self._tally_bpps} backward "
+                        f"pass(es), or set DistributedOptimizer(..., backward_passes_per_step={n}) to accumulate "
+                        "gradients locally (as Horovod asserts)")
+                    raise self._tally_error
                 if n < self._tally_bpps or p.grad is None:
                     return
                 self._tally_ready.add(id(p))
@@ -247,6 +258,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._tally_skip = False
 
     def step(self, closure=None):
+        if self._tally_error is not None:
+            err, self._tally_error = self._tally_error, None
+            with torch.no_grad():  # drain what is in flight, then refuse this step
+                try:
+                    self.synchronize()
+                except TallyError:
+                    pass
+            raise err
         if not self._tally_skip:
             self.synchronize()
         elif not self._tally_synced:

@@ -40,6 +40,11 @@ def _wire(t, average, agent=None):
     if t.dtype in (torch.float32, torch.int32) or native:
         w = t if t.is_contiguous() else t.contiguous()
         return w, _DT[t.dtype], (lambda w: None) if w is t else (lambda w: t.copy_(w))
+    if t.dtype == torch.float64:
+        # the appliance sums f32: an f64 sum through it would lose precision silently
+        raise TypeError("tally: float64 tensors cannot be summed exactly (the appliance sums float32): convert "
+                        "to float32 first (t.float(), model.float()), or sum them with torch.distributed.all_reduce, "
+                        "which sums float64")
     if t.is_floating_point():
         w = t.detach().to(torch.float32).contiguous()
         return w, "f32", lambda w: t.copy_(w)
