@@ -16,6 +16,8 @@ against a real tally-udpd, compared with gloo:
   4. Wrong use refused, never silent: two backward() before step() with
      backward_passes_per_step=1 raises on every rank naming backward_passes_per_step, and
      the weights stay equal on both ranks; a float64 allreduce raises (no f32 sum).
+  5. Ranks that reduce tensors in different orders (alive, waiting on each other): every rank
+     gets RanksDisagreeError naming the tensor each rank waits on (not "rank 0 silent").
 Exit 77 (skip) without torch or tally-udpd."""
 import multiprocessing as mp
 import os
@@ -105,6 +107,23 @@ def bpps_check(hvd, rank):
     return err, [p.detach().tolist() for p in model.parameters()]
 
 
+def disagree_check(hvd, rank):
+    """Section 5: after one iteration of 'a', 'b' on both ranks, rank 0 reduces 'a' then 'b',
+    rank 1 'b' then 'a' (both alive)."""
+    import torch
+
+    import tally
+    hvd.barrier()  # torch.distributed up on both ranks
+    for n in ("a", "b"):  # declared in the same order (keys are numbered by declaration)
+        hvd.allreduce(torch.ones(4), name=n)
+    try:
+        for n in (("a", "b") if rank == 0 else ("b", "a")):
+            hvd.allreduce(torch.ones(4), name=n)
+        return "no error"
+    except tally.TallyError as e:
+        return f"{type(e).__name__}: {e}"
+
+
 def worker(rank, backend, env, what, q):
     try:
         os.environ.update(env, RANK=str(rank), WORLD_SIZE=str(W), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(W))
@@ -123,6 +142,8 @@ def worker(rank, backend, env, what, q):
             res["hvd16"] = hvd_scripts.horovod_mnist_shape(hvd, fp16=True)
         if "bps" in what:
             res["bps"] = hvd_scripts.byteps_shape(bps)
+        if "disagree" in what:
+            res["disagree"] = disagree_check(hvd, rank)
         if "api" in what:
             res["api"] = api_checks(hvd, bps, rank)
             res["bpps"] = bpps_check(hvd, rank)
@@ -199,6 +220,16 @@ def main():
         env = {"TALLY_APPLIANCES": f"127.0.0.1:{port}", "TALLY_JOB_ID": "9", "TALLY_TOKEN": "5",
                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(udpd_proc.free_tcp())}
         tl = run("tally", env, ("hvd", "bps", "api"))
+    port = train.free_port_block(1)
+    with udpd_proc.running(port, "--cores", "1", "--job", "9", "--no-auth", "--token", "5", "--world", str(W),
+                           "--dead-rank-timeout-ms", "2000"):
+        env = {"TALLY_APPLIANCES": f"127.0.0.1:{port}", "TALLY_JOB_ID": "9", "TALLY_TOKEN": "5",
+               "TALLY_OP_TIMEOUT_MS": "4000", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(udpd_proc.free_tcp())}
+        dis = run("tally", env, ("disagree",))
+    for r in range(W):
+        m = dis[r]["disagree"]
+        failed += check(m.startswith("RanksDisagreeError") and "rank 0 on allreduce.a" in m and
+                        "rank 1 on allreduce.b" in m, f"5. rank {r}, ranks reducing a, b / b, a: {m[:230]}")
     failed = compare(failed, gloo, tl, "hvd", 1e-5, "1. Horovod script (shim import, gradient_predivide_factor=2)")
     failed = compare(failed, gloo, tl, "hvd16", 2e-3, "1. Horovod script, Compression.fp16")
     failed = compare(failed, gloo, tl, "bps", 1e-5, "2. BytePS script (push_pull)")
