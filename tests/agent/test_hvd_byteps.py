@@ -18,6 +18,8 @@ against a real tally-udpd, compared with gloo:
      the weights stay equal on both ranks; a float64 allreduce raises (no f32 sum).
   5. Ranks that reduce tensors in different orders (alive, waiting on each other): every rank
      gets RanksDisagreeError naming the tensor each rank waits on (not "rank 0 silent").
+  6. hvd.SyncBatchNorm on each rank's half of a batch equals torch's BatchNorm1d on the whole
+     batch: outputs, input gradients, running statistics, eval outputs (<= 1e-5).
 Exit 77 (skip) without torch or tally-udpd."""
 import multiprocessing as mp
 import os
@@ -78,6 +80,39 @@ def api_checks(hvd, bps, rank):
     except TypeError as e:
         out["f64"] = str(e)
     return out
+
+
+def syncbn_check(hvd, rank):
+    """Section 6: hvd.SyncBatchNorm on each rank's half of a batch against torch's BatchNorm1d
+    on the whole batch: outputs, input gradients and running statistics."""
+    import torch
+    g = torch.Generator().manual_seed(7)
+    x_all = torch.randn(8, 3, 5, generator=g) * 2 + 1
+    coef = torch.randn(8, 3, 5, generator=g)
+    half = slice(4 * rank, 4 * rank + 4)
+    bn = hvd.SyncBatchNorm(3)
+    ref = torch.nn.BatchNorm1d(3)
+    with torch.no_grad():
+        for m in (bn, ref):
+            m.weight.copy_(torch.tensor([0.5, 1.5, -1.0]))
+            m.bias.copy_(torch.tensor([0.1, -0.2, 0.3]))
+    x = x_all[half].clone().requires_grad_(True)
+    y = bn(x)
+    (y * coef[half]).sum().backward()
+    xr = x_all.clone().requires_grad_(True)
+    yr = ref(xr)
+    (yr * coef).sum().backward()
+    with torch.no_grad():
+        bn(x_all[half])  # a second training forward on both: running stats updated twice
+        ref(x_all)
+        bn.eval()
+        ref.eval()
+        ye, yre = bn(x_all[half]), ref(x_all)[half]
+
+    def md(u, v):
+        return float((u - v).abs().max())
+    return {"y": md(y, yr[half]), "dx": md(x.grad, xr.grad[half]), "rm": md(bn.running_mean, ref.running_mean),
+            "rv": md(bn.running_var, ref.running_var), "eval": md(ye, yre)}
 
 
 def bpps_check(hvd, rank):
@@ -147,6 +182,7 @@ def worker(rank, backend, env, what, q):
         if "api" in what:
             res["api"] = api_checks(hvd, bps, rank)
             res["bpps"] = bpps_check(hvd, rank)
+            res["syncbn"] = syncbn_check(hvd, rank)
         q.put((rank, "ok", res))
     except Exception:
         import traceback
@@ -243,6 +279,10 @@ def main():
         err, weights = tl[r]["bpps"]
         failed += check(err is not None and "backward_passes_per_step" in err,
                         f"4. rank {r}: two backward() before step(), backward_passes_per_step=1: {str(err)[:120]}...")
+    for r in range(W):
+        sb = tl[r]["syncbn"]
+        failed += check(max(sb.values()) <= 1e-5, f"6. rank {r}: SyncBatchNorm on half the batch vs BatchNorm1d on "
+                        f"all of it: max |diff| {sb}")
     d = maxdiff(tl[0]["bpps"][1], tl[1]["bpps"][1])
     failed += check(d == 0.0, f"4. weights after the refused step and one correct step equal on both ranks "
                     f"(max |diff| {d})")

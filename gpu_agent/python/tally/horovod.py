@@ -406,6 +406,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
 
 from .collectives import (allgather, allgather_object, alltoall, barrier, cross_rank,  # noqa: E402,F401
                           cross_size, join)
+from .syncbn import SyncBatchNorm  # noqa: E402,F401
 
 
 def is_initialized():

@@ -29,7 +29,7 @@ from .horovod import (Average, Compression, DistributedOptimizer, Max, Min, Prod
                       broadcast_, broadcast_async, broadcast_async_, cross_rank, cross_size,
                       grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
                       grouped_allreduce_async_, init, is_initialized, join, local_rank, local_size,
-                      poll, rank, reducescatter, shutdown, size, synchronize, Sum)
+                      poll, rank, reducescatter, shutdown, size, synchronize, Sum, SyncBatchNorm)
 from .byteps import (declare, push_pull, push_pull_async, push_pull_async_inplace,  # noqa: F401
                      push_pull_inplace, resume, suspend)
 from .inflight import (_DT, Handle, _agent, _device_args, _dtype_name,  # noqa: F401
