@@ -6,7 +6,10 @@ Python 3.11 fix: plain torchrun 1.13 fails there with "'NoneType' object has no 
 the script, against one tally-udpd with open admission. Both runs finish with the exact sums,
 each under its own job id agreed through torch's store (the second used to meet the first
 one's rounds: stale_round drops, then "got no RESULT" after 30 s). Exit 77 without torch or
-tally-udpd."""
+tally-udpd.
+And an operator's fixed identity run twice, the first without BYE: the second run's workers
+fail within seconds naming stale_round (the appliance answers stale pushes with ERROR
+STALE_ROUND), not after the 30 s operation timeout."""
 import os
 import re
 import shutil
@@ -55,6 +58,55 @@ def launch(port, rdzv_port, n):
     return rc, res, out, time.monotonic() - t0
 
 
+def stale_launch(port, steps, tmp, tag):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TALLY_") or k == "TALLY_AGENT_LIB"}
+    env.update(TALLY_APPLIANCES=f"127.0.0.1:{port}", TALLY_JOB_ID="9", TALLY_TOKEN="5", TALLY_INCARNATION="77",
+               TALLY_OP_TIMEOUT_MS="30000", WORLD_SIZE=str(W), OMP_NUM_THREADS="1")
+    ps, outs = [], []
+    for r in range(W):
+        outs.append(os.path.join(tmp, f"{tag}.{r}"))
+        ps.append(subprocess.Popen([sys.executable, os.path.join(HERE, "stale_worker.py"), str(steps), outs[-1]],
+                                   env=dict(env, RANK=str(r), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(W))))
+    for p in ps:
+        try:
+            p.wait(TMO)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(30)
+    res = []
+    for o in outs:
+        try:
+            with open(o) as f:
+                res.append(f.read())
+        except OSError:
+            res.append("no result")
+    return res
+
+
+def stale_scenario():
+    """An operator's fixed identity (TALLY_JOB_ID, TALLY_TOKEN, TALLY_INCARNATION) run twice,
+    the first run gone without BYE: the appliance still holds round 20 of the key, the second
+    run's round 0 is stale. Its workers are told so (ERROR STALE_ROUND) and fail within
+    seconds naming stale_round and what to change, not after TALLY_OP_TIMEOUT_MS (30 s)."""
+    port = udpd_proc.free_tcp()
+    tmp = tempfile.mkdtemp(prefix="tally-stale.")
+    try:
+        with udpd_proc.running(port, "--cores", "1", "--job", "9", "--no-auth", "--token", "5", "--world", str(W),
+                               "--rejoin-timeout-ms", "500"):
+            first = stale_launch(port, 20, tmp, "a")
+            second = stale_launch(port, 3, tmp, "b")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    ok1 = all(r.startswith("ok") for r in first)
+    print(f"{'ok  ' if ok1 else 'FAIL'} fixed identity, run 1: {first}")
+    secs = [float(r.split()[1]) for r in second if r.startswith("error")]
+    ok2 = len(secs) == W and all("stale_round" in r and "TALLY_INCARNATION" in r for r in second) and \
+        max(secs) < 10
+    print(f"{'ok  ' if ok2 else 'FAIL'} fixed identity, run 2 (the first left no BYE): told within "
+          f"{max(secs) if secs else '-'} s: {second[0][:260]}")
+    return (0 if ok1 else 1) + (0 if ok2 else 1)
+
+
 def main():
     failed = 0
     port = udpd_proc.free_tcp()
@@ -76,6 +128,7 @@ def main():
     ok = len(jobs) == 2 and jobs[0] != jobs[1]
     print(f"{'ok  ' if ok else 'FAIL'} the two runs are two jobs: {jobs}")
     failed += 0 if ok else 1
+    failed += stale_scenario()
     print(f"{'FAIL' if failed else 'ok'}: {failed} failed")
     return 1 if failed else 0
 
