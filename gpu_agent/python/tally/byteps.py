@@ -6,7 +6,7 @@ broadcast_parameters and broadcast_optimizer_state as in tally.horovod. push_pul
 averages through the appliance."""
 from .broadcast import broadcast_optimizer_state, broadcast_parameters  # noqa: F401
 from .compression import Compression  # noqa: F401
-from .horovod import (DistributedOptimizer, allreduce_, allreduce_async_, init, local_rank,  # noqa: F401
+from .horovod import (DistributedOptimizer, allreduce_async_, init, local_rank,  # noqa: F401
                       local_size, poll, rank, shutdown, size, synchronize)
 
 _declared = {}
