@@ -175,6 +175,37 @@ static void log_stats(struct tallyd *d, int final)
 	LOG(NOTICE, "engine totals: %s\n", line);
 }
 
+
+/* rte_eal_init leaves rte_errno at 0 ("Success") when it cannot lock its runtime config:
+ * the usual cause is the previous instance with the same file prefix, still exiting or
+ * still running. Name the files and the two fixes. */
+static void eal_fail_hint(const struct tallyd_conf *c)
+{
+	const char *prefix = "rte";
+
+	for (int i = 0; i < c->eal_argc; i++) {
+		const char *a = c->eal_argv[i];
+
+		if (strcmp(a, "--file-prefix") == 0 && i + 1 < c->eal_argc)
+			prefix = c->eal_argv[i + 1];
+		else if (strncmp(a, "--file-prefix=", 14) == 0)
+			prefix = a + 14;
+	}
+	const char *run = getenv("XDG_RUNTIME_DIR");
+	char dir[512];
+
+	if (geteuid() == 0 || !run)
+		snprintf(dir, sizeof(dir), "/var/run/dpdk/%s", prefix);
+	else
+		snprintf(dir, sizeof(dir), "%s/dpdk/%s", run, prefix);
+	fprintf(stderr,
+		"tallyd: if EAL said \"Cannot init config\" or \"Cannot create lock\": another DPDK process with file "
+		"prefix '%s' holds its runtime files in %s (a tallyd just stopped and still exiting, or still "
+		"running: `fuser %s/config`). Wait for it to exit and start again, or give this instance its own "
+		"prefix (--eal \"--file-prefix NAME\")\n",
+		prefix, dir, dir);
+}
+
 static int run(struct tallyd *d)
 {
 	char err[512];
@@ -220,6 +251,7 @@ static int run(struct tallyd *d)
 		for (int i = 0; i < d->conf.eal_argc; i++)
 			fprintf(stderr, " %s", d->conf.eal_argv[i]);
 		fprintf(stderr, ")\n");
+		eal_fail_hint(&d->conf);
 		return 1;
 	}
 	rte_log_set_level(RTE_LOGTYPE_USER1, d->conf.log_level);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * client_err.c — the appliance's reports that end an operation before the give-up timer:
- * a participant it has been waiting on is silent (ERROR RANK_SILENT), or it is draining.
+ * a participant it has been waiting on is silent (ERROR RANK_SILENT), it is draining, or it
+ * has passed the round pushed (ERROR STALE_ROUND, kept coming).
  * The text names what an operator needs: which rank, which appliance, which key and round.
  * Calls client_op.c and client_util.c only.
  */
@@ -41,4 +42,31 @@ void client_err_draining(struct tally_client *c, const struct tally_hdr *h, uint
 	c->live = TALLY_CLIENT_DRAINING;
 	client_seterr(c, "appliance %s is draining (shutting down or upgrading): core %u refused "
 		  "key %u round %u", client_appliance(c), core, h->key, h->round);
+}
+
+void client_rx_stale(struct tally_client *c, const struct tally_hdr *h)
+{
+	struct client_key *k = client_key_find(c, h->key);
+	struct client_op *op;
+	uint32_t opi;
+	uint64_t now;
+
+	if (!k)
+		return;
+	opi = k->par_op[h->round & 1];
+	if (opi == CLIENT_NONE || c->ops_tab[opi].round != h->round)
+		return; /* a delayed duplicate's answer: that round is done here */
+	op = &c->ops_tab[opi];
+	now = c->ops->now_ns(c->xctx);
+	if (!op->stale_ns) {
+		op->stale_ns = now ? now : 1;
+		return;
+	}
+	if (now - op->stale_ns < CLIENT_STALE_FAIL_NS)
+		return;
+	client_seterr(c, "stale_round for %.1f s: %s passed round %u of key %u in another launch "
+		  "of this job, token and incarnation: give each launch its own TALLY_INCARNATION "
+		  "or TALLY_JOB_ID", (double)(now - op->stale_ns) / 1e9, client_appliance(c),
+		  h->round, h->key);
+	client_op_fail(c, opi, -ESTALE);
 }

@@ -174,6 +174,7 @@ struct client_op {
 	bool pending;             /* linked in its core's pending list */
 	uint32_t pend_prev, pend_next;
 	int err;
+	uint64_t stale_ns;        /* first ERROR STALE_ROUND for this round, 0: none */
 };
 
 enum client_wait { CLIENT_W_NONE = 0, CLIENT_W_JOIN, CLIENT_W_REGISTER };
@@ -351,6 +352,12 @@ void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t
 void client_rx_silent(struct tally_client *c, const struct tally_hdr *h);
 /* The text of a push refused because the appliance drains. */
 void client_err_draining(struct tally_client *c, const struct tally_hdr *h, uint32_t core);
+/* ERROR STALE_ROUND for the round in progress: ignored once (a delayed duplicate's answer
+ * can cross a retransmission), the operation fails (-ESTALE) when they keep coming for
+ * CLIENT_STALE_FAIL_NS: the appliance has passed this round of the key (another launch
+ * with the same job, token and incarnation), no retransmission will be summed. */
+#define CLIENT_STALE_FAIL_NS 1000000000ull
+void client_rx_stale(struct tally_client *c, const struct tally_hdr *h);
 /* client_ack.c (calls client_util.c, client_cwnd.c) */
 /* An RTT sample: push -> first acknowledgement (HELD or RESULT) of a chunk sent once. */
 void client_rtt_sample(struct client_core *cc, uint64_t rtt_ns, const struct tally_client_cfg *cfg);

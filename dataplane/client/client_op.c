@@ -357,6 +357,7 @@ int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, con
 	op->next_chunk = 0;
 	op->remaining = k->nchunks;
 	op->err = 0;
+	op->stale_ns = 0;
 	memset(k->cst[p], 0, k->nchunks * sizeof(uint32_t));
 	k->par_op[p] = opi;
 	k->started = true;

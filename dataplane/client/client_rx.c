@@ -172,9 +172,11 @@ static void client_rx_push_error(struct tally_client *c, const struct tally_hdr 
 	uint32_t opi;
 
 	switch (h->reason) {
+	case TALLY_R_STALE_ROUND:
+		client_rx_stale(c, h);
+		return;
 	case TALLY_R_POOL_FULL:
 	case TALLY_R_TOO_EARLY:
-	case TALLY_R_STALE_ROUND:
 		return;
 	default:
 		break;
@@ -265,6 +267,11 @@ void client_rx_pkt(struct tally_client *c, const void *buf, const struct tally_p
 		c->st.errors++;
 		if (c->joined)
 			client_rx_push_error(c, &p.hdr);
+	} else if (p.hdr.op == TALLY_OP_ERROR && p.hdr.aux == TALLY_OP_PULL &&
+		   p.hdr.reason == TALLY_R_STALE_ROUND) {
+		c->st.errors++; /* the probe of a stale push (HELD-capable workers probe) */
+		if (c->joined)
+			client_rx_stale(c, &p.hdr);
 	} else {
 		client_rx_control(c, &p);
 	}

@@ -375,6 +375,8 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 			k->stall_round = r;
 			k->stall_idx = oidx;
 		}
+		if (rsn == TALLY_R_STALE_ROUND)
+			return engine_refuse_stale(e, job, h, from);
 		if (rsn != TALLY_OK)
 			return engine_drop(e, rsn);
 		/* Round r-2's RESULT copies still queued in the transport reference this
@@ -492,8 +494,8 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 				why == TALLY_OK ? TALLY_OK : TALLY_R_TOO_EARLY);
 		return engine_drop(e, TALLY_R_TOO_EARLY);
 	}
-	if (ch->round > h->round)
-		return engine_drop(e, TALLY_R_STALE_ROUND);
+	if (ch->round > h->round) /* the probe of a push that was stale: say so too */
+		return engine_refuse_stale(e, job, h, from);
 	engine_heard(job, h->rank, engine_now_cached(e), len);
 	e->st.pulls++;
 	if (ch->state == ENGINE_CH_DONE) {

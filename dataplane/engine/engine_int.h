@@ -143,6 +143,7 @@ struct engine_rank {
 	uint8_t left;          /* unbound by its BYE (a rank never joined is not left) */
 	uint64_t last_ns, pkts, bytes;
 	uint64_t drain_err_ns;         /* last ERROR DRAINING to it (rate limit), 0: none */
+	uint64_t stale_err_ns;         /* last ERROR STALE_ROUND to it (rate limit), 0: none */
 };
 
 struct engine_job {
@@ -299,6 +300,11 @@ struct engine_job *engine_job_find(struct tally_engine *e, uint32_t id);
 #define ENGINE_DRAIN_ERR_GAP_NS 100000000ull
 enum tally_reason engine_refuse_draining(struct tally_engine *e, struct engine_job *job,
 				     const struct tally_hdr *h, const struct tally_addr *from);
+/* A push of a round its slot has passed: counted, answered with ERROR STALE_ROUND
+ * (rate-limited per rank). Returns TALLY_R_STALE_ROUND. */
+#define ENGINE_STALE_ERR_GAP_NS 200000000ull
+enum tally_reason engine_refuse_stale(struct tally_engine *e, struct engine_job *job,
+				      const struct tally_hdr *h, const struct tally_addr *from);
 
 /* clock (inline) */
 /* A fresh clock read (also cached in e->now for engine_now_cached()). */

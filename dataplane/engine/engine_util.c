@@ -198,3 +198,17 @@ enum tally_reason engine_refuse_draining(struct tally_engine *e, struct engine_j
 	e->st.drain_errors++;
 	return engine_reject(e, h, from, TALLY_R_DRAINING);
 }
+
+enum tally_reason engine_refuse_stale(struct tally_engine *e, struct engine_job *job,
+				      const struct tally_hdr *h, const struct tally_addr *from)
+{
+	struct engine_rank *rk = &job->ranks[h->rank];
+	/* off the summing path, like a draining refusal: one clock read */
+	uint64_t now = engine_now(e);
+
+	if (rk->stale_err_ns && now - rk->stale_err_ns < ENGINE_STALE_ERR_GAP_NS)
+		return engine_drop(e, TALLY_R_STALE_ROUND);
+	rk->stale_err_ns = now ? now : 1;
+	e->st.stale_errors++;
+	return engine_reject(e, h, from, TALLY_R_STALE_ROUND);
+}

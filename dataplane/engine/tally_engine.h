@@ -125,6 +125,12 @@
  *    timeout period (dead_rank_errors counts reports).
  *  - Draining: a push refused TALLY_R_DRAINING is answered with ERROR DRAINING (aux PUSH),
  *    at most once per rank per ENGINE_DRAIN_ERR_GAP_NS (drain_errors counts them).
+ *  - Stale round: a push (or its probe, a PULL) of a round the key's slot has passed
+ *    (STALE_ROUND) is answered with
+ *    ERROR STALE_ROUND at most once per rank per ENGINE_STALE_ERR_GAP_NS (stale_errors counts
+ *    them): a delayed duplicate's is ignored by its sender (that round is done there), but a
+ *    launch that meets another launch's rounds (same job, token and incarnation) learns why
+ *    its pushes go unanswered instead of waiting for its operation timeout.
  *  - Every rejection returns its reason, is counted in drops[reason] and changes no state.
  *    Rejected control requests (JOIN, REGISTER) are answered with ERROR when the sender's
  *    address is known; data packets are dropped silently.
@@ -222,6 +228,7 @@ struct tally_engine_cfg {
 	X(incarnations, incarnations, "jobs replaced by a new incarnation (relaunch)") \
 	X(dead_rank_errors, dead_rank_errors, "RANK_SILENT reports (ERRORs to waiting ranks)") \
 	X(drain_errors, drain_errors, "ERROR DRAINING sent for refused pushes") \
+	X(stale_errors, stale_errors, "ERROR STALE_ROUND sent for pushes of a round a key has passed") \
 	X(held_sent, held_sent, "HELD acknowledgements sent (one covers a range of chunks)") \
 	X(held_chunks, held_chunks, "chunk pushes acknowledged HELD (chunk still open)") \
 	X(probes, probes, "PULLs for an open chunk holding the sender's push, answered HELD") \

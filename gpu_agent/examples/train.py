@@ -183,13 +183,9 @@ def torchrun_main():
     1.13 under Python 3.11 fails to parse its own default --redirects/--tee "0" (IntFlag
     iteration skips 0 since 3.11): a plain number maps to Std(number) where the original
     returns None, nothing else. 2.x: torch_store_compat()."""
-    import torch.distributed.elastic.multiprocessing.api as api
-    orig = api.Std.from_str.__func__
-
-    def from_str(cls, vm):
-        r = orig(cls, vm)
-        return cls(int(vm)) if r is None and vm.isdigit() else r
-    api.Std.from_str = classmethod(from_str)
+    sys.path.insert(0, os.path.join(HERE, "..", "python"))
+    from tally.run import fix_std  # the same fix as `python3 -m tally.run`
+    fix_std()
     torch_store_compat()
     from torch.distributed.run import main
     sys.argv[0] = "torchrun"

@@ -333,6 +333,7 @@ static inline uint64_t h_digest(const struct h *h)
 	memset(st.drops, 0, sizeof(st.drops));
 	st.result_busy = 0; /* counts a refusal, like drops */
 	st.drain_errors = 0; /* counts a refusal's ERROR, like drops */
+	st.stale_errors = 0; /* the same, for STALE_ROUND */
 	st.held_sent = st.missing = 0; /* a MISSING answers a refused PULL, like an ERROR */
 	/* MACs checked and made, per packet like rx_pkts (a refused packet may have a good tag) */
 	st.auth_verified = st.auth_signed = st.conn_auth_rx = st.conn_auth_tx = 0;

@@ -110,15 +110,17 @@ static void test_rounds_and_staleness(void **state)
 	assert_int_equal(h.cap.q[0].pkt.hdr.flags, TALLY_F_INCLUDED | TALLY_F_RESEND);
 	/* round 2 reuses slot 0 */
 	assert_int_equal(h_push(&h, 0, 1, 2, 0, TALLY_DT_F32, v, 4), TALLY_OK);
-	/* now round 0 is gone: a delayed duplicate of it is stale */
-	H_EXPECT_REJECT(&h, h_push(&h, 1, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_R_STALE_ROUND, 0);
+	/* now round 0 is gone: a delayed duplicate of it is stale, answered with ERROR
+	 * STALE_ROUND (its sender ignores it; a launch meeting another's rounds learns why) */
+	H_EXPECT_REJECT(&h, h_push(&h, 1, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_R_STALE_ROUND, 1);
 	H_EXPECT_REJECT(&h, h_pull(&h, 1, 1, 0, 0), TALLY_R_STALE_ROUND, 0);
 	/* PULL of an open round: nothing to send yet; of a future round: too early */
 	h_clear(&h);
 	assert_int_equal(h_pull(&h, 1, 1, 2, 0), TALLY_OK);
 	assert_int_equal(h.cap.n, 0);
 	H_EXPECT_REJECT(&h, h_pull(&h, 1, 1, 4, 0), TALLY_R_TOO_EARLY, 0);
-	/* a round 4 ahead in the same slot: stale by the parity rule */
+	/* a round 4 ahead in the same slot: stale by the parity rule (no second ERROR to rank
+	 * 1 within ENGINE_STALE_ERR_GAP_NS) */
 	H_EXPECT_REJECT(&h, h_push(&h, 1, 1, 6, 0, TALLY_DT_F32, v, 4), TALLY_R_STALE_ROUND, 0);
 	/* round 3 needs everyone to have acknowledged round 1 by pushing round 2 */
 	H_EXPECT_REJECT(&h, h_push(&h, 0, 1, 3, 0, TALLY_DT_F32, v, 4), TALLY_R_TOO_EARLY, 0);

@@ -207,6 +207,7 @@ static uint64_t digest(struct fz *f)
 	st.rx_pkts = st.rx_bytes = st.tx_pkts = st.tx_bytes = st.tx_errors = 0;
 	memset(st.drops, 0, sizeof(st.drops));
 	st.drain_errors = 0; /* counts a refusal's ERROR, like drops */
+	st.stale_errors = 0; /* the same, for STALE_ROUND */
 	uint64_t d = 0xcbf29ce484222325ull;
 	mix(&d, &st, sizeof(st));
 	tally_engine_walk_jobs(f->e, d_job, &d);

@@ -310,7 +310,7 @@ static void test_replay_push_and_results(void **state)
 	assert_int_equal(a_push(a, 1, 1, v, 8, 1), TALLY_OK);
 	assert_int_equal(a_push(a, 0, 2, v, 8, 1), TALLY_OK);
 	assert_int_equal(a_push(a, 1, 2, v, 8, 1), TALLY_OK);
-	H_EXPECT_REJECT(&a->h, a_push(a, 0, 0, v, 8, 1), TALLY_R_STALE_ROUND, 0);
+	H_EXPECT_REJECT(&a->h, a_push(a, 0, 0, v, 8, 1), TALLY_R_STALE_ROUND, 1);
 }
 
 /* Connections authenticated at setup (verbs): unsigned packets are the connection's

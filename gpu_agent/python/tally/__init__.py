@@ -8,8 +8,8 @@ tally.optim                 fused optimizer updates (CPU twins / CUDA kernels); 
 tally.metrics               per-rank Prometheus metrics (push_pull latency, agent counters)
 """
 from . import metrics  # noqa: F401
-from .agent import (Agent, ApplianceDrainingError, RankSilentError, TallyError,  # noqa: F401
-                    TallyTimeoutError, shutdown)
+from .agent import (Agent, ApplianceDrainingError, RankSilentError, RanksDisagreeError,  # noqa: F401
+                    TallyError, TallyTimeoutError, shutdown)
 from .agent import init as _init
 
 

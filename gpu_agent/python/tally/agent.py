@@ -34,6 +34,12 @@ class RankSilentError(TallyError):
     10.0.0.1:9170 (key 7, round 12)")."""
 
 
+class RanksDisagreeError(TallyError):
+    """The ranks are alive but wait on different tensors (a rank reduces tensors in another
+    order, or one the others never reduce): the message names what each rank waits on, as
+    they told each other through torch.distributed's store."""
+
+
 class ApplianceDrainingError(TallyError):
     """The appliance is draining (shutting down or upgrading) and refused a new round."""
 
@@ -74,6 +80,7 @@ class Agent:
         if order not in ("submit", "rounds"):
             raise ValueError(f"tally.Agent: order {order!r} (TALLY_ORDER): 'submit' or 'rounds'")
         self.order = "rounds"  # the library's default until set_order below
+        self.names = {}
         cfg = _lib.AgentCfg()
         _lib.lib.tally_agent_cfg_defaults(ctypes.byref(cfg))
         err = ctypes.create_string_buffer(512)
@@ -142,6 +149,7 @@ class Agent:
                                                                priority, int(bool(average))))
         if ordered is not None:
             self._check(_lib.lib.tally_agent_set_ordered(self._h, tid, int(bool(ordered))))
+        self.names[tid] = name  # for errors that name the tensors in flight
         return tid
 
     def set_ordered(self, tensor, ordered):

@@ -13,7 +13,7 @@ from .agent import init as _agent_init
 from .compression import Compression, codec_name  # noqa: F401  hvd.Compression's shape
 from .inflight import Handle, _agent, _inflight, _inflights, _wire
 
-Average, Sum = "Average", "Sum"
+Average, Sum, Min, Max, Product = "Average", "Sum", "Min", "Max", "Product"
 
 
 # ---- Horovod's process functions: `import horovod.torch as hvd` -> `import tally.torch as hvd`
@@ -66,22 +66,73 @@ def _start(a, name, t, average, prio=0):
 _noname = itertools.count()
 
 
-def allreduce_async_(tensor, name=None, op=Average, agent=None):
-    """Start averaging (op=Average) or summing (op=Sum) `tensor` in place across every worker;
-    returns a Handle for synchronize()/poll(). Every rank makes the same calls in the same
-    order. Name a tensor that is reduced again and again (an unnamed call declares a new
-    key each time)."""
+def _op_of(average, op, where):
+    """Horovod's (average, op) pair as one op: average=None and op=None average."""
+    if average is not None and op is not None:
+        raise ValueError(f"tally.torch.{where}: give op or average, not both (Horovod's rule)")
+    if op is None:
+        op = Sum if average is False else Average
+    if op in (Min, Max, Product):
+        return op
     if op not in (Average, Sum):
-        raise ValueError("tally.torch.allreduce: op must be tally.torch.Average or tally.torch.Sum")
+        raise ValueError(f"tally.torch.{where}: op {op!r}: Average, Sum (through the appliance) or Min, Max, "
+                         "Product (through torch.distributed); Adasum is not offered")
+    return op
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                     compression=None, agent=None, process_set=None):
+    """Start averaging (op=Average, the default) or summing (op=Sum) `tensor` in place across
+    every worker through the appliance (Min / Max / Product: through torch.distributed, done
+    before this returns); a Handle for synchronize()/poll(). Horovod's arguments:
+    prescale_factor multiplies the input, postscale_factor the result; compression=
+    Compression.fp16 sends an f32 tensor as f16 (summed in f32 by the appliance). Every rank
+    makes the same calls in the same order. Name a tensor that is reduced again and again (an
+    unnamed call declares a new key each time)."""
+    if isinstance(average, str) and name is None:  # allreduce_async_(t, "name"): the old order
+        average, name = None, average
+    if process_set is not None:
+        raise ValueError("tally.torch.allreduce: process sets are not offered: every rank of the job reduces")
+    op = _op_of(average, op, "allreduce")
+    if op in (Min, Max, Product):
+        from .collectives import reduce_op_
+        reduce_op_(tensor, op, prescale_factor, postscale_factor)
+        h = Handle(tensor)
+        h._done(None)
+        return h
     a = _agent(agent)
     name = f"allreduce.{name}" if name is not None else f"allreduce.noname{next(_noname)}"
     with torch.no_grad():
-        return _start(a, name, tensor, op == Average)
+        if prescale_factor != 1.0:
+            tensor.mul_(prescale_factor)
+        if codec_name(compression) == "fp16" and tensor.dtype == torch.float32:
+            half = tensor.to(torch.float16)
+            h0 = _start(a, name + ".fp16", half, op == Average)
+            fin16 = h0.finish
+
+            def widen():
+                if fin16 is not None:
+                    fin16()
+                tensor.copy_(half)
+            h0.finish, h0.out = widen, tensor
+        else:
+            h0 = _start(a, name, tensor, op == Average)
+        if postscale_factor != 1.0:
+            fin = h0.finish
+
+            def post():
+                if fin is not None:
+                    fin()
+                tensor.mul_(postscale_factor)
+            h0.finish = post
+        return h0
 
 
-def allreduce_async(tensor, name=None, op=Average, agent=None):
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                    compression=None, agent=None, process_set=None):
     """As allreduce_async_, on a copy: the input is left as it is."""
-    return allreduce_async_(tensor.detach().clone(), name, op, agent)
+    return allreduce_async_(tensor.detach().clone(), average, name, op, prescale_factor, postscale_factor,
+                            compression, agent, process_set)
 
 
 def synchronize(handle):
@@ -94,18 +145,50 @@ def poll(handle):
     return handle.poll()
 
 
-def allreduce_(tensor, name=None, op=Average, agent=None):
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+               compression=None, agent=None, process_set=None):
     """Average (op=Average) or sum (op=Sum) `tensor` in place across every worker; returns it.
     Unnamed calls reuse one key per size and dtype (the call waits, so none is in flight)."""
+    if isinstance(average, str) and name is None:
+        average, name = None, average
     if name is None:
         name = f"sync.{tuple(tensor.shape)}.{tensor.dtype}".replace(" ", "")
-    return synchronize(allreduce_async_(tensor, name, op, agent))
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor,
+                                        compression, agent, process_set))
 
 
-def allreduce(tensor, name=None, op=Average, agent=None):
-    """Horovod's hvd.allreduce: the average (or sum) of `tensor` over every worker, as a new
-    tensor (f16/bf16 averaged in f32 and rounded once)."""
-    return allreduce_(tensor.detach().clone(), name, op, agent)
+def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, agent=None, process_set=None):
+    """Horovod's hvd.allreduce (its argument order): the average (or sum) of `tensor` over
+    every worker, as a new tensor (f16/bf16 averaged in f32 and rounded once)."""
+    return allreduce_(tensor.detach().clone(), average, name, op, prescale_factor, postscale_factor,
+                      compression, agent, process_set)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, compression=None, agent=None, process_set=None):
+    """Horovod's grouped_allreduce_async_: one Handle for the list, reduced in place."""
+    name = name if name is not None else f"group{next(_noname)}"
+    hs = [allreduce_async_(t, average, f"{name}.{i}", op, prescale_factor, postscale_factor, compression,
+                           agent, process_set) for i, t in enumerate(tensors)]
+    h = Handle(list(tensors))
+    h.finish = lambda: [x.wait() for x in hs]
+    h.poll = lambda: all(x.poll() for x in hs)
+    h._done(None)
+    return h
+
+
+def grouped_allreduce_async(tensors, *args, **kw):
+    return grouped_allreduce_async_([t.detach().clone() for t in tensors], *args, **kw)
+
+
+def grouped_allreduce_(tensors, *args, **kw):
+    return synchronize(grouped_allreduce_async_(tensors, *args, **kw))
+
+
+def grouped_allreduce(tensors, *args, **kw):
+    """Horovod's grouped_allreduce: the averages (sums) of a list of tensors, as new tensors."""
+    return grouped_allreduce_([t.detach().clone() for t in tensors], *args, **kw)
 
 
 # ---- Horovod / BytePS style ----
@@ -119,10 +202,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     it. A parameter without a gradient on this rank (unused here, or zero_grad(set_to_none))
     pushes zeros at synchronize() and gets the average like the others (as Horovod does)."""
 
-    def _tally_setup(self, named_parameters, compression, backward_passes_per_step, op, agent):
+    def _tally_setup(self, named_parameters, compression, backward_passes_per_step, op, agent,
+                     gradient_predivide_factor=1.0):
         codec = codec_name(compression)  # the agent's worker-stage codec (f32 gradients)
         if op not in (Average, Sum):
-            raise ValueError("tally.torch.DistributedOptimizer: op must be Average or Sum")
+            raise ValueError("tally.torch.DistributedOptimizer: op must be Average or Sum (Min, Max, Product "
+                             "and Adasum are not offered for gradients)")
+        if gradient_predivide_factor != 1.0 and op != Average:
+            raise ValueError("tally.torch.DistributedOptimizer: gradient_predivide_factor needs op=Average "
+                             "(as in Horovod)")
+        self._tally_predivide = float(gradient_predivide_factor)
         self._tally_agent = _agent(agent)
         self._tally_inflight = _inflight(self._tally_agent)
         self._tally_average = op == Average
@@ -168,6 +257,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._tally_handles = {}
         self._tally_synced = False
         self._tally_skip = False
+        self._tally_error = None
         self._tally_hooks = []
         for p in order:
             self._tally_register(p)
@@ -183,6 +273,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             with self._tally_lock:
                 n = self._tally_counts.get(id(p), 0) + 1
                 self._tally_counts[id(p)] = n
+                if n > self._tally_bpps:
+                    # the gradient was submitted at the bpps-th pass and is being summed:
+                    # this backward changed it under the push, so ranks would diverge
+                    self._tally_error = RuntimeError(
+                        f"tally.torch.DistributedOptimizer: gradients were computed {n} times before step() "
+                        f"with backward_passes_per_step={self._tally_bpps} (parameter "
+                        f"{self._tally_names[id(p)]!r}): call step() after every {self._tally_bpps} backward "
+                        f"pass(es), or set DistributedOptimizer(..., backward_passes_per_step={n}) to accumulate "
+                        "gradients locally (as Horovod asserts)")
+                    raise self._tally_error
                 if n < self._tally_bpps or p.grad is None:
                     return
                 self._tally_ready.add(id(p))
@@ -206,9 +306,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         elif not p.grad.is_contiguous():
             p.grad = p.grad.contiguous()
         g = p.grad
+        gpf = self._tally_predivide
+        if gpf != 1.0:
+            g.mul_(1.0 / gpf)  # Horovod: divided by the factor before the sum, the rest after
         w, _, finish = _wire(g, self._tally_average, self._tally_agent)
         h = Handle(g)
-        h.finish = lambda: finish(w)
+
+        def fin():
+            finish(w)
+            if gpf != 1.0:
+                g.mul_(gpf)
+        h.finish = fin
         self._tally_handles[id(p)] = h
         self._tally_inflight.start(self._tally_ids[id(p)], w, h._done)
 
@@ -247,6 +355,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._tally_skip = False
 
     def step(self, closure=None):
+        if self._tally_error is not None:
+            err, self._tally_error = self._tally_error, None
+            with torch.no_grad():  # drain what is in flight, then refuse this step
+                try:
+                    self.synchronize()
+                except TallyError:
+                    pass
+            raise err
         if not self._tally_skip:
             self.synchronize()
         elif not self._tally_synced:
@@ -263,14 +379,76 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
-                         backward_passes_per_step=1, op=Average, agent=None):
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None, agent=None):
     """Wrap a torch optimizer (Horovod's hvd.DistributedOptimizer / BytePS's): gradients are
     averaged (op=Average) or summed (op=Sum) through Tally as backward produces them, every
-    backward_passes_per_step-th backward (the passes in between accumulate locally); step()
-    waits for them, then updates. synchronize() and skip_synchronize() as in Horovod."""
+    backward_passes_per_step-th backward (the passes in between accumulate locally; one more
+    backward before step() raises an error naming backward_passes_per_step); step() waits for
+    them, then updates. gradient_predivide_factor divides the gradients by it before the sum
+    and multiplies the average by it after (Horovod's meaning). synchronize() and skip_synchronize() as in Horovod."""
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                {k: v for k, v in _DistributedOptimizer.__dict__.items() if not k.startswith("__")})
     opt = cls.__new__(cls)
     opt.__dict__.update(optimizer.__dict__)
-    opt._tally_setup(named_parameters, compression, backward_passes_per_step, op, agent)
+    if process_set is not None:
+        raise ValueError("tally.torch.DistributedOptimizer: process sets are not offered: every rank of the job "
+                         "averages")
+    # num_groups / groups / sparse_as_dense: Horovod's fusion hints; the agent partitions and
+    # pipelines every gradient itself (sparse gradients are refused by the dtype check)
+    opt._tally_setup(named_parameters, compression, backward_passes_per_step, op, agent,
+                     gradient_predivide_factor)
     return opt
+
+
+# ---- the rest of Horovod's names: broadcasts through the appliance (bit for bit, every
+# dtype), the collectives that are not sums through torch.distributed (tally.collectives)
+
+from .collectives import (allgather, allgather_object, alltoall, barrier, cross_rank,  # noqa: E402,F401
+                          cross_size, join)
+from .syncbn import SyncBatchNorm  # noqa: E402,F401
+
+
+def is_initialized():
+    """Horovod's is_initialized: whether init() made the process-wide agent."""
+    from . import agent as _a
+    return getattr(_a, "_default", None) is not None
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+    """Horovod's broadcast_async_: root_rank's tensor into `tensor` on every rank, bit for bit
+    (through the appliance); done when it returns, the Handle is for synchronize()."""
+    from .broadcast import broadcast_parameters
+    broadcast_parameters([tensor], root_rank)
+    h = Handle(tensor)
+    h._done(None)
+    return h
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=None):
+    return broadcast_async_(tensor.detach().clone(), root_rank, name, process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=None):
+    """Horovod's broadcast_: in place; returns the tensor."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+def broadcast(tensor, root_rank, name=None, process_set=None):
+    """Horovod's broadcast: root_rank's tensor, as a new tensor."""
+    return broadcast_(tensor.detach().clone(), root_rank, name, process_set)
+
+
+def reducescatter(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Horovod's reducescatter: the average (op=Average, default) or sum of `tensor` over every
+    rank (through the appliance), split along dimension 0; this rank's part (the first
+    `n % size` ranks get one row more). The whole tensor is reduced: exact, not
+    bandwidth-optimal."""
+    if op not in (Average, Sum):
+        raise ValueError("tally.torch.reducescatter: op must be Average or Sum")
+    full = allreduce(tensor, name=None if name is None else f"rs.{name}", op=op,
+                     prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                     process_set=process_set)
+    n, w, r = full.shape[0], size(), rank()
+    sizes = [n // w + (1 if i < n % w else 0) for i in range(w)]
+    return full[sum(sizes[:r]):sum(sizes[:r + 1])].clone()

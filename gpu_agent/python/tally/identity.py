@@ -13,9 +13,11 @@ into each other. Sources, first that applies:
    MASTER_ADDR / MASTER_PORT). Rank 0 draws a random 64-bit token and the job id and
    publishes them; a relaunch within the same store (torchrun --max-restarts) keeps them and
    gets a new random incarnation (TORCHELASTIC_RESTART_COUNT), so the appliance replaces the
-   old launch's state instead of mixing rounds. The job id is derived from the launcher's
-   run id (TORCHELASTIC_RUN_ID, unless torchrun's "none") and the world size, or drawn at
-   random when there is no run id.
+   old launch's state instead of mixing rounds. The job id is drawn at random per launch
+   (a new store), also when the launcher's run id is fixed (torchrun --rdzv_id 101).
+   Under torchrun without an agent store (torch 1.x) and with torch loaded, torch.distributed's
+   default group is made here (gloo, env://) to have that store: call init_process_group
+   before tally.init() to choose another backend.
 3. TORCHELASTIC_RUN_ID alone (no store): the C library derives the job id from it and the
    world size, the token from it, the incarnation from it and the restart count
    (tally_agent_cfg_from_env). That token is not a secret.
@@ -65,6 +67,14 @@ def default_store(world):
     if dist.is_initialized():
         return dist.distributed_c10d._get_default_store()
     env = os.environ
+    if run_id(env) and env.get("MASTER_ADDR") and env.get("MASTER_PORT") and \
+            env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true":
+        # torchrun without an agent store (torch 1.x): rank 0's init_process_group hosts the
+        # store at MASTER_PORT, so the group is made here (gloo, env://, as the script would);
+        # without it the identity came from the run id alone and a second run of the same
+        # command (fixed --rdzv_id) was the first one again (wrong token / stale_round)
+        init_group()
+        return dist.distributed_c10d._get_default_store()
     if env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true" and env.get("MASTER_ADDR") and \
             env.get("MASTER_PORT"):
         kw = dict(world_size=world, is_master=False, timeout=datetime.timedelta(seconds=WAIT_S))
@@ -73,6 +83,16 @@ def default_store(world):
         except TypeError:
             return dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), **kw)
     return None
+
+
+def init_group():
+    """torch.distributed's default group (gloo, from torchrun's environment: MASTER_ADDR,
+    MASTER_PORT, RANK, WORLD_SIZE) unless the script made one; True when made here."""
+    import torch.distributed as dist
+    if dist.is_initialized():
+        return False
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=max(WAIT_S, 60)))
+    return True
 
 
 def _get(store, key, rank):
@@ -95,7 +115,10 @@ def from_store(store, rank, world, env=os.environ):
         # a relaunch in the same store keeps the job and token (add: every torch version's
         # stores have it, and it tells the first launch from the others)
         if store.add(f"{base}/launches", 1) == 1:
-            store.set(kjob, str(job_from_run(run, world) if run else _random_job()))
+            # a fresh job id per launch, also with a run id: a fixed --rdzv_id (pytorch/examples'
+            # run_example.sh) made a second run the first one's job with another token, which
+            # tallyd refused ("wrong token") while its state lived
+            store.set(kjob, str(_random_job()))
             store.set(ktok, str(_nonzero64()))
         store.set(kinc, str(_nonzero64()))
     return _get(store, kjob, rank), _get(store, ktok, rank), _get(store, kinc, rank)

@@ -40,6 +40,11 @@ def _wire(t, average, agent=None):
     if t.dtype in (torch.float32, torch.int32) or native:
         w = t if t.is_contiguous() else t.contiguous()
         return w, _DT[t.dtype], (lambda w: None) if w is t else (lambda w: t.copy_(w))
+    if t.dtype == torch.float64:
+        # the appliance sums f32: an f64 sum through it would lose precision silently
+        raise TypeError("tally: float64 tensors cannot be summed exactly (the appliance sums float32): convert "
+                        "to float32 first (t.float(), model.float()), or sum them with torch.distributed.all_reduce, "
+                        "which sums float64")
     if t.is_floating_point():
         w = t.detach().to(torch.float32).contiguous()
         return w, "f32", lambda w: t.copy_(w)
@@ -60,13 +65,17 @@ class _Inflight:
         self.lock = threading.Lock()
         self.pending = {}
         self.ids = itertools.count(1)
+        self.failed, self.explained, self.stalls = set(), None, 0
         self.cb = _lib.AgentCb(self._done)  # kept alive as long as this object
         metrics.track(agent)
 
     def start(self, tid, t, on_done, result_view=False):
         cookie = next(self.ids)
+        h = getattr(on_done, "__self__", None)
+        if isinstance(h, Handle):
+            h.explain = self.explain
         with self.lock:
-            self.pending[cookie] = (on_done, metrics.now())
+            self.pending[cookie] = (on_done, metrics.now(), tid)
         dev, stream = _device_args(t)
         try:
             return self.agent.push_pull(tid, t.data_ptr(), t.numel() * t.element_size(), dev, stream,
@@ -76,9 +85,29 @@ class _Inflight:
                 self.pending.pop(cookie, None)
             raise
 
+    def explain(self, err):
+        """err told across the ranks (tally.disagree): once per stall, the same answer for
+        every Handle that failed in it."""
+        from . import disagree
+        with self.lock:
+            if self.explained is not None:
+                return self.explained
+            mine = {self.agent.names.get(t, f"tensor {t}") for t in self.failed}
+            mine |= {self.agent.names.get(p[2], f"tensor {p[2]}") for p in self.pending.values()}
+            self.stalls += 1
+            seq = self.stalls
+        out = disagree.explain(self.agent, err, mine, seq)
+        with self.lock:
+            self.explained = out
+        return out
+
     def _done(self, arg, handle, status):
         with self.lock:
-            fn, t0 = self.pending.pop(arg, (None, 0.0))
+            fn, t0, tid = self.pending.pop(arg, (None, 0.0, None))
+            if status == 0:
+                self.failed, self.explained = set(), None
+            elif tid is not None:
+                self.failed.add(tid)
         if fn is not None:
             metrics.observe_push_pull(metrics.now() - t0, ok=status == 0)
             err = None if status == 0 else _error(status, self.agent.error())
@@ -113,6 +142,7 @@ class Handle:
         self.ev = threading.Event()
         self.err = None
         self.finish = None
+        self.explain = None
 
     def _done(self, err):
         self.err = err
@@ -127,6 +157,8 @@ class Handle:
         while not self.ev.wait(1.0):
             pass
         if self.err is not None:
+            if self.explain is not None:
+                self.err, self.explain = self.explain(self.err), None
             raise self.err
         if self.finish is not None:
             self.finish()

@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""allreduce throughput of one tensor between 2 ranks on loopback, the way a Horovod script
+calls it: torch.distributed gloo's all_reduce vs tally.torch.allreduce_ (named, in place)
+through one tally-udpd, measured in one run (issue 39's figure: 6.4 MB).
+
+    PYTHONPATH=gpu_agent/python TALLY_AGENT_LIB=build/gpu_agent/libtally_agent.so \\
+        python3 perf/hvd_allreduce.py --udpd build/appliance/udpd/tally-udpd [--mb 6.4] [--iters 30]
+
+Prints MB/s (tensor bytes / seconds per allreduce, median of the timed iterations) for each
+and the ratio; also the time of Tally's Python layer around the C push_pull (--profile)."""
+import argparse
+import multiprocessing as mp
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def free(kind=socket.SOCK_STREAM):
+    s = socket.socket(socket.AF_INET, kind)
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def worker(rank, a, env, q):
+    os.environ.update(env, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2")
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    n = int(a.mb * 1e6 / 4)
+    t = torch.ones(n)
+    times = []
+    if a.impl == "gloo":
+        dist.init_process_group("gloo")
+        for i in range(a.iters + 3):
+            dist.barrier()
+            t0 = time.perf_counter()
+            dist.all_reduce(t)
+            times.append(time.perf_counter() - t0)
+        ok = True
+    else:
+        import tally.torch as hvd
+        hvd.init()
+        for i in range(a.iters + 3):
+            t.fill_(1.0)
+            t0 = time.perf_counter()
+            hvd.allreduce_(t, name="bench", op=hvd.Sum)
+            times.append(time.perf_counter() - t0)
+        ok = bool((t == 2.0).all())
+    q.put((rank, ok, times[3:]))
+
+
+def run(a, impl, env):
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    a.impl = impl
+    ps = [ctx.Process(target=worker, args=(r, a, env, q)) for r in range(2)]
+    for p in ps:
+        p.start()
+    res = [q.get(timeout=300) for _ in ps]
+    for p in ps:
+        p.join(30)
+    ok = all(r[1] for r in res)
+    med = statistics.median(max(x) for x in zip(*[r[2] for r in res]))
+    return ok, a.mb / med
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--udpd", required=True)
+    ap.add_argument("--mb", type=float, default=6.4)
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--cores", default="1")
+    a = ap.parse_args()
+    ok_g, g = run(a, "gloo", {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free())})
+    port = free(socket.SOCK_DGRAM)
+    tmp = tempfile.mkdtemp(prefix="hvd-bench.")
+    appl = subprocess.Popen([a.udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", a.cores, "--job", "9",
+                             "--no-auth", "--token", "5", "--world", "2", "--mem", "256M",
+                             "--ctl-socket", os.path.join(tmp, "ctl.sock")], stdout=subprocess.DEVNULL)
+    time.sleep(1.0)
+    try:
+        ok_t, t = run(a, "tally", {"TALLY_APPLIANCES": f"127.0.0.1:{port}", "TALLY_JOB_ID": "9", "TALLY_TOKEN": "5"})
+    finally:
+        appl.terminate()
+        appl.wait(30)
+    load = os.getloadavg()[0]
+    print(f"allreduce {a.mb} MB, 2 ranks, loopback, median of {a.iters}: gloo {g:.0f} MB/s{'' if ok_g else ' (WRONG)'}, "
+          f"tally-udpd (--cores {a.cores}) {t:.0f} MB/s{'' if ok_t else ' (WRONG SUM)'}, tally/gloo {t / g:.2f}, "
+          f"load {load:.1f}")
+    return 0 if ok_g and ok_t else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
