@@ -185,10 +185,18 @@ struct tally_engine_cfg {
 	uint32_t quota_keys;       /* keys a job may register (QUOTA_KEYS) */
 	uint64_t quota_bytes;      /* key memory a job may hold (QUOTA_BYTES) */
 	uint32_t quota_ranks;      /* world size an open-admission JOIN may ask (QUOTA_RANKS) */
+	struct tally_engine_live *live; /* "last heard" per rank shared by every core of the
+				    * appliance (tally_engine_live_create); NULL: per core only */
 	uint64_t boot_id;          /* this start of the appliance, in JOIN_OK / PING answers /
 				    * ERRORs (tally_proto.h PING): every core of one appliance
 				    * gives the same; 0: tally_engine_create draws one */
 };
+
+/* One per appliance, given to every core's engine (cfg.live) and destroyed after them:
+ * a rank heard on any core is alive on all, so a JOIN from another IP cannot take it on a
+ * core it is not talking to (engine_live.c). NULL on ENOMEM. */
+struct tally_engine_live *tally_engine_live_create(uint32_t max_jobs);
+void tally_engine_live_destroy(struct tally_engine_live *l);
 
 /* Engine counters, one X(field, shown_name, help) each: the struct, the names the control
  * plane shows and its sum are all generated from this list (drops[] by reason follow). The

@@ -85,6 +85,58 @@ static void test_last_heard_every_packet(void **state)
 	h_stop(&h);
 }
 
+/* A rank at a barrier talks to one core; on another core it looks silent. With the
+ * appliance's shared liveness (cfg.live) a JOIN from another IP is refused on that core
+ * too; a rank silent on every core may still be re-bound (a restarted worker), and its
+ * own IP is never refused by the shared rule. Without cfg.live: today's per-core rule. */
+static void liveness_across_cores(int shared)
+{
+	struct tally_engine_live *live = shared ? tally_engine_live_create(16) : NULL;
+	struct tally_engine_cfg cfg;
+	struct h h0, h1;
+	h_init_cfg(&cfg);
+	cfg.live = live;
+	h_start(&h0, &cfg);
+	cfg.core_index = 1;
+	h_start(&h1, &cfg);
+	struct tally_register r = h_reg(4, 4, TALLY_DT_F32, 2, 2);
+	h_setup(&h0, 2, 1, &r);
+	h_setup(&h1, 2, 1, &r);
+	float v[4] = { 1, 2, 3, 4 };
+	assert_int_equal(h_push(&h0, 0, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
+	for (int s = 0; s < 8; s++) { /* rank 0 probes core 0 only, for 8 s */
+		advance(&h0, SEC);
+		advance(&h1, SEC);
+		assert_int_equal(h_pull(&h0, 0, 1, 0, 0), TALLY_OK);
+	}
+	struct tally_addr thief = h_addr(0);
+	thief.ip = 0x0a0000feu;
+	if (shared)
+		H_EXPECT_REJECT(&h1, join_from(&h1, H_JOB, 0, 2, &thief), TALLY_R_RANK_TAKEN, 1);
+	else /* per core: core 1 has not heard rank 0 for 8 s */
+		assert_int_equal(join_from(&h1, H_JOB, 0, 2, &thief), TALLY_OK);
+	/* rank 1 is silent on both cores: a restart from another IP takes it on core 1 */
+	struct tally_addr moved = h_addr(1);
+	moved.ip = 0x0a0000fdu;
+	assert_int_equal(join_from(&h1, H_JOB, 1, 2, &moved), TALLY_OK);
+	if (shared) {
+		/* rank 0 restarted on its own host (another port): not refused by the shared rule */
+		struct tally_addr again = h_addr(0);
+		again.port = 4243;
+		assert_int_equal(join_from(&h1, H_JOB, 0, 2, &again), TALLY_OK);
+	}
+	h_stop(&h0);
+	h_stop(&h1);
+	tally_engine_live_destroy(live);
+}
+
+static void test_liveness_across_cores(void **state)
+{
+	(void)state;
+	liveness_across_cores(0);
+	liveness_across_cores(1);
+}
+
 /* Same IP and port, another MAC: JOIN, data and BYE are refused under their reasons. */
 static void test_mac_identity(void **state)
 {
@@ -241,6 +293,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_last_heard_every_packet),
+		cmocka_unit_test(test_liveness_across_cores),
 		cmocka_unit_test(test_mac_identity),
 		cmocka_unit_test(test_quotas),
 		cmocka_unit_test(test_allow_list),
