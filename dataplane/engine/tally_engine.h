@@ -178,7 +178,11 @@ struct tally_engine_cfg {
 	struct tally_engine_cidr admit_subnet; /* open admission only from here (mask 0: any) */
 	uint64_t admit_timeout_ns; /* default 10 s: an open-admission job that registered no key
 				    * this long after its first JOIN is ended (claims_expired) */
-	uint32_t admit_claims;     /* default 4: open-admission jobs without a key at once;
+	uint64_t admit_bytes;      /* key memory all open-admission jobs together may hold
+				    * (QUOTA_BYTES; default mem_budget / 2): the rest is operator
+				    * admission's */
+	uint32_t admit_claims;     /* default max_jobs / 2 (at most max_jobs - 1): open-admission
+				    * jobs at once, keyed or not (keyless ones expire);
 				    * a JOIN for one more is ADMIT_LIMIT */
 	/* Quotas per job on this engine (checked at REGISTER, engine_key.c), 0 = none; an
 	 * operator-admitted job may have its own (tally_engine_job_quota). */

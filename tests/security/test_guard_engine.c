@@ -289,6 +289,62 @@ static void test_open_admission(void **state)
 	h_stop(&h);
 }
 
+static enum tally_reason register_from(struct h *h, uint32_t job, uint32_t key, uint32_t nelems,
+					const struct tally_addr *a)
+{
+	struct tally_register r = h_reg(nelems, 2048, TALLY_DT_F32, 1, 1);
+	struct tally_hdr hd = h_hdr(TALLY_OP_REGISTER, 0);
+	uint8_t pl[TALLY_REGISTER_LEN];
+	hd.job_id = job;
+	hd.key = key;
+	tally_proto_put_register(pl, &r);
+	return h_rx_hdr(h, &hd, pl, sizeof(pl), a);
+}
+
+/* Open admission never takes operator admission's room (issue 33): claims that registered
+ * a key still count against admit_claims (slots), and open jobs together hold at most
+ * admit_bytes (half the memory), each at its quota or not. */
+static void test_open_admission_reserve(void **state)
+{
+	struct tally_engine_cfg cfg;
+	struct h h;
+	(void)state;
+	h_init_cfg(&cfg);
+	cfg.open_admission = 1;
+	cfg.max_jobs = 4;
+	cfg.admit_claims = 2;
+	cfg.quota_bytes = cfg.mem_budget / 2;
+	h_start(&h, &cfg);
+	struct tally_addr a = h_addr(1);
+	/* two open jobs, each registers one small key: still open jobs, the third is refused */
+	assert_int_equal(join_from(&h, 100, 0, 1, &a), TALLY_OK);
+	assert_int_equal(register_from(&h, 100, 1, 2048, &a), TALLY_OK);
+	assert_int_equal(join_from(&h, 101, 0, 1, &a), TALLY_OK);
+	assert_int_equal(register_from(&h, 101, 1, 2048, &a), TALLY_OK);
+	H_EXPECT_REJECT(&h, join_from(&h, 102, 0, 1, &a), TALLY_R_ADMIT_LIMIT, 1);
+	/* the operator's jobs take the other two slots */
+	assert_int_equal(tally_engine_job_add(h.e, H_JOB, H_TOKEN, 1), 0);
+	assert_int_equal(tally_engine_job_add(h.e, H_JOB + 1, H_TOKEN, 1), 0);
+	/* both open jobs register 1M-element keys (8 MiB) up to their quota (half the
+	 * memory each): together they stop at half */
+	unsigned ok[2] = { 0, 0 };
+	enum tally_reason last[2] = { TALLY_OK, TALLY_OK };
+	for (uint32_t k = 2; k < 12; k++)
+		for (int j = 0; j < 2; j++)
+			if (last[j] == TALLY_OK &&
+			    (last[j] = register_from(&h, 100 + (uint32_t)j, k, 1u << 20, &a)) == TALLY_OK)
+				ok[j]++;
+	assert_int_equal(last[0], TALLY_R_QUOTA_BYTES);
+	assert_int_equal(last[1], TALLY_R_QUOTA_BYTES);
+	assert_true(ok[0] + ok[1] >= 2);
+	assert_true((ok[0] + ok[1]) * (8u << 20) <= h.cfg.mem_budget / 2);
+	/* the operator's job still gets memory: a 2M-element key (16 MiB) */
+	assert_int_equal(h_join(&h, 0, 1), TALLY_OK);
+	assert_int_equal(register_as(&h, H_JOB, 0, 1, 2u << 20), TALLY_OK);
+	assert_int_equal(h_drops(&h, TALLY_R_NO_MEMORY), 0);
+	h_stop(&h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -298,6 +354,7 @@ int main(void)
 		cmocka_unit_test(test_quotas),
 		cmocka_unit_test(test_allow_list),
 		cmocka_unit_test(test_open_admission),
+		cmocka_unit_test(test_open_admission_reserve),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
