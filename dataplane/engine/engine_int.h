@@ -42,7 +42,8 @@ enum { ENGINE_HOW_QUORUM = 0, ENGINE_HOW_DEADLINE = 1 };
 struct engine_chunk {
 	uint32_t round;
 	uint8_t state;        /* ENGINE_CH_* */
-	uint8_t pad;
+	uint8_t asked;        /* a NEED_RESULT went out for this round (engine_recover.c):
+			       * only then is a TALLY_F_COMPLETE push installed */
 	uint16_t count;       /* contributions summed (or staged) */
 	uint16_t nseen;       /* participants seen in this round, contributors included */
 	uint16_t folded;      /* deterministic: ranks 0..folded-1 summed into acc in order */

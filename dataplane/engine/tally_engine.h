@@ -245,6 +245,8 @@ void tally_engine_live_destroy(struct tally_engine_live *l);
 	X(need_asks, need_asks, "ERROR NEED_RESULT sent: a rank re-pushed round r after a " \
 	  "restart while others were at r+1") \
 	X(installs, installs, "complete sums installed as a round's result (TALLY_F_COMPLETE)") \
+	X(installs_unasked, installs_unasked, "TALLY_F_COMPLETE pushes refused (stale_round, " \
+	  "also in drops): no NEED_RESULT asked for that chunk and round") \
 	X(gone_reports, gone_reports, "GONE reports that grew a job's set of gone appliances " \
 	  "(its workers failed over from another appliance)") \
 	X(auth_verified, auth_verified, "received packets whose per-packet MAC verified") \

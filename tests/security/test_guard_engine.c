@@ -345,6 +345,54 @@ static void test_open_admission_reserve(void **state)
 	h_stop(&h);
 }
 
+static enum tally_reason complete_push(struct h *h, uint32_t rank, uint32_t key, uint32_t round,
+					const float *v)
+{
+	struct tally_hdr hd = h_hdr(TALLY_OP_PUSH, rank);
+	hd.key = key;
+	hd.round = round;
+	hd.count = 4;
+	hd.dtype = TALLY_DT_F32;
+	hd.flags = TALLY_F_COMPLETE;
+	hd.contrib = 2;
+	struct tally_addr a = h_addr(rank);
+	return h_rx_hdr(h, &hd, v, 4 * sizeof(float), &a);
+}
+
+/* A TALLY_F_COMPLETE push (the re-push of a whole sum after an appliance restart) in an
+ * unauthenticated job (issue 33): during a normal run, a forged one into an open chunk is
+ * refused and counted, and the real sum completes it. What stays possible (THREAT_MODEL.md):
+ * in the recovery window, once the engine asked a rank NEED_RESULT for a chunk, a complete
+ * sum from that rank's address is installed. */
+static void test_complete_forgery(void **state)
+{
+	struct h h;
+	(void)state;
+	h_start(&h, NULL);
+	struct tally_register r = h_reg(4, 4, TALLY_DT_F32, 2, 2);
+	h_setup(&h, 2, 1, &r);
+	float v0[4] = { 1, 2, 3, 4 }, v1[4] = { 10, 20, 30, 40 }, bad[4] = { 666, 666, 666, 666 };
+	const struct tally_engine_stats *st = tally_engine_stats(h.e);
+	assert_int_equal(h_push(&h, 0, 1, 0, 0, TALLY_DT_F32, v0, 4), TALLY_OK);
+	assert_int_equal(complete_push(&h, 1, 1, 0, bad), TALLY_R_STALE_ROUND);
+	assert_int_equal(st->installs_unasked, 1);
+	assert_int_equal(st->installs, 0);
+	assert_int_equal(st->completions, 0);
+	assert_int_equal(h_push(&h, 1, 1, 0, 0, TALLY_DT_F32, v1, 4), TALLY_OK);
+	assert_int_equal(st->completions, 1);
+	assert_int_equal(st->installs, 0);
+	/* the recovery window: key 2 is fresh (as after a restart); rank 1 is at round 1,
+	 * rank 0 re-pushes round 0: the engine asks rank 1 for round 0's sum, and takes it */
+	assert_int_equal(h_register(&h, 0, 2, &r), TALLY_OK);
+	assert_int_equal(h_register(&h, 1, 2, &r), TALLY_OK);
+	assert_int_equal(h_push(&h, 1, 2, 1, 0, TALLY_DT_F32, v1, 4), TALLY_OK);
+	assert_int_equal(h_push(&h, 0, 2, 0, 0, TALLY_DT_F32, v0, 4), TALLY_OK);
+	assert_true(st->need_asks >= 1);
+	assert_int_equal(complete_push(&h, 1, 2, 0, bad), TALLY_OK);
+	assert_int_equal(st->installs, 1);
+	h_stop(&h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -355,6 +403,7 @@ int main(void)
 		cmocka_unit_test(test_allow_list),
 		cmocka_unit_test(test_open_admission),
 		cmocka_unit_test(test_open_admission_reserve),
+		cmocka_unit_test(test_complete_forgery),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
