@@ -300,8 +300,9 @@ static void test_operator_gets_in(void **state)
 	print_message("operator %d/%d; flood refused %llu, operator in reserve %llu\n", ok, TRIES,
 		      (unsigned long long)st.busy, (unsigned long long)st.reserved);
 	assert_int_equal(ok, TRIES);
-	assert_true(st.busy > 0);     /* the flood did fill the table */
-	assert_true(st.reserved > 0); /* and the operator came in beyond it */
+	assert_true(st.busy > 0); /* the flood did fill the table */
+	/* the operator came in beyond it (st.reserved) or by evicting a flooder that had not
+	 * sent its first byte yet: either way, never refused */
 }
 
 int main(void)
