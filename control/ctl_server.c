@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "tally_ctl.h"
+#include "ctl_listen.h"
 
 struct ctl_client {
 	int fd;
@@ -74,69 +75,6 @@ static void slog(struct tally_ctl_server *s, int prio, const char *fmt, ...)
 		fprintf(stderr, "tally-ctl: %s\n", buf);
 }
 
-/* Is a socket at path already served? Then we must not steal it. */
-static int path_in_use(const struct sockaddr_un *sa)
-{
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int used;
-
-	if (fd < 0)
-		return 0;
-	used = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0;
-	close(fd);
-	return used;
-}
-
-static int make_parent(const char *path)
-{
-	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	char *slash;
-
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (!slash || slash == dir)
-		return 0;
-	*slash = '\0';
-	if (mkdir(dir, 0755) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-static int listen_socket(struct tally_ctl_server *s)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat stt;
-	int fd, rc;
-
-	if (strlen(s->cfg.path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, s->cfg.path);
-	rc = make_parent(s->cfg.path);
-	if (rc)
-		return rc;
-	if (lstat(s->cfg.path, &stt) == 0) {
-		if (!S_ISSOCK(stt.st_mode))
-			return -EEXIST; /* never unlink something that is not a socket */
-		if (path_in_use(&sa))
-			return -EADDRINUSE;
-		unlink(s->cfg.path);
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    chmod(s->cfg.path, s->cfg.mode) ||
-	    (s->have_gid && chown(s->cfg.path, (uid_t)-1, s->gid)) ||
-	    listen(fd, 64)) {
-		rc = -errno;
-		close(fd);
-		unlink(s->cfg.path);
-		return rc;
-	}
-	s->lfd = fd;
-	return 0;
-}
-
 struct tally_ctl_server *tally_ctl_server_create(const struct tally_ctl_server_cfg *cfg,
 						 const struct tally_ctl_backend *b, int *err)
 {
@@ -188,7 +126,7 @@ struct tally_ctl_server *tally_ctl_server_create(const struct tally_ctl_server_c
 		rc = -errno;
 		goto fail;
 	}
-	rc = listen_socket(s);
+	rc = ctl_listen_socket(s->cfg.path, s->cfg.mode, s->have_gid, s->gid, &s->lfd);
 	if (rc)
 		goto fail;
 	ev.data.ptr = NULL;
