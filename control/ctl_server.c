@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "tally_ctl.h"
+#include "ctl_listen.h"
 
 struct ctl_client {
 	int fd;
@@ -33,6 +34,8 @@ struct ctl_client {
 	uint64_t busy_ms;      /* a partial request or unsent answer since then; 0: none */
 	int closing;           /* close once the answer is sent */
 	int eof;               /* the client finished sending: answer what it sent, then close */
+	int priv;              /* root or our own uid: the operator (reserved slots, see accept) */
+	int dead;              /* closed; freed after the current epoll batch (see client_close) */
 	struct ctl_client *next;
 };
 
@@ -45,6 +48,7 @@ struct tally_ctl_server {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char group[64];
 	struct ctl_client *clients;
+	struct ctl_client *dead;   /* closed this batch; their events may still be in it */
 	struct tally_ctl_server_stats st;
 };
 
@@ -71,69 +75,6 @@ static void slog(struct tally_ctl_server *s, int prio, const char *fmt, ...)
 		fprintf(stderr, "tally-ctl: %s\n", buf);
 }
 
-/* Is a socket at path already served? Then we must not steal it. */
-static int path_in_use(const struct sockaddr_un *sa)
-{
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int used;
-
-	if (fd < 0)
-		return 0;
-	used = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0;
-	close(fd);
-	return used;
-}
-
-static int make_parent(const char *path)
-{
-	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	char *slash;
-
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (!slash || slash == dir)
-		return 0;
-	*slash = '\0';
-	if (mkdir(dir, 0755) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-static int listen_socket(struct tally_ctl_server *s)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat stt;
-	int fd, rc;
-
-	if (strlen(s->cfg.path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, s->cfg.path);
-	rc = make_parent(s->cfg.path);
-	if (rc)
-		return rc;
-	if (lstat(s->cfg.path, &stt) == 0) {
-		if (!S_ISSOCK(stt.st_mode))
-			return -EEXIST; /* never unlink something that is not a socket */
-		if (path_in_use(&sa))
-			return -EADDRINUSE;
-		unlink(s->cfg.path);
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    chmod(s->cfg.path, s->cfg.mode) ||
-	    (s->have_gid && chown(s->cfg.path, (uid_t)-1, s->gid)) ||
-	    listen(fd, 64)) {
-		rc = -errno;
-		close(fd);
-		unlink(s->cfg.path);
-		return rc;
-	}
-	s->lfd = fd;
-	return 0;
-}
-
 struct tally_ctl_server *tally_ctl_server_create(const struct tally_ctl_server_cfg *cfg,
 						 const struct tally_ctl_backend *b, int *err)
 {
@@ -158,6 +99,8 @@ struct tally_ctl_server *tally_ctl_server_create(const struct tally_ctl_server_c
 		s->cfg.max_output = 16u << 20;
 	if (!s->cfg.max_clients)
 		s->cfg.max_clients = 64;
+	if (!s->cfg.reserved_clients)
+		s->cfg.reserved_clients = TALLY_CTL_RESERVED_CLIENTS;
 	if (!s->cfg.request_timeout_ms)
 		s->cfg.request_timeout_ms = 5000;
 	if (!s->cfg.idle_timeout_ms)
@@ -183,7 +126,7 @@ struct tally_ctl_server *tally_ctl_server_create(const struct tally_ctl_server_c
 		rc = -errno;
 		goto fail;
 	}
-	rc = listen_socket(s);
+	rc = ctl_listen_socket(s->cfg.path, s->cfg.mode, s->have_gid, s->gid, &s->lfd);
 	if (rc)
 		goto fail;
 	ev.data.ptr = NULL;
@@ -200,10 +143,15 @@ fail:
 	return NULL;
 }
 
+/* Closes a client now but frees it only after the epoll batch (reap_dead): an accept may
+ * evict a client whose event is later in the same batch, and that event must find it dead,
+ * not freed memory. */
 static void client_close(struct tally_ctl_server *s, struct ctl_client *c)
 {
 	struct ctl_client **pp;
 
+	if (c->dead)
+		return;
 	for (pp = &s->clients; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
 			*pp = c->next;
@@ -211,11 +159,24 @@ static void client_close(struct tally_ctl_server *s, struct ctl_client *c)
 		}
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
+	c->fd = -1;
 	free(c->in);
 	free(c->out);
-	free(c);
+	c->in = c->out = NULL;
+	c->dead = 1;
+	c->next = s->dead;
+	s->dead = c;
 	s->st.clients--;
 	s->st.closed++;
+}
+
+static void reap_dead(struct tally_ctl_server *s)
+{
+	while (s->dead) {
+		struct ctl_client *c = s->dead;
+		s->dead = c->next;
+		free(c);
+	}
 }
 
 static void client_watch(struct tally_ctl_server *s, struct ctl_client *c)
@@ -323,13 +284,16 @@ static int peer_allowed(struct tally_ctl_server *s, int fd, struct ucred *uc)
 }
 
 /* A full table must not lock the operator out (idle connections held by anyone allowed):
- * the client idle the longest, with no request or answer under way, makes room. 1 if one did. */
-static int evict_idlest(struct tally_ctl_server *s)
+ * the client idle the longest, with no request or answer under way, makes room. Only the
+ * operator (priv) may evict the operator: a just-accepted tallyctl is idle until its request
+ * arrives, and a flood of group members must not push it out. 1 if one made room. */
+static int evict_idlest(struct tally_ctl_server *s, int priv)
 {
 	struct ctl_client *c, *old = NULL;
 
 	for (c = s->clients; c; c = c->next)
-		if (!c->busy_ms && c->out_off == c->out_len && (!old || c->last_ms < old->last_ms))
+		if (!c->busy_ms && c->out_off == c->out_len && (priv || !c->priv) &&
+		    (!old || c->last_ms < old->last_ms))
 			old = c;
 	if (!old)
 		return 0;
@@ -359,7 +323,12 @@ static void accept_one(struct tally_ctl_server *s)
 			 (unsigned)uc.uid, s->group);
 		goto reject;
 	}
-	if (s->st.clients >= s->cfg.max_clients && !evict_idlest(s)) {
+	/* max_clients for everyone, reserved_clients more for root and our own uid: clients
+	 * that keep requests under way (trickling bytes until request_timeout_ms, reconnecting)
+	 * fill the table but never the operator's slots */
+	int priv = uc.uid == 0 || uc.uid == geteuid();
+	if (s->st.clients >= s->cfg.max_clients && !evict_idlest(s, priv) &&
+	    (!priv || s->st.clients >= s->cfg.max_clients + s->cfg.reserved_clients)) {
 		s->st.busy++;
 		slog(s, LOG_WARNING, "control client pid %d refused: %u clients already",
 		     (int)uc.pid, s->st.clients);
@@ -373,6 +342,9 @@ static void accept_one(struct tally_ctl_server *s)
 		return;
 	}
 	c->fd = fd;
+	c->priv = priv;
+	if (priv && s->st.clients >= s->cfg.max_clients)
+		s->st.reserved++;
 	c->uid = uc.uid;
 	c->pid = uc.pid;
 	c->last_ms = now_ms();
@@ -538,6 +510,8 @@ int tally_ctl_server_poll(struct tally_ctl_server *s, int timeout_ms)
 			accept_one(s);
 			continue;
 		}
+		if (c->dead) /* evicted earlier in this batch */
+			continue;
 		if (evs[i].events & EPOLLOUT) {
 			if (client_flush(s, c) || (c->out_off == c->out_len && client_process(s, c)) ||
 			    (c->eof && c->out_off == c->out_len)) {
@@ -550,6 +524,7 @@ int tally_ctl_server_poll(struct tally_ctl_server *s, int timeout_ms)
 		}
 	}
 	sweep_timeouts(s);
+	reap_dead(s);
 	return handled;
 }
 
@@ -587,6 +562,7 @@ void tally_ctl_server_destroy(struct tally_ctl_server *s)
 	}
 	while (s->clients)
 		client_close(s, s->clients);
+	reap_dead(s);
 	if (s->lfd >= 0) {
 		close(s->lfd);
 		unlink(s->path);

@@ -155,6 +155,8 @@ struct tally_ctl_server_cfg {
 	size_t max_request;          /* default TALLY_CTL_MAX_REQUEST */
 	size_t max_output;           /* answer bytes queued for a client, beyond one answer (16 MiB) */
 	unsigned max_clients;        /* default 64 */
+	unsigned reserved_clients;   /* more for root and the server's uid, never taken by
+				      * others (default TALLY_CTL_RESERVED_CLIENTS) */
 	unsigned request_timeout_ms; /* a started request must complete in this (default 5000) */
 	unsigned idle_timeout_ms;    /* idle connections closed after (default
 				      * TALLY_CTL_IDLE_TIMEOUT_MS); when max_clients are connected
@@ -170,8 +172,10 @@ struct tally_ctl_server_stats {
 	uint64_t requests, errors, parse_errors, too_large, timeouts, output_overflow;
 	unsigned clients;
 	uint64_t evicted;            /* idle clients closed to make room for a new one */
+	uint64_t reserved;           /* operator clients let in beyond max_clients */
 };
 #define TALLY_CTL_IDLE_TIMEOUT_MS 10000u
+#define TALLY_CTL_RESERVED_CLIENTS 4u
 
 struct tally_ctl_server *tally_ctl_server_create(const struct tally_ctl_server_cfg *cfg,
 						 const struct tally_ctl_backend *b, int *err);

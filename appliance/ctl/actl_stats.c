@@ -41,8 +41,12 @@ static int h_status(void *ctx, const json_t *p, json_t **r, char *m, size_t ml)
 	json_object_set_new(*r, "jobs", json_integer(jobs ? (json_int_t)json_array_size(jobs) : -1));
 	const char *gmac = tally_auth_backend(); /* chosen once per process */
 	json_object_set_new(*r, "gmac_backend", json_string(gmac ? gmac : "-"));
-	json_object_set_new(*r, "control", json_pack("{s:s, s:i}", "socket",
-		a->srv ? tally_ctl_server_path(a->srv) : "-", "clients", (int)ss.clients));
+	/* refusals of the control socket (THREAT_MODEL.md): full (busy), idle clients evicted,
+	 * root / our uid let in beyond max_clients (reserved), slow or idle ones closed */
+	json_object_set_new(*r, "control", json_pack("{s:s, s:i, s:I, s:I, s:I, s:I}", "socket",
+		a->srv ? tally_ctl_server_path(a->srv) : "-", "clients", (int)ss.clients,
+		"busy", (json_int_t)ss.busy, "evicted", (json_int_t)ss.evicted,
+		"reserved", (json_int_t)ss.reserved, "timeouts", (json_int_t)ss.timeouts));
 	json_decref(jobs);
 	return 0;
 }

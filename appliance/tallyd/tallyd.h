@@ -113,6 +113,7 @@ struct tallyd {
 	uint16_t pidx[RTE_MAX_ETHPORTS]; /* ethdev port id → index in port[] */
 	struct tallyd_lcore *lcore[TALLYD_MAX_CORES];
 	unsigned ncores;
+	struct tally_engine_live *live; /* "last heard" per rank, shared by the engines */
 	unsigned main_lcore;
 	uint64_t start_ns;              /* CLOCK_REALTIME at start */
 	uint64_t start_tsc;

@@ -233,6 +233,11 @@ static int setup_engine(struct tallyd *d, struct tallyd_lcore *lc, char *err, si
 	ec.free = setup_free;
 	ec.alloc_ctx = lc;
 	ec.boot_id = setup_boot_id();
+	if (!d->live && !(d->live = tally_engine_live_create(d->conf.max_jobs))) {
+		snprintf(err, errlen, "core %u: liveness table: out of memory", lc->idx);
+		return -ENOMEM;
+	}
+	ec.live = d->live; /* a rank heard on any core is alive on all */
 	tally_engine_cfg_defaults(&ec);
 	lc->engine = tally_engine_create(&ec, ops, xctx, &rc);
 	if (!lc->engine) {
@@ -412,4 +417,6 @@ void tallyd_teardown(struct tallyd *d)
 		d->lcore[i] = NULL;
 	}
 	d->ncores = 0;
+	tally_engine_live_destroy(d->live); /* after every engine */
+	d->live = NULL;
 }

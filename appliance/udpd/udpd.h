@@ -81,6 +81,7 @@ struct udpd {
 	struct tally_verbs *verbs; /* verbsx.ctx, or NULL */
 	struct tally_xport_mux mux; /* the engines' transport: UDP and verbs at once */
 	struct tally_engine *eng[UDPD_MAX_CORES];
+	struct tally_engine_live *live; /* "last heard" per rank, shared by the engines */
 	unsigned ncores;
 	_Atomic(struct udpd_cmd *) mbox;
 	atomic_int running;        /* the engine thread is in its loop */

@@ -62,6 +62,11 @@ int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
 		boot = 0; /* each engine draws its own */
 	void *xctx;
 	const struct tally_xport_ops *xops = tally_xport_mux_ops(&d->mux, &xctx);
+	d->live = tally_engine_live_create(d->conf.max_jobs);
+	if (!d->live) {
+		snprintf(err, errlen, "liveness table: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
 	for (unsigned i = 0; i < d->ncores; i++) {
 		struct tally_engine_cfg ec = { 0 };
 
@@ -78,6 +83,7 @@ int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
 		ec.dead_rank_timeout_ns = (uint64_t)d->conf.dead_rank_timeout_ms * 1000000u;
 		ec.job_idle_timeout_ns = (uint64_t)d->conf.job_idle_timeout_ms * 1000000u;
 		ec.boot_id = boot;
+		ec.live = d->live; /* a rank heard on any core is alive on all */
 		tally_engine_cfg_defaults(&ec); /* 0: the engine's defaults */
 		d->eng[i] = tally_engine_create(&ec, xops, xctx, &rc);
 		if (!d->eng[i]) {
@@ -93,6 +99,8 @@ void udpd_engines_destroy(struct udpd *d)
 	for (unsigned i = 0; i < d->ncores; i++)
 		tally_engine_destroy(d->eng[i]);
 	d->ncores = 0;
+	tally_engine_live_destroy(d->live);
+	d->live = NULL;
 	udpd_xport_close(d);
 }
 

@@ -36,6 +36,10 @@ void tally_engine_cfg_defaults(struct tally_engine_cfg *cfg)
 		cfg->admit_timeout_ns = 60000000000ull;
 	if (!cfg->admit_claims) /* a flood of claims can take half the job table, never all */
 		cfg->admit_claims = cfg->max_jobs > 1 ? cfg->max_jobs / 2 : 1;
+	if (cfg->max_jobs > 1 && cfg->admit_claims >= cfg->max_jobs)
+		cfg->admit_claims = cfg->max_jobs - 1; /* one slot stays the operator's */
+	if (!cfg->admit_bytes) /* open admission together: half the memory, never all */
+		cfg->admit_bytes = cfg->mem_budget / 2;
 }
 
 struct tally_engine *tally_engine_create(const struct tally_engine_cfg *cfg_in,

@@ -58,6 +58,7 @@ enum tally_reason engine_auth(struct tally_engine *e, const struct tally_hdr *h,
 	 * alive: a re-bind needs real silence. The cached clock costs nothing here. */
 	r->last_ns = e->now;
 	j->last_ns = e->now;
+	engine_live_heard(e, j->id, h->rank, from->ip); /* and on every other core */
 	*jobp = j;
 	return TALLY_OK;
 }
@@ -68,8 +69,10 @@ enum tally_reason engine_bind_check(const struct tally_engine *e, const struct e
 	const struct engine_rank *r = &job->ranks[rank];
 	if (!r->bound || engine_addr_eq(&r->addr, from))
 		return TALLY_OK;
-	/* Another identity: only a restarted worker, once the bound one is silent long enough. */
-	if (now - r->last_ns >= e->cfg.rejoin_timeout_ns)
+	/* Another identity: only a restarted worker, once the bound one is silent long enough,
+	 * here and (cfg.live) on every other core: a rank at a barrier talks to one core only. */
+	if (now - r->last_ns >= e->cfg.rejoin_timeout_ns &&
+	    !engine_live_other(e, job->id, rank, from->ip, now))
 		return TALLY_OK;
 	return engine_addr_eq_l3(&r->addr, from) ? TALLY_R_MAC_MISMATCH : TALLY_R_RANK_TAKEN;
 }

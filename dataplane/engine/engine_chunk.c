@@ -241,6 +241,13 @@ static enum tally_reason chunk_install(struct tally_engine *e, const struct tall
 	/* only a round someone re-pushed and waits on (it is open here) is installed */
 	if (ch->state != ENGINE_CH_OPEN || ch->round != h->round)
 		return engine_drop(e, TALLY_R_STALE_ROUND);
+	/* and only once this engine asked for it (NEED_RESULT: a restart left ranks a round
+	 * apart): an unasked complete sum, e.g. forged into an unauthenticated job's open
+	 * chunk during a normal run, would replace every rank's sum with one packet */
+	if (!ch->asked) {
+		e->st.installs_unasked++;
+		return engine_drop(e, TALLY_R_STALE_ROUND);
+	}
 	/* the partial sum of the re-pushes is dropped, never added to: those ranks'
 	 * contributions are in the complete sum already (nothing summed twice) */
 	if (k->det)
@@ -314,6 +321,7 @@ static void chunk_start(struct tally_engine *e, struct engine_key *k, uint32_t i
 	ch->folded = 0;
 	ch->round = r;
 	ch->state = ENGINE_CH_OPEN;
+	ch->asked = 0;
 	ch->count = 0;
 	ch->nseen = 0;
 	ch->crc = 0;

@@ -18,11 +18,12 @@ enum tally_reason engine_guard_claim(const struct tally_engine *e, const struct 
 		return TALLY_R_ADMIT_SUBNET;
 	if (e->cfg.quota_ranks && world > e->cfg.quota_ranks)
 		return TALLY_R_QUOTA_RANKS;
-	/* Token-less floods (a new job id per JOIN) fill at most admit_claims slots, and
-	 * those expire: the job table stays open to operator admission and real claims. */
+	/* Open-admission jobs fill at most admit_claims slots, with or without a key (a claim
+	 * that registered one 8 KiB key still holds its slot: issue 33), and keyless ones
+	 * expire: the rest of the job table is operator admission's. */
 	uint32_t pending = 0;
 	for (uint32_t i = 0; i < e->cfg.max_jobs; i++)
-		pending += e->jobs[i].in_use && e->jobs[i].claim;
+		pending += e->jobs[i].in_use && e->jobs[i].open_adm;
 	if (e->cfg.admit_claims && pending >= e->cfg.admit_claims)
 		return TALLY_R_ADMIT_LIMIT;
 	return TALLY_OK;

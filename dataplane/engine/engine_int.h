@@ -42,7 +42,8 @@ enum { ENGINE_HOW_QUORUM = 0, ENGINE_HOW_DEADLINE = 1 };
 struct engine_chunk {
 	uint32_t round;
 	uint8_t state;        /* ENGINE_CH_* */
-	uint8_t pad;
+	uint8_t asked;        /* a NEED_RESULT went out for this round (engine_recover.c):
+			       * only then is a TALLY_F_COMPLETE push installed */
 	uint16_t count;       /* contributions summed (or staged) */
 	uint16_t nseen;       /* participants seen in this round, contributors included */
 	uint16_t folded;      /* deterministic: ranks 0..folded-1 summed into acc in order */
@@ -246,6 +247,11 @@ int engine_addr_eq(const struct tally_addr *a, const struct tally_addr *b);
 int engine_addr_eq_l3(const struct tally_addr *a, const struct tally_addr *b);
 /* May `from` bind `rank` now? TALLY_OK (unbound, the same identity, or silent for the
  * rejoin timeout), RANK_TAKEN or MAC_MISMATCH. Changes nothing. */
+/* engine_live.c: stamp a rank heard on this core; is it heard from another IP on any core
+ * within the rejoin timeout? (cfg.live NULL: never) */
+void engine_live_heard(struct tally_engine *e, uint32_t job, uint32_t rank, uint32_t ip);
+int engine_live_other(const struct tally_engine *e, uint32_t job, uint32_t rank, uint32_t ip,
+		      uint64_t now);
 enum tally_reason engine_bind_check(const struct tally_engine *e, const struct engine_job *job,
 				    uint32_t rank, const struct tally_addr *from, uint64_t now);
 /* Job, token, rank < world, rank bound to `from` (MAC_MISMATCH: its IP/port from another

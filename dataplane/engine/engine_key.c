@@ -153,6 +153,14 @@ static enum tally_reason quota_check(const struct tally_engine *e, const struct 
 		return TALLY_R_QUOTA_KEYS;
 	if (qb && (uint64_t)job->mem + bytes > qb)
 		return TALLY_R_QUOTA_BYTES;
+	if (job->open_adm) { /* open admission together never takes the operator's share */
+		uint64_t open = bytes;
+		for (uint32_t i = 0; i < e->cfg.max_jobs; i++)
+			if (e->jobs[i].in_use && e->jobs[i].open_adm)
+				open += e->jobs[i].mem;
+		if (open > e->cfg.admit_bytes)
+			return TALLY_R_QUOTA_BYTES;
+	}
 	return TALLY_OK;
 }
 

@@ -75,6 +75,7 @@ static void recover_ask(struct tally_engine *e, struct engine_key *k, uint32_t i
 			h.count = engine_chunk_len(k, c);
 			h.reserved = e->cfg.boot_id;
 			e->st.need_asks++;
+			k->chunks[idx].asked = 1;
 			engine_send(e, &k->job->ranks[w].addr, &h, NULL, 0);
 		}
 	}

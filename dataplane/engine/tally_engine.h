@@ -184,17 +184,29 @@ struct tally_engine_cfg {
 	struct tally_engine_cidr admit_subnet; /* open admission only from here (mask 0: any) */
 	uint64_t admit_timeout_ns; /* default 10 s: an open-admission job that registered no key
 				    * this long after its first JOIN is ended (claims_expired) */
-	uint32_t admit_claims;     /* default 4: open-admission jobs without a key at once;
+	uint64_t admit_bytes;      /* key memory all open-admission jobs together may hold
+				    * (QUOTA_BYTES; default mem_budget / 2): the rest is operator
+				    * admission's */
+	uint32_t admit_claims;     /* default max_jobs / 2 (at most max_jobs - 1): open-admission
+				    * jobs at once, keyed or not (keyless ones expire);
 				    * a JOIN for one more is ADMIT_LIMIT */
 	/* Quotas per job on this engine (checked at REGISTER, engine_key.c), 0 = none; an
 	 * operator-admitted job may have its own (tally_engine_job_quota). */
 	uint32_t quota_keys;       /* keys a job may register (QUOTA_KEYS) */
 	uint64_t quota_bytes;      /* key memory a job may hold (QUOTA_BYTES) */
 	uint32_t quota_ranks;      /* world size an open-admission JOIN may ask (QUOTA_RANKS) */
+	struct tally_engine_live *live; /* "last heard" per rank shared by every core of the
+				    * appliance (tally_engine_live_create); NULL: per core only */
 	uint64_t boot_id;          /* this start of the appliance, in JOIN_OK / PING answers /
 				    * ERRORs (tally_proto.h PING): every core of one appliance
 				    * gives the same; 0: tally_engine_create draws one */
 };
+
+/* One per appliance, given to every core's engine (cfg.live) and destroyed after them:
+ * a rank heard on any core is alive on all, so a JOIN from another IP cannot take it on a
+ * core it is not talking to (engine_live.c). NULL on ENOMEM. */
+struct tally_engine_live *tally_engine_live_create(uint32_t max_jobs);
+void tally_engine_live_destroy(struct tally_engine_live *l);
 
 /* Engine counters, one X(field, shown_name, help) each: the struct, the names the control
  * plane shows and its sum are all generated from this list (drops[] by reason follow). The
@@ -240,6 +252,8 @@ struct tally_engine_cfg {
 	X(need_asks, need_asks, "ERROR NEED_RESULT sent: a rank re-pushed round r after a " \
 	  "restart while others were at r+1") \
 	X(installs, installs, "complete sums installed as a round's result (TALLY_F_COMPLETE)") \
+	X(installs_unasked, installs_unasked, "TALLY_F_COMPLETE pushes refused (stale_round, " \
+	  "also in drops): no NEED_RESULT asked for that chunk and round") \
 	X(gone_reports, gone_reports, "GONE reports that grew a job's set of gone appliances " \
 	  "(its workers failed over from another appliance)") \
 	X(auth_verified, auth_verified, "received packets whose per-packet MAC verified") \

@@ -129,8 +129,8 @@ static const char *const reason_hints[TALLY_R_COUNT] = {
 	[TALLY_R_NOT_ALLOWED] = "the source is outside the allow-list (tallyd --allow CIDR)",
 	[TALLY_R_ADMIT_SUBNET] = "open admission is restricted to a subnet (tallyd "
 				 "--admit-subnet CIDR)",
-	[TALLY_R_ADMIT_LIMIT] = "too many open-admission claims not yet registered (tallyd "
-				"--admit-claims, --admit-timeout)",
+	[TALLY_R_ADMIT_LIMIT] = "too many open-admission jobs (the rest of the job table is "
+				"operator admission's; tallyd --admit-claims, --admit-timeout)",
 	[TALLY_R_RANK_TAKEN] = "the rank is bound to another live address (tallyd "
 			       "rejoin_timeout)",
 	[TALLY_R_MAC_MISMATCH] = "the rank is bound to this IP and port from another MAC",

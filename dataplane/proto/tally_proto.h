@@ -305,7 +305,7 @@ enum tally_reason {
 	TALLY_R_QUOTA_RANKS,    /* JOIN of a new job whose world size exceeds the rank quota */
 	TALLY_R_NOT_ALLOWED,    /* source address outside every --allow CIDR */
 	TALLY_R_ADMIT_SUBNET,   /* open-admission JOIN from outside the admission subnet */
-	TALLY_R_ADMIT_LIMIT,    /* open-admission JOIN: too many claims not yet registered */
+	TALLY_R_ADMIT_LIMIT,    /* open-admission JOIN: admit_claims open-admission jobs exist */
 	/* stateful again, appended */
 	TALLY_R_NEED_RESULT,    /* ERROR to a rank whose push of round+1 of this chunk the
 				 * appliance holds while another rank pushes round (it missed

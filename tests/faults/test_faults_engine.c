@@ -164,11 +164,18 @@ static void test_job_table_full(void **state)
 	(void)state;
 	struct h h;
 	start_open(&h, 2);
-	for (uint32_t j = 0; j < 2; j++) {
-		struct tally_addr a = addr_of(j, 0, 0);
-		assert_int_equal(join_inc(&h, 50 + j, 0, 1, 0, &a), TALLY_OK);
-	}
-	struct tally_addr a = addr_of(2, 0, 0);
+	/* open admission takes at most max_jobs - 1 slots (the operator's reserve): the
+	 * operator's jobs are what fill a table */
+	struct tally_addr a = addr_of(0, 0, 0);
+	assert_int_equal(join_inc(&h, 50, 0, 1, 0, &a), TALLY_OK);
+	a = addr_of(1, 0, 0);
+	H_EXPECT_REJECT(&h, join_inc(&h, 51, 0, 1, 0, &a), TALLY_R_ADMIT_LIMIT, 1);
+	assert_int_equal(tally_engine_job_add(h.e, 60, 7, 1), 0);
+	h_stop(&h);
+	start_open(&h, 2);
+	assert_int_equal(tally_engine_job_add(h.e, 60, 7, 1), 0);
+	assert_int_equal(tally_engine_job_add(h.e, 61, 7, 1), 0);
+	a = addr_of(2, 0, 0);
 	H_EXPECT_REJECT(&h, join_inc(&h, 52, 0, 1, 0, &a), TALLY_R_JOB_TABLE_FULL, 1);
 	assert_string_equal(tally_reason_name(TALLY_R_JOB_TABLE_FULL), "job_table_full");
 	h_stop(&h);

@@ -234,9 +234,11 @@ for r, n in want.items():
     ok = d.get(r, 0) >= n
     bad += not ok
     print(f"  {r}: {d.get(r, 0)} (want >= {n}) {'ok' if ok else 'MISSING'}")
+# open-admission jobs, keyed or not, share the 3 claim slots (issue 33): the run's job and
+# the attacker's job 900 hold two, so the token-less flood got one, and it expired
 exp = tot(s1).get("claims_expired", 0)
-print(f"  claims_expired: {exp} (want >= 3)")
-bad += exp < 3
+print(f"  claims_expired: {exp} (want >= 1: 3 slots, 2 held by keyed open jobs)")
+bad += exp < 1
 if appliance == "afpacket":
     # net_af_packet: the PMD's fanout group has the kernel reassemble fragments first
     f = sum(p.get("kernel_reasm_fragments", 0) for p in s1.get("ports", []))
