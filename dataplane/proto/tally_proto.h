@@ -43,7 +43,8 @@ enum tally_op {
 	TALLY_OP_MAX = 11
 };
 
-/* PING (worker→appliance, header only, flags 0): a worker with work outstanding that has
+/* PING (worker→appliance, header only, flags 0, or TALLY_F_AUTH in a keyed job, whose
+ * PINGs and answers are signed like its other packets): a worker with work outstanding that has
  * heard nothing for its probe_ms asks whether the appliance lives. Answered with PING +
  * TALLY_F_ACK (the sender is joined: job, token, rank, address check out) or with ERROR
  * (aux = TALLY_OP_PING, reason WRONG_JOB / NOT_JOINED / ...: the appliance does not know
@@ -358,7 +359,8 @@ uint32_t tally_crc32c(const void *buf, size_t len);
  * TALLY_F_ONEBIT: dtype f32 else BAD_DTYPE, payload == TALLY_ONEBIT_BYTES(count) else
  * BAD_COUNT), HELD: no payload, count >= 1 and offset + count within 32 bits
  * (TALLY_R_BAD_COUNT), no flags but one of TALLY_F_MISSING, TALLY_F_RESEND, TALLY_F_DONE
- * (TALLY_R_BAD_FLAGS), PING: no payload, no flags but TALLY_F_ACK (TALLY_R_BAD_FLAGS),
+ * (TALLY_R_BAD_FLAGS), PING: no payload, no flags but TALLY_F_ACK and TALLY_F_AUTH
+ * (TALLY_R_BAD_FLAGS),
  * rank bound, CRC (checked last). The reserved field is ignored.
  * With TALLY_F_AUTH the auth block sits between header and payload (its bytes count in
  * len), crc must be 0 (else BAD_CRC) and the tag is NOT checked here (the key is the

@@ -406,6 +406,36 @@ static void test_conn_mixed(void **state)
 	assert_int_equal(tally_engine_stats(a->h.e)->auth_verified, 1 + 2); /* push, JOIN, REG */
 }
 
+/* A keyed worker's PING (signed, TALLY_F_AUTH) passes the decoder and is answered with a
+ * signed PING+ACK carrying the boot id; unsigned, it is refused (issue 33: every keyed PING
+ * was dropped as bad_flags, so keyed workers never heard an answer). */
+static void test_ping_signed(void **state)
+{
+	struct ah *a = *state;
+	struct tally_hdr hd = h_hdr(TALLY_OP_PING, 0);
+	const struct tally_engine_stats *st = tally_engine_stats(a->h.e);
+
+	a_ready(a);
+	size_t n0 = a->h.cap.n;
+	a_build(a, &hd, NULL, 0, 1);
+	assert_int_equal(tally_proto_decode(a->buf, a->len, NULL), TALLY_OK);
+	assert_int_equal(a_feed(a, 0), TALLY_OK);
+	assert_int_equal(st->pings, 1);
+	assert_int_equal(st->drops[TALLY_R_BAD_FLAGS], 0);
+	assert_int_equal(a->h.cap.n, n0 + 1);
+	const struct tally_hdr *ans = &a->h.cap.q[n0].pkt.hdr;
+	assert_int_equal(ans->op, TALLY_OP_PING);
+	assert_int_equal(ans->flags, TALLY_F_ACK | TALLY_F_AUTH);
+	assert_true(ans->reserved != 0); /* the boot id */
+	a_all_signed(a, n0);
+	/* the same PING unsigned: refused and counted, not answered */
+	hd = h_hdr(TALLY_OP_PING, 0);
+	a_build(a, &hd, NULL, 0, 0);
+	assert_int_equal(a_feed(a, 0), TALLY_R_AUTH_REQUIRED);
+	assert_int_equal(a->h.cap.n, n0 + 1);
+	assert_int_equal(st->pings, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -416,6 +446,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_replay_push_and_results, a_setup, a_teardown),
 		cmocka_unit_test_setup_teardown(test_conn_authed, a_setup, a_teardown),
 		cmocka_unit_test_setup_teardown(test_conn_mixed, a_setup, a_teardown),
+		cmocka_unit_test_setup_teardown(test_ping_signed, a_setup, a_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
