@@ -141,21 +141,34 @@ int client_request(struct tally_client *c, uint32_t core, const uint8_t *hdr,
 
 	c->wait_done = false;
 	c->wait_err = 0;
+	c->unsigned_reason = 0;
 	for (;;) {
 		uint64_t now = client_now(c), due;
 
-		if (now - start >= timeout_ns)
+		if (now - start >= timeout_ns) {
+			/* the deadline came within an unsigned ERROR's grace: that is the answer */
+			if (c->unsigned_reason && c->wait == CLIENT_W_JOIN) {
+				client_join_refused(c, c->unsigned_reason);
+				return c->wait_err;
+			}
 			return -ETIMEDOUT;
+		}
 		client_send(c, core, hdr, payload, len);
 		due = now + rto;
 		if (due > start + timeout_ns)
 			due = start + timeout_ns;
 		while (!c->wait_done && (now = client_now(c)) < due) {
+			uint64_t until = due;
 			int rc;
 
+			client_auth_unsigned_due(c, now);
+			if (c->wait_done)
+				break;
+			if (c->unsigned_reason && c->unsigned_due_ns < until)
+				until = c->unsigned_due_ns;
 			if (!c->ops->poll)
 				return -ENOTSUP;
-			rc = c->ops->poll(c->xctx, due - now);
+			rc = c->ops->poll(c->xctx, until - now);
 			if (rc < 0 && rc != -EINTR && rc != -EAGAIN)
 				return rc;
 		}
@@ -514,6 +527,19 @@ void tally_client_bye(struct tally_client *c)
 	c->joined = false;
 }
 
+/* The JOIN in progress ends refused for `reason` (an ERROR, or an unsigned one whose
+ * grace is over: client_auth.c). */
+void client_join_refused(struct tally_client *c, uint8_t reason)
+{
+	c->wait_err = client_err_from_reason(reason);
+	client_seterr(c, "JOIN of job %u rank %u refused by appliance core %u: %s%s%s",
+		      c->cfg.job_id, c->cfg.rank, c->wait_key,
+		      tally_reason_name((enum tally_reason)reason),
+		      *tally_reason_hint((enum tally_reason)reason) ? ": " : "",
+		      tally_reason_hint((enum tally_reason)reason));
+	c->wait_done = true;
+}
+
 /* JOIN_OK, REGISTER acks and ERRORs for the blocking request in progress. */
 void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 {
@@ -563,13 +589,7 @@ void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 	case TALLY_OP_ERROR:
 		c->st.errors++;
 		if (h->aux == TALLY_OP_JOIN && c->wait == CLIENT_W_JOIN && !c->wait_done) {
-			c->wait_err = client_err_from_reason(h->reason);
-			client_seterr(c, "JOIN of job %u rank %u refused by appliance core %u: %s%s%s",
-				  c->cfg.job_id, c->cfg.rank, c->wait_key,
-				  tally_reason_name((enum tally_reason)h->reason),
-				  *tally_reason_hint((enum tally_reason)h->reason) ? ": " : "",
-				  tally_reason_hint((enum tally_reason)h->reason));
-			c->wait_done = true;
+			client_join_refused(c, h->reason);
 		} else if (h->aux == TALLY_OP_REGISTER && c->wait == CLIENT_W_REGISTER &&
 			   h->key == c->wait_key && !c->wait_done) {
 			c->wait_err = client_err_from_reason(h->reason);

@@ -39,8 +39,10 @@ uint64_t client_join_nonce(struct tally_client *c)
 	return n > c->join_nonce ? n : c->join_nonce + 1;
 }
 
-/* An unsigned ERROR to our JOIN that says why the appliance could not take it: the only
- * unsigned packet a keyed session accepts, so a wrong key fails the JOIN at once. */
+/* An unsigned ERROR to our JOIN that says why the appliance could not take it (it could
+ * not check the JOIN, so it cannot sign the answer). A keyless session takes it at once;
+ * a keyed one only after TALLY_CLIENT_UNSIGNED_GRACE_MS without a signed answer
+ * (client_auth_unsigned_due): anyone can send one. */
 static int join_auth_error(const struct tally_client *c, const struct tally_hdr *h)
 {
 	return h->op == TALLY_OP_ERROR && h->aux == TALLY_OP_JOIN && c->wait == CLIENT_W_JOIN &&
@@ -57,8 +59,16 @@ int client_auth_rx(struct tally_client *c, const void *buf, const struct tally_p
 		return 0;
 	}
 	if (!p->auth) {
-		if (join_auth_error(c, &p->hdr))
-			return 1;
+		if (join_auth_error(c, &p->hdr)) {
+			c->st.join_unsigned_errors++;
+			if (!c->unsigned_reason) {
+				uint64_t grace = (uint64_t)TALLY_CLIENT_UNSIGNED_GRACE_MS * 1000000u;
+
+				c->unsigned_reason = p->hdr.reason;
+				c->unsigned_due_ns = c->ops->now_ns(c->xctx) + grace;
+			}
+			return 0;
+		}
 		c->st.drops[TALLY_R_AUTH_REQUIRED]++;
 		return 0;
 	}
@@ -73,4 +83,13 @@ int client_auth_rx(struct tally_client *c, const void *buf, const struct tally_p
 	}
 	c->st.auth_verified++;
 	return 1;
+}
+
+/* The grace after an unsigned ERROR to our JOIN is over and no signed answer came: it is
+ * the answer (a wrong key, most likely; the message names the setting). */
+void client_auth_unsigned_due(struct tally_client *c, uint64_t now)
+{
+	if (c->unsigned_reason && !c->wait_done && c->wait == CLIENT_W_JOIN &&
+	    now >= c->unsigned_due_ns)
+		client_join_refused(c, c->unsigned_reason);
 }
