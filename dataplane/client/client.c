@@ -566,6 +566,12 @@ void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 		if (c->wait_key == 0) {
 			c->jok = jok;
 			c->jok_boot = (uint64_t)h->round << 32 | h->key; /* boot id (client_live.c) */
+			c->run = (uint64_t)h->count << 32 | h->offset; /* keyed: the run nonce */
+		} else if (c->auth && ((uint64_t)h->count << 32 | h->offset) != c->run) {
+			c->wait_err = -EPROTO;
+			client_seterr(c, "JOIN_OK from core %u names another run than core 0's: "
+				      "the appliance's cores disagree (restarted between JOINs?)",
+				      c->wait_key);
 		}
 		else if (jok.ncores != c->ncores) {
 			c->wait_err = -EPROTO;

@@ -72,7 +72,19 @@ int client_auth_rx(struct tally_client *c, const void *buf, const struct tally_p
 		c->st.drops[TALLY_R_AUTH_REQUIRED]++;
 		return 0;
 	}
-	if (tally_auth_verify(c->auth, buf, p) != 0) {
+	/* the session (tally_auth.h): JOIN_OK names the run; answers to JOIN and PING are
+	 * under (0, our nonce), as those requests were; everything else under (run, nonce) */
+	const struct tally_hdr *h = &p->hdr;
+	uint64_t run = c->run;
+	uint8_t sess[TALLY_AUTH_SESS_LEN];
+
+	if (h->op == TALLY_OP_JOIN_OK)
+		run = (uint64_t)h->count << 32 | h->offset;
+	else if (h->op == TALLY_OP_PING ||
+		 (h->op == TALLY_OP_ERROR && (h->aux == TALLY_OP_JOIN || h->aux == TALLY_OP_PING)))
+		run = 0;
+	tally_auth_sess(sess, run, c->join_nonce);
+	if (tally_auth_verify_s(c->auth, buf, sess, p) != 0) {
 		c->st.drops[TALLY_R_BAD_MAC]++;
 		return 0;
 	}

@@ -210,6 +210,8 @@ struct tally_client {
 
 	struct tally_auth *auth;   /* cfg.auth: the job key's GMAC context, else NULL */
 	uint64_t join_nonce;       /* nonce of our last JOIN (hdr.reserved), BYE repeats it */
+	uint64_t run;              /* keyed: the appliance's run nonce (core 0's JOIN_OK); with
+				    * join_nonce, the session every tag covers (tally_auth.h) */
 
 	struct client_op *ops_tab;     /* cfg.max_ops */
 	uint32_t nactive;          /* operations started and not finished */

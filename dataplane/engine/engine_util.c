@@ -65,9 +65,12 @@ static void send_pkt(struct tally_engine *e, const struct tally_addr *to,
 		e->st.conn_auth_tx++;
 	}
 	if (a) {
+		uint8_t sess[TALLY_AUTH_SESS_LEN];
+
+		engine_sess_tx(e, job, h, sess);
 		tally_auth_mark(hb);
-		if ((inner && h->op == TALLY_OP_RESULT ? tally_auth_sign_result(a, hb, inner) :
-		     tally_auth_sign(a, hb, len ? payload : NULL, len)) != 0) {
+		if ((inner && h->op == TALLY_OP_RESULT ? tally_auth_sign_result_s(a, hb, sess, inner) :
+		     tally_auth_sign_s(a, hb, sess, len ? payload : NULL, len)) != 0) {
 			e->st.tx_errors++;
 			return;
 		}
@@ -122,6 +125,11 @@ static void error_hdr(const struct tally_engine *e, struct tally_hdr *h,
 	h->offset = req->offset;
 	h->count = req->count;
 	h->dtype = req->dtype;
+	if (req->op == TALLY_OP_JOIN || req->op == TALLY_OP_PING) {
+		/* their nonce echoed: a keyed answer is signed under (0, it) (engine_sess_tx) */
+		h->offset = (uint32_t)req->reserved;
+		h->count = (uint32_t)(req->reserved >> 32);
+	}
 }
 
 void engine_chunk_error_hdr(struct tally_hdr *h, const struct engine_key *k, uint32_t idx,

@@ -19,16 +19,20 @@ void fake_send_raw(struct fake_app *f, const void *buf, size_t len)
 	simnet_inject(f->net, simnet_engine_node(f->net, f->core), &f->client, buf, len);
 }
 
-/* A keyed job's core: the header signed (tally_auth_sign), payload after the auth block. */
+/* A keyed job's core: a JOIN_OK signed under its session (tally_auth.h: the run nonce in
+ * offset|count, the JOIN's nonce echoed in reserved), payload after the auth block. */
 static void fake_send_signed(struct fake_app *f, struct tally_hdr *h, const void *pl, size_t len)
 {
-	uint8_t hdr[TALLY_HDR_MAX];
+	uint8_t hdr[TALLY_HDR_MAX], sess[TALLY_AUTH_SESS_LEN];
 
 	h->flags |= TALLY_F_AUTH;
 	h->crc = 0;
 	h->payload_len = (uint32_t)len;
+	h->offset = 0x52554e31; /* a run nonce */
+	h->count = 0;
 	tally_proto_encode_hdr(hdr, h);
-	if (tally_auth_sign(f->auth, hdr, pl, len) != 0)
+	tally_auth_sess(sess, (uint64_t)h->count << 32 | h->offset, h->reserved);
+	if (tally_auth_sign_s(f->auth, hdr, sess, pl, len) != 0)
 		return;
 	simnet_ops()->send(simnet_ctx(f->net, simnet_engine_node(f->net, f->core)), &f->client,
 			   hdr, pl, len);
