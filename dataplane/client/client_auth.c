@@ -80,8 +80,7 @@ int client_auth_rx(struct tally_client *c, const void *buf, const struct tally_p
 
 	if (h->op == TALLY_OP_JOIN_OK)
 		run = (uint64_t)h->count << 32 | h->offset;
-	else if (h->op == TALLY_OP_PING ||
-		 (h->op == TALLY_OP_ERROR && (h->aux == TALLY_OP_JOIN || h->aux == TALLY_OP_PING)))
+	else if (h->op == TALLY_OP_PING || tally_proto_join_ping_error(h))
 		run = 0;
 	tally_auth_sess(sess, run, c->join_nonce);
 	if (tally_auth_verify_s(c->auth, buf, sess, p) != 0) {

@@ -72,7 +72,7 @@ enum tally_reason engine_bind_check(const struct tally_engine *e, const struct e
 	/* A keyed rank whose JOIN no packet under its session followed (a replayed JOIN from an
 	 * earlier run, issue 33): the caller checked this JOIN's nonce is newer, so take it. */
 	if (engine_job_auth(e, job) && !r->confirmed)
-		return TALLY_OK;
+		return TALLY_OK; /* counted by engine_bind */
 	/* Another identity: only a restarted worker, once the bound one is silent long enough. */
 	if (now - r->last_ns >= e->cfg.rejoin_timeout_ns)
 		return TALLY_OK;
@@ -88,6 +88,8 @@ enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, ui
 		return rsn;
 	if (!r->bound)
 		job->joined++;
+	else if (!engine_addr_eq(&r->addr, from) && engine_job_auth(e, job) && !r->confirmed)
+		e->st.unconfirmed_rebinds++;
 	else if (!engine_addr_eq(&r->addr, from))
 		e->st.rebinds++;
 	if (!r->bound || !engine_addr_eq(&r->addr, from))
@@ -195,8 +197,7 @@ void engine_sess_tx(struct tally_engine *e, const struct engine_job *job,
 
 	if (h->op == TALLY_OP_JOIN_OK)
 		tally_auth_sess(sess, job->run, h->reserved);
-	else if (h->op == TALLY_OP_PING ||
-		 (h->op == TALLY_OP_ERROR && (h->aux == TALLY_OP_JOIN || h->aux == TALLY_OP_PING)))
+	else if (h->op == TALLY_OP_PING || tally_proto_join_ping_error(h))
 		tally_auth_sess(sess, 0, echo);
 	else
 		tally_auth_sess(sess, job->run, *nonce_of(e, job, h->rank));

@@ -227,6 +227,8 @@ struct tally_engine_cfg {
 	X(probes, probes, "PULLs for an open chunk holding the sender's push, answered HELD") \
 	X(missing, missing, "PULLs for a chunk without the sender's push, answered MISSING") \
 	X(rebinds, rebinds, "ranks re-bound to a new address or MAC after the rejoin timeout") \
+	X(unconfirmed_rebinds, unconfirmed_rebinds, "keyed ranks taken by a newer JOIN before " \
+	  "any packet under the bound JOIN's session came (a replayed JOIN of an earlier run)") \
 	X(claims_expired, claims_expired, "open-admission jobs ended: no key registered within " \
 	  "the admission timeout") \
 	X(pings, pings, "liveness PINGs answered (PING+ACK, or ERROR to an unknown worker)") \

@@ -353,6 +353,15 @@ void tally_proto_finish(uint8_t out[TALLY_HDR_LEN], struct tally_hdr *hdr,
 /* CRC32C (Castagnoli) of a buffer, as carried in hdr.crc. */
 uint32_t tally_crc32c(const void *buf, size_t len);
 
+/* An ERROR answering a JOIN or a PING (aux names the op; a RANK_SILENT's aux is a rank
+ * instead): a keyed one is signed under (0, the request's nonce), echoed in offset|count
+ * (tally_auth.h session). */
+static inline int tally_proto_join_ping_error(const struct tally_hdr *h)
+{
+	return h->op == TALLY_OP_ERROR && h->reason != TALLY_R_RANK_SILENT &&
+	       (h->aux == TALLY_OP_JOIN || h->aux == TALLY_OP_PING);
+}
+
 /* Decode and validate everything that needs no state: length, magic, version, op, payload
  * length (exact for control ops: JOIN 24, JOIN_OK 16; REGISTER 32; PULL, ERROR, BYE 0), dtype
  * (PUSH, RESULT, PULL, HELD), count >= 1 and count * dtype size == payload (PUSH/RESULT; with

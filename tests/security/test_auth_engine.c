@@ -36,8 +36,7 @@ static void a_sess(const struct ah *a, const struct tally_hdr *h, uint8_t *sess)
 
 	if (h->op == TALLY_OP_JOIN || (h->op == TALLY_OP_PING && !(h->flags & TALLY_F_ACK)))
 		tally_auth_sess(sess, 0, h->reserved);
-	else if (h->op == TALLY_OP_PING ||
-		 (h->op == TALLY_OP_ERROR && (h->aux == TALLY_OP_JOIN || h->aux == TALLY_OP_PING)))
+	else if (h->op == TALLY_OP_PING || tally_proto_join_ping_error(h))
 		tally_auth_sess(sess, 0, echo);
 	else if (h->op == TALLY_OP_JOIN_OK)
 		tally_auth_sess(sess, a->run, h->reserved);
