@@ -56,14 +56,26 @@ def record(a):
     except PermissionError:
         print("auth_replay.py: recording needs root (a packet socket on lo)", file=sys.stderr)
         return 77
+    # python reads slower than a run sends: a deep buffer (root: beyond rmem_max)
+    s.setsockopt(socket.SOL_SOCKET, 33, 256 << 20)  # SO_RCVBUFFORCE
     s.settimeout(0.2)
+    open(a.out + ".ready", "w").close()
     got = []
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    while not stop:
+    import time
+    while True:
+        if stop:  # drain what is queued (lo carries others' traffic too: 1 s at most)
+            if len(stop) == 1:
+                stop.append(time.monotonic() + 1.0)
+            if time.monotonic() > stop[1]:
+                break
+            s.settimeout(0.05)
         try:
             frame, addr = s.recvfrom(65535)
         except socket.timeout:
+            if stop:
+                break
             continue
         except InterruptedError:
             continue
