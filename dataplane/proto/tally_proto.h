@@ -162,8 +162,11 @@ struct tally_hdr {
 			       * PULL: the sender's round-trip estimate in us (TALLY_F_DONE) */
 	uint64_t reserved;    /* PING+ACK, ERROR from the appliance: its boot id (see PING;
 			       * JOIN_OK carries it in key (low) and round (high)); JOIN,
-			       * JOIN_OK, BYE with TALLY_F_AUTH: the JOIN nonce; else zero on
-			       * send (encoded as given), ignored on receive */
+			       * JOIN_OK, BYE with TALLY_F_AUTH: the JOIN nonce; PING: the
+			       * sender's JOIN nonce (keyed); else zero on send (encoded as
+			       * given), ignored on receive. offset|count (low|high): JOIN_OK:
+			       * the job's run nonce (keyed); PING+ACK and an ERROR answering a
+			       * JOIN or PING: the request's nonce (tally_auth.h session) */
 };
 
 /* RESULT's aux: the recipient's push completed the chunk, so this RESULT is its answer and
