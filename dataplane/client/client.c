@@ -145,27 +145,18 @@ int client_request(struct tally_client *c, uint32_t core, const uint8_t *hdr,
 	for (;;) {
 		uint64_t now = client_now(c), due;
 
-		if (now - start >= timeout_ns) {
-			/* the deadline came within an unsigned ERROR's grace: that is the answer */
-			if (c->unsigned_reason && c->wait == CLIENT_W_JOIN) {
-				client_join_refused(c, c->unsigned_reason);
-				return c->wait_err;
-			}
-			return -ETIMEDOUT;
-		}
+		if (now - start >= timeout_ns)
+			return client_auth_deadline(c);
 		client_send(c, core, hdr, payload, len);
 		due = now + rto;
 		if (due > start + timeout_ns)
 			due = start + timeout_ns;
 		while (!c->wait_done && (now = client_now(c)) < due) {
-			uint64_t until = due;
+			uint64_t until = client_auth_until(c, now, due);
 			int rc;
 
-			client_auth_unsigned_due(c, now);
 			if (c->wait_done)
 				break;
-			if (c->unsigned_reason && c->unsigned_due_ns < until)
-				until = c->unsigned_due_ns;
 			if (!c->ops->poll)
 				return -ENOTSUP;
 			rc = c->ops->poll(c->xctx, until - now);
@@ -527,19 +518,6 @@ void tally_client_bye(struct tally_client *c)
 	c->joined = false;
 }
 
-/* The JOIN in progress ends refused for `reason` (an ERROR, or an unsigned one whose
- * grace is over: client_auth.c). */
-void client_join_refused(struct tally_client *c, uint8_t reason)
-{
-	c->wait_err = client_err_from_reason(reason);
-	client_seterr(c, "JOIN of job %u rank %u refused by appliance core %u: %s%s%s",
-		      c->cfg.job_id, c->cfg.rank, c->wait_key,
-		      tally_reason_name((enum tally_reason)reason),
-		      *tally_reason_hint((enum tally_reason)reason) ? ": " : "",
-		      tally_reason_hint((enum tally_reason)reason));
-	c->wait_done = true;
-}
-
 /* JOIN_OK, REGISTER acks and ERRORs for the blocking request in progress. */
 void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 {
@@ -568,10 +546,8 @@ void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 			c->jok_boot = (uint64_t)h->round << 32 | h->key; /* boot id (client_live.c) */
 			c->run = (uint64_t)h->count << 32 | h->offset; /* keyed: the run nonce */
 		} else if (c->auth && ((uint64_t)h->count << 32 | h->offset) != c->run) {
-			c->wait_err = -EPROTO;
-			client_seterr(c, "JOIN_OK from core %u names another run than core 0's: "
-				      "the appliance's cores disagree (restarted between JOINs?)",
-				      c->wait_key);
+			c->wait_err = -EPROTO; /* restarted between our JOINs? */
+			client_seterr(c, "JOIN_OK from core %u: another run than core 0's", c->wait_key);
 		}
 		else if (jok.ncores != c->ncores) {
 			c->wait_err = -EPROTO;

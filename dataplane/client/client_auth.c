@@ -96,11 +96,25 @@ int client_auth_rx(struct tally_client *c, const void *buf, const struct tally_p
 	return 1;
 }
 
-/* The grace after an unsigned ERROR to our JOIN is over and no signed answer came: it is
- * the answer (a wrong key, most likely; the message names the setting). */
-void client_auth_unsigned_due(struct tally_client *c, uint64_t now)
+/* A blocking request polls until the returned time (at most `due`): the end of an unsigned
+ * ERROR's grace, when that ERROR becomes the JOIN's answer (a wrong key, most likely; the
+ * message names the setting: client_join_refused sets wait_done). */
+uint64_t client_auth_until(struct tally_client *c, uint64_t now, uint64_t due)
 {
-	if (c->unsigned_reason && !c->wait_done && c->wait == CLIENT_W_JOIN &&
-	    now >= c->unsigned_due_ns)
+	if (!c->unsigned_reason || c->wait_done || c->wait != CLIENT_W_JOIN)
+		return due;
+	if (now >= c->unsigned_due_ns) {
 		client_join_refused(c, c->unsigned_reason);
+		return due;
+	}
+	return c->unsigned_due_ns < due ? c->unsigned_due_ns : due;
+}
+
+/* The request's deadline: within an unsigned ERROR's grace that ERROR is the answer. */
+int client_auth_deadline(struct tally_client *c)
+{
+	if (!c->unsigned_reason || c->wait != CLIENT_W_JOIN)
+		return -ETIMEDOUT;
+	client_join_refused(c, c->unsigned_reason);
+	return c->wait_err;
 }

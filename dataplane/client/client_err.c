@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * client_err.c — the appliance's reports that end an operation before the give-up timer:
- * a participant it has been waiting on is silent (ERROR RANK_SILENT), or it is draining.
+ * a participant it has been waiting on is silent (ERROR RANK_SILENT), it is draining, or
+ * it refused our JOIN (client_join_refused: an ERROR, or an unsigned one after its grace).
  * The text names what an operator needs: which rank, which appliance, which key and round.
  * Calls client_op.c and client_util.c only.
  */
@@ -41,4 +42,17 @@ void client_err_draining(struct tally_client *c, const struct tally_hdr *h, uint
 	c->live = TALLY_CLIENT_DRAINING;
 	client_seterr(c, "appliance %s is draining (shutting down or upgrading): core %u refused "
 		  "key %u round %u", client_appliance(c), core, h->key, h->round);
+}
+
+/* The JOIN in progress ends refused for `reason` (an ERROR, or an unsigned one whose
+ * grace is over: client_auth.c). */
+void client_join_refused(struct tally_client *c, uint8_t reason)
+{
+	c->wait_err = client_err_from_reason(reason);
+	client_seterr(c, "JOIN of job %u rank %u refused by appliance core %u: %s%s%s",
+		      c->cfg.job_id, c->cfg.rank, c->wait_key,
+		      tally_reason_name((enum tally_reason)reason),
+		      *tally_reason_hint((enum tally_reason)reason) ? ": " : "",
+		      tally_reason_hint((enum tally_reason)reason));
+	c->wait_done = true;
 }

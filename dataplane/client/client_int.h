@@ -254,7 +254,8 @@ void client_auth_fini(struct tally_client *c);
 /* A fresh JOIN nonce: the wall clock in ns, above every earlier one of this session. */
 uint64_t client_join_nonce(struct tally_client *c);
 void client_join_refused(struct tally_client *c, uint8_t reason);
-void client_auth_unsigned_due(struct tally_client *c, uint64_t now);
+uint64_t client_auth_until(struct tally_client *c, uint64_t now, uint64_t due);
+int client_auth_deadline(struct tally_client *c);
 /* Authentication of a decoded packet before anything else looks at it: 1 take it,
  * 0 dropped (counted). */
 int client_auth_rx(struct tally_client *c, const void *buf, const struct tally_pkt *p);

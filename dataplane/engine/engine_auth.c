@@ -190,19 +190,6 @@ void engine_sess_rx(struct tally_engine *e, const struct engine_job *job,
 		tally_auth_sess(sess, job->run, *nonce_of(e, job, h->rank));
 }
 
-void engine_sess_tx(struct tally_engine *e, const struct engine_job *job,
-		    const struct tally_hdr *h, uint8_t *sess)
-{
-	uint64_t echo = (uint64_t)h->count << 32 | h->offset;
-
-	if (h->op == TALLY_OP_JOIN_OK)
-		tally_auth_sess(sess, job->run, h->reserved);
-	else if (h->op == TALLY_OP_PING || tally_proto_join_ping_error(h))
-		tally_auth_sess(sess, 0, echo);
-	else
-		tally_auth_sess(sess, job->run, *nonce_of(e, job, h->rank));
-}
-
 /* A packet of a keyed job verified under its session: a PING must name the bound JOIN's
  * nonce (a recorded PING of another session keeps no rank alive); any other packet but a
  * JOIN confirms the rank's binding. */

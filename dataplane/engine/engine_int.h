@@ -268,10 +268,8 @@ enum tally_reason engine_join_nonce_check(struct tally_engine *e, const struct e
 /* A keyed packet's session (tally_auth.h TALLY_AUTH_SESS_LEN): JOIN and PING (the worker
  * may not know the run yet, or after a restart, another one): (0, its nonce); their
  * answers the same, the nonce echoed in offset|count; JOIN_OK (run, the JOIN's nonce);
- * everything else (run, the rank's bound JOIN nonce). */
+ * everything else (run, the rank's bound JOIN nonce). Sending: engine_util.c sess_tx. */
 void engine_sess_rx(struct tally_engine *e, const struct engine_job *job,
-		    const struct tally_hdr *h, uint8_t *sess);
-void engine_sess_tx(struct tally_engine *e, const struct engine_job *job,
 		    const struct tally_hdr *h, uint8_t *sess);
 void engine_join_nonce_set(struct tally_engine *e, const struct engine_job *job,
 			   const struct tally_hdr *h);
