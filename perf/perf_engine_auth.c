@@ -49,9 +49,11 @@ struct pau_run {
 	unsigned workers;
 	uint32_t round;
 	int conn;              /* keyed job, workers on connections authenticated at setup */
+	uint8_t sess[TALLY_AUTH_SESS_LEN]; /* the workers' session (tally_auth.h) */
 };
 
 static const uint8_t PAU_KEY[TALLY_AUTH_KEY_LEN] = { 0x42, 0x17, 0x99, 0x03 };
+#define PAU_RUN 0x52554e0000000007ull /* the job's run nonce (tally_engine_job_run) */
 
 static const struct tally_xport_ops pau_ops = { .send = perf_send_none, .now_ns = perf_now_ns };
 
@@ -78,7 +80,7 @@ static void pau_build(struct pau_run *r, size_t i, uint8_t op, const void *pl, s
 	h.flags = TALLY_F_AUTH;
 	h.payload_len = (uint32_t)plen;
 	tally_proto_encode_hdr(p, &h);
-	tally_auth_sign(r->w, p, pl, plen);
+	tally_auth_sign_s(r->w, p, r->sess, pl, plen);
 }
 
 static void pau_free(struct pau_run *r)
@@ -117,7 +119,9 @@ static int pau_join(struct pau_run *r)
 			h.payload_len = TALLY_JOIN_LEN;
 			tally_proto_encode_hdr(buf, &h);
 			memcpy(buf + TALLY_HDR_AUTH, pl, sizeof(pl));
-			tally_auth_sign(r->w, buf, pl, sizeof(pl));
+			uint8_t js[TALLY_AUTH_SESS_LEN];
+			tally_auth_sess(js, 0, h.reserved); /* a JOIN: (0, its nonce) */
+			tally_auth_sign_s(r->w, buf, js, pl, sizeof(pl));
 		} else {
 			memcpy(buf + TALLY_HDR_LEN, pl, sizeof(pl));
 			tally_proto_finish(buf, &h, pl, sizeof(pl));
@@ -159,6 +163,9 @@ static int pau_setup(struct pau_run *r, const struct pau_opts *o, size_t chunk, 
 	err = tally_engine_job_add(r->e, PAU_JOB, PAU_TOKEN, o->workers);
 	if (!err && mode)
 		err = tally_engine_job_key(r->e, PAU_JOB, PAU_KEY);
+	if (!err && mode)
+		err = tally_engine_job_run(r->e, PAU_JOB, PAU_RUN);
+	tally_auth_sess(r->sess, PAU_RUN, 1); /* every worker's JOIN nonce is 1 */
 	if (!err && auth)
 		err = tally_auth_set_key(r->w, PAU_KEY);
 	if (!err)
@@ -223,7 +230,7 @@ static double pau_mac_rate(struct pau_run *r, double min_s)
 		for (size_t i = 0; i < r->npkts; i++, n++) {
 			const uint8_t *b = r->pkts + i * r->pkt_len;
 			if (tally_proto_decode(b, r->pkt_len, &p) != TALLY_OK ||
-			    tally_auth_verify(r->w, b, &p) != 0)
+			    tally_auth_verify_s(r->w, b, r->sess, &p) != 0)
 				return -1.0;
 		}
 	return (double)n * (double)r->chunk / t / 1e9;

@@ -76,6 +76,7 @@ static void wk_print(const struct wk_opts *o, struct worker_xport *wx, struct ta
 		printf(",\"restarts\":%" PRIu64 ",\"rejoins\":%" PRIu64 ",\"repushes\":%" PRIu64
 		       ",\"pings\":%" PRIu64 ",\"complete_pushes\":%" PRIu64, s->restarts,
 		       s->rejoins, s->repushes, s->pings, s->complete_pushes);
+		printf(",\"join_unsigned_errors\":%" PRIu64, s->join_unsigned_errors);
 		printf(",\"auth_signed\":%" PRIu64 ",\"auth_verified\":%" PRIu64
 		       ",\"results_placed\":%" PRIu64 ",\"drop_reasons\":{", s->auth_signed,
 		       s->auth_verified, s->results_placed);

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@ struct job_arg {
 	uint64_t quota_bytes;
 	int has_key;
 	uint8_t key[TALLY_AUTH_KEY_LEN];
+	uint64_t run;              /* one run nonce for every core (tally_engine_job_run) */
 };
 
 static int e_job_add(struct tally_engine *e, unsigned core, void *arg)
@@ -40,6 +42,8 @@ static int e_job_add(struct tally_engine *e, unsigned core, void *arg)
 		rc = tally_engine_job_quota(e, j->job_id, j->quota_keys, j->quota_bytes);
 	if (rc == 0 && j->has_key)
 		rc = tally_engine_job_key(e, j->job_id, j->key);
+	if (rc == 0 && j->has_key)
+		rc = tally_engine_job_run(e, j->job_id, j->run);
 	return rc;
 }
 
@@ -79,6 +83,10 @@ static int job_key_load(const json_t *p, struct job_arg *j, char *m, size_t ml)
 	if (tally_auth_key_load(path, j->key, err, sizeof(err)) < 0) {
 		snprintf(m, ml, "job %u: %s", j->job_id, err);
 		return -EINVAL;
+	}
+	if (getrandom(&j->run, sizeof(j->run), 0) != (ssize_t)sizeof(j->run) || !j->run) {
+		snprintf(m, ml, "job %u: getrandom failed for the run nonce", j->job_id);
+		return -EIO;
 	}
 	j->has_key = 1;
 	return 0;

@@ -38,10 +38,16 @@ static int start_job(struct udpd *d, char *err, size_t errlen)
 		snprintf(err, errlen, "job %u: %s", d->conf.job_id, kerr);
 		return -EINVAL;
 	}
+	uint64_t run = 0; /* one run nonce for every core (tally_engine_job_run) */
+	if (d->conf.key_file[0] &&
+	    (getrandom(&run, sizeof(run), 0) != (ssize_t)sizeof(run) || !run))
+		rc = -EIO;
 	for (unsigned i = 0; i < d->ncores && !rc; i++) {
 		rc = tally_engine_job_add(d->eng[i], d->conf.job_id, d->conf.token, d->conf.world);
 		if (!rc && d->conf.key_file[0])
 			rc = tally_engine_job_key(d->eng[i], d->conf.job_id, key);
+		if (!rc && d->conf.key_file[0])
+			rc = tally_engine_job_run(d->eng[i], d->conf.job_id, run);
 	}
 	OPENSSL_cleanse(key, sizeof(key));
 	if (rc)

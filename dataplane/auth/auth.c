@@ -157,34 +157,67 @@ int tally_auth_sign_payload(struct tally_auth *a, uint8_t inner[TALLY_AUTH_LEN],
 			       payload, len, inner + TALLY_AUTH_IV_LEN);
 }
 
-int tally_auth_sign_result(struct tally_auth *a, uint8_t *hdr,
-			   const uint8_t inner[TALLY_AUTH_LEN])
+void tally_auth_sess(uint8_t sess[TALLY_AUTH_SESS_LEN], uint64_t run, uint64_t jn)
+{
+	for (int i = 0; i < 8; i++) {
+		sess[i] = (uint8_t)(run >> (8 * i));
+		sess[8 + i] = (uint8_t)(jn >> (8 * i));
+	}
+}
+
+/* The AAD before the payload: n bytes of hdr, then sess when given (a stack copy: no
+ * allocation on the datapath). */
+static size_t aad_head(uint8_t *out, const uint8_t *hdr, size_t n, const uint8_t *sess)
+{
+	memcpy(out, hdr, n);
+	if (!sess)
+		return n;
+	memcpy(out + n, sess, TALLY_AUTH_SESS_LEN);
+	return n + TALLY_AUTH_SESS_LEN;
+}
+
+int tally_auth_sign_result_s(struct tally_auth *a, uint8_t *hdr, const uint8_t *sess,
+			     const uint8_t inner[TALLY_AUTH_LEN])
 {
 	uint8_t *outer = hdr + TALLY_HDR_AUTH;
+	uint8_t aad[TALLY_HDR_AUTH + TALLY_AUTH_SESS_LEN];
 
 	if (!a || !a->keyed || !(hdr[6] & TALLY_F_AUTH) || hdr[5] != TALLY_OP_RESULT)
 		return -EINVAL;
 	memcpy(hdr + TALLY_HDR_LEN, inner, TALLY_AUTH_LEN);
 	next_iv(a, outer);
-	/* the outer tag covers the header and the inner IV and tag (contiguous) */
-	return tally_auth_gmac(a, outer, hdr, TALLY_HDR_AUTH, NULL, 0,
+	/* the outer tag covers the header and the inner IV and tag (contiguous), then sess */
+	return tally_auth_gmac(a, outer, aad, aad_head(aad, hdr, TALLY_HDR_AUTH, sess), NULL, 0,
 			       outer + TALLY_AUTH_IV_LEN);
 }
 
-int tally_auth_sign(struct tally_auth *a, uint8_t *hdr, const void *payload, size_t len)
+int tally_auth_sign_result(struct tally_auth *a, uint8_t *hdr,
+			   const uint8_t inner[TALLY_AUTH_LEN])
+{
+	return tally_auth_sign_result_s(a, hdr, NULL, inner);
+}
+
+int tally_auth_sign_s(struct tally_auth *a, uint8_t *hdr, const uint8_t *sess,
+		      const void *payload, size_t len)
 {
 	uint8_t *iv = hdr + TALLY_HDR_LEN;
+	uint8_t aad[TALLY_HDR_LEN + TALLY_AUTH_SESS_LEN];
 
 	if (!a || !a->keyed || !(hdr[6] & TALLY_F_AUTH))
 		return -EINVAL;
 	if (hdr[5] == TALLY_OP_RESULT) {
 		uint8_t inner[TALLY_AUTH_LEN];
 		int rc = tally_auth_sign_payload(a, inner, payload, len);
-		return rc ? rc : tally_auth_sign_result(a, hdr, inner);
+		return rc ? rc : tally_auth_sign_result_s(a, hdr, sess, inner);
 	}
 	next_iv(a, iv);
-	return tally_auth_gmac(a, iv, hdr, TALLY_HDR_LEN, payload, len,
+	return tally_auth_gmac(a, iv, aad, aad_head(aad, hdr, TALLY_HDR_LEN, sess), payload, len,
 			       hdr + TALLY_HDR_LEN + TALLY_AUTH_IV_LEN);
+}
+
+int tally_auth_sign(struct tally_auth *a, uint8_t *hdr, const void *payload, size_t len)
+{
+	return tally_auth_sign_s(a, hdr, NULL, payload, len);
 }
 
 /* Recompute the tag of (aad1, aad2) under the IV at blk and compare it with the tag that
@@ -201,16 +234,25 @@ static int check_tag(struct tally_auth *a, const uint8_t *blk, const void *aad1,
 	return 0;
 }
 
-int tally_auth_verify(struct tally_auth *a, const void *buf, const struct tally_pkt *pkt)
+int tally_auth_verify_s(struct tally_auth *a, const void *buf, const uint8_t *sess,
+			const struct tally_pkt *pkt)
 {
+	uint8_t aad[TALLY_HDR_AUTH + TALLY_AUTH_SESS_LEN];
+
 	if (!a || !a->keyed || !pkt->auth)
 		return -EBADMSG;
 	if (pkt->hdr.op != TALLY_OP_RESULT)
-		return check_tag(a, pkt->auth, buf, TALLY_HDR_LEN, pkt->payload,
-				 pkt->hdr.payload_len);
-	/* outer first (header, inner IV and tag: cheap), then the payload under the inner */
-	if (check_tag(a, pkt->auth + TALLY_AUTH_LEN, buf, TALLY_HDR_AUTH, NULL, 0) != 0)
+		return check_tag(a, pkt->auth, aad, aad_head(aad, buf, TALLY_HDR_LEN, sess),
+				 pkt->payload, pkt->hdr.payload_len);
+	/* outer first (header, inner IV and tag, sess: cheap), then the payload under the inner */
+	if (check_tag(a, pkt->auth + TALLY_AUTH_LEN, aad, aad_head(aad, buf, TALLY_HDR_AUTH, sess),
+		      NULL, 0) != 0)
 		return -EBADMSG;
 	return check_tag(a, pkt->auth, TALLY_AUTH_INNER_PREFIX, TALLY_AUTH_INNER_PREFIX_LEN,
 			 pkt->payload, pkt->hdr.payload_len);
+}
+
+int tally_auth_verify(struct tally_auth *a, const void *buf, const struct tally_pkt *pkt)
+{
+	return tally_auth_verify_s(a, buf, NULL, pkt);
 }

@@ -100,6 +100,22 @@ int tally_auth_sign_result(struct tally_auth *a, uint8_t *hdr,
  * 0 or -EBADMSG (also with no key or no auth block). Constant time in the tag compare. */
 int tally_auth_verify(struct tally_auth *a, const void *buf, const struct tally_pkt *pkt);
 
+/* The same, bound to a run (issue 33): `sess` (TALLY_AUTH_SESS_LEN bytes, or NULL for none)
+ * is covered by the tag as well, after the header (single-level: header || sess || payload;
+ * RESULT outer: header || inner || sess; the inner payload tag is unchanged). It is not
+ * sent: both ends know it. A keyed job's session is (run nonce of the appliance's job
+ * install, little-endian 64 bits) || (the worker's JOIN nonce): a packet recorded in
+ * another run, or for another worker session, fails the tag. */
+#define TALLY_AUTH_SESS_LEN 16
+int tally_auth_sign_s(struct tally_auth *a, uint8_t *hdr, const uint8_t *sess,
+		      const void *payload, size_t len);
+int tally_auth_sign_result_s(struct tally_auth *a, uint8_t *hdr, const uint8_t *sess,
+			     const uint8_t inner[TALLY_AUTH_LEN]);
+int tally_auth_verify_s(struct tally_auth *a, const void *buf, const uint8_t *sess,
+			const struct tally_pkt *pkt);
+/* sess = run || jn (little-endian) */
+void tally_auth_sess(uint8_t sess[TALLY_AUTH_SESS_LEN], uint64_t run, uint64_t jn);
+
 /* Mark an encoded header authenticated (set TALLY_F_AUTH, crc 0) in place. */
 void tally_auth_mark(uint8_t *hdr);
 

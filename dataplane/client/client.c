@@ -140,21 +140,25 @@ int client_request(struct tally_client *c, uint32_t core, const uint8_t *hdr,
 
 	c->wait_done = false;
 	c->wait_err = 0;
+	c->unsigned_reason = 0;
 	for (;;) {
 		uint64_t now = client_now(c), due;
 
 		if (now - start >= timeout_ns)
-			return -ETIMEDOUT;
+			return client_auth_deadline(c);
 		client_send(c, core, hdr, payload, len);
 		due = now + rto;
 		if (due > start + timeout_ns)
 			due = start + timeout_ns;
 		while (!c->wait_done && (now = client_now(c)) < due) {
+			uint64_t until = client_auth_until(c, now, due);
 			int rc;
 
+			if (c->wait_done)
+				break;
 			if (!c->ops->poll)
 				return -ENOTSUP;
-			rc = c->ops->poll(c->xctx, due - now);
+			rc = c->ops->poll(c->xctx, until - now);
 			if (rc < 0 && rc != -EINTR && rc != -EAGAIN)
 				return rc;
 		}
@@ -539,6 +543,10 @@ void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 		if (c->wait_key == 0) {
 			c->jok = jok;
 			c->jok_boot = (uint64_t)h->round << 32 | h->key; /* boot id (client_live.c) */
+			c->run = (uint64_t)h->count << 32 | h->offset; /* keyed: the run nonce */
+		} else if (c->auth && ((uint64_t)h->count << 32 | h->offset) != c->run) {
+			c->wait_err = -EPROTO; /* restarted between our JOINs? */
+			client_seterr(c, "JOIN_OK from core %u: another run than core 0's", c->wait_key);
 		}
 		else if (jok.ncores != c->ncores) {
 			c->wait_err = -EPROTO;
@@ -562,13 +570,7 @@ void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 	case TALLY_OP_ERROR:
 		c->st.errors++;
 		if (h->aux == TALLY_OP_JOIN && c->wait == CLIENT_W_JOIN && !c->wait_done) {
-			c->wait_err = client_err_from_reason(h->reason);
-			client_seterr(c, "JOIN of job %u rank %u refused by appliance core %u: %s%s%s",
-				  c->cfg.job_id, c->cfg.rank, c->wait_key,
-				  tally_reason_name((enum tally_reason)h->reason),
-				  *tally_reason_hint((enum tally_reason)h->reason) ? ": " : "",
-				  tally_reason_hint((enum tally_reason)h->reason));
-			c->wait_done = true;
+			client_join_refused(c, h->reason);
 		} else if (h->aux == TALLY_OP_REGISTER && c->wait == CLIENT_W_REGISTER &&
 			   h->key == c->wait_key && !c->wait_done) {
 			c->wait_err = client_err_from_reason(h->reason);

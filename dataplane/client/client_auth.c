@@ -39,8 +39,10 @@ uint64_t client_join_nonce(struct tally_client *c)
 	return n > c->join_nonce ? n : c->join_nonce + 1;
 }
 
-/* An unsigned ERROR to our JOIN that says why the appliance could not take it: the only
- * unsigned packet a keyed session accepts, so a wrong key fails the JOIN at once. */
+/* An unsigned ERROR to our JOIN that says why the appliance could not take it (it could
+ * not check the JOIN, so it cannot sign the answer). A keyless session takes it at once;
+ * a keyed one only after TALLY_CLIENT_UNSIGNED_GRACE_MS without a signed answer
+ * (client_auth_unsigned_due): anyone can send one. */
 static int join_auth_error(const struct tally_client *c, const struct tally_hdr *h)
 {
 	return h->op == TALLY_OP_ERROR && h->aux == TALLY_OP_JOIN && c->wait == CLIENT_W_JOIN &&
@@ -57,12 +59,31 @@ int client_auth_rx(struct tally_client *c, const void *buf, const struct tally_p
 		return 0;
 	}
 	if (!p->auth) {
-		if (join_auth_error(c, &p->hdr))
-			return 1;
+		if (join_auth_error(c, &p->hdr)) {
+			c->st.join_unsigned_errors++;
+			if (!c->unsigned_reason) {
+				uint64_t grace = (uint64_t)TALLY_CLIENT_UNSIGNED_GRACE_MS * 1000000u;
+
+				c->unsigned_reason = p->hdr.reason;
+				c->unsigned_due_ns = c->ops->now_ns(c->xctx) + grace;
+			}
+			return 0;
+		}
 		c->st.drops[TALLY_R_AUTH_REQUIRED]++;
 		return 0;
 	}
-	if (tally_auth_verify(c->auth, buf, p) != 0) {
+	/* the session (tally_auth.h): JOIN_OK names the run; answers to JOIN and PING are
+	 * under (0, our nonce), as those requests were; everything else under (run, nonce) */
+	const struct tally_hdr *h = &p->hdr;
+	uint64_t run = c->run;
+	uint8_t sess[TALLY_AUTH_SESS_LEN];
+
+	if (h->op == TALLY_OP_JOIN_OK)
+		run = (uint64_t)h->count << 32 | h->offset;
+	else if (h->op == TALLY_OP_PING || tally_proto_join_ping_error(h))
+		run = 0;
+	tally_auth_sess(sess, run, c->join_nonce);
+	if (tally_auth_verify_s(c->auth, buf, sess, p) != 0) {
 		c->st.drops[TALLY_R_BAD_MAC]++;
 		return 0;
 	}
@@ -73,4 +94,27 @@ int client_auth_rx(struct tally_client *c, const void *buf, const struct tally_p
 	}
 	c->st.auth_verified++;
 	return 1;
+}
+
+/* A blocking request polls until the returned time (at most `due`): the end of an unsigned
+ * ERROR's grace, when that ERROR becomes the JOIN's answer (a wrong key, most likely; the
+ * message names the setting: client_join_refused sets wait_done). */
+uint64_t client_auth_until(struct tally_client *c, uint64_t now, uint64_t due)
+{
+	if (!c->unsigned_reason || c->wait_done || c->wait != CLIENT_W_JOIN)
+		return due;
+	if (now >= c->unsigned_due_ns) {
+		client_join_refused(c, c->unsigned_reason);
+		return due;
+	}
+	return c->unsigned_due_ns < due ? c->unsigned_due_ns : due;
+}
+
+/* The request's deadline: within an unsigned ERROR's grace that ERROR is the answer. */
+int client_auth_deadline(struct tally_client *c)
+{
+	if (!c->unsigned_reason || c->wait != CLIENT_W_JOIN)
+		return -ETIMEDOUT;
+	client_join_refused(c, c->unsigned_reason);
+	return c->wait_err;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * client_err.c — the appliance's reports that end an operation before the give-up timer:
- * a participant it has been waiting on is silent (ERROR RANK_SILENT), it is draining, or it
- * has passed the round pushed (ERROR STALE_ROUND, kept coming).
+ * a participant it has been waiting on is silent (ERROR RANK_SILENT), it is draining, it
+ * has passed the round pushed (ERROR STALE_ROUND, kept coming), or it refused our JOIN
+ * (client_join_refused: an ERROR, or an unsigned one after its grace).
  * The text names what an operator needs: which rank, which appliance, which key and round.
  * Calls client_op.c and client_util.c only.
  */
@@ -69,4 +70,17 @@ void client_rx_stale(struct tally_client *c, const struct tally_hdr *h)
 		  "or TALLY_JOB_ID", (double)(now - op->stale_ns) / 1e9, client_appliance(c),
 		  h->round, h->key);
 	client_op_fail(c, opi, -ESTALE);
+}
+
+/* The JOIN in progress ends refused for `reason` (an ERROR, or an unsigned one whose
+ * grace is over: client_auth.c). */
+void client_join_refused(struct tally_client *c, uint8_t reason)
+{
+	c->wait_err = client_err_from_reason(reason);
+	client_seterr(c, "JOIN of job %u rank %u refused by appliance core %u: %s%s%s",
+		      c->cfg.job_id, c->cfg.rank, c->wait_key,
+		      tally_reason_name((enum tally_reason)reason),
+		      *tally_reason_hint((enum tally_reason)reason) ? ": " : "",
+		      tally_reason_hint((enum tally_reason)reason));
+	c->wait_done = true;
 }

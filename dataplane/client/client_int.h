@@ -200,6 +200,8 @@ struct tally_client {
 	struct tally_join_ok jok;
 	int wait_err;
 	bool wait_done;
+	uint8_t unsigned_reason;   /* keyed JOIN: reason of the first unsigned ERROR, or 0 */
+	uint64_t unsigned_due_ns;  /* ... taken at this time if nothing signed came first */
 
 	struct client_key *keys;
 	uint32_t nkeys, keys_cap;
@@ -208,6 +210,8 @@ struct tally_client {
 
 	struct tally_auth *auth;   /* cfg.auth: the job key's GMAC context, else NULL */
 	uint64_t join_nonce;       /* nonce of our last JOIN (hdr.reserved), BYE repeats it */
+	uint64_t run;              /* keyed: the appliance's run nonce (core 0's JOIN_OK); with
+				    * join_nonce, the session every tag covers (tally_auth.h) */
 
 	struct client_op *ops_tab;     /* cfg.max_ops */
 	uint32_t nactive;          /* operations started and not finished */
@@ -247,6 +251,9 @@ int client_auth_init(struct tally_client *c);
 void client_auth_fini(struct tally_client *c);
 /* A fresh JOIN nonce: the wall clock in ns, above every earlier one of this session. */
 uint64_t client_join_nonce(struct tally_client *c);
+void client_join_refused(struct tally_client *c, uint8_t reason);
+uint64_t client_auth_until(struct tally_client *c, uint64_t now, uint64_t due);
+int client_auth_deadline(struct tally_client *c);
 /* Authentication of a decoded packet before anything else looks at it: 1 take it,
  * 0 dropped (counted). */
 int client_auth_rx(struct tally_client *c, const void *buf, const struct tally_pkt *p);

@@ -211,6 +211,7 @@ static void live_ping(struct tally_client *c, uint64_t now)
 	struct tally_hdr h;
 
 	client_fill_hdr(c, &h, TALLY_OP_PING);
+	h.reserved = c->join_nonce; /* keyed: the session the appliance checks (engine_auth.c) */
 	tally_proto_finish(hdr, &h, NULL, 0);
 	client_send(c, 0, hdr, NULL, 0);
 	c->st.pings++;

@@ -79,9 +79,14 @@ int client_send(struct tally_client *c, uint32_t core, const uint8_t *hdr, const
 		/* signed per transmission: a re-send gets its own IV (tally_auth.h) */
 		uint8_t hb[TALLY_HDR_MAX];
 
+		uint8_t sess[TALLY_AUTH_SESS_LEN];
+
 		memcpy(hb, hdr, TALLY_HDR_LEN);
 		tally_auth_mark(hb);
-		rc = tally_auth_sign(c->auth, hb, payload, len);
+		/* JOIN and PING: the run may be unknown (or another, after a restart) */
+		tally_auth_sess(sess, hb[5] == TALLY_OP_JOIN || hb[5] == TALLY_OP_PING ? 0 : c->run,
+				c->join_nonce);
+		rc = tally_auth_sign_s(c->auth, hb, sess, payload, len);
 		if (rc)
 			return rc;
 		c->st.auth_signed++;

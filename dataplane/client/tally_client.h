@@ -120,8 +120,9 @@ struct tally_client_cfg {
 	 * with auth_key (AES-256-GMAC, the job's key from TALLY_AUTH_KEY_FILE) and only
 	 * packets whose tag verifies are taken (others counted in drops[bad_mac],
 	 * drops[auth_required]); the JOIN carries a fresh nonce that JOIN_OK must echo
-	 * (drops[replay]). A JOIN refused bad_mac / auth_required / no_key fails at once
-	 * with a message naming TALLY_AUTH_KEY_FILE. */
+	 * (drops[replay]). A JOIN refused bad_mac / auth_required / no_key (an unsigned
+	 * ERROR) fails once no signed answer came within TALLY_CLIENT_UNSIGNED_GRACE_MS,
+	 * with a message naming TALLY_AUTH_KEY_FILE (stats join_unsigned_errors). */
 	uint8_t auth;
 	uint8_t auth_key[32];
 };
@@ -154,6 +155,9 @@ struct tally_client_stats {
 	uint64_t complete_pushes; /* round sums sent on NEED_RESULT (a rank missed them) */
 	uint64_t auth_signed;     /* packets signed (cfg.auth) */
 	uint64_t auth_verified;   /* received packets whose tag verified */
+	uint64_t join_unsigned_errors; /* unsigned ERRORs answering a keyed JOIN: not taken at
+				   * once (anyone can send one), only if no signed answer comes
+				   * within TALLY_CLIENT_UNSIGNED_GRACE_MS (issue 33) */
 	uint64_t result_asks;     /* PULL+DONE sent: a probe was answered HELD+DONE (the
 				   * RESULT went out) and that RESULT is not here: it was lost */
 	/* The delay-based window (client_cwnd.c; cfg.window is its cap per core) */
@@ -168,6 +172,13 @@ struct tally_client_stats {
 				   * copy; verbs, tally_xport_ops.advertise) */
 	uint64_t adverts;         /* result buffers advertised to the transport */
 };
+
+/* A keyed session that gets an unsigned ERROR to its JOIN (bad_mac, auth_required, no_key,
+ * replay: the appliance could not check the JOIN, so it cannot sign the answer) keeps
+ * waiting this long (or to the JOIN deadline, if sooner) for a signed JOIN_OK, and only
+ * then fails with that reason: a forged unsigned ERROR raced against the real JOIN_OK
+ * cannot end the job. */
+#define TALLY_CLIENT_UNSIGNED_GRACE_MS 1000u
 
 void tally_client_cfg_defaults(struct tally_client_cfg *cfg);
 

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "engine_int.h"
 
@@ -69,6 +70,10 @@ enum tally_reason engine_bind_check(const struct tally_engine *e, const struct e
 	const struct engine_rank *r = &job->ranks[rank];
 	if (!r->bound || engine_addr_eq(&r->addr, from))
 		return TALLY_OK;
+	/* A keyed rank whose JOIN no packet under its session followed (a replayed JOIN from an
+	 * earlier run, issue 33): the caller checked this JOIN's nonce is newer, so take it. */
+	if (engine_job_auth(e, job) && !r->confirmed)
+		return TALLY_OK; /* counted by engine_bind */
 	/* Another identity: only a restarted worker, once the bound one is silent long enough,
 	 * here and (cfg.live) on every other core: a rank at a barrier talks to one core only. */
 	if (now - r->last_ns >= e->cfg.rejoin_timeout_ns &&
@@ -86,8 +91,12 @@ enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, ui
 		return rsn;
 	if (!r->bound)
 		job->joined++;
+	else if (!engine_addr_eq(&r->addr, from) && engine_job_auth(e, job) && !r->confirmed)
+		e->st.unconfirmed_rebinds++;
 	else if (!engine_addr_eq(&r->addr, from))
 		e->st.rebinds++;
+	if (!r->bound || !engine_addr_eq(&r->addr, from))
+		r->confirmed = 0;
 	r->bound = 1;
 	r->left = 0;
 	r->addr = *from;
@@ -138,9 +147,26 @@ int tally_engine_job_key(struct tally_engine *e, uint32_t job_id,
 	int rc = tally_auth_set_key(a, key);
 	if (rc)
 		return rc;
+	/* a fresh run nonce for this install (tally_engine_job_run gives all cores one) */
+	if (getrandom(&job->run, sizeof(job->run), 0) != (ssize_t)sizeof(job->run)) {
+		tally_auth_clear(a);
+		return -EIO;
+	}
 	/* a new key: packets recorded under an earlier one fail the tag anyway */
 	memset(e->join_nonce + (size_t)slot * TALLY_MAX_WORKERS, 0,
 	       TALLY_MAX_WORKERS * sizeof(*e->join_nonce));
+	return 0;
+}
+
+int tally_engine_job_run(struct tally_engine *e, uint32_t job_id, uint64_t run)
+{
+	struct engine_job *job = e ? engine_job_find(e, job_id) : NULL;
+
+	if (!job)
+		return -ENOENT;
+	if (!engine_job_auth(e, job) || !run)
+		return -EINVAL;
+	job->run = run;
 	return 0;
 }
 
@@ -154,6 +180,33 @@ struct tally_auth *tally_engine_job_auth(struct tally_engine *e, uint32_t job_id
 {
 	struct engine_job *job = e ? engine_job_find(e, job_id) : NULL;
 	return job ? engine_job_auth(e, job) : NULL;
+}
+
+static uint64_t *nonce_of(struct tally_engine *e, const struct engine_job *job, uint32_t rank);
+
+void engine_sess_rx(struct tally_engine *e, const struct engine_job *job,
+		    const struct tally_hdr *h, uint8_t *sess)
+{
+	if (h->op == TALLY_OP_JOIN || h->op == TALLY_OP_PING)
+		tally_auth_sess(sess, 0, h->reserved);
+	else
+		tally_auth_sess(sess, job->run, *nonce_of(e, job, h->rank));
+}
+
+/* A packet of a keyed job verified under its session: a PING must name the bound JOIN's
+ * nonce (a recorded PING of another session keeps no rank alive); any other packet but a
+ * JOIN confirms the rank's binding. */
+static enum tally_reason verified_session(struct tally_engine *e, struct engine_job *job,
+					  const struct tally_hdr *h)
+{
+	if (h->op == TALLY_OP_JOIN || h->rank >= job->world)
+		return TALLY_OK;
+	struct engine_rank *rk = &job->ranks[h->rank];
+	if (h->op == TALLY_OP_PING)
+		return rk->bound && h->reserved != *nonce_of(e, job, h->rank) ? TALLY_R_REPLAY :
+										 TALLY_OK;
+	rk->confirmed = 1;
+	return TALLY_OK;
 }
 
 enum tally_reason engine_rx_verify(struct tally_engine *e, const void *buf,
@@ -173,16 +226,24 @@ enum tally_reason engine_rx_verify(struct tally_engine *e, const void *buf,
 			return TALLY_OK;
 		}
 	}
-	if (!a)
+	if (!a) {
 		r = pkt->auth ? TALLY_R_NO_KEY : TALLY_OK;
-	else if (!pkt->auth)
+	} else if (!pkt->auth) {
 		r = TALLY_R_AUTH_REQUIRED;
-	else
-		r = tally_auth_verify(a, buf, pkt) == 0 ? TALLY_OK : TALLY_R_BAD_MAC;
+	} else {
+		uint8_t sess[TALLY_AUTH_SESS_LEN];
+
+		engine_sess_rx(e, job, &pkt->hdr, sess);
+		r = tally_auth_verify_s(a, buf, sess, pkt) == 0 ? TALLY_OK : TALLY_R_BAD_MAC;
+		if (r == TALLY_OK)
+			r = verified_session(e, job, &pkt->hdr);
+	}
 	if (r == TALLY_OK) {
 		e->st.auth_verified += a != NULL;
 		return r;
 	}
+	if (r == TALLY_R_REPLAY)
+		return engine_drop(e, r);
 	/* only a JOIN is answered: it is how a worker with a wrong or missing key finds out */
 	if (pkt->hdr.op == TALLY_OP_JOIN)
 		return engine_reject_plain(e, &pkt->hdr, from, r);

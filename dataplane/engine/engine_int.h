@@ -142,6 +142,9 @@ struct engine_rank {
 	uint8_t bound;
 	uint8_t held;          /* its JOIN offered TALLY_CAP_HELD: HELD, MISSING, AUX_LAST */
 	uint8_t left;          /* unbound by its BYE (a rank never joined is not left) */
+	uint8_t confirmed;     /* keyed job: a packet under the bound JOIN's session came (until
+				* then a newer-nonce JOIN may take the rank: a replayed JOIN
+				* cannot hold it, engine_bind_check) */
 	uint64_t last_ns, pkts, bytes;
 	uint64_t drain_err_ns;         /* last ERROR DRAINING to it (rate limit), 0: none */
 	uint64_t stale_err_ns;         /* last ERROR STALE_ROUND to it (rate limit), 0: none */
@@ -153,6 +156,7 @@ struct engine_job {
 	uint32_t world;
 	uint8_t in_use, open_adm;
 	uint32_t joined, nkeys;
+	uint64_t run;                  /* keyed: this key install's run nonce (tally_auth.h sess) */
 	struct engine_rank *ranks;     /* [world], a fixed slice of e->rank_mem */
 	/* job policy (tally_engine_job_policy), applied to every key created afterwards */
 	uint8_t pol_quorum_set, pol_deadline_set;
@@ -265,6 +269,12 @@ enum tally_reason engine_bind(struct tally_engine *e, struct engine_job *job, ui
  * (equal: the same JOIN re-sent from the address it bound). TALLY_OK or TALLY_R_REPLAY. */
 enum tally_reason engine_join_nonce_check(struct tally_engine *e, const struct engine_job *job,
 					  const struct tally_hdr *h, const struct tally_addr *from);
+/* A keyed packet's session (tally_auth.h TALLY_AUTH_SESS_LEN): JOIN and PING (the worker
+ * may not know the run yet, or after a restart, another one): (0, its nonce); their
+ * answers the same, the nonce echoed in offset|count; JOIN_OK (run, the JOIN's nonce);
+ * everything else (run, the rank's bound JOIN nonce). Sending: engine_util.c sess_tx. */
+void engine_sess_rx(struct tally_engine *e, const struct engine_job *job,
+		    const struct tally_hdr *h, uint8_t *sess);
 void engine_join_nonce_set(struct tally_engine *e, const struct engine_job *job,
 			   const struct tally_hdr *h);
 /* BYE of a keyed job: must repeat the nonce of the JOIN that bound the rank. */

@@ -181,6 +181,8 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 	oh.reserved = h->reserved;  /* the JOIN's nonce: this JOIN_OK answers that JOIN */
 	oh.key = (uint32_t)e->cfg.boot_id; /* and our boot id (tally_proto.h PING) */
 	oh.round = (uint32_t)(e->cfg.boot_id >> 32);
+	oh.offset = (uint32_t)job->run; /* keyed: the run nonce (tally_engine_job_run) */
+	oh.count = (uint32_t)(job->run >> 32);
 	oh.payload_len = TALLY_JOIN_OK_LEN;
 	oh.crc = tally_crc32c(pl, sizeof(pl));
 	engine_send(e, src, &oh, pl, sizeof(pl));

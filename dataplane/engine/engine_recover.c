@@ -36,6 +36,8 @@ enum tally_reason engine_rx_ping(struct tally_engine *e, const struct tally_pkt 
 	a.rank = h->rank;
 	a.aux = e->cfg.core_index;
 	a.reserved = e->cfg.boot_id;
+	a.offset = (uint32_t)h->reserved; /* the PING's nonce: keyed, signed under (0, it) */
+	a.count = (uint32_t)(h->reserved >> 32);
 	engine_send(e, &job->ranks[h->rank].addr, &a, NULL, 0);
 	return TALLY_OK;
 }

@@ -40,6 +40,21 @@ struct tally_auth *engine_job_auth(const struct tally_engine *e, const struct en
 	return tally_auth_has_key(a) ? a : NULL;
 }
 
+/* The session a packet to a keyed job's rank is signed under (engine_sess_rx says which). */
+static void sess_tx(const struct tally_engine *e, const struct engine_job *job,
+		    const struct tally_hdr *h, uint8_t *sess)
+{
+	uint64_t echo = (uint64_t)h->count << 32 | h->offset;
+
+	if (h->op == TALLY_OP_JOIN_OK)
+		tally_auth_sess(sess, job->run, h->reserved);
+	else if (h->op == TALLY_OP_PING || tally_proto_join_ping_error(h))
+		tally_auth_sess(sess, 0, echo);
+	else
+		tally_auth_sess(sess, job->run,
+				e->join_nonce[(size_t)(job - e->jobs) * TALLY_MAX_WORKERS + h->rank]);
+}
+
 /* Every packet the engine sends goes through here: a keyed job's packets are signed per
  * destination (each RESULT copy has its own header, so its own outer IV and tag; the
  * payload's inner tag is shared by the chunk's copies when the caller computed it). */
@@ -65,9 +80,12 @@ static void send_pkt(struct tally_engine *e, const struct tally_addr *to,
 		e->st.conn_auth_tx++;
 	}
 	if (a) {
+		uint8_t sess[TALLY_AUTH_SESS_LEN];
+
+		sess_tx(e, job, h, sess);
 		tally_auth_mark(hb);
-		if ((inner && h->op == TALLY_OP_RESULT ? tally_auth_sign_result(a, hb, inner) :
-		     tally_auth_sign(a, hb, len ? payload : NULL, len)) != 0) {
+		if ((inner && h->op == TALLY_OP_RESULT ? tally_auth_sign_result_s(a, hb, sess, inner) :
+		     tally_auth_sign_s(a, hb, sess, len ? payload : NULL, len)) != 0) {
 			e->st.tx_errors++;
 			return;
 		}
@@ -122,6 +140,11 @@ static void error_hdr(const struct tally_engine *e, struct tally_hdr *h,
 	h->offset = req->offset;
 	h->count = req->count;
 	h->dtype = req->dtype;
+	if (req->op == TALLY_OP_JOIN || req->op == TALLY_OP_PING) {
+		/* their nonce echoed: a keyed answer is signed under (0, it) (engine_sess_tx) */
+		h->offset = (uint32_t)req->reserved;
+		h->count = (uint32_t)(req->reserved >> 32);
+	}
 }
 
 void engine_chunk_error_hdr(struct tally_hdr *h, const struct engine_key *k, uint32_t idx,

@@ -246,6 +246,8 @@ void tally_engine_live_destroy(struct tally_engine_live *l);
 	X(probes, probes, "PULLs for an open chunk holding the sender's push, answered HELD") \
 	X(missing, missing, "PULLs for a chunk without the sender's push, answered MISSING") \
 	X(rebinds, rebinds, "ranks re-bound to a new address or MAC after the rejoin timeout") \
+	X(unconfirmed_rebinds, unconfirmed_rebinds, "keyed ranks taken by a newer JOIN before " \
+	  "any packet under the bound JOIN's session came (a replayed JOIN of an earlier run)") \
 	X(claims_expired, claims_expired, "open-admission jobs ended: no key registered within " \
 	  "the admission timeout") \
 	X(pings, pings, "liveness PINGs answered (PING+ACK, or ERROR to an unknown worker)") \
@@ -299,6 +301,13 @@ int tally_engine_job_quota(struct tally_engine *e, uint32_t job_id, uint32_t quo
  * 0 (also: the same key again), -ENOENT (no such job), -EEXIST (it has another key),
  * -EINVAL, -EIO. Call on the engine's thread, off the datapath (it keys a context). */
 int tally_engine_job_key(struct tally_engine *e, uint32_t job_id, const uint8_t key[32]);
+/* A keyed job's run nonce (issue 33): every signed packet's tag covers it and the worker's
+ * JOIN nonce (tally_auth.h TALLY_AUTH_SESS_LEN), so packets recorded in an earlier run of
+ * the job (another install of its key: job-add again, or another appliance start) fail
+ * the tag (bad_mac). tally_engine_job_key draws one per core; an appliance with several
+ * cores gives each the same one (one drawn per admission) after the key, since a worker
+ * learns it once, from core 0's JOIN_OK. 0, -ENOENT, -EINVAL (no key, or run 0). */
+int tally_engine_job_run(struct tally_engine *e, uint32_t job_id, uint64_t run);
 /* 1 when the job has a key. */
 int tally_engine_job_keyed(struct tally_engine *e, uint32_t job_id);
 /* The job's GMAC context (NULL: no such job, or no key), for a transport that

@@ -350,7 +350,8 @@ enum tally_reason tally_proto_decode_split(const void *hbuf, size_t hlen, const 
 		if ((h.flags & ~(TALLY_F_MISSING | TALLY_F_RESEND | TALLY_F_DONE | TALLY_F_AUTH)) ||
 		    (kind & (kind - 1)))
 			return TALLY_R_BAD_FLAGS;
-	} else if (h.op == TALLY_OP_PING && (h.flags & ~TALLY_F_ACK)) {
+	} else if (h.op == TALLY_OP_PING && (h.flags & ~(TALLY_F_ACK | TALLY_F_AUTH))) {
+		/* AUTH: a keyed job's PINGs and their answers are signed like its other packets */
 		return TALLY_R_BAD_FLAGS;
 	}
 	if (h.rank >= TALLY_MAX_WORKERS)

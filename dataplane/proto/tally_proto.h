@@ -43,7 +43,8 @@ enum tally_op {
 	TALLY_OP_MAX = 11
 };
 
-/* PING (worker→appliance, header only, flags 0): a worker with work outstanding that has
+/* PING (worker→appliance, header only, flags 0, or TALLY_F_AUTH in a keyed job, whose
+ * PINGs and answers are signed like its other packets): a worker with work outstanding that has
  * heard nothing for its probe_ms asks whether the appliance lives. Answered with PING +
  * TALLY_F_ACK (the sender is joined: job, token, rank, address check out) or with ERROR
  * (aux = TALLY_OP_PING, reason WRONG_JOB / NOT_JOINED / ...: the appliance does not know
@@ -165,8 +166,11 @@ struct tally_hdr {
 			       * PULL: the sender's round-trip estimate in us (TALLY_F_DONE) */
 	uint64_t reserved;    /* PING+ACK, ERROR from the appliance: its boot id (see PING;
 			       * JOIN_OK carries it in key (low) and round (high)); JOIN,
-			       * JOIN_OK, BYE with TALLY_F_AUTH: the JOIN nonce; else zero on
-			       * send (encoded as given), ignored on receive */
+			       * JOIN_OK, BYE with TALLY_F_AUTH: the JOIN nonce; PING: the
+			       * sender's JOIN nonce (keyed); else zero on send (encoded as
+			       * given), ignored on receive. offset|count (low|high): JOIN_OK:
+			       * the job's run nonce (keyed); PING+ACK and an ERROR answering a
+			       * JOIN or PING: the request's nonce (tally_auth.h session) */
 };
 
 /* RESULT's aux: the recipient's push completed the chunk, so this RESULT is its answer and
@@ -356,13 +360,23 @@ void tally_proto_finish(uint8_t out[TALLY_HDR_LEN], struct tally_hdr *hdr,
 /* CRC32C (Castagnoli) of a buffer, as carried in hdr.crc. */
 uint32_t tally_crc32c(const void *buf, size_t len);
 
+/* An ERROR answering a JOIN or a PING (aux names the op; a RANK_SILENT's aux is a rank
+ * instead): a keyed one is signed under (0, the request's nonce), echoed in offset|count
+ * (tally_auth.h session). */
+static inline int tally_proto_join_ping_error(const struct tally_hdr *h)
+{
+	return h->op == TALLY_OP_ERROR && h->reason != TALLY_R_RANK_SILENT &&
+	       (h->aux == TALLY_OP_JOIN || h->aux == TALLY_OP_PING);
+}
+
 /* Decode and validate everything that needs no state: length, magic, version, op, payload
  * length (exact for control ops: JOIN 24, JOIN_OK 16; REGISTER 32; PULL, ERROR, BYE 0), dtype
  * (PUSH, RESULT, PULL, HELD), count >= 1 and count * dtype size == payload (PUSH/RESULT; with
  * TALLY_F_ONEBIT: dtype f32 else BAD_DTYPE, payload == TALLY_ONEBIT_BYTES(count) else
  * BAD_COUNT), HELD: no payload, count >= 1 and offset + count within 32 bits
  * (TALLY_R_BAD_COUNT), no flags but one of TALLY_F_MISSING, TALLY_F_RESEND, TALLY_F_DONE
- * (TALLY_R_BAD_FLAGS), PING: no payload, no flags but TALLY_F_ACK (TALLY_R_BAD_FLAGS),
+ * (TALLY_R_BAD_FLAGS), PING: no payload, no flags but TALLY_F_ACK and TALLY_F_AUTH
+ * (TALLY_R_BAD_FLAGS),
  * rank bound, CRC (checked last). The reserved field is ignored.
  * With TALLY_F_AUTH the auth block sits between header and payload (its bytes count in
  * len), crc must be 0 (else BAD_CRC) and the tag is NOT checked here (the key is the

@@ -19,6 +19,25 @@ void fake_send_raw(struct fake_app *f, const void *buf, size_t len)
 	simnet_inject(f->net, simnet_engine_node(f->net, f->core), &f->client, buf, len);
 }
 
+/* A keyed job's core: a JOIN_OK signed under its session (tally_auth.h: the run nonce in
+ * offset|count, the JOIN's nonce echoed in reserved), payload after the auth block. */
+static void fake_send_signed(struct fake_app *f, struct tally_hdr *h, const void *pl, size_t len)
+{
+	uint8_t hdr[TALLY_HDR_MAX], sess[TALLY_AUTH_SESS_LEN];
+
+	h->flags |= TALLY_F_AUTH;
+	h->crc = 0;
+	h->payload_len = (uint32_t)len;
+	h->offset = 0x52554e31; /* a run nonce */
+	h->count = 0;
+	tally_proto_encode_hdr(hdr, h);
+	tally_auth_sess(sess, (uint64_t)h->count << 32 | h->offset, h->reserved);
+	if (tally_auth_sign_s(f->auth, hdr, sess, pl, len) != 0)
+		return;
+	simnet_ops()->send(simnet_ctx(f->net, simnet_engine_node(f->net, f->core)), &f->client,
+			   hdr, pl, len);
+}
+
 static void fake_answer(struct fake_app *f, const struct tally_pkt *p, bool included,
 			const void *payload)
 {
@@ -35,6 +54,8 @@ static void fake_error(struct fake_app *f, const struct tally_pkt *p, int reason
 	struct tally_hdr h = p->hdr;
 
 	h.op = TALLY_OP_ERROR;
+	h.flags = 0; /* unsigned, whatever the request was */
+	h.payload_len = 0;
 	h.reason = (uint8_t)reason;
 	h.aux = p->hdr.op;
 	fake_send(f, &h, NULL, 0);
@@ -63,9 +84,17 @@ static void fake_rx(void *arg, const void *buf, size_t len, const struct tally_a
 				f->join_error = 0;
 			return;
 		}
+		if (f->unsigned_join_error)
+			fake_error(f, &p, f->unsigned_join_error);
+		if (f->join_no_ok)
+			return;
 		tally_proto_put_join_ok(pl, &jok);
 		h.op = TALLY_OP_JOIN_OK;
 		h.aux = f->join_aux_zero ? 0 : f->core;
+		if (f->auth) {
+			fake_send_signed(f, &h, pl, sizeof(pl));
+			return;
+		}
 		fake_send(f, &h, pl, sizeof(pl));
 		return;
 	}

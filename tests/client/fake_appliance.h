@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "simnet.h"
+#include "tally_auth.h"
 
 enum fake_mode {
 	FAKE_ECHO,     /* RESULT = the push itself, INCLUDED (a one-worker sum) */
@@ -38,6 +39,9 @@ struct fake_app {
 	unsigned join_error_left;  /* when nonzero: only this many more JOINs get it */
 	int register_error;
 	bool join_aux_zero;        /* leave JOIN_OK's aux at 0 (older appliance) */
+	struct tally_auth *auth;   /* set: a keyed job's core: JOIN_OK signed with it */
+	int unsigned_join_error;   /* before the JOIN_OK: an unsigned ERROR(reason) (a forger) */
+	bool join_no_ok;           /* ... and no JOIN_OK at all (a wrong key: no signed answer) */
 	struct tally_addr client;
 	bool have_client;
 	unsigned njoin, nregister, nbye;

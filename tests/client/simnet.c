@@ -385,9 +385,10 @@ static int sn_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
 {
 	struct sn_ep *ep = ctx;
 	struct simnet *net = ep->net;
+	size_t hlen = tally_proto_hdr_len(hdr); /* a signed packet's auth block included */
 	unsigned dst;
 
-	if (len > TALLY_MAX_PAYLOAD)
+	if (len > TALLY_MAX_PAYLOAD || hlen + len > TALLY_HDR_LEN + TALLY_MAX_PAYLOAD)
 		return -EMSGSIZE;
 	if (ep->node >= net->cfg.nengines) {
 		dst = to->core;
@@ -403,7 +404,7 @@ static int sn_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr,
 		}
 		dst = (unsigned)(to->cookie - 1);
 	}
-	return sn_enqueue(net, ep->node, dst, hdr, TALLY_HDR_LEN, payload, len, false);
+	return sn_enqueue(net, ep->node, dst, hdr, hlen, payload, len, false);
 }
 
 int simnet_inject(struct simnet *net, unsigned from_node, const struct tally_addr *to,

@@ -21,7 +21,36 @@ struct ah {
 	int conn;                /* feed from rank's connection authenticated at setup */
 	uint32_t conn_rank;      /* ... whose proven identity is (conn_job, conn_rank) */
 	uint32_t conn_job;
+	uint64_t run;            /* the job's run nonce (tally_engine_job_run) */
+	uint64_t jn[8];          /* each rank's bound JOIN nonce: the session's other half */
 };
+
+#define A_RUN 0x52554e0000000001ull
+
+/* The session a packet's tag covers (tally_auth.h; engine_sess_rx/tx): JOIN, PING and the
+ * answers to them (nonce echoed in offset|count): (0, nonce); JOIN_OK (run, its nonce);
+ * else (run, the rank's bound JOIN nonce). */
+static void a_sess(const struct ah *a, const struct tally_hdr *h, uint8_t *sess)
+{
+	uint64_t echo = (uint64_t)h->count << 32 | h->offset;
+
+	if (h->op == TALLY_OP_JOIN || (h->op == TALLY_OP_PING && !(h->flags & TALLY_F_ACK)))
+		tally_auth_sess(sess, 0, h->reserved);
+	else if (h->op == TALLY_OP_PING || tally_proto_join_ping_error(h))
+		tally_auth_sess(sess, 0, echo);
+	else if (h->op == TALLY_OP_JOIN_OK)
+		tally_auth_sess(sess, a->run, h->reserved);
+	else
+		tally_auth_sess(sess, a->run, a->jn[h->rank]);
+}
+
+static int a_verify(struct ah *a, const uint8_t *buf, const struct tally_pkt *p)
+{
+	uint8_t sess[TALLY_AUTH_SESS_LEN];
+
+	a_sess(a, &p->hdr, sess);
+	return tally_auth_verify_s(a->w, buf, sess, p);
+}
 
 /* Build (and keep in a->buf) a signed packet; sign = 0: the unsigned v1 format. */
 static void a_build(struct ah *a, struct tally_hdr *hd, const void *pl, size_t plen, int sign)
@@ -38,7 +67,9 @@ static void a_build(struct ah *a, struct tally_hdr *hd, const void *pl, size_t p
 	tally_proto_encode_hdr(a->buf, hd);
 	if (plen)
 		memcpy(a->buf + TALLY_HDR_AUTH, pl, plen);
-	assert_int_equal(tally_auth_sign(a->w, a->buf, a->buf + TALLY_HDR_AUTH, plen), 0);
+	uint8_t sess[TALLY_AUTH_SESS_LEN];
+	a_sess(a, hd, sess);
+	assert_int_equal(tally_auth_sign_s(a->w, a->buf, sess, a->buf + TALLY_HDR_AUTH, plen), 0);
 	a->len = TALLY_HDR_AUTH + plen;
 }
 
@@ -69,7 +100,10 @@ static enum tally_reason a_join(struct ah *a, uint32_t rank, uint64_t nonce, int
 	tally_proto_put_join(pl, &j);
 	hd.reserved = nonce;
 	a_build(a, &hd, pl, sizeof(pl), sign);
-	return a_feed(a, rank);
+	enum tally_reason r = a_feed(a, rank);
+	if (r == TALLY_OK)
+		a->jn[rank] = nonce;
+	return r;
 }
 
 static enum tally_reason a_bye(struct ah *a, uint32_t rank, uint64_t nonce)
@@ -101,6 +135,8 @@ static int a_setup(void **state)
 	assert_int_equal(tally_auth_set_key(a->w, KEY), 0);
 	assert_int_equal(tally_engine_job_add(a->h.e, H_JOB, H_TOKEN, 2), 0);
 	assert_int_equal(tally_engine_job_key(a->h.e, H_JOB, KEY), 0);
+	assert_int_equal(tally_engine_job_run(a->h.e, H_JOB, A_RUN), 0);
+	a->run = A_RUN;
 	*state = a;
 	return 0;
 }
@@ -122,7 +158,7 @@ static void a_all_signed(struct ah *a, size_t n0)
 		struct tally_pkt p;
 		assert_int_equal(tally_proto_decode(c->buf, c->len, &p), TALLY_OK);
 		assert_non_null(p.auth);
-		assert_int_equal(tally_auth_verify(a->w, c->buf, &p), 0);
+		assert_int_equal(a_verify(a, c->buf, &p), 0);
 	}
 }
 
@@ -269,11 +305,12 @@ static void test_replay_join_bye(void **state)
 	memcpy(a->buf, rec_join, rec_join_len);
 	a->len = rec_join_len;
 	H_EXPECT_REJECT(&a->h, a_feed(a, 0), TALLY_R_REPLAY, 1);
-	/* the worker joins again (newer nonce); the recorded BYE does not unbind it */
+	/* the worker joins again (newer nonce); the recorded BYE does not unbind it: its tag
+	 * covers the old session (nonce 1000), so it fails the tag */
 	assert_int_equal(a_join(a, 0, 2000, 1), TALLY_OK);
 	memcpy(a->buf, rec_bye, TALLY_HDR_AUTH);
 	a->len = TALLY_HDR_AUTH;
-	H_EXPECT_REJECT(&a->h, a_feed(a, 0), TALLY_R_REPLAY, 0);
+	H_EXPECT_REJECT(&a->h, a_feed(a, 0), TALLY_R_BAD_MAC, 0);
 	assert_int_equal(tally_engine_stats(a->h.e)->byes, 1);
 }
 
@@ -303,7 +340,7 @@ static void test_replay_push_and_results(void **state)
 	struct tally_pkt p;
 	r1c->buf[12] ^= 1;
 	assert_int_equal(tally_proto_decode(r1c->buf, r1c->len, &p), TALLY_OK);
-	assert_int_not_equal(tally_auth_verify(a->w, r1c->buf, &p), 0);
+	assert_int_not_equal(a_verify(a, r1c->buf, &p), 0);
 	r1c->buf[12] ^= 1;
 	/* round 0's push replayed once round 2 runs: stale, not summed */
 	assert_int_equal(a_push(a, 0, 1, v, 8, 1), TALLY_OK);
@@ -402,8 +439,45 @@ static void test_conn_mixed(void **state)
 	assert_true(r1->pkt.hdr.flags & TALLY_F_AUTH);
 	struct tally_pkt p;
 	assert_int_equal(tally_proto_decode(r1->buf, r1->len, &p), TALLY_OK);
-	assert_int_equal(tally_auth_verify(a->w, r1->buf, &p), 0);
+	assert_int_equal(a_verify(a, r1->buf, &p), 0);
 	assert_int_equal(tally_engine_stats(a->h.e)->auth_verified, 1 + 2); /* push, JOIN, REG */
+}
+
+/* A keyed worker's PING (signed, TALLY_F_AUTH) passes the decoder and is answered with a
+ * signed PING+ACK carrying the boot id; unsigned, it is refused (issue 33: every keyed PING
+ * was dropped as bad_flags, so keyed workers never heard an answer). */
+static void test_ping_signed(void **state)
+{
+	struct ah *a = *state;
+	struct tally_hdr hd = h_hdr(TALLY_OP_PING, 0);
+	const struct tally_engine_stats *st = tally_engine_stats(a->h.e);
+
+	a_ready(a);
+	hd.reserved = a->jn[0]; /* the session's nonce */
+	size_t n0 = a->h.cap.n;
+	a_build(a, &hd, NULL, 0, 1);
+	assert_int_equal(tally_proto_decode(a->buf, a->len, NULL), TALLY_OK);
+	assert_int_equal(a_feed(a, 0), TALLY_OK);
+	assert_int_equal(st->pings, 1);
+	assert_int_equal(st->drops[TALLY_R_BAD_FLAGS], 0);
+	assert_int_equal(a->h.cap.n, n0 + 1);
+	const struct tally_hdr *ans = &a->h.cap.q[n0].pkt.hdr;
+	assert_int_equal(ans->op, TALLY_OP_PING);
+	assert_int_equal(ans->flags, TALLY_F_ACK | TALLY_F_AUTH);
+	assert_true(ans->reserved != 0); /* the boot id */
+	a_all_signed(a, n0);
+	/* a PING of another session (a recording of an earlier run): refused, not answered */
+	hd = h_hdr(TALLY_OP_PING, 0);
+	hd.reserved = a->jn[0] - 1;
+	a_build(a, &hd, NULL, 0, 1);
+	assert_int_equal(a_feed(a, 0), TALLY_R_REPLAY);
+	assert_int_equal(a->h.cap.n, n0 + 1);
+	/* the same PING unsigned: refused and counted, not answered */
+	hd = h_hdr(TALLY_OP_PING, 0);
+	a_build(a, &hd, NULL, 0, 0);
+	assert_int_equal(a_feed(a, 0), TALLY_R_AUTH_REQUIRED);
+	assert_int_equal(a->h.cap.n, n0 + 1);
+	assert_int_equal(st->pings, 1);
 }
 
 int main(void)
@@ -416,6 +490,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_replay_push_and_results, a_setup, a_teardown),
 		cmocka_unit_test_setup_teardown(test_conn_authed, a_setup, a_teardown),
 		cmocka_unit_test_setup_teardown(test_conn_mixed, a_setup, a_teardown),
+		cmocka_unit_test_setup_teardown(test_ping_signed, a_setup, a_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
