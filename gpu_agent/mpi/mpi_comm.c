@@ -27,8 +27,13 @@ static void comm_release(struct tally_mpi_comm *c)
 			break;
 		}
 	pthread_mutex_unlock(&comm_mu);
-	if (c->agent)
+	if (c->agent) {
+		struct tally_agent_stats st;
+
+		tally_agent_get_stats(c->agent, &st);
+		atomic_fetch_add(&tally_mpi_failovers, st.failovers);
 		tally_agent_destroy(c->agent); /* BYE to every appliance */
+	}
 	free(c->shapes);
 	free(c->scratch);
 	c->agent = NULL;

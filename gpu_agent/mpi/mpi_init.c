@@ -9,7 +9,7 @@
 
 struct tally_mpi_cfg tally_mpi_settings;
 _Atomic uint64_t tally_mpi_count[4][TALLY_MPI_NFN];
-_Atomic uint64_t tally_mpi_fallbacks, tally_mpi_errors, tally_mpi_comms;
+_Atomic uint64_t tally_mpi_fallbacks, tally_mpi_errors, tally_mpi_comms, tally_mpi_failovers;
 int tally_mpi_errclass = MPI_ERR_OTHER;
 
 static void init_settings(void)
@@ -71,9 +71,10 @@ static void stats_dump(void)
 			(unsigned long long)tally_mpi_count[TALLY_MPI_PASSED_B][f]);
 	if (o < sizeof(line))
 		snprintf(line + o, sizeof(line) - o,
-			 ",\"fallbacks\":%llu,\"errors\":%llu,\"comms\":%llu}\n",
+			 ",\"fallbacks\":%llu,\"errors\":%llu,\"comms\":%llu,\"failovers\":%llu}\n",
 			 (unsigned long long)tally_mpi_fallbacks,
-			 (unsigned long long)tally_mpi_errors, (unsigned long long)tally_mpi_comms);
+			 (unsigned long long)tally_mpi_errors, (unsigned long long)tally_mpi_comms,
+			 (unsigned long long)tally_mpi_failovers);
 	if (!strcmp(tally_mpi_settings.stats, "1")) {
 		fputs(line, stderr);
 		return;

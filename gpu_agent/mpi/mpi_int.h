@@ -46,6 +46,7 @@ struct tally_mpi_req {
 extern struct tally_mpi_cfg tally_mpi_settings;
 extern _Atomic uint64_t tally_mpi_count[4][TALLY_MPI_NFN]; /* taken c/b, passed c/b */
 extern _Atomic uint64_t tally_mpi_fallbacks, tally_mpi_errors, tally_mpi_comms;
+extern _Atomic uint64_t tally_mpi_failovers; /* the agents' (appliances moved off) */
 extern int tally_mpi_errclass;
 
 /* mpi_comm.c */
