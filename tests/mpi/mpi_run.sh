@@ -7,21 +7,23 @@
 #       det        TALLY_DETERMINISTIC=1: bit-exact against the rank-ordered sum
 #       plain      the same binary without the preload: same results, no counters
 #       absent     no appliance at start: default fails naming it; fallback passes, warns once
+#       py         mpi4py + numpy sums; a PyTorch loop's parameters vs plain MPI (Open MPI)
 #       kill       one of two appliances killed -9 mid-run: the job finishes (failover)
 # Exit 0 pass, 1 fail, 77 skip (no mpirun of that MPI).
 set -u
-mpi= lib= test= udpd= case=
+mpi= lib= test= udpd= case= src=$(dirname "$0")
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--mpi) mpi=$2; shift ;;
 	--lib) lib=$2; shift ;;
 	--test) test=$2; shift ;;
 	--udpd) udpd=$2; shift ;;
+	--src) src=$2; shift ;;
 	*) case=$1 ;;
 	esac
 	shift
 done
-lib=$(realpath "$lib") test=$(realpath "$test") udpd=$(realpath "$udpd")
+lib=$(realpath "$lib") test=$(realpath "$test") udpd=$(realpath "$udpd") src=$(realpath "$src")
 mult=${TALLY_TIMEOUT_MULTIPLIER:-1}
 T() { echo $(($1 * ${mult%.*})); }
 if [ "$mpi" = ompi ]; then
@@ -131,7 +133,7 @@ plain)
 absent)
 	p=$(freeport) # nothing listens there
 	export TALLY_APPLIANCES=127.0.0.1:$p TALLY_CONNECT_TIMEOUT_MS=1000
-	LD_PRELOAD=$lib mpirun "$test" --max 65536 --no-threads >"$dir/out" 2>&1
+	LD_PRELOAD=$lib mpirun "$test" --loop 2 >"$dir/out" 2>&1
 	rc=$?
 	cat "$dir/out"
 	[ $rc != 0 ] || fail "default policy: the job passed with no appliance"
@@ -165,6 +167,26 @@ kill)
 	[ $rc = 0 ] || fail "job with one of two appliances killed: exit $rc"
 	[ "$(stat failovers)" -gt 0 ] || fail "no failover counted"
 	echo "failovers: $(stat failovers) (sum over ranks)"
+	;;
+py)
+	# mpi4py + numpy, and a PyTorch loop: final parameters against a plain-MPI run
+	py=/usr/bin/python3
+	$py -c 'import mpi4py, numpy, torch' 2>/dev/null ||
+		{ echo "SKIP: python3-mpi4py / numpy / torch missing"; exit 77; }
+	start_udpd a
+	export TALLY_APPLIANCES=127.0.0.1:$port_a
+	LD_PRELOAD=$lib mpirun $py "$src/test_mpi4py.py" "$dir/tally" >"$dir/out" 2>&1
+	rc=$?
+	cat "$dir/out"
+	[ $rc = 0 ] || fail "mpi4py under libtally_mpi: exit $rc"
+	[ "$(stat allreduce taken_calls)" -gt 0 ] || fail "nothing taken over"
+	mpirun $py "$src/test_mpi4py.py" "$dir/plain" >"$dir/out" 2>&1 || fail "plain: $(cat "$dir/out")"
+	# tolerance: float sums in another order, 40 SGD steps: 1e-5 absolute
+	$py -c 'import numpy as np, sys
+d = max(float(np.max(np.abs(np.load(f"{sys.argv[1]}/tally.{r}.npy") - np.load(f"{sys.argv[1]}/plain.{r}.npy")))) for r in range(4))
+s = max(float(np.max(np.abs(np.load(f"{sys.argv[1]}/tally.0.npy") - np.load(f"{sys.argv[1]}/tally.{r}.npy")))) for r in range(4))
+print(f"max |tally - plain MPI| over the parameters = {d:.3g}; ranks differ by {s:.3g}")
+sys.exit(0 if d <= 1e-5 and s == 0 else 1)' "$dir" || fail "parameters differ beyond 1e-5"
 	;;
 *) fail "unknown case '$case'" ;;
 esac
