@@ -8,7 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tally_mpi.h"
+#include "mpi_int.h"
+
+/* The process's settings and counters (one MPI job per process). */
+struct tally_mpi_cfg tally_mpi_settings;
+_Atomic uint64_t tally_mpi_count[4][TALLY_MPI_NFN];
+_Atomic uint64_t tally_mpi_fallbacks, tally_mpi_errors, tally_mpi_comms, tally_mpi_failovers;
+int tally_mpi_errclass = MPI_ERR_OTHER;
 
 static int cfg_err(char *err, size_t errlen, const char *fmt, ...)
 {

@@ -7,11 +7,6 @@
 
 #include "mpi_int.h"
 
-struct tally_mpi_cfg tally_mpi_settings;
-_Atomic uint64_t tally_mpi_count[4][TALLY_MPI_NFN];
-_Atomic uint64_t tally_mpi_fallbacks, tally_mpi_errors, tally_mpi_comms, tally_mpi_failovers;
-int tally_mpi_errclass = MPI_ERR_OTHER;
-
 static void init_settings(void)
 {
 	char err[256] = "";
