@@ -60,8 +60,9 @@ static int coll_sum(struct tally_mpi_comm *c, MPI_Comm comm, void *buf, size_t b
 	if (st >= 0)
 		st = tally_agent_wait(c->agent, st);
 	if (st < 0)
-		return tally_mpi_fail(comm, "tally_mpi: %s of %zu bytes failed: %s (errno %d)", fn,
-				      bytes, tally_agent_strerror(c->agent), -st);
+		return tally_mpi_fail(comm, "tally_mpi: %s of %zu bytes failed: %s (errno %d; "
+				      "appliances: TALLY_APPLIANCES, deadline: TALLY_OP_TIMEOUT_MS)",
+				      fn, bytes, tally_agent_strerror(c->agent), -st);
 	return MPI_SUCCESS;
 }
 

@@ -8,6 +8,7 @@
 #       plain      the same binary without the preload: same results, no counters
 #       absent     no appliance at start: default fails naming it; fallback passes, warns once
 #       py         mpi4py + numpy sums; a PyTorch loop's parameters vs plain MPI (Open MPI)
+#       kill1      the only appliance killed -9 mid-run: the error names it
 #       kill       one of two appliances killed -9 mid-run: the job finishes (failover)
 # Exit 0 pass, 1 fail, 77 skip (no mpirun of that MPI).
 set -u
@@ -187,6 +188,25 @@ d = max(float(np.max(np.abs(np.load(f"{sys.argv[1]}/tally.{r}.npy") - np.load(f"
 s = max(float(np.max(np.abs(np.load(f"{sys.argv[1]}/tally.0.npy") - np.load(f"{sys.argv[1]}/tally.{r}.npy")))) for r in range(4))
 print(f"max |tally - plain MPI| over the parameters = {d:.3g}; ranks differ by {s:.3g}")
 sys.exit(0 if d <= 1e-5 and s == 0 else 1)' "$dir" || fail "parameters differ beyond 1e-5"
+	;;
+kill1)
+	# the only appliance killed -9 mid-run: the collective fails, naming it
+	start_udpd a
+	export TALLY_APPLIANCES=127.0.0.1:$port_a TALLY_OP_TIMEOUT_MS=2000
+	LD_PRELOAD=$lib mpirun "$test" --loop 150 >"$dir/out" 2>&1 &
+	mp=$!
+	for i in $(seq 1 $((300 * ${mult%.*}))); do
+		grep -q "loop: quarter" "$dir/out" && break
+		sleep 0.1
+	done
+	grep -q "loop: quarter" "$dir/out" || fail "the loop did not start: $(cat "$dir/out")"
+	kill -9 "$pid_a"
+	wait "$mp"
+	rc=$?
+	cat "$dir/out"
+	[ $rc != 0 ] || fail "the job passed with its only appliance killed"
+	grep -q "tally_mpi: MPI_Allreduce.*failed.*127.0.0.1:$port_a" "$dir/out" ||
+		fail "the error does not name the appliance"
 	;;
 *) fail "unknown case '$case'" ;;
 esac
