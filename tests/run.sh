@@ -48,6 +48,8 @@ if [ "$pkgset" = all ]; then
 	# suite prometheus), matplotlib (perf plots)
 	pkgs+=(clang libclang-rt-14-dev python3-matplotlib libibverbs-dev librdmacm-dev nftables
 	       openmpi-bin libopenmpi-dev prometheus)
+	# suite mpi (libtally_mpi, issue 35): MPICH beside Open MPI, Debian's mpi4py
+	pkgs+=(mpich libmpich-dev python3-mpi4py)
 	# suite vm-deploy: QEMU, the package build, mkosi and the raw disk tools (deploy/make-disk.sh)
 	pkgs+=(qemu-system-x86 qemu-utils openssh-client dpkg-dev debhelper dh-python mkosi
 	       e2fsprogs dosfstools mtools syslinux syslinux-common fdisk)

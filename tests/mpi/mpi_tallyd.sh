@@ -1,0 +1,68 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# mpi_tallyd.sh --bin BUILD --mpi ompi|mpich — libtally_mpi against tallyd (DPDK,
+# net_af_packet on a veth): 4 ranks of test_mpi under mpirun in a network namespace,
+# every case (up to 16 MiB), sums through tallyd; counters show them taken over.
+set -u
+BIN= MPI=
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--bin) BIN=$(realpath "$2"); shift ;;
+	--mpi) MPI=$2; shift ;;
+	*) echo "usage: $0 --bin BUILD_DIR --mpi ompi|mpich" >&2; exit 2 ;;
+	esac
+	shift
+done
+E2E_TAG=m
+# shellcheck source=tests/e2e/lib.sh
+. "$(dirname "$0")/../e2e/lib.sh"
+e2e_require_netns
+APP="$BIN/appliance/tallyd"
+TEST="$BIN/tests/mpi/test_mpi_$MPI"
+if [ "$MPI" = ompi ]; then
+	LIB="$BIN/gpu_agent/mpi/libtally_mpi.so" RUN=mpirun.openmpi
+else
+	LIB="$BIN/gpu_agent/mpi/libtally_mpi_mpich.so" RUN=mpirun.mpich
+fi
+command -v $RUN >/dev/null || e2e_skip "$RUN absent"
+[ -x "$APP" ] && [ -x "$TEST" ] && [ -f "$LIB" ] || e2e_fail "no $APP, $TEST or $LIB"
+unset MALLOC_PERTURB_
+mult=${TALLY_TIMEOUT_MULTIPLIER:-1}
+e2e_ns a
+e2e_ns w
+e2e_veth a a0 w w0 9000
+e2e_addr w w0 10.98.0.2/24
+e2e_bg a tallyd "$APP" --port \
+	"net_af_packet0,iface=${ID}a0,framesz=9216,blocksz=36864,framecnt=2048,qpairs=1" \
+	--ip 10.98.0.1/24 --base-port 9170 --open-admission --mem 512M \
+	--ctl-socket "$E2E_TMP/tallyd.sock" -- --no-huge --no-pci -m 1024 --file-prefix "${ID}t" \
+	--lcores "0@0,1@1"
+app=$E2E_LAST_PID
+e2e_wait_log tallyd "ready" $((60 * ${mult%.*})) $app
+export TALLY_APPLIANCES=10.98.0.1:9170 TALLY_MPI_THRESHOLD=4096 TALLY_MPI_STATS=$E2E_TMP/stats
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ "$MPI" = ompi ]; then
+	e2e_bg w mpi timeout $((300 * ${mult%.*})) $RUN --oversubscribe -np 4 --mca btl self,vader \
+		-x LD_PRELOAD="$LIB" -x TALLY_APPLIANCES -x TALLY_MPI_THRESHOLD -x TALLY_MPI_STATS \
+		"$TEST" --max $((16 << 20))
+else
+	e2e_bg w mpi env LD_PRELOAD="$LIB" timeout $((300 * ${mult%.*})) $RUN -np 4 \
+		"$TEST" --max $((16 << 20))
+fi
+mp=$E2E_LAST_PID
+wait $mp
+rc=$?
+cat "$E2E_TMP/mpi.log"
+[ $rc = 0 ] || e2e_fail "test_mpi through tallyd: exit $rc"
+$PY - "$E2E_TMP/stats" <<'PYEOF' || e2e_fail "counters"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 4, f"{len(rows)} ranks"
+for f in ("allreduce", "iallreduce", "reduce_scatter_block", "reduce_scatter"):
+    n = sum(r[f]["taken_calls"] for r in rows)
+    assert n > 0, f"{f}: nothing taken over"
+    print(f"{f}: taken over {n} calls through tallyd")
+assert sum(r["errors"] for r in rows) == 0
+PYEOF
+e2e_stop $app
+e2e_log "PASS: $MPI through tallyd (net_af_packet)"
