@@ -74,9 +74,10 @@ int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	for (unsigned i = 0; i < d->ncores; i++) {
+		/* defaults once, after every setting: admit_bytes and admit_claims follow
+		 * mem_budget and max_jobs */
 		struct tally_engine_cfg ec = { 0 };
 
-		tally_engine_cfg_defaults(&ec);
 		ec.core_index = (uint16_t)i;
 		ec.ncores = (uint16_t)d->ncores;
 		ec.base_port = d->conf.base_port;
