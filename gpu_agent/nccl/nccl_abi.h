@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * nccl_abi.h — NCCL's net / CollNet plugin ABI, versions 8 to 11, written from NCCL's
- * src/include/plugin/net/net_v8.h .. net_v11.h, nccl_common.h and nccl_device/net_device.h
+ * src/include/plugin/net/net_v7.h .. net_v11.h, nccl_common.h and nccl_device/net_device.h
  * (types, field order and signatures as there). NCCL's own headers are not used: nccl.h
  * pulls in the CUDA runtime, and the plugin builds without CUDA.
  */
@@ -56,6 +56,76 @@ typedef struct {
 	int needsProxyProgress;
 } ncclNetDeviceHandle_v8_t;
 typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v11_t;
+
+/* ---- version 7 (NCCL 2.18; later NCCLs fall back to it) ----
+ * v8 differs: regIsGlobal in the properties, regMr's size is size_t, CollNet has
+ * iallgather / ireducescatter. */
+typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v7_t;
+
+typedef struct {
+	char *name;
+	char *pciPath;
+	uint64_t guid;
+	int ptrSupport;
+	int speed;
+	int port;
+	float latency;
+	int maxComms;
+	int maxRecvs;
+	ncclNetDeviceType netDeviceType;
+	int netDeviceVersion;
+} ncclNetProperties_v7_t;
+
+typedef struct {
+	const char *name;
+	ncclResult_t (*init)(ncclDebugLogger_t logFunction);
+	ncclResult_t (*devices)(int *ndev);
+	ncclResult_t (*getProperties)(int dev, ncclNetProperties_v7_t *props);
+	ncclResult_t (*listen)(int dev, void *handle, void **listenComm);
+	ncclResult_t (*connect)(int dev, void *handle, void **sendComm,
+				ncclNetDeviceHandle_v7_t **sendDevComm);
+	ncclResult_t (*accept)(void *listenComm, void **recvComm,
+			       ncclNetDeviceHandle_v7_t **recvDevComm);
+	ncclResult_t (*regMr)(void *comm, void *data, int size, int type, void **mhandle);
+	ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type, uint64_t offset,
+				    int fd, void **mhandle);
+	ncclResult_t (*deregMr)(void *comm, void *mhandle);
+	ncclResult_t (*isend)(void *sendComm, void *data, int size, int tag, void *mhandle,
+			      void **request);
+	ncclResult_t (*irecv)(void *recvComm, int n, void **data, int *sizes, int *tags,
+			      void **mhandles, void **request);
+	ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+			       void **request);
+	ncclResult_t (*test)(void *request, int *done, int *sizes);
+	ncclResult_t (*closeSend)(void *sendComm);
+	ncclResult_t (*closeRecv)(void *recvComm);
+	ncclResult_t (*closeListen)(void *listenComm);
+	ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
+	ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request);
+} ncclNet_v7_t;
+
+typedef struct {
+	const char *name;
+	ncclResult_t (*init)(ncclDebugLogger_t logFunction);
+	ncclResult_t (*devices)(int *ndev);
+	ncclResult_t (*getProperties)(int dev, ncclNetProperties_v7_t *props);
+	ncclResult_t (*listen)(int dev, void *handle, void **listenComm);
+	ncclResult_t (*connect)(void *handles[], int nranks, int rank, void *listenComm,
+				void **collComm);
+	ncclResult_t (*reduceSupport)(ncclDataType_t dataType, ncclRedOp_t redOp, int *supported);
+	ncclResult_t (*regMr)(void *collComm, void *data, int size, int type, void **mhandle);
+	ncclResult_t (*regMrDmaBuf)(void *collComm, void *data, size_t size, int type,
+				    uint64_t offset, int fd, void **mhandle);
+	ncclResult_t (*deregMr)(void *collComm, void *mhandle);
+	ncclResult_t (*iallreduce)(void *collComm, void *sendData, void *recvData, int count,
+				   ncclDataType_t dataType, ncclRedOp_t redOp, void *sendMhandle,
+				   void *recvMhandle, void **request);
+	ncclResult_t (*iflush)(void *collComm, void *data, int size, void *mhandle,
+			       void **request);
+	ncclResult_t (*test)(void *request, int *done, int *size);
+	ncclResult_t (*closeColl)(void *collComm);
+	ncclResult_t (*closeListen)(void *listenComm);
+} ncclCollNet_v7_t;
 
 /* ---- version 8 (NCCL 2.19 .. 2.21) ---- */
 typedef struct {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * nccl_tables.c — the versioned symbols NCCL looks up in libnccl-net-tally.so
  * (ncclNetPlugin_vN, ncclCollNetPlugin_vN): thin adapters over nccl_net.c / nccl_coll.c.
- * v11: NCCL 2.28; v10: 2.24 .. 2.27; v9: 2.22, 2.23; v8: 2.19 .. 2.21.
+ * v11: NCCL 2.28; v10: 2.24 .. 2.27; v9: 2.22, 2.23; v8: 2.19 .. 2.21; v7: 2.18.
  */
 #include "nccl_int.h"
 
@@ -478,4 +478,101 @@ __attribute__((visibility("default"))) const ncclCollNet_v10_t ncclCollNetPlugin
 __attribute__((visibility("default"))) const ncclCollNet_v9_t ncclCollNetPlugin_v9 = {
 	COLL_V9_V10_COMMON,
 	.init = coll9_init,
+};
+
+/* ---------------- v7 (NCCL 2.18): v8 without regIsGlobal, int regMr sizes, no
+ * iallgather / ireducescatter ---------------- */
+static ncclResult_t net7_init(ncclDebugLogger_t log)
+{
+	return nccl_net_init(log, 7);
+}
+
+static void props7(int dev, ncclNetProperties_v7_t *p, int speed)
+{
+	ncclNetProperties_v8_t p8;
+
+	FILL_PROPS(&p8, speed);
+	memset(p, 0, sizeof(*p));
+	p->name = p8.name;
+	p->pciPath = p8.pciPath;
+	p->guid = p8.guid;
+	p->ptrSupport = p8.ptrSupport;
+	p->speed = p8.speed;
+	p->port = p8.port;
+	p->latency = p8.latency;
+	p->maxComms = p8.maxComms;
+	p->maxRecvs = p8.maxRecvs;
+	p->netDeviceType = p8.netDeviceType;
+	p->netDeviceVersion = p8.netDeviceVersion;
+}
+
+static ncclResult_t net7_props(int dev, ncclNetProperties_v7_t *p)
+{
+	props7(dev, p, 0);
+	return ncclSuccess;
+}
+
+static ncclResult_t net7_regmr(void *comm, void *data, int size, int type, void **mh)
+{
+	if (size < 0)
+		return ncclInvalidArgument;
+	return nccl_net_regmr(comm, data, (size_t)size, type, mh);
+}
+
+__attribute__((visibility("default"))) const ncclNet_v7_t ncclNetPlugin_v7 = {
+	.name = PLUGIN_NAME,
+	.init = net7_init,
+	.devices = nccl_net_devices,
+	.getProperties = net7_props,
+	.listen = nccl_net_listen,
+	.connect = net8_connect,
+	.accept = net11_accept,
+	.regMr = net7_regmr,
+	.regMrDmaBuf = regmr_dmabuf,
+	.deregMr = nccl_net_deregmr,
+	.isend = net8_isend,
+	.irecv = net8_irecv,
+	.iflush = net_iflush,
+	.test = nccl_net_test,
+	.closeSend = nccl_net_close,
+	.closeRecv = nccl_net_close,
+	.closeListen = nccl_net_close_listen,
+	.getDeviceMr = net_get_device_mr,
+	.irecvConsumed = net_irecv_consumed,
+};
+
+static ncclResult_t coll7_init(ncclDebugLogger_t log)
+{
+	return nccl_coll_init(log, 7);
+}
+
+static ncclResult_t coll7_props(int dev, ncclNetProperties_v7_t *p)
+{
+	props7(dev, p, COLL_SPEED_MBPS);
+	return ncclSuccess;
+}
+
+static ncclResult_t coll7_regmr(void *cc, void *data, int size, int type, void **mh)
+{
+	if (size < 0)
+		return ncclInvalidArgument;
+	return nccl_coll_regmr(cc, data, (size_t)size, type, mh);
+}
+
+__attribute__((visibility("default"))) const ncclCollNet_v7_t ncclCollNetPlugin_v7 = {
+	.name = PLUGIN_NAME,
+	.init = coll7_init,
+	.devices = nccl_coll_devices,
+	.getProperties = coll7_props,
+	.listen = nccl_coll_listen,
+	.connect = nccl_coll_connect,
+	.reduceSupport = nccl_coll_reduce_support,
+	.regMr = coll7_regmr,
+	.regMrDmaBuf = coll_regmr_dmabuf,
+	.deregMr = nccl_coll_deregmr,
+	.iallreduce = coll8_iallreduce,
+	.iflush = coll_iflush,
+	.test = nccl_coll_test,
+	.closeColl = nccl_coll_close,
+	.closeListen = nccl_coll_close_listen,
 };

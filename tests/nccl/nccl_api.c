@@ -54,6 +54,7 @@ int napi_load(struct napi *a, const char *so, int ver)
 		return -1;
 	}
 	switch (ver) {
+	case 7: a->n7 = n; a->c7 = c; break;
 	case 8: a->n8 = n; a->c8 = c; break;
 	case 9: a->n9 = n; a->c10 = c; break;
 	case 10: a->n10 = n; a->c10 = c; break;
@@ -66,6 +67,8 @@ ncclResult_t napi_net_init(struct napi *a)
 {
 	void *ctx;
 
+	if (a->n7)
+		return a->n7->init(napi_logger);
 	if (a->n9)
 		return a->n9->init(napi_logger);
 	if (a->n10)
@@ -75,12 +78,18 @@ ncclResult_t napi_net_init(struct napi *a)
 
 ncclResult_t napi_net_devices(struct napi *a, int *n, int *ptr_support, int *max_recvs)
 {
-	ncclResult_t r = a->n8 ? a->n8->devices(n) : a->n9 ? a->n9->devices(n)
+	ncclResult_t r = a->n7 ? a->n7->devices(n) : a->n8 ? a->n8->devices(n) : a->n9 ? a->n9->devices(n)
 				 : a->n10 ? a->n10->devices(n) : a->n11->devices(n);
 
 	if (r || *n < 1)
 		return r;
-	if (a->n9 || a->n10) {
+	if (a->n7) {
+		ncclNetProperties_v7_t p;
+
+		r = a->n7->getProperties(0, &p);
+		*ptr_support = p.ptrSupport;
+		*max_recvs = p.maxRecvs;
+	} else if (a->n9 || a->n10) {
 		ncclNetProperties_v10_t p;
 
 		r = a->n9 ? a->n9->getProperties(0, &p) : a->n10->getProperties(0, &p);
@@ -104,6 +113,8 @@ ncclResult_t napi_net_devices(struct napi *a, int *n, int *ptr_support, int *max
 
 ncclResult_t napi_net_listen(struct napi *a, void *handle, void **lc)
 {
+	if (a->n7)
+		return a->n7->listen(0, handle, lc);
 	if (a->n9 || a->n10)
 		return a->n9 ? a->n9->listen(0, handle, lc) : a->n10->listen(0, handle, lc);
 	return a->n8 ? a->n8->listen(0, handle, lc) : a->n11->listen(NULL, 0, handle, lc);
@@ -114,6 +125,8 @@ ncclResult_t napi_net_connect(struct napi *a, void *handle, void **sc)
 	ncclNetDeviceHandle_v8_t *dh = NULL;
 	ncclNetCommConfig_v10_t cfg = {.trafficClass = -1};
 
+	if (a->n7)
+		return a->n7->connect(0, handle, sc, &dh);
 	if (a->n9)
 		return a->n9->connect(0, handle, sc, &dh);
 	if (a->n10)
@@ -126,6 +139,8 @@ ncclResult_t napi_net_accept(struct napi *a, void *lc, void **rc)
 {
 	ncclNetDeviceHandle_v8_t *dh = NULL;
 
+	if (a->n7)
+		return a->n7->accept(lc, rc, &dh);
 	if (a->n9 || a->n10)
 		return a->n9 ? a->n9->accept(lc, rc, &dh) : a->n10->accept(lc, rc, &dh);
 	return a->n8 ? a->n8->accept(lc, rc, &dh) : a->n11->accept(lc, rc, &dh);
@@ -136,6 +151,10 @@ ncclResult_t napi_net_isend(struct napi *a, void *sc, void *d, size_t n, int tag
 	void *mh = NULL;
 	ncclResult_t r;
 
+	if (a->n7) {
+		r = a->n7->regMr(sc, d, (int)n, NCCL_PTR_HOST, &mh);
+		return r ? r : a->n7->isend(sc, d, (int)n, tag, mh, req);
+	}
 	if (a->n9 || a->n10) {
 		r = a->n9 ? a->n9->regMr(sc, d, n, NCCL_PTR_HOST, &mh)
 			  : a->n10->regMr(sc, d, n, NCCL_PTR_HOST, &mh);
@@ -158,6 +177,10 @@ ncclResult_t napi_net_irecv(struct napi *a, void *rc, void *d, size_t n, int tag
 	ncclResult_t r;
 	int isz = (int)n;
 
+	if (a->n7) {
+		r = a->n7->regMr(rc, d, isz, NCCL_PTR_HOST, &mh);
+		return r ? r : a->n7->irecv(rc, 1, &d, &isz, &tag, &mh, req);
+	}
 	if (a->n9 || a->n10) {
 		r = a->n9 ? a->n9->regMr(rc, d, n, NCCL_PTR_HOST, &mh)
 			  : a->n10->regMr(rc, d, n, NCCL_PTR_HOST, &mh);
@@ -176,6 +199,8 @@ ncclResult_t napi_net_irecv(struct napi *a, void *rc, void *d, size_t n, int tag
 
 ncclResult_t napi_net_test(struct napi *a, void *req, int *done, int *size)
 {
+	if (a->n7)
+		return a->n7->test(req, done, size);
 	if (a->n9 || a->n10)
 		return a->n9 ? a->n9->test(req, done, size) : a->n10->test(req, done, size);
 	return a->n8 ? a->n8->test(req, done, size) : a->n11->test(req, done, size);
@@ -183,6 +208,12 @@ ncclResult_t napi_net_test(struct napi *a, void *req, int *done, int *size)
 
 ncclResult_t napi_net_close(struct napi *a, void *sc, void *rc, void *lc)
 {
+	if (a->n7) {
+		if (sc) a->n7->closeSend(sc);
+		if (rc) a->n7->closeRecv(rc);
+		if (lc) a->n7->closeListen(lc);
+		return ncclSuccess;
+	}
 	if (a->n9 || a->n10) {
 		const ncclNet_v9_t *t9 = a->n9;
 		const ncclNet_v10_t *t10 = a->n10;
@@ -208,6 +239,8 @@ ncclResult_t napi_coll_init(struct napi *a)
 {
 	void *ctx;
 
+	if (a->c7)
+		return a->c7->init(napi_logger);
 	if (a->c10)
 		return a->c10->init(napi_logger);
 	return a->c8 ? a->c8->init(napi_logger) : a->c11->init(&ctx, 1, napi_logger);
@@ -215,12 +248,17 @@ ncclResult_t napi_coll_init(struct napi *a)
 
 ncclResult_t napi_coll_devices(struct napi *a, int *n, int *ptr_support)
 {
-	ncclResult_t r = a->c10 ? a->c10->devices(n) : a->c8 ? a->c8->devices(n)
+	ncclResult_t r = a->c7 ? a->c7->devices(n) : a->c10 ? a->c10->devices(n) : a->c8 ? a->c8->devices(n)
 						: a->c11->devices(n);
 
 	if (r || *n < 1)
 		return r;
-	if (a->c10) {
+	if (a->c7) {
+		ncclNetProperties_v7_t p;
+
+		r = a->c7->getProperties(0, &p);
+		*ptr_support = p.ptrSupport;
+	} else if (a->c10) {
 		ncclNetProperties_v10_t p;
 
 		r = a->c10->getProperties(0, &p);
@@ -241,6 +279,8 @@ ncclResult_t napi_coll_devices(struct napi *a, int *n, int *ptr_support)
 
 ncclResult_t napi_coll_listen(struct napi *a, void *handle, void **lc)
 {
+	if (a->c7)
+		return a->c7->listen(0, handle, lc);
 	if (a->c10)
 		return a->c10->listen(0, handle, lc);
 	return a->c8 ? a->c8->listen(0, handle, lc) : a->c11->listen(NULL, 0, handle, lc);
@@ -249,6 +289,8 @@ ncclResult_t napi_coll_listen(struct napi *a, void *handle, void **lc)
 ncclResult_t napi_coll_connect(struct napi *a, void **handles, int n, int rank, void *lc,
 			       void **cc)
 {
+	if (a->c7)
+		return a->c7->connect(handles, n, rank, lc, cc);
 	if (a->c10)
 		return a->c10->connect(handles, n, rank, lc, cc);
 	return a->c8 ? a->c8->connect(handles, n, rank, lc, cc)
@@ -257,6 +299,8 @@ ncclResult_t napi_coll_connect(struct napi *a, void **handles, int n, int rank, 
 
 ncclResult_t napi_coll_support(struct napi *a, ncclDataType_t dt, ncclRedOp_t op, int *s)
 {
+	if (a->c7)
+		return a->c7->reduceSupport(dt, op, s);
 	if (a->c10)
 		return a->c10->reduceSupport(dt, op, s);
 	return a->c8 ? a->c8->reduceSupport(dt, op, s) : a->c11->reduceSupport(dt, op, s);
@@ -264,6 +308,8 @@ ncclResult_t napi_coll_support(struct napi *a, ncclDataType_t dt, ncclRedOp_t op
 
 ncclResult_t napi_coll_regmr(struct napi *a, void *cc, void *d, size_t n, void **mh)
 {
+	if (a->c7)
+		return a->c7->regMr(cc, d, (int)n, NCCL_PTR_HOST, mh);
 	if (a->c10)
 		return a->c10->regMr(cc, d, n, NCCL_PTR_HOST, mh);
 	return a->c8 ? a->c8->regMr(cc, d, n, NCCL_PTR_HOST, mh)
@@ -272,6 +318,8 @@ ncclResult_t napi_coll_regmr(struct napi *a, void *cc, void *d, size_t n, void *
 
 ncclResult_t napi_coll_deregmr(struct napi *a, void *cc, void *mh)
 {
+	if (a->c7)
+		return a->c7->deregMr(cc, mh);
 	if (a->c10)
 		return a->c10->deregMr(cc, mh);
 	return a->c8 ? a->c8->deregMr(cc, mh) : a->c11->deregMr(cc, mh);
@@ -280,6 +328,8 @@ ncclResult_t napi_coll_deregmr(struct napi *a, void *cc, void *mh)
 ncclResult_t napi_coll_iallreduce(struct napi *a, void *cc, void *s, void *r, size_t count,
 				  ncclDataType_t dt, void *smh, void *rmh, void **req)
 {
+	if (a->c7)
+		return a->c7->iallreduce(cc, s, r, (int)count, dt, ncclSum, smh, rmh, req);
 	if (a->c10)
 		return a->c10->iallreduce(cc, s, r, count, dt, ncclSum, smh, rmh, req);
 	return a->c8 ? a->c8->iallreduce(cc, s, r, (int)count, dt, ncclSum, smh, rmh, req)
@@ -293,6 +343,8 @@ ncclResult_t napi_coll_iallgather(struct napi *a, void *cc, void *send, void *wi
 	ncclNetSGE_v10_t p10 = {wmh, win, wbytes};
 	ncclNetSGE_v11_t p11 = {wmh, win, wbytes};
 
+	if (a->c7)
+		return ncclInvalidUsage; /* v7 has no iallgather */
 	if (a->c10)
 		return a->c10->iallgather(cc, send, 1, &p10, bpr, woff, wbytes, smh, req);
 	return a->c8 ? a->c8->iallgather(cc, send, 1, &p8, bpr, woff, wbytes, smh, req)
@@ -307,6 +359,8 @@ ncclResult_t napi_coll_ireducescatter(struct napi *a, void *cc, void *win, void 
 	ncclNetSGE_v10_t p10 = {wmh, win, wbytes};
 	ncclNetSGE_v11_t p11 = {wmh, win, wbytes};
 
+	if (a->c7)
+		return ncclInvalidUsage; /* v7 has no ireducescatter */
 	if (a->c10)
 		return a->c10->ireducescatter(cc, 1, &p10, recv, bpr, woff, wbytes, dt, ncclSum, rmh,
 					      req);
@@ -318,6 +372,8 @@ ncclResult_t napi_coll_ireducescatter(struct napi *a, void *cc, void *win, void 
 
 ncclResult_t napi_coll_test(struct napi *a, void *req, int *done, int *size)
 {
+	if (a->c7)
+		return a->c7->test(req, done, size);
 	if (a->c10)
 		return a->c10->test(req, done, size);
 	return a->c8 ? a->c8->test(req, done, size) : a->c11->test(req, done, size);
@@ -325,6 +381,11 @@ ncclResult_t napi_coll_test(struct napi *a, void *req, int *done, int *size)
 
 ncclResult_t napi_coll_close(struct napi *a, void *cc, void *lc)
 {
+	if (a->c7) {
+		if (cc) a->c7->closeColl(cc);
+		if (lc) a->c7->closeListen(lc);
+		return ncclSuccess;
+	}
 	if (a->c10) {
 		if (cc) a->c10->closeColl(cc);
 		if (lc) a->c10->closeListen(lc);

@@ -10,6 +10,8 @@
 
 struct napi {
 	int ver;
+	const ncclNet_v7_t *n7;
+	const ncclCollNet_v7_t *c7; /* no iallgather / ireducescatter */
 	const ncclNet_v8_t *n8;
 	const ncclCollNet_v8_t *c8;
 	const ncclNet_v9_t *n9;
@@ -21,7 +23,7 @@ struct napi {
 
 extern char napi_log[1 << 16]; /* what the plugin logged in this process */
 
-/* dlopen + dlsym of both tables of version ver (8 .. 11). 0, or -1 with a message. */
+/* dlopen + dlsym of both tables of version ver (7 .. 11). 0, or -1 with a message. */
 int napi_load(struct napi *a, const char *so, int ver);
 
 ncclResult_t napi_net_init(struct napi *a);
@@ -44,7 +46,7 @@ ncclResult_t napi_coll_regmr(struct napi *a, void *cc, void *d, size_t n, void *
 ncclResult_t napi_coll_deregmr(struct napi *a, void *cc, void *mh);
 ncclResult_t napi_coll_iallreduce(struct napi *a, void *cc, void *s, void *r, size_t count,
 				  ncclDataType_t dt, void *smh, void *rmh, void **req);
-/* one receive (send) part: the window [woff, woff + wbytes) of the nranks x bpr buffer */
+/* v7 has none: ncclInvalidUsage. One receive (send) part: the window [woff, woff + wbytes) of the nranks x bpr buffer */
 ncclResult_t napi_coll_iallgather(struct napi *a, void *cc, void *send, void *win, size_t bpr,
 				  size_t woff, size_t wbytes, void *smh, void *wmh, void **req);
 ncclResult_t napi_coll_ireducescatter(struct napi *a, void *cc, void *win, void *recv, size_t bpr,

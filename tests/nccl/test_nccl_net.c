@@ -123,9 +123,9 @@ static void net_refused(void)
 
 int mode_net(void)
 {
-	static const int vers[] = {11, 10, 9, 8};
+	static const int vers[] = {11, 10, 9, 8, 7};
 
-	for (unsigned v = 0; v < 4; v++) {
+	for (unsigned v = 0; v < sizeof(vers) / sizeof(vers[0]); v++) {
 		int p[2];
 		pid_t pids[2];
 		double t0 = now_s();
