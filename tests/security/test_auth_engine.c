@@ -56,7 +56,8 @@ static int a_verify(struct ah *a, const uint8_t *buf, const struct tally_pkt *p)
 static void a_build(struct ah *a, struct tally_hdr *hd, const void *pl, size_t plen, int sign)
 {
 	if (!sign) {
-		memcpy(a->buf + TALLY_HDR_LEN, pl, plen);
+		if (plen) /* memcpy's source must not be NULL, even for 0 bytes (UBSan) */
+			memcpy(a->buf + TALLY_HDR_LEN, pl, plen);
 		tally_proto_finish(a->buf, hd, a->buf + TALLY_HDR_LEN, plen);
 		a->len = TALLY_HDR_LEN + plen;
 		return;
