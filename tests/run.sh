@@ -137,6 +137,7 @@ fi
 python3 - "$build/meson-logs/testlog.json" $san_log <<'PY'
 import json, sys
 counts = {"OK": 0, "FAIL": 0, "SKIP": 0}
+failed = []  # named again just above the last line, where a CI log's tail shows them
 suites = {}  # suite: [tests, seconds (the tests' durations summed), longest (s, name)]
 lines = []
 for i, log in enumerate(sys.argv[1:]):
@@ -162,10 +163,13 @@ for san, line in lines:
             counts["SKIP"] += 1
         else:
             counts["FAIL"] += 1
+            failed.append(f"{head} / {name}: {res}")
 # Per suite: its tests' durations summed (a test in two suites counts in both; tests of a
 # suite may have run in parallel), the longest one, so CI logs show where the time went.
 for su, (n, sec, (ld, ln)) in sorted(suites.items(), key=lambda kv: -kv[1][1]):
     print(f"suite {su:<12} {n:3d} tests {sec:8.1f} s  (longest: {ln} {ld:.1f} s)")
+for f in failed:
+    print(f"FAILED {f}")
 print(f"{counts['OK']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
 sys.exit(1 if counts["FAIL"] else 0)
 PY

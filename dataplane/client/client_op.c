@@ -5,7 +5,6 @@
  * staging buffers at JOIN, per-chunk state words at key registration.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -545,14 +544,16 @@ uint64_t client_op_tick(struct tally_client *c)
 					struct client_op *op = &c->ops_tab[sl->op];
 					struct client_key *k = &c->keys[op->kidx];
 					char why[128];
-
 					client_seterr(c, "%sallreduce key %u round %u: chunk %u (offset %u, "
 						  "%u elements) got no RESULT from appliance core "
-						  "%u within %u ms (%u retransmits)",
+						  "%u within %u ms (%u retransmits; push %s)",
 						  client_live_silence(c, now, why, sizeof(why)), k->key, op->round,
 						  sl->chunk, sl->chunk * k->reg.chunk_elems,
 						  client_chunk_count(k, sl->chunk), core,
-						  c->cfg.give_up_ms, sl->retries);
+						  c->cfg.give_up_ms, sl->retries,
+						  sl->done ? "complete there (HELD+DONE), its RESULT lost" :
+						  sl->held ? "held there (HELD), waiting for other ranks" :
+						  "never acknowledged");
 					client_op_fail(c, sl->op, -ETIMEDOUT);
 					continue;
 				}
