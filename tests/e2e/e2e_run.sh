@@ -148,8 +148,8 @@ none|relay:*) ;;
 esac
 
 case "$appliance" in
-udpd) e2e_wait_log appliance "cores on port" 20 "$app_pid" ;;
-*) e2e_wait_log appliance "ready" 30 "$app_pid" ;;
+udpd) e2e_wait_log appliance "cores on port" 60 "$app_pid" ;;
+*) e2e_wait_log appliance "ready" 90 "$app_pid" ;;
 esac
 
 fail=0

@@ -93,9 +93,12 @@ e2e_stop() {
 PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
 
-# e2e_wait_log LOGNAME PATTERN SECONDS PID: wait until the log shows PATTERN; fail if PID exits.
+# e2e_wait_log LOGNAME PATTERN SECONDS PID: wait until the log shows PATTERN (SECONDS times
+# TALLY_TIMEOUT_MULTIPLIER at most); fail if PID exits.
 e2e_wait_log() {
-	local log="$E2E_TMP/$1.log" deadline=$(( $(date +%s) + $3 ))
+	# scaled like meson's own timeouts: a busy CI machine starts processes slowly
+	local m=${TALLY_TIMEOUT_MULTIPLIER:-1}
+	local log="$E2E_TMP/$1.log" deadline=$(( $(date +%s) + $3 * ${m%.*} ))
 	while ! grep -q "$2" "$log" 2>/dev/null; do
 		kill -0 "$4" 2>/dev/null || e2e_fail "$1 exited before '$2' (see its log)"
 		[ "$(date +%s)" -ge $deadline ] && e2e_fail "$1 did not show '$2' within $3 s"

@@ -50,7 +50,7 @@ start_app() {
 		e2e_bg a "$name" "$APP" --addr $app_ip --port $port --cores 2 --open --mem 64M \
 			--det-pool 8M --ctl-socket "$E2E_TMP/$name.sock" "$@"
 		app=$E2E_LAST_PID
-		e2e_wait_log "$name" "cores on port" 30 $app
+		e2e_wait_log "$name" "cores on port" 60 $app
 	else
 		e2e_bg a "$name" "$APP" --port \
 			"net_af_packet0,iface=${ID}a0,framesz=9216,blocksz=36864,framecnt=2048,qpairs=1" \

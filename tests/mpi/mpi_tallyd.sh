@@ -38,7 +38,7 @@ e2e_bg a tallyd "$APP" --port \
 	--ctl-socket "$E2E_TMP/tallyd.sock" -- --no-huge --no-pci -m 1024 --file-prefix "${ID}t" \
 	--lcores "0@0,1@1"
 app=$E2E_LAST_PID
-e2e_wait_log tallyd "ready" $((60 * ${mult%.*})) $app
+e2e_wait_log tallyd "ready" 60 $app
 export TALLY_APPLIANCES=10.98.0.1:9170 TALLY_MPI_THRESHOLD=4096 TALLY_MPI_STATS=$E2E_TMP/stats
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 if [ "$MPI" = ompi ]; then

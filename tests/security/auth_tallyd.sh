@@ -43,7 +43,7 @@ e2e_bg a appliance "$TALLYD" \
 	--idle-backoff on --ctl-socket "$E2E_TMP/ctl.sock" \
 	-- --no-huge --no-pci -m 1024 --file-prefix "$ID" --lcores "0@0,1@1,2@1"
 app=$E2E_LAST_PID
-e2e_wait_log appliance "ready" 30 "$app"
+e2e_wait_log appliance "ready" 90 "$app"
 C=("$CTL" --socket "$E2E_TMP/ctl.sock")
 "${C[@]}" --json job-add $job --token $token --world-size 2 --key-file "$E2E_TMP/key" \
 	>"$E2E_TMP/add.json" || e2e_fail "job-add with the key failed"

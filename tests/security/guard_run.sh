@@ -56,7 +56,7 @@ udpd)
 		--open --mem 256M --det-pool 64M --quota-bytes 64M --quota-keys 64 "${guard[@]}" \
 		--ctl-socket "$sock"
 	app_pid=$E2E_LAST_PID
-	e2e_wait_log appliance "cores on port" 20 "$app_pid"
+	e2e_wait_log appliance "cores on port" 60 "$app_pid"
 	;;
 afpacket)
 	[ -x "$bin/appliance/tallyd" ] || e2e_fail "no tallyd"
@@ -66,7 +66,7 @@ afpacket)
 		--quota-bytes 128M --quota-keys 128 "${guard[@]}" --ctl-socket "$sock" \
 		-- --no-huge --no-pci -m 1536 --file-prefix "$ID" --lcores "0@0,1@1,2@1"
 	app_pid=$E2E_LAST_PID
-	e2e_wait_log appliance "ready" 40 "$app_pid"
+	e2e_wait_log appliance "ready" 90 "$app_pid"
 	;;
 *) e2e_fail "appliance '$appliance' not handled" ;;
 esac
