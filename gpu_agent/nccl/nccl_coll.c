@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #define COLL_MAGIC 0x544c4c43u /* "TLLC" */
 
@@ -149,10 +150,10 @@ ncclResult_t nccl_coll_connect(void *handles[], int nranks, int rank, void *list
 	cc->rank = rank;
 	cc->lanes = coll_lanes;
 	/* the piece size P: a power of two within one partition (one key), 64 KiB .. 32 MiB */
-	for (cc->piece = (size_t)64 << 10;
-	     cc->piece * 2 <= cfg.partition_bytes && cc->piece * 2 <= ((size_t)1 << (COLL_MIN_SHIFT + COLL_NCLASS - 1));
-	     cc->piece *= 2)
-		;
+	cc->piece = (size_t)64 << 10;
+	while (cc->piece * 2 <= cfg.partition_bytes &&
+	       cc->piece * 2 <= (size_t)1 << (COLL_MIN_SHIFT + COLL_NCLASS - 1))
+		cc->piece *= 2;
 	cc->a = tally_agent_create(&cfg, &e, err, sizeof(err));
 	if (!cc->a) {
 		/* an appliance that holds another key for the job drops our JOINs unanswered */
@@ -220,10 +221,25 @@ ncclResult_t nccl_coll_regmr(void *coll_comm, void *data, size_t size, int type,
 	return ncclSuccess;
 }
 
+/* The agent writes sums into NCCL's memory until a piece is back: a collective that failed
+ * (or was never tested) may still have pieces out. Wait for them (the agent fails every
+ * push_pull within its give-up, TALLY_OP_TIMEOUT_MS) before NCCL frees the buffer. */
 ncclResult_t nccl_coll_deregmr(void *coll_comm, void *mh)
 {
-	(void)coll_comm;
+	struct coll_comm *cc = coll_comm;
+	double waited_ms = 0, limit_ms = 2.0 * coll_cfg.op_timeout_ms + 5000;
+
+	for (unsigned i = 0; cc && i < NCCL_NET_MAX_REQUESTS; i++)
+		while (atomic_load(&cc->reqs[i].left) && waited_ms < limit_ms) {
+			usleep(1000);
+			waited_ms += 1;
+		}
 	free(mh);
+	if (waited_ms >= limit_ms) {
+		NCCL_WARN("NET/Tally: job %u: deregMr with collectives still out after %.0f ms",
+			  cc->job, waited_ms);
+		return ncclInternalError;
+	}
 	return ncclSuccess;
 }
 
