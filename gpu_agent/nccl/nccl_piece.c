@@ -67,6 +67,16 @@ int coll_plan_add(struct coll_comm *cc, char *data, char *out, size_t bytes)
 	return rc;
 }
 
+/* Piece sizes in use: 64 B .. P. */
+static unsigned coll_nclass(const struct coll_comm *cc)
+{
+	unsigned n = 1;
+
+	while (((size_t)1 << (COLL_MIN_SHIFT + n - 1)) < cc->piece)
+		n++;
+	return n;
+}
+
 static int lane_declare(struct coll_comm *cc, struct coll_lane *l, int tdt, unsigned ci,
 			unsigned li, char *err, size_t errlen)
 {
@@ -80,11 +90,11 @@ static int lane_declare(struct coll_comm *cc, struct coll_lane *l, int tdt, unsi
 		t = -EINVAL;
 	if (t < 0) {
 		snprintf(err, errlen, "%s (the communicator's key %u, %zu bytes: it holds at most "
-			 "4 dtypes x %d piece sizes x TALLY_NCCL_LANES=%u keys, plus one per %zu "
-			 "bytes of its largest collective; the appliance's limit is tally-udpd / "
-			 "tallyd --quota-keys, or the admitted job's quota_keys)",
-			 tally_agent_strerror(cc->a), cc->ntensors + 1, bytes, COLL_NCLASS,
-			 cc->lanes, cc->piece);
+			 "4 dtypes x %u piece sizes x TALLY_NCCL_LANES=%u keys, plus one per %zu "
+			 "bytes of its largest collective; the appliance's limits are tally-udpd / "
+			 "tallyd --quota-keys and --quota-bytes, or the admitted job's quota_keys "
+			 "and quota_bytes)", tally_agent_strerror(cc->a), cc->ntensors + 1, bytes,
+			 coll_nclass(cc), cc->lanes, cc->piece);
 		return t;
 	}
 	l->tensor = t;
