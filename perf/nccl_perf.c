@@ -6,7 +6,9 @@
  * Printed in nccl-tests' columns (size, count, type, redop, time, algbw, busbw, #wrong)
  * plus the worker's CPU cost: getrusage(RUSAGE_SELF) of each rank process (the plugin, the
  * agent's progress thread, its UDP client; not the appliance) over the timed iterations,
- * per GB reduced (size x iterations), the largest over the ranks.
+ * per GB reduced (size x iterations), user + system and each, of the rank that used most;
+ * "cores": that CPU time over the timed wall time (1.0: a core busy throughout, polling
+ * included: the agent's progress thread and the client poll while they wait).
  * A CPU harness figure: no GPU, no NCCL (its proxy thread and staging copies are not in it).
  *   tally-nccl-perf PLUGIN.so TALLY-UDPD [-w ranks] [-b min] [-e max] [-n iters] [-m warmup]
  *                   [-v version] [--external]
@@ -32,17 +34,18 @@ struct opts {
 };
 
 struct res { /* one rank, one size */
-	double t, cpu;
+	double t, usr, sys;
 	size_t wrong;
 };
 
-static double cpu_s(void)
+/* user and system CPU seconds of this process, every thread */
+static void cpu_s(double *usr, double *sys)
 {
 	struct rusage u;
 
 	getrusage(RUSAGE_SELF, &u);
-	return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 +
-	       (double)u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
+	*usr = (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6;
+	*sys = (double)u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
 }
 
 static void allreduce(struct napi *a, void *cc, float *b, size_t n, void *mh)
@@ -96,18 +99,20 @@ static void rank_main(const struct opts *o, int rank, int up, int down)
 	for (size_t sz = o->minb; sz <= o->maxb; sz *= 2, slot++) {
 		size_t cnt = sz / 4;
 		struct res r = {0};
-		double t0, c0;
+		double t0, u0, s0, u1, s1;
 
 		xread(down, &go, 1);
 		fill(ncclFloat32, b, cnt, rank, 1, slot);
 		for (int i = 0; i < o->warmup; i++)
 			allreduce(&a, cc, b, cnt, mh);
-		c0 = cpu_s();
+		cpu_s(&u0, &s0);
 		t0 = now_s();
 		for (int i = 0; i < o->iters; i++)
 			allreduce(&a, cc, b, cnt, mh);
 		r.t = (now_s() - t0) / o->iters;
-		r.cpu = cpu_s() - c0;
+		cpu_s(&u1, &s1);
+		r.usr = u1 - u0;
+		r.sys = s1 - s0;
 		fill(ncclFloat32, b, cnt, rank, 1, slot);
 		allreduce(&a, cc, b, cnt, mh);
 		r.wrong = wrong(b, ref, cnt, o->world, slot);
@@ -129,10 +134,10 @@ static void report(const struct opts *o, int up[])
 	int slot = 0;
 	double busf = 2.0 * (o->world - 1) / o->world;
 
-	printf("#%12s %12s %8s %6s %12s %8s %8s %7s %10s %8s\n", "size", "count", "type", "redop",
-	       "time", "algbw", "busbw", "#wrong", "cpu", "cpu");
-	printf("#%12s %12s %8s %6s %12s %8s %8s %7s %10s %8s\n", "(B)", "(elements)", "", "",
-	       "(us)", "(GB/s)", "(GB/s)", "", "(s/GB)", "(cores)");
+	printf("#%12s %12s %8s %6s %12s %8s %8s %7s %9s %9s %9s %7s\n", "size", "count", "type",
+	       "redop", "time", "algbw", "busbw", "#wrong", "cpu", "usr", "sys", "cpu");
+	printf("#%12s %12s %8s %6s %12s %8s %8s %7s %9s %9s %9s %7s\n", "(B)", "(elements)", "", "",
+	       "(us)", "(GB/s)", "(GB/s)", "", "(s/GB)", "(s/GB)", "(s/GB)", "(cores)");
 	for (size_t sz = o->minb; sz <= o->maxb; sz *= 2, slot++) {
 		struct res worst = {0}, r;
 		size_t wr = 0;
@@ -143,14 +148,18 @@ static void report(const struct opts *o, int up[])
 		for (int i = 0; i < o->world; i++) {
 			xread(up[2 * i], &r, sizeof(r));
 			worst.t = r.t > worst.t ? r.t : worst.t;
-			worst.cpu = r.cpu > worst.cpu ? r.cpu : worst.cpu;
+			if (r.usr + r.sys > worst.usr + worst.sys) {
+				worst.usr = r.usr;
+				worst.sys = r.sys;
+			}
 			wr += r.wrong;
 		}
-		double algbw = (double)sz / worst.t / 1e9;
+		double algbw = (double)sz / worst.t / 1e9, gb = (double)sz * o->iters / 1e9;
+		double cpu = worst.usr + worst.sys;
 
-		printf(" %12zu %12zu %8s %6s %12.1f %8.3f %8.3f %7zu %10.3f %8.2f\n", sz, sz / 4,
-		       "float", "sum", worst.t * 1e6, algbw, algbw * busf, wr,
-		       worst.cpu / ((double)sz * o->iters / 1e9), worst.cpu / (worst.t * o->iters));
+		printf(" %12zu %12zu %8s %6s %12.1f %8.3f %8.3f %7zu %9.3f %9.3f %9.3f %7.2f\n", sz,
+		       sz / 4, "float", "sum", worst.t * 1e6, algbw, algbw * busf, wr, cpu / gb,
+		       worst.usr / gb, worst.sys / gb, cpu / (worst.t * o->iters));
 	}
 }
 
