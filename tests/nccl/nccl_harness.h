@@ -57,6 +57,12 @@ float widen(ncclDataType_t dt, const void *b, size_t i);
 void fill(ncclDataType_t dt, void *b, size_t n, int rank, int round, int slot);
 /* the deterministic mode's sum of `world` ranks' fill(), rounded once to dt */
 void reference(ncclDataType_t dt, void *out, size_t n, int world, int round, int slot);
+/* Tests every request until all are done (each must within limit_s, scaled; a hang fails
+ * the process); the first error ends it. test_nccl_plugin.c. */
+ncclResult_t wait_reqs(struct napi *a, void **req, int n, size_t *bytes, double limit_s);
+/* all-gather / reduce-scatter windows, every byte checked (nccl_gather.c) */
+void scen_allgather(struct napi *a, void *cc, int rank, int world);
+void scen_reducescatter(struct napi *a, void *cc, int rank, int world);
 /* net mode: isend / irecv between two processes on every table; connect to a closed port */
 int mode_net(void);
 

@@ -19,6 +19,8 @@
  *          net_af_packet: nccl_tallyd.sh)
  *   key:   a job admitted with one key, the plugin given another -> connect fails naming
  *          TALLY_AUTH_KEY_FILE; with the right key the same job sums.
+ *   sizes: 160 distinct sizes bit-exact under --quota-keys 64 (keys reused across sizes);
+ *          --quota-keys 6 -> an NCCL error naming --quota-keys and TALLY_NCCL_LANES.
  * Deadlines scale with TALLY_TIMEOUT_MULTIPLIER.
  */
 #include "nccl_harness.h"
@@ -54,7 +56,7 @@ struct rank_io {
 };
 
 /* Waits for every request; each must complete (or, want_err, fail) within the deadline. */
-static ncclResult_t wait_reqs(struct napi *a, void **req, int n, size_t *bytes, double limit_s)
+ncclResult_t wait_reqs(struct napi *a, void **req, int n, size_t *bytes, double limit_s)
 {
 	double end = now_s() + limit_s * tmul;
 	int left = n;
@@ -126,78 +128,6 @@ static int order_matters(const float *ref, size_t n, int world, int round, int s
 			return 1;
 	}
 	return 0;
-}
-
-/* All-gather of bpr bytes per rank, as NCCL's CollNetDirect proxy asks it: the whole window,
- * then a window that starts inside rank 1's block (sendData then points at its first byte
- * in the window). Every byte comes back as the rank that owns it sent it. */
-static void scen_allgather(struct napi *a, void *cc, int rank, int world)
-{
-	const size_t bpr = 10007, total = bpr * (size_t)world;
-	const size_t wins[2][2] = {{0, total}, {bpr + 13, world > 1 ? total - bpr - 18 : 0}};
-	unsigned char *send = malloc(bpr), *win = malloc(total);
-	void *smh, *wmh, *req;
-	ncclResult_t r;
-
-	CHECK(send && win, "malloc");
-	for (size_t j = 0; j < bpr; j++)
-		send[j] = pat((size_t)rank + 100, j);
-	CHECK(napi_coll_regmr(a, cc, send, bpr, &smh) == 0 &&
-		      napi_coll_regmr(a, cc, win, total, &wmh) == 0, "regMr");
-	for (int w = 0; w < (world > 1 ? 2 : 1); w++) {
-		size_t woff = wins[w][0], wbytes = wins[w][1], rb = (size_t)rank * bpr;
-		size_t skip = woff > rb && woff < rb + bpr ? woff - rb : 0;
-
-		memset(win, 0xee, total);
-		SUBMIT(r, &req, napi_coll_iallgather(a, cc, send + skip, win, bpr, woff, wbytes,
-						     smh, wmh, &req));
-		CHECK(r == 0 && req, "iallgather");
-		CHECK(wait_reqs(a, &req, 1, &wbytes, 60) == 0, "allgather failed");
-		for (size_t k = 0; k < wbytes; k++) {
-			size_t g = woff + k;
-
-			CHECK(win[k] == pat(g / bpr + 100, g % bpr),
-			      "allgather window %d: byte %zu (rank %zu's) wrong", w, g, g / bpr);
-		}
-	}
-	napi_coll_deregmr(a, cc, smh);
-	napi_coll_deregmr(a, cc, wmh);
-	free(send);
-	free(win);
-}
-
-/* Reduce-scatter of f32: every rank gives the whole window, keeps its block's sums, which
- * must be the rank-order sums bit for bit; a block of 12 KB and one of 1.5 MiB + 12 B (the
- * plugin cuts it into several pieces at every block boundary). */
-static void scen_reducescatter(struct napi *a, void *cc, int rank, int world)
-{
-	static const size_t ns[] = {3001, 393219};
-
-	for (unsigned k = 0; k < 2; k++) {
-		const size_t n = ns[k], bpr = n * 4, total = bpr * (size_t)world;
-		float *in = malloc(total), *out = malloc(bpr), *ref = malloc(total);
-		void *imh, *omh, *req;
-		size_t got = bpr;
-		ncclResult_t r;
-
-		CHECK(in && out && ref, "malloc");
-		fill(ncclFloat32, in, n * (size_t)world, rank, 7, 44 + (int)k);
-		CHECK(napi_coll_regmr(a, cc, in, total, &imh) == 0 &&
-			      napi_coll_regmr(a, cc, out, bpr, &omh) == 0, "regMr");
-		SUBMIT(r, &req, napi_coll_ireducescatter(a, cc, in, out, bpr, 0, total,
-							 ncclFloat32, imh, omh, &req));
-		CHECK(r == 0 && req, "ireducescatter");
-		CHECK(wait_reqs(a, &req, 1, &got, 60) == 0, "reducescatter failed");
-		reference(ncclFloat32, ref, n * (size_t)world, world, 7, 44 + (int)k);
-		CHECK(!memcmp(out, ref + (size_t)rank * n, bpr),
-		      "reduce-scatter of %zu B blocks: rank %d's block differs from the rank-order "
-		      "sums", bpr, rank);
-		napi_coll_deregmr(a, cc, imh);
-		napi_coll_deregmr(a, cc, omh);
-		free(in);
-		free(out);
-		free(ref);
-	}
 }
 
 static void scen_sum(struct napi *a, void *cc, int rank, int world)
@@ -518,6 +448,19 @@ static int mode_sizes(void)
 	printf("sizes: %d distinct sizes (1 .. 2^20 elements, f32 and bf16, %d at a time), 2 "
 	       "ranks, --quota-keys 64, TALLY_NCCL_LANES=2: bit-exact in %.2f s\n", NSIZES, DEPTH,
 	       now_s() - t0);
+	/* a bad TALLY_NCCL_LANES: init refuses, naming it */
+	pid_t c = fork();
+
+	if (c == 0) {
+		struct napi a;
+
+		setenv("TALLY_NCCL_LANES", "0", 1);
+		load(&a, 11);
+		CHECK(napi_coll_init(&a) == ncclInvalidUsage && strstr(napi_log, "TALLY_NCCL_LANES"),
+		      "TALLY_NCCL_LANES=0 accepted or not named:\n%s", napi_log);
+		exit(0);
+	}
+	CHECK(wait_all(&c, 1, 60) == 0, "TALLY_NCCL_LANES=0");
 	u = start_udpd(&port, q6);
 	setenv("TALLY_OP_TIMEOUT_MS", "5000", 1);
 	bad = run_ranks(10, 2, SC_QUOTA, &u, 200);
