@@ -6,7 +6,7 @@
 # Two NCCL "nodes" on the one GPU (NCCL_HOSTID per process, perf/nccl_ddp.py), a tally-udpd
 # on 127.0.0.1, and three transports between the nodes:
 #   socket   NCCL's own socket transport (NCCL_NET=Socket), ring / tree
-#   tallynet the plugin's net part only (NCCL_NET_PLUGIN=tally, CollNet off)
+#   tallynet the plugin's net part only (NCCL_NET_PLUGIN=tally NCCL_NET=Tally, CollNet off)
 #   collnet  the plugin with NCCL_COLLNET_ENABLE=1, NCCL_ALGO=allreduce:collnetchain (NCCL 2.28
 #            disables CollNetDirect without an NVSwitch: src/graph/tuning.cc), sums on the
 #            appliance (TALLY_DETERMINISTIC=1)
@@ -55,23 +55,24 @@ for _ in range(50):
         pass
     finally:
         a.close(); b.close()')
-"$UDPD" --addr 127.0.0.1 --port "$PORT" --cores 2 --mem 8G --open >"$OUT/udpd.out" 2>"$OUT/udpd.err" &
+"$UDPD" --addr 127.0.0.1 --port "$PORT" --cores 2 --mem 2G --open --ctl-socket "$OUT/udpd-ctl.sock" \
+	--drain-timeout-ms 1000 >"$OUT/udpd.out" 2>"$OUT/udpd.err" &
 UPID=$!
 trap 'kill $UPID 2>/dev/null; wait $UPID 2>/dev/null' EXIT
-for _ in $(seq 100); do
+for _ in $(seq 300); do
 	grep -q "cores on port" "$OUT/udpd.err" && break
 	kill -0 $UPID 2>/dev/null || break
 	sleep 0.2
 done
 grep -q "cores on port" "$OUT/udpd.err" || { say "tally-udpd did not start:"; tee -a "$LOG" <"$OUT/udpd.err"; exit 1; }
-say "appliance: tally-udpd 127.0.0.1:$PORT, 2 cores"
+say "appliance: tally-udpd 127.0.0.1:$PORT, 2 cores, --mem 2G"
 
 rc=0
 transport_env() { # transport -> env assignments
 	case $1 in
 	socket) echo "NCCL_NET=Socket" ;;
-	tallynet) echo "NCCL_NET_PLUGIN=tally NCCL_COLLNET_ENABLE=0 TALLY_NCCL_SOCKET_ADDR=127.0.0.1" ;;
-	collnet) echo "NCCL_NET_PLUGIN=tally NCCL_COLLNET_ENABLE=1 NCCL_ALGO=allreduce:collnetchain" \
+	tallynet) echo "NCCL_NET_PLUGIN=tally NCCL_NET=Tally NCCL_COLLNET_ENABLE=0 TALLY_NCCL_SOCKET_ADDR=127.0.0.1" ;;
+	collnet) echo "NCCL_NET_PLUGIN=tally NCCL_NET=Tally NCCL_COLLNET_ENABLE=1 NCCL_ALGO=allreduce:collnetchain" \
 		"TALLY_NCCL_SOCKET_ADDR=127.0.0.1 TALLY_APPLIANCES=127.0.0.1:$PORT TALLY_DETERMINISTIC=1" ;;
 	esac
 }
