@@ -32,7 +32,6 @@ struct coll_listen {
 struct coll_mr {
 	char *base;
 	size_t size;
-	unsigned id; /* registration order: the same on every rank */
 };
 
 static struct tally_agent_cfg coll_cfg; /* from the environment, at init */
@@ -203,9 +202,9 @@ ncclResult_t nccl_coll_reduce_support(ncclDataType_t dt, ncclRedOp_t op, int *su
 
 ncclResult_t nccl_coll_regmr(void *coll_comm, void *data, size_t size, int type, void **mh)
 {
-	struct coll_comm *cc = coll_comm;
 	struct coll_mr *m;
 
+	(void)coll_comm;
 	if (type != NCCL_PTR_HOST) {
 		NCCL_WARN("NET/Tally: CollNet registers host memory only (NCCL_PTR_HOST), got %d",
 			  type);
@@ -216,7 +215,6 @@ ncclResult_t nccl_coll_regmr(void *coll_comm, void *data, size_t size, int type,
 		return ncclSystemError;
 	m->base = data;
 	m->size = size;
-	m->id = cc->nmr++;
 	*mh = m;
 	return ncclSuccess;
 }

@@ -68,7 +68,6 @@ struct coll_comm {
 	struct tally_agent *a;
 	uint32_t job;
 	int rank;
-	unsigned nmr;
 	struct coll_req reqs[NCCL_NET_MAX_REQUESTS];
 	unsigned next;
 	size_t piece;          /* P */
