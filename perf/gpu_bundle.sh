@@ -43,7 +43,8 @@ build=$1 out=$2
 [ $ninja = 1 ] && ninja -C "$build" >/dev/null
 rm -rf "$out"
 bins="appliance/tallyd appliance/udpd/tally-udpd control/tallyctl gpu_agent/libtally_agent.so
-perf/tally-perf perf/tally-worker perf/tally-linegen tests/agent/agent_relay"
+perf/tally-perf perf/tally-worker perf/tally-linegen tests/agent/agent_relay
+gpu_agent/nccl/libnccl-net-tally.so perf/tally-nccl-perf"
 [ $cuda = 1 ] && bins="$bins gpu_agent/tally-opt-bench tests/agent/test_opt_cuda
 tests/agent/test_agent_lanes_cuda"
 for b in $bins; do

@@ -11,13 +11,15 @@
 #   line       tally-perf line, 1 2 4 8 DPDK workers on net_memif, aggregation vs --io-forward
 #   engine     tally-perf engine (one core)
 #   allreduce  tally-perf allreduce W=4, Tally vs gloo vs OpenMPI (the host's mpirun), 1 MiB and 64 MiB
+#   nccl       libnccl-net-tally.so in PyTorch's NCCL: DDP losses and busbw vs NCCL's socket
+#              transport, two NCCL "nodes" on the GPU (perf/nccl_gpu.sh; OUT/nccl/)
 # Everything goes to OUT/gpu_run.log (and the figures' JSON lines to OUT/results.jsonl).
 set -u
 [ $# -ge 2 ] || { echo "usage: $0 BUNDLE OUT [STEP...]" >&2; exit 2; }
 B=$(cd "$1" && pwd) || exit 2
 OUT=$2
 shift 2
-STEPS=${*:-env cuda optbench train trainwide line engine allreduce}
+STEPS=${*:-env cuda optbench train trainwide line engine allreduce nccl}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$OUT"
 LOG=$OUT/gpu_run.log
@@ -104,6 +106,10 @@ step_allreduce() {
 	for s in 1M 64M; do
 		run 240 "$B"/perf/tally-perf allreduce --impl tally --impl gloo --impl mpi --workers 4 --size $s --rounds 20
 	done
+}
+
+step_nccl() {
+	run 2400 "$ROOT"/perf/nccl_gpu.sh "$B" "$OUT/nccl"
 }
 
 for s in $STEPS; do

@@ -2,13 +2,12 @@
  * nccl_coll.c — the plugin's CollNet part: one Tally job per collComm, driven through the
  * agent library (tally_agent.h). connect() makes the participants one job: its id, token and
  * incarnation are a hash of the handles NCCL exchanged (every rank gets the same array), unless
- * TALLY_JOB_ID / TALLY_TOKEN name an operator-admitted job. iallreduce() pushes the host
- * buffer as an agent tensor named by (registration, offset, bytes, dtype): NCCL reuses its
- * staging slots, so the same names, hence the same appliance keys, come back every call.
- * Partitions start in submission order (TALLY_AGENT_ORDER_SUBMIT): NCCL submits the same
- * collectives in the same order on every rank.
+ * TALLY_JOB_ID / TALLY_TOKEN name an operator-admitted job. The collectives cut NCCL's host
+ * buffers into pieces pushed on reused keys (nccl_piece.c, nccl_coll.h): the same keys serve
+ * every size. Partitions start in submission order (TALLY_AGENT_ORDER_SUBMIT): NCCL submits
+ * the same collectives in the same order on every rank.
  */
-#include "nccl_int.h"
+#include "nccl_coll.h"
 #include "tally_agent.h"
 
 #include <errno.h>
@@ -16,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #define COLL_MAGIC 0x544c4c43u /* "TLLC" */
 
@@ -32,30 +32,11 @@ struct coll_listen {
 struct coll_mr {
 	char *base;
 	size_t size;
-	unsigned id; /* registration order: the same on every rank */
-};
-
-struct coll_req {
-	struct coll_comm *cc;
-	int used, handle;
-	size_t bytes;
-	char *scratch;     /* all-gather / reduce-scatter: the window, kept for the slot */
-	size_t scratch_cap;
-	char *out;         /* where test() copies the result from scratch + out_off */
-	size_t out_off, out_bytes;
-};
-
-struct coll_comm {
-	struct tally_agent *a;
-	uint32_t job;
-	int rank;
-	unsigned nmr;
-	struct coll_req reqs[NCCL_NET_MAX_REQUESTS];
-	unsigned next;
 };
 
 static struct tally_agent_cfg coll_cfg; /* from the environment, at init */
 static int coll_ready, coll_fixed_job;
+static unsigned coll_lanes = 8; /* TALLY_NCCL_LANES */
 
 ncclResult_t nccl_coll_init(ncclDebugLogger_t log, int version)
 {
@@ -68,16 +49,31 @@ ncclResult_t nccl_coll_init(ncclDebugLogger_t log, int version)
 		return ncclInvalidUsage;
 	}
 	coll_fixed_job = getenv("TALLY_JOB_ID") || getenv("TALLY_TOKEN");
+	if (getenv("TALLY_NCCL_LANES")) {
+		char *end;
+		unsigned long v = strtoul(getenv("TALLY_NCCL_LANES"), &end, 10);
+
+		if (*end || v < 1 || v > 64) {
+			NCCL_WARN("NET/Tally: CollNet disabled: TALLY_NCCL_LANES=%s: want 1 .. 64 "
+				  "(keys per piece size and dtype)", getenv("TALLY_NCCL_LANES"));
+			return ncclInvalidUsage;
+		}
+		coll_lanes = (unsigned)v;
+	}
+	/* pieces of every outstanding collective may be out at once */
+	if (coll_cfg.max_handles < 8192)
+		coll_cfg.max_handles = 8192;
 	coll_ready = 1;
 	if (!coll_cfg.nappliances) {
 		NCCL_INFO("NET/Tally: CollNet v%d: no appliances (TALLY_APPLIANCES unset): 0 devices",
 			  version);
 		return ncclSuccess;
 	}
-	NCCL_INFO("NET/Tally: CollNet v%d: %u appliance(s), first %s:%u%s%s, deterministic %d",
-		  version, coll_cfg.nappliances, coll_cfg.appliances[0].host,
-		  coll_cfg.appliances[0].port, coll_cfg.auth_key_file[0] ? ", key " : "",
-		  coll_cfg.auth_key_file, coll_cfg.deterministic);
+	NCCL_INFO("NET/Tally: CollNet v%d: %u appliance(s), first %s:%u%s%s, deterministic %d, "
+		  "%u lanes per piece size", version, coll_cfg.nappliances,
+		  coll_cfg.appliances[0].host, coll_cfg.appliances[0].port,
+		  coll_cfg.auth_key_file[0] ? ", key " : "", coll_cfg.auth_key_file,
+		  coll_cfg.deterministic, coll_lanes);
 	return ncclSuccess;
 }
 
@@ -151,6 +147,12 @@ ncclResult_t nccl_coll_connect(void *handles[], int nranks, int rank, void *list
 		return ncclSystemError;
 	cc->job = cfg.job_id;
 	cc->rank = rank;
+	cc->lanes = coll_lanes;
+	/* the piece size P: a power of two within one partition (one key), 64 KiB .. 32 MiB */
+	cc->piece = (size_t)64 << 10;
+	while (cc->piece * 2 <= cfg.partition_bytes &&
+	       cc->piece * 2 <= (size_t)1 << (COLL_MIN_SHIFT + COLL_NCLASS - 1))
+		cc->piece *= 2;
 	cc->a = tally_agent_create(&cfg, &e, err, sizeof(err));
 	if (!cc->a) {
 		/* an appliance that holds another key for the job drops our JOINs unanswered */
@@ -200,9 +202,9 @@ ncclResult_t nccl_coll_reduce_support(ncclDataType_t dt, ncclRedOp_t op, int *su
 
 ncclResult_t nccl_coll_regmr(void *coll_comm, void *data, size_t size, int type, void **mh)
 {
-	struct coll_comm *cc = coll_comm;
 	struct coll_mr *m;
 
+	(void)coll_comm;
 	if (type != NCCL_PTR_HOST) {
 		NCCL_WARN("NET/Tally: CollNet registers host memory only (NCCL_PTR_HOST), got %d",
 			  type);
@@ -213,55 +215,65 @@ ncclResult_t nccl_coll_regmr(void *coll_comm, void *data, size_t size, int type,
 		return ncclSystemError;
 	m->base = data;
 	m->size = size;
-	m->id = cc->nmr++;
 	*mh = m;
 	return ncclSuccess;
 }
 
+/* The agent writes sums into NCCL's memory until a piece is back: a collective that failed
+ * (or was never tested) may still have pieces out. Wait for them (the agent fails every
+ * push_pull within its give-up, TALLY_OP_TIMEOUT_MS) before NCCL frees the buffer. */
 ncclResult_t nccl_coll_deregmr(void *coll_comm, void *mh)
 {
-	(void)coll_comm;
+	struct coll_comm *cc = coll_comm;
+	double waited_ms = 0, limit_ms = 2.0 * coll_cfg.op_timeout_ms + 5000;
+
+	for (unsigned i = 0; cc && i < NCCL_NET_MAX_REQUESTS; i++)
+		while (atomic_load(&cc->reqs[i].left) && waited_ms < limit_ms) {
+			usleep(1000);
+			waited_ms += 1;
+		}
 	free(mh);
+	if (waited_ms >= limit_ms) {
+		NCCL_WARN("NET/Tally: job %u: deregMr with collectives still out after %.0f ms",
+			  cc->job, waited_ms);
+		return ncclInternalError;
+	}
 	return ncclSuccess;
 }
 
+/* A free request slot: test() said done (or failed) and none of its pieces is still out. */
 static struct coll_req *coll_req_new(struct coll_comm *cc)
 {
 	for (unsigned i = 0; i < NCCL_NET_MAX_REQUESTS; i++) {
 		struct coll_req *r = &cc->reqs[(cc->next + i) % NCCL_NET_MAX_REQUESTS];
 
-		if (!r->used) {
+		if (!r->used && atomic_load(&r->left) == 0) {
 			cc->next = (cc->next + i + 1) % NCCL_NET_MAX_REQUESTS;
 			r->used = 1;
 			r->cc = cc;
+			atomic_store(&r->err, 0);
+			coll_plan_reset(cc);
 			return r;
 		}
 	}
 	return NULL;
 }
 
-/* Pushes `bytes` at buf as the agent tensor `name` (declared on first use: the same name on
- * every rank is the same keys). A push of that tensor still in flight: *request NULL, NCCL
- * asks again. */
-static ncclResult_t coll_push(struct coll_comm *cc, struct coll_req *r, const char *name,
-			      char *buf, int tdt, void **request)
+/* Pushes the plan. A lane still busy: *request NULL, NCCL asks again. */
+static ncclResult_t coll_submit(struct coll_comm *cc, struct coll_req *r, const char *what,
+				int tdt, void **request)
 {
-	int t = tally_agent_declare(cc->a, name, r->bytes, tdt, 0);
+	char err[640] = "";
+	int rc = coll_plan_push(cc, r, tdt, err, sizeof(err));
 
-	if (t >= 0)
-		t = tally_agent_set_ordered(cc->a, t, 0) == 0 ? t : -EINVAL;
-	r->handle = t >= 0 ? tally_agent_push_pull(cc->a, t, buf, r->bytes, TALLY_AGENT_CPU, NULL,
-						   NULL, NULL)
-			   : t;
-	if (r->handle == -EBUSY) {
+	if (rc == -EBUSY) {
 		r->used = 0;
 		return ncclSuccess;
 	}
-	if (r->handle < 0) {
-		NCCL_WARN("NET/Tally: job %u: %s of %zu bytes: %s", cc->job, name, r->bytes,
-			  tally_agent_strerror(cc->a));
+	if (rc) {
+		NCCL_WARN("NET/Tally: job %u: %s of %zu bytes: %s", cc->job, what, r->bytes, err);
 		r->used = 0;
-		return ncclRemoteError;
+		return rc == -EDQUOT ? ncclInvalidUsage : ncclRemoteError;
 	}
 	*request = r;
 	return ncclSuccess;
@@ -272,56 +284,44 @@ ncclResult_t nccl_coll_iallreduce(void *coll_comm, void *send, void *recv, size_
 				  void **request)
 {
 	struct coll_comm *cc = coll_comm;
-	const struct coll_mr *m = recv_mh;
 	struct coll_req *r;
-	char name[96];
 	size_t es = 0;
 	int tdt = coll_dtype(dt, &es);
 
 	(void)send_mh;
+	(void)recv_mh;
 	*request = NULL;
 	if (tdt < 0 || op != ncclSum) {
 		NCCL_WARN("NET/Tally: iallreduce of type %d op %d: reduceSupport said no", dt, op);
 		return ncclInvalidArgument;
 	}
-	r = coll_req_new(cc);
-	if (!r)
+	if (!(r = coll_req_new(cc)))
 		return ncclSuccess; /* 32 in flight: NCCL calls again */
 	r->bytes = count * es;
-	r->out = NULL;
-	if (send != recv)
+	if (coll_plan_add(cc, recv, recv, r->bytes) != 0) {
+		r->used = 0;
+		return ncclSystemError;
+	}
+	if (send != recv) /* again on a retry (-EBUSY): the same bytes */
 		memmove(recv, send, r->bytes);
-	snprintf(name, sizeof(name), "nccl:%u:%zu:%zu:%d", m ? m->id : 0u,
-		 m ? (size_t)((char *)recv - m->base) : (size_t)0, r->bytes, tdt);
-	return coll_push(cc, r, name, recv, tdt, request);
+	return coll_submit(cc, r, "allreduce", tdt, request);
 }
 
-/* The window [woff, woff + wbytes) of the nranks x bpr collective buffer in the request's
- * scratch (rounded up to 4 bytes, the tail zero); *ov / *ovn: where this rank's block
- * [rank * bpr, (rank + 1) * bpr) lies in it (ovn 0: not at all). */
-static int coll_window(struct coll_req *r, int rank, size_t bpr, size_t woff, size_t wbytes,
-		       size_t *ov, size_t *ovn)
+/* Where this rank's block [rank * bpr, (rank + 1) * bpr) lies in the window [woff, woff +
+ * wbytes): at *ov, *ovn bytes (0: not at all). */
+static void coll_own(int rank, size_t bpr, size_t woff, size_t wbytes, size_t *ov, size_t *ovn)
 {
-	size_t beg = (size_t)rank * bpr, end = beg + bpr, need = (wbytes + 3) & ~(size_t)3;
+	size_t beg = (size_t)rank * bpr, end = beg + bpr;
 
-	if (need > r->scratch_cap) {
-		char *p = realloc(r->scratch, need);
-
-		if (!p)
-			return -ENOMEM;
-		r->scratch = p;
-		r->scratch_cap = need;
-	}
 	beg = beg > woff ? beg : woff;
 	end = end < woff + wbytes ? end : woff + wbytes;
 	*ov = beg < end ? beg - woff : 0;
 	*ovn = beg < end ? end - beg : 0;
-	r->bytes = need;
-	return 0;
 }
 
 /* All-gather as a sum: each rank contributes its block and zeros elsewhere, summed as i32
- * (integer adds of zeros: every byte comes back exactly). Every rank sends the whole window. */
+ * (integer adds of zeros: every byte comes back exactly), in place in NCCL's window.
+ * Every rank sends and receives the whole window. */
 ncclResult_t nccl_coll_iallgather(void *coll_comm, void *send, int nparts, void **part_addr,
 				  size_t *part_size, size_t bpr, size_t woff, size_t wbytes,
 				  void **request)
@@ -329,7 +329,7 @@ ncclResult_t nccl_coll_iallgather(void *coll_comm, void *send, int nparts, void 
 	struct coll_comm *cc = coll_comm;
 	struct coll_req *r;
 	size_t ov, ovn;
-	char name[96];
+	char *win;
 
 	*request = NULL;
 	if (nparts != 1 || part_size[0] < wbytes) {
@@ -339,21 +339,24 @@ ncclResult_t nccl_coll_iallgather(void *coll_comm, void *send, int nparts, void 
 	}
 	if (!(r = coll_req_new(cc)))
 		return ncclSuccess;
-	if (coll_window(r, cc->rank, bpr, woff, wbytes, &ov, &ovn) != 0) {
+	win = part_addr[0];
+	coll_own(cc->rank, bpr, woff, wbytes, &ov, &ovn);
+	r->bytes = wbytes;
+	if (coll_plan_add(cc, win, win, wbytes) != 0) {
 		r->used = 0;
 		return ncclSystemError;
 	}
-	memset(r->scratch, 0, r->bytes);
-	memcpy(r->scratch + ov, send, ovn);
-	r->out = part_addr[0];
-	r->out_off = 0;
-	r->out_bytes = wbytes;
-	snprintf(name, sizeof(name), "nccl-ag:%zu:%zu:%zu", bpr, woff, wbytes);
-	return coll_push(cc, r, name, r->scratch, 3, request);
+	memset(win, 0, ov);
+	memmove(win + ov, send, ovn);
+	memset(win + ov + ovn, 0, wbytes - ov - ovn);
+	return coll_submit(cc, r, "allgather", 3, request);
 }
 
-/* Reduce-scatter: the window summed by the appliances, this rank keeps its block's part.
- * (Every rank receives the whole window's sums, not only its shard.) */
+/* Reduce-scatter: the window cut at every rank's block boundary (the same pieces on every
+ * rank); this rank's block is summed in place in `recv` and waited for, the other blocks
+ * are pushed from a copy and not waited for (test() is done when this rank's shard is).
+ * The appliances still send every chunk's sum to every rank: the wire protocol has no
+ * per-key owner (see README.md). */
 ncclResult_t nccl_coll_ireducescatter(void *coll_comm, int nparts, void **part_addr,
 				      size_t *part_size, void *recv, size_t bpr, size_t woff,
 				      size_t wbytes, ncclDataType_t dt, ncclRedOp_t op,
@@ -361,12 +364,13 @@ ncclResult_t nccl_coll_ireducescatter(void *coll_comm, int nparts, void **part_a
 {
 	struct coll_comm *cc = coll_comm;
 	struct coll_req *r;
-	size_t ov, ovn, es = 0;
-	int tdt = coll_dtype(dt, &es);
-	char name[96];
+	size_t ov, ovn, es = 0, at = 0;
+	int tdt = coll_dtype(dt, &es), rc = 0;
+	char *in;
 
 	*request = NULL;
-	if (tdt < 0 || op != ncclSum || nparts != 1 || part_size[0] < wbytes || wbytes % es) {
+	if (tdt < 0 || op != ncclSum || nparts != 1 || part_size[0] < wbytes || wbytes % es ||
+	    bpr % es || woff % es) {
 		NCCL_WARN("NET/Tally: ireducescatter of type %d op %d from %d parts: sum of "
 			  "f32/f16/bf16/i32 from one part of the window is supported", dt, op,
 			  nparts);
@@ -374,40 +378,50 @@ ncclResult_t nccl_coll_ireducescatter(void *coll_comm, int nparts, void **part_a
 	}
 	if (!(r = coll_req_new(cc)))
 		return ncclSuccess;
-	if (coll_window(r, cc->rank, bpr, woff, wbytes, &ov, &ovn) != 0) {
+	in = part_addr[0];
+	coll_own(cc->rank, bpr, woff, wbytes, &ov, &ovn);
+	r->bytes = ovn;
+	while (!rc && at < wbytes) {
+		size_t blk_end = ((woff + at) / bpr + 1) * bpr - woff, n;
+
+		n = (blk_end < wbytes ? blk_end : wbytes) - at;
+		if (ovn && at == ov)
+			rc = coll_plan_add(cc, recv, recv, n);
+		else
+			rc = coll_plan_add(cc, in + at, NULL, n);
+		at += n;
+	}
+	if (rc) {
 		r->used = 0;
 		return ncclSystemError;
 	}
-	r->bytes = wbytes; /* whole elements of dt */
-	memcpy(r->scratch, part_addr[0], wbytes);
-	r->out = recv;
-	r->out_off = ov;
-	r->out_bytes = ovn;
-	snprintf(name, sizeof(name), "nccl-rs:%zu:%zu:%zu:%d", bpr, woff, wbytes, tdt);
-	return coll_push(cc, r, name, r->scratch, tdt, request);
+	memmove(recv, in + ov, ovn); /* recv may lie in the window */
+	return coll_submit(cc, r, "reduce-scatter", tdt, request);
 }
 
-/* Done when the appliances' sums are back in the buffer; an error (no appliance left, the
- * op timeout) carries the agent's text, which names the appliance. */
+/* Done when this rank's sums are back; an error (no appliance left, the op timeout) carries
+ * the agent's text, which names the appliance. A failed piece of another rank's shard fails
+ * the next test() too: NCCL must hear of it. */
 ncclResult_t nccl_coll_test(void *request, int *done, int *size)
 {
 	struct coll_req *r = request;
-	int rc = tally_agent_test(r->cc->a, r->handle);
+	struct coll_comm *cc = r->cc;
+	int e = atomic_load(&r->err), bg = atomic_load(&cc->bg_err);
 
 	*done = 0;
-	if (rc == 0)
-		return ncclSuccess;
-	r->used = 0;
-	if (rc < 0) {
-		NCCL_WARN("NET/Tally: job %u: allreduce of %zu bytes failed: %s", r->cc->job,
-			  r->bytes, tally_agent_strerror(r->cc->a));
+	if (e || bg) {
+		r->used = 0; /* its slot is reused once its last piece is back */
+		NCCL_WARN("NET/Tally: job %u: collective of %zu bytes failed%s: %s", cc->job,
+			  r->bytes, e ? "" : " (a shard of another rank's)",
+			  tally_agent_strerror(cc->a));
 		return ncclRemoteError;
 	}
+	if (atomic_load(&r->left) != 0)
+		return ncclSuccess;
+	r->used = 0;
 	*done = 1;
-	if (r->out)
-		memcpy(r->out, r->scratch + r->out_off, r->out_bytes);
 	if (size)
-		*size = (int)(r->out ? r->out_bytes : r->bytes);
+		*size = (int)r->bytes;
 	return ncclSuccess;
 }
 
@@ -416,9 +430,8 @@ ncclResult_t nccl_coll_close(void *coll_comm)
 	struct coll_comm *cc = coll_comm;
 
 	if (cc) {
-		tally_agent_destroy(cc->a);
-		for (unsigned i = 0; i < NCCL_NET_MAX_REQUESTS; i++)
-			free(cc->reqs[i].scratch);
+		tally_agent_destroy(cc->a); /* fails what is out; the callbacks run first */
+		coll_lanes_free(cc);
 		free(cc);
 	}
 	return ncclSuccess;

@@ -19,6 +19,8 @@
  *          net_af_packet: nccl_tallyd.sh)
  *   key:   a job admitted with one key, the plugin given another -> connect fails naming
  *          TALLY_AUTH_KEY_FILE; with the right key the same job sums.
+ *   sizes: 160 distinct sizes bit-exact under --quota-keys 64 (keys reused across sizes);
+ *          --quota-keys 6 -> an NCCL error naming --quota-keys and TALLY_NCCL_LANES.
  * Deadlines scale with TALLY_TIMEOUT_MULTIPLIER.
  */
 #include "nccl_harness.h"
@@ -41,80 +43,8 @@
 
 static const char *udpd_path;
 
-/* ------------------------------------------------------------------ data */
-/* Values with many exponents, never zero: rounding depends on the order of the adds */
-static float val(int rank, int round, int slot, size_t i)
-{
-	uint32_t h = mix((uint32_t)rank * 0x9e3779b9u ^ (uint32_t)round << 20 ^ (uint32_t)slot << 25 ^
-			 mix((uint32_t)i));
-	float m = 0.5f + (float)(h & 0xffff) / 65536.0f;
-
-	return ldexpf(h & 0x80000000u ? -m : m, (int)((h >> 16) % 12) - 6);
-}
-
-static size_t esize(ncclDataType_t dt)
-{
-	return dt == ncclFloat16 || dt == ncclBfloat16 ? 2 : 4;
-}
-
-static void put(ncclDataType_t dt, void *b, size_t i, float v, int32_t iv)
-{
-	switch (dt) {
-	case ncclFloat32: ((float *)b)[i] = v; break;
-	case ncclFloat16: ((uint16_t *)b)[i] = tally_f32_to_f16(v); break;
-	case ncclBfloat16: ((uint16_t *)b)[i] = tally_f32_to_bf16(v); break;
-	default: ((int32_t *)b)[i] = iv; break;
-	}
-}
-
-static float widen(ncclDataType_t dt, const void *b, size_t i)
-{
-	switch (dt) {
-	case ncclFloat32: return ((const float *)b)[i];
-	case ncclFloat16: return tally_f16_to_f32(((const uint16_t *)b)[i]);
-	default: return tally_bf16_to_f32(((const uint16_t *)b)[i]);
-	}
-}
-
-static void fill(ncclDataType_t dt, void *b, size_t n, int rank, int round, int slot)
-{
-	for (size_t i = 0; i < n; i++) {
-		float v = val(rank, round, slot, i);
-
-		put(dt, b, i, v, (int32_t)mix((uint32_t)(v * 1e6f)));
-	}
-}
-
-/* The deterministic mode's sum: ranks added in rank order into an f32 (i32) accumulator,
- * rounded once to the element type. */
-static void reference(ncclDataType_t dt, void *out, size_t n, int world, int round, int slot)
-{
-	unsigned char one[4];
-
-	for (size_t i = 0; i < n; i++) {
-		float acc = 0;
-		uint32_t iacc = 0;
-
-		for (int r = 0; r < world; r++) {
-			float v = val(r, round, slot, i);
-
-			put(dt, one, 0, v, (int32_t)mix((uint32_t)(v * 1e6f)));
-			if (dt == ncclInt32)
-				iacc += (uint32_t) * (int32_t *)one;
-			else
-				acc = r ? acc + widen(dt, one, 0) : widen(dt, one, 0);
-		}
-		if (dt == ncclInt32)
-			((int32_t *)out)[i] = (int32_t)iacc;
-		else if (dt == ncclFloat32)
-			((float *)out)[i] = acc;
-		else
-			put(dt, out, i, acc, 0);
-	}
-}
-
 /* ------------------------------------------------------------------ coll */
-enum scen { SC_SUM, SC_KILL, SC_NOAPP, SC_BADKEY, SC_GOODKEY };
+enum scen { SC_SUM, SC_KILL, SC_NOAPP, SC_BADKEY, SC_GOODKEY, SC_SIZES, SC_QUOTA };
 static const ncclDataType_t dts[] = {ncclFloat32, ncclFloat16, ncclBfloat16, ncclInt32};
 static const char *const dt_names[] = {"f32", "f16", "bf16", "i32"};
 static const size_t counts[] = {1, 3, 1000, 4097, 65536, 262147};
@@ -126,7 +56,7 @@ struct rank_io {
 };
 
 /* Waits for every request; each must complete (or, want_err, fail) within the deadline. */
-static ncclResult_t wait_reqs(struct napi *a, void **req, int n, size_t *bytes, double limit_s)
+ncclResult_t wait_reqs(struct napi *a, void **req, int n, size_t *bytes, double limit_s)
 {
 	double end = now_s() + limit_s * tmul;
 	int left = n;
@@ -160,6 +90,7 @@ static void sum_round(struct napi *a, void *cc, char *sb, char *rb, void *smh, v
 {
 	void *req[NCOUNT];
 	size_t bytes[NCOUNT], off[NCOUNT], o = 0, es = esize(dts[d]);
+	ncclResult_t r;
 
 	for (unsigned s = 0; s < NCOUNT; s++) {
 		char *src = s & 1 ? sb : rb;
@@ -168,11 +99,10 @@ static void sum_round(struct napi *a, void *cc, char *sb, char *rb, void *smh, v
 		bytes[s] = counts[s] * es;
 		o += (bytes[s] + 63) & ~(size_t)63;
 		fill(dts[d], src + off[s], counts[s], rank, round, (int)(s + 8 * d));
-		req[s] = NULL;
-		CHECK(napi_coll_iallreduce(a, cc, src + off[s], rb + off[s], counts[s], dts[d],
-					   s & 1 ? smh : rmh, rmh, &req[s]) == ncclSuccess &&
-			      req[s],
-		      "iallreduce %s x %zu", dt_names[d], counts[s]);
+		SUBMIT(r, &req[s], napi_coll_iallreduce(a, cc, src + off[s], rb + off[s],
+							counts[s], dts[d], s & 1 ? smh : rmh,
+							rmh, &req[s]));
+		CHECK(r == ncclSuccess && req[s], "iallreduce %s x %zu", dt_names[d], counts[s]);
 	}
 	CHECK(wait_reqs(a, req, NCOUNT, bytes, 120) == ncclSuccess, "allreduce %s round %d failed",
 	      dt_names[d], round);
@@ -198,68 +128,6 @@ static int order_matters(const float *ref, size_t n, int world, int round, int s
 			return 1;
 	}
 	return 0;
-}
-
-/* All-gather of bpr bytes per rank, as NCCL's CollNetDirect proxy asks it: the whole window,
- * then a window that starts inside rank 1's block (sendData then points at its first byte
- * in the window). Every byte comes back as the rank that owns it sent it. */
-static void scen_allgather(struct napi *a, void *cc, int rank, int world)
-{
-	const size_t bpr = 10007, total = bpr * (size_t)world;
-	const size_t wins[2][2] = {{0, total}, {bpr + 13, world > 1 ? total - bpr - 18 : 0}};
-	unsigned char *send = malloc(bpr), *win = malloc(total);
-	void *smh, *wmh, *req;
-
-	CHECK(send && win, "malloc");
-	for (size_t j = 0; j < bpr; j++)
-		send[j] = pat((size_t)rank + 100, j);
-	CHECK(napi_coll_regmr(a, cc, send, bpr, &smh) == 0 &&
-		      napi_coll_regmr(a, cc, win, total, &wmh) == 0, "regMr");
-	for (int w = 0; w < (world > 1 ? 2 : 1); w++) {
-		size_t woff = wins[w][0], wbytes = wins[w][1], rb = (size_t)rank * bpr;
-		size_t skip = woff > rb && woff < rb + bpr ? woff - rb : 0;
-
-		memset(win, 0xee, total);
-		CHECK(napi_coll_iallgather(a, cc, send + skip, win, bpr, woff, wbytes, smh, wmh,
-					   &req) == 0 && req, "iallgather");
-		CHECK(wait_reqs(a, &req, 1, &wbytes, 60) == 0, "allgather failed");
-		for (size_t k = 0; k < wbytes; k++) {
-			size_t g = woff + k;
-
-			CHECK(win[k] == pat(g / bpr + 100, g % bpr),
-			      "allgather window %d: byte %zu (rank %zu's) wrong", w, g, g / bpr);
-		}
-	}
-	napi_coll_deregmr(a, cc, smh);
-	napi_coll_deregmr(a, cc, wmh);
-	free(send);
-	free(win);
-}
-
-/* Reduce-scatter of f32: every rank gives the whole window, keeps its block's sums, which
- * must be the rank-order sums bit for bit. */
-static void scen_reducescatter(struct napi *a, void *cc, int rank, int world)
-{
-	const size_t n = 3001, bpr = n * 4, total = bpr * (size_t)world;
-	float *in = malloc(total), *out = malloc(bpr), *ref = malloc(total);
-	void *imh, *omh, *req;
-	size_t got = bpr;
-
-	CHECK(in && out && ref, "malloc");
-	fill(ncclFloat32, in, n * (size_t)world, rank, 7, 44);
-	CHECK(napi_coll_regmr(a, cc, in, total, &imh) == 0 &&
-		      napi_coll_regmr(a, cc, out, bpr, &omh) == 0, "regMr");
-	CHECK(napi_coll_ireducescatter(a, cc, in, out, bpr, 0, total, ncclFloat32, imh, omh, &req) ==
-			      0 && req, "ireducescatter");
-	CHECK(wait_reqs(a, &req, 1, &got, 60) == 0, "reducescatter failed");
-	reference(ncclFloat32, ref, n * (size_t)world, world, 7, 44);
-	CHECK(!memcmp(out, ref + (size_t)rank * n, bpr),
-	      "reduce-scatter: rank %d's block differs from the rank-order sums", rank);
-	napi_coll_deregmr(a, cc, imh);
-	napi_coll_deregmr(a, cc, omh);
-	free(in);
-	free(out);
-	free(ref);
 }
 
 static void scen_sum(struct napi *a, void *cc, int rank, int world)
@@ -288,8 +156,11 @@ static void scen_sum(struct napi *a, void *cc, int rank, int world)
 
 		CHECK(bb && napi_coll_regmr(a, cc, bb, bytes, &bmh) == 0, "64 MiB buffer");
 		fill(ncclFloat32, bb, big, rank, 5, 63);
-		CHECK(napi_coll_iallreduce(a, cc, bb, bb, big, ncclFloat32, bmh, bmh, &req) == 0 &&
-			      req, "64 MiB iallreduce");
+		ncclResult_t r;
+
+		SUBMIT(r, &req, napi_coll_iallreduce(a, cc, bb, bb, big, ncclFloat32, bmh, bmh,
+						     &req));
+		CHECK(r == 0 && req, "64 MiB iallreduce");
 		CHECK(wait_reqs(a, &req, 1, &bytes, 300) == 0, "64 MiB allreduce failed");
 		reference(ncclFloat32, ref, big, world, 5, 63);
 		CHECK(!memcmp(bb, ref, bytes), "64 MiB f32 differs from the rank-order sum");
@@ -306,6 +177,70 @@ static void scen_sum(struct napi *a, void *cc, int rank, int world)
 	napi_coll_deregmr(a, cc, rmh);
 	free(sb);
 	free(rb);
+	free(ref);
+}
+
+/* NSIZES distinct element counts, geometric from 1 to 1 Mi (4 MiB of f32), every fifth
+ * bf16, DEPTH outstanding at a time, each against the rank-order reference. Under a key
+ * quota far below NSIZES (the keys are reused across sizes). SC_QUOTA: a quota too small
+ * even so: some collective fails with an NCCL error naming --quota-keys, none hangs. */
+#define NSIZES 160
+#define DEPTH 4
+static void scen_sizes(struct napi *a, void *cc, int rank, int world, enum scen sc)
+{
+	size_t cnt[NSIZES], cap = (size_t)1 << 20;
+	char *buf[DEPTH], *ref = malloc(cap * 4);
+	void *mh[DEPTH];
+	ncclResult_t r = ncclSuccess;
+
+	for (int i = 0; i < NSIZES; i++) {
+		size_t c = (size_t)llround(exp(log((double)cap) * i / (NSIZES - 1)));
+
+		cnt[i] = i && c <= cnt[i - 1] ? cnt[i - 1] + 1 : c;
+	}
+	CHECK(ref && cnt[NSIZES - 1] == cap, "sizes");
+	for (int j = 0; j < DEPTH; j++) {
+		CHECK((buf[j] = malloc(cap * 4)), "malloc");
+		CHECK(napi_coll_regmr(a, cc, buf[j], cap * 4, &mh[j]) == 0, "regMr");
+	}
+	for (int i = 0; i < NSIZES && r == ncclSuccess; i += DEPTH) {
+		void *req[DEPTH] = {0};
+		size_t bytes[DEPTH];
+		int n = 0;
+
+		for (; n < DEPTH && i + n < NSIZES && r == ncclSuccess; n++) {
+			ncclDataType_t dt = (i + n) % 5 == 4 ? ncclBfloat16 : ncclFloat32;
+
+			bytes[n] = cnt[i + n] * esize(dt);
+			fill(dt, buf[n], cnt[i + n], rank, 3, i + n);
+			SUBMIT(r, &req[n], napi_coll_iallreduce(a, cc, buf[n], buf[n], cnt[i + n], dt,
+								mh[n], mh[n], &req[n]));
+			CHECK(r != ncclSuccess || req[n], "size %zu: no request in 60 s", cnt[i + n]);
+		}
+		if (r == ncclSuccess)
+			r = wait_reqs(a, req, n, bytes, 120);
+		for (int k = 0; k < n && r == ncclSuccess; k++) {
+			ncclDataType_t dt = (i + k) % 5 == 4 ? ncclBfloat16 : ncclFloat32;
+
+			reference(dt, ref, cnt[i + k], world, 3, i + k);
+			CHECK(!memcmp(buf[k], ref, bytes[k]), "%zu elements (%s): differs from the "
+			      "rank-order sum", cnt[i + k], dt == ncclFloat32 ? "f32" : "bf16");
+		}
+	}
+	if (sc == SC_QUOTA) {
+		CHECK(r == ncclInvalidUsage || r == ncclRemoteError,
+		      "the key quota was not hit (result %d)", r);
+		CHECK(strstr(napi_log, "--quota-keys") && strstr(napi_log, "TALLY_NCCL_LANES"),
+		      "the quota error names neither --quota-keys nor TALLY_NCCL_LANES:\n%s",
+		      napi_log);
+		printf("rank %d: quota too small: NCCL error %d naming --quota-keys\n", rank, r);
+	} else {
+		CHECK(r == ncclSuccess, "%d distinct sizes: NCCL error %d", NSIZES, r);
+	}
+	for (int j = 0; j < DEPTH; j++) {
+		napi_coll_deregmr(a, cc, mh[j]);
+		free(buf[j]);
+	}
 	free(ref);
 }
 
@@ -376,6 +311,8 @@ static void coll_rank(int ver, int rank, int world, enum scen sc, struct rank_io
 		scen_kill(&a, cc, rank, io);
 	else if (sc == SC_GOODKEY)
 		scen_sum(&a, cc, rank, world); /* v8: no 64 MiB */
+	else if (sc == SC_SIZES || sc == SC_QUOTA)
+		scen_sizes(&a, cc, rank, world, sc);
 	else
 		scen_sum(&a, cc, rank, world);
 	CHECK(napi_coll_close(&a, cc, lc) == ncclSuccess, "closeColl");
@@ -490,6 +427,48 @@ static int mode_fault(void)
 	return 0;
 }
 
+/* Many distinct sizes through few keys: TALLY_NCCL_LANES=2 holds at most 2 dtypes x 15
+ * piece sizes (64 B .. 1 MiB) x 2 lanes + 4 one-MiB pieces = 64 keys; the appliance allows
+ * the job 64 (--quota-keys). The per-size keys of before needed one per distinct size and
+ * slot (NSIZES here). Then a quota of 6: an NCCL error naming the setting. */
+static int mode_sizes(void)
+{
+	const char *const q64[] = {"--open", "--quota-keys", "64", NULL};
+	const char *const q6[] = {"--open", "--quota-keys", "6", NULL};
+	unsigned port;
+	double t0 = now_s();
+	pid_t u = start_udpd(&port, q64);
+	int bad;
+
+	setenv("TALLY_DETERMINISTIC", "1", 1);
+	setenv("TALLY_NCCL_LANES", "2", 1);
+	bad = run_ranks(11, 2, SC_SIZES, &u, 400);
+	nccl_udpd_stop(u);
+	CHECK(!bad, "distinct sizes under a 64-key quota failed");
+	printf("sizes: %d distinct sizes (1 .. 2^20 elements, f32 and bf16, %d at a time), 2 "
+	       "ranks, --quota-keys 64, TALLY_NCCL_LANES=2: bit-exact in %.2f s\n", NSIZES, DEPTH,
+	       now_s() - t0);
+	/* a bad TALLY_NCCL_LANES: init refuses, naming it */
+	pid_t c = fork();
+
+	if (c == 0) {
+		struct napi a;
+
+		setenv("TALLY_NCCL_LANES", "0", 1);
+		load(&a, 11);
+		CHECK(napi_coll_init(&a) == ncclInvalidUsage && strstr(napi_log, "TALLY_NCCL_LANES"),
+		      "TALLY_NCCL_LANES=0 accepted or not named:\n%s", napi_log);
+		exit(0);
+	}
+	CHECK(wait_all(&c, 1, 60) == 0, "TALLY_NCCL_LANES=0");
+	u = start_udpd(&port, q6);
+	setenv("TALLY_OP_TIMEOUT_MS", "5000", 1);
+	bad = run_ranks(10, 2, SC_QUOTA, &u, 200);
+	nccl_udpd_stop(u);
+	CHECK(!bad, "a 6-key quota: not an NCCL error naming --quota-keys");
+	return 0;
+}
+
 static int write_key(const char *path, char digit)
 {
 	char hex[65];
@@ -539,7 +518,7 @@ int main(int argc, char **argv)
 	const char *m = getenv("TALLY_TIMEOUT_MULTIPLIER");
 
 	if (argc != 4) {
-		fprintf(stderr, "usage: %s PLUGIN.so TALLY-UDPD net|coll|coll-ext|fault|key\n", argv[0]);
+		fprintf(stderr, "usage: %s PLUGIN.so TALLY-UDPD net|coll|coll-ext|fault|key|sizes\n", argv[0]);
 		return 2;
 	}
 	so_path = argv[1];
@@ -560,6 +539,8 @@ int main(int argc, char **argv)
 		return mode_fault();
 	if (!strcmp(argv[3], "key"))
 		return mode_key();
+	if (!strcmp(argv[3], "sizes"))
+		return mode_sizes();
 	fprintf(stderr, "unknown mode %s\n", argv[3]);
 	return 2;
 }
