@@ -530,10 +530,12 @@ void client_rx_control(struct tally_client *c, const struct tally_pkt *p)
 			c->st.dup_results++;
 			return;
 		}
-		/* aux names the answering core; an appliance that leaves it 0 is accepted
-		 * for whichever core we are waiting on. */
-		if (h->aux != c->wait_key && h->aux != 0) {
-			c->st.drops[TALLY_R_UNEXPECTED_OP]++;
+		/* aux names the answering core. Every core echoes the same JOIN nonce, so
+		 * aux is all that tells a late copy of core 0's JOIN_OK (a lost or slow core
+		 * 1 answer, a retried JOIN) from core 1's: taken for it, core 1 never bound
+		 * the rank and never answered its probes (the udpd_relay hang). */
+		if (h->aux != c->wait_key) {
+			c->st.dup_results++; /* a late copy, as above */
 			return;
 		}
 		if (tally_proto_get_join_ok(p, &jok) != TALLY_OK) {

@@ -38,7 +38,7 @@ struct fake_app {
 	int join_error;            /* answer JOIN with ERROR(reason) when nonzero */
 	unsigned join_error_left;  /* when nonzero: only this many more JOINs get it */
 	int register_error;
-	bool join_aux_zero;        /* leave JOIN_OK's aux at 0 (older appliance) */
+	bool join_aux_zero;        /* answer with aux 0: a late copy of core 0's JOIN_OK */
 	struct tally_auth *auth;   /* set: a keyed job's core: JOIN_OK signed with it */
 	int unsigned_join_error;   /* before the JOIN_OK: an unsigned ERROR(reason) (a forger) */
 	bool join_no_ok;           /* ... and no JOIN_OK at all (a wrong key: no signed answer) */
