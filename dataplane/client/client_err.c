@@ -2,7 +2,8 @@
  * client_err.c — the appliance's reports that end an operation before the give-up timer:
  * a participant it has been waiting on is silent (ERROR RANK_SILENT), it is draining, it
  * has passed the round pushed (ERROR STALE_ROUND, kept coming), or it refused our JOIN
- * (client_join_refused: an ERROR, or an unsigned one after its grace).
+ * (client_join_refused: an ERROR, or an unsigned one after its grace), or nothing listens
+ * where the JOIN went (client_refused_until: the transport's ICMP port unreachable).
  * The text names what an operator needs: which rank, which appliance, which key and round.
  * Calls client_op.c and client_util.c only.
  */
@@ -83,4 +84,46 @@ void client_join_refused(struct tally_client *c, uint8_t reason)
 		      *tally_reason_hint((enum tally_reason)reason) ? ": " : "",
 		      tally_reason_hint((enum tally_reason)reason));
 	c->wait_done = true;
+}
+
+/* A new blocking request: no answer yet, and no refusal of an earlier one (nor a stale ICMP
+ * from before the wait). */
+void client_wait_reset(struct tally_client *c, uint32_t core)
+{
+	c->wait_done = false;
+	c->wait_err = 0;
+	c->unsigned_reason = 0;
+	c->refused_ns = 0;
+	if (c->wait == CLIENT_W_JOIN && c->ops->peer_error)
+		(void)c->ops->peer_error(c->xctx, core);
+}
+
+/* The JOIN's wait polls until the returned time (at most `due`); once the grace after the
+ * first "nothing listens" is over with no answer, the JOIN ends -ECONNREFUSED. */
+uint64_t client_refused_until(struct tally_client *c, uint32_t core, uint64_t now, uint64_t due)
+{
+	uint64_t end;
+
+	if (c->wait != CLIENT_W_JOIN || c->wait_done || !c->ops->peer_error)
+		return due;
+	if (c->ops->peer_error(c->xctx, core) && !c->refused_ns)
+		c->refused_ns = now ? now : 1;
+	if (!c->refused_ns)
+		return due;
+	end = c->refused_ns + TALLY_CLIENT_REFUSED_GRACE_MS * 1000000ull;
+	if (now < end)
+		return end < due ? end : due;
+	if (core)
+		client_seterr(c, "JOIN of job %u rank %u: nothing listens at %s core %u (port + %u): "
+			      "its host answered ICMP port unreachable: start every core of the "
+			      "appliance, or correct the address", c->cfg.job_id, c->cfg.rank,
+			      client_appliance(c), core, core);
+	else
+		client_seterr(c, "JOIN of job %u rank %u: nothing listens at %s: its host answered "
+			      "ICMP port unreachable (connection refused): start the appliance "
+			      "(tally-udpd, tallyd) there, or correct the address", c->cfg.job_id,
+			      c->cfg.rank, client_appliance(c));
+	c->wait_err = -ECONNREFUSED;
+	c->wait_done = true;
+	return due;
 }

@@ -195,6 +195,7 @@ struct tally_client {
 	/* blocking control request in progress */
 	enum client_wait wait;
 	uint32_t wait_key;
+	uint64_t refused_ns;       /* JOIN: when the transport first said nothing listens */
 	uint8_t *wait_core_ok;     /* JOIN: per core answered */
 	bool join_ok0;
 	struct tally_join_ok jok;
@@ -252,6 +253,9 @@ void client_auth_fini(struct tally_client *c);
 /* A fresh JOIN nonce: the wall clock in ns, above every earlier one of this session. */
 uint64_t client_join_nonce(struct tally_client *c);
 void client_join_refused(struct tally_client *c, uint8_t reason);
+/* client_err.c: a JOIN's wait and the transport's "nothing listens there" (peer_error) */
+void client_wait_reset(struct tally_client *c, uint32_t core);
+uint64_t client_refused_until(struct tally_client *c, uint32_t core, uint64_t now, uint64_t due);
 uint64_t client_auth_until(struct tally_client *c, uint64_t now, uint64_t due);
 int client_auth_deadline(struct tally_client *c);
 /* Authentication of a decoded packet before anything else looks at it: 1 take it,

@@ -163,8 +163,8 @@ static void live_restart(struct tally_client *c)
 	c->restart = false;
 	rc = live_rejoin(c);
 	now = live_now(c);
-	if (rc == -ETIMEDOUT)
-		return; /* gone again: the PINGs go on */
+	if (rc == -ETIMEDOUT || rc == -ECONNREFUSED)
+		return; /* gone again (or not listening yet): the PINGs go on */
 	if (rc == -EPERM) {
 		/* the job is not admitted there (yet): an operator-admitted job comes back with
 		 * the appliance's control config, or an operator admits it again; the PINGs go

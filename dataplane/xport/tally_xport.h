@@ -73,6 +73,15 @@ struct tally_xport_ops {
 	 * it failed (the appliance is told to forget it too). */
 	int (*advertise)(void *ctx, const struct tally_addr *to, uint32_t job, uint32_t rank,
 			 uint32_t key, uint32_t round, void *out, size_t len);
+
+	/* ---- Optional, client side: what the network said about a core's address. ----
+	 * -ECONNREFUSED when, since the last call, the host at `core`'s address answered that
+	 * nothing listens there (kernel UDP: an ICMP port unreachable on the connected socket),
+	 * else 0; the call clears it. The session asks only while it waits for a JOIN's answer
+	 * (tally_client_join: ends it within TALLY_CLIENT_REFUSED_GRACE_MS; a rejoin after a
+	 * restart goes back to probing): during a run an ICMP says nothing that the liveness
+	 * probes do not. NULL: never tells. */
+	int (*peer_error)(void *ctx, uint32_t core);
 };
 
 #ifdef __cplusplus

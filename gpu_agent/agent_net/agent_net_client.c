@@ -155,6 +155,9 @@ static int ncl_connect(void *ctx, unsigned i, uint32_t timeout_ms, char *err, si
 	if (rc == -ETIMEDOUT)
 		agent_errf(err, errlen, "appliance %u (%s:%u) unreachable: no answer to JOIN after %u ms",
 			   i, ap->host, ap->port, timeout_ms);
+	else if (rc == -ECONNREFUSED) /* the client's text names the address and the fix */
+		agent_errf(err, errlen, "appliance %u (%s:%u): %s (TALLY_APPLIANCES)", i, ap->host,
+			   ap->port, tally_client_strerror(n->ap[i].c));
 	else if (rc == -EPERM)
 		agent_errf(err, errlen, "appliance %u (%s:%u) has no job %u: not admitted (admit it: "
 			   "tallyctl job-add, or tally-udpd --job; or use an appliance with open "

@@ -35,6 +35,8 @@ struct udp_sock {
 	uint8_t *slots;              /* batch * UDP_SLOT */
 	uint32_t *lens;
 	struct sockaddr_in *dst;     /* listen mode: per-slot destination */
+	uint8_t refused;             /* client: the kernel reported ECONNREFUSED (an ICMP port
+				      * unreachable) since udp_peer_error last asked */
 };
 
 struct tally_udp {
@@ -81,5 +83,6 @@ uint64_t udp_now_ns(void *ctx);
 int udp_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr, const void *payload,
 	     size_t len);
 int udp_poll(void *ctx, uint64_t timeout_ns);
+int udp_peer_error(void *ctx, uint32_t core);
 
 #endif
