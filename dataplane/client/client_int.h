@@ -35,7 +35,7 @@
 /* A slot that re-sends a push whose RESULT left us out until the appliance proves it saw
  * it (see client_rx.c); it belongs to no operation. */
 #define CLIENT_ACKWAIT (UINT32_MAX - 1)
-#define CLIENT_ERRLEN 256
+#define CLIENT_ERRLEN 768 /* a give-up's text with its drop summary (client_err_drops) */
 #define CLIENT_CLOCK_G_NS 10000ull /* RFC 6298 "G": our timer granularity */
 #define CLIENT_RTO_MIN_NS 20000ull /* default floor of the adaptive RTO (cfg.rto_min_us) */
 #ifndef CLIENT_QUIET_DIV
@@ -255,6 +255,10 @@ uint64_t client_join_nonce(struct tally_client *c);
 void client_join_refused(struct tally_client *c, uint8_t reason);
 /* client_err.c: a JOIN's wait and the transport's "nothing listens there" (peer_error) */
 void client_wait_reset(struct tally_client *c, uint32_t core);
+/* Appends to the error what this host knows of packets lost on their way in (the session's
+ * rejections, the transport's receive drops with the setting to raise) and where the
+ * appliance's own drops are read: for operations that gave up. */
+void client_err_drops(struct tally_client *c);
 uint64_t client_refused_until(struct tally_client *c, uint32_t core, uint64_t now, uint64_t due);
 uint64_t client_auth_until(struct tally_client *c, uint64_t now, uint64_t due);
 int client_auth_deadline(struct tally_client *c);

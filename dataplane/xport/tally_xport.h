@@ -82,6 +82,12 @@ struct tally_xport_ops {
 	 * restart goes back to probing): during a run an ICMP says nothing that the liveness
 	 * probes do not. NULL: never tells. */
 	int (*peer_error)(void *ctx, uint32_t core);
+	/* Optional, client side: one sentence on what this host's receive path dropped before
+	 * the session saw it, with the setting to change (kernel UDP: datagrams the sockets'
+	 * receive buffers overflowed, net.core.rmem_max), "" when nothing; returns its length.
+	 * Asked when an operation gives up (its error says whether drops explain it), never on
+	 * the datapath. NULL: cannot tell. */
+	size_t (*rx_loss)(void *ctx, char *buf, size_t len);
 };
 
 #ifdef __cplusplus

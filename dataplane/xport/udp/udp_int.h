@@ -76,6 +76,8 @@ struct tally_udp {
 void udp_err(struct tally_udp *u, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Open core's socket (listen: bind base + core; client: connect to it). 0 or -errno. */
 int udp_open(struct tally_udp *u, uint16_t core);
+/* tally_xport_ops.rx_loss: socket receive-buffer drops and truncations, as a sentence. */
+size_t udp_rx_loss(void *ctx, char *buf, size_t len);
 
 /* udp_io.c */
 int udp_flush_sock(struct tally_udp *u, struct udp_sock *s);
