@@ -238,8 +238,11 @@ int tally_agent_set_compression(struct tally_agent *a, int tensor, int mode, uin
  * "onebit" as TALLY_AGENT_COMPRESS_ONEBIT above; "fp16": f32 sent as f16, summed in f32
  * on the appliance, widened back), or "none" (as TALLY_AGENT_COMPRESS_NONE), from the
  * tensor's from_round-th push_pull on. A tensor keeps the first codec it switched on (its
- * compressed keys are REGISTERed for it). 0, -ENOENT (no such codec: the error names the
- * known ones; or no such tensor), else as tally_agent_set_compression. */
+ * compressed keys are REGISTERed for it). Asking again for what the tensor already does
+ * from from_round on (the same codec, on since a round <= from_round; or none) is 0 and
+ * changes nothing, whatever rounds have passed (a second optimizer over the same names).
+ * 0, -ENOENT (no such codec: the error names the known ones; or no such tensor), else as
+ * tally_agent_set_compression. */
 int tally_agent_set_codec(struct tally_agent *a, int tensor, const char *name,
 			  uint64_t from_round);
 /* Zero a tensor's worker error e_w (e.g. when the optimizer state is reset). Not while a
