@@ -5,10 +5,12 @@ calls it: torch.distributed gloo's all_reduce vs tally.torch.allreduce_ (named, 
 through one tally-udpd, measured in one run (issue 39's figure: 6.4 MB).
 
     PYTHONPATH=gpu_agent/python TALLY_AGENT_LIB=build/gpu_agent/libtally_agent.so \\
-        python3 perf/hvd_allreduce.py --udpd build/appliance/udpd/tally-udpd [--mb 6.4] [--iters 30]
+        python3 perf/hvd_allreduce.py --udpd build/appliance/udpd/tally-udpd [--mb 6.4] [--iters 30] \
+        [--rounds N] [--variant NAME:K=V,...]
 
 Prints MB/s (tensor bytes / seconds per allreduce, median of the timed iterations) for each
-and the ratio; also the time of Tally's Python layer around the C push_pull (--profile)."""
+and the ratio to gloo's of the same round; --variant also measures Tally with other
+environment settings (e.g. nogso:TALLY_GSO=0), --rounds repeats all of them interleaved."""
 import argparse
 import multiprocessing as mp
 import os
@@ -71,30 +73,50 @@ def run(a, impl, env):
     return ok, a.mb / med
 
 
+def run_tally(a, extra):
+    """One tally-udpd for this measurement (a fresh job each time), the ranks with extra env."""
+    port = free(socket.SOCK_DGRAM)
+    tmp = tempfile.mkdtemp(prefix="hvd-bench.")
+    appl = subprocess.Popen([a.udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", a.cores, "--job", "9",
+                             "--no-auth", "--token", "5", "--world", "2", "--mem", "256M",
+                             "--ctl-socket", os.path.join(tmp, "ctl.sock")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    try:
+        return run(a, "tally", dict(extra, TALLY_APPLIANCES=f"127.0.0.1:{port}", TALLY_JOB_ID="9", TALLY_TOKEN="5"))
+    finally:
+        appl.terminate()
+        appl.wait(30)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--udpd", required=True)
     ap.add_argument("--mb", type=float, default=6.4)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--cores", default="1")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure gloo, Tally and every variant this many times, interleaved")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:K=V[,K=V]",
+                    help="also measure Tally with these environment settings (e.g. nogso:TALLY_GSO=0)")
     a = ap.parse_args()
-    ok_g, g = run(a, "gloo", {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free())})
-    port = free(socket.SOCK_DGRAM)
-    tmp = tempfile.mkdtemp(prefix="hvd-bench.")
-    appl = subprocess.Popen([a.udpd, "--addr", "127.0.0.1", "--port", str(port), "--cores", a.cores, "--job", "9",
-                             "--no-auth", "--token", "5", "--world", "2", "--mem", "256M",
-                             "--ctl-socket", os.path.join(tmp, "ctl.sock")], stdout=subprocess.DEVNULL)
-    time.sleep(1.0)
-    try:
-        ok_t, t = run(a, "tally", {"TALLY_APPLIANCES": f"127.0.0.1:{port}", "TALLY_JOB_ID": "9", "TALLY_TOKEN": "5"})
-    finally:
-        appl.terminate()
-        appl.wait(30)
-    load = os.getloadavg()[0]
-    print(f"allreduce {a.mb} MB, 2 ranks, loopback, median of {a.iters}: gloo {g:.0f} MB/s{'' if ok_g else ' (WRONG)'}, "
-          f"tally-udpd (--cores {a.cores}) {t:.0f} MB/s{'' if ok_t else ' (WRONG SUM)'}, tally/gloo {t / g:.2f}, "
-          f"load {load:.1f}")
-    return 0 if ok_g and ok_t else 1
+    variants = [("tally", {})]
+    for v in a.variant:
+        name, _, kvs = v.partition(":")
+        variants.append((name, dict(kv.split("=", 1) for kv in kvs.split(",") if kv)))
+    good = True
+    for rnd in range(a.rounds):
+        ok_g, g = run(a, "gloo", {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free())})
+        good &= ok_g
+        figs = []
+        for name, extra in variants:
+            ok_t, t = run_tally(a, extra)
+            good &= ok_t
+            figs.append(f"{name} {t:.0f} MB/s{'' if ok_t else ' (WRONG SUM)'} ({t / g:.2f} of gloo)")
+        print(f"allreduce {a.mb} MB, 2 ranks, loopback, median of {a.iters}, round {rnd + 1}: gloo {g:.0f} MB/s"
+              f"{'' if ok_g else ' (WRONG)'}, tally-udpd (--cores {a.cores}): {', '.join(figs)}, "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
+    return 0 if good else 1
 
 
 if __name__ == "__main__":

@@ -131,7 +131,8 @@ void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg);
  * the token from the run id, the incarnation from the run id and TORCHELASTIC_RESTART_COUNT;
  * the Python package agrees a random token through torch's store instead (tally.identity).
  * 0, or -EINVAL with a message naming the variable. (TALLY_GSO=0|1, UDP segmentation
- * offload on the workers' sends, is read by tally_agent_create: kernel-UDP appliances only.) */
+ * offload on the workers' sends, is read by tally_agent_create: kernel-UDP appliances only;
+ * unset: on for an appliance on loopback, 127.0.0.0/8, off elsewhere.) */
 int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errlen);
 /* Parses "host[:port][@gbps][+colo],..." into cfg->appliances. 0 or -EINVAL (message). */
 int tally_agent_parse_appliances(struct tally_agent_cfg *cfg, const char *list, char *err,
