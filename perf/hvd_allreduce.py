@@ -9,11 +9,13 @@ through one tally-udpd, measured in one run (issue 39's figure: 6.4 MB).
         [--rounds N] [--variant NAME:K=V,...]
 
 Prints MB/s (tensor bytes / seconds per allreduce, median of the timed iterations) for each
-and the ratio to gloo's of the same round; --variant also measures Tally with other
+and the ratio to gloo's of the same round, and "cpu": a rank's CPU time (user + system, all its
+threads, getrusage) per allreduce, mean of the 2 ranks (not the appliance's); --variant also measures Tally with other
 environment settings (e.g. nogso:TALLY_GSO=0), --rounds repeats all of them interleaved."""
 import argparse
 import multiprocessing as mp
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -38,10 +40,14 @@ def worker(rank, a, env, q):
     n = int(a.mb * 1e6 / 4)
     t = torch.ones(n)
     times = []
+    warm = 3
+    cpu0 = None
     if a.impl == "gloo":
         dist.init_process_group("gloo")
-        for i in range(a.iters + 3):
+        for i in range(a.iters + warm):
             dist.barrier()
+            if i == warm:
+                cpu0 = resource.getrusage(resource.RUSAGE_SELF)
             t0 = time.perf_counter()
             dist.all_reduce(t)
             times.append(time.perf_counter() - t0)
@@ -49,13 +55,17 @@ def worker(rank, a, env, q):
     else:
         import tally.torch as hvd
         hvd.init()
-        for i in range(a.iters + 3):
+        for i in range(a.iters + warm):
             t.fill_(1.0)
+            if i == warm:
+                cpu0 = resource.getrusage(resource.RUSAGE_SELF)
             t0 = time.perf_counter()
             hvd.allreduce_(t, name="bench", op=hvd.Sum)
             times.append(time.perf_counter() - t0)
         ok = bool((t == 2.0).all())
-    q.put((rank, ok, times[3:]))
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)  # all the rank's threads (the agent's too)
+    cpu = (cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime) / a.iters
+    q.put((rank, ok, times[warm:], cpu))
 
 
 def run(a, impl, env):
@@ -70,7 +80,7 @@ def run(a, impl, env):
         p.join(30)
     ok = all(r[1] for r in res)
     med = statistics.median(max(x) for x in zip(*[r[2] for r in res]))
-    return ok, a.mb / med
+    return ok, a.mb / med, statistics.mean(r[3] for r in res) * 1e3
 
 
 def run_tally(a, extra):
@@ -106,15 +116,16 @@ def main():
         variants.append((name, dict(kv.split("=", 1) for kv in kvs.split(",") if kv)))
     good = True
     for rnd in range(a.rounds):
-        ok_g, g = run(a, "gloo", {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free())})
+        ok_g, g, cg = run(a, "gloo", {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free())})
         good &= ok_g
         figs = []
         for name, extra in variants:
-            ok_t, t = run_tally(a, extra)
+            ok_t, t, ct = run_tally(a, extra)
             good &= ok_t
-            figs.append(f"{name} {t:.0f} MB/s{'' if ok_t else ' (WRONG SUM)'} ({t / g:.2f} of gloo)")
+            figs.append(f"{name} {t:.0f} MB/s{'' if ok_t else ' (WRONG SUM)'} ({t / g:.2f} of gloo; "
+                        f"cpu {ct:.1f} ms)")
         print(f"allreduce {a.mb} MB, 2 ranks, loopback, median of {a.iters}, round {rnd + 1}: gloo {g:.0f} MB/s"
-              f"{'' if ok_g else ' (WRONG)'}, tally-udpd (--cores {a.cores}): {', '.join(figs)}, "
+              f"{'' if ok_g else ' (WRONG)'} (cpu {cg:.1f} ms), tally-udpd (--cores {a.cores}): {', '.join(figs)}, "
               f"load {os.getloadavg()[0]:.1f}", flush=True)
     return 0 if good else 1
 
