@@ -10,7 +10,8 @@ through one tally-udpd, measured in one run (issue 39's figure: 6.4 MB).
 
 Prints MB/s (tensor bytes / seconds per allreduce, median of the timed iterations) for each
 and the ratio to gloo's of the same round, and "cpu": a rank's CPU time (user + system, all its
-threads, getrusage) per allreduce, mean of the 2 ranks (not the appliance's); --variant also measures Tally with other
+threads, getrusage) per allreduce, mean of the 2 ranks, and the appliance's (/proc, over the
+ranks' whole run, joins and warm-ups included, per allreduce); --variant also measures Tally with other
 environment settings (e.g. nogso:TALLY_GSO=0), --rounds repeats all of them interleaved."""
 import argparse
 import multiprocessing as mp
@@ -83,6 +84,13 @@ def run(a, impl, env):
     return ok, a.mb / med, statistics.mean(r[3] for r in res) * 1e3
 
 
+def proc_cpu(pid):
+    """User + system seconds of a process so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_tally(a, extra):
     """One tally-udpd for this measurement (a fresh job each time), the ranks with extra env."""
     port = free(socket.SOCK_DGRAM)
@@ -93,7 +101,11 @@ def run_tally(a, extra):
                             stderr=subprocess.DEVNULL)
     time.sleep(1.0)
     try:
-        return run(a, "tally", dict(extra, TALLY_APPLIANCES=f"127.0.0.1:{port}", TALLY_JOB_ID="9", TALLY_TOKEN="5"))
+        c0 = proc_cpu(appl.pid)
+        ok, mbs, cpu = run(a, "tally", dict(extra, TALLY_APPLIANCES=f"127.0.0.1:{port}", TALLY_JOB_ID="9",
+                                            TALLY_TOKEN="5"))
+        # the appliance's CPU over the ranks' whole run (joins and warm-ups too) per allreduce
+        return ok, mbs, cpu, (proc_cpu(appl.pid) - c0) / (a.iters + 3) * 1e3
     finally:
         appl.terminate()
         appl.wait(30)
@@ -120,10 +132,10 @@ def main():
         good &= ok_g
         figs = []
         for name, extra in variants:
-            ok_t, t, ct = run_tally(a, extra)
+            ok_t, t, ct, ca = run_tally(a, extra)
             good &= ok_t
             figs.append(f"{name} {t:.0f} MB/s{'' if ok_t else ' (WRONG SUM)'} ({t / g:.2f} of gloo; "
-                        f"cpu {ct:.1f} ms)")
+                        f"cpu {ct:.1f} ms, appliance {ca:.1f} ms)")
         print(f"allreduce {a.mb} MB, 2 ranks, loopback, median of {a.iters}, round {rnd + 1}: gloo {g:.0f} MB/s"
               f"{'' if ok_g else ' (WRONG)'} (cpu {cg:.1f} ms), tally-udpd (--cores {a.cores}): {', '.join(figs)}, "
               f"load {os.getloadavg()[0]:.1f}", flush=True)
