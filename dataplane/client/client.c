@@ -138,9 +138,7 @@ int client_request(struct tally_client *c, uint32_t core, const uint8_t *hdr,
 	uint64_t start = client_now(c), rto = (uint64_t)c->cfg.rto_init_us * 1000;
 	uint64_t rto_max = (uint64_t)c->cfg.rto_max_us * 1000;
 
-	c->wait_done = false;
-	c->wait_err = 0;
-	c->unsigned_reason = 0;
+	client_wait_reset(c, core);
 	for (;;) {
 		uint64_t now = client_now(c), due;
 
@@ -151,7 +149,8 @@ int client_request(struct tally_client *c, uint32_t core, const uint8_t *hdr,
 		if (due > start + timeout_ns)
 			due = start + timeout_ns;
 		while (!c->wait_done && (now = client_now(c)) < due) {
-			uint64_t until = client_auth_until(c, now, due);
+			uint64_t until = client_refused_until(c, core, now,
+							      client_auth_until(c, now, due));
 			int rc;
 
 			if (c->wait_done)

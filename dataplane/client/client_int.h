@@ -35,7 +35,7 @@
 /* A slot that re-sends a push whose RESULT left us out until the appliance proves it saw
  * it (see client_rx.c); it belongs to no operation. */
 #define CLIENT_ACKWAIT (UINT32_MAX - 1)
-#define CLIENT_ERRLEN 256
+#define CLIENT_ERRLEN 768 /* a give-up's text with its drop summary (client_err_drops) */
 #define CLIENT_CLOCK_G_NS 10000ull /* RFC 6298 "G": our timer granularity */
 #define CLIENT_RTO_MIN_NS 20000ull /* default floor of the adaptive RTO (cfg.rto_min_us) */
 #ifndef CLIENT_QUIET_DIV
@@ -195,6 +195,7 @@ struct tally_client {
 	/* blocking control request in progress */
 	enum client_wait wait;
 	uint32_t wait_key;
+	uint64_t refused_ns;       /* JOIN: when the transport first said nothing listens */
 	uint8_t *wait_core_ok;     /* JOIN: per core answered */
 	bool join_ok0;
 	struct tally_join_ok jok;
@@ -252,6 +253,13 @@ void client_auth_fini(struct tally_client *c);
 /* A fresh JOIN nonce: the wall clock in ns, above every earlier one of this session. */
 uint64_t client_join_nonce(struct tally_client *c);
 void client_join_refused(struct tally_client *c, uint8_t reason);
+/* client_err.c: a JOIN's wait and the transport's "nothing listens there" (peer_error) */
+void client_wait_reset(struct tally_client *c, uint32_t core);
+/* Appends to the error what this host knows of packets lost on their way in (the session's
+ * rejections, the transport's receive drops with the setting to raise) and where the
+ * appliance's own drops are read: for operations that gave up. */
+void client_err_drops(struct tally_client *c);
+uint64_t client_refused_until(struct tally_client *c, uint32_t core, uint64_t now, uint64_t due);
 uint64_t client_auth_until(struct tally_client *c, uint64_t now, uint64_t due);
 int client_auth_deadline(struct tally_client *c);
 /* Authentication of a decoded packet before anything else looks at it: 1 take it,

@@ -4,7 +4,8 @@
  * does not know us), and riding through a restart: JOIN and REGISTER again, re-send every
  * push in flight, answer NEED_RESULT with the round sums kept per chunk (tally_client.h,
  * ARCHITECTURE.md "Appliance restart"). With cfg.fail_fast, operations end -EHOSTDOWN at
- * dead_ms instead of waiting. Calls client.c, client_op.c, client_ack.c, client_util.c.
+ * dead_ms instead of waiting. Calls client.c, client_op.c, client_ack.c, client_util.c,
+ * client_err.c.
  */
 #include <errno.h>
 #include <string.h>
@@ -163,8 +164,8 @@ static void live_restart(struct tally_client *c)
 	c->restart = false;
 	rc = live_rejoin(c);
 	now = live_now(c);
-	if (rc == -ETIMEDOUT)
-		return; /* gone again: the PINGs go on */
+	if (rc == -ETIMEDOUT || rc == -ECONNREFUSED)
+		return; /* gone again (or not listening yet): the PINGs go on */
 	if (rc == -EPERM) {
 		/* the job is not admitted there (yet): an operator-admitted job comes back with
 		 * the appliance's control config, or an operator admits it again; the PINGs go
@@ -259,6 +260,7 @@ uint64_t client_live_tick(struct tally_client *c)
 	if (c->live == TALLY_CLIENT_DOWN && c->cfg.fail_fast && !c->failed_fast && c->nactive) {
 		client_seterr(c, "appliance %s unreachable for %llu ms (fail_fast): operations "
 			      "ended", live_appliance(c), (unsigned long long)(silence / 1000000u));
+		client_err_drops(c);
 		c->failed_fast = true;
 		live_fail_all(c, -EHOSTDOWN);
 	}

@@ -180,6 +180,13 @@ struct tally_client_stats {
  * cannot end the job. */
 #define TALLY_CLIENT_UNSIGNED_GRACE_MS 1000u
 
+/* A JOIN whose every copy the network answers "nothing listens there" (the transport's
+ * peer_error: kernel UDP's ICMP port unreachable) fails -ECONNREFUSED this long after the
+ * first such answer, with a message naming the address, instead of waiting out its timeout;
+ * an answer within it (an appliance just binding its port; an ICMP is not authenticated)
+ * wins. A rejoin after a restart is not failed by it: the session keeps probing. */
+#define TALLY_CLIENT_REFUSED_GRACE_MS 200u
+
 void tally_client_cfg_defaults(struct tally_client_cfg *cfg);
 
 struct tally_client *tally_client_create(const struct tally_client_cfg *cfg,

@@ -73,6 +73,21 @@ struct tally_xport_ops {
 	 * it failed (the appliance is told to forget it too). */
 	int (*advertise)(void *ctx, const struct tally_addr *to, uint32_t job, uint32_t rank,
 			 uint32_t key, uint32_t round, void *out, size_t len);
+
+	/* ---- Optional, client side: what the network said about a core's address. ----
+	 * -ECONNREFUSED when, since the last call, the host at `core`'s address answered that
+	 * nothing listens there (kernel UDP: an ICMP port unreachable on the connected socket),
+	 * else 0; the call clears it. The session asks only while it waits for a JOIN's answer
+	 * (tally_client_join: ends it within TALLY_CLIENT_REFUSED_GRACE_MS; a rejoin after a
+	 * restart goes back to probing): during a run an ICMP says nothing that the liveness
+	 * probes do not. NULL: never tells. */
+	int (*peer_error)(void *ctx, uint32_t core);
+	/* Optional, client side: one sentence on what this host's receive path dropped before
+	 * the session saw it, with the setting to change (kernel UDP: datagrams the sockets'
+	 * receive buffers overflowed, net.core.rmem_max), "" when nothing; returns its length.
+	 * Asked when an operation gives up (its error says whether drops explain it), never on
+	 * the datapath. NULL: cannot tell. */
+	size_t (*rx_loss)(void *ctx, char *buf, size_t len);
 };
 
 #ifdef __cplusplus

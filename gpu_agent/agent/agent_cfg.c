@@ -306,7 +306,7 @@ int agent_cfg_live_env(struct tally_client_cfg *cc, int multi, char *err, size_t
 
 /* TALLY_GSO=1: UDP segmentation offload on send (fewer, larger sends) where the appliance
  * takes kernel-segmented frames (a kernel receiver: not a DPDK AF_PACKET appliance, see
- * tally_udp.h). */
+ * tally_udp.h). Unset: *gso = -1, the caller decides per appliance (on for loopback). */
 int agent_cfg_gso(int *gso, char *err, size_t errlen)
 {
 	const char *s = getenv("TALLY_GSO");
@@ -315,7 +315,7 @@ int agent_cfg_gso(int *gso, char *err, size_t errlen)
 		agent_errf(err, errlen, "TALLY_GSO must be 0 or 1, not '%s'", s);
 		return -EINVAL;
 	}
-	*gso = s && strcmp(s, "1") == 0;
+	*gso = !s ? -1 : strcmp(s, "1") == 0;
 	return 0;
 }
 

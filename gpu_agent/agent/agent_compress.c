@@ -169,6 +169,22 @@ int tally_agent_set_compression(struct tally_agent *a, int tensor, int mode, uin
 	return rc;
 }
 
+/* The tensor already runs its rounds from from_round on through cd (NULL: uncompressed):
+ * a second wrapper of the same names (a second DistributedOptimizer, a rebuilt DDP hook)
+ * asks again from round 0, long passed; nothing would change, so nothing is refused. */
+static int comp_already_locked(const struct tally_agent *a, int tensor,
+			       const struct agent_codec_ops *cd, uint64_t from_round)
+{
+	const struct agent_tensor *t;
+
+	if (tensor < 0 || (unsigned)tensor >= a->ntensors)
+		return 0;
+	t = &a->tensors[tensor];
+	if (!cd)
+		return !t->comp_set || (t->comp_off_set && t->comp_off <= from_round);
+	return t->comp_set && t->codec == cd && t->comp_on <= from_round && !t->comp_off_set;
+}
+
 int tally_agent_set_codec(struct tally_agent *a, int tensor, const char *name,
 			  uint64_t from_round)
 {
@@ -182,6 +198,8 @@ int tally_agent_set_codec(struct tally_agent *a, int tensor, const char *name,
 		agent_errf(a->err, sizeof(a->err), "set_codec: no codec '%s' (known: none, %s)",
 			   name ? name : "(null)", names);
 		rc = -ENOENT;
+	} else if (comp_already_locked(a, tensor, cd, from_round)) {
+		rc = 0;
 	} else if (!(rc = comp_check_locked(a, tensor, 0, from_round))) {
 		rc = comp_switch_locked(a, tensor, cd, from_round);
 	}

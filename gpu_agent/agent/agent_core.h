@@ -148,7 +148,7 @@ struct tally_agent {
 	uint64_t moved_pushes;  /* open-round pushes moved (progress thread's count) */
 	int live[TALLY_AGENT_MAX_APPLIANCES]; /* enum tally_agent_liveness, under the lock */
 
-	char err[512];
+	char err[1024]; /* a client's give-up text comes with its drop summary */
 	struct tally_agent_stats st;
 	uint64_t push_bytes;    /* progress thread's count, copied to st under the lock */
 };

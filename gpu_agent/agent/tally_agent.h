@@ -131,7 +131,8 @@ void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg);
  * the token from the run id, the incarnation from the run id and TORCHELASTIC_RESTART_COUNT;
  * the Python package agrees a random token through torch's store instead (tally.identity).
  * 0, or -EINVAL with a message naming the variable. (TALLY_GSO=0|1, UDP segmentation
- * offload on the workers' sends, is read by tally_agent_create: kernel-UDP appliances only.) */
+ * offload on the workers' sends, is read by tally_agent_create: kernel-UDP appliances only;
+ * unset: on for an appliance on loopback, 127.0.0.0/8, off elsewhere.) */
 int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errlen);
 /* Parses "host[:port][@gbps][+colo],..." into cfg->appliances. 0 or -EINVAL (message). */
 int tally_agent_parse_appliances(struct tally_agent_cfg *cfg, const char *list, char *err,
@@ -238,8 +239,11 @@ int tally_agent_set_compression(struct tally_agent *a, int tensor, int mode, uin
  * "onebit" as TALLY_AGENT_COMPRESS_ONEBIT above; "fp16": f32 sent as f16, summed in f32
  * on the appliance, widened back), or "none" (as TALLY_AGENT_COMPRESS_NONE), from the
  * tensor's from_round-th push_pull on. A tensor keeps the first codec it switched on (its
- * compressed keys are REGISTERed for it). 0, -ENOENT (no such codec: the error names the
- * known ones; or no such tensor), else as tally_agent_set_compression. */
+ * compressed keys are REGISTERed for it). Asking again for what the tensor already does
+ * from from_round on (the same codec, on since a round <= from_round; or none) is 0 and
+ * changes nothing, whatever rounds have passed (a second optimizer over the same names).
+ * 0, -ENOENT (no such codec: the error names the known ones; or no such tensor), else as
+ * tally_agent_set_compression. */
 int tally_agent_set_codec(struct tally_agent *a, int tensor, const char *name,
 			  uint64_t from_round);
 /* Zero a tensor's worker error e_w (e.g. when the optimizer state is reset). Not while a

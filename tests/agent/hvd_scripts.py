@@ -82,8 +82,8 @@ def horovod_mnist_shape(hvd, steps=12, fp16=False, predivide=1.0):
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(opt, root_rank=0)
     compression = hvd.Compression.fp16 if fp16 else hvd.Compression.none
-    named = [(("fp16." if fp16 else "") + n, p) for n, p in model.named_parameters()]  # fresh keys per run
-    opt = hvd.DistributedOptimizer(opt, named_parameters=named, compression=compression,
+    # the same names in every call: a later DistributedOptimizer reuses them (issue 39)
+    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), compression=compression,
                                    op=hvd.Average, gradient_predivide_factor=predivide)
     losses = []
     for step in range(steps):

@@ -2,7 +2,8 @@
  * test_agent_udp.c — libtally_agent over its real network (client sessions on kernel UDP)
  * against a software appliance process (tally-udpd, appliance/udpd: the engine over UDP) on
  * loopback: 4 agents (threads) sum f32 tensors over several rounds, with averaging; an
- * unreachable appliance and a wrong job token fail with messages that say so; the sharded
+ * unreachable appliance (a silent port: the timeout; nothing listening: ECONNREFUSED at once) and
+ * a wrong job token fail with messages that say so; the sharded
  * local mode (2 machines x 2 local ranks, one job per lane) against an open-admission one.
  *   test_agent_udp PATH_TO_TALLY_UDPD */
 #include <errno.h>
@@ -144,24 +145,66 @@ static void test_wrong_token(void **state)
 	assert_non_null(strstr(e, "appliance 0"));
 }
 
+/* A UDP socket on a free loopback port: kept open (bound, never answering) or closed again
+ * (nothing listens there: the kernel answers ICMP port unreachable). */
+static int udp_port_socket(unsigned *p)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+	*p = ntohs(sa.sin_port);
+	return fd;
+}
+
 static void test_unreachable(void **state)
 {
 	(void)state;
 	struct tally_agent_cfg c;
 	char e[512] = "";
 	int err = 0;
+	unsigned p;
+	int fd = udp_port_socket(&p); /* bound, never answers: no ICMP, the timeout stands */
 	struct timespec t0, t1;
 
-	cfg_for(&c, 0, 1234, port + 100); /* nobody listens there */
+	cfg_for(&c, 0, 1234, p);
 	c.connect_timeout_ms = 300;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	assert_null(tally_agent_create(&c, &err, e, sizeof(e)));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	close(fd);
 	printf("# unreachable: %d: %s\n", err, e);
 	assert_int_equal(err, -ETIMEDOUT);
 	assert_non_null(strstr(e, "unreachable"));
 	assert_non_null(strstr(e, "300 ms"));
 	assert_true(t1.tv_sec - t0.tv_sec < 5);
+}
+
+static void test_not_listening(void **state)
+{
+	(void)state;
+	struct tally_agent_cfg c;
+	char e[512] = "", want[64];
+	int err = 0;
+	unsigned p;
+	struct timespec t0, t1;
+
+	close(udp_port_socket(&p)); /* nothing listens there now */
+	cfg_for(&c, 0, 1234, p);
+	c.connect_timeout_ms = 10000;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_null(tally_agent_create(&c, &err, e, sizeof(e)));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("# not listening: %d after %.3f s: %s\n", err, (double)(t1.tv_sec - t0.tv_sec) +
+	       (t1.tv_nsec - t0.tv_nsec) / 1e9, e);
+	assert_int_equal(err, -ECONNREFUSED);
+	snprintf(want, sizeof(want), "nothing listens at 127.0.0.1:%u", p);
+	assert_non_null(strstr(e, want));
+	assert_non_null(strstr(e, "TALLY_APPLIANCES"));
+	assert_true(t1.tv_sec - t0.tv_sec < 3); /* not the 10 s connect timeout */
 }
 
 static void test_gso_env_checked(void **state)
@@ -277,6 +320,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_sum_4),
 		cmocka_unit_test(test_wrong_token),
 		cmocka_unit_test(test_unreachable),
+		cmocka_unit_test(test_not_listening),
 		cmocka_unit_test(test_gso_env_checked),
 		cmocka_unit_test(test_lanes_2x2),
 	};

@@ -6,7 +6,9 @@ against a real tally-udpd, compared with gloo:
   1. Horovod's MNIST-example shape through the opt-in shim (`import horovod.torch as hvd`):
      broadcast_parameters, broadcast_optimizer_state, DistributedOptimizer with
      gradient_predivide_factor, allreduce metric averaging: losses and weights equal gloo's
-     (|diff| <= 1e-5); with Compression.fp16 (--fp16-allreduce) within f16 tolerance.
+     (|diff| <= 1e-5); with Compression.fp16 (--fp16-allreduce) within f16 tolerance. Then
+     DistributedOptimizer again over the same parameter names: fp16 once more (bit for bit
+     the first fp16 run), then none (f32 again: equal gloo's within 1e-5).
   2. BytePS's shape through `import byteps.torch as bps` (push_pull by hand): equal gloo's.
   3. Horovod's other names: allgather (ranks of different lengths), allgather_object,
      broadcast / broadcast_ / broadcast_async, alltoall, grouped_allreduce, reducescatter,
@@ -175,6 +177,9 @@ def worker(rank, backend, env, what, q):
         if "hvd" in what:
             res["hvd"] = hvd_scripts.horovod_mnist_shape(hvd, predivide=2.0)
             res["hvd16"] = hvd_scripts.horovod_mnist_shape(hvd, fp16=True)
+            # the same parameter names wrapped again: fp16 after fp16, none after fp16
+            res["hvd16b"] = hvd_scripts.horovod_mnist_shape(hvd, fp16=True)
+            res["hvd_b"] = hvd_scripts.horovod_mnist_shape(hvd, predivide=2.0)
         if "bps" in what:
             res["bps"] = hvd_scripts.byteps_shape(bps)
         if "disagree" in what:
@@ -268,6 +273,13 @@ def main():
                         "rank 1 on allreduce.b" in m, f"5. rank {r}, ranks reducing a, b / b, a: {m[:230]}")
     failed = compare(failed, gloo, tl, "hvd", 1e-5, "1. Horovod script (shim import, gradient_predivide_factor=2)")
     failed = compare(failed, gloo, tl, "hvd16", 2e-3, "1. Horovod script, Compression.fp16")
+    failed = compare(failed, gloo, tl, "hvd16b", 2e-3, "1. a second DistributedOptimizer, Compression.fp16, "
+                     "the same parameter names")
+    failed = compare(failed, gloo, tl, "hvd_b", 1e-5, "1. a third one, Compression.none, the same names (f32 again)")
+    for r in range(W):
+        d = max(maxdiff(tl[r]["hvd16"][0], tl[r]["hvd16b"][0]), maxdiff(tl[r]["hvd16"][1], tl[r]["hvd16b"][1]))
+        failed += check(d == 0.0, f"1. rank {r}: the second fp16 optimizer repeats the first bit for bit "
+                        f"(max |diff| {d})")
     failed = compare(failed, gloo, tl, "bps", 1e-5, "2. BytePS script (push_pull)")
     for r in range(W):
         a = tl[r]["api"]

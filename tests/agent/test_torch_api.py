@@ -177,17 +177,24 @@ def verify(shard, res):
 def main():
     (f0, r0), (f1, r1) = run(False), run(True)
     failed = f0 + f1 + verify(False, r0) + verify(True, r1)
-    # unreachable appliance: which one, after how long
+    # unreachable appliance (a socket bound there that never answers: no ICMP port
+    # unreachable to end the JOIN early): which one, after how long
+    import socket
     import tally
     t0 = time.time()
+    mute = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    mute.bind(("127.0.0.1", 0))
+    where = f"127.0.0.1:{mute.getsockname()[1]}"
     try:
-        tally.Agent(appliances="127.0.0.1:9", connect_timeout_ms=300, rank=0, world_size=1)
+        tally.Agent(appliances=where, connect_timeout_ms=300, rank=0, world_size=1)
         print("FAIL unreachable appliance accepted")
         failed += 1
     except tally.TallyError as e:
-        ok = "unreachable" in str(e) and "300 ms" in str(e) and "127.0.0.1:9" in str(e)
+        ok = "unreachable" in str(e) and "300 ms" in str(e) and where in str(e)
         print(f"{'ok  ' if ok else 'FAIL'} unreachable ({time.time() - t0:.1f} s): {e}")
         failed += not ok
+    finally:
+        mute.close()
     try:
         tally.Agent(appliances="127.0.0.1:9", local_agg="bogus")
         print("FAIL local_agg='bogus' accepted")

@@ -95,8 +95,11 @@ static void test_rank_silent(void **state)
 	/* aux 4 is also TALLY_OP_PUSH: the silent rank must not be read as an op */
 	error_to(x, TALLY_R_RANK_SILENT, 4, 10200);
 	assert_int_equal(tally_client_test(x->c, hd), -EPIPE);
+	/* then what this host knows of drops (none here) and where the appliance's are read */
 	assert_string_equal(tally_client_strerror(x->c),
-			    "rank 4 silent for 10.2 s at appliance 10.0.0.1:9170 (key 7, round 12)");
+			    "rank 4 silent for 10.2 s at appliance 10.0.0.1:9170 (key 7, round 12); "
+			    "what the appliance dropped: `tallyctl stats` there (drops by reason; "
+			    "rx_missed: its receive ring overflowed)");
 	/* the round started again fails the same way while the rank stays silent */
 	hd = tally_client_start(x->c, 7, 12, in, out);
 	error_to(x, TALLY_R_RANK_SILENT, 3, 10000);

@@ -68,6 +68,10 @@ struct tally_udp_stats {
 	uint64_t tx_pkts, tx_bytes, tx_calls, tx_errors, tx_gso_sends;
 	uint64_t rx_pkts, rx_bytes, rx_calls, rx_gro_batches;
 	uint64_t rx_truncated;    /* datagrams larger than the receive buffer (dropped) */
+	uint64_t rx_sock_drops;   /* datagrams the kernel dropped at the sockets (receive buffer
+				   * full: SO_MEMINFO), as of the last rx_loss call */
+	uint64_t refused;         /* client: ICMP port unreachable reports taken by a JOIN's
+				   * wait (tally_xport_ops.peer_error) */
 	uint64_t spins, spin_hits; /* busy-poll spins started / ended by a datagram */
 	uint64_t spin_ns;          /* time spent spinning */
 	uint64_t blocks, block_ns; /* ppoll calls that slept, and the time spent in them */

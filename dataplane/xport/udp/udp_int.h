@@ -35,6 +35,8 @@ struct udp_sock {
 	uint8_t *slots;              /* batch * UDP_SLOT */
 	uint32_t *lens;
 	struct sockaddr_in *dst;     /* listen mode: per-slot destination */
+	uint8_t refused;             /* client: the kernel reported ECONNREFUSED (an ICMP port
+				      * unreachable) since udp_peer_error last asked */
 };
 
 struct tally_udp {
@@ -74,6 +76,8 @@ struct tally_udp {
 void udp_err(struct tally_udp *u, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Open core's socket (listen: bind base + core; client: connect to it). 0 or -errno. */
 int udp_open(struct tally_udp *u, uint16_t core);
+/* tally_xport_ops.rx_loss: socket receive-buffer drops and truncations, as a sentence. */
+size_t udp_rx_loss(void *ctx, char *buf, size_t len);
 
 /* udp_io.c */
 int udp_flush_sock(struct tally_udp *u, struct udp_sock *s);
@@ -81,5 +85,6 @@ uint64_t udp_now_ns(void *ctx);
 int udp_send(void *ctx, const struct tally_addr *to, const uint8_t *hdr, const void *payload,
 	     size_t len);
 int udp_poll(void *ctx, uint64_t timeout_ns);
+int udp_peer_error(void *ctx, uint32_t core);
 
 #endif

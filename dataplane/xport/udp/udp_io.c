@@ -181,6 +181,8 @@ int udp_flush_sock(struct tally_udp *u, struct udp_sock *s)
 			break;
 		}
 		/* ECONNREFUSED (nobody listens yet), EMSGSIZE...: drop this message, go on. */
+		if (errno == ECONNREFUSED)
+			s->refused = 1;
 		if (!rc)
 			rc = -errno;
 		u->st.tx_errors += cnt[done];
@@ -286,7 +288,9 @@ static int udp_rx_sock(struct tally_udp *u, uint16_t core)
 		r = recvmmsg(s->fd, u->rmsg, nb, MSG_DONTWAIT, NULL);
 		u->st.rx_calls++;
 		if (r <= 0) {
-			if (r < 0 && errno != EAGAIN && errno != EINTR && errno != ECONNREFUSED)
+			if (r < 0 && errno == ECONNREFUSED) /* an ICMP port unreachable */
+				s->refused = 1;
+			else if (r < 0 && errno != EAGAIN && errno != EINTR)
 				udp_err(u, "udp: recvmmsg on core %u's socket: %s", core,
 					strerror(errno));
 			break;
@@ -402,4 +406,26 @@ int udp_poll(void *ctx, uint64_t timeout_ns)
 			n += udp_rx_sock(u, u->pfd_core[i]);
 	tally_udp_flush(u);
 	return n;
+}
+
+/* The session asks while it waits for a JOIN: the pending socket error is read here too, so
+ * an ICMP that came while nothing was received still counts (not the datapath: a syscall
+ * is fine). */
+int udp_peer_error(void *ctx, uint32_t core)
+{
+	struct tally_udp *u = ctx;
+	struct udp_sock *s;
+	socklen_t sl = sizeof(int);
+	int e = 0;
+
+	if (core >= TALLY_UDP_MAX_CORES || !u->socks[core].slots)
+		return 0;
+	s = &u->socks[core];
+	if (!getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &e, &sl) && e == ECONNREFUSED)
+		s->refused = 1;
+	if (!s->refused)
+		return 0;
+	s->refused = 0;
+	u->st.refused++;
+	return -ECONNREFUSED;
 }

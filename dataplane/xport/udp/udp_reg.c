@@ -48,7 +48,7 @@ static int udp_flush(void *ctx)
 }
 
 #define UDP_COUNTERS(X) X(tx_pkts) X(tx_calls) X(tx_errors) X(tx_gso_sends) X(rx_pkts) \
-	X(rx_calls) X(rx_gro_batches) X(rx_truncated) X(spins) X(spin_hits)
+	X(rx_calls) X(rx_gro_batches) X(rx_truncated) X(refused) X(spins) X(spin_hits)
 
 static size_t udp_counters(const void *ctx, struct tally_xport_counter *out, size_t max)
 {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * udp_sock.c — one kernel UDP socket per appliance core: open, buffer sizes, bind/connect,
- * GSO/GRO probing, its send queue; and the transport's error text. A leaf of the transport
+ * GSO/GRO probing, its send queue; and the transport's error text (and its receive drops,
+ * udp_rx_loss). A leaf of the transport
  * (udp_io.c opens a client's core socket lazily on its first send).
  */
 #include "udp_int.h"
@@ -18,6 +19,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/sock_diag.h>
 
 #include "tally_proto.h"
 
@@ -110,4 +113,40 @@ int udp_open(struct tally_udp *u, uint16_t core)
 	if (core >= u->nsocks)
 		u->nsocks = (uint16_t)(core + 1);
 	return 0;
+}
+
+/* The kernel's count of datagrams each socket dropped (SO_MEMINFO: sk_drops, almost always
+ * a full receive buffer) and the buffer it got: on a loaded host the buffer fills while
+ * the process waits for a CPU, and without root SO_RCVBUF stops at net.core.rmem_max. */
+size_t udp_rx_loss(void *ctx, char *buf, size_t len)
+{
+	struct tally_udp *u = ctx;
+	uint64_t drops = 0;
+	int got = 0, n = 0;
+
+	buf[0] = '\0';
+	for (uint16_t i = 0; i < u->npfd; i++) {
+		uint32_t mi[SK_MEMINFO_VARS];
+		socklen_t sl = sizeof(mi);
+
+		if (getsockopt(u->socks[u->pfd_core[i]].fd, SOL_SOCKET, SO_MEMINFO, mi, &sl) ||
+		    sl < sizeof(mi))
+			continue;
+		drops += mi[SK_MEMINFO_DROPS];
+		got = (int)mi[SK_MEMINFO_RCVBUF];
+	}
+	u->st.rx_sock_drops = drops;
+	if (drops && got / 2 < u->cfg.sock_buf) /* the kernel reports twice the size set */
+		n = snprintf(buf, len, "%llu datagrams dropped by this host's socket receive buffer "
+			     "(%d bytes, %d asked): raise net.core.rmem_max (sysctl), or run as "
+			     "root", (unsigned long long)drops, got / 2, u->cfg.sock_buf);
+	else if (drops)
+		n = snprintf(buf, len, "%llu datagrams dropped by this host's socket receive buffer "
+			     "(%d bytes, full while this process waited for a CPU: give the worker "
+			     "a core of its own)", (unsigned long long)drops, got / 2);
+	if (u->st.rx_truncated && n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, "%s%llu datagrams over the receive size "
+			      "dropped (truncated)", n ? "; " : "",
+			      (unsigned long long)u->st.rx_truncated);
+	return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
 }

@@ -105,6 +105,8 @@ static const struct tally_xport_ops udp_ops = {
 	.send = udp_send,
 	.now_ns = udp_now_ns,
 	.poll = udp_poll,
+	.peer_error = udp_peer_error,
+	.rx_loss = udp_rx_loss,
 };
 
 const struct tally_xport_ops *tally_udp_ops(void)

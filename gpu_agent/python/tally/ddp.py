@@ -39,6 +39,8 @@ class TallyState:
         self.views = 0  # buckets whose result DDP read from the agent's shared memory
 
     def tensor_id(self, name, t, priority):
+        if self.codec and t.dtype == torch.float32:
+            name += f".{self.codec}"  # a tensor keeps its first codec: another hook's own
         tid = self.tensors.get(name)
         if tid is None:
             tid = self.agent.declare(name, t.numel() * t.element_size(), _dtype_name(t), priority,

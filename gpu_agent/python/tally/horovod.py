@@ -245,10 +245,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             w, dt, _ = _wire(torch.empty(0, dtype=p.dtype), self._tally_average, self._tally_agent)
             esz = torch.empty(0, dtype={"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
                                         "i32": torch.int32}[dt]).element_size()
+            # the codec is part of the name: a later optimizer over the same names with
+            # another compression gets its own tensors (a tensor keeps its first codec);
+            # with the same one it reuses them (set_codec again is a no-op)
+            wire = f".{codec}" if codec and dt == "f32" else ""
             self._tally_ids[id(p)] = self._tally_agent.declare(
-                f"grad.{self._tally_names[id(p)]}.{p.numel()}.{dt}", p.numel() * esz, dt, i,
+                f"grad.{self._tally_names[id(p)]}.{p.numel()}.{dt}{wire}", p.numel() * esz, dt, i,
                 average=self._tally_average, ordered=False)
-            if codec and dt == "f32":
+            if wire:
                 self._tally_agent.set_codec(self._tally_ids[id(p)], codec, 0)
         self._tally_lock = threading.RLock()
         self._tally_counts = {}
