@@ -544,6 +544,7 @@ uint64_t client_op_tick(struct tally_client *c)
 					struct client_op *op = &c->ops_tab[sl->op];
 					struct client_key *k = &c->keys[op->kidx];
 					char why[128];
+
 					client_seterr(c, "%sallreduce key %u round %u: chunk %u (offset %u, "
 						  "%u elements) got no RESULT from appliance core "
 						  "%u within %u ms (%u retransmits; push %s)",
@@ -554,6 +555,7 @@ uint64_t client_op_tick(struct tally_client *c)
 						  sl->done ? "complete there (HELD+DONE), its RESULT lost" :
 						  sl->held ? "held there (HELD), waiting for other ranks" :
 						  "never acknowledged");
+					client_err_drops(c);
 					client_op_fail(c, sl->op, -ETIMEDOUT);
 					continue;
 				}

@@ -213,6 +213,8 @@ static void test_rto_backoff_and_give_up(void **state)
 	assert_non_null(strstr(m, "round 4"));
 	assert_non_null(strstr(m, "chunk 0"));
 	assert_non_null(strstr(m, "core 1"));
+	assert_non_null(strstr(m, "never acknowledged")); /* the push's state there */
+	assert_non_null(strstr(m, "tallyctl stats")); /* where the appliance's drops are */
 	assert_int_equal(tally_client_stats(x->c)->retransmits, x->fake[1]->npush - 1);
 	/* the failed round may be started again */
 	x->fake[1]->mode = FAKE_ECHO;
