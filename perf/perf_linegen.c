@@ -2,10 +2,12 @@
  * perf_linegen.c — `tally-perf linegen` (issue 38): the line-rate generator's NDR/PDR search
  * (perf_ndr.h) per chunk size, with push -> RESULT and whole-round latency percentiles at the
  * found rates, offered vs accepted rates, and busy polls / all polls of both sides. The device
- * under test is, for now, the synthetic throttled appliance (perf_gen_synth.h, --synthetic-cap):
- * it measures the generator itself (how much one lcore playing --ranks ranks can offer) and
- * the search. Driving tallyd over memif through the same struct pg_io is not built yet
- * (perf/README.md "Line-rate generator").
+ * under test is the synthetic throttled appliance (perf_gen_synth.h, --synthetic-cap) in
+ * tally-perf: it measures the generator itself (how much one lcore playing --ranks ranks can
+ * offer) and the search; and in tally-linegen (LG_PORT) a real appliance through a transport
+ * of the registry, aggregating or, with --io-forward, tallyd --io-forward bouncing every push
+ * (the twin on the same port, frames and cores), its lcores' busy polls read from its control
+ * socket around the reported trials (--ctl-socket, perf_gen_ctl.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +20,7 @@
 #include "perf_gen_synth.h"
 #include "perf_ndr.h"
 #ifdef LG_PORT
+#include "perf_gen_ctl.h"
 #include "perf_gen_port.h"
 static struct gp_port lg_port; /* its staging buffers: 600 KiB */
 #endif
@@ -26,7 +29,8 @@ struct lg_opts {
 	double cap, lo, hi, trial_s, drain_s;
 	unsigned ranks, keys, chunks, window, burst, sample, steps, trials;
 	unsigned sizes[8], nsizes;
-	int json;
+	int json, io_forward;
+	const char *ctl; /* the appliance's control socket (tally-linegen) */
 	const char *transport, *host, *eal, *local_ip, *dpdk_port; /* tally-linegen only */
 	unsigned port;
 };
@@ -71,7 +75,16 @@ static void lg_usage(FILE *f)
 		"  --trial-s S        seconds per trial (default 0.5), --trials N (default 3)\n"
 		"  --steps N          bisection steps (default 8)\n"
 		"  --lo PPS --hi PPS  search bounds (default cap/100, 4 x cap)\n"
-		"  --json             one JSON line per chunk size\n");
+		"  --json             one JSON line per chunk size\n"
+#ifdef LG_PORT
+		"  --transport NAME --host IP --port P [--eal ARGS --local-ip A/N]: a real\n"
+		"                     appliance instead (udp: tally-udpd, dpdk: tallyd)\n"
+		"  --io-forward       the appliance is tallyd --io-forward: no JOIN/REGISTER, each\n"
+		"                     push's answer is the push bounced (the I/O twin)\n"
+		"  --ctl-socket PATH  the appliance's control socket: its lcores' busy polls / all\n"
+		"                     polls around the reported trials\n"
+#endif
+		);
 }
 
 static int lg_parse(int argc, char **argv, struct lg_opts *o)
@@ -83,7 +96,7 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		{ "hi", 1, 0, 'h' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'H' },
 		{ "transport", 1, 0, 'T' }, { "host", 1, 0, 'A' }, { "port", 1, 0, 'P' },
 		{ "eal", 1, 0, 'E' }, { "local-ip", 1, 0, 'L' }, { "dpdk-port", 1, 0, 'D' },
-		{ 0, 0, 0, 0 }
+		{ "io-forward", 0, 0, 'F' }, { "ctl-socket", 1, 0, 'X' }, { 0, 0, 0, 0 }
 	};
 	const char *sizes = "1,4,8";
 	int c;
@@ -112,6 +125,8 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		case 'E': o->eal = optarg; break;
 		case 'L': o->local_ip = optarg; break;
 		case 'D': o->dpdk_port = optarg; break;
+		case 'F': o->io_forward = 1; break;
+		case 'X': o->ctl = optarg; break;
 		default: lg_usage(stderr); return 2;
 		}
 	}
@@ -122,9 +137,14 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		fprintf(stderr, "tally-linegen: --transport needs --host (the appliance)\n");
 		return 2;
 	}
+	if ((o->io_forward || o->ctl) && !o->transport) {
+		fprintf(stderr, "tally-linegen: --io-forward and --ctl-socket need --transport\n");
+		return 2;
+	}
 #else
-	if (o->transport) {
-		fprintf(stderr, "tally-perf linegen: --transport: use tally-linegen (a real port)\n");
+	if (o->transport || o->io_forward || o->ctl) {
+		fprintf(stderr, "tally-perf linegen: --transport, --io-forward, --ctl-socket: use "
+			"tally-linegen (a real port)\n");
 		return 2;
 	}
 #endif
@@ -169,19 +189,56 @@ static void lg_lat(const char *name, const struct ph_hist *h, int last)
 	       ph_percentile(h, 99.9) / 1e3, h->n ? h->max / 1e3 : 0.0, last ? "" : ",");
 }
 
+#ifdef LG_PORT
+/* A trial with the appliance's counters read before and after it (with --ctl-socket). */
+static int lg_trial_dut(struct lg_ctx *c, double rate, struct pn_trial *t, struct gc_snap *a,
+			struct gc_snap *b, int *have)
+{
+	char err[256] = "";
+	int rc;
+
+	*have = c->o->ctl && !gc_snap(c->o->ctl, a, err, sizeof(err));
+	rc = lg_trial(c, rate, t);
+	if (*have && !rc)
+		*have = !gc_snap(c->o->ctl, b, err, sizeof(err));
+	if (c->o->ctl && !*have)
+		fprintf(stderr, "tally-linegen: --ctl-socket: %s\n", err);
+	return rc;
+}
+#endif
+
+/* One trial at `rate`: the appliance's counters around it where it has a control socket. */
+static int lg_trial_at(struct lg_ctx *c, double rate, struct pn_trial *t, const char *prefix)
+{
+#ifdef LG_PORT
+	static struct gc_snap a, b;
+	int have = 0, rc = lg_trial_dut(c, rate, t, &a, &b, &have);
+
+	if (!rc && have)
+		gc_print(stdout, prefix, &a, &b);
+	return rc;
+#else
+	(void)prefix;
+	return lg_trial(c, rate, t);
+#endif
+}
+
 /* One latency trial at `rate`, printed as "name":{...}. */
 static int lg_at(struct lg_ctx *c, const char *name, double rate, int last)
 {
 	struct pn_trial t = { 0 };
-	int rc = rate > 0 ? lg_trial(c, rate, &t) : 0;
-	double s = c->st.secs > 0 ? c->st.secs : 1;
+	int rc;
+	double s;
 
+	printf("\"%s\":{", name);
+	rc = rate > 0 ? lg_trial_at(c, rate, &t, "") : 0;
+	s = c->st.secs > 0 ? c->st.secs : 1;
 	if (rc)
 		return rc;
 	if (rate <= 0)
 		memset(&c->st, 0, sizeof(c->st));
-	printf("\"%s\":{\"rate_pps\":%.0f,\"offered_pps\":%.0f,\"accepted_pps\":%.0f,"
-	       "\"loss\":%.6f,\"payload_gbps\":%.3f,\"gen_busy\":%.4f,", name, rate,
+	printf("\"rate_pps\":%.0f,\"offered_pps\":%.0f,\"accepted_pps\":%.0f,"
+	       "\"loss\":%.6f,\"payload_gbps\":%.3f,\"gen_busy\":%.4f,", rate,
 	       c->st.offered / s, c->st.results / s, rate > 0 ? pn_loss(&t) : 0.0,
 	       c->st.payload_bytes * 8 / s / 1e9,
 	       c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0);
@@ -206,7 +263,6 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 			      .pdr_loss = 0.005, .min_offer = 0.95 };
 	struct pn_result r;
 	struct pn_trial t = { 0 };
-	double cap_off, cap_acc;
 	int rc;
 
 	memset(&c, 0, sizeof(c));
@@ -216,13 +272,14 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 	if (o->transport) {
 		go.window = 2;
 		go.repair = 1;
+		go.echo = o->io_forward;
 	}
 #endif
 	rc = pg_create(&go, &c.g);
 	if (rc)
 		goto out;
 #ifdef LG_PORT
-	if (o->transport) {
+	if (o->transport && !o->io_forward) { /* a forwarder has no job to join */
 		char err[256] = "";
 
 		rc = gp_setup(&lg_port, &go, 10, err, sizeof(err));
@@ -230,8 +287,9 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 			fprintf(stderr, "tally-linegen: job setup: %s\n", err);
 			goto out;
 		}
-		gp_io(&lg_port, &c.io);
 	}
+	if (o->transport)
+		gp_io(&lg_port, &c.io);
 #endif
 	if (!c.io.tx) {
 		rc = ps_create(&so, &c.t);
@@ -240,20 +298,22 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 		ps_io(c.t, &c.io);
 	}
 	rc = pn_search(&no, lg_trial, &c, &r);
-	/* unpaced, last (its losses could leave a real appliance's keys out of step): what one
-	 * generator lcore offers, and what the device took of it */
-	if (!rc)
-		rc = lg_trial(&c, 0, &t);
 	if (rc)
 		goto out;
-	cap_off = t.offered;
-	cap_acc = t.accepted;
-	printf("{\"dut\":\"%s\",\"cap_pps\":%.0f,\"chunk_bytes\":%u,\"ranks\":%u,"
-	       "\"keys\":%u,\"chunks\":%u,\"trials\":%u,\"steps\":%u,\"trial_s\":%.3f,"
-	       "\"runs\":%u,\"unpaced_offered_pps\":%.0f,\"unpaced_accepted_pps\":%.0f,"
-	       "\"ndr_pps\":%.0f,\"pdr_pps\":%.0f,\"gen_limited_trials\":%u,",
-	       o->transport ? o->transport : "synthetic", o->cap, chunk, o->ranks, o->keys, o->chunks, o->trials, o->steps, o->trial_s, r.runs,
-	       cap_off, cap_acc, r.ndr, r.pdr, r.gen_limited);
+	printf("{\"dut\":\"%s\",\"mode\":\"%s\",\"cap_pps\":%.0f,\"chunk_bytes\":%u,"
+	       "\"ranks\":%u,\"keys\":%u,\"chunks\":%u,\"trials\":%u,\"steps\":%u,"
+	       "\"trial_s\":%.3f,\"runs\":%u,\"ndr_pps\":%.0f,\"pdr_pps\":%.0f,"
+	       "\"gen_limited_trials\":%u,", o->transport ? o->transport : "synthetic",
+	       o->io_forward ? "io-forward" : "aggregation", o->cap, chunk, o->ranks, o->keys,
+	       o->chunks, o->trials, o->steps, o->trial_s, r.runs, r.ndr, r.pdr, r.gen_limited);
+	/* unpaced, after the search (its losses could leave a real appliance's keys out of
+	 * step): what one generator lcore offers, and what the device took of it */
+	rc = lg_trial_at(&c, 0, &t, "unpaced_");
+	if (rc)
+		goto out;
+	printf("\"unpaced_offered_pps\":%.0f,\"unpaced_accepted_pps\":%.0f,"
+	       "\"unpaced_gen_busy\":%.4f,", t.offered, t.accepted,
+	       c.st.polls ? (double)c.st.busy_polls / c.st.polls : 0.0);
 	rc = lg_at(&c, "at_ndr", r.ndr, 0);
 	if (!rc)
 		rc = lg_at(&c, "at_pdr", r.pdr, 1);
