@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "perf_cmds.h"
 #include "perf_gen.h"
@@ -27,12 +28,13 @@ static struct gp_port lg_port; /* its staging buffers: 600 KiB */
 
 struct lg_opts {
 	double cap, lo, hi, trial_s, drain_s;
-	unsigned ranks, keys, chunks, window, burst, sample, steps, trials;
+	unsigned ranks, keys, chunks, window, burst, sample, steps, trials, repair_us;
 	unsigned sizes[8], nsizes;
 	int json, io_forward;
 	const char *ctl; /* the appliance's control socket (tally-linegen) */
 	const char *transport, *host, *eal, *local_ip, *dpdk_port; /* tally-linegen only */
 	unsigned port;
+	int dut_pid; /* the appliance's pid: its lcores' CPU time (tally-linegen) */
 };
 
 struct lg_ctx {
@@ -41,6 +43,8 @@ struct lg_ctx {
 	struct pg_io io;
 	const struct lg_opts *o;
 	struct pg_stats st;
+	double cpu; /* the generator thread's CPU seconds / wall seconds in the last trial: under
+		     * 1 when the OS ran something else on its core (busy polls cannot see that) */
 };
 
 static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
@@ -48,11 +52,19 @@ static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
 	struct lg_ctx *c = ctx;
 	int rc;
 
+	struct timespec c0, c1, w0, w1;
+
 	if (c->t)
 		ps_reset_stats(c->t);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+	clock_gettime(CLOCK_MONOTONIC, &w0);
 	rc = pg_run(c->g, &c->io, rate, c->o->trial_s, c->o->drain_s, &c->st);
 	if (rc)
 		return rc;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	clock_gettime(CLOCK_MONOTONIC, &w1);
+	c->cpu = ((double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9) /
+		 ((double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9);
 	tr->offered = c->st.secs > 0 ? c->st.offered / c->st.secs : 0;
 	tr->accepted = c->st.secs > 0 ? c->st.results / c->st.secs : 0;
 	/* pushes the device's window held back are offered load it did not take */
@@ -83,6 +95,10 @@ static void lg_usage(FILE *f)
 		"                     push's answer is the push bounced (the I/O twin)\n"
 		"  --ctl-socket PATH  the appliance's control socket: its lcores' busy polls / all\n"
 		"                     polls around the reported trials\n"
+		"  --dut-pid PID      the appliance's pid (same host): its DPDK worker threads' CPU\n"
+		"                     time / wall time around the reported trials\n"
+		"  --repair-us US     re-send a closed window's unanswered chunks after US (1000):\n"
+		"                     above the round trip, or re-sends are spurious (and fail NDR)\n"
 #endif
 		);
 }
@@ -96,7 +112,8 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		{ "hi", 1, 0, 'h' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'H' },
 		{ "transport", 1, 0, 'T' }, { "host", 1, 0, 'A' }, { "port", 1, 0, 'P' },
 		{ "eal", 1, 0, 'E' }, { "local-ip", 1, 0, 'L' }, { "dpdk-port", 1, 0, 'D' },
-		{ "io-forward", 0, 0, 'F' }, { "ctl-socket", 1, 0, 'X' }, { 0, 0, 0, 0 }
+		{ "io-forward", 0, 0, 'F' }, { "ctl-socket", 1, 0, 'X' },
+		{ "repair-us", 1, 0, 'R' }, { "dut-pid", 1, 0, 'p' }, { 0, 0, 0, 0 }
 	};
 	const char *sizes = "1,4,8";
 	int c;
@@ -127,6 +144,8 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		case 'D': o->dpdk_port = optarg; break;
 		case 'F': o->io_forward = 1; break;
 		case 'X': o->ctl = optarg; break;
+		case 'p': o->dut_pid = atoi(optarg); break;
+		case 'R': o->repair_us = (unsigned)atoi(optarg); break;
 		default: lg_usage(stderr); return 2;
 		}
 	}
@@ -197,10 +216,10 @@ static int lg_trial_dut(struct lg_ctx *c, double rate, struct pn_trial *t, struc
 	char err[256] = "";
 	int rc;
 
-	*have = c->o->ctl && !gc_snap(c->o->ctl, a, err, sizeof(err));
+	*have = c->o->ctl && !gc_snap(c->o->ctl, c->o->dut_pid, a, err, sizeof(err));
 	rc = lg_trial(c, rate, t);
 	if (*have && !rc)
-		*have = !gc_snap(c->o->ctl, b, err, sizeof(err));
+		*have = !gc_snap(c->o->ctl, c->o->dut_pid, b, err, sizeof(err));
 	if (c->o->ctl && !*have)
 		fprintf(stderr, "tally-linegen: --ctl-socket: %s\n", err);
 	return rc;
@@ -238,10 +257,10 @@ static int lg_at(struct lg_ctx *c, const char *name, double rate, int last)
 	if (rate <= 0)
 		memset(&c->st, 0, sizeof(c->st));
 	printf("\"rate_pps\":%.0f,\"offered_pps\":%.0f,\"accepted_pps\":%.0f,"
-	       "\"loss\":%.6f,\"payload_gbps\":%.3f,\"gen_busy\":%.4f,", rate,
+	       "\"loss\":%.6f,\"payload_gbps\":%.3f,\"gen_busy\":%.4f,\"gen_cpu\":%.3f,", rate,
 	       c->st.offered / s, c->st.results / s, rate > 0 ? pn_loss(&t) : 0.0,
 	       c->st.payload_bytes * 8 / s / 1e9,
-	       c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0);
+	       c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0, rate > 0 ? c->cpu : 0.0);
 	lg_lat("chunk", &c->st.chunk_ns, 0);
 	lg_lat("push", &c->st.push_ns, 0);
 	lg_lat("round", &c->st.round_ns, 1);
@@ -273,6 +292,7 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 		go.window = 2;
 		go.repair = 1;
 		go.echo = o->io_forward;
+		go.repair_us = o->repair_us;
 	}
 #endif
 	rc = pg_create(&go, &c.g);
@@ -312,8 +332,19 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 	if (rc)
 		goto out;
 	printf("\"unpaced_offered_pps\":%.0f,\"unpaced_accepted_pps\":%.0f,"
-	       "\"unpaced_gen_busy\":%.4f,", t.offered, t.accepted,
-	       c.st.polls ? (double)c.st.busy_polls / c.st.polls : 0.0);
+	       "\"unpaced_gen_busy\":%.4f,\"unpaced_gen_cpu\":%.3f,\"unpaced_missing\":%llu,\"unpaced_retx\":%llu,"
+	       "\"unpaced_dup\":%llu,\"unpaced_stray\":%llu,\"unpaced_checked\":%llu,"
+	       "\"unpaced_bad\":%llu,", t.offered, t.accepted,
+	       c.st.polls ? (double)c.st.busy_polls / c.st.polls : 0.0, c.cpu,
+	       (unsigned long long)c.st.missing, (unsigned long long)c.st.retx,
+	       (unsigned long long)c.st.dup, (unsigned long long)c.st.stray,
+	       (unsigned long long)c.st.sum_checked, (unsigned long long)t.bad);
+#ifdef LG_PORT
+	if (o->transport) /* since the port opened (all chunk sizes so far) */
+		printf("\"port_delivered\":%llu,\"port_overflow\":%llu,\"port_send_errors\":%llu,",
+		       (unsigned long long)lg_port.delivered, (unsigned long long)lg_port.overflow,
+		       (unsigned long long)lg_port.send_errors);
+#endif
 	rc = lg_at(&c, "at_ndr", r.ndr, 0);
 	if (!rc)
 		rc = lg_at(&c, "at_pdr", r.pdr, 1);
