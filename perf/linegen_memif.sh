@@ -7,7 +7,7 @@
 # control socket around the reported trials), load average before and after, tallyd's
 # totals, and the table of both with the aggregation / io-forward ratio (perf_report.py
 # --linegen-table). MODES="aggregation io-forward" (default) picks the runs; OUT=FILE keeps
-# the JSON lines. Run from the source root after building appliance/tallyd and
+# the JSON lines, and tallyd's logs beside it (FILE.tallyd-MODE.log). Run from the source root after building appliance/tallyd and
 # perf/tally-linegen in build/. Needs root (DPDK, /var/run/dpdk).
 cd "$(dirname "$0")/.."
 d=$(mktemp -d /tmp/tly-lg.XXXXXX); pf=tlylg$$
@@ -29,7 +29,11 @@ for mode in ${MODES:-aggregation io-forward}; do
 	timeout 600 build/perf/tally-linegen --transport dpdk --eal "--no-huge --no-pci -m 512 --file-prefix ${pf}w --lcores 0@${GEN_CPU:-0} --vdev net_memif0,role=client,socket=$d/ma0.sock,socket-abstract=no,bsize=9216,id=0" --local-ip 10.99.1.2/24 --host 10.99.1.1 --port 9170 --ctl-socket $d/ctl.sock --dut-pid ${dpid:-0} "${gen[@]}" "$@" --json | tee -a "$out"
 	echo "rc=${PIPESTATUS[0]}"
 	uptime
-	kill $tpid; wait $tpid; tpid=
+	kill $tpid 2>/dev/null; wait $tpid; st=$?; tpid=
+	# 0: stopped by our SIGTERM; 3: its drain timed out on rounds the generator left open;
+	# 139 (SIGSEGV in librte_net_memif, rte-worker-1) was seen once, before our SIGTERM
+	[ $st = 0 ] || echo "# $mode: tallyd exited with status $st"
+	[ -n "${OUT:-}" ] && cp $d/tallyd.log "$OUT.tallyd-$mode.log"
 	grep "totals" $d/tallyd.log | cut -c1-300; grep -o "loops=[0-9]*\|busy_loops=[0-9]*\|stale_round=[0-9]*\|too_early=[0-9]*\|duplicates=[0-9]*\|completions=[0-9]*\|resends=[0-9]*" $d/tallyd.log | sort -u | tr '\n' ' '; echo
 done
 python3 perf/perf_report.py --linegen-table "$out"

@@ -97,6 +97,8 @@ static void lg_usage(FILE *f)
 		"                     polls around the reported trials\n"
 		"  --dut-pid PID      the appliance's pid (same host): its DPDK worker threads' CPU\n"
 		"                     time / wall time around the reported trials\n"
+		"  --drain-s S        after a trial, wait up to S for its last rounds (0.05; with\n"
+		"                     --transport 1: a round left open puts its keys out of step)\n"
 		"  --repair-us US     re-send a closed window's unanswered chunks after US (1000):\n"
 		"                     above the round trip, or re-sends are spurious (and fail NDR)\n"
 #endif
@@ -113,14 +115,15 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		{ "transport", 1, 0, 'T' }, { "host", 1, 0, 'A' }, { "port", 1, 0, 'P' },
 		{ "eal", 1, 0, 'E' }, { "local-ip", 1, 0, 'L' }, { "dpdk-port", 1, 0, 'D' },
 		{ "io-forward", 0, 0, 'F' }, { "ctl-socket", 1, 0, 'X' },
-		{ "repair-us", 1, 0, 'R' }, { "dut-pid", 1, 0, 'p' }, { 0, 0, 0, 0 }
+		{ "repair-us", 1, 0, 'R' }, { "dut-pid", 1, 0, 'p' },
+		{ "drain-s", 1, 0, 'd' }, { 0, 0, 0, 0 }
 	};
 	const char *sizes = "1,4,8";
 	int c;
 
 	*o = (struct lg_opts){ .ranks = 32, .keys = 4, .chunks = 4, .window = 16, .burst = 32,
 			       .sample = 16, .steps = 8, .trials = 3, .trial_s = 0.5,
-			       .drain_s = 0.05 };
+			       .drain_s = -1 };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
@@ -144,6 +147,7 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		case 'D': o->dpdk_port = optarg; break;
 		case 'F': o->io_forward = 1; break;
 		case 'X': o->ctl = optarg; break;
+		case 'd': o->drain_s = atof(optarg); break;
 		case 'p': o->dut_pid = atoi(optarg); break;
 		case 'R': o->repair_us = (unsigned)atoi(optarg); break;
 		default: lg_usage(stderr); return 2;
@@ -189,6 +193,8 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 			"--trial-s > 0\n", PG_MAX_RANKS);
 		return 2;
 	}
+	if (o->drain_s < 0) /* the drain ends once every round is in: long costs nothing then */
+		o->drain_s = o->transport ? 1.0 : 0.05;
 	if (o->lo <= 0)
 		o->lo = o->cap / 100;
 	if (o->hi <= 0)
