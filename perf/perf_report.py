@@ -20,6 +20,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SECTIONS = ("Machine", "Sum rates", "Engine goodput", "Line rate", "Line-rate search (NDR/PDR)",
             "Allreduce vs peers", "Cluster model")
 BENCHES = {"sum", "engine", "line", "linegen", "allreduce"}
+# A step whose argv starts with MEMIF runs perf/linegen_memif.sh (tally-linegen against tallyd
+# on net_memif, aggregating and --io-forward) instead of tally-perf.
+MEMIF = "@linegen_memif"
 
 
 def human(n):
@@ -45,6 +48,9 @@ def suite(quick):
         steps.append(("linegen", "linegen: NDR/PDR, synthetic DUT 200 k/s, 1K/8K, 2 steps",
                       ["linegen", "--synthetic-cap", "200000", "--chunk-kib", "1,8", "--trial-s",
                        "0.05", "--trials", "2", "--steps", "2", "--json"], 5))
+        steps.append(("linegen", "linegen: tallyd on memif, aggregation + io-forward, 1K, 1 step",
+                      [MEMIF, "--chunk-kib", "1", "--trial-s", "0.05", "--trials", "1",
+                       "--steps", "1", "--lo", "1000", "--hi", "20000", "--drain-s", "0.5"], 30))
         steps.append(("allreduce", "allreduce: W=2, 1M, unshaped, tally/mpi/gloo",
                       ["allreduce", "--workers", "2", "--size", "1M", "--rounds", "2", "--json",
                        "--timeout", "40"], 25))
@@ -65,6 +71,9 @@ def suite(quick):
                       60))
     steps.append(("linegen", "linegen: NDR/PDR, synthetic DUT 1 M/s, 1K/4K/8K",
                   ["linegen", "--synthetic-cap", "1000000", "--json"], 120))
+    steps.append(("linegen", "linegen: tallyd on memif, aggregation + io-forward, 1K/4K/8K",
+                  [MEMIF, "--trial-s", "0.5", "--trials", "3", "--steps", "6", "--lo", "1000",
+                   "--hi", "1000000", "--repair-us", "50000"], 240))
     steps.append(("allreduce", "allreduce: W=4, 64M, unshaped",
                   ["allreduce", "--workers", "4", "--size", "64M", "--rounds", "3", "--json"], 120))
     steps.append(("allreduce", "allreduce: W=4, K=2, 64M, links 1 Gbit/s (emulated)",
@@ -133,7 +142,11 @@ def run_suite(perf, steps, progress=sys.stderr, timeout=600, times=None):
         ent = res.setdefault(key, {"rows": [], "errors": []})
         t0 = time.time()
         try:
-            r = subprocess.run([perf] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cmd = [perf] + argv
+            if argv and argv[0] == MEMIF:
+                cmd = ["bash", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                            "linegen_memif.sh")] + argv[1:]
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, timeout=timeout)
             rows = parse_json_lines(r.stdout)
             for row in rows:
