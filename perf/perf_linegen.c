@@ -75,6 +75,8 @@ static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
 	return 0;
 }
 
+static int lg_check(struct lg_opts *o, const char *sizes);
+
 static void lg_usage(FILE *f)
 {
 	fprintf(f,
@@ -153,6 +155,12 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		default: lg_usage(stderr); return 2;
 		}
 	}
+	return lg_check(o, sizes);
+}
+
+/* What lg_parse read: consistent, defaults filled in; 0 or 2 (usage, said why). */
+static int lg_check(struct lg_opts *o, const char *sizes)
+{
 #ifdef LG_PORT
 	if (o->transport && o->cap <= 0)
 		o->cap = 1e6; /* only the default search bounds come from it */
@@ -172,8 +180,8 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 	}
 #endif
 	if (o->cap <= 0) {
-		fprintf(stderr, "tally-perf linegen: give --synthetic-cap PPS (> 0): driving tallyd "
-			"is not built yet (perf/README.md \"Line-rate generator\")\n");
+		fprintf(stderr, "tally-perf linegen: give --synthetic-cap PPS (> 0); a real appliance: "
+			"tally-linegen --transport (perf/linegen_memif.sh)\n");
 		return 2;
 	}
 	for (char *p = (char *)sizes; *p && o->nsizes < 8;) {
@@ -274,6 +282,32 @@ static int lg_at(struct lg_ctx *c, const char *name, double rate, int last)
 	return 0;
 }
 
+/* Unpaced, after the search (its losses could leave a real appliance's keys out of step):
+ * what one generator lcore offers, and what the device took of it; printed as fields. */
+static int lg_unpaced(struct lg_ctx *c)
+{
+	struct pn_trial t = { 0 };
+	int rc = lg_trial_at(c, 0, &t, "unpaced_");
+
+	if (rc)
+		return rc;
+	printf("\"unpaced_offered_pps\":%.0f,\"unpaced_accepted_pps\":%.0f,"
+	       "\"unpaced_gen_busy\":%.4f,\"unpaced_gen_cpu\":%.3f,\"unpaced_missing\":%llu,"
+	       "\"unpaced_retx\":%llu,\"unpaced_dup\":%llu,\"unpaced_stray\":%llu,"
+	       "\"unpaced_checked\":%llu,\"unpaced_bad\":%llu,", t.offered, t.accepted,
+	       c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0, c->cpu,
+	       (unsigned long long)c->st.missing, (unsigned long long)c->st.retx,
+	       (unsigned long long)c->st.dup, (unsigned long long)c->st.stray,
+	       (unsigned long long)c->st.sum_checked, (unsigned long long)t.bad);
+#ifdef LG_PORT
+	if (c->o->transport) /* since the port opened (all chunk sizes so far) */
+		printf("\"port_delivered\":%llu,\"port_overflow\":%llu,\"port_send_errors\":%llu,",
+		       (unsigned long long)lg_port.delivered, (unsigned long long)lg_port.overflow,
+		       (unsigned long long)lg_port.send_errors);
+#endif
+	return 0;
+}
+
 static int lg_size(const struct lg_opts *o, unsigned chunk)
 {
 	static struct lg_ctx c; /* its histograms: 24 KiB, not on the stack */
@@ -287,7 +321,6 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 	struct pn_opts no = { .lo = o->lo, .hi = o->hi, .steps = o->steps, .trials = o->trials,
 			      .pdr_loss = 0.005, .min_offer = 0.95 };
 	struct pn_result r;
-	struct pn_trial t = { 0 };
 	int rc;
 
 	memset(&c, 0, sizeof(c));
@@ -332,25 +365,9 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 	       "\"gen_limited_trials\":%u,", o->transport ? o->transport : "synthetic",
 	       o->io_forward ? "io-forward" : "aggregation", o->cap, chunk, o->ranks, o->keys,
 	       o->chunks, o->trials, o->steps, o->trial_s, r.runs, r.ndr, r.pdr, r.gen_limited);
-	/* unpaced, after the search (its losses could leave a real appliance's keys out of
-	 * step): what one generator lcore offers, and what the device took of it */
-	rc = lg_trial_at(&c, 0, &t, "unpaced_");
+	rc = lg_unpaced(&c);
 	if (rc)
 		goto out;
-	printf("\"unpaced_offered_pps\":%.0f,\"unpaced_accepted_pps\":%.0f,"
-	       "\"unpaced_gen_busy\":%.4f,\"unpaced_gen_cpu\":%.3f,\"unpaced_missing\":%llu,\"unpaced_retx\":%llu,"
-	       "\"unpaced_dup\":%llu,\"unpaced_stray\":%llu,\"unpaced_checked\":%llu,"
-	       "\"unpaced_bad\":%llu,", t.offered, t.accepted,
-	       c.st.polls ? (double)c.st.busy_polls / c.st.polls : 0.0, c.cpu,
-	       (unsigned long long)c.st.missing, (unsigned long long)c.st.retx,
-	       (unsigned long long)c.st.dup, (unsigned long long)c.st.stray,
-	       (unsigned long long)c.st.sum_checked, (unsigned long long)t.bad);
-#ifdef LG_PORT
-	if (o->transport) /* since the port opened (all chunk sizes so far) */
-		printf("\"port_delivered\":%llu,\"port_overflow\":%llu,\"port_send_errors\":%llu,",
-		       (unsigned long long)lg_port.delivered, (unsigned long long)lg_port.overflow,
-		       (unsigned long long)lg_port.send_errors);
-#endif
 	rc = lg_at(&c, "at_ndr", r.ndr, 0);
 	if (!rc)
 		rc = lg_at(&c, "at_pdr", r.pdr, 1);
