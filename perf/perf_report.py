@@ -50,7 +50,8 @@ def suite(quick):
                        "0.05", "--trials", "2", "--steps", "2", "--json"], 5))
         steps.append(("linegen", "linegen: tallyd on memif, aggregation + io-forward, 1K, 1 step",
                       [MEMIF, "--chunk-kib", "1", "--trial-s", "0.05", "--trials", "1",
-                       "--steps", "1", "--lo", "1000", "--hi", "20000", "--drain-s", "0.5"], 30))
+                       "--steps", "1", "--lo", "1000", "--hi", "20000", "--drain-s", "0.5", "--json"],
+                      30))
         steps.append(("allreduce", "allreduce: W=2, 1M, unshaped, tally/mpi/gloo",
                       ["allreduce", "--workers", "2", "--size", "1M", "--rounds", "2", "--json",
                        "--timeout", "40"], 25))
@@ -73,7 +74,7 @@ def suite(quick):
                   ["linegen", "--synthetic-cap", "1000000", "--json"], 120))
     steps.append(("linegen", "linegen: tallyd on memif, aggregation + io-forward, 1K/4K/8K",
                   [MEMIF, "--trial-s", "0.5", "--trials", "3", "--steps", "6", "--lo", "1000",
-                   "--hi", "1000000", "--repair-us", "50000"], 240))
+                   "--hi", "1000000", "--repair-us", "50000", "--json"], 240))
     steps.append(("allreduce", "allreduce: W=4, 64M, unshaped",
                   ["allreduce", "--workers", "4", "--size", "64M", "--rounds", "3", "--json"], 120))
     steps.append(("allreduce", "allreduce: W=4, K=2, 64M, links 1 Gbit/s (emulated)",
