@@ -182,7 +182,7 @@ def plot_md(md, out, name, alt, title, xlabel, ylabel, series, **kw):
         md.append(f"\n![{alt}]({f})")
 
 
-def plot(path, title, xlabel, ylabel, series, logx=False, bar=False):
+def plot(path, title, xlabel, ylabel, series, logx=False, bar=False, logy=False, xticks=None):
     """series: {label: [(x, y), ...]}; returns the file name or None without matplotlib."""
     try:
         import matplotlib
@@ -200,6 +200,10 @@ def plot(path, title, xlabel, ylabel, series, logx=False, bar=False):
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lab)
         if logx:
             ax.set_xscale("log", base=2)
+        if logy:
+            ax.set_yscale("log")
+        if xticks:
+            ax.set_xticks([t[0] for t in xticks], [t[1] for t in xticks])
         ax.legend(fontsize=8)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
@@ -346,23 +350,25 @@ def _ratio(a, b):
 
 
 def linegen_ratio_md(rows):
-    """Aggregation vs io-forward on the same port, frames and cores, per DUT and chunk."""
+    """Aggregation vs io-forward on the same port, frames and cores, per run (step or file),
+    DUT and chunk."""
     pairs = {}
     for r in rows:
-        pairs.setdefault((r["dut"], r["chunk_bytes"]), {})[r.get("mode", "aggregation")] = r
+        pairs.setdefault((r.get("_step", ""), r["dut"], r["chunk_bytes"]),
+                         {})[r.get("mode", "aggregation")] = r
     out = []
-    for (dut, chunk), m in sorted(pairs.items()):
+    for (step, dut, chunk), m in sorted(pairs.items()):
         a, f = m.get("aggregation"), m.get("io-forward")
         if not a or not f:
             continue
-        out.append([dut, chunk, a["ndr_pps"], f["ndr_pps"], _ratio(a["ndr_pps"], f["ndr_pps"]),
+        out.append([step or "-", dut, chunk, a["ndr_pps"], f["ndr_pps"], _ratio(a["ndr_pps"], f["ndr_pps"]),
                     a["pdr_pps"], f["pdr_pps"], _ratio(a["pdr_pps"], f["pdr_pps"]),
                     a["unpaced_accepted_pps"], f["unpaced_accepted_pps"],
                     _ratio(a["unpaced_accepted_pps"], f["unpaced_accepted_pps"]),
                     a.get("gen_limited_trials", "-"), f.get("gen_limited_trials", "-")])
     if not out:
         return ""
-    return table(["DUT", "chunk", "aggr NDR", "fwd NDR", "NDR ratio", "aggr PDR", "fwd PDR",
+    return table(["run", "DUT", "chunk", "aggr NDR", "fwd NDR", "NDR ratio", "aggr PDR", "fwd PDR",
                   "PDR ratio", "aggr unpaced acc/s", "fwd unpaced acc/s", "unpaced ratio",
                   "aggr gen-limited", "fwd gen-limited"], out)
 
@@ -399,12 +405,17 @@ def sec_linegen(out, ent):
         ser = {}
         for r in rows:
             c = r.get("at_ndr", {}).get("chunk", {})
+            if not c.get("n", 1) or not c.get("p50_us"):
+                continue  # no trial at the NDR (none found)
             lab = f"{r['dut']} {r.get('mode', 'aggregation')} {r['chunk_bytes']} B"
+            if r.get("_step"):
+                lab += f" ({r['_step'][:24]})"
             ser[lab] = [(x, c.get(q, 0)) for x, q in ((1, "p50_us"), (2, "p99_us"),
                                                      (3, "p999_us"), (4, "max_us"))]
         plot_md(md, out, "linegen_latency.png", "latency at NDR",
-                "push -> answer at the NDR (1 p50, 2 p99, 3 p99.9, 4 max)", "percentile",
-                "us", ser)
+                "push -> answer at the NDR, per DUT, mode and chunk size", "percentile",
+                "us (log)", ser, logy=True,
+                xticks=[(1, "p50"), (2, "p99"), (3, "p99.9"), (4, "max")])
     md.append(errors_md(ent))
     return md
 
@@ -512,7 +523,10 @@ def main(argv):
     for path in o.linegen_json:
         try:
             with open(path) as f:
-                extra += [r for r in parse_json_lines(f.read()) if "ndr_pps" in r]
+                got = [r for r in parse_json_lines(f.read()) if "ndr_pps" in r]
+            for r in got:
+                r["_step"] = os.path.basename(path)
+            extra += got
         except OSError as e:
             print(f"tally-perf report: --linegen-json {path}: {e.strerror}", file=sys.stderr)
             return 2

@@ -374,7 +374,7 @@ class Report(unittest.TestCase):
                           "10.0/20.0/30.0/40.0 | - | - | appliance |", txt)
             self.assertIn("| OS: appliance lcore ran 50% of the time |", txt)
             # like for like: aggregation / io-forward per chunk size
-            self.assertIn("| dpdk | 8192 | 50000 | 100000 | 0.5 | 60000 | 100000 | 0.6 | 80000 | "
+            self.assertIn("| - | dpdk | 8192 | 50000 | 100000 | 0.5 | 60000 | 100000 | 0.6 | 80000 | "
                           "160000 | 0.5 | 0 | 0 |", txt)
             for png in ("sum.png", "engine.png", "allreduce1.png", "model.png",
                         "linegen_latency.png"):
