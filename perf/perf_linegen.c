@@ -37,12 +37,18 @@ struct lg_opts {
 	int dut_pid; /* the appliance's pid: its lcores' CPU time (tally-linegen) */
 };
 
+#define LG_LOG 96
+
 struct lg_ctx {
 	struct pg_gen *g;
 	struct ps_target *t;
 	struct pg_io io;
 	const struct lg_opts *o;
 	struct pg_stats st;
+	struct pn_trial log[LG_LOG]; /* the search's trials, in order (the first LG_LOG) */
+	double log_cpu[LG_LOG];
+	unsigned nlog;
+	int nolog;
 	double cpu; /* the generator thread's CPU seconds / wall seconds in the last trial: under
 		     * 1 when the OS ran something else on its core (busy polls cannot see that) */
 };
@@ -72,7 +78,28 @@ static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
 	tr->missing = c->st.missing + c->st.held_back;
 	tr->retx = c->st.retx;
 	tr->bad = c->st.crc_bad + c->st.sum_bad;
+	if (!c->nolog && c->nlog < LG_LOG) {
+		c->log[c->nlog] = *tr;
+		c->log[c->nlog].rate = rate;
+		c->log_cpu[c->nlog++] = c->cpu;
+	}
 	return 0;
+}
+
+/* The search's trials: "trials_log":[[rate, offered, accepted, expected, missing, retx,
+ * bad, gen_cpu],...] (why a step failed: loss, retransmission, or the generator). */
+static void lg_print_log(const struct lg_ctx *c)
+{
+	printf("\"trials_log\":[");
+	for (unsigned i = 0; i < c->nlog; i++) {
+		const struct pn_trial *t = &c->log[i];
+
+		printf("%s[%.0f,%.0f,%.0f,%llu,%llu,%llu,%llu,%.2f]", i ? "," : "", t->rate,
+		       t->offered, t->accepted, (unsigned long long)t->expected,
+		       (unsigned long long)t->missing, (unsigned long long)t->retx,
+		       (unsigned long long)t->bad, c->log_cpu[i]);
+	}
+	printf("],");
 }
 
 static int lg_check(struct lg_opts *o, const char *sizes);
@@ -359,12 +386,14 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 	rc = pn_search(&no, lg_trial, &c, &r);
 	if (rc)
 		goto out;
+	c.nolog = 1; /* the later trials are not the search's */
 	printf("{\"dut\":\"%s\",\"mode\":\"%s\",\"cap_pps\":%.0f,\"chunk_bytes\":%u,"
 	       "\"ranks\":%u,\"keys\":%u,\"chunks\":%u,\"trials\":%u,\"steps\":%u,"
 	       "\"trial_s\":%.3f,\"runs\":%u,\"ndr_pps\":%.0f,\"pdr_pps\":%.0f,"
 	       "\"gen_limited_trials\":%u,", o->transport ? o->transport : "synthetic",
 	       o->io_forward ? "io-forward" : "aggregation", o->cap, chunk, o->ranks, o->keys,
 	       o->chunks, o->trials, o->steps, o->trial_s, r.runs, r.ndr, r.pdr, r.gen_limited);
+	lg_print_log(&c);
 	rc = lg_unpaced(&c);
 	if (rc)
 		goto out;
