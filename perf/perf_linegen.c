@@ -127,7 +127,7 @@ static void lg_usage(FILE *f)
 		"  --dut-pid PID      the appliance's pid (same host): its DPDK worker threads' CPU\n"
 		"                     time / wall time around the reported trials\n"
 		"  --drain-s S        after a trial, wait up to S for its last rounds (0.05; with\n"
-		"                     --transport 1: a round left open puts its keys out of step)\n"
+		"                     --transport 3: a round left open puts its keys out of step)\n"
 		"  --repair-us US     re-send a closed window's unanswered chunks after US (1000):\n"
 		"                     above the round trip, or re-sends are spurious (and fail NDR)\n"
 #endif
@@ -229,7 +229,7 @@ static int lg_check(struct lg_opts *o, const char *sizes)
 		return 2;
 	}
 	if (o->drain_s < 0) /* the drain ends once every round is in: long costs nothing then */
-		o->drain_s = o->transport ? 1.0 : 0.05;
+		o->drain_s = o->transport ? 3.0 : 0.05;
 	if (o->lo <= 0)
 		o->lo = o->cap / 100;
 	if (o->hi <= 0)
