@@ -301,13 +301,13 @@ def _cpu(r, k):
 
 def _bottleneck(r):
     """Which side the measured figures point at (the rule is printed with the table)."""
-    if r.get("gen_limited_trials"):
-        return "generator (gen-limited trials)"
     gcpu, dcpu = _cpu(r, "unpaced_gen_cpu"), _cpu(r, "unpaced_dut_cpu")
     if dcpu is not None and dcpu < 0.9:
         return f"OS: appliance lcore ran {dcpu:.0%} of the time"
     if gcpu is not None and gcpu < 0.9:
         return f"OS: generator ran {gcpu:.0%} of the time"
+    if r.get("gen_limited_trials"):
+        return "generator (gen-limited trials)"
     gen, dut = r.get("unpaced_gen_busy"), r.get("unpaced_dut_busy")
     if dut is not None and dut >= 0.9:
         return "appliance"
@@ -388,10 +388,10 @@ LINEGEN_TEXT = (
     "datapath lcore (its control socket's stats_get, read around the trial). CPU = a "
     "busy-polling thread's CPU time / wall time in the unpaced trial (the generator's own "
     "thread; the appliance's DPDK worker threads from /proc): under 1 the OS ran something "
-    "else on that core, which busy polls cannot show. `limit`: the generator if any trial was "
-    "gen-limited; else the OS if either side's lcore ran under 90% of the time; else the "
-    "appliance if its lcore was >= 90% busy in the unpaced trial, the generator if its lcore "
-    "was; else neither.")
+    "else on that core, which busy polls cannot show. `limit`: the OS if either side's lcore "
+    "ran under 90% of the time in the unpaced trial; else the generator if any search trial "
+    "was gen-limited; else the appliance if its lcore was >= 90% busy in the unpaced trial, "
+    "the generator if its lcore was; else neither.")
 
 
 def sec_linegen(out, ent):
