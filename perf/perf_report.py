@@ -318,6 +318,15 @@ def _bottleneck(r):
     return "neither lcore busy (window/latency)"
 
 
+def _at_hi(r):
+    """Offered / accepted pushes/s in the search's first trial (its upper bound): where the
+    generator offers more than the device takes, this shows it."""
+    log = r.get("trials_log") or []
+    if not log:
+        return "-"
+    return f"{log[0][0]:.0f}: {log[0][1]:.0f} / {log[0][2]:.0f}"
+
+
 def linegen_rows_md(rows):
     """The NDR/PDR table of linegen rows, one per DUT, mode and chunk size."""
     def lat(r, k, q):
@@ -328,14 +337,16 @@ def linegen_rows_md(rows):
         return round(v / 1e6, 4) if isinstance(v, (int, float)) else "-"
     return table(["DUT", "mode", "chunk", "ranks", "NDR push/s", "NDR Mpps", "PDR push/s",
                   "gen-limited trials", "NDR Gbit/s payload", "unpaced offered/s",
-                  "unpaced accepted/s", "gen busy at NDR", "DUT busy at NDR",
+                  "unpaced accepted/s", "upper bound: offered / accepted", "gen busy at NDR",
+                  "DUT busy at NDR",
                   "unpaced gen / DUT busy", "unpaced gen / DUT CPU",
                   "chunk p50/p99/p99.9/max us", "push p99 us",
                   "round p99 us", "limit"],
                  [[r["dut"], r.get("mode", "aggregation"), r["chunk_bytes"], r["ranks"],
                    r["ndr_pps"], mpps(r), r["pdr_pps"], r.get("gen_limited_trials", "-"),
                    _ndr(r, "payload_gbps"), r["unpaced_offered_pps"],
-                   r["unpaced_accepted_pps"], _ndr(r, "gen_busy"), _ndr(r, "dut_busy"),
+                   r["unpaced_accepted_pps"], _at_hi(r), _ndr(r, "gen_busy"),
+                   _ndr(r, "dut_busy"),
                    f"{r.get('unpaced_gen_busy', '-')} / {r.get('unpaced_dut_busy', '-')}",
                    f"{_fmt(_cpu(r, 'unpaced_gen_cpu'))} / {_fmt(_cpu(r, 'unpaced_dut_cpu'))}",
                    "/".join(str(lat(r, "chunk", q)) for q in

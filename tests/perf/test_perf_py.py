@@ -328,6 +328,7 @@ class Report(unittest.TestCase):
                                      "unpaced_accepted_pps": 80000, "unpaced_gen_busy": 0.01,
                                      "unpaced_dut_busy": 0.95, "unpaced_gen_cpu": 0.99,
                                      "unpaced_dut_cpu": [0.98],
+                                     "trials_log": [[200000, 150000, 90000, 1, 1, 0, 0, 0.99]],
                                      "at_ndr": {"payload_gbps": 3.277, "gen_busy": 0.01,
                                                 "dut_busy": 0.9,
                                                 "chunk": {"p50_us": 10.0, "p99_us": 20.0,
@@ -365,12 +366,13 @@ class Report(unittest.TestCase):
             self.assertIn("| 1024 | 400 | 1024 |", txt)
             self.assertIn("not measured: check: no emulated allreduce", txt)
             self.assertIn("| synthetic | aggregation | 1024 | 32 | 101750 | 0.1017 | 151625 | 2 | "
-                          "0.834 | 9000000.0 | 0 | 0.0018 | - | - / - | - / - | "
+                          "0.834 | 9000000.0 | 0 | - | 0.0018 | - | - / - | - / - | "
                           "163.8/311.3/311.3/332.6 | 600.5 | 5023.0 | "
                           "generator (gen-limited trials) |", txt)
             # which side: the appliance's lcore busy and running; the twin's starved by the OS
             self.assertIn("| dpdk | aggregation | 8192 | 32 | 50000 | 0.05 | 60000 | 0 | 3.277 | "
-                          "80000 | 80000 | 0.01 | 0.9 | 0.01 / 0.95 | 0.99 / 0.98 | "
+                          "80000 | 80000 | 200000: 150000 / 90000 | 0.01 | 0.9 | 0.01 / 0.95 | "
+                          "0.99 / 0.98 | "
                           "10.0/20.0/30.0/40.0 | - | - | appliance |", txt)
             self.assertIn("| OS: appliance lcore ran 50% of the time |", txt)
             # like for like: aggregation / io-forward per chunk size
