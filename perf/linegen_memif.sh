@@ -1,18 +1,45 @@
 #!/bin/bash
-# perf/linegen_memif.sh [tally-linegen options]: one tallyd (main lcore CPU 0, one datapath
-# lcore CPU 1) on net_memif and tally-linegen (one lcore on CPU $GEN_CPU, default 1; 32
-# ranks) against it: the NDR/PDR search as JSON lines, load average before and after,
-# tallyd's totals (loops, busy_loops, drop reasons). Run from the source root after building
-# appliance/tallyd and perf/tally-linegen in build/. Needs root (DPDK, /var/run/dpdk).
+# perf/linegen_memif.sh [tally-linegen options]: tallyd (main lcore on CPU $TD_MAIN_CPU, one
+# datapath lcore on CPU $TD_CPU, defaults 0 and 1) on net_memif and tally-linegen (one lcore
+# on CPU $GEN_CPU, default 0: not the datapath lcore's; 32 ranks) against it, twice on the
+# same memif port, frames and cores: tallyd aggregating, then tallyd --io-forward (each push
+# bounced: the I/O twin). Both NDR/PDR searches as JSON lines (with the appliance's per-lcore
+# busy polls read from its control socket and its worker threads' CPU share around the
+# reported trials), load average before and after, tallyd's totals, and the table of both
+# with the aggregation / io-forward ratio (perf_report.py --linegen-table).
+# MODES="aggregation io-forward" (default) picks the runs; OUT=FILE keeps the JSON lines, and
+# tallyd's logs beside it (FILE.tallyd-MODE.log). The binaries come from $TALLY_BUILD
+# (default build/ under the source root: appliance/tallyd, perf/tally-linegen). Needs root
+# (DPDK, /var/run/dpdk): exits 77 without it.
 cd "$(dirname "$0")/.."
+b=${TALLY_BUILD:-build}
+[ "$(id -u)" = 0 ] || { echo "linegen_memif.sh: needs root (DPDK): not run" >&2; exit 77; }
+[ -x "$b/appliance/tallyd" ] && [ -x "$b/perf/tally-linegen" ] ||
+	{ echo "linegen_memif.sh: no $b/appliance/tallyd or $b/perf/tally-linegen: build them" >&2; exit 77; }
 d=$(mktemp -d /tmp/tly-lg.XXXXXX); pf=tlylg$$
-timeout 400 build/appliance/tallyd --port net_memif0,role=server,socket=$d/ma0.sock,socket-abstract=no,bsize=9216,id=0 --ip 10.99.1.1/24 --ctl-socket $d/ctl.sock --idle-backoff off --mem 1G --open-admission -- --no-huge --no-pci -m 2048 --lcores 0@0,1@1 --file-prefix ${pf}a > $d/tallyd.log 2>&1 &
-tpid=$!
-for i in $(seq 100); do grep -q ready $d/tallyd.log && break; sleep 0.2; done
-uptime
-timeout 300 build/perf/tally-linegen --transport dpdk --eal "--no-huge --no-pci -m 512 --file-prefix ${pf}w --lcores 0@${GEN_CPU:-1} --vdev net_memif0,role=client,socket=$d/ma0.sock,socket-abstract=no,bsize=9216,id=0" --local-ip 10.99.1.2/24 --host 10.99.1.1 --port 9170 "$@" --json
-echo rc=$?
-uptime
-kill $tpid; wait $tpid
-grep "totals" $d/tallyd.log | cut -c1-300; grep -o "loops=[0-9]*\|busy_loops=[0-9]*\|stale_round=[0-9]*\|too_early=[0-9]*\|duplicates=[0-9]*\|completions=[0-9]*\|resends=[0-9]*" $d/tallyd.log | sort -u
-rm -rf $d
+out=${OUT:-$d/lines.json}
+: > "$out"
+tpid=
+cleanup() { [ -n "$tpid" ] && kill "$tpid" 2>/dev/null && wait "$tpid"; rm -rf "$d"; }
+trap cleanup EXIT
+for mode in ${MODES:-aggregation io-forward}; do
+	if [ "$mode" = io-forward ]; then extra=(--io-forward); gen=(--io-forward)
+	else extra=(--open-admission); gen=(); fi
+	rm -f $d/ma0.sock $d/ctl.sock
+	timeout 900 "$b/appliance/tallyd" --port net_memif0,role=server,socket=$d/ma0.sock,socket-abstract=no,bsize=9216,id=0 --ip 10.99.1.1/24 --ctl-socket $d/ctl.sock --idle-backoff off --mem 1G "${extra[@]}" -- --no-huge --no-pci -m 2048 --lcores 0@${TD_MAIN_CPU:-0},1@${TD_CPU:-1} --file-prefix ${pf}a > $d/tallyd.log 2>&1 &
+	tpid=$!
+	for i in $(seq 100); do grep -q ready $d/tallyd.log && break; sleep 0.2; done
+	dpid=$(pgrep -P $tpid -x tallyd) # timeout's child: its lcores' CPU time
+	echo "# $mode: tallyd $(grep -o 'ready.*' $d/tallyd.log | head -1 | cut -c1-120)"
+	uptime
+	timeout 600 "$b/perf/tally-linegen" --transport dpdk --eal "--no-huge --no-pci -m 512 --file-prefix ${pf}w --lcores 0@${GEN_CPU:-0} --vdev net_memif0,role=client,socket=$d/ma0.sock,socket-abstract=no,bsize=9216,id=0" --local-ip 10.99.1.2/24 --host 10.99.1.1 --port 9170 --ctl-socket $d/ctl.sock --dut-pid ${dpid:-0} "${gen[@]}" "$@" --json | tee -a "$out"
+	echo "rc=${PIPESTATUS[0]}"
+	uptime
+	kill $tpid 2>/dev/null; wait $tpid; st=$?; tpid=
+	# 0: stopped by our SIGTERM; 3: its drain timed out on rounds the generator left open;
+	# 139 (SIGSEGV in librte_net_memif, rte-worker-1) was seen once, before our SIGTERM
+	[ $st = 0 ] || echo "# $mode: tallyd exited with status $st"
+	[ -n "${OUT:-}" ] && cp $d/tallyd.log "$OUT.tallyd-$mode.log"
+	grep "totals" $d/tallyd.log | cut -c1-300; grep -o "loops=[0-9]*\|busy_loops=[0-9]*\|stale_round=[0-9]*\|too_early=[0-9]*\|duplicates=[0-9]*\|completions=[0-9]*\|resends=[0-9]*" $d/tallyd.log | sort -u | tr '\n' ' '; echo
+done
+python3 perf/perf_report.py --linegen-table "$out"

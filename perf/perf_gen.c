@@ -245,7 +245,7 @@ static void pg_result(struct pg_gen *g, const struct pg_frame *f, uint64_t now,
 		return;
 	}
 	key = p.hdr.key - o->key_base;
-	if (p.hdr.op != TALLY_OP_RESULT || p.hdr.job_id != o->job_id || p.hdr.rank >= o->ranks ||
+	if (p.hdr.op != (o->echo ? TALLY_OP_PUSH : TALLY_OP_RESULT) || p.hdr.job_id != o->job_id || p.hdr.rank >= o->ranks ||
 	    key >= o->keys || p.hdr.count != g->elems || p.hdr.offset % g->elems ||
 	    p.hdr.offset / g->elems >= o->chunks || (int32_t)(p.hdr.round - g->oldest) < 0 ||
 	    (int32_t)(p.hdr.round - g->next_round) > (g->pos ? 0 : -1)) {
@@ -265,13 +265,19 @@ static void pg_result(struct pg_gen *g, const struct pg_frame *f, uint64_t now,
 	st->results++;
 	st->payload_bytes += o->chunk_bytes;
 	ph_record(&st->push_ns, (uint64_t)((double)(now - g->sent_tsc[i]) * 1e9 / g->hz));
-	/* ranks are sent in order: the last rank's push completes the chunk */
-	ph_record(&st->chunk_ns, (uint64_t)((double)(now - g->sent_tsc[i - p.hdr.rank +
-								       o->ranks - 1]) *
-					    1e9 / g->hz));
+	/* ranks are sent in order: the last rank's push completes the chunk; a forwarder
+	 * answers each push alone */
+	ph_record(&st->chunk_ns,
+		  (uint64_t)((double)(now - g->sent_tsc[o->echo ? i : i - p.hdr.rank +
+								      o->ranks - 1]) *
+			     1e9 / g->hz));
 	if (++g->rx_seen % o->sample_every == 0) {
+		const uint8_t *want = o->echo ? g->frames + ((size_t)slot * o->ranks + p.hdr.rank) *
+							    g->flen + TALLY_HDR_LEN :
+						(const uint8_t *)(g->ref + (size_t)slot * g->elems);
+
 		st->sum_checked++;
-		if (memcmp(p.payload, g->ref + (size_t)slot * g->elems, o->chunk_bytes))
+		if (memcmp(p.payload, want, o->chunk_bytes))
 			st->sum_bad++;
 	}
 	if (g->round_got[w] == (uint64_t)g->slots * o->ranks)

@@ -57,6 +57,10 @@ struct pg_opts {
 				 * while draining); it is never given up within a run. Pushes due
 				 * meanwhile are held back (offered, not sent). */
 	unsigned repair_us;     /* 0: 1000 */
+	int echo;               /* the device is tallyd --io-forward: the answer to a push is
+				 * the push itself, bounced (op PUSH, same header and payload), one
+				 * per push as a RESULT is; the check compares it with the frame
+				 * sent, and chunk latency is each push's own round trip */
 };
 
 struct pg_stats {

@@ -35,12 +35,13 @@ static void gp_rx(void *arg, const void *buf, size_t len, const struct tally_add
 			p->errors++;
 		return;
 	}
-	if (p->n == GP_STAGE || len > GP_FRAME) {
+	if (p->tail - p->head == GP_STAGE || len > GP_FRAME) {
 		p->overflow++;
 		return;
 	}
-	memcpy(p->stage[p->n], buf, len);
-	p->len[p->n++] = (uint32_t)len;
+	memcpy(p->stage[p->tail % GP_STAGE], buf, len);
+	p->len[p->tail++ % GP_STAGE] = (uint32_t)len;
+	p->delivered++;
 }
 
 int gp_open(struct gp_port *p, const char *name, const struct tally_xport_opts *xo, char *err,
@@ -137,6 +138,8 @@ int gp_setup(struct gp_port *p, const struct pg_opts *o, double timeout_s, char 
 	return rc;
 }
 
+/* No flush here: both transports' poll sends what is queued first, and the generator polls
+ * after every tx (dpdk's flush would also busy-poll up to 100 us for replies). */
 static unsigned gp_tx(void *ctx, const uint8_t *const *frames, const uint32_t *lens, unsigned n)
 {
 	struct gp_port *p = ctx;
@@ -149,23 +152,28 @@ static unsigned gp_tx(void *ctx, const uint8_t *const *frames, const uint32_t *l
 		else
 			sent++;
 	}
-	tally_xport_flush(&p->x);
 	return sent;
 }
 
 static unsigned gp_rxf(void *ctx, struct pg_frame *f, unsigned max)
 {
 	struct gp_port *p = ctx;
+	unsigned k = 0;
 
-	p->n = 0;
-	p->ops->poll(p->ctx, 0);
-	for (unsigned i = 0; i < p->n && i < max; i++) {
-		f[i].hdr = p->stage[i];
-		f[i].hlen = TALLY_HDR_LEN;
-		f[i].payload = p->stage[i] + TALLY_HDR_LEN;
-		f[i].plen = p->len[i] - TALLY_HDR_LEN;
+	p->head += p->handed; /* the generator is done with those */
+	p->handed = 0;
+	if (GP_STAGE - (p->tail - p->head) >= 64)
+		p->ops->poll(p->ctx, 0);
+	for (; k < max && p->head + k != p->tail; k++) {
+		unsigned i = (unsigned)((p->head + k) % GP_STAGE);
+
+		f[k].hdr = p->stage[i];
+		f[k].hlen = TALLY_HDR_LEN;
+		f[k].payload = p->stage[i] + TALLY_HDR_LEN;
+		f[k].plen = p->len[i] - TALLY_HDR_LEN;
 	}
-	return p->n < max ? p->n : max;
+	p->handed = k;
+	return k;
 }
 
 void gp_io(struct gp_port *p, struct pg_io *io)

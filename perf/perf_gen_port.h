@@ -12,7 +12,8 @@
 #include "tally_proto.h"
 #include "tally_xport_reg.h"
 
-#define GP_STAGE 64
+#define GP_STAGE 256 /* a ring: a transport's poll (also the one inside tx) may deliver more
+		       * than the generator takes in one rx call */
 #define GP_FRAME (TALLY_HDR_MAX + 9216)
 
 struct gp_port {
@@ -20,11 +21,14 @@ struct gp_port {
 	const struct tally_xport_ops *ops;
 	void *ctx;
 	struct tally_addr to;
-	/* RESULTs received in one poll, copied (a transport's buffer lives for its callback) */
+	/* RESULTs received, copied (a transport's buffer lives for its callback): a ring from
+	 * head to tail; the last rx call handed out `handed` from head (valid until the next) */
 	uint8_t stage[GP_STAGE][GP_FRAME];
 	uint32_t len[GP_STAGE];
-	unsigned n;
-	uint64_t overflow, send_errors;
+	uint64_t head, tail;
+	unsigned handed;
+	uint64_t delivered, overflow, send_errors; /* frames given to the generator; lost
+						    * to a full stage; sends refused */
 	/* setup replies */
 	unsigned join_ok, reg_ok, errors;
 	int setup;

@@ -2,34 +2,42 @@
  * perf_linegen.c — `tally-perf linegen` (issue 38): the line-rate generator's NDR/PDR search
  * (perf_ndr.h) per chunk size, with push -> RESULT and whole-round latency percentiles at the
  * found rates, offered vs accepted rates, and busy polls / all polls of both sides. The device
- * under test is, for now, the synthetic throttled appliance (perf_gen_synth.h, --synthetic-cap):
- * it measures the generator itself (how much one lcore playing --ranks ranks can offer) and
- * the search. Driving tallyd over memif through the same struct pg_io is not built yet
- * (perf/README.md "Line-rate generator").
+ * under test is the synthetic throttled appliance (perf_gen_synth.h, --synthetic-cap) in
+ * tally-perf: it measures the generator itself (how much one lcore playing --ranks ranks can
+ * offer) and the search; and in tally-linegen (LG_PORT) a real appliance through a transport
+ * of the registry, aggregating or, with --io-forward, tallyd --io-forward bouncing every push
+ * (the twin on the same port, frames and cores), its lcores' busy polls read from its control
+ * socket around the reported trials (--ctl-socket, perf_gen_ctl.h).
  */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "perf_cmds.h"
 #include "perf_gen.h"
 #include "perf_gen_synth.h"
 #include "perf_ndr.h"
 #ifdef LG_PORT
+#include "perf_gen_ctl.h"
 #include "perf_gen_port.h"
 static struct gp_port lg_port; /* its staging buffers: 600 KiB */
 #endif
 
 struct lg_opts {
 	double cap, lo, hi, trial_s, drain_s;
-	unsigned ranks, keys, chunks, window, burst, sample, steps, trials;
+	unsigned ranks, keys, chunks, window, burst, sample, steps, trials, repair_us;
 	unsigned sizes[8], nsizes;
-	int json;
+	int json, io_forward;
+	const char *ctl; /* the appliance's control socket (tally-linegen) */
 	const char *transport, *host, *eal, *local_ip, *dpdk_port; /* tally-linegen only */
 	unsigned port;
+	int dut_pid; /* the appliance's pid: its lcores' CPU time (tally-linegen) */
 };
+
+#define LG_LOG 96
 
 struct lg_ctx {
 	struct pg_gen *g;
@@ -37,6 +45,12 @@ struct lg_ctx {
 	struct pg_io io;
 	const struct lg_opts *o;
 	struct pg_stats st;
+	struct pn_trial log[LG_LOG]; /* the search's trials, in order (the first LG_LOG) */
+	double log_cpu[LG_LOG];
+	unsigned nlog;
+	int nolog;
+	double cpu; /* the generator thread's CPU seconds / wall seconds in the last trial: under
+		     * 1 when the OS ran something else on its core (busy polls cannot see that) */
 };
 
 static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
@@ -44,11 +58,19 @@ static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
 	struct lg_ctx *c = ctx;
 	int rc;
 
+	struct timespec c0, c1, w0, w1;
+
 	if (c->t)
 		ps_reset_stats(c->t);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+	clock_gettime(CLOCK_MONOTONIC, &w0);
 	rc = pg_run(c->g, &c->io, rate, c->o->trial_s, c->o->drain_s, &c->st);
 	if (rc)
 		return rc;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	clock_gettime(CLOCK_MONOTONIC, &w1);
+	c->cpu = ((double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9) /
+		 ((double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9);
 	tr->offered = c->st.secs > 0 ? c->st.offered / c->st.secs : 0;
 	tr->accepted = c->st.secs > 0 ? c->st.results / c->st.secs : 0;
 	/* pushes the device's window held back are offered load it did not take */
@@ -56,8 +78,31 @@ static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
 	tr->missing = c->st.missing + c->st.held_back;
 	tr->retx = c->st.retx;
 	tr->bad = c->st.crc_bad + c->st.sum_bad;
+	if (!c->nolog && c->nlog < LG_LOG) {
+		c->log[c->nlog] = *tr;
+		c->log[c->nlog].rate = rate;
+		c->log_cpu[c->nlog++] = c->cpu;
+	}
 	return 0;
 }
+
+/* The search's trials: "trials_log":[[rate, offered, accepted, expected, missing, retx,
+ * bad, gen_cpu],...] (why a step failed: loss, retransmission, or the generator). */
+static void lg_print_log(const struct lg_ctx *c)
+{
+	printf("\"trials_log\":[");
+	for (unsigned i = 0; i < c->nlog; i++) {
+		const struct pn_trial *t = &c->log[i];
+
+		printf("%s[%.0f,%.0f,%.0f,%llu,%llu,%llu,%llu,%.2f]", i ? "," : "", t->rate,
+		       t->offered, t->accepted, (unsigned long long)t->expected,
+		       (unsigned long long)t->missing, (unsigned long long)t->retx,
+		       (unsigned long long)t->bad, c->log_cpu[i]);
+	}
+	printf("],");
+}
+
+static int lg_check(struct lg_opts *o, const char *sizes);
 
 static void lg_usage(FILE *f)
 {
@@ -71,7 +116,22 @@ static void lg_usage(FILE *f)
 		"  --trial-s S        seconds per trial (default 0.5), --trials N (default 3)\n"
 		"  --steps N          bisection steps (default 8)\n"
 		"  --lo PPS --hi PPS  search bounds (default cap/100, 4 x cap)\n"
-		"  --json             one JSON line per chunk size\n");
+		"  --json             one JSON line per chunk size\n"
+#ifdef LG_PORT
+		"  --transport NAME --host IP --port P [--eal ARGS --local-ip A/N]: a real\n"
+		"                     appliance instead (udp: tally-udpd, dpdk: tallyd)\n"
+		"  --io-forward       the appliance is tallyd --io-forward: no JOIN/REGISTER, each\n"
+		"                     push's answer is the push bounced (the I/O twin)\n"
+		"  --ctl-socket PATH  the appliance's control socket: its lcores' busy polls / all\n"
+		"                     polls around the reported trials\n"
+		"  --dut-pid PID      the appliance's pid (same host): its DPDK worker threads' CPU\n"
+		"                     time / wall time around the reported trials\n"
+		"  --drain-s S        after a trial, wait up to S for its last rounds (0.05; with\n"
+		"                     --transport 3: a round left open puts its keys out of step)\n"
+		"  --repair-us US     re-send a closed window's unanswered chunks after US (1000):\n"
+		"                     above the round trip, or re-sends are spurious (and fail NDR)\n"
+#endif
+		);
 }
 
 static int lg_parse(int argc, char **argv, struct lg_opts *o)
@@ -83,14 +143,16 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		{ "hi", 1, 0, 'h' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'H' },
 		{ "transport", 1, 0, 'T' }, { "host", 1, 0, 'A' }, { "port", 1, 0, 'P' },
 		{ "eal", 1, 0, 'E' }, { "local-ip", 1, 0, 'L' }, { "dpdk-port", 1, 0, 'D' },
-		{ 0, 0, 0, 0 }
+		{ "io-forward", 0, 0, 'F' }, { "ctl-socket", 1, 0, 'X' },
+		{ "repair-us", 1, 0, 'R' }, { "dut-pid", 1, 0, 'p' },
+		{ "drain-s", 1, 0, 'd' }, { 0, 0, 0, 0 }
 	};
 	const char *sizes = "1,4,8";
 	int c;
 
 	*o = (struct lg_opts){ .ranks = 32, .keys = 4, .chunks = 4, .window = 16, .burst = 32,
 			       .sample = 16, .steps = 8, .trials = 3, .trial_s = 0.5,
-			       .drain_s = 0.05 };
+			       .drain_s = -1 };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
@@ -112,9 +174,20 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		case 'E': o->eal = optarg; break;
 		case 'L': o->local_ip = optarg; break;
 		case 'D': o->dpdk_port = optarg; break;
+		case 'F': o->io_forward = 1; break;
+		case 'X': o->ctl = optarg; break;
+		case 'd': o->drain_s = atof(optarg); break;
+		case 'p': o->dut_pid = atoi(optarg); break;
+		case 'R': o->repair_us = (unsigned)atoi(optarg); break;
 		default: lg_usage(stderr); return 2;
 		}
 	}
+	return lg_check(o, sizes);
+}
+
+/* What lg_parse read: consistent, defaults filled in; 0 or 2 (usage, said why). */
+static int lg_check(struct lg_opts *o, const char *sizes)
+{
 #ifdef LG_PORT
 	if (o->transport && o->cap <= 0)
 		o->cap = 1e6; /* only the default search bounds come from it */
@@ -122,15 +195,20 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		fprintf(stderr, "tally-linegen: --transport needs --host (the appliance)\n");
 		return 2;
 	}
+	if ((o->io_forward || o->ctl) && !o->transport) {
+		fprintf(stderr, "tally-linegen: --io-forward and --ctl-socket need --transport\n");
+		return 2;
+	}
 #else
-	if (o->transport) {
-		fprintf(stderr, "tally-perf linegen: --transport: use tally-linegen (a real port)\n");
+	if (o->transport || o->io_forward || o->ctl) {
+		fprintf(stderr, "tally-perf linegen: --transport, --io-forward, --ctl-socket: use "
+			"tally-linegen (a real port)\n");
 		return 2;
 	}
 #endif
 	if (o->cap <= 0) {
-		fprintf(stderr, "tally-perf linegen: give --synthetic-cap PPS (> 0): driving tallyd "
-			"is not built yet (perf/README.md \"Line-rate generator\")\n");
+		fprintf(stderr, "tally-perf linegen: give --synthetic-cap PPS (> 0); a real appliance: "
+			"tally-linegen --transport (perf/linegen_memif.sh)\n");
 		return 2;
 	}
 	for (char *p = (char *)sizes; *p && o->nsizes < 8;) {
@@ -150,6 +228,8 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 			"--trial-s > 0\n", PG_MAX_RANKS);
 		return 2;
 	}
+	if (o->drain_s < 0) /* the drain ends once every round is in: long costs nothing then */
+		o->drain_s = o->transport ? 3.0 : 0.05;
 	if (o->lo <= 0)
 		o->lo = o->cap / 100;
 	if (o->hi <= 0)
@@ -169,26 +249,89 @@ static void lg_lat(const char *name, const struct ph_hist *h, int last)
 	       ph_percentile(h, 99.9) / 1e3, h->n ? h->max / 1e3 : 0.0, last ? "" : ",");
 }
 
+#ifdef LG_PORT
+/* A trial with the appliance's counters read before and after it (with --ctl-socket). */
+static int lg_trial_dut(struct lg_ctx *c, double rate, struct pn_trial *t, struct gc_snap *a,
+			struct gc_snap *b, int *have)
+{
+	char err[256] = "";
+	int rc;
+
+	*have = c->o->ctl && !gc_snap(c->o->ctl, c->o->dut_pid, a, err, sizeof(err));
+	rc = lg_trial(c, rate, t);
+	if (*have && !rc)
+		*have = !gc_snap(c->o->ctl, c->o->dut_pid, b, err, sizeof(err));
+	if (c->o->ctl && !*have)
+		fprintf(stderr, "tally-linegen: --ctl-socket: %s\n", err);
+	return rc;
+}
+#endif
+
+/* One trial at `rate`: the appliance's counters around it where it has a control socket. */
+static int lg_trial_at(struct lg_ctx *c, double rate, struct pn_trial *t, const char *prefix)
+{
+#ifdef LG_PORT
+	static struct gc_snap a, b;
+	int have = 0, rc = lg_trial_dut(c, rate, t, &a, &b, &have);
+
+	if (!rc && have)
+		gc_print(stdout, prefix, &a, &b);
+	return rc;
+#else
+	(void)prefix;
+	return lg_trial(c, rate, t);
+#endif
+}
+
 /* One latency trial at `rate`, printed as "name":{...}. */
 static int lg_at(struct lg_ctx *c, const char *name, double rate, int last)
 {
 	struct pn_trial t = { 0 };
-	int rc = rate > 0 ? lg_trial(c, rate, &t) : 0;
-	double s = c->st.secs > 0 ? c->st.secs : 1;
+	int rc;
+	double s;
 
+	printf("\"%s\":{", name);
+	rc = rate > 0 ? lg_trial_at(c, rate, &t, "") : 0;
+	s = c->st.secs > 0 ? c->st.secs : 1;
 	if (rc)
 		return rc;
 	if (rate <= 0)
 		memset(&c->st, 0, sizeof(c->st));
-	printf("\"%s\":{\"rate_pps\":%.0f,\"offered_pps\":%.0f,\"accepted_pps\":%.0f,"
-	       "\"loss\":%.6f,\"payload_gbps\":%.3f,\"gen_busy\":%.4f,", name, rate,
+	printf("\"rate_pps\":%.0f,\"offered_pps\":%.0f,\"accepted_pps\":%.0f,"
+	       "\"loss\":%.6f,\"payload_gbps\":%.3f,\"gen_busy\":%.4f,\"gen_cpu\":%.3f,", rate,
 	       c->st.offered / s, c->st.results / s, rate > 0 ? pn_loss(&t) : 0.0,
 	       c->st.payload_bytes * 8 / s / 1e9,
-	       c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0);
+	       c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0, rate > 0 ? c->cpu : 0.0);
 	lg_lat("chunk", &c->st.chunk_ns, 0);
 	lg_lat("push", &c->st.push_ns, 0);
 	lg_lat("round", &c->st.round_ns, 1);
 	printf("}%s", last ? "" : ",");
+	return 0;
+}
+
+/* Unpaced, after the search (its losses could leave a real appliance's keys out of step):
+ * what one generator lcore offers, and what the device took of it; printed as fields. */
+static int lg_unpaced(struct lg_ctx *c)
+{
+	struct pn_trial t = { 0 };
+	int rc = lg_trial_at(c, 0, &t, "unpaced_");
+
+	if (rc)
+		return rc;
+	printf("\"unpaced_offered_pps\":%.0f,\"unpaced_accepted_pps\":%.0f,"
+	       "\"unpaced_gen_busy\":%.4f,\"unpaced_gen_cpu\":%.3f,\"unpaced_missing\":%llu,"
+	       "\"unpaced_retx\":%llu,\"unpaced_dup\":%llu,\"unpaced_stray\":%llu,"
+	       "\"unpaced_checked\":%llu,\"unpaced_bad\":%llu,", t.offered, t.accepted,
+	       c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0, c->cpu,
+	       (unsigned long long)c->st.missing, (unsigned long long)c->st.retx,
+	       (unsigned long long)c->st.dup, (unsigned long long)c->st.stray,
+	       (unsigned long long)c->st.sum_checked, (unsigned long long)t.bad);
+#ifdef LG_PORT
+	if (c->o->transport) /* since the port opened (all chunk sizes so far) */
+		printf("\"port_delivered\":%llu,\"port_overflow\":%llu,\"port_send_errors\":%llu,",
+		       (unsigned long long)lg_port.delivered, (unsigned long long)lg_port.overflow,
+		       (unsigned long long)lg_port.send_errors);
+#endif
 	return 0;
 }
 
@@ -205,8 +348,6 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 	struct pn_opts no = { .lo = o->lo, .hi = o->hi, .steps = o->steps, .trials = o->trials,
 			      .pdr_loss = 0.005, .min_offer = 0.95 };
 	struct pn_result r;
-	struct pn_trial t = { 0 };
-	double cap_off, cap_acc;
 	int rc;
 
 	memset(&c, 0, sizeof(c));
@@ -216,13 +357,15 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 	if (o->transport) {
 		go.window = 2;
 		go.repair = 1;
+		go.echo = o->io_forward;
+		go.repair_us = o->repair_us;
 	}
 #endif
 	rc = pg_create(&go, &c.g);
 	if (rc)
 		goto out;
 #ifdef LG_PORT
-	if (o->transport) {
+	if (o->transport && !o->io_forward) { /* a forwarder has no job to join */
 		char err[256] = "";
 
 		rc = gp_setup(&lg_port, &go, 10, err, sizeof(err));
@@ -230,8 +373,9 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 			fprintf(stderr, "tally-linegen: job setup: %s\n", err);
 			goto out;
 		}
-		gp_io(&lg_port, &c.io);
 	}
+	if (o->transport)
+		gp_io(&lg_port, &c.io);
 #endif
 	if (!c.io.tx) {
 		rc = ps_create(&so, &c.t);
@@ -240,20 +384,19 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 		ps_io(c.t, &c.io);
 	}
 	rc = pn_search(&no, lg_trial, &c, &r);
-	/* unpaced, last (its losses could leave a real appliance's keys out of step): what one
-	 * generator lcore offers, and what the device took of it */
-	if (!rc)
-		rc = lg_trial(&c, 0, &t);
 	if (rc)
 		goto out;
-	cap_off = t.offered;
-	cap_acc = t.accepted;
-	printf("{\"dut\":\"%s\",\"cap_pps\":%.0f,\"chunk_bytes\":%u,\"ranks\":%u,"
-	       "\"keys\":%u,\"chunks\":%u,\"trials\":%u,\"steps\":%u,\"trial_s\":%.3f,"
-	       "\"runs\":%u,\"unpaced_offered_pps\":%.0f,\"unpaced_accepted_pps\":%.0f,"
-	       "\"ndr_pps\":%.0f,\"pdr_pps\":%.0f,\"gen_limited_trials\":%u,",
-	       o->transport ? o->transport : "synthetic", o->cap, chunk, o->ranks, o->keys, o->chunks, o->trials, o->steps, o->trial_s, r.runs,
-	       cap_off, cap_acc, r.ndr, r.pdr, r.gen_limited);
+	c.nolog = 1; /* the later trials are not the search's */
+	printf("{\"dut\":\"%s\",\"mode\":\"%s\",\"cap_pps\":%.0f,\"chunk_bytes\":%u,"
+	       "\"ranks\":%u,\"keys\":%u,\"chunks\":%u,\"trials\":%u,\"steps\":%u,"
+	       "\"trial_s\":%.3f,\"runs\":%u,\"ndr_pps\":%.0f,\"pdr_pps\":%.0f,"
+	       "\"gen_limited_trials\":%u,", o->transport ? o->transport : "synthetic",
+	       o->io_forward ? "io-forward" : "aggregation", o->cap, chunk, o->ranks, o->keys,
+	       o->chunks, o->trials, o->steps, o->trial_s, r.runs, r.ndr, r.pdr, r.gen_limited);
+	lg_print_log(&c);
+	rc = lg_unpaced(&c);
+	if (rc)
+		goto out;
 	rc = lg_at(&c, "at_ndr", r.ndr, 0);
 	if (!rc)
 		rc = lg_at(&c, "at_pdr", r.pdr, 1);

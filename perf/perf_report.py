@@ -20,6 +20,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SECTIONS = ("Machine", "Sum rates", "Engine goodput", "Line rate", "Line-rate search (NDR/PDR)",
             "Allreduce vs peers", "Cluster model")
 BENCHES = {"sum", "engine", "line", "linegen", "allreduce"}
+# A step whose argv starts with MEMIF runs perf/linegen_memif.sh (tally-linegen against tallyd
+# on net_memif, aggregating and --io-forward) instead of tally-perf.
+MEMIF = "@linegen_memif"
 
 
 def human(n):
@@ -45,6 +48,10 @@ def suite(quick):
         steps.append(("linegen", "linegen: NDR/PDR, synthetic DUT 200 k/s, 1K/8K, 2 steps",
                       ["linegen", "--synthetic-cap", "200000", "--chunk-kib", "1,8", "--trial-s",
                        "0.05", "--trials", "2", "--steps", "2", "--json"], 5))
+        steps.append(("linegen", "linegen: tallyd on memif, aggregation + io-forward, 1K, 1 step",
+                      [MEMIF, "--chunk-kib", "1", "--trial-s", "0.05", "--trials", "1",
+                       "--steps", "1", "--lo", "1000", "--hi", "20000", "--drain-s", "0.5", "--json"],
+                      30))
         steps.append(("allreduce", "allreduce: W=2, 1M, unshaped, tally/mpi/gloo",
                       ["allreduce", "--workers", "2", "--size", "1M", "--rounds", "2", "--json",
                        "--timeout", "40"], 25))
@@ -65,6 +72,9 @@ def suite(quick):
                       60))
     steps.append(("linegen", "linegen: NDR/PDR, synthetic DUT 1 M/s, 1K/4K/8K",
                   ["linegen", "--synthetic-cap", "1000000", "--json"], 120))
+    steps.append(("linegen", "linegen: tallyd on memif, aggregation + io-forward, 1K/4K/8K",
+                  [MEMIF, "--trial-s", "0.5", "--trials", "3", "--steps", "6", "--lo", "1000",
+                   "--hi", "1000000", "--repair-us", "50000", "--json"], 240))
     steps.append(("allreduce", "allreduce: W=4, 64M, unshaped",
                   ["allreduce", "--workers", "4", "--size", "64M", "--rounds", "3", "--json"], 120))
     steps.append(("allreduce", "allreduce: W=4, K=2, 64M, links 1 Gbit/s (emulated)",
@@ -133,7 +143,11 @@ def run_suite(perf, steps, progress=sys.stderr, timeout=600, times=None):
         ent = res.setdefault(key, {"rows": [], "errors": []})
         t0 = time.time()
         try:
-            r = subprocess.run([perf] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cmd = [perf] + argv
+            if argv and argv[0] == MEMIF:
+                cmd = ["bash", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                            "linegen_memif.sh")] + argv[1:]
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, timeout=timeout)
             rows = parse_json_lines(r.stdout)
             for row in rows:
@@ -168,7 +182,7 @@ def plot_md(md, out, name, alt, title, xlabel, ylabel, series, **kw):
         md.append(f"\n![{alt}]({f})")
 
 
-def plot(path, title, xlabel, ylabel, series, logx=False, bar=False):
+def plot(path, title, xlabel, ylabel, series, logx=False, bar=False, logy=False, xticks=None):
     """series: {label: [(x, y), ...]}; returns the file name or None without matplotlib."""
     try:
         import matplotlib
@@ -186,6 +200,10 @@ def plot(path, title, xlabel, ylabel, series, logx=False, bar=False):
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lab)
         if logx:
             ax.set_xscale("log", base=2)
+        if logy:
+            ax.set_yscale("log")
+        if xticks:
+            ax.set_xticks([t[0] for t in xticks], [t[1] for t in xticks])
         ax.legend(fontsize=8)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
@@ -265,42 +283,150 @@ def sec_line(out, ent):
     return md
 
 
+def _ndr(r, k, default="-"):
+    v = r.get("at_ndr", {}).get(k)
+    return default if v is None else v
+
+
+def _fmt(v):
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _cpu(r, k):
+    v = r.get(k)
+    if isinstance(v, list):
+        return max(v) if v else None
+    return v
+
+
+def _bottleneck(r):
+    """Which side the measured figures point at (the rule is printed with the table)."""
+    gcpu, dcpu = _cpu(r, "unpaced_gen_cpu"), _cpu(r, "unpaced_dut_cpu")
+    if dcpu is not None and dcpu < 0.9:
+        return f"OS: appliance lcore ran {dcpu:.0%} of the time"
+    if gcpu is not None and gcpu < 0.9:
+        return f"OS: generator ran {gcpu:.0%} of the time"
+    if r.get("gen_limited_trials"):
+        return "generator (gen-limited trials)"
+    gen, dut = r.get("unpaced_gen_busy"), r.get("unpaced_dut_busy")
+    if dut is not None and dut >= 0.9:
+        return "appliance"
+    if gen is not None and gen >= 0.9:
+        return "generator"
+    if dut is None:
+        return "-"
+    return "neither lcore busy (window/latency)"
+
+
+def _at_hi(r):
+    """Offered / accepted pushes/s in the search's first trial (its upper bound): where the
+    generator offers more than the device takes, this shows it."""
+    log = r.get("trials_log") or []
+    if not log:
+        return "-"
+    return f"{log[0][0]:.0f}: {log[0][1]:.0f} / {log[0][2]:.0f}"
+
+
+def linegen_rows_md(rows):
+    """The NDR/PDR table of linegen rows, one per DUT, mode and chunk size."""
+    def lat(r, k, q):
+        return r.get("at_ndr", {}).get(k, {}).get(q, "-")
+
+    def mpps(r):
+        v = r.get("ndr_pps")
+        return round(v / 1e6, 4) if isinstance(v, (int, float)) else "-"
+    return table(["DUT", "mode", "chunk", "ranks", "NDR push/s", "NDR Mpps", "PDR push/s",
+                  "gen-limited trials", "NDR Gbit/s payload", "unpaced offered/s",
+                  "unpaced accepted/s", "upper bound: offered / accepted", "gen busy at NDR",
+                  "DUT busy at NDR",
+                  "unpaced gen / DUT busy", "unpaced gen / DUT CPU",
+                  "chunk p50/p99/p99.9/max us", "push p99 us",
+                  "round p99 us", "limit"],
+                 [[r["dut"], r.get("mode", "aggregation"), r["chunk_bytes"], r["ranks"],
+                   r["ndr_pps"], mpps(r), r["pdr_pps"], r.get("gen_limited_trials", "-"),
+                   _ndr(r, "payload_gbps"), r["unpaced_offered_pps"],
+                   r["unpaced_accepted_pps"], _at_hi(r), _ndr(r, "gen_busy"),
+                   _ndr(r, "dut_busy"),
+                   f"{r.get('unpaced_gen_busy', '-')} / {r.get('unpaced_dut_busy', '-')}",
+                   f"{_fmt(_cpu(r, 'unpaced_gen_cpu'))} / {_fmt(_cpu(r, 'unpaced_dut_cpu'))}",
+                   "/".join(str(lat(r, "chunk", q)) for q in
+                            ("p50_us", "p99_us", "p999_us", "max_us")),
+                   lat(r, "push", "p99_us"), lat(r, "round", "p99_us"), _bottleneck(r)]
+                  for r in rows])
+
+
+def _ratio(a, b):
+    return round(a / b, 3) if isinstance(a, (int, float)) and isinstance(b, (int, float)) \
+        and b > 0 else "-"
+
+
+def linegen_ratio_md(rows):
+    """Aggregation vs io-forward on the same port, frames and cores, per run (step or file),
+    DUT and chunk."""
+    pairs = {}
+    for r in rows:
+        pairs.setdefault((r.get("_step", ""), r["dut"], r["chunk_bytes"]),
+                         {})[r.get("mode", "aggregation")] = r
+    out = []
+    for (step, dut, chunk), m in sorted(pairs.items()):
+        a, f = m.get("aggregation"), m.get("io-forward")
+        if not a or not f:
+            continue
+        out.append([step or "-", dut, chunk, a["ndr_pps"], f["ndr_pps"], _ratio(a["ndr_pps"], f["ndr_pps"]),
+                    a["pdr_pps"], f["pdr_pps"], _ratio(a["pdr_pps"], f["pdr_pps"]),
+                    a["unpaced_accepted_pps"], f["unpaced_accepted_pps"],
+                    _ratio(a["unpaced_accepted_pps"], f["unpaced_accepted_pps"]),
+                    a.get("gen_limited_trials", "-"), f.get("gen_limited_trials", "-")])
+    if not out:
+        return ""
+    return table(["run", "DUT", "chunk", "aggr NDR", "fwd NDR", "NDR ratio", "aggr PDR", "fwd PDR",
+                  "PDR ratio", "aggr unpaced acc/s", "fwd unpaced acc/s", "unpaced ratio",
+                  "aggr gen-limited", "fwd gen-limited"], out)
+
+
+LINEGEN_TEXT = (
+    "`tally-perf linegen` / `tally-linegen`: one generator lcore playing R ranks, paced by the "
+    "TSC; binary search for the highest push rate with no missing RESULT and no retransmission "
+    "(NDR) and with at most 0.5% missing (PDR), every trial of a step passing. DUT `synthetic`: "
+    "the in-process throttled appliance (perf_gen_synth.c), so those rows measure the generator "
+    "and the search, not tallyd; DUT `dpdk`: tallyd on net_memif (perf/linegen_memif.sh), mode "
+    "`aggregation` or `io-forward` (tallyd --io-forward bouncing every push: the I/O twin on the "
+    "same port, frames and cores). Latency at the NDR: a chunk's last push -> its RESULTs (the "
+    "device's latency; io-forward: each push's own round trip), each rank's own push -> its "
+    "RESULT, and whole rounds. A trial whose generator offered under 95% of the rate asked fails "
+    "as gen-limited: with any, a found rate is a lower bound of the device's. Busy = poll loops "
+    "that found work / all poll loops, of the generator's lcore and of the busiest appliance "
+    "datapath lcore (its control socket's stats_get, read around the trial). CPU = a "
+    "busy-polling thread's CPU time / wall time in the unpaced trial (the generator's own "
+    "thread; the appliance's DPDK worker threads from /proc): under 1 the OS ran something "
+    "else on that core, which busy polls cannot show. `limit`: the OS if either side's lcore "
+    "ran under 90% of the time in the unpaced trial; else the generator if any search trial "
+    "was gen-limited; else the appliance if its lcore was >= 90% busy in the unpaced trial, "
+    "the generator if its lcore was; else neither.")
+
+
 def sec_linegen(out, ent):
     rows = [r for r in ent.get("rows", []) if "ndr_pps" in r]
-    md = ["## Line-rate search (NDR/PDR)", "",
-          "`tally-perf linegen`: one generator lcore playing R ranks, open loop, paced by the "
-          "TSC; binary search for the highest push rate with no missing RESULT (NDR) and with "
-          "at most 0.5% missing (PDR), every trial of a step passing. DUT `synthetic`: the "
-          "in-process throttled appliance (perf_gen_synth.c), so these rows measure the "
-          "generator and the search, not tallyd. Latency at the NDR: a chunk's last push -> its "
-          "RESULTs (the device's latency), each rank's own push -> its RESULT (adds the paced "
-          "wait for the other ranks), and whole rounds. A trial whose generator offered under 95% "
-          "of the rate asked fails as gen-limited: with any, a found rate is a lower bound of "
-          "the device's.", ""]
+    md = ["## Line-rate search (NDR/PDR)", "", LINEGEN_TEXT, ""]
     if rows:
-        def lat(r, k, q):
-            return r.get("at_ndr", {}).get(k, {}).get(q, "-")
-        md.append(table(["DUT", "chunk", "ranks", "NDR push/s", "PDR push/s", "gen-limited trials",
-                         "NDR Gbit/s payload", "unpaced offered/s", "unpaced accepted/s",
-                         "gen busy at NDR", "chunk p50/p99/p99.9/max us", "push p99 us",
-                         "round p99 us"],
-                        [[r["dut"], r["chunk_bytes"], r["ranks"], r["ndr_pps"], r["pdr_pps"],
-                          r.get("gen_limited_trials", "-"),
-                          r.get("at_ndr", {}).get("payload_gbps", "-"),
-                          r["unpaced_offered_pps"], r["unpaced_accepted_pps"],
-                          r.get("at_ndr", {}).get("gen_busy", "-"),
-                          "/".join(str(lat(r, "chunk", q)) for q in
-                                   ("p50_us", "p99_us", "p999_us", "max_us")),
-                          lat(r, "push", "p99_us"), lat(r, "round", "p99_us")] for r in rows]))
+        md.append(linegen_rows_md(rows))
+        ratio = linegen_ratio_md(rows)
+        if ratio:
+            md += ["", "Aggregation / io-forward, same port, frames and cores:", "", ratio]
         ser = {}
         for r in rows:
             c = r.get("at_ndr", {}).get("chunk", {})
-            ser[f"chunk {r['chunk_bytes']} B"] = [
-                (x, c.get(q, 0)) for x, q in ((1, "p50_us"), (2, "p99_us"), (3, "p999_us"),
-                                              (4, "max_us"))]
+            if not c.get("n", 1) or not c.get("p50_us"):
+                continue  # no trial at the NDR (none found)
+            lab = f"{r['dut']} {r.get('mode', 'aggregation')} {r['chunk_bytes']} B"
+            if r.get("_step"):
+                lab += f" ({r['_step'][:24]})"
+            ser[lab] = [(x, c.get(q, 0)) for x, q in ((1, "p50_us"), (2, "p99_us"),
+                                                     (3, "p999_us"), (4, "max_us"))]
         plot_md(md, out, "linegen_latency.png", "latency at NDR",
-                "push -> RESULT at the NDR (1 p50, 2 p99, 3 p99.9, 4 max)", "percentile",
-                "us", ser)
+                "push -> answer at the NDR, per DUT, mode and chunk size", "percentile",
+                "us (log)", ser, logy=True,
+                xticks=[(1, "p50"), (2, "p99"), (3, "p99.9"), (4, "max")])
     md.append(errors_md(ent))
     return md
 
@@ -388,7 +514,33 @@ def main(argv):
     p.add_argument("--perf", default=os.path.join(os.environ.get("TALLY_BUILD", ""), "perf",
                                                   "tally-perf"))
     p.add_argument("--only", default="", help="comma list of sum,engine,line,linegen,allreduce")
+    p.add_argument("--linegen-json", action="append", default=[], metavar="FILE",
+                   help="tally-linegen JSON lines (perf/linegen_memif.sh OUT=FILE) to add to "
+                        "the NDR/PDR section")
+    p.add_argument("--linegen-table", metavar="FILE",
+                   help="print the NDR/PDR tables of FILE's tally-linegen JSON lines and exit")
     o = p.parse_args(argv)
+    if o.linegen_table:
+        with open(o.linegen_table) as f:
+            rows = [r for r in parse_json_lines(f.read()) if "ndr_pps" in r]
+        if not rows:
+            print(f"tally-perf report: no linegen lines in {o.linegen_table}", file=sys.stderr)
+            return 1
+        print(linegen_rows_md(rows))
+        ratio = linegen_ratio_md(rows)
+        print("\n" + ratio if ratio else "\n(no aggregation + io-forward pair: no ratio)")
+        return 0
+    extra = []
+    for path in o.linegen_json:
+        try:
+            with open(path) as f:
+                got = [r for r in parse_json_lines(f.read()) if "ndr_pps" in r]
+            for r in got:
+                r["_step"] = os.path.basename(path)
+            extra += got
+        except OSError as e:
+            print(f"tally-perf report: --linegen-json {path}: {e.strerror}", file=sys.stderr)
+            return 2
     if not os.access(o.perf, os.X_OK):
         print(f"tally-perf report: no tally-perf at {o.perf}", file=sys.stderr)
         return 2
@@ -403,6 +555,8 @@ def main(argv):
     t0 = time.time()
     times = []
     res = run_suite(o.perf, steps, times=times)
+    if extra:
+        res.setdefault("linegen", {"rows": [], "errors": []})["rows"] += extra
     path = write_report(o.out, machine(), res, o.quick, time.time() - t0, times)
     print(f"tally-perf report: wrote {path} in {time.time() - t0:.0f} s")
     return 0

@@ -320,7 +320,25 @@ class Report(unittest.TestCase):
                                                 "chunk": {"p50_us": 163.8, "p99_us": 311.3,
                                                           "p999_us": 311.3, "max_us": 332.6},
                                                 "push": {"p99_us": 600.5},
-                                                "round": {"p99_us": 5023.0}}}],
+                                                "round": {"p99_us": 5023.0}}},
+                                    # tallyd on memif, aggregating and its io-forward twin
+                                    {"dut": "dpdk", "mode": "aggregation", "chunk_bytes": 8192,
+                                     "ranks": 32, "ndr_pps": 50000, "pdr_pps": 60000,
+                                     "gen_limited_trials": 0, "unpaced_offered_pps": 80000,
+                                     "unpaced_accepted_pps": 80000, "unpaced_gen_busy": 0.01,
+                                     "unpaced_dut_busy": 0.95, "unpaced_gen_cpu": 0.99,
+                                     "unpaced_dut_cpu": [0.98],
+                                     "trials_log": [[200000, 150000, 90000, 1, 1, 0, 0, 0.99]],
+                                     "at_ndr": {"payload_gbps": 3.277, "gen_busy": 0.01,
+                                                "dut_busy": 0.9,
+                                                "chunk": {"p50_us": 10.0, "p99_us": 20.0,
+                                                          "p999_us": 30.0, "max_us": 40.0}}},
+                                    {"dut": "dpdk", "mode": "io-forward", "chunk_bytes": 8192,
+                                     "ranks": 32, "ndr_pps": 100000, "pdr_pps": 100000,
+                                     "gen_limited_trials": 0, "unpaced_offered_pps": 160000,
+                                     "unpaced_accepted_pps": 160000, "unpaced_gen_busy": 0.02,
+                                     "unpaced_dut_busy": 0.3, "unpaced_gen_cpu": 0.99,
+                                     "unpaced_dut_cpu": [0.5], "at_ndr": {}}],
                            "errors": []},
                "allreduce": {"rows": [
                    {"impl": "tally", "workers": 2, "bytes": 1 << 20, "seconds_per_round": 0.25,
@@ -347,8 +365,19 @@ class Report(unittest.TestCase):
             self.assertIn("Engine rate: 26.0 Gbit/s per core", txt)
             self.assertIn("| 1024 | 400 | 1024 |", txt)
             self.assertIn("not measured: check: no emulated allreduce", txt)
-            self.assertIn("| synthetic | 1024 | 32 | 101750 | 151625 | 2 | 0.834 | 9000000.0 | 0 | "
-                          "0.0018 | 163.8/311.3/311.3/332.6 | 600.5 | 5023.0 |", txt)
+            self.assertIn("| synthetic | aggregation | 1024 | 32 | 101750 | 0.1017 | 151625 | 2 | "
+                          "0.834 | 9000000.0 | 0 | - | 0.0018 | - | - / - | - / - | "
+                          "163.8/311.3/311.3/332.6 | 600.5 | 5023.0 | "
+                          "generator (gen-limited trials) |", txt)
+            # which side: the appliance's lcore busy and running; the twin's starved by the OS
+            self.assertIn("| dpdk | aggregation | 8192 | 32 | 50000 | 0.05 | 60000 | 0 | 3.277 | "
+                          "80000 | 80000 | 200000: 150000 / 90000 | 0.01 | 0.9 | 0.01 / 0.95 | "
+                          "0.99 / 0.98 | "
+                          "10.0/20.0/30.0/40.0 | - | - | appliance |", txt)
+            self.assertIn("| OS: appliance lcore ran 50% of the time |", txt)
+            # like for like: aggregation / io-forward per chunk size
+            self.assertIn("| - | dpdk | 8192 | 50000 | 100000 | 0.5 | 60000 | 100000 | 0.6 | 80000 | "
+                          "160000 | 0.5 | 0 | 0 |", txt)
             for png in ("sum.png", "engine.png", "allreduce1.png", "model.png",
                         "linegen_latency.png"):
                 self.assertIn(f"]({png})", txt)
