@@ -16,7 +16,7 @@ import unittest
 
 SRC = os.environ.get("TALLY_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SRC, "gpu_agent", "python"))
-from tally.plan import Cluster, ClusterError, ProfileError, exhaustive, plan  # noqa: E402
+from tally.plan import Cluster, ClusterError, ProfileError, evaluate, exhaustive, plan  # noqa: E402
 from tally.plan.cost import ring_time, tally_time  # noqa: E402
 
 spec = importlib.util.spec_from_file_location("perf_model", os.path.join(SRC, "perf",
@@ -57,6 +57,37 @@ class Planner(unittest.TestCase):
                 parts = [s["time_s"] for s in p["stages"]] + [s["send_s"] for s in p["stages"]]
                 self.assertAlmostEqual(max(parts), p["predicted_s_per_minibatch"],
                                        delta=best * 1e-9)
+
+    def test_evaluate(self):
+        """evaluate() of plan()'s own stages gives plan()'s time; a forced aggregation costs
+        what ring_time / tally_time say; a plan that skips layers is refused."""
+        rng = random.Random(37)
+        for case in range(60):
+            layers = [(rng.uniform(1e-4, 1e-2), rng.uniform(1e-4, 2e-2), rng.randint(0, 10**6),
+                       rng.randint(0, 5 * 10**7)) for _ in range(rng.randint(1, 5))]
+            cl = {"workers": rng.randint(1, 5), "link_gbit": rng.choice([1, 10]),
+                  "alpha_us": 5, "appliance": {"count": 1, "link_gbit": rng.choice([1, 10, 40])}}
+            p = plan(chain(layers), cl)
+            e = evaluate(chain(layers), cl, p["stages"])
+            with self.subTest(case=case):
+                self.assertAlmostEqual(e["predicted_s_per_minibatch"],
+                                       p["predicted_s_per_minibatch"], delta=1e-12)
+        c = Cluster.from_dict({"workers": 4, "link_gbit": 1, "alpha_us": 50,
+                               "appliance": {"count": 1, "link_gbit": 4}})
+        prof = chain([(1e-3, 2e-3, 1e4, 4 * 10**6), (1e-3, 2e-3, 1e3, 10**3)])
+        whole = [{"layers": [0, 2], "ranks": [0, 1, 2, 3]}]
+        m = 4 * 10**6 + 10**3
+        for how, want in (("ring", ring_time(m, 4, c.link_bps, c.alpha_s)),
+                          ("tally", tally_time(m, 4, 1, c.link_bps, 4e9 / 8, c.alpha_s)[0])):
+            e = evaluate(prof, c.to_dict(), [dict(whole[0], aggregation=how)])
+            self.assertAlmostEqual(e["stages"][0]["sync_s"], want, delta=1e-12)
+            self.assertEqual(e["stages"][0]["aggregation"], how)
+            self.assertAlmostEqual(e["predicted_s_per_minibatch"], max(want, 6e-3) / 4,
+                                   delta=1e-12)
+        with self.assertRaisesRegex(ProfileError, "end at layer 1"):
+            evaluate(prof, c.to_dict(), [{"layers": [0, 1], "replicas": 4}])
+        with self.assertRaisesRegex(ClusterError, "without 'appliance'"):
+            evaluate(prof, {"workers": 4, "link_gbit": 1}, [dict(whole[0], aggregation="tally")])
 
     def test_weight_heavy_fewer_replicas(self):
         # layer 0: conv-like, much compute, few weights; layer 1: fc-like, little compute,

@@ -2,7 +2,8 @@
 """Pipeline and hybrid parallelism (PipeDream): profile a layer chain, plan stages x replicas
 with each stage's aggregation through Tally or a ring, whichever the cost model says."""
 from .cost import Cluster, ClusterError
-from .planner import ProfileError, exhaustive, format_plan, load_levels, load_profile, plan
+from .planner import (ProfileError, evaluate, exhaustive, format_plan, load_levels, load_profile,
+                      plan)
 
 
 def profile(*a, **kw):
@@ -11,5 +12,5 @@ def profile(*a, **kw):
     return _p(*a, **kw)
 
 
-__all__ = ["Cluster", "ClusterError", "ProfileError", "exhaustive", "format_plan",
+__all__ = ["Cluster", "ClusterError", "ProfileError", "evaluate", "exhaustive", "format_plan",
            "load_levels", "load_profile", "plan", "profile"]

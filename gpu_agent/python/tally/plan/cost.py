@@ -91,16 +91,24 @@ class Cluster:
         """One activation (or its gradient) between stages."""
         return nbytes / self.link_bps + self.alpha_s if nbytes else 0.0
 
-    def sync(self, nbytes, n):
+    def sync(self, nbytes, n, how=None):
         """(seconds, how) to aggregate nbytes of gradients over n replicas: 'none' (n == 1 or
-        no weights), 'ring' or 'tally' (the faster; ring on a tie)."""
+        no weights), 'ring' or 'tally' (the faster; ring on a tie; or the one `how` names)."""
+        if how not in (None, "ring", "tally"):
+            raise ClusterError(f"aggregation {how!r}: 'ring' or 'tally'")
         if n <= 1 or nbytes <= 0:
             return 0.0, "none"
         ring = ring_time(nbytes, n, self.link_bps, self.alpha_s)
+        if how == "ring":
+            return ring, "ring"
         if self.appliance is None:
+            if how == "tally":
+                raise ClusterError("aggregation 'tally' on a cluster without 'appliance'")
             return ring, "ring"
         a = self.appliance
         eng = a["engine_gbit"] * 1e9 / 8 if a["engine_gbit"] else None
         t, _ = tally_time(nbytes, n, a["count"], self.link_bps, a["link_gbit"] * 1e9 / 8,
                           self.alpha_s, a["cores"], eng)
+        if how == "tally":
+            return t, "tally"
         return (t, "tally") if t < ring * (1 - EPS) else (ring, "ring")

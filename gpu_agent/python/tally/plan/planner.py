@@ -241,6 +241,37 @@ def _dp_only(chains, layers):
     return t
 
 
+def evaluate(profile, cluster, stages):
+    """The cost model's time per minibatch of a given flat plan (stages as the runtime reads
+    them: 'layers' [i, j], 'replicas' or 'ranks', 'aggregation' 'ring', 'tally' or anything
+    else for the faster): {'predicted_s_per_minibatch', 'stages': [{time_s, sync_s, ...}]}.
+    The same terms as plan(): max over stages of max(compute, sync) / replicas and over
+    boundaries of 2 C; plan()'s own stages give plan()'s prediction."""
+    prof = load_profile(profile)
+    levels = load_levels(cluster)
+    if len(levels) != 1:
+        raise ClusterError("evaluate: a flat cluster (no 'levels')")
+    ch = _Chain(prof["layers"], levels[0])
+    out, total, end = [], 0.0, 0
+    for n, st in enumerate(stages):
+        i, j = st["layers"]
+        if i != end or not i < j <= ch.n:
+            raise ProfileError(f"evaluate: stage {n} layers {[i, j]} do not follow layer {end}")
+        end = j
+        m = st.get("replicas") or len(st["ranks"])
+        how = st.get("aggregation")
+        s, how = ch.cl.sync(ch.par[j] - ch.par[i], m, how if how in ("ring", "tally") else None)
+        t = max(ch.comp[j] - ch.comp[i], s) / m
+        send = ch.edge(j) if j < ch.n else 0.0
+        out.append({"layers": [i, j], "replicas": m, "aggregation": how,
+                    "compute_s": ch.comp[j] - ch.comp[i], "sync_s": s, "time_s": t,
+                    "send_s": send})
+        total = max(total, t, send)
+    if end != ch.n:
+        raise ProfileError(f"evaluate: the stages end at layer {end}, the chain has {ch.n}")
+    return {"predicted_s_per_minibatch": total, "stages": out}
+
+
 def exhaustive(profile, cluster):
     """Every split of the chain into contiguous stages and every replica count per stage
     using all workers: (best time, bounds). For checking the program on small chains."""
@@ -285,5 +316,5 @@ def format_plan(p):
     return "\n".join(lines)
 
 
-__all__ = ["plan", "exhaustive", "load_levels", "format_plan", "load_profile", "ProfileError",
+__all__ = ["plan", "evaluate", "exhaustive", "load_levels", "format_plan", "load_profile", "ProfileError",
            "ClusterError"]
