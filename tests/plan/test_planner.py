@@ -260,6 +260,10 @@ class Planner(unittest.TestCase):
                          [(8 * 300 + 300) * 4, 0, (300 * 5 + 5) * 4])
         self.assertEqual([layer["act_bytes"] for layer in p["layers"]],
                          [16 * 300 * 4, 16 * 300 * 4, 16 * 5 * 4])
+        # a second call through the package works (a submodule named profile would have
+        # replaced the function on the package at the first call)
+        import tally.plan
+        self.assertEqual(len(tally.plan.profile(m, x, minibatches=1)["layers"]), 3)
         self.assertEqual(p["minibatch"], 16)
         for layer in p["layers"]:
             self.assertGreater(layer["fwd_s"], 0)

@@ -7,8 +7,9 @@ from .planner import (ProfileError, evaluate, exhaustive, format_plan, load_leve
 
 
 def profile(*a, **kw):
-    """tally.plan.profile.profile (imports torch only when called)."""
-    from .profile import profile as _p
+    """tally.plan.profiler.profile (imports torch only when called; the module is not named
+    profile: importing it would replace this function with the module on the package)."""
+    from .profiler import profile as _p
     return _p(*a, **kw)
 
 
