@@ -13,6 +13,8 @@
 #   test_identity.py    the default job identity (torch's store, torchrun's run id, relaunch)
 #   test_avg16.py       f16/bf16 averages by the appliance; test_user_errors.py error texts
 #   examples/train.py   the quick-start job (software appliance over kernel UDP)
+#   tests/plan/*        tally.plan: planner, pipeline runtime (sync, 1F1B, a killed replica),
+#                       examples/pipeline.py (suite plan)
 # Mounts are made in a private mount namespace (unshare -m): nothing is left mounted.
 #
 #   tests/agent/torch2.sh            build the chroot if needed, then run everything
@@ -94,7 +96,8 @@ fail=0
 for t in tests/agent/test_abi.py tests/agent/test_opt_torch.py tests/agent/test_torch_api.py tests/agent/test_train.py \
 	tests/agent/test_ddp_rebuild.py tests/agent/test_onebit_sim.py tests/agent/test_onebit_appliance.py \
 	tests/agent/test_onebit_train.py tests/agent/test_torch_user.py tests/agent/test_horovod_port.py \
-	tests/agent/test_identity.py tests/agent/test_avg16.py tests/agent/test_user_errors.py; do
+	tests/agent/test_identity.py tests/agent/test_avg16.py tests/agent/test_user_errors.py \
+	tests/plan/test_planner.py tests/plan/test_runtime.py; do
 	echo "== torch2: $t"
 	timeout 900 python3 "$t"
 	rc=$?
@@ -107,6 +110,11 @@ rc=$?
 grep -E "^(appliance|gradients|epoch|agent counters)|Error" /tmp/torch2-ex.log
 [ "$rc" = 0 ] || { tail -30 /tmp/torch2-ex.log; fail=1; }
 echo "== torch2: gpu_agent/examples/train.py exit $rc"
+echo "== torch2: tests/plan/test_example.sh (gpu_agent/examples/pipeline.py)"
+timeout 700 sh tests/plan/test_example.sh gpu_agent/examples/pipeline.py
+rc=$?
+echo "== torch2: tests/plan/test_example.sh exit $rc"
+[ "$rc" = 0 ] || fail=1
 exit $fail
 '
 
