@@ -75,6 +75,9 @@ def rank_main(a):
     import torch.distributed as dist
     import tally.plan as tp
     torch.set_num_threads(1)
+    sys.path.insert(0, os.path.join(SRC, "gpu_agent", "examples"))
+    import train
+    train.torch_store_compat()  # Debian's torch 2.x: stores without libuv
     dist.init_process_group("gloo", init_method=f"tcp://{a.master}:{GLOO_PORT}", rank=a.rank,
                             world_size=a.workers, timeout=datetime.timedelta(seconds=120))
     X, y = digits()

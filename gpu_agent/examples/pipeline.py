@@ -109,6 +109,7 @@ def main():
     import udpd_proc
 
     torch.set_num_threads(1)
+    train.torch_store_compat()  # Debian's torch 2.x: stores without libuv (USE_LIBUV=0 for the ranks)
     Xtr, ytr, Xte, yte = data(a.seed)
     prof = tp.profile(torch.nn.Sequential(*layers(a)), Xtr[:a.batch], minibatches=20,
                       loss_fn=torch.nn.functional.cross_entropy, target=ytr[:a.batch])
@@ -125,7 +126,10 @@ def main():
     tport = udpd_proc.free_tcp()
     res = {}
     with udpd_proc.running(uport, "--cores", "1", "--open-admission"):
-        ctx = mp.get_context("fork")
+        # not fork: the profile ran autograd in this process, and torch 2.x refuses autograd
+        # in a child forked after that; the fork server never runs it
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["torch"])
         q = ctx.Queue()
         ps = [ctx.Process(target=worker, args=(r, a, plan, uport, tport, q))
               for r in range(a.workers)]

@@ -31,7 +31,7 @@ CACHE=${TALLY_TORCH2_CACHE:-/var/cache/tally-torch2}
 SUITE=${TALLY_TORCH2_SUITE:-trixie}
 MIRROR=${TALLY_TORCH2_MIRROR:-http://deb.debian.org/debian}
 CH=$CACHE/root
-PKGS=python3-torch,python3-numpy,python3-sklearn,gcc,libc6-dev,meson,ninja-build,pkg-config,libisal-dev,libjansson-dev,libcmocka-dev
+PKGS=python3-torch,python3-numpy,python3-sklearn,gcc,libc6-dev,meson,ninja-build,pkg-config,libisal-dev,libjansson-dev,libcmocka-dev,libssl-dev
 # one build directory per source tree (several worktrees may share the chroot)
 BTAG=$(printf '%s' "$ROOT" | md5sum | cut -c1-12)
 BUILD=$CACHE/build-$BTAG
@@ -68,7 +68,22 @@ if [ ! -f "$CH/.tally-ready" ]; then
 		rm -rf "$CH"
 		skip "cannot build the $SUITE chroot from $MIRROR (offline? see $CACHE/debootstrap.log)"
 	fi
-	touch "$CH/.tally-ready"
+	echo "$PKGS" >"$CH/.tally-ready"
+fi
+
+# A chroot built from an older package list (the project gained a dependency since, e.g.
+# OpenSSL's libssl-dev): install what the list adds, from the same mirror, then record it.
+if [ "$(cat "$CH/.tally-ready")" != "$PKGS" ]; then
+	echo "torch2: adding packages to the chroot: $PKGS"
+	if ! timeout 900 unshare -m sh -c '
+		mount --make-rprivate /
+		mount -t proc proc "$1/proc"
+		chroot "$1" sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $2"
+	' torch2 "$CH" "$(echo "$PKGS" | tr , ' ')" >"$CACHE/apt.log" 2>&1; then
+		tail -5 "$CACHE/apt.log"
+		skip "cannot install $PKGS in the chroot from $MIRROR (offline? see $CACHE/apt.log)"
+	fi
+	echo "$PKGS" >"$CH/.tally-ready"
 fi
 
 mkdir -p "$BUILD" "$CH/tally/src" "$CH/tally/build"

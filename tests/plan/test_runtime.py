@@ -25,6 +25,9 @@ udpd_proc.need_udpd()
 import torch.multiprocessing as mp  # noqa: E402
 import train  # noqa: E402  (gpu_agent/examples: free_port_block)
 
+# Debian's torch 2.x has no libuv: stores without it (USE_LIBUV=0, inherited by the ranks)
+train.torch_store_compat()
+
 W = 4
 NB = 12  # minibatches of the 1F1B runs (a multiple of every replica count used)
 STEPS = 3
@@ -96,7 +99,10 @@ def run(plan, die_at=(-1, -1)):
     tport = udpd_proc.free_tcp()
     out = {}
     with udpd_proc.running(uport, "--cores", "1", "--open-admission"):
-        ctx = mp.get_context("fork")
+        # not fork: the reference runs autograd in this process, and torch 2.x refuses
+        # autograd in a child forked after that; the fork server never runs it
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["torch"])
         q = ctx.Queue()
         ps = [ctx.Process(target=worker, args=(r, plan, uport, tport, q, die_at))
               for r in range(W)]
