@@ -24,6 +24,7 @@ line per run with predicted, measured and measured/predicted, and the samples/s 
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -153,7 +154,7 @@ def engine_gbit(a):
     return a.engine_bytes * 8 / statistics.median(ts) / 1e9
 
 
-def run_ranks(cl, a, phase, tag, plan_path=None, job_base=100):
+def run_ranks(cl, a, phase, tag, plan_path=None, job_base=100, minibatches=None):
     """The ranks of one phase, each in its namespace; their JSON results (rank order)."""
     env = {"PYTHONPATH": os.path.join(SRC, "gpu_agent", "python"),
            "TALLY_AGENT_LIB": os.path.join(a.bin, "gpu_agent", "libtally_agent.so"),
@@ -169,7 +170,7 @@ def run_ranks(cl, a, phase, tag, plan_path=None, job_base=100):
         cmd = [sys.executable, os.path.abspath(__file__), "--rank", str(r), "--phase", phase,
                "--workers", str(a.workers), "--master", cl.master(), "--model", a.model,
                "--width", str(a.width), "--batch", str(a.batch), "--seed", str(a.seed),
-               "--minibatches", str(a.minibatches), "--profile-minibatches",
+               "--minibatches", str(minibatches or a.minibatches), "--profile-minibatches",
                str(a.profile_minibatches), "--out", o, "--job-base", str(job_base),
                "--appliance", f"{cl.app_ip(0)}:{PORT}"] + (["--plan", plan_path] if plan_path
                                                           else [])
@@ -187,7 +188,8 @@ def run_ranks(cl, a, phase, tag, plan_path=None, job_base=100):
 
 
 def measured(res):
-    """Steady-state seconds per minibatch from the last stage's replicas; and wall / count."""
+    """Steady-state seconds per minibatch from the last stage's replicas; the longest rank's
+    whole run (s)."""
     last = max(x["stage"] for x in res)
     per = []
     for x in res:
@@ -246,7 +248,9 @@ def launch(a):
         res = run_ranks(cl, a, "profile", "profile")
         prof = mean_profile([x["profile"] for x in res])
         alpha_us = res[0]["rtt_s"] / 2 * 1e6
+        # overlap false: tally.plan.runtime sums a replica's gradients after its backward
         cluster = {"workers": a.workers, "link_gbit": a.link_gbit, "alpha_us": alpha_us,
+                   "overlap": False,
                    "appliance": {"count": 1, "link_gbit": a.appliance_gbit, "cores": 1,
                                  "engine_gbit": eng}}
         comp = sum(x["fwd_s"] + x["bwd_s"] for x in prof["layers"])
@@ -271,14 +275,19 @@ def launch(a):
                 "--open-admission", "--mem", "256M",
                 "--ctl-socket", os.path.join(tmp, f"ctl-{name}.sock")])
             time.sleep(1.0)
+            # 1F1B runs a multiple of every stage's replicas (each replica, the same count)
+            step = math.lcm(*[len(st["ranks"]) for st in stages])
+            nmb = -(-a.minibatches // step) * step
             try:
-                res = run_ranks(cl, a, "train", name, pf, job_base=100 + 10 * n)
+                res = run_ranks(cl, a, "train", name, pf, job_base=100 + 10 * n,
+                                minibatches=nmb)
             finally:
                 cl.stop(app, 10)
             meas, wall = measured(res)
+            wall /= nmb
             rows.append((name, describe(stages), pred, meas, wall))
             print(f"run {name:8s} [{describe(stages)}]: predicted {pred * 1e3:.2f} ms, measured "
-                  f"{meas * 1e3:.2f} ms (whole run {wall / a.minibatches * 1e3:.2f} ms), "
+                  f"{meas * 1e3:.2f} ms (whole run {wall * 1e3:.2f} ms/minibatch, {nmb}), "
                   f"measured/predicted {meas / pred:.3f}, {a.batch / meas:.0f} samples/s",
                   flush=True)
     finally:
@@ -296,7 +305,7 @@ def launch(a):
             json.dump({"args": {k: v for k, v in vars(a).items()}, "profile": prof,
                        "cluster": cluster, "plan": p,
                        "runs": [dict(zip(("name", "plan", "predicted_s", "measured_s",
-                                          "wall_s"), r)) for r in rows]}, f, indent=1)
+                                          "wall_s_per_minibatch"), r)) for r in rows]}, f, indent=1)
     return 0
 
 

@@ -113,7 +113,9 @@ def main():
     Xtr, ytr, Xte, yte = data(a.seed)
     prof = tp.profile(torch.nn.Sequential(*layers(a)), Xtr[:a.batch], minibatches=20,
                       loss_fn=torch.nn.functional.cross_entropy, target=ytr[:a.batch])
-    cluster = {"workers": a.workers, "link_gbit": a.link_gbit, "alpha_us": a.alpha_us}
+    # overlap: false: the runtime sums a stage's gradients after its backward, not during it
+    cluster = {"workers": a.workers, "link_gbit": a.link_gbit, "alpha_us": a.alpha_us,
+               "overlap": False}
     if a.appliance_gbit:
         cluster["appliance"] = {"count": 1, "link_gbit": a.appliance_gbit}
     if a.plan:

@@ -41,7 +41,8 @@ class Planner(unittest.TestCase):
             app = None if rng.random() < 0.3 else {"count": rng.randint(1, 4),
                                                    "link_gbit": rng.choice([1, 10, 100])}
             cl = {"workers": rng.randint(1, 5), "link_gbit": rng.choice([1, 10, 25, 100]),
-                  "alpha_us": rng.choice([0, 5, 50]), "appliance": app}
+                  "alpha_us": rng.choice([0, 5, 50]), "appliance": app,
+                  "overlap": case % 3 != 2}
             p = plan(chain(layers), cl)
             best, bounds = exhaustive(chain(layers), cl)
             with self.subTest(case=case, cl=cl, layers=layers):
@@ -84,6 +85,12 @@ class Planner(unittest.TestCase):
             self.assertEqual(e["stages"][0]["aggregation"], how)
             self.assertAlmostEqual(e["predicted_s_per_minibatch"], max(want, 6e-3) / 4,
                                    delta=1e-12)
+        # a runtime that aggregates after the backward: compute + sync
+        e = evaluate(prof, dict(c.to_dict(), overlap=False), [dict(whole[0], aggregation="ring")])
+        self.assertAlmostEqual(e["predicted_s_per_minibatch"],
+                               (ring_time(m, 4, c.link_bps, c.alpha_s) + 6e-3) / 4, delta=1e-12)
+        with self.assertRaisesRegex(ClusterError, "'overlap' must be true or false"):
+            evaluate(prof, dict(c.to_dict(), overlap="no"), whole)
         with self.assertRaisesRegex(ProfileError, "end at layer 1"):
             evaluate(prof, c.to_dict(), [{"layers": [0, 1], "replicas": 4}])
         with self.assertRaisesRegex(ClusterError, "without 'appliance'"):
