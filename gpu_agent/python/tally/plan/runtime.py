@@ -142,7 +142,8 @@ class PipelineTrainer:
                 out.backward()
             else:
                 g = self._recv(self._peer(self.s + 1, k), k, "gradient")
-                out.backward(g)
+                if out.requires_grad:  # else a first stage without weights: nothing to do
+                    out.backward(g)
             if not first:
                 self._send(inp.grad, self._peer(self.s - 1, k), k, "gradient")
         self._aggregate()
@@ -199,7 +200,9 @@ class PipelineTrainer:
             if last:
                 out.backward()
             else:
-                out.backward(self._recv(self._peer(self.s + 1, t), t, "gradient"))
+                g = self._recv(self._peer(self.s + 1, t), t, "gradient")
+                if out.requires_grad:  # else a first stage without weights: nothing to do
+                    out.backward(g)
             if not first:
                 pend.append(self._isend(inp.grad, self._peer(self.s - 1, t), t, "gradient"))
             for n, p in zip(names, self.params):
