@@ -13,12 +13,14 @@ with tc tbf. The cost model's inputs are measured, never fitted to the answer:
     trip of a small gloo send/recv between two ranks of the cluster;
   - appliance rate: one agent's push_pull of --engine-bytes through a tally-udpd on loopback
     (unshaped): bytes / median time = engine_gbit for cores = 1.
-Then for each plan (the planner's, pure DP through Tally, pure DP over a gloo ring) the ranks
-train --minibatches minibatches with 1F1B (tally.plan.runtime) on digits; measured = the
+Then for each plan (the planner's, pure DP through Tally, pure DP over a gloo ring), --repeat
+times in ABBA order in one launch of the ranks (the host's load drifts alike for each), the
+ranks train --minibatches minibatches with 1F1B (tally.plan.runtime) on digits; measured = the
 steady-state time per minibatch (the interval between a last-stage replica's finished
 minibatches over the second half of the run, divided by that stage's replicas; mean of those
-replicas); predicted = tally.plan.evaluate of the plan on the measured cluster. Prints one
-line per run with predicted, measured and measured/predicted, and the samples/s ratios.
+replicas); predicted = tally.plan.evaluate of the plan on the measured cluster, with
+"overlap": false (the runtime sums a replica's gradients after its backward). Prints one line
+per run with predicted, measured and measured/predicted, the means, and samples/s ratios.
 
     sudo /usr/bin/python3 perf/pipeline_emulate.py --bin build [--model vgg|mlp]
 """
@@ -26,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -102,23 +105,29 @@ def rank_main(a):
                 dist.send(t, 0)
         out.update(profile=prof, rtt_s=statistics.median(rtts) if rtts else None)
     else:
+        # every plan of the run in one launch, in the order given (ABBA): the host's load
+        # drifts, and each run then sees the same drift
         from tally.plan.runtime import PipelineTrainer
-        with open(a.plan) as f:
-            plan = json.load(f)
-        tr = PipelineTrainer(layers(a.model, a.seed, a.width), plan, a.rank,
-                             torch.nn.functional.cross_entropy, lr=0.05,
-                             appliances=a.appliance, job_base=a.job_base, token=1,
-                             op_timeout_ms=60000)
-        batches = [(X[i * a.batch:(i + 1) * a.batch], y[i * a.batch:(i + 1) * a.batch])
-                   for i in range(a.minibatches)]
-        dist.barrier()
-        t0 = time.perf_counter()
-        losses = tr.train_1f1b(batches)
-        wall = time.perf_counter() - t0
-        dist.barrier()
-        out.update(stage=tr.s, replicas=tr.reps[tr.s], done_at=[x - t0 for x in tr.done_at],
-                   wall_s=wall, losses=losses)
-        tr.close()
+        out["runs"] = []
+        for n, path in enumerate(a.plan.split(",")):
+            with open(path) as f:
+                plan = json.load(f)
+            nmb = plan["minibatches"]
+            tr = PipelineTrainer(layers(a.model, a.seed, a.width), plan, a.rank,
+                                 torch.nn.functional.cross_entropy, lr=0.05,
+                                 appliances=a.appliance, job_base=a.job_base + 10 * n,
+                                 token=1, op_timeout_ms=60000)
+            batches = [(X[i * a.batch:(i + 1) * a.batch], y[i * a.batch:(i + 1) * a.batch])
+                       for i in range(nmb)]
+            dist.barrier()
+            t0 = time.perf_counter()
+            losses = tr.train_1f1b(batches)
+            wall = time.perf_counter() - t0
+            dist.barrier()
+            out["runs"].append(dict(stage=tr.s, replicas=tr.reps[tr.s],
+                                    done_at=[x - t0 for x in tr.done_at], wall_s=wall,
+                                    losses=losses))
+            tr.close()
     dist.destroy_process_group()
     with open(a.out, "w") as f:
         json.dump(out, f)
@@ -154,7 +163,7 @@ def engine_gbit(a):
     return a.engine_bytes * 8 / statistics.median(ts) / 1e9
 
 
-def run_ranks(cl, a, phase, tag, plan_path=None, job_base=100, minibatches=None):
+def run_ranks(cl, a, phase, tag, plan_path=None, job_base=100):
     """The ranks of one phase, each in its namespace; their JSON results (rank order)."""
     env = {"PYTHONPATH": os.path.join(SRC, "gpu_agent", "python"),
            "TALLY_AGENT_LIB": os.path.join(a.bin, "gpu_agent", "libtally_agent.so"),
@@ -170,7 +179,7 @@ def run_ranks(cl, a, phase, tag, plan_path=None, job_base=100, minibatches=None)
         cmd = [sys.executable, os.path.abspath(__file__), "--rank", str(r), "--phase", phase,
                "--workers", str(a.workers), "--master", cl.master(), "--model", a.model,
                "--width", str(a.width), "--batch", str(a.batch), "--seed", str(a.seed),
-               "--minibatches", str(minibatches or a.minibatches), "--profile-minibatches",
+               "--minibatches", str(a.minibatches), "--profile-minibatches",
                str(a.profile_minibatches), "--out", o, "--job-base", str(job_base),
                "--appliance", f"{cl.app_ip(0)}:{PORT}"] + (["--plan", plan_path] if plan_path
                                                           else [])
@@ -265,40 +274,50 @@ def launch(a):
                  "replicas": a.workers, "ranks": list(range(a.workers))}
         runs = [("plan", p["stages"]), ("dp-tally", [dict(whole, aggregation="tally")]),
                 ("dp-gloo", [dict(whole, aggregation="ring")])]
-        for n, (name, stages) in enumerate(runs):
-            pred = tp.evaluate(prof, cluster, stages)["predicted_s_per_minibatch"]
-            pf = os.path.join(tmp, f"{name}.json")
-            with open(pf, "w") as f:
-                json.dump({"stages": stages}, f)
-            app = cl.bg(cl.apps[0][0], f"udpd-{name}", [
-                udpd, "--addr", cl.app_ip(0), "--port", str(PORT), "--cores", "1",
-                "--open-admission", "--mem", "256M",
-                "--ctl-socket", os.path.join(tmp, f"ctl-{name}.sock")])
-            time.sleep(1.0)
+        order = []
+        for k in range(a.repeat):  # ABBA: plan, dp-tally, dp-gloo, dp-gloo, dp-tally, plan, ...
+            order += runs if k % 2 == 0 else runs[::-1]
+        pred, files = {}, []
+        for k, (name, stages) in enumerate(order):
+            pred[name] = tp.evaluate(prof, cluster, stages)["predicted_s_per_minibatch"]
             # 1F1B runs a multiple of every stage's replicas (each replica, the same count)
             step = math.lcm(*[len(st["ranks"]) for st in stages])
-            nmb = -(-a.minibatches // step) * step
-            try:
-                res = run_ranks(cl, a, "train", name, pf, job_base=100 + 10 * n,
-                                minibatches=nmb)
-            finally:
-                cl.stop(app, 10)
-            meas, wall = measured(res)
+            files.append(os.path.join(tmp, f"{k}-{name}.json"))
+            with open(files[-1], "w") as f:
+                json.dump({"stages": stages,
+                           "minibatches": -(-a.minibatches // step) * step}, f)
+        app = cl.bg(cl.apps[0][0], "udpd", [
+            udpd, "--addr", cl.app_ip(0), "--port", str(PORT), "--cores", "1",
+            "--open-admission", "--mem", "256M", "--ctl-socket", os.path.join(tmp, "ctl.sock")])
+        time.sleep(1.0)
+        try:
+            res = run_ranks(cl, a, "train", "train", ",".join(files))
+        finally:
+            cl.stop(app, 10)
+        for k, (name, stages) in enumerate(order):
+            meas, wall = measured([x["runs"][k] for x in res])
+            nmb = len(res[0]["runs"][k]["done_at"]) * res[0]["runs"][k]["replicas"]
             wall /= nmb
-            rows.append((name, describe(stages), pred, meas, wall))
-            print(f"run {name:8s} [{describe(stages)}]: predicted {pred * 1e3:.2f} ms, measured "
-                  f"{meas * 1e3:.2f} ms (whole run {wall * 1e3:.2f} ms/minibatch, {nmb}), "
-                  f"measured/predicted {meas / pred:.3f}, {a.batch / meas:.0f} samples/s",
-                  flush=True)
+            rows.append((name, describe(stages), pred[name], meas, wall))
+            print(f"run {k} {name:8s} [{describe(stages)}]: predicted {pred[name] * 1e3:.2f} ms, "
+                  f"measured {meas * 1e3:.2f} ms (whole run {wall * 1e3:.2f} ms/minibatch, "
+                  f"{nmb}), measured/predicted {meas / pred[name]:.3f}, "
+                  f"{a.batch / meas:.0f} samples/s", flush=True)
     finally:
         cl.cleanup()
-    sps = {name: a.batch / meas for name, _, _, meas, _ in rows}
-    print(f"samples/s: plan / dp-tally {sps['plan'] / sps['dp-tally']:.3f}, plan / dp-gloo "
-          f"{sps['plan'] / sps['dp-gloo']:.3f}, dp-tally / dp-gloo "
-          f"{sps['dp-tally'] / sps['dp-gloo']:.3f}; predicted plan / dp-tally "
-          f"{rows[1][2] / rows[0][2]:.3f}, plan / dp-gloo {rows[2][2] / rows[0][2]:.3f}")
-    print(f"within 25%: " + ", ".join(f"{n} {'yes' if abs(m / p - 1) <= 0.25 else 'NO'}"
-                                      for n, _, p, m, _ in rows)
+    # per configuration: the mean of its runs' measured times
+    mean = {n: statistics.mean(m for x, _, _, m, _ in rows if x == n) for n, _ in runs}
+    for n, _ in runs:
+        print(f"mean {n:8s}: predicted {pred[n] * 1e3:.2f} ms, measured {mean[n] * 1e3:.2f} ms "
+              f"over {a.repeat} run(s), measured/predicted {mean[n] / pred[n]:.3f}, "
+              f"{a.batch / mean[n]:.0f} samples/s")
+    print(f"samples/s (means): plan / dp-tally {mean['dp-tally'] / mean['plan']:.3f}, plan / "
+          f"dp-gloo {mean['dp-gloo'] / mean['plan']:.3f}, dp-tally / dp-gloo "
+          f"{mean['dp-gloo'] / mean['dp-tally']:.3f}; predicted plan / dp-tally "
+          f"{pred['dp-tally'] / pred['plan']:.3f}, plan / dp-gloo "
+          f"{pred['dp-gloo'] / pred['plan']:.3f}")
+    print("within 25%: " + ", ".join(f"run {k} {n} {'yes' if abs(m / p - 1) <= 0.25 else 'NO'}"
+                                     for k, (n, _, p, m, _) in enumerate(rows))
           + f"; {time.time() - t_start:.0f} s in all")
     if a.json:
         with open(a.json, "w") as f:
@@ -316,7 +335,10 @@ def main():
     ap.add_argument("--width", type=int, default=1024, help="the wide layer's outputs")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--minibatches", type=int, default=32, help="per run (a multiple of 4)")
+    ap.add_argument("--minibatches", type=int, default=48,
+                    help="per run (rounded up to a multiple of every stage's replicas)")
+    ap.add_argument("--repeat", type=int, default=2,
+                    help="runs of each configuration, in ABBA order, in one launch")
     ap.add_argument("--profile-minibatches", type=int, default=10)
     ap.add_argument("--link-gbit", type=float, default=0.1, help="every worker's link (tbf)")
     ap.add_argument("--appliance-gbit", type=float, default=0.4, help="the appliance's link")
@@ -329,13 +351,15 @@ def main():
     ap.add_argument("--rank", type=int, default=None)
     ap.add_argument("--phase", choices=("profile", "train"), default="train")
     ap.add_argument("--master", default=None)
-    ap.add_argument("--plan", default=None)
+    ap.add_argument("--plan", default=None, help="plan files, comma-separated")
     ap.add_argument("--out", default=None)
     ap.add_argument("--job-base", type=int, default=100)
     ap.add_argument("--appliance", default=None)
     a = ap.parse_args()
     if a.rank is not None:
         return rank_main(a)
+    # SIGTERM (a timeout) unwinds: the namespaces are removed in launch()'s finally
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if os.geteuid() != 0:
         print("pipeline_emulate: needs root (network namespaces, tc)", file=sys.stderr)
         return 2
