@@ -96,6 +96,9 @@ export PYTHONPATH=/tally/src/gpu_agent/python
 export TALLY_TEST_UDPD=/tally/build/appliance/udpd/tally-udpd
 export TALLY_TEST_RELAY=/tally/build/tests/agent/agent_relay
 export TALLY_TRAIN_APPLIANCE=udp   # no DPDK (tallyd) in the chroot
+# examples/train.py looks in $TALLY_BUILD before the source tree'"'"'s build*/ folders: those
+# are the host'"'"'s, linked against libraries the chroot lacks (libIPSec_MB)
+export TALLY_BUILD=/tally/build
 '
 INNER=$ENV'
 set -u
