@@ -109,10 +109,13 @@ def main():
     import udpd_proc
 
     torch.set_num_threads(1)
+    train.torch_store_compat()  # Debian's torch 2.x: stores without libuv (USE_LIBUV=0 for the ranks)
     Xtr, ytr, Xte, yte = data(a.seed)
     prof = tp.profile(torch.nn.Sequential(*layers(a)), Xtr[:a.batch], minibatches=20,
                       loss_fn=torch.nn.functional.cross_entropy, target=ytr[:a.batch])
-    cluster = {"workers": a.workers, "link_gbit": a.link_gbit, "alpha_us": a.alpha_us}
+    # overlap: false: the runtime sums a stage's gradients after its backward, not during it
+    cluster = {"workers": a.workers, "link_gbit": a.link_gbit, "alpha_us": a.alpha_us,
+               "overlap": False}
     if a.appliance_gbit:
         cluster["appliance"] = {"count": 1, "link_gbit": a.appliance_gbit}
     if a.plan:
@@ -125,7 +128,10 @@ def main():
     tport = udpd_proc.free_tcp()
     res = {}
     with udpd_proc.running(uport, "--cores", "1", "--open-admission"):
-        ctx = mp.get_context("fork")
+        # not fork: the profile ran autograd in this process, and torch 2.x refuses autograd
+        # in a child forked after that; the fork server never runs it
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["torch"])
         q = ctx.Queue()
         ps = [ctx.Process(target=worker, args=(r, a, plan, uport, tport, q))
               for r in range(a.workers)]

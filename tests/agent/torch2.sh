@@ -13,6 +13,8 @@
 #   test_identity.py    the default job identity (torch's store, torchrun's run id, relaunch)
 #   test_avg16.py       f16/bf16 averages by the appliance; test_user_errors.py error texts
 #   examples/train.py   the quick-start job (software appliance over kernel UDP)
+#   tests/plan/*        tally.plan: planner, pipeline runtime (sync, 1F1B, a killed replica),
+#                       examples/pipeline.py (suite plan)
 # Mounts are made in a private mount namespace (unshare -m): nothing is left mounted.
 #
 #   tests/agent/torch2.sh            build the chroot if needed, then run everything
@@ -29,7 +31,7 @@ CACHE=${TALLY_TORCH2_CACHE:-/var/cache/tally-torch2}
 SUITE=${TALLY_TORCH2_SUITE:-trixie}
 MIRROR=${TALLY_TORCH2_MIRROR:-http://deb.debian.org/debian}
 CH=$CACHE/root
-PKGS=python3-torch,python3-numpy,python3-sklearn,gcc,libc6-dev,meson,ninja-build,pkg-config,libisal-dev,libjansson-dev,libcmocka-dev
+PKGS=python3-torch,python3-numpy,python3-sklearn,gcc,libc6-dev,meson,ninja-build,pkg-config,libisal-dev,libjansson-dev,libcmocka-dev,libssl-dev
 # one build directory per source tree (several worktrees may share the chroot)
 BTAG=$(printf '%s' "$ROOT" | md5sum | cut -c1-12)
 BUILD=$CACHE/build-$BTAG
@@ -66,7 +68,22 @@ if [ ! -f "$CH/.tally-ready" ]; then
 		rm -rf "$CH"
 		skip "cannot build the $SUITE chroot from $MIRROR (offline? see $CACHE/debootstrap.log)"
 	fi
-	touch "$CH/.tally-ready"
+	echo "$PKGS" >"$CH/.tally-ready"
+fi
+
+# A chroot built from an older package list (the project gained a dependency since, e.g.
+# OpenSSL's libssl-dev): install what the list adds, from the same mirror, then record it.
+if [ "$(cat "$CH/.tally-ready")" != "$PKGS" ]; then
+	echo "torch2: adding packages to the chroot: $PKGS"
+	if ! timeout 900 unshare -m sh -c '
+		mount --make-rprivate /
+		mount -t proc proc "$1/proc"
+		chroot "$1" sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $2"
+	' torch2 "$CH" "$(echo "$PKGS" | tr , ' ')" >"$CACHE/apt.log" 2>&1; then
+		tail -5 "$CACHE/apt.log"
+		skip "cannot install $PKGS in the chroot from $MIRROR (offline? see $CACHE/apt.log)"
+	fi
+	echo "$PKGS" >"$CH/.tally-ready"
 fi
 
 mkdir -p "$BUILD" "$CH/tally/src" "$CH/tally/build"
@@ -79,6 +96,9 @@ export PYTHONPATH=/tally/src/gpu_agent/python
 export TALLY_TEST_UDPD=/tally/build/appliance/udpd/tally-udpd
 export TALLY_TEST_RELAY=/tally/build/tests/agent/agent_relay
 export TALLY_TRAIN_APPLIANCE=udp   # no DPDK (tallyd) in the chroot
+# examples/train.py looks in $TALLY_BUILD before the source tree'"'"'s build*/ folders: those
+# are the host'"'"'s, linked against libraries the chroot lacks (libIPSec_MB)
+export TALLY_BUILD=/tally/build
 '
 INNER=$ENV'
 set -u
@@ -94,7 +114,8 @@ fail=0
 for t in tests/agent/test_abi.py tests/agent/test_opt_torch.py tests/agent/test_torch_api.py tests/agent/test_train.py \
 	tests/agent/test_ddp_rebuild.py tests/agent/test_onebit_sim.py tests/agent/test_onebit_appliance.py \
 	tests/agent/test_onebit_train.py tests/agent/test_torch_user.py tests/agent/test_horovod_port.py \
-	tests/agent/test_identity.py tests/agent/test_avg16.py tests/agent/test_user_errors.py; do
+	tests/agent/test_identity.py tests/agent/test_avg16.py tests/agent/test_user_errors.py \
+	tests/plan/test_planner.py tests/plan/test_runtime.py; do
 	echo "== torch2: $t"
 	timeout 900 python3 "$t"
 	rc=$?
@@ -107,6 +128,11 @@ rc=$?
 grep -E "^(appliance|gradients|epoch|agent counters)|Error" /tmp/torch2-ex.log
 [ "$rc" = 0 ] || { tail -30 /tmp/torch2-ex.log; fail=1; }
 echo "== torch2: gpu_agent/examples/train.py exit $rc"
+echo "== torch2: tests/plan/test_example.sh (gpu_agent/examples/pipeline.py)"
+timeout 700 sh tests/plan/test_example.sh gpu_agent/examples/pipeline.py
+rc=$?
+echo "== torch2: tests/plan/test_example.sh exit $rc"
+[ "$rc" = 0 ] || fail=1
 exit $fail
 '
 

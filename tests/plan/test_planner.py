@@ -16,7 +16,7 @@ import unittest
 
 SRC = os.environ.get("TALLY_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SRC, "gpu_agent", "python"))
-from tally.plan import Cluster, ClusterError, ProfileError, exhaustive, plan  # noqa: E402
+from tally.plan import Cluster, ClusterError, ProfileError, evaluate, exhaustive, plan  # noqa: E402
 from tally.plan.cost import ring_time, tally_time  # noqa: E402
 
 spec = importlib.util.spec_from_file_location("perf_model", os.path.join(SRC, "perf",
@@ -41,7 +41,8 @@ class Planner(unittest.TestCase):
             app = None if rng.random() < 0.3 else {"count": rng.randint(1, 4),
                                                    "link_gbit": rng.choice([1, 10, 100])}
             cl = {"workers": rng.randint(1, 5), "link_gbit": rng.choice([1, 10, 25, 100]),
-                  "alpha_us": rng.choice([0, 5, 50]), "appliance": app}
+                  "alpha_us": rng.choice([0, 5, 50]), "appliance": app,
+                  "overlap": case % 3 != 2}
             p = plan(chain(layers), cl)
             best, bounds = exhaustive(chain(layers), cl)
             with self.subTest(case=case, cl=cl, layers=layers):
@@ -57,6 +58,43 @@ class Planner(unittest.TestCase):
                 parts = [s["time_s"] for s in p["stages"]] + [s["send_s"] for s in p["stages"]]
                 self.assertAlmostEqual(max(parts), p["predicted_s_per_minibatch"],
                                        delta=best * 1e-9)
+
+    def test_evaluate(self):
+        """evaluate() of plan()'s own stages gives plan()'s time; a forced aggregation costs
+        what ring_time / tally_time say; a plan that skips layers is refused."""
+        rng = random.Random(37)
+        for case in range(60):
+            layers = [(rng.uniform(1e-4, 1e-2), rng.uniform(1e-4, 2e-2), rng.randint(0, 10**6),
+                       rng.randint(0, 5 * 10**7)) for _ in range(rng.randint(1, 5))]
+            cl = {"workers": rng.randint(1, 5), "link_gbit": rng.choice([1, 10]),
+                  "alpha_us": 5, "appliance": {"count": 1, "link_gbit": rng.choice([1, 10, 40])}}
+            p = plan(chain(layers), cl)
+            e = evaluate(chain(layers), cl, p["stages"])
+            with self.subTest(case=case):
+                self.assertAlmostEqual(e["predicted_s_per_minibatch"],
+                                       p["predicted_s_per_minibatch"], delta=1e-12)
+        c = Cluster.from_dict({"workers": 4, "link_gbit": 1, "alpha_us": 50,
+                               "appliance": {"count": 1, "link_gbit": 4}})
+        prof = chain([(1e-3, 2e-3, 1e4, 4 * 10**6), (1e-3, 2e-3, 1e3, 10**3)])
+        whole = [{"layers": [0, 2], "ranks": [0, 1, 2, 3]}]
+        m = 4 * 10**6 + 10**3
+        for how, want in (("ring", ring_time(m, 4, c.link_bps, c.alpha_s)),
+                          ("tally", tally_time(m, 4, 1, c.link_bps, 4e9 / 8, c.alpha_s)[0])):
+            e = evaluate(prof, c.to_dict(), [dict(whole[0], aggregation=how)])
+            self.assertAlmostEqual(e["stages"][0]["sync_s"], want, delta=1e-12)
+            self.assertEqual(e["stages"][0]["aggregation"], how)
+            self.assertAlmostEqual(e["predicted_s_per_minibatch"], max(want, 6e-3) / 4,
+                                   delta=1e-12)
+        # a runtime that aggregates after the backward: compute + sync
+        e = evaluate(prof, dict(c.to_dict(), overlap=False), [dict(whole[0], aggregation="ring")])
+        self.assertAlmostEqual(e["predicted_s_per_minibatch"],
+                               (ring_time(m, 4, c.link_bps, c.alpha_s) + 6e-3) / 4, delta=1e-12)
+        with self.assertRaisesRegex(ClusterError, "'overlap' must be true or false"):
+            evaluate(prof, dict(c.to_dict(), overlap="no"), whole)
+        with self.assertRaisesRegex(ProfileError, "end at layer 1"):
+            evaluate(prof, c.to_dict(), [{"layers": [0, 1], "replicas": 4}])
+        with self.assertRaisesRegex(ClusterError, "without 'appliance'"):
+            evaluate(prof, {"workers": 4, "link_gbit": 1}, [dict(whole[0], aggregation="tally")])
 
     def test_weight_heavy_fewer_replicas(self):
         # layer 0: conv-like, much compute, few weights; layer 1: fc-like, little compute,
@@ -229,6 +267,10 @@ class Planner(unittest.TestCase):
                          [(8 * 300 + 300) * 4, 0, (300 * 5 + 5) * 4])
         self.assertEqual([layer["act_bytes"] for layer in p["layers"]],
                          [16 * 300 * 4, 16 * 300 * 4, 16 * 5 * 4])
+        # a second call through the package works (a submodule named profile would have
+        # replaced the function on the package at the first call)
+        import tally.plan
+        self.assertEqual(len(tally.plan.profile(m, x, minibatches=1)["layers"]), 3)
         self.assertEqual(p["minibatch"], 16)
         for layer in p["layers"]:
             self.assertGreater(layer["fwd_s"], 0)

@@ -14,8 +14,10 @@ def main(argv=None):
     p.add_argument("profile", help="profile JSON (tally.plan.profile)")
     p.add_argument("--cluster", required=True,
                    help="cluster JSON: workers, link_gbit, alpha_us, appliance {count, "
-                        "link_gbit, cores, engine_gbit}; or {\"levels\": [those, innermost "
-                        "first]} (each level's workers: units of the level below)")
+                        "link_gbit, cores, engine_gbit}, overlap (false: a stage costs compute "
+                        "+ sync, as tally.plan.runtime; default true, PipeDream's max); or "
+                        "{\"levels\": [those, innermost first]} (each level's workers: units "
+                        "of the level below)")
     p.add_argument("-o", "--output", default=None, help="write the plan JSON here")
     p.add_argument("--json", action="store_true", help="print the plan JSON, not the table")
     o = p.parse_args(argv)

@@ -31,15 +31,21 @@ def tally_time(m, n, k, worker_bps, app_bps, alpha_s=0.0, cores=None, engine_bps
 
 class Cluster:
     """workers: how many; link_gbit: each worker's link (stage-to-stage and ring); alpha_us:
-    latency per step; appliance (optional): {count, link_gbit, cores, engine_gbit}."""
+    latency per step; appliance (optional): {count, link_gbit, cores, engine_gbit}; overlap:
+    whether the runtime aggregates a stage's gradients while it computes (PipeDream's model,
+    a stage costs max(compute, sync)) or after its backward (compute + sync; what
+    tally.plan.runtime does: it sums a replica's gradients once its backward is done)."""
 
-    def __init__(self, workers, link_gbit, alpha_us=5.0, appliance=None):
+    def __init__(self, workers, link_gbit, alpha_us=5.0, appliance=None, overlap=True):
         if not isinstance(workers, int) or workers < 1:
             raise ClusterError(f"cluster: 'workers' must be an integer >= 1, not {workers!r}")
         if not isinstance(link_gbit, (int, float)) or link_gbit <= 0:
             raise ClusterError(f"cluster: 'link_gbit' must be > 0, not {link_gbit!r}")
         if not isinstance(alpha_us, (int, float)) or alpha_us < 0:
             raise ClusterError(f"cluster: 'alpha_us' must be >= 0, not {alpha_us!r}")
+        if not isinstance(overlap, bool):
+            raise ClusterError(f"cluster: 'overlap' must be true or false, not {overlap!r}")
+        self.overlap = overlap
         self.workers = workers
         self.link_gbit = float(link_gbit)
         self.alpha_s = alpha_us * 1e-6
@@ -75,32 +81,47 @@ class Cluster:
     def from_dict(cls, d):
         if not isinstance(d, dict):
             raise ClusterError("cluster: a JSON object with 'workers' and 'link_gbit'")
-        unknown = set(d) - {"workers", "link_gbit", "alpha_us", "appliance"}
+        unknown = set(d) - {"workers", "link_gbit", "alpha_us", "appliance", "overlap"}
         if unknown:
             raise ClusterError(f"cluster: unknown field(s) {sorted(unknown)}")
         for f in ("workers", "link_gbit"):
             if f not in d:
                 raise ClusterError(f"cluster: missing '{f}'")
-        return cls(d["workers"], d["link_gbit"], d.get("alpha_us", 5.0), d.get("appliance"))
+        return cls(d["workers"], d["link_gbit"], d.get("alpha_us", 5.0), d.get("appliance"),
+                   d.get("overlap", True))
 
     def to_dict(self):
         return {"workers": self.workers, "link_gbit": self.link_gbit,
-                "alpha_us": self.alpha_s * 1e6, "appliance": self.appliance}
+                "alpha_us": self.alpha_s * 1e6, "appliance": self.appliance,
+                "overlap": self.overlap}
+
+    def combine(self, compute, sync):
+        """A stage replica's time for one round: its compute and its gradients' aggregation,
+        overlapped or one after the other."""
+        return max(compute, sync) if self.overlap else compute + sync
 
     def transfer(self, nbytes):
         """One activation (or its gradient) between stages."""
         return nbytes / self.link_bps + self.alpha_s if nbytes else 0.0
 
-    def sync(self, nbytes, n):
+    def sync(self, nbytes, n, how=None):
         """(seconds, how) to aggregate nbytes of gradients over n replicas: 'none' (n == 1 or
-        no weights), 'ring' or 'tally' (the faster; ring on a tie)."""
+        no weights), 'ring' or 'tally' (the faster; ring on a tie; or the one `how` names)."""
+        if how not in (None, "ring", "tally"):
+            raise ClusterError(f"aggregation {how!r}: 'ring' or 'tally'")
         if n <= 1 or nbytes <= 0:
             return 0.0, "none"
         ring = ring_time(nbytes, n, self.link_bps, self.alpha_s)
+        if how == "ring":
+            return ring, "ring"
         if self.appliance is None:
+            if how == "tally":
+                raise ClusterError("aggregation 'tally' on a cluster without 'appliance'")
             return ring, "ring"
         a = self.appliance
         eng = a["engine_gbit"] * 1e9 / 8 if a["engine_gbit"] else None
         t, _ = tally_time(nbytes, n, a["count"], self.link_bps, a["link_gbit"] * 1e9 / 8,
                           self.alpha_s, a["cores"], eng)
+        if how == "tally":
+            return t, "tally"
         return (t, "tally") if t < ring * (1 - EPS) else (ring, "ring")

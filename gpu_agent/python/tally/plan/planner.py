@@ -6,6 +6,8 @@ Tally appliances or ring allreduce, the faster).
 
 Time of a stage of layers i..j-1 on m replicas (per minibatch, steady state):
     T(i, j, m) = max(sum of fwd+bwd over the layers, sync(param bytes, m)) / m
+(the sum of the two instead of max where the cluster says "overlap": false, as for
+tally.plan.runtime, which aggregates after the backward)
 and of the best pipeline of the first j layers on m workers:
     A(j, m) = min(T(0, j, m),
                   min over i < j, m' < m of max(A(i, m - m'), 2 C(i), T(i, j, m')))
@@ -64,7 +66,7 @@ class _Chain:
         """(T(i, j, m), how the replicas aggregate, sync seconds)."""
         s, how = self.cl.sync(self.par[j] - self.par[i], m)
         b = self.base(i, j) if self.base else self.comp[j] - self.comp[i]
-        return max(b, s) / m, how, s
+        return self.cl.combine(b, s) / m, how, s
 
     def edge(self, i):
         """2 C(i): layer i-1's activation forward and its gradient back."""
@@ -237,8 +239,39 @@ def _dp_only(chains, layers):
     t = chains[0].comp[-1]
     for ch in chains:
         s, _ = ch.cl.sync(ch.par[-1], ch.cl.workers)
-        t = max(t, s) / ch.cl.workers
+        t = ch.cl.combine(t, s) / ch.cl.workers
     return t
+
+
+def evaluate(profile, cluster, stages):
+    """The cost model's time per minibatch of a given flat plan (stages as the runtime reads
+    them: 'layers' [i, j], 'replicas' or 'ranks', 'aggregation' 'ring', 'tally' or anything
+    else for the faster): {'predicted_s_per_minibatch', 'stages': [{time_s, sync_s, ...}]}.
+    The same terms as plan(): max over stages of max(compute, sync) / replicas (compute +
+    sync without 'overlap') and over boundaries of 2 C; plan()'s own stages give plan()'s prediction."""
+    prof = load_profile(profile)
+    levels = load_levels(cluster)
+    if len(levels) != 1:
+        raise ClusterError("evaluate: a flat cluster (no 'levels')")
+    ch = _Chain(prof["layers"], levels[0])
+    out, total, end = [], 0.0, 0
+    for n, st in enumerate(stages):
+        i, j = st["layers"]
+        if i != end or not i < j <= ch.n:
+            raise ProfileError(f"evaluate: stage {n} layers {[i, j]} do not follow layer {end}")
+        end = j
+        m = st.get("replicas") or len(st["ranks"])
+        how = st.get("aggregation")
+        s, how = ch.cl.sync(ch.par[j] - ch.par[i], m, how if how in ("ring", "tally") else None)
+        t = ch.cl.combine(ch.comp[j] - ch.comp[i], s) / m
+        send = ch.edge(j) if j < ch.n else 0.0
+        out.append({"layers": [i, j], "replicas": m, "aggregation": how,
+                    "compute_s": ch.comp[j] - ch.comp[i], "sync_s": s, "time_s": t,
+                    "send_s": send})
+        total = max(total, t, send)
+    if end != ch.n:
+        raise ProfileError(f"evaluate: the stages end at layer {end}, the chain has {ch.n}")
+    return {"predicted_s_per_minibatch": total, "stages": out}
 
 
 def exhaustive(profile, cluster):
@@ -285,5 +318,5 @@ def format_plan(p):
     return "\n".join(lines)
 
 
-__all__ = ["plan", "exhaustive", "load_levels", "format_plan", "load_profile", "ProfileError",
+__all__ = ["plan", "evaluate", "exhaustive", "load_levels", "format_plan", "load_profile", "ProfileError",
            "ClusterError"]

@@ -14,6 +14,8 @@ tolerance: the same sum of per-microbatch gradients, in another order.
 Failures name where they are: a peer that dies makes the point-to-point receive or send, or
 the stage's push_pull (after op_timeout_ms), fail with PipelineError naming this stage and
 rank and the peer stage and rank (or the stage's replica ranks)."""
+import time
+
 import torch
 import torch.distributed as dist
 
@@ -140,7 +142,8 @@ class PipelineTrainer:
                 out.backward()
             else:
                 g = self._recv(self._peer(self.s + 1, k), k, "gradient")
-                out.backward(g)
+                if out.requires_grad:  # else a first stage without weights: nothing to do
+                    out.backward(g)
             if not first:
                 self._send(inp.grad, self._peer(self.s - 1, k), k, "gradient")
         self._aggregate()
@@ -173,6 +176,9 @@ class PipelineTrainer:
         first, last = self.s == 0, self.s == self.nstages - 1
         names = [n for n, p in self.module.named_parameters() if p.requires_grad]
         stash, pend, losses = {}, [], []
+        # when each of this replica's minibatches finished (its step done): the steady-state
+        # time per minibatch is the interval between them over the stage's replicas
+        self.done_at = []
 
         def fwd(t):
             x, y = batches[t]
@@ -194,7 +200,9 @@ class PipelineTrainer:
             if last:
                 out.backward()
             else:
-                out.backward(self._recv(self._peer(self.s + 1, t), t, "gradient"))
+                g = self._recv(self._peer(self.s + 1, t), t, "gradient")
+                if out.requires_grad:  # else a first stage without weights: nothing to do
+                    out.backward(g)
             if not first:
                 pend.append(self._isend(inp.grad, self._peer(self.s - 1, t), t, "gradient"))
             for n, p in zip(names, self.params):
@@ -205,6 +213,7 @@ class PipelineTrainer:
                 for p in self.params:
                     p.grad.div_(m)
                 self.opt.step()
+            self.done_at.append(time.perf_counter())
 
         for t in mine[:F]:
             fwd(t)
