@@ -30,6 +30,18 @@ static void comm_release(struct tally_mpi_comm *c)
 	if (c->agent) {
 		struct tally_agent_stats st;
 
+		/* Iallreduces still open (MPI_Comm_free lets pending operations complete) */
+		for (unsigned i = 0; i < c->nshapes; i++)
+			for (unsigned k = 0; k < TALLY_MPI_SLOTS; k++) {
+				struct tally_mpi_req *r = c->shapes[i].busy[k];
+
+				if (!r)
+					continue;
+				r->status = tally_agent_wait(c->agent, r->handle);
+				r->done = 1;
+				c->shapes[i].busy[k] = NULL;
+			}
+
 		tally_agent_get_stats(c->agent, &st);
 		atomic_fetch_add(&tally_mpi_failovers, st.failovers);
 		tally_agent_destroy(c->agent); /* BYE to every appliance */

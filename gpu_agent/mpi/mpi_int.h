@@ -31,7 +31,7 @@ struct tally_mpi_comm {
 	struct tally_mpi_comm *next; /* every live one, for MPI_Finalize */
 };
 
-/* A taken-over MPI_Iallreduce: a generalized request completed by Test / Wait / Waitall. */
+/* A taken-over MPI_Iallreduce: a generalized request completed by every Test / Wait call. */
 struct tally_mpi_req {
 	MPI_Request req;
 	MPI_Comm mcomm;            /* for its error handler */
@@ -40,6 +40,7 @@ struct tally_mpi_req {
 	unsigned slot;
 	int handle;
 	int done, status;          /* waited for early (its slot was needed) */
+	int gdone;                 /* MPI_Grequest_complete called */
 	struct tally_mpi_req *next;
 };
 

@@ -103,6 +103,9 @@ all)
 	cat "$dir/out"
 	[ $rc = 0 ] || fail "test_mpi exit $rc"
 	grep -q "test_mpi: ok" "$dir/out" || fail "no ok line"
+	if [ "$mpi" = mpich ]; then
+		grep -q "f16: MPIX_C_FLOAT16 sums checked at [1-9]" "$dir/out" || fail "no f16 sums"
+	fi
 	[ "$(wc -l <"$dir/stats")" = 4 ] || fail "counters from $(wc -l <"$dir/stats") ranks, not 4"
 	for f in allreduce iallreduce reduce_scatter_block reduce_scatter; do
 		n=$(stat $f taken_calls)
@@ -121,6 +124,9 @@ det)
 	cat "$dir/out"
 	[ $rc = 0 ] || fail "deterministic sums differ from the rank-ordered ones (exit $rc)"
 	[ "$(stat allreduce taken_calls)" -gt 0 ] || fail "nothing taken over"
+	if [ "$mpi" = mpich ]; then # MPIX_C_FLOAT16 through the appliance's f16
+		grep -q "f16: MPIX_C_FLOAT16 sums checked at [1-9]" "$dir/out" || fail "no f16 sums"
+	fi
 	;;
 plain)
 	start_udpd a
