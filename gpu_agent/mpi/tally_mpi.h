@@ -3,9 +3,11 @@
  *
  * A PMPI interposition library (LD_PRELOAD, or linked before libmpi). It defines
  * MPI_Allreduce, MPI_Iallreduce, MPI_Reduce_scatter_block and MPI_Reduce_scatter (taken
- * over for MPI_SUM on contiguous MPI_FLOAT / 32-bit integers of at least the threshold's
- * bytes, MPI_IN_PLACE included; everything else is handed to PMPI unchanged and counted),
- * MPI_Test / MPI_Wait / MPI_Waitall (which complete a taken-over MPI_Iallreduce),
+ * over for MPI_SUM on contiguous MPI_FLOAT / 32-bit integers / MPICH's MPIX_C_FLOAT16 of at
+ * least the threshold's bytes, MPI_IN_PLACE included; everything else is handed to PMPI
+ * unchanged and counted), every completion call (MPI_Test, _Wait, _Testall, _Waitall,
+ * _Testany, _Waitany, _Testsome, _Waitsome: they complete a taken-over MPI_Iallreduce) and
+ * MPI_Request_free (refused for one, as MPI does for a nonblocking collective),
  * MPI_Init / MPI_Init_thread (settings read once), MPI_Comm_free and MPI_Finalize (BYE).
  *
  * Communicators: each intra-communicator gets its own Tally job at its first taken-over

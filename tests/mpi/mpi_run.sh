@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # mpi_run.sh — libtally_mpi under a real mpirun (4 ranks, loopback) against real tally-udpd:
 #   --mpi ompi|mpich  --lib libtally_mpi*.so  --test test_mpi_*  --udpd tally-udpd  CASE
-# CASE: all        every case of test_mpi.c, 0 .. 64 MiB, through the appliance; counters
-#                  show every function taken over and the small / unsupported ones passed
-#       det        TALLY_DETERMINISTIC=1: bit-exact against the rank-ordered sum
+# CASE: all        every case of test_mpi.c, 0 .. 64 MiB, through the appliance (every
+#                  completion call, MPIX_C_FLOAT16 under MPICH); counters show every
+#                  function taken over and the small / unsupported ones passed
+#       det        TALLY_DETERMINISTIC=1: bit-exact against the rank-ordered sum (f32, and
+#                  f16 under MPICH)
 #       plain      the same binary without the preload: same results, no counters
 #       absent     no appliance at start: default fails naming it; fallback passes, warns once
 #       py         mpi4py + numpy sums; a PyTorch loop's parameters vs plain MPI (Open MPI)
