@@ -34,9 +34,13 @@ run() {
 		out=$(LD_PRELOAD="${pre[0]:-}" timeout 600 mpirun.mpich -np "$np" "$exe" "$2" "$3" 2 2>&1)
 	fi
 	echo "$out" | python3 -c 'import json,sys
-rows=[json.loads(l) for l in sys.stdin if l.startswith("{")]
+lines=sys.stdin.readlines()
+rows=[json.loads(l) for l in lines if l.startswith("{")]
 r=int(sys.argv[1])
-if len(rows)!=int(sys.argv[2]): print("nan false"); sys.exit()
+if len(rows)!=int(sys.argv[2]):
+    print("nan false")
+    sys.stderr.write("".join(l for l in lines if not l.startswith("{"))[-800:])
+    sys.exit()
 print(max(x["seconds"] for x in rows)/r, "true" if all(x["ok"] for x in rows) else "false")' "$3" "$np"
 }
 printf "%-6s %10s %12s %12s %11s %11s %7s %s\n" mpi bytes plain_s tally_s plain_GB/s tally_GB/s ratio ok

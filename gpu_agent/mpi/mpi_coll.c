@@ -69,7 +69,7 @@ static int coll_sum(struct tally_mpi_comm *c, MPI_Comm comm, void *buf, size_t b
 {
 	struct tally_mpi_shape *s;
 	unsigned k;
-	int t = tally_mpi_comm_tensor(c, dtype, bytes, &s, &k);
+	int t = tally_mpi_comm_tensor(c, dtype, bytes, 0, &s, &k);
 	int st = t < 0 ? t : tally_agent_push_pull(c->agent, t, buf, bytes, TALLY_AGENT_CPU,
 						     NULL, NULL, NULL);
 
@@ -127,7 +127,7 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return tally_mpi_fail(comm, "tally_mpi: MPI_Iallreduce: out of memory");
-	int tn = tally_mpi_comm_tensor(c, dtype, bytes, &r->shape, &r->slot);
+	int tn = tally_mpi_comm_tensor(c, dtype, bytes, 1, &r->shape, &r->slot);
 	int h = tn < 0 ? tn : tally_agent_push_pull(c->agent, tn, recvbuf, bytes, TALLY_AGENT_CPU,
 						     NULL, NULL, NULL);
 	if (h < 0) {

@@ -228,7 +228,7 @@ static struct tally_mpi_shape *comm_shape(struct tally_mpi_comm *c, int dtype, s
 	return s;
 }
 
-int tally_mpi_comm_tensor(struct tally_mpi_comm *c, int dtype, size_t bytes,
+int tally_mpi_comm_tensor(struct tally_mpi_comm *c, int dtype, size_t bytes, int nb,
 			  struct tally_mpi_shape **shape, unsigned *slot)
 {
 	struct tally_mpi_shape *s = comm_shape(c, dtype, bytes);
@@ -236,7 +236,9 @@ int tally_mpi_comm_tensor(struct tally_mpi_comm *c, int dtype, size_t bytes,
 
 	if (!s)
 		return -ENOMEM;
-	unsigned k = s->seq++ % TALLY_MPI_SLOTS;
+	/* a blocking sum is over before the next call: slot 0 again (one tensor's memory on the
+	 * appliance, not 8); Iallreduces rotate over the slots. Both the same on every rank. */
+	unsigned k = nb ? s->seq++ % TALLY_MPI_SLOTS : 0;
 	if (s->busy[k]) { /* the Iallreduce 8 uses ago is still open: finish it first */
 		struct tally_mpi_req *r = s->busy[k];
 

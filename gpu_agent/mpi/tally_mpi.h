@@ -13,8 +13,8 @@
  * Communicators: each intra-communicator gets its own Tally job at its first taken-over
  * collective: rank 0 draws the job id, token and incarnation and PMPI_Bcast's them, every
  * rank creates a libtally_agent session (rank = communicator rank), and a PMPI_Allreduce
- * agrees that all of them joined. Tensors are named by (dtype, bytes, n-th use modulo
- * TALLY_MPI_SLOTS) in the agent's submit order, so keys follow the communicator's order
+ * agrees that all of them joined. Tensors are named by (dtype, bytes, slot: 0 for
+ * blocking calls, an Iallreduce's n-th use modulo TALLY_MPI_SLOTS) in the agent's submit order, so keys follow the communicator's order
  * of collectives, the same on every rank (MPI's rule). A communicator's cached attribute
  * holds the session; MPI_Comm_free (the attribute's delete callback) and MPI_Finalize
  * destroy it (BYE). MPI_Comm_dup'ed communicators do not inherit it.
