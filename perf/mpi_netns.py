@@ -9,7 +9,7 @@ MPI ranks talk over TCP only (Open MPI: pml ob1, btl tcp,self; MPICH's UCX: UCX_
 never shared memory, so both MPIs cross the shaped links as Tally does.
 
   perf/mpi_netns.py --bin BUILD [--sizes 1K,...,256M] [--link-gbit 1] [--appliances 2]
-                    [--mpi ompi,mpich] [--workers 4]
+                    [--mpi ompi,mpich] [--workers 4] [--tally-env VAR=VALUE ...]
 Needs root (ip netns, tc). Prints one row per (MPI, size): seconds per allreduce (slowest
 rank's mean), algorithm bandwidth, plain/tally ratio, ok (every round's sum verified; for
 Tally also every timed allreduce counted as taken over, TALLY_MPI_STATS); and a JSON line
@@ -55,6 +55,7 @@ def mpirun_argv(cl, o, mpi, size, tally, stats):
                # shaped links: tally-perf allreduce --emulate's window and RTO
                "TALLY_WINDOW": "64", "TALLY_RTO_INIT_US": str(rto),
                "TALLY_RTO_MIN_US": str(rto)}
+        env.update(kv.split("=", 1) for kv in o.tally_env)
     ips = [cl.worker_ip(i) for i in range(o.workers)]
     rsh = os.path.join(HERE, "perf_allreduce_rsh.sh")
     if mpi == "ompi":
@@ -95,8 +96,27 @@ def run_try(cl, o, mpi, size, tally, attempt):
     env = {"TALLY_PERF_HOSTMAP": cl.hostmap, "OMPI_ALLOW_RUN_AS_ROOT": "1",
            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     p = cl.bg(cl.ns("c"), name, argv, env=env)
-    # bounded: a minute of start-up and slack, and 20 s per round at 256 MiB
-    done = cl.wait_all([p], min(o.timeout, 60 + size * 8 / 1e9 * 10 * sum(rounds_for(size))))
+    # bounded: a minute of start-up and slack, and 20 s per round at 256 MiB; done when
+    # mpirun exits or every rank has printed (and, for Tally, written its counters at
+    # MPI_Finalize): Hydra over rsh now and then outlives its ranks
+    deadline = time.time() + min(o.timeout, 60 + size * 8 / 1e9 * 10 * sum(rounds_for(size)))
+    done = False
+    while time.time() < deadline:
+        if p.poll() is not None:
+            done = True
+            break
+        n = sum(1 for x in cl.logtext(name).splitlines() if x.startswith("{"))
+        try:
+            with open(stats) as f:
+                ns = len(f.readlines())
+        except OSError:
+            ns = 0
+        if n == o.workers and (not tally or ns == o.workers):
+            time.sleep(1)
+            done = True
+            break
+        time.sleep(0.2)
+    cl.stop(p, 5)
     rows = []
     for line in cl.logtext(name).splitlines():
         if line.startswith("{"):
@@ -104,8 +124,8 @@ def run_try(cl, o, mpi, size, tally, attempt):
                 rows.append(json.loads(line))
             except ValueError:
                 pass
-    if not done or len(rows) != o.workers:
-        return None, False, cl.logtext(name)[-600:]
+    if len(rows) != o.workers:
+        return None, False, ("timed out: " if not done else "") + cl.logtext(name)[-600:]
     ok = all(r["ok"] for r in rows)
     if tally:  # every timed allreduce went through the appliances (counters at Finalize)
         try:
@@ -127,6 +147,8 @@ def main():
     ap.add_argument("--link-gbit", type=float, default=1.0)
     ap.add_argument("--timeout", type=float, default=240, help="seconds per mpirun")
     ap.add_argument("--prefix", default="tm")
+    ap.add_argument("--tally-env", action="append", default=[], metavar="VAR=VALUE",
+                    help="more settings for the preloaded ranks (libtally_mpi / agent)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("mpi_netns.py: needs root (ip netns, tc)", file=sys.stderr)
@@ -135,7 +157,7 @@ def main():
                         appliances=a.appliances, emulate=True, link_gbit=a.link_gbit,
                         appliance_gbit=a.link_gbit * a.workers / a.appliances,
                         appliance_kind="udpd", dry_run=False, bin=os.path.abspath(a.bin),
-                        timeout=a.timeout)
+                        timeout=a.timeout, tally_env=a.tally_env)
     sizes = [size_arg(s) for s in a.sizes.split(",")]
     tmp = tempfile.mkdtemp(prefix="tally-mpi-netns.")
     cl = Cluster(o, tmp)
@@ -145,7 +167,8 @@ def main():
         with open(cl.hostmap, "w") as f:
             for i, (ns, _) in enumerate(cl.hosts):
                 f.write(f"{cl.worker_ip(i)} {ns}\n")
-        mem = max(512, (max(sizes) // o.appliances * 3) >> 20)
+        # the job quota: a 256 MiB tensor over 2 appliances took more than 512 MiB
+        mem = max(1024, (max(sizes) * 3) >> 20)
         for k, (ns, _) in enumerate(cl.apps):
             cl.bg(ns, f"udpd{k}", [
                 os.path.join(o.bin, "appliance", "udpd", "tally-udpd"), "--addr", cl.app_ip(k),
@@ -158,7 +181,8 @@ def main():
                 return 1
             time.sleep(0.1)
         print(f"# {o.workers} ranks, {o.appliances} tally-udpd, links {o.link_gbit} Gbit/s "
-              f"(appliances {o.appliance_gbit:g}), tbf both ends")
+              f"(appliances {o.appliance_gbit:g}), tbf both ends; tally env "
+              f"{' '.join(o.tally_env) or '-'}")
         print(f"{'mpi':6} {'bytes':>10} {'plain_s':>10} {'tally_s':>10} {'plain_GB/s':>10} "
               f"{'tally_GB/s':>10} {'ratio':>6} ok")
         for mpi in a.mpi.split(","):

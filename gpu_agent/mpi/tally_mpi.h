@@ -21,7 +21,8 @@
  *
  * The settings (struct tally_mpi_cfg) come from the environment at MPI_Init:
  *   TALLY_APPLIANCES (required to take anything over), TALLY_AUTH_KEY_FILE,
- *   TALLY_DETERMINISTIC, the agent's other TALLY_* knobs (tally_agent_cfg_from_env),
+ *   TALLY_DETERMINISTIC, the agent's other TALLY_* knobs (tally_agent_cfg_from_env;
+ *   TALLY_CREDIT_BYTES defaults to TALLY_MPI_CREDIT_BYTES here, not the agent's 4 MiB),
  *   TALLY_MPI_THRESHOLD (bytes, default 65536), TALLY_MPI_FALLBACK (fail | fallback),
  *   TALLY_MPI_STATS (1: counters as a JSON line on stderr at MPI_Finalize; a path: appended
  *   there).
@@ -35,6 +36,7 @@
 #include "tally_agent.h"
 
 #define TALLY_MPI_SLOTS 8 /* Iallreduce's of one (dtype, size) in flight per communicator */
+#define TALLY_MPI_CREDIT_BYTES (64u << 20) /* bytes in flight, unless TALLY_CREDIT_BYTES */
 
 enum tally_mpi_fallback {
 	TALLY_MPI_FAIL = 0,     /* no appliance: the collective fails, naming it */
