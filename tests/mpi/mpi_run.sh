@@ -96,11 +96,13 @@ print(v)' "$dir/stats" "$@"
 }
 
 export TALLY_MPI_THRESHOLD=4096 TALLY_MPI_STATS=$dir/stats
+f16= # MPIX_C_FLOAT16 sums (MPICH; only where an appliance takes them: MPICH aborts on them)
+[ "$mpi" = mpich ] && f16=--f16
 case "$case" in
 all)
 	start_udpd a
 	export TALLY_APPLIANCES=127.0.0.1:$port_a
-	LD_PRELOAD=$lib mpirun "$test" >"$dir/out" 2>&1
+	LD_PRELOAD=$lib mpirun "$test" $f16 >"$dir/out" 2>&1
 	rc=$?
 	cat "$dir/out"
 	[ $rc = 0 ] || fail "test_mpi exit $rc"
@@ -121,7 +123,7 @@ all)
 det)
 	start_udpd a
 	export TALLY_APPLIANCES=127.0.0.1:$port_a TALLY_DETERMINISTIC=1
-	LD_PRELOAD=$lib mpirun "$test" --det 4096 --max $((16 << 20)) >"$dir/out" 2>&1
+	LD_PRELOAD=$lib mpirun "$test" --det 4096 --max $((16 << 20)) $f16 >"$dir/out" 2>&1
 	rc=$?
 	cat "$dir/out"
 	[ $rc = 0 ] || fail "deterministic sums differ from the rank-ordered ones (exit $rc)"
@@ -169,7 +171,7 @@ kill)
 		sleep 0.1
 	done
 	grep -q "loop: quarter" "$dir/out" || fail "the loop did not start: $(cat "$dir/out")"
-	kill -9 "$pid_b"
+	kill -9 "$pid_a" # the first: each size is one tensor (slot 0), placed there
 	wait "$mp"
 	rc=$?
 	cat "$dir/out"
