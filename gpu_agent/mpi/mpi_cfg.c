@@ -73,6 +73,11 @@ int tally_mpi_cfg_from_env(struct tally_mpi_cfg *cfg, char *err, size_t errlen)
 	rc = tally_agent_cfg_from_env(&cfg->agent, err, errlen);
 	if (rc)
 		return rc;
+	/* One collective at a time, its whole vector wanted at once: the agent's 4 MiB credit
+	 * (sized for many overlapping DDP buckets) held a 16 MiB MPI_Allreduce on 1 Gbit/s
+	 * links to 0.75x plain Open MPI, 64 MiB of credit made it 1.39x (perf/README.md). */
+	if (!getenv("TALLY_CREDIT_BYTES"))
+		cfg->agent.credit_bytes = TALLY_MPI_CREDIT_BYTES;
 	if (!cfg->agent.nappliances)
 		return cfg_err(err, errlen, "TALLY_APPLIANCES='%s': no appliance", apps);
 	cfg->enabled = 1;

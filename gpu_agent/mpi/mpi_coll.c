@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0
  * mpi_coll.c — the collectives libtally_mpi takes over: MPI_Allreduce, MPI_Iallreduce,
  * MPI_Reduce_scatter_block, MPI_Reduce_scatter. A call is taken over when it is an
- * MPI_SUM of a contiguous MPI_FLOAT or 32-bit integer type, of at least the threshold's
- * bytes, on an intra-communicator of 2 or more ranks whose job joined; else PMPI does it.
+ * MPI_SUM of a contiguous MPI_FLOAT, 32-bit integer or 16-bit float type (MPICH's
+ * MPIX_C_FLOAT16, the appliance's f16; Open MPI 4.1 has no 16-bit float type), of at
+ * least the threshold's bytes, on an intra-communicator of 2 or more ranks whose job
+ * joined; else PMPI does it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -10,14 +12,27 @@
 
 #include "mpi_int.h"
 
-/* enum tally_dtype (tally_sum.h) for an MPI type we sum, or -1. */
+/* enum tally_dtype's values (tally_sum.h; tally_agent_declare takes them as int) */
+enum { COLL_F32 = 0, COLL_F16 = 1, COLL_I32 = 3 };
+
+/* The dtype for an MPI type we sum, or -1. */
 static int coll_dtype(MPI_Datatype t)
 {
 	if (t == MPI_FLOAT)
-		return 0;
+		return COLL_F32;
 	if (t == MPI_INT32_T || (t == MPI_INT && sizeof(int) == 4))
-		return 3;
+		return COLL_I32;
+#ifdef MPIX_C_FLOAT16 /* MPICH >= 4.0: IEEE binary16, the appliance's f16 */
+	if (t == MPIX_C_FLOAT16)
+		return COLL_F16;
+#endif
 	return -1;
+}
+
+/* Bytes per element of a dtype coll_dtype returns. */
+static size_t coll_esize(int dtype)
+{
+	return dtype == COLL_F16 ? 2 : 4;
 }
 
 static void coll_count(int which, enum tally_mpi_fn fn, size_t bytes)
@@ -33,7 +48,8 @@ static struct tally_mpi_comm *coll_take(MPI_Comm comm, size_t n, MPI_Datatype t,
 {
 	*rc = MPI_SUCCESS;
 	*dtype = coll_dtype(t);
-	if (op != MPI_SUM || *dtype < 0 || n == 0 || n * 4 < tally_mpi_settings.threshold)
+	if (op != MPI_SUM || *dtype < 0 || n == 0 ||
+	    n * coll_esize(*dtype) < tally_mpi_settings.threshold)
 		return NULL;
 	return tally_mpi_comm_get(comm, rc);
 }
@@ -53,7 +69,7 @@ static int coll_sum(struct tally_mpi_comm *c, MPI_Comm comm, void *buf, size_t b
 {
 	struct tally_mpi_shape *s;
 	unsigned k;
-	int t = tally_mpi_comm_tensor(c, dtype, bytes, &s, &k);
+	int t = tally_mpi_comm_tensor(c, dtype, bytes, 0, &s, &k);
 	int st = t < 0 ? t : tally_agent_push_pull(c->agent, t, buf, bytes, TALLY_AGENT_CPU,
 						     NULL, NULL, NULL);
 
@@ -72,7 +88,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t,
 	int dtype, rc;
 	struct tally_mpi_comm *c = count > 0 ? coll_take(comm, (size_t)count, t, op, &dtype, &rc)
 					     : (rc = MPI_SUCCESS, NULL);
-	size_t bytes = (size_t)(count > 0 ? count : 0) * 4;
+	size_t bytes;
 
 	if (rc != MPI_SUCCESS)
 		return rc;
@@ -81,6 +97,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t,
 			   coll_type_bytes(t, count > 0 ? (size_t)count : 0));
 		return PMPI_Allreduce(sendbuf, recvbuf, count, t, op, comm);
 	}
+	bytes = (size_t)count * coll_esize(dtype);
 	coll_count(TALLY_MPI_TAKEN_C, TALLY_MPI_ALLREDUCE, bytes);
 	if (sendbuf != MPI_IN_PLACE && sendbuf != recvbuf)
 		memcpy(recvbuf, sendbuf, bytes);
@@ -93,7 +110,7 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
 	int dtype, rc;
 	struct tally_mpi_comm *c = count > 0 ? coll_take(comm, (size_t)count, t, op, &dtype, &rc)
 					     : (rc = MPI_SUCCESS, NULL);
-	size_t bytes = (size_t)(count > 0 ? count : 0) * 4;
+	size_t bytes;
 	struct tally_mpi_req *r;
 
 	if (rc != MPI_SUCCESS)
@@ -103,13 +120,14 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
 			   coll_type_bytes(t, count > 0 ? (size_t)count : 0));
 		return PMPI_Iallreduce(sendbuf, recvbuf, count, t, op, comm, req);
 	}
+	bytes = (size_t)count * coll_esize(dtype);
 	coll_count(TALLY_MPI_TAKEN_C, TALLY_MPI_IALLREDUCE, bytes);
 	if (sendbuf != MPI_IN_PLACE && sendbuf != recvbuf)
 		memcpy(recvbuf, sendbuf, bytes);
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return tally_mpi_fail(comm, "tally_mpi: MPI_Iallreduce: out of memory");
-	int tn = tally_mpi_comm_tensor(c, dtype, bytes, &r->shape, &r->slot);
+	int tn = tally_mpi_comm_tensor(c, dtype, bytes, 1, &r->shape, &r->slot);
 	int h = tn < 0 ? tn : tally_agent_push_pull(c->agent, tn, recvbuf, bytes, TALLY_AGENT_CPU,
 						     NULL, NULL, NULL);
 	if (h < 0) {
@@ -137,14 +155,15 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
 static int coll_rs(struct tally_mpi_comm *c, MPI_Comm comm, const void *sendbuf,
 		   void *recvbuf, size_t n, size_t off, size_t mine, int dtype, const char *fn)
 {
-	void *tmp = tally_mpi_comm_scratch(c, n * 4);
+	size_t es = coll_esize(dtype);
+	void *tmp = tally_mpi_comm_scratch(c, n * es);
 
 	if (!tmp)
-		return tally_mpi_fail(comm, "tally_mpi: %s: out of memory (%zu bytes)", fn, n * 4);
-	memcpy(tmp, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, n * 4);
-	int rc = coll_sum(c, comm, tmp, n * 4, dtype, fn);
+		return tally_mpi_fail(comm, "tally_mpi: %s: out of memory (%zu bytes)", fn, n * es);
+	memcpy(tmp, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, n * es);
+	int rc = coll_sum(c, comm, tmp, n * es, dtype, fn);
 	if (rc == MPI_SUCCESS)
-		memmove(recvbuf, (char *)tmp + off * 4, mine * 4);
+		memmove(recvbuf, (char *)tmp + off * es, mine * es);
 	return rc;
 }
 
@@ -164,7 +183,7 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
 		coll_count(TALLY_MPI_PASSED_C, TALLY_MPI_RS_BLOCK, coll_type_bytes(t, n));
 		return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, t, op, comm);
 	}
-	coll_count(TALLY_MPI_TAKEN_C, TALLY_MPI_RS_BLOCK, n * 4);
+	coll_count(TALLY_MPI_TAKEN_C, TALLY_MPI_RS_BLOCK, n * coll_esize(dtype));
 	PMPI_Comm_rank(comm, &rank);
 	return coll_rs(c, comm, sendbuf, recvbuf, n, (size_t)rank * (size_t)recvcount,
 		       (size_t)recvcount, dtype, "MPI_Reduce_scatter_block");
@@ -192,7 +211,7 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[
 		coll_count(TALLY_MPI_PASSED_C, TALLY_MPI_RS, coll_type_bytes(t, n));
 		return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, t, op, comm);
 	}
-	coll_count(TALLY_MPI_TAKEN_C, TALLY_MPI_RS, n * 4);
+	coll_count(TALLY_MPI_TAKEN_C, TALLY_MPI_RS, n * coll_esize(dtype));
 	return coll_rs(c, comm, sendbuf, recvbuf, n, off,
 		       recvcounts[rank] > 0 ? (size_t)recvcounts[rank] : 0, dtype,
 		       "MPI_Reduce_scatter");

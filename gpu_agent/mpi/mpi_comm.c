@@ -30,6 +30,18 @@ static void comm_release(struct tally_mpi_comm *c)
 	if (c->agent) {
 		struct tally_agent_stats st;
 
+		/* Iallreduces still open (MPI_Comm_free lets pending operations complete) */
+		for (unsigned i = 0; i < c->nshapes; i++)
+			for (unsigned k = 0; k < TALLY_MPI_SLOTS; k++) {
+				struct tally_mpi_req *r = c->shapes[i].busy[k];
+
+				if (!r)
+					continue;
+				r->status = tally_agent_wait(c->agent, r->handle);
+				r->done = 1;
+				c->shapes[i].busy[k] = NULL;
+			}
+
 		tally_agent_get_stats(c->agent, &st);
 		atomic_fetch_add(&tally_mpi_failovers, st.failovers);
 		tally_agent_destroy(c->agent); /* BYE to every appliance */
@@ -216,7 +228,7 @@ static struct tally_mpi_shape *comm_shape(struct tally_mpi_comm *c, int dtype, s
 	return s;
 }
 
-int tally_mpi_comm_tensor(struct tally_mpi_comm *c, int dtype, size_t bytes,
+int tally_mpi_comm_tensor(struct tally_mpi_comm *c, int dtype, size_t bytes, int nb,
 			  struct tally_mpi_shape **shape, unsigned *slot)
 {
 	struct tally_mpi_shape *s = comm_shape(c, dtype, bytes);
@@ -224,7 +236,9 @@ int tally_mpi_comm_tensor(struct tally_mpi_comm *c, int dtype, size_t bytes,
 
 	if (!s)
 		return -ENOMEM;
-	unsigned k = s->seq++ % TALLY_MPI_SLOTS;
+	/* a blocking sum is over before the next call: slot 0 again (one tensor's memory on the
+	 * appliance, not 8); Iallreduces rotate over the slots. Both the same on every rank. */
+	unsigned k = nb ? s->seq++ % TALLY_MPI_SLOTS : 0;
 	if (s->busy[k]) { /* the Iallreduce 8 uses ago is still open: finish it first */
 		struct tally_mpi_req *r = s->busy[k];
 

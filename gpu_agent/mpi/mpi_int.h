@@ -31,7 +31,7 @@ struct tally_mpi_comm {
 	struct tally_mpi_comm *next; /* every live one, for MPI_Finalize */
 };
 
-/* A taken-over MPI_Iallreduce: a generalized request completed by Test / Wait / Waitall. */
+/* A taken-over MPI_Iallreduce: a generalized request completed by every Test / Wait call. */
 struct tally_mpi_req {
 	MPI_Request req;
 	MPI_Comm mcomm;            /* for its error handler */
@@ -40,6 +40,7 @@ struct tally_mpi_req {
 	unsigned slot;
 	int handle;
 	int done, status;          /* waited for early (its slot was needed) */
+	int gdone;                 /* MPI_Grequest_complete called */
 	struct tally_mpi_req *next;
 };
 
@@ -55,9 +56,9 @@ int tally_mpi_comm_setup(void);
  * taken over on it (*rc = MPI_SUCCESS: pass through; else the MPI error to return). */
 struct tally_mpi_comm *tally_mpi_comm_get(MPI_Comm comm, int *rc);
 void tally_mpi_comm_release_all(void);
-/* The tensor for the next use of (dtype, bytes); waits for an Iallreduce still in its
- * slot. Negative errno. */
-int tally_mpi_comm_tensor(struct tally_mpi_comm *c, int dtype, size_t bytes,
+/* The tensor for the next use of (dtype, bytes) (nb: an Iallreduce's, a slot of its own;
+ * else slot 0); waits for an Iallreduce still in that slot. Negative errno. */
+int tally_mpi_comm_tensor(struct tally_mpi_comm *c, int dtype, size_t bytes, int nb,
 			  struct tally_mpi_shape **shape, unsigned *slot);
 void *tally_mpi_comm_scratch(struct tally_mpi_comm *c, size_t bytes);
 /* An error named to the caller through the communicator's error handler. */

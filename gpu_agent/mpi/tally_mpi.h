@@ -3,23 +3,26 @@
  *
  * A PMPI interposition library (LD_PRELOAD, or linked before libmpi). It defines
  * MPI_Allreduce, MPI_Iallreduce, MPI_Reduce_scatter_block and MPI_Reduce_scatter (taken
- * over for MPI_SUM on contiguous MPI_FLOAT / 32-bit integers of at least the threshold's
- * bytes, MPI_IN_PLACE included; everything else is handed to PMPI unchanged and counted),
- * MPI_Test / MPI_Wait / MPI_Waitall (which complete a taken-over MPI_Iallreduce),
+ * over for MPI_SUM on contiguous MPI_FLOAT / 32-bit integers / MPICH's MPIX_C_FLOAT16 of at
+ * least the threshold's bytes, MPI_IN_PLACE included; everything else is handed to PMPI
+ * unchanged and counted), every completion call (MPI_Test, _Wait, _Testall, _Waitall,
+ * _Testany, _Waitany, _Testsome, _Waitsome: they complete a taken-over MPI_Iallreduce) and
+ * MPI_Request_free (refused for one, as MPI does for a nonblocking collective),
  * MPI_Init / MPI_Init_thread (settings read once), MPI_Comm_free and MPI_Finalize (BYE).
  *
  * Communicators: each intra-communicator gets its own Tally job at its first taken-over
  * collective: rank 0 draws the job id, token and incarnation and PMPI_Bcast's them, every
  * rank creates a libtally_agent session (rank = communicator rank), and a PMPI_Allreduce
- * agrees that all of them joined. Tensors are named by (dtype, bytes, n-th use modulo
- * TALLY_MPI_SLOTS) in the agent's submit order, so keys follow the communicator's order
+ * agrees that all of them joined. Tensors are named by (dtype, bytes, slot: 0 for
+ * blocking calls, an Iallreduce's n-th use modulo TALLY_MPI_SLOTS) in the agent's submit order, so keys follow the communicator's order
  * of collectives, the same on every rank (MPI's rule). A communicator's cached attribute
  * holds the session; MPI_Comm_free (the attribute's delete callback) and MPI_Finalize
  * destroy it (BYE). MPI_Comm_dup'ed communicators do not inherit it.
  *
  * The settings (struct tally_mpi_cfg) come from the environment at MPI_Init:
  *   TALLY_APPLIANCES (required to take anything over), TALLY_AUTH_KEY_FILE,
- *   TALLY_DETERMINISTIC, the agent's other TALLY_* knobs (tally_agent_cfg_from_env),
+ *   TALLY_DETERMINISTIC, the agent's other TALLY_* knobs (tally_agent_cfg_from_env;
+ *   TALLY_CREDIT_BYTES defaults to TALLY_MPI_CREDIT_BYTES here, not the agent's 4 MiB),
  *   TALLY_MPI_THRESHOLD (bytes, default 65536), TALLY_MPI_FALLBACK (fail | fallback),
  *   TALLY_MPI_STATS (1: counters as a JSON line on stderr at MPI_Finalize; a path: appended
  *   there).
@@ -33,6 +36,7 @@
 #include "tally_agent.h"
 
 #define TALLY_MPI_SLOTS 8 /* Iallreduce's of one (dtype, size) in flight per communicator */
+#define TALLY_MPI_CREDIT_BYTES (64u << 20) /* bytes in flight, unless TALLY_CREDIT_BYTES */
 
 enum tally_mpi_fallback {
 	TALLY_MPI_FAIL = 0,     /* no appliance: the collective fails, naming it */

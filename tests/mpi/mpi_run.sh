@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # mpi_run.sh — libtally_mpi under a real mpirun (4 ranks, loopback) against real tally-udpd:
 #   --mpi ompi|mpich  --lib libtally_mpi*.so  --test test_mpi_*  --udpd tally-udpd  CASE
-# CASE: all        every case of test_mpi.c, 0 .. 64 MiB, through the appliance; counters
-#                  show every function taken over and the small / unsupported ones passed
-#       det        TALLY_DETERMINISTIC=1: bit-exact against the rank-ordered sum
+# CASE: all        every case of test_mpi.c, 0 .. 64 MiB, through the appliance (every
+#                  completion call, MPIX_C_FLOAT16 under MPICH); counters show every
+#                  function taken over and the small / unsupported ones passed
+#       det        TALLY_DETERMINISTIC=1: bit-exact against the rank-ordered sum (f32, and
+#                  f16 under MPICH)
 #       plain      the same binary without the preload: same results, no counters
 #       absent     no appliance at start: default fails naming it; fallback passes, warns once
 #       py         mpi4py + numpy sums; a PyTorch loop's parameters vs plain MPI (Open MPI)
@@ -94,15 +96,20 @@ print(v)' "$dir/stats" "$@"
 }
 
 export TALLY_MPI_THRESHOLD=4096 TALLY_MPI_STATS=$dir/stats
+f16= # MPIX_C_FLOAT16 sums (MPICH; only where an appliance takes them: MPICH aborts on them)
+[ "$mpi" = mpich ] && f16=--f16
 case "$case" in
 all)
 	start_udpd a
 	export TALLY_APPLIANCES=127.0.0.1:$port_a
-	LD_PRELOAD=$lib mpirun "$test" >"$dir/out" 2>&1
+	LD_PRELOAD=$lib mpirun "$test" $f16 >"$dir/out" 2>&1
 	rc=$?
 	cat "$dir/out"
 	[ $rc = 0 ] || fail "test_mpi exit $rc"
 	grep -q "test_mpi: ok" "$dir/out" || fail "no ok line"
+	if [ "$mpi" = mpich ]; then
+		grep -q "f16: MPIX_C_FLOAT16 sums checked at [1-9]" "$dir/out" || fail "no f16 sums"
+	fi
 	[ "$(wc -l <"$dir/stats")" = 4 ] || fail "counters from $(wc -l <"$dir/stats") ranks, not 4"
 	for f in allreduce iallreduce reduce_scatter_block reduce_scatter; do
 		n=$(stat $f taken_calls)
@@ -116,11 +123,14 @@ all)
 det)
 	start_udpd a
 	export TALLY_APPLIANCES=127.0.0.1:$port_a TALLY_DETERMINISTIC=1
-	LD_PRELOAD=$lib mpirun "$test" --det 4096 --max $((16 << 20)) >"$dir/out" 2>&1
+	LD_PRELOAD=$lib mpirun "$test" --det 4096 --max $((16 << 20)) $f16 >"$dir/out" 2>&1
 	rc=$?
 	cat "$dir/out"
 	[ $rc = 0 ] || fail "deterministic sums differ from the rank-ordered ones (exit $rc)"
 	[ "$(stat allreduce taken_calls)" -gt 0 ] || fail "nothing taken over"
+	if [ "$mpi" = mpich ]; then # MPIX_C_FLOAT16 through the appliance's f16
+		grep -q "f16: MPIX_C_FLOAT16 sums checked at [1-9]" "$dir/out" || fail "no f16 sums"
+	fi
 	;;
 plain)
 	start_udpd a
@@ -161,7 +171,7 @@ kill)
 		sleep 0.1
 	done
 	grep -q "loop: quarter" "$dir/out" || fail "the loop did not start: $(cat "$dir/out")"
-	kill -9 "$pid_b"
+	kill -9 "$pid_a" # the first: each size is one tensor (slot 0), placed there
 	wait "$mp"
 	rc=$?
 	cat "$dir/out"

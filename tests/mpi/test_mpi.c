@@ -5,12 +5,16 @@
  * place; sub-communicators (split, dup, create) in interleaved order; Iallreduce overlapped
  * with compute, completed by Test, Wait and Waitall (two of one size open at once);
  * Reduce_scatter_block and Reduce_scatter with uneven counts, in place and not;
- * unsupported types and ops (passed through); two threads on two communicators.
+ * unsupported types and ops (passed through); two threads on two communicators; every
+ * other completion call (Testall, Testany, Waitany, Testsome, Waitsome) on arrays mixing
+ * Iallreduces, plain requests and MPI_REQUEST_NULL, MPI_Cancel and MPI_Request_free of an
+ * Iallreduce; 16-bit float sums where the MPI has the type (MPICH's MPIX_C_FLOAT16).
  * Values are small integers, so any summation order gives the exact sum; with --det the
  * f32 values are fractions and the result must equal, bit for bit, the sum in rank order.
- * test_mpi [--loop N (only N 1 MiB Allreduces, 20 ms apart)] [--max BYTES] [--det THRESHOLD] [--no-threads] (--det: Allreduce sizes from the
+ * test_mpi [--loop N (only N 1 MiB Allreduces, 20 ms apart)] [--max BYTES] [--det THRESHOLD] [--no-threads] [--f16] (--det: Allreduce sizes from the
  * threshold on only); exit 0 all passed, 1 a failure (printed).
  */
+#include <dlfcn.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -19,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-static int rank, world, fails, det;
+static int rank, world, fails, det, f16;
 static size_t det_min; /* --det: sizes from here on are taken over (the threshold) */
 
 #define CHECK(cond, ...)                                                                   \
@@ -230,6 +234,208 @@ static void t_iallreduce(void)
 	CHECK(acc > 0, "compute");
 }
 
+/* Completion calls on mixed arrays: [Iallreduce, NULL, Irecv, Iallreduce, Isend]; each
+ * call is driven until every request is finished, each index reported once. */
+enum { CN = 60000, CK = 5 };
+struct cset {
+	float *b[2];
+	MPI_Request rq[CK];
+	int seen[CK], got, token, salt;
+};
+
+static void cset_start(struct cset *c, int salt)
+{
+	c->salt = salt;
+	c->token = rank + salt;
+	c->got = -1;
+	memset(c->seen, 0, sizeof(c->seen));
+	for (int k = 0; k < 2; k++) {
+		c->b[k] = malloc(CN * 4);
+		for (size_t i = 0; i < CN; i++)
+			c->b[k][i] = fval(rank, i, salt + k);
+	}
+	MPI_Iallreduce(MPI_IN_PLACE, c->b[0], CN, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &c->rq[0]);
+	c->rq[1] = MPI_REQUEST_NULL;
+	MPI_Irecv(&c->got, 1, MPI_INT, (rank + world - 1) % world, salt, MPI_COMM_WORLD,
+		  &c->rq[2]);
+	MPI_Iallreduce(MPI_IN_PLACE, c->b[1], CN, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &c->rq[3]);
+	MPI_Isend(&c->token, 1, MPI_INT, (rank + 1) % world, salt, MPI_COMM_WORLD, &c->rq[4]);
+}
+
+static void cset_check(struct cset *c, const char *what)
+{
+	for (int k = 0; k < CK; k++) {
+		CHECK(c->rq[k] == MPI_REQUEST_NULL, "%s: request %d left open", what, k);
+		CHECK(c->seen[k] == (k != 1), "%s: request %d reported %d times", what, k,
+		      c->seen[k]);
+	}
+	CHECK(c->got == (rank + world - 1) % world + c->salt, "%s: plain Irecv got %d", what,
+	      c->got);
+	for (int k = 0; k < 2; k++) {
+		fcheck(MPI_COMM_WORLD, c->b[k], CN, c->salt + k, what);
+		free(c->b[k]);
+	}
+}
+
+static void t_completion(void)
+{
+	/* through a volatile: MPICH's mpi.h attributes make GCC see a 0-byte array */
+	MPI_Status *volatile ignore = MPI_STATUSES_IGNORE;
+	struct cset c;
+	int idx[CK], n, flag;
+	double t0;
+
+	cset_start(&c, 3000); /* Waitany until MPI_UNDEFINED */
+	for (int i = 0; i < CK + 1; i++) {
+		MPI_Status st;
+		MPI_Waitany(CK, c.rq, &idx[0], &st);
+		if (idx[0] == MPI_UNDEFINED)
+			break;
+		c.seen[idx[0]]++;
+	}
+	cset_check(&c, "Waitany");
+
+	cset_start(&c, 3100); /* Waitsome, MPI_STATUSES_IGNORE */
+	for (int i = 0; i < CK + 1; i++) {
+		MPI_Waitsome(CK, c.rq, &n, idx, ignore);
+		if (n == MPI_UNDEFINED)
+			break;
+		for (int j = 0; j < n; j++)
+			c.seen[idx[j]]++;
+	}
+	cset_check(&c, "Waitsome");
+
+	cset_start(&c, 3200); /* Testany polled */
+	for (t0 = MPI_Wtime(); MPI_Wtime() - t0 < 120;) {
+		MPI_Testany(CK, c.rq, &idx[0], &flag, MPI_STATUS_IGNORE);
+		if (flag && idx[0] == MPI_UNDEFINED)
+			break;
+		if (flag)
+			c.seen[idx[0]]++;
+	}
+	cset_check(&c, "Testany");
+
+	cset_start(&c, 3300); /* Testsome polled, MPI_STATUSES_IGNORE */
+	for (t0 = MPI_Wtime(); MPI_Wtime() - t0 < 120;) {
+		MPI_Testsome(CK, c.rq, &n, idx, ignore);
+		if (n == MPI_UNDEFINED)
+			break;
+		for (int j = 0; j < n; j++)
+			c.seen[idx[j]]++;
+	}
+	cset_check(&c, "Testsome");
+
+	cset_start(&c, 3400); /* Testall polled: all at once or none */
+	MPI_Status sts[CK];
+	t0 = MPI_Wtime();
+	flag = 0;
+	for (int it = 0; !flag && MPI_Wtime() - t0 < 120; it++) {
+		MPI_Testall(CK, c.rq, &flag, (it & 1) ? ignore : sts);
+		int open = 0;
+		for (int k = 0; k < CK; k++)
+			open += c.rq[k] != MPI_REQUEST_NULL;
+		CHECK(flag ? open == 0 : open == 4, "Testall: flag %d with %d open", flag, open);
+	}
+	for (int k = 0; k < CK; k++)
+		c.seen[k] = k != 1;
+	cset_check(&c, "Testall");
+}
+
+/* MPI_Cancel of an Iallreduce: it completes anyway (a sum cannot be taken back) and
+ * MPI_Test_cancelled says so. MPI_Request_free of one is erroneous (MPI-3.1 5.12): an
+ * error, and the request still completes through MPI_Wait. */
+static void t_cancel_free(void)
+{
+	enum { N = 70000 };
+	float *b = malloc(N * 4), *f = malloc(N * 4);
+	MPI_Request rq;
+	MPI_Status st;
+	int cancelled = -1;
+
+	for (size_t i = 0; i < N; i++)
+		b[i] = fval(rank, i, 3500), f[i] = fval(rank, i, 3501);
+	MPI_Iallreduce(MPI_IN_PLACE, b, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &rq);
+	MPI_Cancel(&rq);
+	MPI_Wait(&rq, &st);
+	MPI_Test_cancelled(&st, &cancelled);
+	CHECK(cancelled == 0 && rq == MPI_REQUEST_NULL, "MPI_Cancel: cancelled=%d", cancelled);
+	fcheck(MPI_COMM_WORLD, b, N, 3500, "Iallreduce after MPI_Cancel");
+
+	MPI_Iallreduce(MPI_IN_PLACE, f, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &rq);
+	MPI_Request keep = rq;
+	int rc = MPI_Request_free(&rq);
+	CHECK(rc != MPI_SUCCESS && rq == keep, "MPI_Request_free of an Iallreduce: rc %d", rc);
+	MPI_Wait(&rq, MPI_STATUS_IGNORE);
+	CHECK(rq == MPI_REQUEST_NULL, "MPI_Wait after a refused MPI_Request_free");
+	fcheck(MPI_COMM_WORLD, f, N, 3501, "Iallreduce after a refused MPI_Request_free");
+	free(b);
+	free(f);
+}
+
+#ifdef MPIX_C_FLOAT16
+/* 16-bit floats (MPICH's MPIX_C_FLOAT16 = IEEE binary16): quarter integers (exact in any
+ * order), or with --det fractions whose sum must equal, bit for bit, the rank-ordered one
+ * the appliance computes (widened to f32, summed in rank order, rounded to nearest even).
+ * Debian's MPICH 4.0.2 cannot sum MPIX_C_FLOAT16 itself (its Allreduce aborts in yaksa's
+ * pack, "actual_pack_bytes == data_sz", any size): only with --f16 (an appliance there),
+ * only sizes libtally_mpi takes over (from TALLY_MPI_THRESHOLD), and none without it. */
+static _Float16 hval(int r, size_t i, int salt)
+{
+	float v = fval(r, i, salt);
+
+	return det ? (_Float16)(v / 4096.0f) : (_Float16)(v / 4.0f);
+}
+
+static void t_f16(size_t max)
+{
+	size_t sizes[] = {1000, 8192, 65538, 1 << 20, (3 << 20) + 2};
+	const char *th = getenv("TALLY_MPI_THRESHOLD");
+	size_t min = th ? strtoull(th, NULL, 0) : 65536;
+	int checked = 0;
+
+	if (!f16)
+		return;
+	if (!dlsym(RTLD_DEFAULT, "tally_mpi_cfg_from_env")) {
+		if (rank == 0)
+			printf("f16: not run without libtally_mpi (MPICH 4.0.2 aborts on it)\n");
+		return;
+	}
+	for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t n = sizes[k] / 2, bad = 0;
+		if (sizes[k] > max || sizes[k] < min)
+			continue;
+		_Float16 *in = malloc(n * 2), *out = malloc(n * 2);
+		for (size_t i = 0; i < n; i++)
+			in[i] = out[i] = hval(rank, i, 3600 + (int)k);
+		MPI_Allreduce((k & 1) ? MPI_IN_PLACE : in, out, (int)n, MPIX_C_FLOAT16, MPI_SUM,
+			      MPI_COMM_WORLD);
+		for (size_t i = 0; i < n && bad < 3; i++) {
+			float acc = (float)hval(0, i, 3600 + (int)k);
+			for (int p = 1; p < world; p++)
+				acc += (float)hval(p, i, 3600 + (int)k);
+			_Float16 w = (_Float16)acc;
+			if (memcmp(&w, &out[i], 2)) {
+				CHECK(0, "f16 %zu B: [%zu] = %.6g, want %.6g", sizes[k], i,
+				      (double)out[i], (double)w);
+				bad++;
+			}
+		}
+		checked++;
+		free(in);
+		free(out);
+	}
+	if (rank == 0)
+		printf("f16: MPIX_C_FLOAT16 sums checked at %d sizes\n", checked);
+}
+#else
+static void t_f16(size_t max)
+{
+	(void)max;
+	if (rank == 0)
+		printf("f16: this MPI has no 16-bit float type\n");
+}
+#endif
+
 /* Reduce_scatter_block and Reduce_scatter with uneven counts (rank r gets (world-r)*B+r),
  * in place and out of place. Counts fall with the rank: MPICH 4.0.2's own in-place
  * Reduce_scatter aborts (memcpy overlap in yaksa) when a rank's block is longer than its
@@ -371,6 +577,8 @@ int main(int argc, char **argv)
 			loop = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--no-threads"))
 			threads = 0;
+		else if (!strcmp(argv[i], "--f16"))
+			f16 = 1;
 	}
 	MPI_Init_thread(&argc, &argv, threads ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE,
 			&provided);
@@ -388,11 +596,15 @@ int main(int argc, char **argv)
 		struct timespec ts = {0, 20000000};
 		nanosleep(&ts, NULL);
 	}
-	if (!loop)
+	if (!loop) {
 		t_sizes(max);
+		t_f16(max);
+	}
 	if (!det && !loop) {
 		t_comms();
 		t_iallreduce();
+		t_completion();
+		t_cancel_free();
 		t_reduce_scatter();
 		t_passthrough();
 		if (threads && provided == MPI_THREAD_MULTIPLE)
