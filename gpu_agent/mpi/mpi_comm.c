@@ -87,7 +87,9 @@ void tally_mpi_comm_release_all(void)
 
 int tally_mpi_fail(MPI_Comm comm, const char *fmt, ...)
 {
-	char msg[MPI_MAX_ERROR_STRING];
+	/* stderr gets the whole text (an agent's error with its drop summary runs past
+	 * Open MPI's 256-byte MPI_MAX_ERROR_STRING); the MPI error string its start */
+	char msg[1024], mpimsg[MPI_MAX_ERROR_STRING];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -96,8 +98,12 @@ int tally_mpi_fail(MPI_Comm comm, const char *fmt, ...)
 	atomic_fetch_add(&tally_mpi_errors, 1);
 	fprintf(stderr, "%s\n", msg);
 	int code = tally_mpi_errclass != MPI_ERR_OTHER ? tally_mpi_errclass : MPI_ERR_OTHER;
+	size_t n = strnlen(msg, sizeof(mpimsg) - 1);
+
+	memcpy(mpimsg, msg, n);
+	mpimsg[n] = '\0';
 	if (code != MPI_ERR_OTHER)
-		PMPI_Add_error_string(code, msg);
+		PMPI_Add_error_string(code, mpimsg);
 	PMPI_Comm_call_errhandler(comm, code);
 	return code;
 }
@@ -182,8 +188,9 @@ struct tally_mpi_comm *tally_mpi_comm_get(MPI_Comm comm, int *rc)
 		atomic_fetch_add(&tally_mpi_fallbacks, 1);
 		return NULL;
 	}
-	*rc = tally_mpi_fail(comm, "tally_mpi: %s (TALLY_APPLIANCES; set TALLY_MPI_FALLBACK=fallback "
-			     "to use plain MPI instead)", c->err);
+	/* the settings first: MPI's error string keeps only the start of the text */
+	*rc = tally_mpi_fail(comm, "tally_mpi: no appliance for this communicator (TALLY_APPLIANCES; "
+			     "set TALLY_MPI_FALLBACK=fallback to use plain MPI instead): %s", c->err);
 	return NULL;
 }
 
