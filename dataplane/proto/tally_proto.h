@@ -163,7 +163,9 @@ struct tally_hdr {
 	uint32_t payload_len; /* bytes after the header */
 	uint32_t crc;         /* CRC32C of the payload (0 for an empty payload) */
 	uint32_t aux;         /* op-specific: ERROR: the rejected op; RESULT: TALLY_AUX_LAST;
-			       * PULL: the sender's round-trip estimate in us (TALLY_F_DONE) */
+			       * PULL: the sender's round-trip estimate in us (TALLY_F_DONE);
+			       * JOIN_OK: the answering core (a worker takes it only from the
+			       * core whose JOIN is out) */
 	uint64_t reserved;    /* PING+ACK, ERROR from the appliance: its boot id (see PING;
 			       * JOIN_OK carries it in key (low) and round (high)); JOIN,
 			       * JOIN_OK, BYE with TALLY_F_AUTH: the JOIN nonce; PING: the
