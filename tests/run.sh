@@ -135,7 +135,7 @@ fi
 
 # Count from meson's own log: every test program is one result.
 python3 - "$build/meson-logs/testlog.json" $san_log <<'PY'
-import json, sys
+import json, re, sys
 counts = {"OK": 0, "FAIL": 0, "SKIP": 0}
 failed = []  # named again just above the last line, where a CI log's tail shows them
 suites = {}  # suite: [tests, seconds (the tests' durations summed), longest (s, name)]
@@ -163,13 +163,19 @@ for san, line in lines:
             counts["SKIP"] += 1
         else:
             counts["FAIL"] += 1
-            failed.append(f"{head} / {name}: {res}")
+            # the test's own failure lines (at most 6), so a CI tail says why, not just which
+            out = (r.get("stdout") or "") + (r.get("stderr") or "")
+            why = [l.strip()[:300] for l in out.splitlines()
+                   if re.search(r"^(FAIL|not ok|\[  FAILED|ERROR)|error:|Assertion", l.strip())]
+            failed.append((f"{head} / {name}: {res}", why[:6] or [l.strip()[:300] for l in out.splitlines()[-3:]]))
 # Per suite: its tests' durations summed (a test in two suites counts in both; tests of a
 # suite may have run in parallel), the longest one, so CI logs show where the time went.
 for su, (n, sec, (ld, ln)) in sorted(suites.items(), key=lambda kv: -kv[1][1]):
     print(f"suite {su:<12} {n:3d} tests {sec:8.1f} s  (longest: {ln} {ld:.1f} s)")
-for f in failed:
+for f, why in failed:
     print(f"FAILED {f}")
+    for w in why:
+        print(f"    {w}")
 print(f"{counts['OK']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
 sys.exit(1 if counts["FAIL"] else 0)
 PY
