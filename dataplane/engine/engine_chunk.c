@@ -90,9 +90,22 @@ static void result_hdr(const struct engine_key *k, uint32_t idx, struct tally_hd
 	h->crc = ch->crc;
 }
 
-/* A RESULT copy to one rank (duplicate push, late push, PULL). */
+/* The header-only RESULT of a rank that asked TALLY_F_NORESULT (tally_proto.h): h is the
+ * RESULT's header as it would go with the payload. Its own send (no transport buffer: there
+ * is no payload to reference). */
+static void result_noresult(struct tally_engine *e, const struct tally_addr *to,
+			    struct tally_hdr *h)
+{
+	h->flags |= TALLY_F_NORESULT;
+	h->payload_len = 0;
+	h->crc = 0;
+	e->st.noresult_acks++;
+	engine_send(e, to, h, NULL, 0);
+}
+
+/* A RESULT copy to one rank (duplicate push, late push, PULL); header-only when `nores`. */
 static void result_unicast(struct tally_engine *e, struct engine_key *k, uint32_t idx,
-			   uint32_t rank, int resend)
+			   uint32_t rank, int resend, int nores)
 {
 	uint32_t bytes;
 	const void *pl = engine_result_payload(k, idx, &bytes);
@@ -106,8 +119,13 @@ static void result_unicast(struct tally_engine *e, struct engine_key *k, uint32_
 	engine_held_flush_any(e);
 	e->st.results++;
 	e->st.resends++;
-	engine_send_result(e, &k->job->ranks[rank].addr, &h, pl, bytes, engine_xbuf(e, k, idx),
-			   NULL);
+	if (nores) {
+		result_noresult(e, &k->job->ranks[rank].addr, &h);
+	} else {
+		e->st.result_bytes += bytes;
+		engine_send_result(e, &k->job->ranks[rank].addr, &h, pl, bytes,
+				   engine_xbuf(e, k, idx), NULL);
+	}
 	k->chunks[idx].stamp = e->tx_stamp;
 }
 
@@ -185,6 +203,7 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 	struct tally_hdr h;
 	result_hdr(k, idx, &h, bytes);
 	const uint64_t *cb = engine_contrib_bm(k, idx);
+	const uint64_t *nb = engine_nores_bm(k, idx);
 	struct engine_rank *ranks = k->job->ranks;
 	void *xbuf = engine_xbuf(e, k, idx);
 	/* a keyed job's payload is MACed once, not once per rank (tally_auth.h), and only
@@ -195,7 +214,8 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 	for (uint32_t r = 0; r < k->reg.participants; r++) {
 		if (!ranks[r].bound)
 			continue;
-		if (!inner_done && !ranks[r].addr.conn_authed) {
+		int nores = engine_bit(nb, r);
+		if (!nores && !inner_done && !ranks[r].addr.conn_authed) {
 			inner_done = 1;
 			in = engine_result_inner(e, k->job, pl, bytes, inner) ? inner : NULL;
 		}
@@ -204,6 +224,13 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 				     (engine_bit(cb, r) ? TALLY_F_INCLUDED : 0));
 		h.aux = r == last && how == ENGINE_HOW_QUORUM && ranks[r].held ? TALLY_AUX_LAST : 0;
 		e->st.results++;
+		if (nores) { /* owner mode: the sum is another rank's; the header answers */
+			result_noresult(e, &ranks[r].addr, &h);
+			h.payload_len = bytes;
+			h.crc = ch->crc;
+			continue;
+		}
+		e->st.result_bytes += bytes;
 		engine_send_result(e, &ranks[r].addr, &h, pl, bytes, xbuf, in);
 	}
 	ch->stamp = e->tx_stamp;
@@ -317,7 +344,7 @@ static void chunk_start(struct tally_engine *e, struct engine_key *k, uint32_t i
 		par->open = 1;
 		e->open_rounds++;
 	}
-	memset(engine_contrib_bm(k, idx), 0, 2 * k->bm_words * sizeof(uint64_t));
+	memset(engine_contrib_bm(k, idx), 0, ENGINE_BM_PER_CHUNK * k->bm_words * sizeof(uint64_t));
 	ch->folded = 0;
 	ch->round = r;
 	ch->state = ENGINE_CH_OPEN;
@@ -404,13 +431,16 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 
 	uint64_t *contrib = engine_contrib_bm(k, idx);
 	uint64_t *seen = contrib + k->bm_words;
+	int nores = (h->flags & TALLY_F_NORESULT) != 0;
 	if (ch->state == ENGINE_CH_DONE) {
 		engine_heard(job, w, now, len);
 		/* Complete: a duplicate or a late push (not added; the worker folds it into
 		 * its next push). Either way it gets the RESULT. */
+		/* the push's own wish decides its answer (and the next probe's) */
+		engine_putbit(engine_nores_bm(k, idx), w, nores);
 		if (engine_bit(contrib, w)) {
 			e->st.duplicates++;
-			result_unicast(e, k, idx, w, 1);
+			result_unicast(e, k, idx, w, 1, nores);
 		} else {
 			e->st.late_pushes++;
 			if (!engine_bit(seen, w)) {
@@ -418,12 +448,13 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 				ch->nseen++;
 			}
 			/* RESEND: this push was seen, so the worker need not make sure of it */
-			result_unicast(e, k, idx, w, 1);
+			result_unicast(e, k, idx, w, 1, nores);
 		}
 		return TALLY_OK;
 	}
 	if (engine_bit(contrib, w)) {
 		engine_heard(job, w, now, len);
+		engine_putbit(engine_nores_bm(k, idx), w, nores);
 		e->st.duplicates++;
 		/* its HELD was lost or is late: say it again, the payload need not come back;
 		 * RESEND: this copy was not needed (a worker's reordering estimate learns) */
@@ -448,6 +479,7 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 	}
 	engine_setbit(contrib, w);
 	engine_setbit(seen, w);
+	engine_putbit(engine_nores_bm(k, idx), w, nores);
 	ch->count++;
 	ch->nseen++;
 	e->st.pushes++;
@@ -510,8 +542,12 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 		/* Its RESULT went out. A probe that arrives within the sender's round trip
 		 * (hdr.aux) of the completion most likely crossed it on its way: say so in a
 		 * header (tally_proto.h, TALLY_F_DONE); later, the RESULT was lost: send it.
-		 * A rank whose push the chunk has not seen (quorum) gets the RESULT as before. */
-		if (k->job->ranks[h->rank].held && !(h->flags & TALLY_F_DONE) &&
+		 * A rank whose push the chunk has not seen (quorum) gets the RESULT as before.
+		 * A rank that asked NORESULT gets its header-only RESULT at once: it costs no
+		 * more than the HELD+DONE would. */
+		int nores = (h->flags & TALLY_F_NORESULT) ||
+			    engine_bit(engine_nores_bm(k, idx), h->rank);
+		if (!nores && k->job->ranks[h->rank].held && !(h->flags & TALLY_F_DONE) &&
 		    pull_crossed(e, h, ch) && engine_bit(engine_seen_bm(k, idx), h->rank)) {
 			e->st.done_answers++;
 			engine_held_now(e, k, h->rank, h->round, off, n, TALLY_F_DONE, TALLY_OK);
@@ -519,7 +555,8 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 		}
 		/* RESEND tells the worker its push was seen (it acknowledges the round, see
 		 * tally_client.h): a PULL is no push, so only if one was */
-		result_unicast(e, k, idx, h->rank, engine_bit(engine_seen_bm(k, idx), h->rank));
+		result_unicast(e, k, idx, h->rank, engine_bit(engine_seen_bm(k, idx), h->rank),
+			       nores);
 	} else if (engine_bit(engine_contrib_bm(k, idx), h->rank)) {
 		/* a probe: the push is held, the chunk waits for others */
 		if (k->job->ranks[h->rank].held)

@@ -112,7 +112,8 @@ struct engine_key {
 	void *acc[2];              /* f32 (or i32) accumulators, one per parity */
 	void *res[2];              /* wire-dtype result buffers (f16/bf16 keys), else NULL */
 	struct engine_chunk *chunks;   /* [2 * nchunks], parity-major */
-	uint64_t *bits;            /* per chunk: contributors then seen, bm_words each */
+	uint64_t *bits;            /* per chunk: contributors, seen, and noresult (its push
+				    * asked TALLY_F_NORESULT), bm_words each */
 	uint32_t open_head, open_tail;
 	struct engine_key *dl_prev, *dl_next; /* engine list of deadline keys with open chunks */
 	uint8_t on_dl;
@@ -413,13 +414,20 @@ static inline uint32_t engine_chunk_len(const struct engine_key *k, uint32_t c)
 	uint32_t left = k->reg.nelems - off;
 	return left < k->reg.chunk_elems ? left : k->reg.chunk_elems;
 }
+#define ENGINE_BM_PER_CHUNK 3 /* contributors, seen, noresult */
 static inline uint64_t *engine_contrib_bm(const struct engine_key *k, uint32_t idx)
 {
-	return k->bits + (size_t)idx * 2 * k->bm_words;
+	return k->bits + (size_t)idx * ENGINE_BM_PER_CHUNK * k->bm_words;
 }
 static inline uint64_t *engine_seen_bm(const struct engine_key *k, uint32_t idx)
 {
-	return k->bits + (size_t)idx * 2 * k->bm_words + k->bm_words;
+	return engine_contrib_bm(k, idx) + k->bm_words;
+}
+/* Ranks whose last push (or PULL) of this chunk's round asked TALLY_F_NORESULT: they get
+ * the header-only RESULT (tally_proto.h). */
+static inline uint64_t *engine_nores_bm(const struct engine_key *k, uint32_t idx)
+{
+	return engine_contrib_bm(k, idx) + 2 * k->bm_words;
 }
 static inline int engine_bit(const uint64_t *bm, uint32_t r)
 {
@@ -428,6 +436,13 @@ static inline int engine_bit(const uint64_t *bm, uint32_t r)
 static inline void engine_setbit(uint64_t *bm, uint32_t r)
 {
 	bm[r >> 6] |= 1ull << (r & 63);
+}
+static inline void engine_putbit(uint64_t *bm, uint32_t r, int on)
+{
+	if (on)
+		engine_setbit(bm, r);
+	else
+		bm[r >> 6] &= ~(1ull << (r & 63));
 }
 /* The RESULT payload of chunk slot idx: the wire-dtype buffer, or the accumulator. */
 static inline const void *engine_result_payload(const struct engine_key *k, uint32_t idx,

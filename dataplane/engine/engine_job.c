@@ -165,7 +165,7 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 	ok.max_chunk_bytes = e->cfg.max_chunk_bytes;
 	if (jn.max_chunk_bytes && jn.max_chunk_bytes < ok.max_chunk_bytes)
 		ok.max_chunk_bytes = jn.max_chunk_bytes;
-	ok.caps = TALLY_CAP_QUORUM | TALLY_CAP_HELD | TALLY_CAP_AVERAGE |
+	ok.caps = TALLY_CAP_QUORUM | TALLY_CAP_HELD | TALLY_CAP_AVERAGE | TALLY_CAP_NORESULT |
 		  (e->det_nslots ? TALLY_CAP_DETERMINISTIC : 0);
 	ok.world_size = job->world;
 	uint8_t pl[TALLY_JOIN_OK_LEN];

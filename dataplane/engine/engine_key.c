@@ -54,7 +54,7 @@ static void key_layout(const struct tally_engine *e, const struct tally_register
 	l->chunks = off;
 	off += align64(2 * (size_t)nchunks * sizeof(struct engine_chunk));
 	l->bits = off;
-	off += align64(2 * (size_t)nchunks * 2 * bm_words * sizeof(uint64_t));
+	off += align64(2 * (size_t)nchunks * ENGINE_BM_PER_CHUNK * bm_words * sizeof(uint64_t));
 	l->xbufs = off;
 	off += align64(2 * (size_t)nchunks * e->xbuf_size);
 	for (int p = 0; p < 2; p++) {

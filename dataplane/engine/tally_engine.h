@@ -266,7 +266,10 @@ void tally_engine_live_destroy(struct tally_engine_live *l);
 	X(done_answers, done_answers, "PULLs for a completed chunk answered HELD+DONE (header " \
 	  "only: its RESULT had gone out; a PULL+DONE gets the payload)") \
 	X(held_trimmed, held_trimmed, "pending HELDs not sent: the RESULT of their chunk " \
-	  "followed at once and answers the push")
+	  "followed at once and answers the push") \
+	X(result_bytes, result_bytes, "payload bytes of the RESULTs sent (the downlink's sums)") \
+	X(noresult_acks, noresult_acks, "RESULTs sent header-only (also in results): the " \
+	  "rank's push asked TALLY_F_NORESULT, e.g. a reduce-scatter shard it does not own")
 
 struct tally_engine_stats {
 #define TALLY_ENGINE_STAT_FIELD(f, name, help) uint64_t f;

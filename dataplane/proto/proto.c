@@ -244,6 +244,9 @@ static enum tally_reason data_len_check(const struct tally_hdr *h)
 {
 	if (h->dtype >= TALLY_DT_COUNT)
 		return TALLY_R_BAD_DTYPE;
+	/* the acknowledgement a NORESULT push gets: a RESULT's header, no payload */
+	if (h->op == TALLY_OP_RESULT && (h->flags & TALLY_F_NORESULT))
+		return h->count == 0 || h->payload_len ? TALLY_R_BAD_COUNT : TALLY_OK;
 	if (h->flags & TALLY_F_ONEBIT) {
 		if (h->dtype != TALLY_DT_F32)
 			return TALLY_R_BAD_DTYPE;

@@ -121,6 +121,21 @@ enum tally_op {
  * echo left before a packet that arrived: lost, unless the path reordered it, so the plain
  * aux window applies. */
 #define TALLY_F_DONE 0x0200u
+/* NORESULT (owner mode: reduce-scatter, where each chunk's sum is wanted by one rank, its
+ * shard's owner). On a PUSH (or a PULL probing one): "count my push, do not send me the
+ * sum". A worker sets it only with an appliance whose JOIN_OK offers TALLY_CAP_NORESULT, so
+ * an appliance that does not know it never sees it, and a worker that never sets it never
+ * receives it. When the chunk completes, a rank whose push had it gets a header-only RESULT
+ * with TALLY_F_NORESULT instead of the sum: payload_len 0, crc 0, every other field as the
+ * RESULT's (round, offset, count, dtype, contrib, INCLUDED, RESEND, AUX_LAST, the codec's
+ * flag), so the worker's RESULT rules (completion, RTT sample, quorum fold, probes,
+ * HELD+DONE) hold unchanged; only the payload is not there. The appliance remembers the
+ * wish per (chunk, rank) for the round: a duplicate or late push, or a PULL, of that rank
+ * is answered the same way (a lost acknowledgement is recovered by the usual probe; a
+ * PULL that carries the flag is answered so even when no push of it was seen). The sum
+ * itself, its exactly-once, quorum, deadline and deterministic rules do not change: the flag
+ * only chooses what goes back. The ranks without it get the RESULT as before. */
+#define TALLY_F_NORESULT 0x0010u
 #define TALLY_STAMP_VALID (1ull << 32)
 /* Authenticated packet (a job admitted with a key, tally_auth.h): the 64-byte header is
  * followed by a TALLY_AUTH_LEN-byte auth block, [12-byte GMAC IV][16-byte GMAC tag], then
@@ -186,6 +201,7 @@ struct tally_hdr {
 #define TALLY_CAP_HELD 0x4u  /* JOIN: send me HELD (MISSING, AUX_LAST); JOIN_OK: this
 			      * appliance does (to the workers that asked) */
 #define TALLY_CAP_AVERAGE 0x8u /* JOIN_OK: REGISTER may ask TALLY_KEY_AVERAGE */
+#define TALLY_CAP_NORESULT 0x10u /* JOIN_OK: PUSH may carry TALLY_F_NORESULT */
 
 struct tally_join {          /* JOIN payload, 24 bytes */
 	uint32_t world_size;
@@ -373,7 +389,8 @@ static inline int tally_proto_join_ping_error(const struct tally_hdr *h)
 
 /* Decode and validate everything that needs no state: length, magic, version, op, payload
  * length (exact for control ops: JOIN 24, JOIN_OK 16; REGISTER 32; PULL, ERROR, BYE 0), dtype
- * (PUSH, RESULT, PULL, HELD), count >= 1 and count * dtype size == payload (PUSH/RESULT; with
+ * (PUSH, RESULT, PULL, HELD), count >= 1 and count * dtype size == payload (PUSH/RESULT; a
+ * RESULT with TALLY_F_NORESULT: no payload, else BAD_COUNT; with
  * TALLY_F_ONEBIT: dtype f32 else BAD_DTYPE, payload == TALLY_ONEBIT_BYTES(count) else
  * BAD_COUNT), HELD: no payload, count >= 1 and offset + count within 32 bits
  * (TALLY_R_BAD_COUNT), no flags but one of TALLY_F_MISSING, TALLY_F_RESEND, TALLY_F_DONE
