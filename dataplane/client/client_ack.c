@@ -78,6 +78,9 @@ static void client_pull(struct tally_client *c, uint32_t core, struct client_slo
 	 * it: HELD+DONE); an older one was lost (the RESULT at once). */
 	uint64_t rtt_us = (now - (cc->last_rx_ns < now ? cc->last_rx_ns : now) + cc->est) / 1000;
 
+	/* owner mode: a lost header-only RESULT is answered header-only again */
+	if (op->nores)
+		h.flags |= TALLY_F_NORESULT;
 	if (sl->done)
 		h.flags |= TALLY_F_DONE;
 	else

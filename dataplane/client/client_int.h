@@ -175,6 +175,8 @@ struct client_op {
 	uint32_t pend_prev, pend_next;
 	int err;
 	uint64_t stale_ns;        /* first ERROR STALE_ROUND for this round, 0: none */
+	bool nores;               /* TALLY_CLIENT_NORESULT, honoured: pushes and probes carry
+				   * TALLY_F_NORESULT, header-only RESULTs complete chunks */
 };
 
 enum client_wait { CLIENT_W_NONE = 0, CLIENT_W_JOIN, CLIENT_W_REGISTER };
@@ -359,8 +361,9 @@ void client_pump(struct tally_client *c, uint32_t core);
 void client_slot_release(struct tally_client *c, uint32_t core, uint32_t slot);
 void client_op_finish(struct tally_client *c, uint32_t opi);
 void client_op_fail(struct tally_client *c, uint32_t opi, int err);
+/* nores: the push that was left out asked TALLY_F_NORESULT; so do its re-sends. */
 void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t ch, uint32_t round,
-		      const void *payload);
+		      const void *payload, bool nores);
 
 /* client_err.c: the appliance's reports that end an operation early */
 /* ERROR RANK_SILENT: fail the operation waiting on that chunk (-EPIPE), naming the rank. */

@@ -195,6 +195,8 @@ static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch,
 	h.dtype = k->reg.dtype;
 	if (k->codec)
 		h.flags |= k->codec->flag;
+	if (op->nores)
+		h.flags |= TALLY_F_NORESULT;
 	tally_proto_finish(sl->hdr, &h, sl->payload, sl->len);
 	/* Our push of the previous round was answered by a RESULT that left us out: the
 	 * appliance may never have seen it, and cannot start this round until it has. So a
@@ -225,7 +227,7 @@ static void client_send_chunk(struct tally_client *c, uint32_t opi, uint32_t ch,
  * participant was seen in this one. Best effort: no free slot, no re-send (the next
  * round's push carries a copy anyway). */
 void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t ch, uint32_t round,
-		      const void *payload)
+		      const void *payload, bool nores)
 {
 	struct client_core *cc = &c->cores[k->core];
 	uint32_t s, n = client_chunk_count(k, ch);
@@ -260,6 +262,8 @@ void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t
 	h.dtype = k->reg.dtype;
 	if (k->codec)
 		h.flags |= k->codec->flag;
+	if (nores)
+		h.flags |= TALLY_F_NORESULT;
 	tally_proto_finish(sl->hdr, &h, sl->payload, sl->len);
 	now = client_now(c);
 	sl->first_ns = sl->sent_ns = now;
@@ -312,6 +316,12 @@ void client_pump(struct tally_client *c, uint32_t core)
 int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, const void *in,
 		       void *out)
 {
+	return tally_client_start_flags(c, key, round, in, out, 0);
+}
+
+int tally_client_start_flags(struct tally_client *c, uint32_t key, uint32_t round,
+			     const void *in, void *out, unsigned flags)
+{
 	struct client_key *k;
 	struct client_core *cc;
 	struct client_op *op;
@@ -326,7 +336,7 @@ int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, con
 		client_seterr(c, "start key %u round %u: key not registered", key, round);
 		return -ENOENT;
 	}
-	if (!in || !out)
+	if (!in || !out || (flags & ~TALLY_CLIENT_NORESULT))
 		return -EINVAL;
 	if (k->started && round != k->next_round) {
 		client_seterr(c, "start key %u round %u: rounds must be used in order (next is %u)",
@@ -357,6 +367,12 @@ int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, con
 	op->remaining = k->nchunks;
 	op->err = 0;
 	op->stale_ns = 0;
+	/* never set against an appliance that does not know the flag (tally_proto.h) */
+	op->nores = (flags & TALLY_CLIENT_NORESULT) && (c->caps & TALLY_CAP_NORESULT);
+	if (op->nores)
+		c->st.noresult_ops++;
+	else if (flags & TALLY_CLIENT_NORESULT)
+		c->st.noresult_fallbacks++;
 	memset(k->cst[p], 0, k->nchunks * sizeof(uint32_t));
 	k->par_op[p] = opi;
 	k->started = true;

@@ -3,7 +3,8 @@
  * transport (verbs: RDMA WRITE into registered memory, tally_xport_ops.advertise): the
  * advertisement when a round starts, forgotten when it ends (a reconnect must not
  * advertise a buffer the caller has back). The receipt of such a RESULT is client_rx.c's
- * (tally_client_rx_placed: checked like any packet, the copy skipped).
+ * (tally_client_rx_placed: checked like any packet, the copy skipped). An operation that
+ * wants no sums (TALLY_CLIENT_NORESULT) advertises nothing.
  */
 #include <string.h>
 
@@ -19,7 +20,7 @@ void client_advertise(struct tally_client *c, const struct client_key *k,
 	/* A codec key's RESULTs are opaque wire chunks the caller decodes, never placed; an
 	 * output that overlaps the input would be written while a re-send or a fold may still
 	 * read the pushed bytes. */
-	if (k->codec || !len || (op->out < op->in + len && op->in < op->out + len))
+	if (k->codec || !len || op->nores || (op->out < op->in + len && op->in < op->out + len))
 		return;
 	memset(&to, 0, sizeof(to));
 	to.core = k->core;

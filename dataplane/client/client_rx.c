@@ -91,6 +91,12 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		return;
 	}
 	op = &c->ops_tab[opi];
+	/* a header-only RESULT answers only what asked for one (tally_proto.h) */
+	bool bare = (h->flags & TALLY_F_NORESULT) != 0;
+	if (bare && !op->nores) {
+		c->st.drops[TALLY_R_UNEXPECTED_OP]++;
+		return;
+	}
 	cst = k->cst[par];
 	w = cst[ch];
 	len = client_chunk_bytes(k, ch);
@@ -112,7 +118,7 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 			return;
 		}
 		if (!(h->flags & TALLY_F_RESEND))
-			client_ackwait_start(c, k, ch, h->round, mine);
+			client_ackwait_start(c, k, ch, h->round, mine, op->nores);
 		break;
 	default: {
 		struct client_core *cc = &c->cores[k->core];
@@ -133,19 +139,24 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 			if (h->flags & TALLY_F_RESEND)
 				k->unacked[ch] = CLIENT_NONE;
 			else
-				client_ackwait_start(c, k, ch, h->round, sl->payload);
+				client_ackwait_start(c, k, ch, h->round, sl->payload, op->nores);
 		} else {
 			client_slot_release(c, k->core, s);
 		}
 		break;
 	}
 	}
-	/* verbs may have written the payload in place already (tally_client_rx_placed) */
-	if (p->payload == op->out + client_chunk_boff(k, ch))
+	if (bare) { /* owner mode: the chunk is complete, its sum is another rank's */
+		c->st.noresult_acks++;
+		c->st.noresult_skipped_bytes += len;
+	} else if (p->payload == op->out + client_chunk_boff(k, ch)) {
+		/* verbs wrote the payload in place already (tally_client_rx_placed) */
 		c->st.results_placed++;
-	else
+	} else {
 		memmove(op->out + client_chunk_boff(k, ch), p->payload, len);
-	client_live_keep(k, ch, h, p->payload, client_chunk_boff(k, ch), len);
+	}
+	if (!bare)
+		client_live_keep(k, ch, h, p->payload, client_chunk_boff(k, ch), len);
 	cst[ch] = CLIENT_CH_MAKE(CLIENT_CH_DONE, 0);
 	c->st.results++;
 	if (--op->remaining == 0)

@@ -171,6 +171,13 @@ struct tally_client_stats {
 	uint64_t results_placed;  /* RESULTs whose payload the transport wrote in place (no
 				   * copy; verbs, tally_xport_ops.advertise) */
 	uint64_t adverts;         /* result buffers advertised to the transport */
+	/* owner mode (TALLY_CLIENT_NORESULT) */
+	uint64_t noresult_ops;    /* operations started with it and honoured */
+	uint64_t noresult_fallbacks; /* started with it against an appliance that does not
+				   * offer TALLY_CAP_NORESULT: run as plain operations */
+	uint64_t noresult_acks;   /* header-only RESULTs taken: chunks completed without their
+				   * sum crossing the downlink */
+	uint64_t noresult_skipped_bytes; /* the payload bytes those would have carried */
 };
 
 /* A keyed session that gets an unsigned ERROR to its JOIN (bad_mac, auth_required, no_key,
@@ -213,6 +220,19 @@ uint32_t tally_client_caps(const struct tally_client *c);
  * handle >= 0 or a negative errno. */
 int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, const void *in,
 		       void *out);
+/* tally_client_start with flags (0: the same call):
+ * TALLY_CLIENT_NORESULT: the caller does not want this operation's sums (a reduce-scatter
+ *   shard another rank owns): its pushes carry TALLY_F_NORESULT (tally_proto.h) and each
+ *   chunk completes on the appliance's header-only RESULT, so the sums never cross the
+ *   downlink (stats.noresult_acks); `out` is left as it was. Everything else is as for any
+ *   operation: quorum folds, retransmission and probes (a lost answer is probed for and
+ *   answered header-only again), give-up. Honoured only with an appliance whose JOIN_OK
+ *   offers TALLY_CAP_NORESULT; with another one the operation runs as a plain one and
+ *   writes the sums into `out` (stats.noresult_fallbacks), so `out` must still be valid.
+ * Other bits: -EINVAL. */
+#define TALLY_CLIENT_NORESULT 1u
+int tally_client_start_flags(struct tally_client *c, uint32_t key, uint32_t round,
+			     const void *in, void *out, unsigned flags);
 /* 1 done, 0 pending, negative errno failed (the handle is released when done or failed). */
 int tally_client_test(struct tally_client *c, int handle);
 /* Block until done: 0 or negative errno. */
