@@ -127,6 +127,7 @@ static void fake_rx(void *arg, const void *buf, size_t len, const struct tally_a
 		l->offset = p.hdr.offset;
 		l->count = p.hdr.count;
 		l->dtype = p.hdr.dtype;
+		l->flags = p.hdr.flags;
 		l->first_i = 0;
 		memcpy(&l->first_i, p.payload, p.hdr.dtype == TALLY_DT_F32 || p.hdr.dtype == TALLY_DT_I32 ? 4 : 2);
 		if (p.hdr.dtype == TALLY_DT_F32)

@@ -25,6 +25,7 @@ struct fake_push {
 	uint64_t t;
 	uint32_t key, round, offset, count;
 	uint8_t dtype;
+	uint16_t flags;
 	float first;   /* first element as f32 (all dtypes) */
 	int32_t first_i;
 };

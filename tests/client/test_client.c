@@ -704,6 +704,37 @@ static void test_two_rounds_in_flight(void **state)
 	fx_free(x);
 }
 
+/* Owner mode against an appliance that does not offer TALLY_CAP_NORESULT (this scripted one
+ * offers nothing): the flag never goes on the wire, the operation runs as a plain one and
+ * writes the sums into out; counted as a fallback. Unknown start flags: -EINVAL. */
+static void test_noresult_fallback(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(1, NULL, 0);
+	float in[600], out[600];
+
+	assert_int_equal(tally_client_join(x->c, 100), 0);
+	assert_false(tally_client_caps(x->c) & TALLY_CAP_NORESULT);
+	reg_key(x, 3, 600, 256, TALLY_DT_F32, 1, 1);
+	for (int i = 0; i < 600; i++)
+		in[i] = (float)i;
+	memset(out, 0, sizeof(out));
+	assert_int_equal(tally_client_start_flags(x->c, 3, 0, in, out, 2u), -EINVAL);
+	int hd = tally_client_start_flags(x->c, 3, 0, in, out, TALLY_CLIENT_NORESULT);
+	assert_true(hd >= 0);
+	assert_int_equal(tally_client_wait(x->c, hd), 0);
+	assert_memory_equal(in, out, sizeof(in));
+	assert_int_equal(x->fake[0]->npush, 3);
+	for (unsigned i = 0; i < x->fake[0]->npush; i++)
+		assert_false(x->fake[0]->log[i].flags & TALLY_F_NORESULT);
+	const struct tally_client_stats *st = tally_client_stats(x->c);
+	assert_int_equal(st->noresult_fallbacks, 1);
+	assert_int_equal(st->noresult_ops, 0);
+	assert_int_equal(st->noresult_acks, 0);
+	assert_int_equal(st->results, 3);
+	fx_free(x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -722,6 +753,7 @@ int main(void)
 		cmocka_unit_test(test_result_before_push_folds),
 		cmocka_unit_test(test_push_error),
 		cmocka_unit_test(test_two_rounds_in_flight),
+		cmocka_unit_test(test_noresult_fallback),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
