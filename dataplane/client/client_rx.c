@@ -146,6 +146,8 @@ static void client_rx_result(struct tally_client *c, const struct tally_pkt *p)
 		break;
 	}
 	}
+	if (!bare && op->nores)
+		c->st.noresult_payloads++;
 	if (bare) { /* owner mode: the chunk is complete, its sum is another rank's */
 		c->st.noresult_acks++;
 		c->st.noresult_skipped_bytes += len;

@@ -178,6 +178,9 @@ struct tally_client_stats {
 	uint64_t noresult_acks;   /* header-only RESULTs taken: chunks completed without their
 				   * sum crossing the downlink */
 	uint64_t noresult_skipped_bytes; /* the payload bytes those would have carried */
+	uint64_t noresult_payloads; /* RESULTs with payload that came to such operations anyway
+				   * (the appliance had not seen the flag, e.g. the push was lost
+				   * and a quorum completed the chunk): written into out */
 };
 
 /* A keyed session that gets an unsigned ERROR to its JOIN (bad_mac, auth_required, no_key,

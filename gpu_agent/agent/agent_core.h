@@ -62,7 +62,7 @@ struct agent_req {
 	int tensor;
 	uint8_t *buf;      /* host bytes summed in place (the stage's choice) */
 	void *user;        /* the caller's pointer (device tensors: copied back at the end) */
-	unsigned flags;    /* TALLY_AGENT_RESULT_VIEW */
+	unsigned flags;    /* TALLY_AGENT_RESULT_VIEW, TALLY_AGENT_NO_RESULT */
 	void *result;      /* where the stage leaves the result (NULL: user) */
 	int device;
 	void *stream;
@@ -162,6 +162,19 @@ static inline int agent_avg_ok(const struct tally_agent *a, unsigned appl)
 	return (a->avg_appl >> appl & 1) && a->net_world == a->cfg.world_size &&
 	       (a->cfg.local_agg == TALLY_AGENT_LOCAL_OFF || a->cfg.local_size == 1) &&
 	       (!a->cfg.quorum || a->cfg.quorum >= a->net_world);
+}
+
+/* Start a partition's allreduce for request rq: owner mode (TALLY_AGENT_NO_RESULT) where
+ * this rank pushes for itself alone (no local aggregation: the local ranks would share the
+ * result) and the network can say so. */
+static inline int agent_net_start(struct tally_agent *a, const struct agent_req *rq,
+				  unsigned appl, uint32_t key, uint32_t round, const void *in,
+				  void *out)
+{
+	if ((rq->flags & TALLY_AGENT_NO_RESULT) && a->net->start_noresult &&
+	    (a->cfg.local_agg == TALLY_AGENT_LOCAL_OFF || a->cfg.local_size == 1))
+		return a->net->start_noresult(a->net_ctx, appl, key, round, in, out);
+	return a->net->start(a->net_ctx, appl, key, round, in, out);
 }
 
 static inline struct agent_part *part_at(struct tally_agent *a, unsigned i)

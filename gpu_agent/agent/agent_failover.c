@@ -211,8 +211,8 @@ void agent_failover_poll(struct tally_agent *a, unsigned n)
 		/* the saved input: what this rank owes the sum (its output may hold part of
 		 * a result already) */
 		f->appl = p->appl;
-		f->op = a->net->start(a->net_ctx, p->appl, p->key, f->round, t->saved + p->off,
-				      rq->buf + p->off);
+		f->op = agent_net_start(a, rq, p->appl, p->key, f->round, t->saved + p->off,
+					rq->buf + p->off);
 		if (f->op < 0)
 			f->result = f->op;
 		else

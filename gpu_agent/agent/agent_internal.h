@@ -37,6 +37,13 @@ struct agent_net_ops {
 			    char *err, size_t errlen);
 	/* Start an allreduce; an op id >= 0 or negative errno. */
 	int (*start)(void *ctx, unsigned appl, uint32_t key, uint32_t round, const void *in, void *out);
+	/* The same for a caller that does not want the sums (owner mode: the appliance answers
+	 * header-only where it can, out is then left alone). NULL: only start (a plain one). */
+	int (*start_noresult)(void *ctx, unsigned appl, uint32_t key, uint32_t round,
+			      const void *in, void *out);
+	/* Owner-mode and downlink counters into st (the noresult_* and rx_bytes fields).
+	 * NULL: none. */
+	void (*more_stats)(void *ctx, struct tally_agent_stats *st);
 	/* 1 done, 0 pending, negative errno failed (the op id is released when not pending). */
 	int (*test)(void *ctx, unsigned appl, int op);
 	/* Drive I/O and timers; may wait up to timeout_ns for packets. */

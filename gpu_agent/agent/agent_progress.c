@@ -189,7 +189,7 @@ static void start_new(struct tally_agent *a, unsigned from, unsigned to)
 				in = t->saved + p->off;
 			}
 			f->round = p->round;
-			f->op = a->net->start(a->net_ctx, p->appl, p->key, p->round, in, b);
+			f->op = agent_net_start(a, rq, p->appl, p->key, p->round, in, b);
 			p->round++;
 			a->push_bytes += p->bytes;
 		}
@@ -256,6 +256,8 @@ static void complete_locked(struct tally_agent *a)
 	a->st.excluded = excl;
 	a->st.push_bytes = a->push_bytes;
 	a->st.moved_pushes = a->moved_pushes;
+	if (a->net->more_stats)
+		a->net->more_stats(a->net_ctx, &a->st);
 	for (unsigned i = 0; i < a->plan.n; i++)
 		a->live[i] = (a->gone & (1u << i)) ? TALLY_AGENT_GONE :
 			     (a->draining & (1u << i)) ? TALLY_AGENT_DRAINING :

@@ -173,7 +173,7 @@ int tally_agent_push_pull_flags(struct tally_agent *a, int tensor, void *ptr, si
 	int slot, rc;
 
 	if (!ptr || (device != TALLY_AGENT_CPU && device != TALLY_AGENT_CUDA) ||
-	    (flags & ~TALLY_AGENT_RESULT_VIEW))
+	    (flags & ~(TALLY_AGENT_RESULT_VIEW | TALLY_AGENT_NO_RESULT)))
 		return -EINVAL;
 	pthread_mutex_lock(&a->mu);
 	if ((rc = slot = take_slot_locked(a, tensor, ptr, bytes, device, stream, flags, cb,

@@ -269,8 +269,17 @@ int tally_agent_push_pull(struct tally_agent *a, int tensor, void *ptr, size_t b
  *   area, and leaving it there saves a copy of the whole tensor (a DDP hook hands that
  *   memory to DDP, which copies it into the gradients anyway). Elsewhere the result is
  *   written into ptr as usual. Either way tally_agent_result_view says where it is.
+ * TALLY_AGENT_NO_RESULT: the caller does not want the sums (a reduce-scatter's shards that
+ *   other ranks own): its partitions are pushed with TALLY_CLIENT_NORESULT, so the
+ *   appliances answer each chunk with a header-only RESULT and the sums never cross this
+ *   rank's downlink (stats.noresult_*). ptr's contents afterwards are unspecified (its
+ *   input, or sums where an appliance without TALLY_CAP_NORESULT sent them). Honoured only
+ *   where each rank pushes for itself: not with local aggregation (cfg.local_agg with more
+ *   than one local rank: the local ranks share the one push and its result), not for a
+ *   compressed round; there the push_pull runs as a plain one.
  * Other bits: -EINVAL. */
 #define TALLY_AGENT_RESULT_VIEW 1u
+#define TALLY_AGENT_NO_RESULT 2u
 int tally_agent_push_pull_flags(struct tally_agent *a, int tensor, void *ptr, size_t bytes,
 				int device, void *stream, unsigned flags, tally_agent_cb cb,
 				void *cb_arg);
@@ -331,6 +340,14 @@ struct tally_agent_stats {
 				   * client sessions): wire bytes, so compression shows here */
 	uint64_t failovers;       /* appliances this rank moved its keys off (dead, draining) */
 	uint64_t moved_pushes;    /* open-round partitions pushed again on a survivor */
+	/* owner mode (TALLY_AGENT_NO_RESULT), sums over the client sessions */
+	uint64_t noresult_ops;    /* partition operations the appliance answers header-only */
+	uint64_t noresult_acks;   /* chunks completed by a header-only RESULT */
+	uint64_t noresult_skipped_bytes; /* the sum bytes those did not carry */
+	uint64_t noresult_payloads; /* RESULT payloads that came anyway to such operations
+				   * (the appliance had not seen the flag: a lost push completed
+				   * by quorum, say): the downlink spent on sums not wanted */
+	uint64_t rx_bytes;        /* every byte the client sessions received (the downlink) */
 };
 
 /* An appliance as this rank sees it (failover: gpu_agent/README.md). */

@@ -202,6 +202,31 @@ static int ncl_start(void *ctx, unsigned i, uint32_t key, uint32_t round, const 
 	return tally_client_start(n->ap[i].c, key, round, in, out);
 }
 
+static int ncl_start_noresult(void *ctx, unsigned i, uint32_t key, uint32_t round,
+			      const void *in, void *out)
+{
+	struct ncl *n = ctx;
+
+	return tally_client_start_flags(n->ap[i].c, key, round, in, out, TALLY_CLIENT_NORESULT);
+}
+
+static void ncl_more_stats(void *ctx, struct tally_agent_stats *st)
+{
+	struct ncl *n = ctx;
+
+	st->noresult_ops = st->noresult_acks = st->noresult_skipped_bytes = 0;
+	st->noresult_payloads = st->rx_bytes = 0;
+	for (unsigned i = 0; i < n->n; i++) {
+		const struct tally_client_stats *s = tally_client_stats(n->ap[i].c);
+
+		st->noresult_ops += s->noresult_ops;
+		st->noresult_acks += s->noresult_acks;
+		st->noresult_skipped_bytes += s->noresult_skipped_bytes;
+		st->noresult_payloads += s->noresult_payloads;
+		st->rx_bytes += s->rx_bytes;
+	}
+}
+
 static int ncl_test(void *ctx, unsigned i, int op)
 {
 	struct ncl *n = ctx;
@@ -256,6 +281,8 @@ static const struct agent_net_ops ncl_ops = {
 	.connect = ncl_connect,
 	.register_key = ncl_register,
 	.start = ncl_start,
+	.start_noresult = ncl_start_noresult,
+	.more_stats = ncl_more_stats,
 	.test = ncl_test,
 	.progress = ncl_progress,
 	.strerror = ncl_strerror,

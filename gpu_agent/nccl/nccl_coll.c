@@ -355,8 +355,9 @@ ncclResult_t nccl_coll_iallgather(void *coll_comm, void *send, int nparts, void 
 /* Reduce-scatter: the window cut at every rank's block boundary (the same pieces on every
  * rank); this rank's block is summed in place in `recv` and waited for, the other blocks
  * are pushed from a copy and not waited for (test() is done when this rank's shard is).
- * The appliances still send every chunk's sum to every rank: the wire protocol has no
- * per-key owner (see README.md). */
+ * Those are pushed in owner mode (nccl_piece.c): each chunk's sum goes to the rank that
+ * owns it, the others get a header-only RESULT (tally_proto.h TALLY_F_NORESULT), so a
+ * rank's downlink carries its own block's sums, not the whole window's. */
 ncclResult_t nccl_coll_ireducescatter(void *coll_comm, int nparts, void **part_addr,
 				      size_t *part_size, void *recv, size_t bpr, size_t woff,
 				      size_t wbytes, ncclDataType_t dt, ncclRedOp_t op,
@@ -430,6 +431,17 @@ ncclResult_t nccl_coll_close(void *coll_comm)
 	struct coll_comm *cc = coll_comm;
 
 	if (cc) {
+		struct tally_agent_stats st;
+
+		tally_agent_get_stats(cc->a, &st);
+		/* what owner mode saved (reduce-scatter): README.md, "Reduce-scatter" */
+		NCCL_INFO("NET/Tally: CollNet job %u rank %d closing: received %llu bytes; owner "
+			  "mode: %llu operations, %llu chunks answered header-only, %llu sum bytes "
+			  "not received, %llu sum payloads received anyway", cc->job, cc->rank,
+			  (unsigned long long)st.rx_bytes, (unsigned long long)st.noresult_ops,
+			  (unsigned long long)st.noresult_acks,
+			  (unsigned long long)st.noresult_skipped_bytes,
+			  (unsigned long long)st.noresult_payloads);
 		tally_agent_destroy(cc->a); /* fails what is out; the callbacks run first */
 		coll_lanes_free(cc);
 		free(cc);

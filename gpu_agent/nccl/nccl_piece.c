@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * nccl_piece.c — a collective's bytes as pieces of a few fixed sizes, each pushed on a lane
- * (an agent tensor reused across calls and sizes): see nccl_coll.h for why.
+ * (an agent tensor reused across calls and sizes): see nccl_coll.h for why. A piece of a
+ * shard another rank owns (reduce-scatter) is pushed in owner mode (TALLY_AGENT_NO_RESULT):
+ * the appliance sends its sums to the owner only.
  * Every piece completes through the agent's callback (its progress thread): it copies a
  * padded piece's sums out, frees the lane, and counts the piece off its request; test()
  * (NCCL's proxy thread) only reads the counters.
@@ -199,7 +201,10 @@ static int piece_push(struct coll_comm *cc, struct coll_req *r, struct coll_piec
 	atomic_store(&l->busy, 1);
 	if (l->req)
 		atomic_fetch_add(&r->left, 1);
-	h = tally_agent_push_pull(cc->a, l->tensor, ptr, cb, TALLY_AGENT_CPU, NULL, piece_done, l);
+	/* another rank's shard: owner mode, its sums stay off this rank's downlink (the
+	 * appliance answers each chunk header-only; the lane completes as before) */
+	h = tally_agent_push_pull_flags(cc->a, l->tensor, ptr, cb, TALLY_AGENT_CPU, NULL,
+					p->out ? 0 : TALLY_AGENT_NO_RESULT, piece_done, l);
 	if (h < 0) {
 		atomic_store(&l->busy, 0);
 		if (l->req)

@@ -11,7 +11,9 @@
  *          the same buffers, and 64 MiB f32 (v11); every sum bit for bit against the
  *          rank-order reference (TALLY_DETERMINISTIC=1); reduceSupport says no to the rest;
  *          iallgather (whole window and one starting inside a block) and ireducescatter
- *          (not v7, whose CollNet has neither)
+ *          (not v7, whose CollNet has neither) in owner mode: after closeColl each rank's
+ *          logged counters show the other ranks' blocks answered header-only and no sum
+ *          payload of them received
  *   fault: the appliance SIGKILLed while an iallreduce waits for it -> test() returns an
  *          NCCL error naming the appliance within the deadline; no appliance at connect ->
  *          an error naming it
@@ -274,6 +276,30 @@ static void scen_kill(struct napi *a, void *cc, int rank, struct rank_io *io)
 	       now_s() - t0, appliance_name);
 }
 
+/* Reduce-scatter's owner mode, from the counters the plugin logs at closeColl: the pieces
+ * of the other ranks' blocks were answered header-only (their sums never came here) and no
+ * sum payload came to any of them. */
+static void check_owner_mode(int rank)
+{
+	const char *l = strstr(napi_log, "owner mode:");
+	unsigned long long rx = 0, ops = 0, acks = 0, skipped = 0, anyway = 1;
+
+	CHECK(l, "closeColl logged no owner-mode counters:\n%s", napi_log);
+	CHECK(sscanf(l, "owner mode: %llu operations, %llu chunks answered header-only, %llu sum "
+		     "bytes not received, %llu sum payloads received anyway", &ops, &acks,
+		     &skipped, &anyway) == 4, "owner-mode counters unreadable: %.200s", l);
+	const char *rl = strstr(napi_log, "closing: received ");
+	CHECK(rl && sscanf(rl, "closing: received %llu", &rx) == 1, "no downlink figure");
+	printf("rank %d owner mode: %llu operations, %llu chunks header-only, %llu sum bytes not "
+	       "received, %llu payloads anyway; downlink %llu bytes\n", rank, ops, acks, skipped,
+	       anyway, rx);
+	CHECK(ops > 0 && acks > 0 && skipped > 0,
+	      "reduce-scatter pushed no piece in owner mode (the appliance offers "
+	      "TALLY_CAP_NORESULT)");
+	CHECK(anyway == 0, "%llu sum payloads of other ranks' blocks reached rank %d", anyway,
+	      rank);
+}
+
 static void coll_rank(int ver, int rank, int world, enum scen sc, struct rank_io *io)
 {
 	struct napi a;
@@ -316,6 +342,8 @@ static void coll_rank(int ver, int rank, int world, enum scen sc, struct rank_io
 	else
 		scen_sum(&a, cc, rank, world);
 	CHECK(napi_coll_close(&a, cc, lc) == ncclSuccess, "closeColl");
+	if ((sc == SC_SUM || sc == SC_GOODKEY) && !a.c7)
+		check_owner_mode(rank);
 	exit(0);
 }
 

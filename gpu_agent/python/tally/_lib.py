@@ -112,7 +112,9 @@ class AgentStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in ("push_pulls", "failed", "partitions", "bytes",
                                                 "max_inflight_bytes", "credit_waits", "credit_overdrafts", "retransmits",
                                                 "excluded", "order_waits", "push_bytes",
-                                                "failovers", "moved_pushes")]
+                                                "failovers", "moved_pushes", "noresult_ops",
+                                                "noresult_acks", "noresult_skipped_bytes",
+                                                "noresult_payloads", "rx_bytes")]
 
 
 class AgentPart(ctypes.Structure):

@@ -45,6 +45,11 @@ _HELP = {
     "order_waits": "partitions held for the submission order",
     "failovers": "appliances this rank moved its keys off (dead or draining)",
     "moved_pushes": "open-round partitions pushed again on a surviving appliance",
+    "noresult_ops": "partition operations answered header-only (owner mode: reduce-scatter)",
+    "noresult_acks": "chunks completed by a header-only RESULT (owner mode)",
+    "noresult_skipped_bytes": "sum bytes owner mode kept off this rank's downlink",
+    "noresult_payloads": "sum payloads that came anyway to owner-mode operations",
+    "rx_bytes": "bytes the client sessions received (the downlink)",
 }
 
 
