@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * client_drive.c — driving a session: tally_client_tick runs the operations' timers
  * (client_op.c) and the appliance liveness timer (client_live.c); tally_client_wait polls
- * the transport and ticks until an operation ends.
+ * the transport and ticks until an operation ends; tally_client_start and
+ * tally_client_allreduce, the plain calls over tally_client_start_flags (client_op.c).
  */
 #include <errno.h>
 
@@ -49,6 +50,12 @@ int tally_client_wait(struct tally_client *c, int handle)
 		if (rc < 0 && rc != -EINTR && rc != -EAGAIN)
 			return rc;
 	}
+}
+
+int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, const void *in,
+		       void *out)
+{
+	return tally_client_start_flags(c, key, round, in, out, 0);
 }
 
 int tally_client_allreduce(struct tally_client *c, uint32_t key, uint32_t round,

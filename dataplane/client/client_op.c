@@ -313,12 +313,6 @@ void client_pump(struct tally_client *c, uint32_t core)
 		cc->cw_limited = true; /* client_cwnd.c: more to send than the windows allow */
 }
 
-int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, const void *in,
-		       void *out)
-{
-	return tally_client_start_flags(c, key, round, in, out, 0);
-}
-
 int tally_client_start_flags(struct tally_client *c, uint32_t key, uint32_t round,
 			     const void *in, void *out, unsigned flags)
 {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * engine_chunk.c — the PUSH path: round/parity rules, exactly-once bitmaps, accumulation
  * through sum_avx, completion (quorum or deadline; an average key's sum scaled before its
- * one rounding) with RESULT fan-out, re-sends to duplicate/late pushes and PULLs, and the
+ * one rounding), whose RESULTs engine_result.c sends (fan-out, re-sends to duplicate/late
+ * pushes and PULLs, owner mode), and the
  * stuck-chunk walker. Nothing here allocates.
  */
 #include <stdbool.h>
@@ -66,67 +67,6 @@ void engine_open_unlink(struct tally_engine *e, struct engine_key *k, uint32_t i
 	e->open_chunks--;
 	if (k->open_head == ENGINE_NIL && k->on_dl)
 		engine_dl_update(e, k);
-}
-
-/* ---- RESULT ---- */
-
-static void result_hdr(const struct engine_key *k, uint32_t idx, struct tally_hdr *h,
-		       uint32_t bytes)
-{
-	const struct engine_chunk *ch = &k->chunks[idx];
-	uint32_t c = idx >= k->nchunks ? idx - k->nchunks : idx;
-	memset(h, 0, sizeof(*h));
-	h->op = TALLY_OP_RESULT;
-	h->job_id = k->job_id;
-	h->token = k->job->token;
-	h->key = k->key;
-	h->round = ch->round;
-	h->offset = c * k->reg.chunk_elems;
-	h->count = engine_chunk_len(k, c);
-	h->dtype = k->dtype;
-	h->flags = k->codec ? k->codec->flag : 0;
-	h->contrib = ch->count;
-	h->payload_len = bytes;
-	h->crc = ch->crc;
-}
-
-/* The header-only RESULT of a rank that asked TALLY_F_NORESULT (tally_proto.h): h is the
- * RESULT's header as it would go with the payload. Its own send (no transport buffer: there
- * is no payload to reference). */
-static void result_noresult(struct tally_engine *e, const struct tally_addr *to,
-			    struct tally_hdr *h)
-{
-	h->flags |= TALLY_F_NORESULT;
-	h->payload_len = 0;
-	h->crc = 0;
-	e->st.noresult_acks++;
-	engine_send(e, to, h, NULL, 0);
-}
-
-/* A RESULT copy to one rank (duplicate push, late push, PULL); header-only when `nores`. */
-static void result_unicast(struct tally_engine *e, struct engine_key *k, uint32_t idx,
-			   uint32_t rank, int resend, int nores)
-{
-	uint32_t bytes;
-	const void *pl = engine_result_payload(k, idx, &bytes);
-	struct tally_hdr h;
-	result_hdr(k, idx, &h, bytes);
-	h.rank = rank;
-	if (engine_bit(engine_contrib_bm(k, idx), rank))
-		h.flags |= TALLY_F_INCLUDED;
-	if (resend)
-		h.flags |= TALLY_F_RESEND;
-	engine_held_flush_any(e);
-	e->st.results++;
-	e->st.resends++;
-	if (nores) {
-		result_noresult(e, &k->job->ranks[rank].addr, &h);
-	} else {
-		e->st.result_bytes += bytes;
-		engine_send_result(e, &k->job->ranks[rank].addr, &h, pl, bytes,
-				   engine_xbuf(e, k, idx), NULL);
-	}
-	k->chunks[idx].stamp = e->tx_stamp;
 }
 
 /* TALLY_KEY_AVERAGE keys: the RESULT is the average of the contributors' pushes, taken on
@@ -199,41 +139,7 @@ void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx,
 	if (e->nheld)
 		engine_held_trim(e, k, ch->round, (uint32_t)off, n);
 	engine_held_flush_any(e);
-	/* Fan-out: one header per recipient (its rank, INCLUDED), one shared payload. */
-	struct tally_hdr h;
-	result_hdr(k, idx, &h, bytes);
-	const uint64_t *cb = engine_contrib_bm(k, idx);
-	const uint64_t *nb = engine_nores_bm(k, idx);
-	struct engine_rank *ranks = k->job->ranks;
-	void *xbuf = engine_xbuf(e, k, idx);
-	/* a keyed job's payload is MACed once, not once per rank (tally_auth.h), and only
-	 * when a recipient needs it (none on connections authenticated at setup) */
-	uint8_t inner[TALLY_AUTH_LEN];
-	const uint8_t *in = NULL;
-	int inner_done = 0;
-	for (uint32_t r = 0; r < k->reg.participants; r++) {
-		if (!ranks[r].bound)
-			continue;
-		int nores = engine_bit(nb, r);
-		if (!nores && !inner_done && !ranks[r].addr.conn_authed) {
-			inner_done = 1;
-			in = engine_result_inner(e, k->job, pl, bytes, inner) ? inner : NULL;
-		}
-		h.rank = r;
-		h.flags = (uint16_t)((k->codec ? k->codec->flag : 0) |
-				     (engine_bit(cb, r) ? TALLY_F_INCLUDED : 0));
-		h.aux = r == last && how == ENGINE_HOW_QUORUM && ranks[r].held ? TALLY_AUX_LAST : 0;
-		e->st.results++;
-		if (nores) { /* owner mode: the sum is another rank's; the header answers */
-			result_noresult(e, &ranks[r].addr, &h);
-			h.payload_len = bytes;
-			h.crc = ch->crc;
-			continue;
-		}
-		e->st.result_bytes += bytes;
-		engine_send_result(e, &ranks[r].addr, &h, pl, bytes, xbuf, in);
-	}
-	ch->stamp = e->tx_stamp;
+	engine_result_fanout(e, k, idx, how, last);
 }
 
 /* ---- complete sums after an appliance restart (engine_recover.c asks for them) ---- */
@@ -440,7 +346,7 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 		engine_putbit(engine_nores_bm(k, idx), w, nores);
 		if (engine_bit(contrib, w)) {
 			e->st.duplicates++;
-			result_unicast(e, k, idx, w, 1, nores);
+			engine_result_unicast(e, k, idx, w, 1, nores);
 		} else {
 			e->st.late_pushes++;
 			if (!engine_bit(seen, w)) {
@@ -448,7 +354,7 @@ enum tally_reason engine_rx_push(struct tally_engine *e, const struct tally_pkt 
 				ch->nseen++;
 			}
 			/* RESEND: this push was seen, so the worker need not make sure of it */
-			result_unicast(e, k, idx, w, 1, nores);
+			engine_result_unicast(e, k, idx, w, 1, nores);
 		}
 		return TALLY_OK;
 	}
@@ -555,7 +461,7 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 		}
 		/* RESEND tells the worker its push was seen (it acknowledges the round, see
 		 * tally_client.h): a PULL is no push, so only if one was */
-		result_unicast(e, k, idx, h->rank, engine_bit(engine_seen_bm(k, idx), h->rank),
+		engine_result_unicast(e, k, idx, h->rank, engine_bit(engine_seen_bm(k, idx), h->rank),
 			       nores);
 	} else if (engine_bit(engine_contrib_bm(k, idx), h->rank)) {
 		/* a probe: the push is held, the chunk waits for others */

@@ -9,8 +9,10 @@
  *   engine_key.c    registration (key memory from the arena, per-job quotas), removal,
  *                   policy (per key and job-wide), key walker
  *   engine_chunk.c  PUSH, completion (TALLY_KEY_AVERAGE: the sum scaled before its
- *                   rounding) and fan-out, PULL, deadlines, stuck walker,
+ *                   rounding), PULL, deadlines, stuck walker,
  *                   complete-sum installs after a restart (TALLY_F_COMPLETE)
+ *   engine_result.c RESULTs: the fan-out, copies to one rank, owner mode's header-only
+ *                   RESULT (TALLY_F_NORESULT)
  *   engine_recover.c restart support: PING answers, NEED_RESULT asks
  *   engine_det.c    deterministic staging pool
  *   engine_codec.c  the codec registry: one line per server stage, by compression id
@@ -499,6 +501,14 @@ enum tally_reason engine_rx_pull(struct tally_engine *e, const struct tally_pkt 
 /* how: ENGINE_HOW_QUORUM (completed by rank `last`'s push) or ENGINE_HOW_DEADLINE. */
 void engine_complete(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how,
 		     uint32_t last);
+/* engine_result.c (calls engine_held.c and engine_util.c) */
+/* The fan-out of completed chunk slot idx (how, last: as engine_complete's). */
+void engine_result_fanout(struct tally_engine *e, struct engine_key *k, uint32_t idx, int how,
+			  uint32_t last);
+/* A RESULT copy to one rank (duplicate push, late push, PULL): RESEND when `resend`,
+ * header-only when `nores` (the rank asked TALLY_F_NORESULT). */
+void engine_result_unicast(struct tally_engine *e, struct engine_key *k, uint32_t idx,
+			   uint32_t rank, int resend, int nores);
 /* Deadline completions (tally_engine_poll). */
 unsigned engine_deadlines(struct tally_engine *e);
 void engine_open_unlink(struct tally_engine *e, struct engine_key *k, uint32_t idx);

@@ -37,6 +37,7 @@ struct coll_mr {
 static struct tally_agent_cfg coll_cfg; /* from the environment, at init */
 static int coll_ready, coll_fixed_job;
 static unsigned coll_lanes = 8; /* TALLY_NCCL_LANES */
+static int coll_owner = 1;      /* TALLY_NCCL_OWNER_MODE */
 
 ncclResult_t nccl_coll_init(ncclDebugLogger_t log, int version)
 {
@@ -60,6 +61,17 @@ ncclResult_t nccl_coll_init(ncclDebugLogger_t log, int version)
 		}
 		coll_lanes = (unsigned)v;
 	}
+	if (getenv("TALLY_NCCL_OWNER_MODE")) {
+		const char *v = getenv("TALLY_NCCL_OWNER_MODE");
+
+		if (strcmp(v, "0") && strcmp(v, "1")) {
+			NCCL_WARN("NET/Tally: CollNet disabled: TALLY_NCCL_OWNER_MODE=%s: want 1 "
+				  "(reduce-scatter sums to their block's owner only, the default) "
+				  "or 0 (to every rank)", v);
+			return ncclInvalidUsage;
+		}
+		coll_owner = *v == '1';
+	}
 	/* pieces of every outstanding collective may be out at once */
 	if (coll_cfg.max_handles < 8192)
 		coll_cfg.max_handles = 8192;
@@ -70,10 +82,10 @@ ncclResult_t nccl_coll_init(ncclDebugLogger_t log, int version)
 		return ncclSuccess;
 	}
 	NCCL_INFO("NET/Tally: CollNet v%d: %u appliance(s), first %s:%u%s%s, deterministic %d, "
-		  "%u lanes per piece size", version, coll_cfg.nappliances,
-		  coll_cfg.appliances[0].host, coll_cfg.appliances[0].port,
+		  "%u lanes per piece size, reduce-scatter owner mode %d", version,
+		  coll_cfg.nappliances, coll_cfg.appliances[0].host, coll_cfg.appliances[0].port,
 		  coll_cfg.auth_key_file[0] ? ", key " : "", coll_cfg.auth_key_file,
-		  coll_cfg.deterministic, coll_lanes);
+		  coll_cfg.deterministic, coll_lanes, coll_owner);
 	return ncclSuccess;
 }
 
@@ -148,6 +160,7 @@ ncclResult_t nccl_coll_connect(void *handles[], int nranks, int rank, void *list
 	cc->job = cfg.job_id;
 	cc->rank = rank;
 	cc->lanes = coll_lanes;
+	cc->owner = coll_owner;
 	/* the piece size P: a power of two within one partition (one key), 64 KiB .. 32 MiB */
 	cc->piece = (size_t)64 << 10;
 	while (cc->piece * 2 <= cfg.partition_bytes &&

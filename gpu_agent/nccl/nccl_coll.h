@@ -72,6 +72,7 @@ struct coll_comm {
 	unsigned next;
 	size_t piece;          /* P */
 	unsigned lanes;        /* lanes per class (TALLY_NCCL_LANES) */
+	int owner;             /* reduce-scatter owner mode (TALLY_NCCL_OWNER_MODE, default 1) */
 	unsigned ntensors;     /* declared: one key each */
 	atomic_int bg_err;     /* a failed piece of another rank's shard */
 	struct coll_class cls[COLL_NDT][COLL_NCLASS];

@@ -204,7 +204,8 @@ static int piece_push(struct coll_comm *cc, struct coll_req *r, struct coll_piec
 	/* another rank's shard: owner mode, its sums stay off this rank's downlink (the
 	 * appliance answers each chunk header-only; the lane completes as before) */
 	h = tally_agent_push_pull_flags(cc->a, l->tensor, ptr, cb, TALLY_AGENT_CPU, NULL,
-					p->out ? 0 : TALLY_AGENT_NO_RESULT, piece_done, l);
+					p->out || !cc->owner ? 0 : TALLY_AGENT_NO_RESULT,
+					piece_done, l);
 	if (h < 0) {
 		atomic_store(&l->busy, 0);
 		if (l->req)
