@@ -446,6 +446,13 @@ ncclResult_t nccl_coll_close(void *coll_comm)
 	if (cc) {
 		struct tally_agent_stats st;
 
+		/* a reduce-scatter's test() is done with this rank's shard, the other blocks'
+		 * pieces may still be on their way: the other ranks' sums need them, so they
+		 * finish (or fail at the agent's give-up) before the job is left */
+		if (coll_lanes_drain(cc, 2 * coll_cfg.op_timeout_ms) != 0)
+			NCCL_WARN("NET/Tally: CollNet job %u rank %d: pieces of other ranks' shards "
+				  "still out after %u ms (2 x TALLY_OP_TIMEOUT_MS): closing anyway",
+				  cc->job, cc->rank, 2 * coll_cfg.op_timeout_ms);
 		tally_agent_get_stats(cc->a, &st);
 		/* what owner mode saved (reduce-scatter): README.md, "Reduce-scatter" */
 		NCCL_INFO("NET/Tally: CollNet job %u rank %d closing: received %llu bytes; owner "

@@ -89,6 +89,10 @@ int coll_plan_add(struct coll_comm *cc, char *data, char *out, size_t bytes);
  * 0; -EBUSY (a lane still carries an earlier piece: nothing was pushed, NCCL asks again);
  * other negative errno with the text in err. */
 int coll_plan_push(struct coll_comm *cc, struct coll_req *r, int tdt, char *err, size_t errlen);
+/* Wait up to max_ms for every lane to be free: the pieces of other ranks' shards a
+ * reduce-scatter left in the background are still owed to those ranks (their sums need our
+ * pushes). 0, or -ETIMEDOUT with some still out. */
+int coll_lanes_drain(struct coll_comm *cc, unsigned max_ms);
 void coll_lanes_free(struct coll_comm *cc);
 
 #endif

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void coll_plan_reset(struct coll_comm *cc)
 {
@@ -235,6 +236,24 @@ int coll_plan_push(struct coll_comm *cc, struct coll_req *r, int tdt, char *err,
 		}
 	}
 	return 0;
+}
+
+int coll_lanes_drain(struct coll_comm *cc, unsigned max_ms)
+{
+	for (unsigned ms = 0;; ms++) {
+		int busy = 0;
+
+		for (unsigned d = 0; d < COLL_NDT && !busy; d++)
+			for (unsigned ci = 0; ci < COLL_NCLASS && !busy; ci++)
+				for (unsigned li = 0; li < cc->cls[d][ci].nlanes && !busy; li++)
+					busy = cc->cls[d][ci].lanes[li] &&
+					       atomic_load(&cc->cls[d][ci].lanes[li]->busy);
+		if (!busy)
+			return 0;
+		if (ms >= max_ms)
+			return -ETIMEDOUT;
+		usleep(1000);
+	}
 }
 
 void coll_lanes_free(struct coll_comm *cc)

@@ -50,7 +50,7 @@ void scen_allgather(struct napi *a, void *cc, int rank, int world)
  * plugin cuts it into several pieces at every block boundary). */
 void scen_reducescatter(struct napi *a, void *cc, int rank, int world)
 {
-	static const size_t ns[] = {3001, 393219};
+	static const size_t ns[] = {RS_BLOCK_A, RS_BLOCK_B};
 
 	for (unsigned k = 0; k < 2; k++) {
 		const size_t n = ns[k], bpr = n * 4, total = bpr * (size_t)world;

@@ -62,6 +62,10 @@ void reference(ncclDataType_t dt, void *out, size_t n, int world, int round, int
 ncclResult_t wait_reqs(struct napi *a, void **req, int n, size_t *bytes, double limit_s);
 /* all-gather / reduce-scatter windows, every byte checked (nccl_gather.c) */
 void scen_allgather(struct napi *a, void *cc, int rank, int world);
+/* Its two block sizes, in f32 elements (owner mode: each rank does not receive the sums of
+ * world - 1 blocks of each). */
+#define RS_BLOCK_A 3001
+#define RS_BLOCK_B 393219
 void scen_reducescatter(struct napi *a, void *cc, int rank, int world);
 /* net mode: isend / irecv between two processes on every table; connect to a closed port */
 int mode_net(void);

@@ -278,7 +278,8 @@ static void scen_kill(struct napi *a, void *cc, int rank, struct rank_io *io)
 
 /* Reduce-scatter's owner mode, from the counters the plugin logs at closeColl: the pieces
  * of the other ranks' blocks were answered header-only (their sums never came here) and no
- * sum payload came to any of them (one rank alone owns every block: nothing to answer). */
+ * sum payload came to any of them, all of them answered by closeColl (one rank alone owns
+ * every block: nothing to answer). */
 static void check_owner_mode(int rank, int world)
 {
 	const char *l = strstr(napi_log, "owner mode:");
@@ -298,6 +299,10 @@ static void check_owner_mode(int rank, int world)
 	      "TALLY_CAP_NORESULT)");
 	CHECK(anyway == 0, "%llu sum payloads of other ranks' blocks reached rank %d", anyway,
 	      rank);
+	/* closeColl waits for the background pieces: every other block was answered */
+	unsigned long long want = (unsigned long long)(world - 1) * (RS_BLOCK_A + RS_BLOCK_B) * 4;
+	CHECK(skipped >= want, "rank %d: %llu sum bytes not received, want at least the other "
+	      "ranks' blocks, %llu", rank, skipped, want);
 }
 
 static void coll_rank(int ver, int rank, int world, enum scen sc, struct rank_io *io)
