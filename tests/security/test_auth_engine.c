@@ -481,6 +481,44 @@ static void test_ping_signed(void **state)
 	assert_int_equal(st->pings, 1);
 }
 
+/* Owner mode in a keyed job: rank 1 pushes with TALLY_F_NORESULT; its header-only RESULT is
+ * signed (the two-level RESULT block over an empty payload) and verifies with the job's key,
+ * and so does rank 0's RESULT with the sum; a PULL of rank 1 gets the header-only copy signed
+ * too. */
+static void test_noresult_signed(void **state)
+{
+	struct ah *a = *state;
+	float v[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+
+	a_ready(a);
+	size_t n0 = a->h.cap.n;
+	assert_int_equal(a_push(a, 0, 0, v, 8, 1), TALLY_OK);
+	struct tally_hdr hd = h_hdr(TALLY_OP_PUSH, 1);
+	hd.key = 1;
+	hd.count = 8;
+	hd.dtype = TALLY_DT_F32;
+	hd.flags = TALLY_F_NORESULT;
+	a_build(a, &hd, v, sizeof(v), 1);
+	assert_int_equal(a_feed(a, 1), TALLY_OK);
+	const struct cap_pkt *r0 = h_result(&a->h, 0, 1, 0, 0), *r1 = h_result(&a->h, 1, 1, 0, 0);
+	assert_non_null(r0);
+	assert_non_null(r1);
+	assert_int_equal(r0->pkt.hdr.payload_len, sizeof(v));
+	assert_true(r1->pkt.hdr.flags & TALLY_F_NORESULT);
+	assert_int_equal(r1->pkt.hdr.payload_len, 0);
+	assert_int_equal(r1->len, TALLY_HDR_MAX);
+	a_all_signed(a, n0);
+	n0 = a->h.cap.n;
+	hd = h_hdr(TALLY_OP_PULL, 1);
+	hd.key = 1;
+	hd.dtype = TALLY_DT_F32;
+	a_build(a, &hd, NULL, 0, 1);
+	assert_int_equal(a_feed(a, 1), TALLY_OK);
+	assert_int_equal(a->h.cap.n, n0 + 1);
+	assert_true(a->h.cap.q[n0].pkt.hdr.flags & TALLY_F_NORESULT);
+	a_all_signed(a, n0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -492,6 +530,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_conn_authed, a_setup, a_teardown),
 		cmocka_unit_test_setup_teardown(test_conn_mixed, a_setup, a_teardown),
 		cmocka_unit_test_setup_teardown(test_ping_signed, a_setup, a_teardown),
+		cmocka_unit_test_setup_teardown(test_noresult_signed, a_setup, a_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
