@@ -4,7 +4,8 @@
  * loopback: 4 agents (threads) sum f32 tensors over several rounds, with averaging; an
  * unreachable appliance (a silent port: the timeout; nothing listening: ECONNREFUSED at once) and
  * a wrong job token fail with messages that say so; the sharded
- * local mode (2 machines x 2 local ranks, one job per lane) against an open-admission one.
+ * local mode (2 machines x 2 local ranks, one job per lane) against an open-admission one;
+ * owner mode (TALLY_AGENT_NO_RESULT): the sums reach only the rank that asked for them.
  *   test_agent_udp PATH_TO_TALLY_UDPD */
 #include <errno.h>
 #include <pthread.h>
@@ -129,6 +130,96 @@ static void test_sum_4(void **state)
 			assert_float_equal(w[r].x[i], 10.0f + (float)(i % 13), 1e-5);
 		free(w[r].x);
 	}
+}
+
+/* Owner mode (TALLY_AGENT_NO_RESULT): rank 0 wants the sums of a tensor, ranks 1-3 only
+ * contribute. Rank 0's result is exact; the others' partitions complete on header-only
+ * RESULTs (no sum payload reaches them), whatever their buffers hold afterwards. */
+struct nr_worker {
+	int rank, rc;
+	struct tally_agent_stats st;
+	float x[N];
+	char err[512];
+};
+
+static void *nr_main(void *arg)
+{
+	struct nr_worker *w = arg;
+	struct tally_agent_cfg c;
+	int err = 0, t, h;
+
+	cfg_for(&c, w->rank, 1234, port);
+	c.average = 0;
+	struct tally_agent *a = tally_agent_create(&c, &err, w->err, sizeof(w->err));
+	if (!a) {
+		w->rc = err ? err : -1;
+		return NULL;
+	}
+	t = tally_agent_declare(a, "shard.grad", N * 4, TALLY_DT_F32, 0);
+	for (int it = 0; it < 3 && !w->rc && t >= 0; it++) {
+		for (int i = 0; i < N; i++)
+			w->x[i] = (float)(w->rank + it) + (float)(i % 7);
+		if (tally_agent_push_pull_flags(a, t, w->x, N * 4, TALLY_AGENT_CPU, NULL, 4u, NULL,
+						NULL) != -EINVAL)
+			w->rc = -5;
+		h = tally_agent_push_pull_flags(a, t, w->x, N * 4, TALLY_AGENT_CPU, NULL,
+						w->rank ? TALLY_AGENT_NO_RESULT : 0, NULL, NULL);
+		if (h < 0 || tally_agent_wait(a, h)) {
+			snprintf(w->err, sizeof(w->err), "it %d: %s", it, tally_agent_strerror(a));
+			w->rc = -3;
+		}
+		/* sum over ranks of rank + it + i % 7 = 6 + 4 it + 4 (i % 7) */
+		for (int i = 0; i < N && !w->rc && w->rank == 0; i++)
+			if (w->x[i] != (float)(6 + 4 * it + 4 * (i % 7)))
+				w->rc = -4;
+	}
+	if (t < 0) {
+		snprintf(w->err, sizeof(w->err), "%s", tally_agent_strerror(a));
+		w->rc = -2;
+	}
+	tally_agent_get_stats(a, &w->st);
+	tally_agent_destroy(a);
+	return NULL;
+}
+
+static void test_noresult_4(void **state)
+{
+	(void)state;
+	struct nr_worker *w = calloc(4, sizeof(*w));
+	pthread_t t[4];
+
+	assert_non_null(w);
+	for (int r = 0; r < 4; r++) {
+		w[r].rank = r;
+		pthread_create(&t[r], NULL, nr_main, &w[r]);
+	}
+	for (int r = 0; r < 4; r++)
+		pthread_join(t[r], NULL);
+	for (int r = 0; r < 4; r++) {
+		const struct tally_agent_stats *st = &w[r].st;
+
+		if (w[r].rc)
+			fail_msg("rank %d: %d %s", r, w[r].rc, w[r].err);
+		print_message("  rank %d: %llu owner-mode operations, %llu header-only chunks, "
+			      "%llu sum bytes not received, %llu payloads anyway, downlink %llu B\n",
+			      r, (unsigned long long)st->noresult_ops,
+			      (unsigned long long)st->noresult_acks,
+			      (unsigned long long)st->noresult_skipped_bytes,
+			      (unsigned long long)st->noresult_payloads,
+			      (unsigned long long)st->rx_bytes);
+		assert_int_equal(st->noresult_payloads, 0);
+		if (r == 0) {
+			assert_int_equal(st->noresult_ops, 0);
+			assert_int_equal(st->noresult_acks, 0);
+		} else {
+			/* 3 rounds of the whole tensor: every byte of its sums skipped */
+			assert_true(st->noresult_ops > 0);
+			assert_int_equal(st->noresult_skipped_bytes, 3ull * N * 4);
+		}
+	}
+	/* the downlink of a rank that wanted nothing is a fraction of the one that did */
+	assert_true(w[1].st.rx_bytes * 4 < w[0].st.rx_bytes);
+	free(w);
 }
 
 static void test_wrong_token(void **state)
@@ -318,6 +409,7 @@ int main(int argc, char **argv)
 	start_appliance(&open_pid, &open_port, 1);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sum_4),
+		cmocka_unit_test(test_noresult_4),
 		cmocka_unit_test(test_wrong_token),
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test(test_not_listening),
