@@ -936,7 +936,8 @@ static void test_errors(void **state)
 	assert_int_equal(tally_agent_push_pull(a, 99, buf, 4096, TALLY_AGENT_CPU, NULL, NULL, NULL), -ENOENT);
 	assert_int_equal(tally_agent_push_pull(a, t, NULL, 4096, TALLY_AGENT_CPU, NULL, NULL, NULL), -EINVAL);
 	assert_int_equal(tally_agent_push_pull(a, t, buf, 4096, 7, NULL, NULL, NULL), -EINVAL);
-	assert_int_equal(tally_agent_push_pull_flags(a, t, buf, 4096, TALLY_AGENT_CPU, NULL, 2, NULL,
+	/* a flag no one defined (1: RESULT_VIEW, 2: NO_RESULT) */
+	assert_int_equal(tally_agent_push_pull_flags(a, t, buf, 4096, TALLY_AGENT_CPU, NULL, 4, NULL,
 						     NULL), -EINVAL);
 	const void *view;
 	assert_int_equal(tally_agent_result_view(a, 99, &view), -ENOENT);
