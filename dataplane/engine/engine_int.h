@@ -259,6 +259,9 @@ int engine_addr_eq_l3(const struct tally_addr *a, const struct tally_addr *b);
 void engine_live_heard(struct tally_engine *e, uint32_t job, uint32_t rank, uint32_t ip);
 int engine_live_other(const struct tally_engine *e, uint32_t job, uint32_t rank, uint32_t ip,
 		      uint64_t now);
+/* Heard by any core of this appliance within window_ns? (cfg.live NULL: never) */
+int engine_live_within(const struct tally_engine *e, uint32_t job, uint32_t rank, uint64_t now,
+		       uint64_t window_ns);
 enum tally_reason engine_bind_check(const struct tally_engine *e, const struct engine_job *job,
 				    uint32_t rank, const struct tally_addr *from, uint64_t now);
 /* Job, token, rank < world, rank bound to `from` (MAC_MISMATCH: its IP/port from another

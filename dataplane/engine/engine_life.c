@@ -73,15 +73,17 @@ static void life_idle(struct tally_engine *e, uint64_t now)
 }
 
 /* The first participant missing from bitmap `have` who has been silent for `timeout`
- * (a rank that never joined has never been heard: silent since 0), ENGINE_NIL if none.
- * With skip_left, a rank that left with BYE is not waited for. */
-static uint32_t silent_rank(const struct engine_key *k, const uint64_t *have, uint64_t now,
-			    uint64_t timeout, int skip_left)
+ * here and on every other core of the appliance (a rank that never joined has never been
+ * heard: silent since 0), ENGINE_NIL if none. With skip_left, a rank that left with BYE is
+ * not waited for. */
+static uint32_t silent_rank(const struct tally_engine *e, const struct engine_key *k,
+			    const uint64_t *have, uint64_t now, uint64_t timeout, int skip_left)
 {
 	const struct engine_rank *ranks = k->job->ranks;
 	for (uint32_t w = 0; w < k->reg.participants; w++)
 		if (!engine_bit(have, w) && !(skip_left && ranks[w].left) &&
-		    now - ranks[w].last_ns >= timeout)
+		    now - ranks[w].last_ns >= timeout &&
+		    !engine_live_within(e, k->job->id, w, now, timeout))
 			return w;
 	return ENGINE_NIL;
 }
@@ -129,14 +131,14 @@ static void life_dead_rank(struct tally_engine *e, uint64_t now)
 		const uint64_t *cb = engine_contrib_bm(k, idx);
 		uint32_t dead;
 		if (now - k->chunks[idx].first_ns >= t &&
-		    (dead = silent_rank(k, cb, now, t, 0)) != ENGINE_NIL)
+		    (dead = silent_rank(e, k, cb, now, t, 0)) != ENGINE_NIL)
 			silent_report(e, k, idx, k->chunks[idx].round, cb, dead, now);
 		return;
 	}
 	if (!k->stall_ns || now - k->stall_ns < t)
 		return;
 	const uint64_t *seen = engine_seen_bm(k, k->stall_idx);
-	uint32_t dead = silent_rank(k, seen, now, t, 1);
+	uint32_t dead = silent_rank(e, k, seen, now, t, 1);
 	if (dead != ENGINE_NIL)
 		silent_report(e, k, k->stall_idx, k->stall_round, seen, dead, now);
 }

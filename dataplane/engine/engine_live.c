@@ -9,6 +9,8 @@
  * overwrites (the entry then names another rank and is ignored: liveness falls back to the
  * core's own), and a torn read can refuse one re-bind spuriously (the worker retries). The
  * same IP is never refused here: a restarted worker on its own host re-binds as before.
+ * The same stamp keeps a rank that talks to another core from being named silent here
+ * (engine_life.c): a rank waiting on core 0 is alive for a chunk of core 1.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -85,4 +87,20 @@ int engine_live_other(const struct tally_engine *e, uint32_t job, uint32_t rank,
 		return 0;
 	uint32_t age_ms = (uint32_t)(now / 1000000u) - (uint32_t)(v >> 32);
 	return (uint64_t)age_ms * 1000000u < e->cfg.rejoin_timeout_ns;
+}
+
+int engine_live_within(const struct tally_engine *e, uint32_t job, uint32_t rank, uint64_t now,
+		       uint64_t window_ns)
+{
+	struct tally_engine_live *l = e->cfg.live;
+	uint64_t key;
+
+	if (!l)
+		return 0;
+	struct live_ent *s = live_slot(l, job, rank, &key);
+	uint64_t v = atomic_load_explicit(&s->ms_ip, memory_order_acquire);
+	if (!v || atomic_load_explicit(&s->key, memory_order_relaxed) != key)
+		return 0;
+	uint32_t age_ms = (uint32_t)(now / 1000000u) - (uint32_t)(v >> 32);
+	return (uint64_t)age_ms * 1000000u < window_ns;
 }

@@ -226,6 +226,56 @@ static void test_rank_silent(void **state)
 	h_stop(&h);
 }
 
+/* A rank waiting on another core of the appliance (its pushes of key 4 still to come on
+ * this one, its probes going to core 0) is alive: core 1 does not name it silent while
+ * core 0 hears it, with the appliance's shared liveness (cfg.live); once it is silent on
+ * both for the timeout, core 1 names it. Without cfg.live: the per-core rule (named). */
+static void silent_across_cores(int shared)
+{
+	struct tally_engine_live *live = shared ? tally_engine_live_create(16) : NULL;
+	struct tally_engine_cfg cfg;
+	struct h h0, h1;
+	h_init_cfg(&cfg);
+	cfg.live = live;
+	h_start(&h0, &cfg);
+	cfg.core_index = 1;
+	h_start(&h1, &cfg);
+	struct tally_register r = h_reg(8, 8, TALLY_DT_F32, 2, 2);
+	h_setup(&h0, 2, 4, &r);
+	h_setup(&h1, 2, 4, &r);
+	float v[8] = { 0 };
+	uint64_t t = h1.cfg.dead_rank_timeout_ns, step = t / 8;
+	assert_int_equal(h_push(&h1, 0, 4, 0, 0, TALLY_DT_F32, v, 8), TALLY_OK);
+	assert_int_equal(h_push(&h0, 1, 4, 0, 0, TALLY_DT_F32, v, 8), TALLY_OK);
+	for (int i = 0; i < 24; i++) { /* 3 timeouts: rank 1 probes core 0 only */
+		h0.cap.now += step;
+		h1.cap.now += step;
+		assert_int_equal(h_pull(&h0, 1, 4, 0, 0), TALLY_OK);
+		tally_engine_poll(h0.e);
+		tally_engine_poll(h1.e);
+	}
+	if (shared)
+		assert_int_equal(count_silent(&h1, 0, 1), 0);
+	else /* once per period */
+		assert_true(count_silent(&h1, 0, 1) >= 2);
+	if (shared) {
+		h0.cap.now += t;
+		h1.cap.now += t; /* now silent everywhere for the timeout */
+		tally_engine_poll(h1.e);
+		assert_int_equal(count_silent(&h1, 0, 1), 1);
+	}
+	h_stop(&h0);
+	h_stop(&h1);
+	tally_engine_live_destroy(live);
+}
+
+static void test_silent_across_cores(void **state)
+{
+	(void)state;
+	silent_across_cores(0);
+	silent_across_cores(1);
+}
+
 /* Quorum: a rank that has not joined yet holds the others at most two rounds ahead, so the
  * rounds it still has to push are kept (it got STALE_ROUND forever when the slot was
  * reused), and the dead-rank timeout names it to the ranks that wait. */
@@ -327,6 +377,7 @@ int main(void)
 		cmocka_unit_test(test_incarnation),
 		cmocka_unit_test(test_job_table_full),
 		cmocka_unit_test(test_rank_silent),
+		cmocka_unit_test(test_silent_across_cores),
 		cmocka_unit_test(test_quorum_late_joiner),
 		cmocka_unit_test(test_slow_rank_not_silent),
 		cmocka_unit_test(test_drain_error),
