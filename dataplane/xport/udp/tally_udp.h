@@ -45,7 +45,9 @@ struct tally_udp_cfg {
 				* Off by default: over a veth the kernel hands a DPDK AF_PACKET
 				* appliance one 64 KB super-frame that it cannot take (measured:
 				* every chunk times out), while a kernel receiver or a NIC with
-				* UDP segmentation offload segments it correctly. In listen mode
+				* UDP segmentation offload segments it correctly. Clients switch
+				* it on by the appliance's JOIN_OK (TALLY_CAP_GSO,
+				* tally_udp_set_gso). In listen mode
 				* (tally-udpd: on by default) each flush is ordered by destination
 				* first, so RESULTs queued rank by rank still join per worker. */
 	int gro;               /* UDP_GRO on receive: 0 off, 1 on when available (default 1) */
