@@ -17,6 +17,7 @@ each on stderr."""
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -91,6 +92,35 @@ def run_one(cl, o, mpi, size, tally):
     return r
 
 
+def appliance_state(cl, o):
+    """What the appliances say while a run hangs (tallyctl over their control sockets): each
+    job's gone_appliances (a failover one of them was told about) and the stuck chunks per
+    (key, round, missing ranks)."""
+    ctl = os.path.join(o.bin, "control", "tallyctl")
+    out = []
+    for k in range(o.appliances):
+        sock = os.path.join(cl.tmp, f"ctl{k}.sock")
+        try:
+            jobs = json.loads(subprocess.run([ctl, "--socket", sock, "--json", "jobs"],
+                                             stdout=subprocess.PIPE, text=True,
+                                             timeout=15).stdout or "{}")
+            stuck = json.loads(subprocess.run([ctl, "--socket", sock, "--json", "stuck"],
+                                              stdout=subprocess.PIPE, text=True,
+                                              timeout=15).stdout or "{}")
+        except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+            out.append(f"appliance {k}: {e}")
+            continue
+        gone = [(j.get("job_id"), j.get("gone_appliances")) for j in jobs
+                if isinstance(j, dict)]
+        chunks = {}
+        for e in stuck if isinstance(stuck, list) else []:
+            w = (e.get("key"), e.get("round"), tuple(e.get("missing") or ()))
+            chunks[w] = chunks.get(w, 0) + 1
+        out.append(f"appliance {k}: (job, gone_appliances) {gone}; stuck chunks by (key, "
+                   f"round, missing ranks) {sorted(chunks.items())[:12]}")
+    return "; ".join(out)
+
+
 def run_try(cl, o, mpi, size, tally, attempt):
     name = f"{mpi}-{size}-{'tally' if tally else 'plain'}-{attempt}"
     stats = os.path.join(cl.tmp, name + ".stats")
@@ -118,6 +148,7 @@ def run_try(cl, o, mpi, size, tally, attempt):
             done = True
             break
         time.sleep(0.2)
+    state = appliance_state(cl, o) if tally and not done else ""
     cl.stop(p, 5)
     rows = []
     for line in cl.logtext(name).splitlines():
@@ -127,7 +158,8 @@ def run_try(cl, o, mpi, size, tally, attempt):
             except ValueError:
                 pass
     if len(rows) != o.workers:
-        return None, False, ("timed out: " if not done else "") + cl.logtext(name)[-600:]
+        return None, False, ("timed out: " if not done else "") + cl.logtext(name)[-600:] + \
+            (f" [{state}]" if state else "")
     ok = all(r["ok"] for r in rows)
     gso = ""
     if tally:  # every timed allreduce went through the appliances (counters at Finalize)
