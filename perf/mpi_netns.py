@@ -17,6 +17,7 @@ each on stderr."""
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -82,11 +83,42 @@ def run_one(cl, o, mpi, size, tally):
     """(seconds, ok, why): one mpirun; a launch that gives no result (Open MPI's rsh start
     of a daemon in a namespace now and then hangs) is tried once more, and said so."""
     r = run_try(cl, o, mpi, size, tally, 0)
+    if r[0] is None and o.no_retry:
+        return r
     if r[0] is None:
         print(f"# {mpi} {size} {'tally' if tally else 'plain'}: no result, run again: "
               f"{r[2][-300:]!r}", flush=True)
         r = run_try(cl, o, mpi, size, tally, 1)
     return r
+
+
+def appliance_state(cl, o):
+    """What the appliances say while a run hangs (tallyctl over their control sockets): each
+    job's gone_appliances (a failover one of them was told about) and the stuck chunks per
+    (key, round, missing ranks)."""
+    ctl = os.path.join(o.bin, "control", "tallyctl")
+    out = []
+    for k in range(o.appliances):
+        sock = os.path.join(cl.tmp, f"ctl{k}.sock")
+        try:
+            jobs = json.loads(subprocess.run([ctl, "--socket", sock, "--json", "jobs"],
+                                             stdout=subprocess.PIPE, text=True,
+                                             timeout=15).stdout or "{}")
+            stuck = json.loads(subprocess.run([ctl, "--socket", sock, "--json", "stuck"],
+                                              stdout=subprocess.PIPE, text=True,
+                                              timeout=15).stdout or "{}")
+        except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+            out.append(f"appliance {k}: {e}")
+            continue
+        gone = [(j.get("job_id"), j.get("gone_appliances")) for j in jobs
+                if isinstance(j, dict)]
+        chunks = {}
+        for e in stuck if isinstance(stuck, list) else []:
+            w = (e.get("key"), e.get("round"), tuple(e.get("missing") or ()))
+            chunks[w] = chunks.get(w, 0) + 1
+        out.append(f"appliance {k}: (job, gone_appliances) {gone}; stuck chunks by (key, "
+                   f"round, missing ranks) {sorted(chunks.items())[:12]}")
+    return "; ".join(out)
 
 
 def run_try(cl, o, mpi, size, tally, attempt):
@@ -116,6 +148,7 @@ def run_try(cl, o, mpi, size, tally, attempt):
             done = True
             break
         time.sleep(0.2)
+    state = appliance_state(cl, o) if tally and not done else ""
     cl.stop(p, 5)
     rows = []
     for line in cl.logtext(name).splitlines():
@@ -125,16 +158,21 @@ def run_try(cl, o, mpi, size, tally, attempt):
             except ValueError:
                 pass
     if len(rows) != o.workers:
-        return None, False, ("timed out: " if not done else "") + cl.logtext(name)[-600:]
+        return None, False, ("timed out: " if not done else "") + cl.logtext(name)[-600:] + \
+            (f" [{state}]" if state else "")
     ok = all(r["ok"] for r in rows)
+    gso = ""
     if tally:  # every timed allreduce went through the appliances (counters at Finalize)
         try:
             with open(stats) as f:
-                taken = sum(json.loads(x)["allreduce"]["taken_calls"] for x in f)
+                st = [json.loads(x) for x in f]
+            taken = sum(x["allreduce"]["taken_calls"] for x in st)
+            # each appliance's GSO state as the ranks saw it ("on (auto)": its JOIN_OK)
+            gso = ",".join(sorted({g for x in st for g in x.get("gso", [])}))
         except (OSError, ValueError, KeyError):
             taken = 0
         ok = ok and taken >= o.workers * rounds
-    return max(r["seconds"] for r in rows) / rounds, ok, ""
+    return max(r["seconds"] for r in rows) / rounds, ok, gso
 
 
 def main():
@@ -147,6 +185,8 @@ def main():
     ap.add_argument("--link-gbit", type=float, default=1.0)
     ap.add_argument("--timeout", type=float, default=240, help="seconds per mpirun")
     ap.add_argument("--prefix", default="tm")
+    ap.add_argument("--no-retry", action="store_true",
+                    help="a launch without a result is not tried again (to study it)")
     ap.add_argument("--tally-env", action="append", default=[], metavar="VAR=VALUE",
                     help="more settings for the preloaded ranks (libtally_mpi / agent)")
     a = ap.parse_args()
@@ -157,7 +197,7 @@ def main():
                         appliances=a.appliances, emulate=True, link_gbit=a.link_gbit,
                         appliance_gbit=a.link_gbit * a.workers / a.appliances,
                         appliance_kind="udpd", dry_run=False, bin=os.path.abspath(a.bin),
-                        timeout=a.timeout, tally_env=a.tally_env)
+                        timeout=a.timeout, tally_env=a.tally_env, no_retry=a.no_retry)
     sizes = [size_arg(s) for s in a.sizes.split(",")]
     tmp = tempfile.mkdtemp(prefix="tally-mpi-netns.")
     cl = Cluster(o, tmp)
@@ -182,23 +222,25 @@ def main():
             time.sleep(0.1)
         print(f"# {o.workers} ranks, {o.appliances} tally-udpd, links {o.link_gbit} Gbit/s "
               f"(appliances {o.appliance_gbit:g}), tbf both ends; tally env "
-              f"{' '.join(o.tally_env) or '-'}")
+              f"{' '.join(o.tally_env) or '-'}; logs and counters in {tmp}")
         print(f"{'mpi':6} {'bytes':>10} {'plain_s':>10} {'tally_s':>10} {'plain_GB/s':>10} "
               f"{'tally_GB/s':>10} {'ratio':>6} ok")
         for mpi in a.mpi.split(","):
             for s in sizes:
                 tp, okp, why_p = run_one(cl, o, mpi, s, False)
                 tt, okt, why_t = run_one(cl, o, mpi, s, True)
-                for w in (why_p, why_t):
+                gso = why_t if tt else ""  # a result's third field: the ranks' GSO state
+                for w in (why_p, "" if tt else why_t):
                     if w:
                         print(f"# {mpi} {s}: no result: {w}", file=sys.stderr)
                 f = (lambda x: f"{x:10.6f}" if x else f"{'-':>10}")
                 bw = (lambda x: f"{s / x / 1e9:10.3f}" if x else f"{'-':>10}")
                 ratio = f"{tp / tt:6.2f}" if tp and tt else f"{'-':>6}"
                 print(f"{mpi:6} {s:>10} {f(tp)} {f(tt)} {bw(tp)} {bw(tt)} {ratio} "
-                      f"{str(okp).lower()}/{str(okt).lower()}", flush=True)
+                      f"{str(okp).lower()}/{str(okt).lower()} gso {gso or '-'}", flush=True)
                 print(json.dumps({"mpi": mpi, "bytes": s, "plain_s": tp, "tally_s": tt,
-                                  "plain_ok": okp, "tally_ok": okt}), file=sys.stderr)
+                                  "plain_ok": okp, "tally_ok": okt, "gso": gso}),
+                      file=sys.stderr)
     finally:
         cl.cleanup()
     return 0

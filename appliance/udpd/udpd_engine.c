@@ -90,6 +90,7 @@ int udpd_engines_create(struct udpd *d, char *err, size_t errlen)
 		ec.dead_rank_timeout_ns = (uint64_t)d->conf.dead_rank_timeout_ms * 1000000u;
 		ec.job_idle_timeout_ns = (uint64_t)d->conf.job_idle_timeout_ms * 1000000u;
 		ec.boot_id = boot;
+		ec.takes_gso = 1; /* kernel UDP sockets: workers may send with GSO */
 		ec.live = d->live; /* a rank heard on any core is alive on all */
 		tally_engine_cfg_defaults(&ec); /* 0: the engine's defaults */
 		d->eng[i] = tally_engine_create(&ec, xops, xctx, &rc);

@@ -166,7 +166,8 @@ enum tally_reason engine_rx_join(struct tally_engine *e, const struct tally_pkt 
 	if (jn.max_chunk_bytes && jn.max_chunk_bytes < ok.max_chunk_bytes)
 		ok.max_chunk_bytes = jn.max_chunk_bytes;
 	ok.caps = TALLY_CAP_QUORUM | TALLY_CAP_HELD | TALLY_CAP_AVERAGE | TALLY_CAP_NORESULT |
-		  (e->det_nslots ? TALLY_CAP_DETERMINISTIC : 0);
+		  (e->det_nslots ? TALLY_CAP_DETERMINISTIC : 0) |
+		  (e->cfg.takes_gso ? TALLY_CAP_GSO : 0);
 	ok.world_size = job->world;
 	uint8_t pl[TALLY_JOIN_OK_LEN];
 	tally_proto_put_join_ok(pl, &ok);

@@ -197,6 +197,9 @@ struct tally_engine_cfg {
 	uint32_t quota_ranks;      /* world size an open-admission JOIN may ask (QUOTA_RANKS) */
 	struct tally_engine_live *live; /* "last heard" per rank shared by every core of the
 				    * appliance (tally_engine_live_create); NULL: per core only */
+	int takes_gso;             /* the appliance receives on kernel UDP sockets, which hand
+				    * GSO-segmented datagrams over one by one: JOIN_OK offers
+				    * TALLY_CAP_GSO (tally-udpd; never a DPDK appliance) */
 	uint64_t boot_id;          /* this start of the appliance, in JOIN_OK / PING answers /
 				    * ERRORs (tally_proto.h PING): every core of one appliance
 				    * gives the same; 0: tally_engine_create draws one */

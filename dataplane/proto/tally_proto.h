@@ -202,6 +202,10 @@ struct tally_hdr {
 			      * appliance does (to the workers that asked) */
 #define TALLY_CAP_AVERAGE 0x8u /* JOIN_OK: REGISTER may ask TALLY_KEY_AVERAGE */
 #define TALLY_CAP_NORESULT 0x10u /* JOIN_OK: PUSH may carry TALLY_F_NORESULT */
+#define TALLY_CAP_GSO 0x20u  /* JOIN_OK: UDP GSO-segmented datagrams (UDP_SEGMENT) arrive here
+			      * as the datagrams they are (kernel UDP sockets: tally-udpd), so a
+			      * worker may send with GSO. Absent (tallyd): a DPDK AF_PACKET port
+			      * on a veth may get the 64 KB super-frame unsegmented and drop it */
 
 struct tally_join {          /* JOIN payload, 24 bytes */
 	uint32_t world_size;

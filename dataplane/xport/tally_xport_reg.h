@@ -112,6 +112,10 @@ struct tally_xport_impl {
 	const struct tally_xport_ops *(*ops)(void *ctx);
 	void (*set_rx)(void *ctx, const struct tally_xport_rx *rx);
 	int (*flush)(void *ctx);                   /* optional: send what is queued */
+	/* optional (udp): UDP segmentation on send from now on; the state now (1/0) or a
+	 * negative errno; gso: the state now */
+	int (*set_gso)(void *ctx, int on);
+	int (*gso)(const void *ctx);
 	int (*setup_authed)(const void *ctx);      /* optional: connections keyed at setup */
 	unsigned (*conns)(const void *ctx);        /* optional: live connections */
 	int (*owns)(const struct tally_addr *a);   /* optional: a peer of this transport */
@@ -159,6 +163,11 @@ void tally_xport_set_rx(struct tally_xport *x, const struct tally_xport_rx *rx);
 void tally_xport_attach_client(struct tally_xport *x, struct tally_client *c);
 int tally_xport_flush(struct tally_xport *x);
 int tally_xport_setup_authed(const struct tally_xport *x);
+/* UDP segmentation on send on/off from now on (no syscall): the state now, 1 or 0, or
+ * -EOPNOTSUPP for a transport without it (only "udp" has it) or a path that refused it. */
+int tally_xport_set_gso(struct tally_xport *x, int on);
+/* 1 while sends use UDP segmentation, else 0 (every transport but udp: 0). */
+int tally_xport_gso(const struct tally_xport *x);
 unsigned tally_xport_conns(const struct tally_xport *x);
 size_t tally_xport_counters(const struct tally_xport *x, struct tally_xport_counter *out,
 			    size_t max);

@@ -55,6 +55,7 @@ static int core_start(struct tally_agent *a, char *errbuf, size_t errlen)
 			a->comp_max_chunk = mc;
 		if (a->net->averages && a->net->averages(a->net_ctx, i))
 			a->avg_appl |= 1ull << i;
+		a->gso[i] = a->net->gso ? a->net->gso(a->net_ctx, i) : TALLY_AGENT_GSO_NONE;
 	}
 	if ((rc = -pthread_create(&a->thr, NULL, agent_progress_main, a))) {
 		agent_errf(errbuf, errlen, "cannot start the progress thread");
@@ -245,6 +246,27 @@ int tally_agent_liveness(struct tally_agent *a, unsigned i, uint64_t *gone_realt
 		*gone_realtime_ns = a->gone_ns[i];
 	pthread_mutex_unlock(&a->mu);
 	return st;
+}
+
+int tally_agent_gso(struct tally_agent *a, unsigned i)
+{
+	int st;
+
+	if (i >= a->plan.n)
+		return -EINVAL;
+	pthread_mutex_lock(&a->mu);
+	st = a->gso[i];
+	pthread_mutex_unlock(&a->mu);
+	return st;
+}
+
+const char *tally_agent_gso_name(int state)
+{
+	static const char *const names[] = { "none", "off (auto)", "on (auto)", "off (forced)",
+					     "on (forced)", "off (refused)" };
+
+	return state >= 0 && state < (int)(sizeof(names) / sizeof(names[0])) ? names[state]
+									    : "?";
 }
 
 void tally_agent_ranks(struct tally_agent *a, int *rank, int *world, int *local_rank,

@@ -147,6 +147,7 @@ struct tally_agent {
 	unsigned placed;        /* parts REGISTERed (the progress thread's) */
 	uint64_t moved_pushes;  /* open-round pushes moved (progress thread's count) */
 	int live[TALLY_AGENT_MAX_APPLIANCES]; /* enum tally_agent_liveness, under the lock */
+	int gso[TALLY_AGENT_MAX_APPLIANCES];  /* enum tally_agent_gso, under the lock */
 
 	char err[1024]; /* a client's give-up text comes with its drop summary */
 	struct tally_agent_stats st;

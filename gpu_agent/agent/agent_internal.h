@@ -67,6 +67,9 @@ struct agent_net_ops {
 	/* Does appliance `appl` take TALLY_KEY_AVERAGE keys (JOIN_OK TALLY_CAP_AVERAGE, after
 	 * connect)? 1 / 0. NULL: no. */
 	int (*averages)(void *ctx, unsigned appl);
+	/* How sends to appliance `appl` use UDP GSO now (enum tally_agent_gso; progress
+	 * thread, no syscall). NULL: TALLY_AGENT_GSO_NONE. */
+	int (*gso)(void *ctx, unsigned appl);
 };
 
 /* Production network: one tally_client + kernel UDP transport per appliance. */

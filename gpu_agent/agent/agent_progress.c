@@ -262,6 +262,8 @@ static void complete_locked(struct tally_agent *a)
 		a->live[i] = (a->gone & (1u << i)) ? TALLY_AGENT_GONE :
 			     (a->draining & (1u << i)) ? TALLY_AGENT_DRAINING :
 			     a->net->liveness ? a->net->liveness(a->net_ctx, i) : TALLY_AGENT_UP;
+	for (unsigned i = 0; i < a->plan.n; i++)
+		a->gso[i] = a->net->gso ? a->net->gso(a->net_ctx, i) : TALLY_AGENT_GSO_NONE;
 	for (unsigned i = 0; i < a->nflight;) {
 		struct agent_flight f = a->flight[i];
 		struct agent_req *r = &a->reqs[f.req];

@@ -131,8 +131,9 @@ void tally_agent_cfg_defaults(struct tally_agent_cfg *cfg);
  * the token from the run id, the incarnation from the run id and TORCHELASTIC_RESTART_COUNT;
  * the Python package agrees a random token through torch's store instead (tally.identity).
  * 0, or -EINVAL with a message naming the variable. (TALLY_GSO=0|1, UDP segmentation
- * offload on the workers' sends, is read by tally_agent_create: kernel-UDP appliances only;
- * unset: on for an appliance on loopback, 127.0.0.0/8, off elsewhere.) */
+ * offload on the workers' sends, is read by tally_agent_create: 1 forces it on, 0 off;
+ * unset: on for each appliance whose JOIN_OK offers TALLY_CAP_GSO (tally-udpd), off for the
+ * others (tallyd): tally_agent_gso.) */
 int tally_agent_cfg_from_env(struct tally_agent_cfg *cfg, char *err, size_t errlen);
 /* Parses "host[:port][@gbps][+colo],..." into cfg->appliances. 0 or -EINVAL (message). */
 int tally_agent_parse_appliances(struct tally_agent_cfg *cfg, const char *list, char *err,
@@ -362,6 +363,23 @@ enum tally_agent_liveness {
  * (CLOCK_REALTIME ns, 0: it did not); -EINVAL for no such appliance. */
 int tally_agent_liveness(struct tally_agent *a, unsigned i, uint64_t *gone_realtime_ns);
 void tally_agent_get_stats(struct tally_agent *a, struct tally_agent_stats *out);
+
+/* How this rank's UDP sends to an appliance use GSO (UDP_SEGMENT), and why. */
+enum tally_agent_gso {
+	TALLY_AGENT_GSO_NONE = 0,   /* no UDP sends to it from this rank (a local rank that is
+				     * not its machine's root, or the verbs transport) */
+	TALLY_AGENT_GSO_OFF_AUTO,   /* TALLY_GSO unset and its JOIN_OK lacks TALLY_CAP_GSO
+				     * (tallyd: a DPDK port may get super-frames whole) */
+	TALLY_AGENT_GSO_ON_AUTO,    /* TALLY_GSO unset and it offered TALLY_CAP_GSO (tally-udpd) */
+	TALLY_AGENT_GSO_OFF_FORCED, /* TALLY_GSO=0 */
+	TALLY_AGENT_GSO_ON_FORCED,  /* TALLY_GSO=1 */
+	TALLY_AGENT_GSO_REFUSED     /* wanted, but the kernel refused UDP_SEGMENT on this path */
+};
+/* Appliance i's enum tally_agent_gso (as of the progress thread's last turn), or -EINVAL
+ * for no such appliance. */
+int tally_agent_gso(struct tally_agent *a, unsigned i);
+/* "on (auto)", "off (forced)", ...: the state's name for counter dumps and logs. */
+const char *tally_agent_gso_name(int state);
 /* sizeof of a public structure by its name ("tally_agent_cfg", "tally_agent_appliance",
  * "tally_agent_stats", "tally_agent_part", "tally_opt_cfg", "tally_opt_tensor"), 0 for
  * another name: bindings that lay the structures out themselves check them at load. */

@@ -25,6 +25,8 @@ struct ncl_appl {
 	struct tally_client *c;
 	struct ncl *n;
 	uint32_t acked;     /* the gone set this appliance echoed (TALLY_OP_GONE) */
+	int gso_mode;       /* TALLY_GSO: 1 / 0 forced, -1 unset (auto: JOIN_OK decides) */
+	uint32_t gso_caps;  /* the JOIN_OK caps auto last decided on (~0: none yet) */
 	char err[320];
 };
 
@@ -145,14 +147,46 @@ static int ncl_averages(void *ctx, unsigned i)
 	return (tally_client_caps(n->ap[i].c) & TALLY_CAP_AVERAGE) != 0;
 }
 
+/* TALLY_GSO unset: GSO on exactly while the appliance's JOIN_OK offers TALLY_CAP_GSO
+ * (tally-udpd: kernel sockets take the segments; tallyd's AF_PACKET port may not). Decided
+ * again when the caps change (a re-JOIN to a restarted or replaced appliance; 0 while not
+ * joined: off). An integer compare per turn; the switch itself is a field (tally_udp.h). */
+static void ncl_gso_decide(struct ncl_appl *ap)
+{
+	uint32_t caps = tally_client_caps(ap->c);
+
+	if (ap->gso_mode >= 0 || caps == ap->gso_caps)
+		return;
+	ap->gso_caps = caps;
+	tally_xport_set_gso(&ap->x, (caps & TALLY_CAP_GSO) != 0);
+}
+
+static int ncl_gso(void *ctx, unsigned i)
+{
+	struct ncl_appl *ap = &((struct ncl *)ctx)->ap[i];
+	int on = tally_xport_gso(&ap->x);
+	int want = ap->gso_mode >= 0 ? ap->gso_mode : (ap->gso_caps & TALLY_CAP_GSO) != 0 &&
+							  ap->gso_caps != ~0u;
+
+	if (!ap->gone) /* not a UDP session (verbs) */
+		return TALLY_AGENT_GSO_NONE;
+	if (want && !on)
+		return TALLY_AGENT_GSO_REFUSED;
+	if (ap->gso_mode >= 0)
+		return on ? TALLY_AGENT_GSO_ON_FORCED : TALLY_AGENT_GSO_OFF_FORCED;
+	return on ? TALLY_AGENT_GSO_ON_AUTO : TALLY_AGENT_GSO_OFF_AUTO;
+}
+
 static int ncl_connect(void *ctx, unsigned i, uint32_t timeout_ms, char *err, size_t errlen)
 {
 	struct ncl *n = ctx;
 	const struct tally_agent_appliance *ap = &n->cfg.appliances[i];
 	int rc = tally_client_join(n->ap[i].c, timeout_ms);
 
-	if (rc == 0)
+	if (rc == 0) {
+		ncl_gso_decide(&n->ap[i]);
 		return 0;
+	}
 	if (rc == -ETIMEDOUT)
 		agent_errf(err, errlen, "appliance %u (%s:%u) unreachable: no answer to JOIN after %u ms",
 			   i, ap->host, ap->port, timeout_ms);
@@ -245,6 +279,7 @@ static void ncl_progress(void *ctx, uint64_t timeout_ns)
 
 		n->ap[i].x.ops->poll(n->ap[i].x.ctx, wait);
 		tally_client_tick(n->ap[i].c);
+		ncl_gso_decide(&n->ap[i]);
 	}
 	/* a survivor that has not echoed our gone set yet hears it again (lost GONE) */
 	if (n->declared && ncl_now() - n->declared_ns > 100000000u)
@@ -294,6 +329,7 @@ static const struct agent_net_ops ncl_ops = {
 	.declare_gone = ncl_declare_gone,
 	.liveness = ncl_liveness,
 	.averages = ncl_averages,
+	.gso = ncl_gso,
 };
 
 /* A one-rank job with no incarnation given: this process is the launch. */
@@ -304,19 +340,6 @@ static uint64_t agent_net_random_incarnation(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
 		((uint64_t)getpid() << 40)) | 1;
-}
-
-/* An appliance on this host's loopback (127.0.0.0/8, "localhost") is a kernel receiver
- * (tally-udpd: a DPDK appliance is never reached there), so the workers send with GSO: one
- * 64 KB super-datagram through the stack instead of eight (perf/README.md, hvd_allreduce:
- * 6.4 MB allreduce 406-476 MB/s without, 550-1020 MB/s with). */
-static int ncl_loopback(const char *host)
-{
-	struct in_addr ip;
-
-	if (!strcmp(host, "localhost"))
-		return 1;
-	return inet_pton(AF_INET, host, &ip) == 1 && (ntohl(ip.s_addr) >> 24) == 127;
 }
 
 int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agent_net_ops **ops,
@@ -341,8 +364,14 @@ int agent_net_client_create(const struct tally_agent_cfg *cfg, const struct agen
 
 		if ((rc = agent_cfg_gso(&xo.gso, err, errlen)))
 			goto fail;
-		if (xo.gso < 0) /* TALLY_GSO unset */
-			xo.gso = ncl_loopback(ap->host);
+		/* TALLY_GSO unset: the JOIN goes without GSO and the appliance's JOIN_OK
+		 * decides (ncl_gso_decide): one 64 KB super-datagram through the stack instead
+		 * of eight where it takes them (perf/README.md, hvd_allreduce: 6.4 MB
+		 * allreduce 406-476 MB/s without, 550-1020 MB/s with) */
+		n->ap[i].gso_mode = xo.gso;
+		n->ap[i].gso_caps = ~0u;
+		if (xo.gso < 0)
+			xo.gso = 0;
 		/* RESULTs that a kernel appliance sent as one GSO super-datagram (tally-udpd)
 		 * or the NIC coalesced arrive in one receive (as tally-worker does) */
 		xo.gro = 1;

@@ -233,6 +233,13 @@ static void loc_stats(void *ctx, uint64_t *rtx, uint64_t *excl)
 		l->inner->stats(l->ictx, rtx, excl);
 }
 
+static int loc_gso(void *ctx, unsigned appl)
+{
+	struct loc *l = ctx;
+
+	return l->inner && l->inner->gso ? l->inner->gso(l->ictx, appl) : TALLY_AGENT_GSO_NONE;
+}
+
 static void loc_destroy(void *ctx)
 {
 	struct loc *l = ctx;
@@ -253,6 +260,7 @@ static const struct agent_net_ops loc_ops = {
 	.strerror = loc_strerror,
 	.stats = loc_stats,
 	.destroy = loc_destroy,
+	.gso = loc_gso,
 };
 
 int agent_net_local_create(const struct tally_agent_cfg *cfg, const struct agent_net_ops *inner,

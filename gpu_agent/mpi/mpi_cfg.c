@@ -14,6 +14,7 @@
 struct tally_mpi_cfg tally_mpi_settings;
 _Atomic uint64_t tally_mpi_count[4][TALLY_MPI_NFN];
 _Atomic uint64_t tally_mpi_fallbacks, tally_mpi_errors, tally_mpi_comms, tally_mpi_failovers;
+_Atomic int tally_mpi_gso[TALLY_AGENT_MAX_APPLIANCES];
 int tally_mpi_errclass = MPI_ERR_OTHER;
 
 static int cfg_err(char *err, size_t errlen, const char *fmt, ...)

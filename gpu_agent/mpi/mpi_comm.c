@@ -44,6 +44,12 @@ static void comm_release(struct tally_mpi_comm *c)
 
 		tally_agent_get_stats(c->agent, &st);
 		atomic_fetch_add(&tally_mpi_failovers, st.failovers);
+		for (unsigned i = 0; i < tally_mpi_settings.agent.nappliances; i++) {
+			int g = tally_agent_gso(c->agent, i);
+
+			if (g > TALLY_AGENT_GSO_NONE) /* a local non-root rank sends none */
+				atomic_store(&tally_mpi_gso[i], g);
+		}
 		tally_agent_destroy(c->agent); /* BYE to every appliance */
 	}
 	free(c->shapes);

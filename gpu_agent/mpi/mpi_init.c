@@ -64,6 +64,11 @@ static void stats_dump(void)
 			(unsigned long long)tally_mpi_count[TALLY_MPI_TAKEN_B][f],
 			(unsigned long long)tally_mpi_count[TALLY_MPI_PASSED_C][f],
 			(unsigned long long)tally_mpi_count[TALLY_MPI_PASSED_B][f]);
+	for (unsigned i = 0; i < tally_mpi_settings.agent.nappliances && o < sizeof(line); i++)
+		o += (size_t)snprintf(line + o, sizeof(line) - o, "%s\"%s\"", i ? "," : ",\"gso\":[",
+				      tally_agent_gso_name(atomic_load(&tally_mpi_gso[i])));
+	if (tally_mpi_settings.agent.nappliances && o < sizeof(line))
+		o += (size_t)snprintf(line + o, sizeof(line) - o, "]");
 	if (o < sizeof(line))
 		snprintf(line + o, sizeof(line) - o,
 			 ",\"fallbacks\":%llu,\"errors\":%llu,\"comms\":%llu,\"failovers\":%llu}\n",

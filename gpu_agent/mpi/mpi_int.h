@@ -48,6 +48,8 @@ extern struct tally_mpi_cfg tally_mpi_settings;
 extern _Atomic uint64_t tally_mpi_count[4][TALLY_MPI_NFN]; /* taken c/b, passed c/b */
 extern _Atomic uint64_t tally_mpi_fallbacks, tally_mpi_errors, tally_mpi_comms;
 extern _Atomic uint64_t tally_mpi_failovers; /* the agents' (appliances moved off) */
+/* per appliance, enum tally_agent_gso as the last communicator released saw it */
+extern _Atomic int tally_mpi_gso[TALLY_AGENT_MAX_APPLIANCES];
 extern int tally_mpi_errclass;
 
 /* mpi_comm.c */

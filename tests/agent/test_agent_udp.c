@@ -68,6 +68,7 @@ static void cfg_for(struct tally_agent_cfg *c, int rank, uint64_t token, unsigne
 
 struct worker {
 	int rank, rc;
+	int gso;       /* tally_agent_gso of the appliance after the rounds */
 	float *x;
 	char err[512];
 };
@@ -106,6 +107,7 @@ static void *worker_main(void *arg)
 			if (small[i] != 1.5f)
 				w->rc = -4;
 	}
+	w->gso = tally_agent_gso(a, 0);
 	tally_agent_destroy(a);
 	return NULL;
 }
@@ -129,6 +131,8 @@ static void test_sum_4(void **state)
 		for (int i = 0; i < N; i++)
 			assert_float_equal(w[r].x[i], 10.0f + (float)(i % 13), 1e-5);
 		free(w[r].x);
+		/* TALLY_GSO unset: tally-udpd's JOIN_OK offered TALLY_CAP_GSO, so GSO is on */
+		assert_string_equal(tally_agent_gso_name(w[r].gso), "on (auto)");
 	}
 }
 
@@ -314,6 +318,52 @@ static void test_gso_env_checked(void **state)
 	assert_non_null(strstr(e, "TALLY_GSO"));
 }
 
+/* One rank of its own job on the open appliance with TALLY_GSO as given (NULL: unset):
+ * a sum goes through, and the agent says how GSO was decided. */
+static int gso_one(const char *env, uint32_t job)
+{
+	struct tally_agent_cfg c;
+	char e[512] = "";
+	int err = 0, st;
+	float x[20000];
+
+	cfg_for(&c, 0, 4321, open_port);
+	c.job_id = job;
+	c.world_size = c.local_size = 1;
+	c.average = 0;
+	if (env)
+		setenv("TALLY_GSO", env, 1);
+	struct tally_agent *a = tally_agent_create(&c, &err, e, sizeof(e));
+	unsetenv("TALLY_GSO");
+	if (!a)
+		fail_msg("TALLY_GSO=%s: %d %s", env ? env : "(unset)", err, e);
+	int t = tally_agent_declare(a, "g", sizeof(x), TALLY_DT_F32, 0);
+	assert_true(t >= 0);
+	for (int i = 0; i < 20000; i++)
+		x[i] = (float)i;
+	int h = tally_agent_push_pull(a, t, x, sizeof(x), TALLY_AGENT_CPU, NULL, NULL, NULL);
+	assert_true(h >= 0);
+	if (tally_agent_wait(a, h))
+		fail_msg("TALLY_GSO=%s: %s", env ? env : "(unset)", tally_agent_strerror(a));
+	for (int i = 0; i < 20000; i++)
+		assert_true(x[i] == (float)i);
+	st = tally_agent_gso(a, 0);
+	assert_int_equal(tally_agent_gso(a, 1), -EINVAL);
+	tally_agent_destroy(a);
+	printf("# TALLY_GSO=%s: GSO %s\n", env ? env : "(unset)", tally_agent_gso_name(st));
+	return st;
+}
+
+/* TALLY_GSO keeps its meaning when set (1 forces on, 0 off); unset, tally-udpd's JOIN_OK
+ * (TALLY_CAP_GSO) turns it on. */
+static void test_gso_modes(void **state)
+{
+	(void)state;
+	assert_int_equal(gso_one(NULL, 31), TALLY_AGENT_GSO_ON_AUTO);
+	assert_int_equal(gso_one("0", 32), TALLY_AGENT_GSO_OFF_FORCED);
+	assert_int_equal(gso_one("1", 33), TALLY_AGENT_GSO_ON_FORCED);
+}
+
 /* The sharded local mode through the real network: 2 machines x 2 local ranks (threads),
  * each local rank on its own lane, i.e. its own job at the appliance (7 and 7 | 1 << 24,
  * created by their first JOINs), a tensor that divides neither by 2 nor by the partition. */
@@ -414,6 +464,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test(test_not_listening),
 		cmocka_unit_test(test_gso_env_checked),
+		cmocka_unit_test(test_gso_modes),
 		cmocka_unit_test(test_lanes_2x2),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -39,6 +39,8 @@ static void test_join(void **state)
 	assert_int_equal(ok.world_size, 4);
 	assert_true(ok.caps & TALLY_CAP_DETERMINISTIC);
 	assert_true(ok.caps & TALLY_CAP_QUORUM);
+	/* an engine not told its receive path takes GSO (tallyd's) does not offer it */
+	assert_false(ok.caps & TALLY_CAP_GSO);
 	assert_int_equal(tally_engine_stats(h.e)->joins, 1);
 
 	/* Re-JOIN from the same address (lost JOIN_OK) is answered again. */
@@ -69,6 +71,27 @@ static void test_join(void **state)
 	assert_int_equal(h.cap.q[h.cap.n - 1].pkt.hdr.aux, TALLY_OP_JOIN);
 	H_EXPECT_REJECT(&h, h_join(&h, 4, 4), TALLY_R_BAD_RANK, 1);
 	H_EXPECT_REJECT(&h, h_join(&h, 0, 5), TALLY_R_BAD_RANK, 1);
+	h_stop(&h);
+}
+
+/* takes_gso (tally-udpd's kernel sockets) is offered in JOIN_OK as TALLY_CAP_GSO: the
+ * workers' auto rule (TALLY_GSO unset) turns GSO on by it. */
+static void test_join_gso(void **state)
+{
+	(void)state;
+	struct h h;
+	struct tally_engine_cfg cfg;
+	struct tally_join_ok ok;
+
+	h_init_cfg(&cfg);
+	cfg.takes_gso = 1;
+	h_start(&h, &cfg);
+	assert_int_equal(tally_engine_job_add(h.e, H_JOB, H_TOKEN, 4), 0);
+	assert_int_equal(h_join(&h, 0, 4), TALLY_OK);
+	assert_int_equal(h.cap.n, 1);
+	assert_int_equal(tally_proto_get_join_ok(&h.cap.q[0].pkt, &ok), TALLY_OK);
+	assert_true(ok.caps & TALLY_CAP_GSO);
+	assert_true(ok.caps & TALLY_CAP_QUORUM);
 	h_stop(&h);
 }
 
@@ -390,6 +413,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_join),
+		cmocka_unit_test(test_join_gso),
 		cmocka_unit_test(test_open_admission),
 		cmocka_unit_test(test_register),
 		cmocka_unit_test(test_register_binds),

@@ -49,7 +49,7 @@ else
 	# Hydra passes the whole environment to its ranks
 	mpirun() { timeout "$(T 300)" $run -np 4 "$@"; }
 fi
-unset MALLOC_PERTURB_ # meson's: glibc would fill the appliance's whole key arena
+unset MALLOC_PERTURB_ TALLY_GSO # meson's: glibc would fill the appliance's whole key arena
 
 dir=$(mktemp -d /tmp/tally-mpi-test.XXXXXX)
 pids=()
@@ -119,6 +119,11 @@ all)
 	[ "$(stat allreduce passed_calls)" -gt 0 ] || fail "no allreduce passed through"
 	[ "$(stat errors)" = 0 ] || fail "errors counted"
 	[ "$(stat comms)" -ge 20 ] || fail "communicators with a job: $(stat comms)"
+	# TALLY_GSO unset: tally-udpd's JOIN_OK offers TALLY_CAP_GSO, so every rank sends with it
+	python3 -c 'import json,sys
+g=[json.loads(l).get("gso") for l in open(sys.argv[1])]
+print("GSO per rank:", g); sys.exit(0 if all(x == ["on (auto)"] for x in g) else 1)' \
+		"$dir/stats" || fail "GSO not on (auto) against tally-udpd"
 	;;
 det)
 	start_udpd a

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # mpi_tallyd.sh --bin BUILD --mpi ompi|mpich — libtally_mpi against tallyd (DPDK,
 # net_af_packet on a veth): 4 ranks of test_mpi under mpirun in a network namespace,
-# every case (up to 16 MiB), sums through tallyd; counters show them taken over.
+# every case (up to 16 MiB), sums through tallyd; counters show them taken over, and
+# GSO off on every rank (TALLY_GSO unset: tallyd's JOIN_OK does not offer TALLY_CAP_GSO).
 set -u
 BIN= MPI=
 while [ $# -gt 0 ]; do
@@ -26,7 +27,7 @@ else
 fi
 command -v $RUN >/dev/null || e2e_skip "$RUN absent"
 [ -x "$APP" ] && [ -x "$TEST" ] && [ -f "$LIB" ] || e2e_fail "no $APP, $TEST or $LIB"
-unset MALLOC_PERTURB_
+unset MALLOC_PERTURB_ TALLY_GSO
 mult=${TALLY_TIMEOUT_MULTIPLIER:-1}
 e2e_ns a
 e2e_ns w
@@ -63,6 +64,10 @@ for f in ("allreduce", "iallreduce", "reduce_scatter_block", "reduce_scatter"):
     assert n > 0, f"{f}: nothing taken over"
     print(f"{f}: taken over {n} calls through tallyd")
 assert sum(r["errors"] for r in rows) == 0
+# TALLY_GSO unset: tallyd's JOIN_OK offers no TALLY_CAP_GSO (its AF_PACKET port may get a
+# GSO super-frame whole), so every rank sends without GSO
+assert all(r.get("gso") == ["off (auto)"] for r in rows), [r.get("gso") for r in rows]
+print("GSO:", rows[0]["gso"][0], "on every rank")
 PYEOF
 e2e_stop $app
 e2e_log "PASS: $MPI through tallyd (net_af_packet)"

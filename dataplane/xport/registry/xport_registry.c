@@ -154,6 +154,16 @@ int tally_xport_setup_authed(const struct tally_xport *x)
 	return x->impl && x->impl->setup_authed ? x->impl->setup_authed(x->ctx) : 0;
 }
 
+int tally_xport_set_gso(struct tally_xport *x, int on)
+{
+	return x->impl && x->impl->set_gso ? x->impl->set_gso(x->ctx, on) : -EOPNOTSUPP;
+}
+
+int tally_xport_gso(const struct tally_xport *x)
+{
+	return x->impl && x->impl->gso ? x->impl->gso(x->ctx) : 0;
+}
+
 unsigned tally_xport_conns(const struct tally_xport *x)
 {
 	return x->impl && x->impl->conns ? x->impl->conns(x->ctx) : 0;

@@ -45,7 +45,9 @@ struct tally_udp_cfg {
 				* Off by default: over a veth the kernel hands a DPDK AF_PACKET
 				* appliance one 64 KB super-frame that it cannot take (measured:
 				* every chunk times out), while a kernel receiver or a NIC with
-				* UDP segmentation offload segments it correctly. In listen mode
+				* UDP segmentation offload segments it correctly. Clients switch
+				* it on by the appliance's JOIN_OK (TALLY_CAP_GSO,
+				* tally_udp_set_gso). In listen mode
 				* (tally-udpd: on by default) each flush is ordered by destination
 				* first, so RESULTs queued rank by rank still join per worker. */
 	int gro;               /* UDP_GRO on receive: 0 off, 1 on when available (default 1) */
@@ -101,6 +103,14 @@ void tally_udp_set_rx(struct tally_udp *u, tally_udp_rx_fn rx, void *rx_arg);
 
 /* The ops to hand to tally_client_create()/tally_engine_create() with `u` as context. */
 const struct tally_xport_ops *tally_udp_ops(void);
+
+/* Switch UDP_SEGMENT on or off for the sends from now on (a client whose appliance's JOIN_OK
+ * says whether it takes GSO, TALLY_CAP_GSO). No syscall: the segment size rides each send's
+ * control message. 0; -EOPNOTSUPP to switch on after the kernel refused GSO on this path;
+ * -EINVAL to switch on in listen mode when created without GSO. Same thread as the sends. */
+int tally_udp_set_gso(struct tally_udp *u, int on);
+/* 1 while sends use GSO (0 after a refusal even if asked). */
+int tally_udp_gso(const struct tally_udp *u);
 
 /* Send everything queued. 0 or the first negative errno (the packets are dropped). */
 int tally_udp_flush(struct tally_udp *u);

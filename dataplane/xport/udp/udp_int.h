@@ -66,6 +66,7 @@ struct tally_udp {
 	uint32_t *slens;
 	struct sockaddr_in *sdst;
 	uint64_t busy_ns;            /* busy-poll budget per wait (0: off) */
+	int gso_refused;             /* the kernel refused UDP_SEGMENT once: off for good */
 	struct tally_udp_stats st;
 	char err[256];
 };

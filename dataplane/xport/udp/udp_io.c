@@ -175,6 +175,7 @@ int udp_flush_sock(struct tally_udp *u, struct udp_sock *s)
 				      errno == EOPNOTSUPP)) {
 			/* The path refuses GSO: switch it off for good and resend unsegmented. */
 			u->cfg.gso = 0;
+			u->gso_refused = 1;
 			udp_err(u, "udp: GSO refused (%s), sending datagrams one by one",
 				strerror(errno));
 			gso_refused = 1;

@@ -47,6 +47,18 @@ static int udp_flush(void *ctx)
 	return tally_udp_flush(ctx);
 }
 
+static int udp_set_gso(void *ctx, int on)
+{
+	int rc = tally_udp_set_gso(ctx, on);
+
+	return rc ? rc : tally_udp_gso(ctx);
+}
+
+static int udp_gso(const void *ctx)
+{
+	return tally_udp_gso(ctx);
+}
+
 #define UDP_COUNTERS(X) X(tx_pkts) X(tx_calls) X(tx_errors) X(tx_gso_sends) X(rx_pkts) \
 	X(rx_calls) X(rx_gro_batches) X(rx_truncated) X(refused) X(spins) X(spin_hits)
 
@@ -77,6 +89,8 @@ static const struct tally_xport_impl tally_xport_udp = {
 	.ops = udp_ops,
 	.set_rx = udp_set_rx,
 	.flush = udp_flush,
+	.set_gso = udp_set_gso,
+	.gso = udp_gso,
 	.counters = udp_counters,
 	.strerror = udp_strerror,
 };

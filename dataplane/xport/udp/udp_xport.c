@@ -205,6 +205,21 @@ void tally_udp_set_rx(struct tally_udp *u, tally_udp_rx_fn rx, void *rx_arg)
 	u->rx_arg = rx_arg;
 }
 
+int tally_udp_set_gso(struct tally_udp *u, int on)
+{
+	if (on && u->gso_refused)
+		return -EOPNOTSUPP;
+	if (on && u->cfg.listen && !u->sscratch) /* no destination-grouping scratch */
+		return -EINVAL;
+	u->cfg.gso = on != 0; /* UDP_SEGMENT rides each send's cmsg: nothing else to change */
+	return 0;
+}
+
+int tally_udp_gso(const struct tally_udp *u)
+{
+	return u->cfg.gso != 0;
+}
+
 void tally_udp_destroy(struct tally_udp *u)
 {
 	if (!u)
