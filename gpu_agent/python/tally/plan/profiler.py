@@ -7,7 +7,7 @@ Besides the layers' compute, it measures what tally.plan.runtime adds per miniba
 timing the runtime's own functions, median of the timed repetitions after warm-up):
   layers[k].opt_s        runtime.update() on the layer's weights (gradient averaging and
                          SGD's step), less the step's fixed cost overhead.opt_call_s
-  layers[k].stash_s      runtime.stash() of the layer's weights (1F1B's weight stash)
+  layers[k].stash_s      runtime.stash_weights() of the layer's weights (1F1B's weight stash)
   layers[k].grad_copy_s  runtime.pack() + unpack(): its gradients into the agent's flat
                          buffer and back
   overhead.opt_call_s    runtime.update() on one 1-element weight: a step's fixed cost
@@ -15,9 +15,9 @@ timing the runtime's own functions, median of the timed repetitions after warm-u
                          unframe() of the activation and of its gradient, detach, the stash
                          and functional call of a weightless stage, one autograd launch
   overhead.message_s     one small message's software cost at both ends, as the runtime
-                         pays it: a gloo send call plus the receive of a message already
-                         sent (this process and a child, two gloo ranks over loopback; the
-                         wire's time is the cluster's link and alpha, not this)
+                         pays it: a gloo send call plus the receive of a message sent 5 ms
+                         before (this process and a child, two gloo ranks over loopback; or,
+                         messages="group", pairs of ranks of torch.distributed's group)
 The planner (planner.py's docstring) adds them to PipeDream's stage time."""
 import datetime
 import json
@@ -85,7 +85,7 @@ def _layer_extra(mod, reps, warmup, call_s):
         runtime.pack(ws, flat)
         runtime.unpack(ws, flat)
     return {"opt_s": max(_update_s(ws, reps, warmup) - call_s, 0.0),
-            "stash_s": _median(lambda: runtime.stash(names, ws), reps, warmup),
+            "stash_s": _median(lambda: runtime.stash_weights(names, ws), reps, warmup),
             "grad_copy_s": _median(copy, reps, warmup)}
 
 
@@ -96,7 +96,7 @@ def _microbatch_s(x, reps, warmup):
     def one():
         runtime.unframe(runtime.frame(x))
         inp = x.detach().requires_grad_(True)
-        out = runtime._functional_call(ident, runtime.stash([], []), (inp,)) * 1.0
+        out = runtime._functional_call(ident, runtime.stash_weights([], []), (inp,)) * 1.0
         runtime.unframe(runtime.frame(out))
         out.backward(x)
         time.perf_counter()
@@ -160,13 +160,43 @@ def _message_s(reps, warmup):
     return statistics.median(calls[warmup:]) + statistics.median(got[warmup:])
 
 
+def _message_s_group(reps, warmup):
+    """message_s between this rank and its partner in torch.distributed's default group
+    (ranks 2k and 2k+1; every rank must call this): the same two calls as _message_s, both
+    partners taking turns to receive; the last rank of an odd group times it with a child
+    process instead."""
+    import torch.distributed as dist
+    me, n = dist.get_rank(), dist.get_world_size()
+    if n < 2 or (n % 2 and me == n - 1):
+        return _message_s(reps, warmup)
+    peer = me ^ 1
+    t = torch.zeros(1)
+    calls, got = [], []
+    for k in range(2 * (warmup + reps)):
+        if k % 2 == me % 2:  # this rank receives
+            time.sleep(0.005)
+            t0 = time.perf_counter()
+            dist.recv(t, peer, tag=2 * k)
+            t1 = time.perf_counter()
+            w = dist.isend(t, peer, tag=2 * k + 1)
+            calls.append(time.perf_counter() - t1)
+            got.append(t1 - t0)
+            w.wait()
+        else:
+            dist.send(t, peer, tag=2 * k)
+            dist.recv(t, peer, tag=2 * k + 1)
+    return statistics.median(calls[warmup:]) + statistics.median(got[warmup:])
+
+
 def overheads(mods, sample_batch, reps=30, warmup=3, messages=True):
     """The measured terms besides the layers' compute (the module docstring): (per-layer
     dicts, overhead dict)."""
     call_s = _update_s(_copies([torch.nn.Parameter(torch.zeros(1))]), reps, warmup)
     per = [_layer_extra(m, reps, warmup, call_s) for m in mods]
     ov = {"opt_call_s": call_s, "microbatch_s": _microbatch_s(sample_batch, reps, warmup)}
-    if messages:
+    if messages == "group":
+        ov["message_s"] = _message_s_group(reps, warmup)
+    elif messages:
         ov["message_s"] = _message_s(reps, warmup)
     return per, ov
 
@@ -177,8 +207,10 @@ def profile(model, sample_batch, minibatches=10, warmup=2, layers=None, loss_fn=
     on its input (detached, so its backward is timed alone), then backward from the last
     layer to the first. loss_fn(output, target) gives the last layer's gradient (default: the
     output's sum). Then the runtime's own costs per minibatch (overheads(), at least 30
-    repetitions each; messages=False leaves out the gloo message time). Returns the profile
-    dict; writes it as JSON to path if given."""
+    repetitions each). messages: True times gloo messages between this process and a child
+    over loopback; "group": between pairs of ranks of torch.distributed's default group, the
+    path the runtime's messages take (every rank must then call profile); False leaves the
+    message time out. Returns the profile dict; writes it as JSON to path if given."""
     if minibatches < 1 or warmup < 0:
         raise ValueError("tally.plan.profile: minibatches >= 1, warmup >= 0")
     mods = _layers(model, layers)

@@ -40,7 +40,7 @@ def unframe(hdr, dtype=torch.float32):
     return torch.empty([int(x) for x in hdr[1:1 + int(hdr[0])]], dtype=dtype)
 
 
-def stash(names, params):
+def stash_weights(names, params):
     """1F1B's weight stash: a copy of the weights a forward runs with (its backward uses it)."""
     return {n: p.detach().clone().requires_grad_(True) for n, p in zip(names, params)}
 
@@ -227,7 +227,7 @@ class PipelineTrainer:
             x, y = batches[t]
             inp = x if first else self._recv(self._peer(self.s - 1, t), t, "activation")
             inp = inp.detach().requires_grad_(not first)
-            w = stash(names, self.params)
+            w = stash_weights(names, self.params)
             out = _functional_call(self.module, w, (inp,))
             if last:
                 out = self.loss_fn(out, y)
