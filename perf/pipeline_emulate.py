@@ -18,9 +18,10 @@ with tc tbf. The cost model's inputs are measured, never fitted to the answer:
 Then for each plan (the planner's, pure DP through Tally, pure DP over a gloo ring), --repeat
 times in ABBA order in one launch of the ranks (the host's load drifts alike for each), the
 ranks train --minibatches minibatches with 1F1B (tally.plan.runtime) on digits; measured = the
-median of the steady-state intervals per minibatch (every interval between a last-stage
-replica's finished minibatches after the first quarter of its run, divided by that stage's
-replicas, pooled over them; their mean and 10th-90th percentiles are printed too); predicted =
+median of the steady-state time per minibatch over sliding windows of --window finished
+minibatches of a last-stage replica after the first quarter of its run (divided by that
+stage's replicas, pooled over them; the mean over the steady part and the 10th-90th
+percentiles of the windows are printed too); predicted =
 tally.plan.evaluate of the plan on the measured cluster, with "overlap": false (the runtime
 sums a replica's gradients after its backward). Prints one line per run (every run) with
 predicted, measured and measured/predicted, the means, and samples/s ratios.
@@ -199,24 +200,30 @@ def run_ranks(cl, a, phase, tag, plan_path=None, job_base=100):
     return res
 
 
-def measured(res):
-    """Steady-state seconds per minibatch from the last stage's replicas: every interval
-    between a replica's finished minibatches after its first quarter (warm-up: the pipeline
-    filling), / that stage's replicas, pooled over its replicas. Returns {median, mean, p10,
-    p90, n} of those intervals and the longest rank's whole run (s)."""
+def measured(res, window=4):
+    """Steady-state seconds per minibatch from the last stage's replicas, after each
+    replica's first quarter (warm-up: the pipeline filling): the time of every `window`
+    consecutive finished minibatches of a replica (sliding), / window / that stage's
+    replicas, pooled over its replicas. A window, not single intervals: a pipeline's last
+    stage finishes minibatches in bursts (intervals alternate short and long), and the median
+    of single intervals then picks one of the two. Returns {median, p10, p90, n} of those,
+    mean (the whole steady part's time / its minibatches, the mean over replicas) and the
+    longest rank's whole run (s)."""
     last = max(x["stage"] for x in res)
-    per = []
+    per, means = [], []
     for x in res:
         if x["stage"] != last:
             continue
         t = x["done_at"]
-        k0 = max(1, len(t) // 4)
-        if len(t) - k0 < 4:
+        st = t[max(1, len(t) // 4) - 1:]
+        w = min(window, len(st) - 1)
+        if len(st) - w < 4:
             raise RuntimeError("too few minibatches per replica to time: raise --minibatches")
-        per += [(b - a) / x["replicas"] for a, b in zip(t[k0 - 1:], t[k0:])]
+        per += [(st[k + w] - st[k]) / w / x["replicas"] for k in range(len(st) - w)]
+        means.append((st[-1] - st[0]) / (len(st) - 1) / x["replicas"])
     q = statistics.quantiles(per, n=10)
-    return dict(median=statistics.median(per), mean=statistics.mean(per), p10=q[0], p90=q[-1],
-                n=len(per)), max(x["wall_s"] for x in res)
+    return dict(median=statistics.median(per), mean=statistics.mean(means), p10=q[0], p90=q[-1],
+                n=len(per), window=window), max(x["wall_s"] for x in res)
 
 
 from tally.plan import planner as tp_planner  # noqa: E402
@@ -314,14 +321,15 @@ def launch(a):
         finally:
             cl.stop(app, 10)
         for k, (name, stages) in enumerate(order):
-            st, wall = measured([x["runs"][k] for x in res])
+            st, wall = measured([x["runs"][k] for x in res], a.window)
             meas = st["median"]
             nmb = len(res[0]["runs"][k]["done_at"]) * res[0]["runs"][k]["replicas"]
             wall /= nmb
             rows.append((name, describe(stages), pred[name], meas, wall, st))
             print(f"run {k} {name:8s} [{describe(stages)}]: predicted {pred[name] * 1e3:.2f} ms, "
                   f"measured median {meas * 1e3:.2f} ms (mean {st['mean'] * 1e3:.2f}, p10-p90 "
-                  f"{st['p10'] * 1e3:.2f}-{st['p90'] * 1e3:.2f}, {st['n']} intervals; whole run "
+                  f"{st['p10'] * 1e3:.2f}-{st['p90'] * 1e3:.2f}, {st['n']} windows of "
+                  f"{a.window}; whole run "
                   f"{wall * 1e3:.2f} ms/minibatch, {nmb}), measured/predicted "
                   f"{meas / pred[name]:.3f} (mean: {st['mean'] / pred[name]:.3f}), "
                   f"{a.batch / meas:.0f} samples/s", flush=True)
@@ -365,6 +373,8 @@ def main():
                     help="per run (rounded up to a multiple of every stage's replicas)")
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each configuration, in ABBA order, in one launch")
+    ap.add_argument("--window", type=int, default=4,
+                    help="finished minibatches per timed window (median over the windows)")
     ap.add_argument("--profile-minibatches", type=int, default=10)
     ap.add_argument("--link-gbit", type=float, default=0.1, help="every worker's link (tbf)")
     ap.add_argument("--appliance-gbit", type=float, default=0.4, help="the appliance's link")
