@@ -398,6 +398,9 @@ class Planner(unittest.TestCase):
             self.assertTrue(torch.equal(a, b))
             self.assertIsNone(b.grad)
         self.assertEqual(plan(p, {"workers": 2, "link_gbit": 1})["stages"][0]["layers"][0], 0)
+        # messages="group" outside torch.distributed: refused, naming the other setting
+        with self.assertRaisesRegex(RuntimeError, "messages=True"):
+            profile(m, torch.randn(8, 4), minibatches=1, messages="group")
 
     def test_cli(self):
         with tempfile.TemporaryDirectory() as d:

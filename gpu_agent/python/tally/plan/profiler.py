@@ -166,6 +166,10 @@ def _message_s_group(reps, warmup):
     partners taking turns to receive; the last rank of an odd group times it with a child
     process instead."""
     import torch.distributed as dist
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("tally.plan.profile: messages=\"group\" needs torch.distributed's "
+                           "default group initialised (every rank calling profile); pass "
+                           "messages=True to time them with a child process instead")
     me, n = dist.get_rank(), dist.get_world_size()
     if n < 2 or (n % 2 and me == n - 1):
         return _message_s(reps, warmup)
