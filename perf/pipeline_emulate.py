@@ -13,14 +13,18 @@ with tc tbf. The cost model's inputs are measured, never fitted to the answer:
     trip of a small gloo send/recv between two ranks of the cluster;
   - appliance rate: one agent's push_pull of --engine-bytes through a tally-udpd on loopback
     (unshaped): bytes / median time = engine_gbit for cores = 1.
+  - the runtime's own costs (optimizer step, weight stash, gradient copy, per-microbatch
+    fixed work, gloo message calls): measured by the same profile (tally.plan.profiler).
 Then for each plan (the planner's, pure DP through Tally, pure DP over a gloo ring), --repeat
 times in ABBA order in one launch of the ranks (the host's load drifts alike for each), the
 ranks train --minibatches minibatches with 1F1B (tally.plan.runtime) on digits; measured = the
-steady-state time per minibatch (the interval between a last-stage replica's finished
-minibatches over the second half of the run, divided by that stage's replicas; mean of those
-replicas); predicted = tally.plan.evaluate of the plan on the measured cluster, with
-"overlap": false (the runtime sums a replica's gradients after its backward). Prints one line
-per run with predicted, measured and measured/predicted, the means, and samples/s ratios.
+median of the steady-state time per minibatch over sliding windows of --window finished
+minibatches of a last-stage replica after the first quarter of its run (divided by that
+stage's replicas, pooled over them; the mean over the steady part and the 10th-90th
+percentiles of the windows are printed too); predicted =
+tally.plan.evaluate of the plan on the measured cluster, with "overlap": false (the runtime
+sums a replica's gradients after its backward). Prints one line per run (every run) with
+predicted, measured and measured/predicted, the means, and samples/s ratios.
 
     sudo /usr/bin/python3 perf/pipeline_emulate.py --bin build [--model vgg|mlp]
 """
@@ -89,7 +93,7 @@ def rank_main(a):
     if a.phase == "profile":
         dist.barrier()
         prof = tp.profile(torch.nn.Sequential(*layers(a.model, a.seed, a.width)),
-                          X[:a.batch], minibatches=a.profile_minibatches,
+                          X[:a.batch], minibatches=a.profile_minibatches, messages="group",
                           loss_fn=torch.nn.functional.cross_entropy, target=y[:a.batch])
         dist.barrier()
         rtts = []
@@ -196,28 +200,43 @@ def run_ranks(cl, a, phase, tag, plan_path=None, job_base=100):
     return res
 
 
-def measured(res):
-    """Steady-state seconds per minibatch from the last stage's replicas; the longest rank's
-    whole run (s)."""
+def measured(res, window=4):
+    """Steady-state seconds per minibatch from the last stage's replicas, after each
+    replica's first quarter (warm-up: the pipeline filling): the time of every `window`
+    consecutive finished minibatches of a replica (sliding), / window / that stage's
+    replicas, pooled over its replicas. A window, not single intervals: a pipeline's last
+    stage finishes minibatches in bursts (intervals alternate short and long), and the median
+    of single intervals then picks one of the two. Returns {median, p10, p90, n} of those,
+    mean (the whole steady part's time / its minibatches, the mean over replicas) and the
+    longest rank's whole run (s)."""
     last = max(x["stage"] for x in res)
-    per = []
+    per, means = [], []
     for x in res:
         if x["stage"] != last:
             continue
         t = x["done_at"]
-        k0 = len(t) // 2
-        if len(t) - 1 - k0 < 1:
+        st = t[max(1, len(t) // 4) - 1:]
+        w = min(window, len(st) - 1)
+        if len(st) - w < 4:
             raise RuntimeError("too few minibatches per replica to time: raise --minibatches")
-        per.append((t[-1] - t[k0]) / (len(t) - 1 - k0) / x["replicas"])
-    return statistics.mean(per), max(x["wall_s"] for x in res)
+        per += [(st[k + w] - st[k]) / w / x["replicas"] for k in range(len(st) - w)]
+        means.append((st[-1] - st[0]) / (len(st) - 1) / x["replicas"])
+    q = statistics.quantiles(per, n=10)
+    return dict(median=statistics.median(per), mean=statistics.mean(means), p10=q[0], p90=q[-1],
+                n=len(per), window=window), max(x["wall_s"] for x in res)
+
+
+from tally.plan import planner as tp_planner  # noqa: E402
 
 
 def mean_profile(profs):
     """The ranks' profiles, layer times averaged (sizes are the same on every rank)."""
     out = json.loads(json.dumps(profs[0]))
     for k, layer in enumerate(out["layers"]):
-        for f in ("fwd_s", "bwd_s"):
+        for f in ("fwd_s", "bwd_s") + tp_planner.LAYER_EXTRA:
             layer[f] = statistics.mean(p["layers"][k][f] for p in profs)
+    for f in tp_planner.OVERHEAD:
+        out["overhead"][f] = statistics.mean(p["overhead"][f] for p in profs)
     return out
 
 
@@ -264,6 +283,13 @@ def launch(a):
                                  "engine_gbit": eng}}
         comp = sum(x["fwd_s"] + x["bwd_s"] for x in prof["layers"])
         par = sum(x["param_bytes"] for x in prof["layers"])
+        ov = prof["overhead"]
+        print("measured runtime costs (per minibatch, whole chain): optimizer "
+              f"{(ov['opt_call_s'] + sum(x['opt_s'] for x in prof['layers'])) * 1e3:.3f} ms, "
+              f"weight stash {sum(x['stash_s'] for x in prof['layers']) * 1e3:.3f} ms, gradient "
+              f"copy {sum(x['grad_copy_s'] for x in prof['layers']) * 1e3:.3f} ms; per "
+              f"microbatch {ov['microbatch_s'] * 1e3:.3f} ms, per message "
+              f"{ov['message_s'] * 1e3:.3f} ms", flush=True)
         print(f"model {a.model} (width {a.width}), batch {a.batch}: compute {comp * 1e3:.2f} ms "
               f"per minibatch (profiled by {a.workers} ranks at once), {par / 1e6:.2f} MB of "
               f"weights; links {a.link_gbit:g} Gbit/s, appliance link {a.appliance_gbit:g} "
@@ -295,18 +321,22 @@ def launch(a):
         finally:
             cl.stop(app, 10)
         for k, (name, stages) in enumerate(order):
-            meas, wall = measured([x["runs"][k] for x in res])
+            st, wall = measured([x["runs"][k] for x in res], a.window)
+            meas = st["median"]
             nmb = len(res[0]["runs"][k]["done_at"]) * res[0]["runs"][k]["replicas"]
             wall /= nmb
-            rows.append((name, describe(stages), pred[name], meas, wall))
+            rows.append((name, describe(stages), pred[name], meas, wall, st))
             print(f"run {k} {name:8s} [{describe(stages)}]: predicted {pred[name] * 1e3:.2f} ms, "
-                  f"measured {meas * 1e3:.2f} ms (whole run {wall * 1e3:.2f} ms/minibatch, "
-                  f"{nmb}), measured/predicted {meas / pred[name]:.3f}, "
+                  f"measured median {meas * 1e3:.2f} ms (mean {st['mean'] * 1e3:.2f}, p10-p90 "
+                  f"{st['p10'] * 1e3:.2f}-{st['p90'] * 1e3:.2f}, {st['n']} windows of "
+                  f"{a.window}; whole run "
+                  f"{wall * 1e3:.2f} ms/minibatch, {nmb}), measured/predicted "
+                  f"{meas / pred[name]:.3f} (mean: {st['mean'] / pred[name]:.3f}), "
                   f"{a.batch / meas:.0f} samples/s", flush=True)
     finally:
         cl.cleanup()
-    # per configuration: the mean of its runs' measured times
-    mean = {n: statistics.mean(m for x, _, _, m, _ in rows if x == n) for n, _ in runs}
+    # per configuration: the mean of its runs' measured (median) times
+    mean = {n: statistics.mean(r[3] for r in rows if r[0] == n) for n, _ in runs}
     for n, _ in runs:
         print(f"mean {n:8s}: predicted {pred[n] * 1e3:.2f} ms, measured {mean[n] * 1e3:.2f} ms "
               f"over {a.repeat} run(s), measured/predicted {mean[n] / pred[n]:.3f}, "
@@ -316,15 +346,19 @@ def launch(a):
           f"{mean['dp-gloo'] / mean['dp-tally']:.3f}; predicted plan / dp-tally "
           f"{pred['dp-tally'] / pred['plan']:.3f}, plan / dp-gloo "
           f"{pred['dp-gloo'] / pred['plan']:.3f}")
-    print("within 25%: " + ", ".join(f"run {k} {n} {'yes' if abs(m / p - 1) <= 0.25 else 'NO'}"
-                                     for k, (n, _, p, m, _) in enumerate(rows))
-          + f"; {time.time() - t_start:.0f} s in all")
+    print("within 25% (median): " + ", ".join(
+        f"run {k} {r[0]} {'yes' if abs(r[3] / r[2] - 1) <= 0.25 else 'NO'}"
+        for k, r in enumerate(rows)))
+    print("within 25% (mean): " + ", ".join(
+        f"run {k} {r[0]} {'yes' if abs(r[5]['mean'] / r[2] - 1) <= 0.25 else 'NO'}"
+        for k, r in enumerate(rows)) + f"; {time.time() - t_start:.0f} s in all")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"args": {k: v for k, v in vars(a).items()}, "profile": prof,
                        "cluster": cluster, "plan": p,
                        "runs": [dict(zip(("name", "plan", "predicted_s", "measured_s",
-                                          "wall_s_per_minibatch"), r)) for r in rows]}, f, indent=1)
+                                          "wall_s_per_minibatch", "intervals"), r))
+                                for r in rows]}, f, indent=1)
     return 0
 
 
@@ -335,10 +369,12 @@ def main():
     ap.add_argument("--width", type=int, default=1024, help="the wide layer's outputs")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--minibatches", type=int, default=48,
+    ap.add_argument("--minibatches", type=int, default=96,
                     help="per run (rounded up to a multiple of every stage's replicas)")
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each configuration, in ABBA order, in one launch")
+    ap.add_argument("--window", type=int, default=4,
+                    help="finished minibatches per timed window (median over the windows)")
     ap.add_argument("--profile-minibatches", type=int, default=10)
     ap.add_argument("--link-gbit", type=float, default=0.1, help="every worker's link (tbf)")
     ap.add_argument("--appliance-gbit", type=float, default=0.4, help="the appliance's link")

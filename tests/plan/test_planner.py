@@ -30,6 +30,17 @@ def chain(specs):
                         "param_bytes": p} for k, (f, b, a, p) in enumerate(specs)]}
 
 
+def with_overheads(prof, rng):
+    """prof with random measured runtime terms (as tally.plan.profile writes them)."""
+    for layer in prof["layers"]:
+        w = layer["param_bytes"] > 0
+        layer.update(opt_s=rng.uniform(0, 1e-3) * w, stash_s=rng.uniform(0, 1e-3) * w,
+                     grad_copy_s=rng.uniform(0, 2e-3) * w)
+    prof["overhead"] = {"microbatch_s": rng.uniform(0, 1e-3), "message_s": rng.uniform(0, 1e-3),
+                        "opt_call_s": rng.uniform(0, 1e-4)}
+    return prof
+
+
 class Planner(unittest.TestCase):
     def test_equals_exhaustive(self):
         rng = random.Random(36)
@@ -43,8 +54,9 @@ class Planner(unittest.TestCase):
             cl = {"workers": rng.randint(1, 5), "link_gbit": rng.choice([1, 10, 25, 100]),
                   "alpha_us": rng.choice([0, 5, 50]), "appliance": app,
                   "overlap": case % 3 != 2}
-            p = plan(chain(layers), cl)
-            best, bounds = exhaustive(chain(layers), cl)
+            prof = chain(layers) if case % 2 else with_overheads(chain(layers), rng)
+            p = plan(prof, cl)
+            best, bounds = exhaustive(prof, cl)
             with self.subTest(case=case, cl=cl, layers=layers):
                 self.assertAlmostEqual(p["predicted_s_per_minibatch"], best, delta=best * 1e-9)
                 # the plan's stages cover the chain and use every worker
@@ -68,8 +80,9 @@ class Planner(unittest.TestCase):
                        rng.randint(0, 5 * 10**7)) for _ in range(rng.randint(1, 5))]
             cl = {"workers": rng.randint(1, 5), "link_gbit": rng.choice([1, 10]),
                   "alpha_us": 5, "appliance": {"count": 1, "link_gbit": rng.choice([1, 10, 40])}}
-            p = plan(chain(layers), cl)
-            e = evaluate(chain(layers), cl, p["stages"])
+            prof = chain(layers) if case % 2 else with_overheads(chain(layers), rng)
+            p = plan(prof, cl)
+            e = evaluate(prof, cl, p["stages"])
             with self.subTest(case=case):
                 self.assertAlmostEqual(e["predicted_s_per_minibatch"],
                                        p["predicted_s_per_minibatch"], delta=1e-12)
@@ -95,6 +108,72 @@ class Planner(unittest.TestCase):
             evaluate(prof, c.to_dict(), [{"layers": [0, 1], "replicas": 4}])
         with self.assertRaisesRegex(ClusterError, "without 'appliance'"):
             evaluate(prof, {"workers": 4, "link_gbit": 1}, [dict(whole[0], aggregation="tally")])
+
+    def test_overheads_in_prediction(self):
+        """The profile's measured runtime terms enter the stage time as the planner's
+        docstring says, worked by hand on synthetic numbers: fixed (per microbatch, and 2
+        messages per boundary) beside the compute, the update (stash, optimizer call + per
+        layer, gradient copy where the stage aggregates through Tally) after the sync."""
+        ms = 1e-3
+        prof = chain([(2 * ms, 4 * ms, 10**5, 10**6), (1 * ms, 1 * ms, 10**4, 0),
+                      (3 * ms, 5 * ms, 10**3, 2 * 10**6)])
+        base = {"workers": 4, "link_gbit": 1, "alpha_us": 10, "overlap": False,
+                "appliance": {"count": 1, "link_gbit": 4}}
+        stages = [{"layers": [0, 2], "replicas": 2, "aggregation": "tally"},
+                  {"layers": [2, 3], "replicas": 2, "aggregation": "ring"}]
+        bare_prof = json.loads(json.dumps(prof))
+        for layer, (o, st, g) in zip(prof["layers"], [(0.3, 0.2, 0.5), (0, 0, 0),
+                                                      (0.7, 0.4, 1.1)]):
+            layer.update(opt_s=o * ms, stash_s=st * ms, grad_copy_s=g * ms)
+        prof["overhead"] = {"microbatch_s": 0.25 * ms, "message_s": 0.125 * ms,
+                            "opt_call_s": 0.05 * ms}
+        c = Cluster.from_dict(base)
+        sync0 = tally_time(10**6, 2, 1, c.link_bps, 4e9 / 8, c.alpha_s)[0]
+        sync1 = ring_time(2 * 10**6, 2, c.link_bps, c.alpha_s)
+        # stage 0: one boundary (after it); aggregates through Tally: its copy counts
+        fixed0, upd0 = (0.25 + 2 * 0.125) * ms, (0.2 + 0.05 + 0.3 + 0.5) * ms
+        # stage 1: one boundary (before it); a ring: no copy into the agent's buffer
+        fixed1, upd1 = (0.25 + 2 * 0.125) * ms, (0.4 + 0.05 + 0.7) * ms
+        for overlap in (False, True):
+            cl = dict(base, overlap=overlap)
+            e = evaluate(prof, cl, stages)
+            bare = evaluate(bare_prof, cl, stages)["stages"]
+            comb = (lambda a, b: max(a, b)) if overlap else (lambda a, b: a + b)
+            want = [(comb(8 * ms + fixed0, sync0) + upd0) / 2,
+                    (comb(8 * ms + fixed1, sync1) + upd1) / 2]
+            with self.subTest(overlap=overlap):
+                for k in range(2):
+                    self.assertAlmostEqual(e["stages"][k]["time_s"], want[k], delta=1e-12)
+                    self.assertGreater(e["stages"][k]["time_s"], bare[k]["time_s"])
+                self.assertAlmostEqual(e["stages"][0]["fixed_s"], fixed0, delta=1e-15)
+                self.assertAlmostEqual(e["stages"][0]["update_s"], upd0, delta=1e-15)
+                self.assertAlmostEqual(e["stages"][1]["update_s"], upd1, delta=1e-15)
+                self.assertAlmostEqual(e["predicted_s_per_minibatch"],
+                                       max(want + [2 * c.transfer(10**4)]), delta=1e-12)
+        # a middle stage has two boundaries; a whole-chain stage none; no weights: no step
+        three = [{"layers": [0, 1], "replicas": 1}, {"layers": [1, 2], "replicas": 1},
+                 {"layers": [2, 3], "replicas": 2, "aggregation": "tally"}]
+        e = evaluate(prof, base, three)["stages"]
+        self.assertAlmostEqual(e[1]["fixed_s"], (0.25 + 4 * 0.125) * ms, delta=1e-15)
+        self.assertEqual(e[1]["update_s"], 0.0)
+        self.assertAlmostEqual(e[2]["update_s"], (0.4 + 0.05 + 0.7 + 1.1) * ms, delta=1e-15)
+        whole = evaluate(prof, base, [{"layers": [0, 3], "replicas": 4, "aggregation": "ring"}])
+        self.assertAlmostEqual(whole["stages"][0]["fixed_s"], 0.25 * ms, delta=1e-15)
+        # plan() predicts with them too, and data parallelism as well
+        p = plan(prof, base)
+        self.assertAlmostEqual(p["predicted_s_per_minibatch"],
+                               evaluate(prof, base, p["stages"])["predicted_s_per_minibatch"],
+                               delta=1e-12)
+        dp = evaluate(prof, base, [{"layers": [0, 3], "replicas": 4,
+                                    "aggregation": p["data_parallel"]["aggregation"]}])
+        self.assertAlmostEqual(p["data_parallel"]["predicted_s_per_minibatch"],
+                               dp["predicted_s_per_minibatch"], delta=1e-12)
+        with self.assertRaisesRegex(ProfileError, r"overhead.message_s"):
+            plan(dict(prof, overhead={"message_s": -1}), base)
+        with self.assertRaisesRegex(ProfileError, r"layers\[2\].grad_copy_s"):
+            bad = json.loads(json.dumps(prof))
+            bad["layers"][2]["grad_copy_s"] = "x"
+            plan(bad, base)
 
     def test_weight_heavy_fewer_replicas(self):
         # layer 0: conv-like, much compute, few weights; layer 1: fc-like, little compute,
@@ -275,12 +354,53 @@ class Planner(unittest.TestCase):
         for layer in p["layers"]:
             self.assertGreater(layer["fwd_s"], 0)
             self.assertGreater(layer["bwd_s"], 0)
+        # the runtime's own costs: weighted layers have a stash and a gradient copy, ReLU none;
+        # seconds, each well under a second on these sizes; a gloo message was timed
+        ov = p["overhead"]
+        for f in ("opt_call_s", "microbatch_s", "message_s"):
+            self.assertGreater(ov[f], 0, f)
+            self.assertLess(ov[f], 0.5, f)
+        for k in (0, 2):
+            self.assertGreater(p["layers"][k]["stash_s"], 0)
+            self.assertGreater(p["layers"][k]["grad_copy_s"], 0)
+            self.assertGreaterEqual(p["layers"][k]["opt_s"], 0)
+            self.assertLess(p["layers"][k]["grad_copy_s"], 0.5)
+        self.assertEqual([p["layers"][1][f] for f in ("opt_s", "stash_s", "grad_copy_s")],
+                         [0.0, 0.0, 0.0])
         # the profile plans, and the model's own gradients were left cleared
         self.assertEqual(len(plan(p, {"workers": 2, "link_gbit": 1})["stages"][0]["ranks"]) > 0,
                          True)
         self.assertTrue(all(q.grad is None for q in m.parameters()))
         with self.assertRaisesRegex(TypeError, "layers="):
             profile(torch.nn.Linear(2, 2), torch.randn(1, 2))
+
+    def test_profile_overheads_scale(self):
+        """The weight-proportional terms grow with the weights (a 4 MB layer against a 80-byte
+        one: sane units), the fixed ones do not depend on them, and measuring them leaves the
+        model's weights and gradients as they were; messages=False leaves message_s out."""
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("torch not importable")
+        from tally.plan import profile
+        torch.manual_seed(1)
+        m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1000),
+                                torch.nn.Linear(1000, 1000))
+        before = [q.detach().clone() for q in m.parameters()]
+        p = profile(m, torch.randn(8, 4), minibatches=5, messages=False)
+        self.assertNotIn("message_s", p["overhead"])
+        small, big = p["layers"][0], p["layers"][2]
+        for f in ("stash_s", "grad_copy_s", "opt_s"):
+            self.assertGreater(big[f], small[f], f)
+        # the big layer's update: a few GB/s at worst on a loaded host, not a unit slip
+        self.assertLess(big["opt_s"] + big["grad_copy_s"] + big["stash_s"], 1.0)
+        for a, b in zip(before, m.parameters()):
+            self.assertTrue(torch.equal(a, b))
+            self.assertIsNone(b.grad)
+        self.assertEqual(plan(p, {"workers": 2, "link_gbit": 1})["stages"][0]["layers"][0], 0)
+        # messages="group" outside torch.distributed: refused, naming the other setting
+        with self.assertRaisesRegex(RuntimeError, "messages=True"):
+            profile(m, torch.randn(8, 4), minibatches=1, messages="group")
 
     def test_cli(self):
         with tempfile.TemporaryDirectory() as d:

@@ -5,9 +5,19 @@ number of minibatches in flight, and per stage how its replicas aggregate (cost.
 Tally appliances or ring allreduce, the faster).
 
 Time of a stage of layers i..j-1 on m replicas (per minibatch, steady state):
-    T(i, j, m) = max(sum of fwd+bwd over the layers, sync(param bytes, m)) / m
-(the sum of the two instead of max where the cluster says "overlap": false, as for
-tally.plan.runtime, which aggregates after the backward)
+    T(i, j, m) = (max(compute + fixed, sync(param bytes, m)) + update) / m
+(the sum compute + fixed + sync instead of the max where the cluster says "overlap": false,
+as for tally.plan.runtime, which aggregates after the backward), with, all measured by
+tally.plan.profile (a profile without them counts them 0: PipeDream's formula):
+    compute = sum of fwd_s + bwd_s over the layers
+    fixed   = overhead.microbatch_s (the runtime's Python, framing and autograd launch per
+              microbatch) + 2 overhead.message_s per boundary the stage has (i > 0, j < N):
+              per microbatch, one tensor in and one out there, each a header and its data,
+              and message_s is one message's send and receive calls
+    update  = sum of stash_s (1F1B's weight stash) + overhead.opt_call_s + sum of opt_s
+              (gradient averaging and the optimizer's step; where the stage has weights)
+              + sum of grad_copy_s (into the agent's flat buffer and back; where the stage
+              aggregates through Tally)
 and of the best pipeline of the first j layers on m workers:
     A(j, m) = min(T(0, j, m),
                   min over i < j, m' < m of max(A(i, m - m'), 2 C(i), T(i, j, m')))
@@ -19,6 +29,9 @@ import math
 from .cost import Cluster, ClusterError
 
 PROFILE_VERSION = 1
+# optional measured terms (tally.plan.profile writes them; absent counts 0)
+LAYER_EXTRA = ("opt_s", "stash_s", "grad_copy_s")
+OVERHEAD = ("microbatch_s", "message_s", "opt_call_s")
 
 
 class ProfileError(ValueError):
@@ -41,9 +54,23 @@ def load_profile(src):
     for n, layer in enumerate(src["layers"]):
         for f in ("fwd_s", "bwd_s", "act_bytes", "param_bytes"):
             v = layer.get(f) if isinstance(layer, dict) else None
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v:
+            if not _nonneg(v):
                 raise ProfileError(f"profile: layers[{n}].{f} must be a number >= 0, not {v!r}")
+        for f in LAYER_EXTRA:
+            if f in layer and not _nonneg(layer[f]):
+                raise ProfileError(f"profile: layers[{n}].{f} must be a number >= 0, not "
+                                   f"{layer[f]!r}")
+    ov = src.get("overhead", {})
+    if not isinstance(ov, dict):
+        raise ProfileError(f"profile: 'overhead' must be an object, not {ov!r}")
+    for f in OVERHEAD:
+        if f in ov and not _nonneg(ov[f]):
+            raise ProfileError(f"profile: overhead.{f} must be a number >= 0, not {ov[f]!r}")
     return src
+
+
+def _nonneg(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and v == v
 
 
 class _Chain:
@@ -51,22 +78,46 @@ class _Chain:
     this level (one worker at the innermost level; one whole component of the level below,
     its best pipeline, above it)."""
 
-    def __init__(self, layers, cluster, base=None):
+    def __init__(self, layers, cluster, base=None, overhead=None):
         self.cl = cluster
         self.base = base
         self.n = len(layers)
         self.comp = [0.0]
         self.par = [0]
+        self.extra = {f: [0.0] for f in LAYER_EXTRA}
         for layer in layers:
             self.comp.append(self.comp[-1] + layer["fwd_s"] + layer["bwd_s"])
             self.par.append(self.par[-1] + layer["param_bytes"])
+            for f in LAYER_EXTRA:
+                self.extra[f].append(self.extra[f][-1] + layer.get(f, 0.0))
         self.act = [layer["act_bytes"] for layer in layers]
+        # the measured terms count once, at the innermost level (above it, base() has them)
+        self.ov = {f: 0.0 for f in OVERHEAD}
+        if base is None and overhead:
+            self.ov.update({f: overhead.get(f, 0.0) for f in OVERHEAD})
 
-    def stage(self, i, j, m):
-        """(T(i, j, m), how the replicas aggregate, sync seconds)."""
-        s, how = self.cl.sync(self.par[j] - self.par[i], m)
+    def _x(self, f, i, j):
+        return self.extra[f][j] - self.extra[f][i]
+
+    def overheads(self, i, j, how):
+        """(fixed, update): a replica's seconds per minibatch besides its layers' compute and
+        its sync (the module docstring's terms; 0 above the innermost level)."""
+        if self.base is not None:
+            return 0.0, 0.0
+        fixed = self.ov["microbatch_s"] + 2 * self.ov["message_s"] * ((i > 0) + (j < self.n))
+        upd = self._x("stash_s", i, j)
+        if self.par[j] > self.par[i]:
+            upd += self.ov["opt_call_s"] + self._x("opt_s", i, j)
+        if how == "tally":
+            upd += self._x("grad_copy_s", i, j)
+        return fixed, upd
+
+    def stage(self, i, j, m, how=None):
+        """(T(i, j, m), how the replicas aggregate, sync seconds); how: as Cluster.sync."""
+        s, how = self.cl.sync(self.par[j] - self.par[i], m, how)
         b = self.base(i, j) if self.base else self.comp[j] - self.comp[i]
-        return self.cl.combine(b, s) / m, how, s
+        fixed, upd = self.overheads(i, j, how)
+        return (self.cl.combine(b + fixed, s) + upd) / m, how, s
 
     def edge(self, i):
         """2 C(i): layer i-1's activation forward and its gradient back."""
@@ -107,12 +158,13 @@ def _describe(ch, layers, bounds, total):
     rank = 0
     for s, (i, j, m) in enumerate(bounds):
         t, how, sync = ch.stage(i, j, m)
+        fixed, upd = ch.overheads(i, j, how)
         stages.append({"stage": s, "layers": [i, j], "names": [layers[x].get("name", str(x))
                                                               for x in range(i, j)],
                        "replicas": m, "ranks": list(range(rank, rank + m)),
                        "aggregation": how, "compute_s": ch.comp[j] - ch.comp[i],
                        "param_bytes": ch.par[j] - ch.par[i], "sync_s": sync,
-                       "time_s": t,
+                       "fixed_s": fixed, "update_s": upd, "time_s": t,
                        "send_s": ch.edge(j) if j < ch.n else 0.0})
         rank += m
     return {"stages": stages, "predicted_s_per_minibatch": total,
@@ -147,10 +199,10 @@ def load_levels(cluster):
     return [Cluster.from_dict(cluster)]
 
 
-def _chains(layers, levels):
+def _chains(layers, levels, overhead=None):
     """One _Chain per level; level k's base(i, j) is level k-1's best pipeline of layers
     i..j-1 on all of its units (PipeDream's hierarchical program)."""
-    chains = [_Chain(layers, levels[0])]
+    chains = [_Chain(layers, levels[0], overhead=overhead)]
     for k in range(1, len(levels)):
         below, units, memo = chains[-1], levels[k - 1].workers, {}
 
@@ -205,7 +257,7 @@ def plan(profile, cluster):
     levels = load_levels(cluster)
     layers = prof["layers"]
     if len(levels) == 1:
-        ch = _Chain(layers, levels[0])
+        ch = _Chain(layers, levels[0], overhead=prof.get("overhead"))
         total, bounds = _dp(ch, levels[0].workers)
         out = {"version": PROFILE_VERSION, "cluster": levels[0].to_dict(),
                "minibatch": prof.get("minibatch"), "layer_count": ch.n}
@@ -213,7 +265,7 @@ def plan(profile, cluster):
         dp_t, dp_how, _ = ch.stage(0, ch.n, levels[0].workers)
         out["data_parallel"] = {"predicted_s_per_minibatch": dp_t, "aggregation": dp_how}
         return out
-    chains = _chains(layers, levels)
+    chains = _chains(layers, levels, prof.get("overhead"))
     top = chains[-1]
     total, bounds = _dp(top, levels[-1].workers)
     nested = _nested(chains, len(levels) - 1, layers, bounds, total)
@@ -236,8 +288,8 @@ def plan(profile, cluster):
 
 def _dp_only(chains, layers):
     """Time per minibatch of one stage replicated at every level."""
-    t = chains[0].comp[-1]
-    for ch in chains:
+    t = chains[0].stage(0, chains[0].n, chains[0].cl.workers)[0]
+    for ch in chains[1:]:
         s, _ = ch.cl.sync(ch.par[-1], ch.cl.workers)
         t = ch.cl.combine(t, s) / ch.cl.workers
     return t
@@ -247,13 +299,14 @@ def evaluate(profile, cluster, stages):
     """The cost model's time per minibatch of a given flat plan (stages as the runtime reads
     them: 'layers' [i, j], 'replicas' or 'ranks', 'aggregation' 'ring', 'tally' or anything
     else for the faster): {'predicted_s_per_minibatch', 'stages': [{time_s, sync_s, ...}]}.
-    The same terms as plan(): max over stages of max(compute, sync) / replicas (compute +
-    sync without 'overlap') and over boundaries of 2 C; plan()'s own stages give plan()'s prediction."""
+    The same terms as plan(): max over stages of T (the module docstring: compute, sync and
+    the profile's measured fixed and update terms) and over boundaries of 2 C; plan()'s own
+    stages give plan()'s prediction."""
     prof = load_profile(profile)
     levels = load_levels(cluster)
     if len(levels) != 1:
         raise ClusterError("evaluate: a flat cluster (no 'levels')")
-    ch = _Chain(prof["layers"], levels[0])
+    ch = _Chain(prof["layers"], levels[0], overhead=prof.get("overhead"))
     out, total, end = [], 0.0, 0
     for n, st in enumerate(stages):
         i, j = st["layers"]
@@ -262,12 +315,12 @@ def evaluate(profile, cluster, stages):
         end = j
         m = st.get("replicas") or len(st["ranks"])
         how = st.get("aggregation")
-        s, how = ch.cl.sync(ch.par[j] - ch.par[i], m, how if how in ("ring", "tally") else None)
-        t = ch.cl.combine(ch.comp[j] - ch.comp[i], s) / m
+        t, how, s = ch.stage(i, j, m, how if how in ("ring", "tally") else None)
+        fixed, upd = ch.overheads(i, j, how)
         send = ch.edge(j) if j < ch.n else 0.0
         out.append({"layers": [i, j], "replicas": m, "aggregation": how,
-                    "compute_s": ch.comp[j] - ch.comp[i], "sync_s": s, "time_s": t,
-                    "send_s": send})
+                    "compute_s": ch.comp[j] - ch.comp[i], "sync_s": s, "fixed_s": fixed,
+                    "update_s": upd, "time_s": t, "send_s": send})
         total = max(total, t, send)
     if end != ch.n:
         raise ProfileError(f"evaluate: the stages end at layer {end}, the chain has {ch.n}")
@@ -280,7 +333,7 @@ def exhaustive(profile, cluster):
     prof = load_profile(profile)
     if isinstance(cluster, dict):
         cluster = Cluster.from_dict(cluster)
-    ch = _Chain(prof["layers"], cluster)
+    ch = _Chain(prof["layers"], cluster, overhead=prof.get("overhead"))
     best = [math.inf, None]
 
     def rec(i, m_left, acc, bounds):
@@ -310,6 +363,8 @@ def format_plan(p):
                      f"x{s['replicas']} ranks {s['ranks'][0]}..{s['ranks'][-1]} "
                      f"aggregation {s['aggregation']}  "
                      + (f"compute {s['compute_s'] * 1e3:.3f} ms  " if "compute_s" in s else "")
+                     + (f"fixed {s['fixed_s'] * 1e3:.3f} ms  update {s['update_s'] * 1e3:.3f} ms  "
+                        if s.get("fixed_s") or s.get("update_s") else "")
                      + (f"sync {s['sync_s'] * 1e3:.3f} ms  per minibatch {s['time_s'] * 1e3:.3f} ms"
                         if s.get("time_s") is not None else "(hierarchical: see 'levels')"))
     lines.append(f"predicted time per minibatch: {p['predicted_s_per_minibatch'] * 1e3:.3f} ms "

@@ -27,6 +27,51 @@ except ImportError:  # torch 1.13
 HDR = 8  # int64 header before an activation: ndim, then the dims
 
 
+def frame(t):
+    """The header sent before tensor t: its ndim, then its dims."""
+    hdr = torch.zeros(HDR, dtype=torch.int64)
+    hdr[0] = t.dim()
+    hdr[1:1 + t.dim()] = torch.tensor(t.shape, dtype=torch.int64)
+    return hdr
+
+
+def unframe(hdr, dtype=torch.float32):
+    """An empty tensor of the shape a received header gives."""
+    return torch.empty([int(x) for x in hdr[1:1 + int(hdr[0])]], dtype=dtype)
+
+
+def stash_weights(names, params):
+    """1F1B's weight stash: a copy of the weights a forward runs with (its backward uses it)."""
+    return {n: p.detach().clone().requires_grad_(True) for n, p in zip(names, params)}
+
+
+def pack(params, flat):
+    """The gradients into the agent's flat buffer (zeros for a weight without one)."""
+    off = 0
+    for p in params:
+        n = p.numel()
+        g = p.grad if p.grad is not None else torch.zeros_like(p)
+        flat[off:off + n].copy_(g.reshape(-1))
+        off += n
+
+
+def unpack(params, flat):
+    """The summed gradients back from the flat buffer."""
+    off = 0
+    for p in params:
+        n = p.numel()
+        p.grad = flat[off:off + n].view_as(p).clone()
+        off += n
+
+
+def update(params, opt, m):
+    """1F1B's step after a round: the m replicas' summed gradients averaged, the optimizer's
+    step."""
+    for p in params:
+        p.grad.div_(m)
+    opt.step()
+
+
 class PipelineError(RuntimeError):
     """A pipeline step failed; the message names the stage and rank."""
 
@@ -91,9 +136,7 @@ class PipelineTrainer:
 
     def _send(self, t, dst, k, what):
         try:
-            hdr = torch.zeros(HDR, dtype=torch.int64)
-            hdr[0] = t.dim()
-            hdr[1:1 + t.dim()] = torch.tensor(t.shape, dtype=torch.int64)
+            hdr = frame(t)
             dist.send(hdr, dst, tag=2 * k)
             dist.send(t.contiguous(), dst, tag=2 * k + 1)
         except RuntimeError as e:
@@ -105,7 +148,7 @@ class PipelineTrainer:
         try:
             hdr = torch.zeros(HDR, dtype=torch.int64)
             dist.recv(hdr, src, tag=2 * k)
-            t = torch.empty([int(x) for x in hdr[1:1 + int(hdr[0])]], dtype=dtype)
+            t = unframe(hdr, dtype)
             dist.recv(t, src, tag=2 * k + 1)
             return t
         except RuntimeError as e:
@@ -184,8 +227,7 @@ class PipelineTrainer:
             x, y = batches[t]
             inp = x if first else self._recv(self._peer(self.s - 1, t), t, "activation")
             inp = inp.detach().requires_grad_(not first)
-            w = {n: p.detach().clone().requires_grad_(True) for n, p in
-                 zip(names, self.params)}
+            w = stash_weights(names, self.params)
             out = _functional_call(self.module, w, (inp,))
             if last:
                 out = self.loss_fn(out, y)
@@ -210,9 +252,7 @@ class PipelineTrainer:
                 p.grad = g if g is not None else torch.zeros_like(p)
             self._aggregate()
             if self.params:
-                for p in self.params:
-                    p.grad.div_(m)
-                self.opt.step()
+                update(self.params, self.opt, m)
             self.done_at.append(time.perf_counter())
 
         for t in mine[:F]:
@@ -228,9 +268,7 @@ class PipelineTrainer:
     def _isend(self, t, dst, k, what):
         try:
             t = t.contiguous()
-            hdr = torch.zeros(HDR, dtype=torch.int64)
-            hdr[0] = t.dim()
-            hdr[1:1 + t.dim()] = torch.tensor(t.shape, dtype=torch.int64)
+            hdr = frame(t)
             return (dist.isend(hdr, dst, tag=2 * k), dist.isend(t, dst, tag=2 * k + 1),
                     hdr, t, dst, k, what)
         except RuntimeError as e:
@@ -261,12 +299,7 @@ class PipelineTrainer:
             return
         if self.agent is None:
             return
-        off = 0
-        for p in self.params:
-            n = p.numel()
-            g = p.grad if p.grad is not None else torch.zeros_like(p)
-            self.flat[off:off + n].copy_(g.reshape(-1))
-            off += n
+        pack(self.params, self.flat)
         try:
             self.agent.wait(self.agent.push_pull(self.tid, self.flat.data_ptr(),
                                                  self.flat.numel() * 4))
@@ -275,11 +308,7 @@ class PipelineTrainer:
             raise PipelineError(f"{self.where}: summing stage {self.s}'s gradients over its "
                                 f"replicas (ranks {ranks}, Tally job {self.agent.job_id}) "
                                 f"failed: {e}") from e
-        off = 0
-        for p in self.params:
-            n = p.numel()
-            p.grad = self.flat[off:off + n].view_as(p).clone()
-            off += n
+        unpack(self.params, self.flat)
 
     def close(self):
         if self.agent is not None:
