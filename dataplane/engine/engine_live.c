@@ -72,8 +72,8 @@ void engine_live_heard(struct tally_engine *e, uint32_t job, uint32_t rank, uint
 	atomic_store_explicit(&s->ms_ip, v, memory_order_release);
 }
 
-int engine_live_other(const struct tally_engine *e, uint32_t job, uint32_t rank, uint32_t ip,
-		      uint64_t now)
+/* The stamp of (job, rank), or 0 when none (never heard, or the slot names another rank) */
+static uint64_t live_stamp(const struct tally_engine *e, uint32_t job, uint32_t rank)
 {
 	struct tally_engine_live *l = e->cfg.live;
 	uint64_t key;
@@ -82,25 +82,27 @@ int engine_live_other(const struct tally_engine *e, uint32_t job, uint32_t rank,
 		return 0;
 	struct live_ent *s = live_slot(l, job, rank, &key);
 	uint64_t v = atomic_load_explicit(&s->ms_ip, memory_order_acquire);
-	if (!v || atomic_load_explicit(&s->key, memory_order_relaxed) != key ||
-	    (uint32_t)v == ip)
-		return 0;
+	return atomic_load_explicit(&s->key, memory_order_relaxed) == key ? v : 0;
+}
+
+static int live_recent(uint64_t v, uint64_t now, uint64_t window_ns)
+{
 	uint32_t age_ms = (uint32_t)(now / 1000000u) - (uint32_t)(v >> 32);
-	return (uint64_t)age_ms * 1000000u < e->cfg.rejoin_timeout_ns;
+	return (uint64_t)age_ms * 1000000u < window_ns;
+}
+
+int engine_live_other(const struct tally_engine *e, uint32_t job, uint32_t rank, uint32_t ip,
+		      uint64_t now)
+{
+	uint64_t v = live_stamp(e, job, rank);
+
+	return v && (uint32_t)v != ip && live_recent(v, now, e->cfg.rejoin_timeout_ns);
 }
 
 int engine_live_within(const struct tally_engine *e, uint32_t job, uint32_t rank, uint64_t now,
 		       uint64_t window_ns)
 {
-	struct tally_engine_live *l = e->cfg.live;
-	uint64_t key;
+	uint64_t v = live_stamp(e, job, rank);
 
-	if (!l)
-		return 0;
-	struct live_ent *s = live_slot(l, job, rank, &key);
-	uint64_t v = atomic_load_explicit(&s->ms_ip, memory_order_acquire);
-	if (!v || atomic_load_explicit(&s->key, memory_order_relaxed) != key)
-		return 0;
-	uint32_t age_ms = (uint32_t)(now / 1000000u) - (uint32_t)(v >> 32);
-	return (uint64_t)age_ms * 1000000u < window_ns;
+	return v && live_recent(v, now, window_ns);
 }

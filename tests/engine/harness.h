@@ -249,6 +249,21 @@ static inline void h_setup(struct h *h, uint32_t world, uint32_t key, const stru
 	h_clear(h);
 }
 
+/* Two cores of one appliance (core_index 0 and 1) sharing `live` (NULL: per-core liveness),
+ * each with h_setup's job of `world` ranks and key `key` (registered with r). */
+static inline void h_setup_cores(struct h *h0, struct h *h1, struct tally_engine_live *live,
+				 uint32_t world, uint32_t key, const struct tally_register *r)
+{
+	struct tally_engine_cfg cfg;
+	h_init_cfg(&cfg);
+	cfg.live = live;
+	h_start(h0, &cfg);
+	cfg.core_index = 1;
+	h_start(h1, &cfg);
+	h_setup(h0, world, key, r);
+	h_setup(h1, world, key, r);
+}
+
 /* Captured packets of an op (and, for RESULT, of a key/round/offset; ~0 = any). */
 static inline size_t h_count(const struct h *h, uint8_t op, uint32_t key, uint32_t round,
 		      uint32_t offset)

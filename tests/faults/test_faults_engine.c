@@ -233,16 +233,9 @@ static void test_rank_silent(void **state)
 static void silent_across_cores(int shared)
 {
 	struct tally_engine_live *live = shared ? tally_engine_live_create(16) : NULL;
-	struct tally_engine_cfg cfg;
-	struct h h0, h1;
-	h_init_cfg(&cfg);
-	cfg.live = live;
-	h_start(&h0, &cfg);
-	cfg.core_index = 1;
-	h_start(&h1, &cfg);
 	struct tally_register r = h_reg(8, 8, TALLY_DT_F32, 2, 2);
-	h_setup(&h0, 2, 4, &r);
-	h_setup(&h1, 2, 4, &r);
+	struct h h0, h1;
+	h_setup_cores(&h0, &h1, live, 2, 4, &r);
 	float v[8] = { 0 };
 	uint64_t t = h1.cfg.dead_rank_timeout_ns, step = t / 8;
 	assert_int_equal(h_push(&h1, 0, 4, 0, 0, TALLY_DT_F32, v, 8), TALLY_OK);

@@ -92,16 +92,9 @@ static void test_last_heard_every_packet(void **state)
 static void liveness_across_cores(int shared)
 {
 	struct tally_engine_live *live = shared ? tally_engine_live_create(16) : NULL;
-	struct tally_engine_cfg cfg;
-	struct h h0, h1;
-	h_init_cfg(&cfg);
-	cfg.live = live;
-	h_start(&h0, &cfg);
-	cfg.core_index = 1;
-	h_start(&h1, &cfg);
 	struct tally_register r = h_reg(4, 4, TALLY_DT_F32, 2, 2);
-	h_setup(&h0, 2, 1, &r);
-	h_setup(&h1, 2, 1, &r);
+	struct h h0, h1;
+	h_setup_cores(&h0, &h1, live, 2, 1, &r);
 	float v[4] = { 1, 2, 3, 4 };
 	assert_int_equal(h_push(&h0, 0, 1, 0, 0, TALLY_DT_F32, v, 4), TALLY_OK);
 	for (int s = 0; s < 8; s++) { /* rank 0 probes core 0 only, for 8 s */
