@@ -18,20 +18,9 @@ E2E_TAG=m
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname "$0")/../e2e/lib.sh"
 e2e_require_netns
-APP="$BIN/appliance/tallyd"
-TEST="$BIN/tests/mpi/test_mpi_$MPI"
-if [ "$MPI" = ompi ]; then
-	LIB="$BIN/gpu_agent/mpi/libtally_mpi.so" RUN=mpirun.openmpi
-else
-	LIB="$BIN/gpu_agent/mpi/libtally_mpi_mpich.so" RUN=mpirun.mpich
-fi
-command -v $RUN >/dev/null || e2e_skip "$RUN absent"
-[ -x "$APP" ] && [ -x "$TEST" ] && [ -f "$LIB" ] || e2e_fail "no $APP, $TEST or $LIB"
-unset MALLOC_PERTURB_ TALLY_GSO
-mult=${TALLY_TIMEOUT_MULTIPLIER:-1}
-e2e_ns a
-e2e_ns w
-e2e_veth a a0 w w0 9000
+# shellcheck source=tests/mpi/mpi_netns_lib.sh
+. "$(dirname "$0")/mpi_netns_lib.sh"
+mpi_netns_setup "$BIN/appliance/tallyd"
 e2e_addr w w0 10.98.0.2/24
 e2e_bg a tallyd "$APP" --port \
 	"net_af_packet0,iface=${ID}a0,framesz=9216,blocksz=36864,framecnt=2048,qpairs=1" \
