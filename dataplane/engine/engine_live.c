@@ -9,6 +9,9 @@
  * overwrites (the entry then names another rank and is ignored: liveness falls back to the
  * core's own), and a torn read can refuse one re-bind spuriously (the worker retries). The
  * same IP is never refused here: a restarted worker on its own host re-binds as before.
+ * The dead-rank report asks here too (engine_life.c): a rank stuck on one core's key, or
+ * whose packets to one core are dropped on their way (a full software dispatch ring under
+ * load), is alive while any core hears it.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -85,4 +88,20 @@ int engine_live_other(const struct tally_engine *e, uint32_t job, uint32_t rank,
 		return 0;
 	uint32_t age_ms = (uint32_t)(now / 1000000u) - (uint32_t)(v >> 32);
 	return (uint64_t)age_ms * 1000000u < e->cfg.rejoin_timeout_ns;
+}
+
+uint64_t engine_live_age(const struct tally_engine *e, uint32_t job, uint32_t rank, uint64_t now)
+{
+	struct tally_engine_live *l = e->cfg.live;
+	uint64_t key;
+
+	if (!l)
+		return UINT64_MAX;
+	struct live_ent *s = live_slot(l, job, rank, &key);
+	uint64_t v = atomic_load_explicit(&s->ms_ip, memory_order_acquire);
+	if (!v || atomic_load_explicit(&s->key, memory_order_relaxed) != key)
+		return UINT64_MAX;
+	/* a stamp from another core's clock read may be a little ahead of ours */
+	uint32_t age_ms = (uint32_t)(now / 1000000u) - (uint32_t)(v >> 32);
+	return (int32_t)age_ms < 0 ? 0 : (uint64_t)age_ms * 1000000u;
 }
