@@ -210,9 +210,19 @@ if bad or (expect_retx and retx == 0):
         print("  expected retransmissions on this impaired link, saw none")
     sys.exit(1)
 PY
-) || fail=1
+) || { fail=1; dtfail=1; }
 	echo "$res"
 	summary+=("$res")
+	# A failed round: what the appliance still waits for, per core, before it is stopped
+	# (the chunks, the ranks missing, the key's owning core).
+	if [ "${dtfail:-0}" = 1 ] && [ -x "$bin/control/tallyctl" ] && [ -S "$E2E_TMP/ctl.sock" ]; then
+		for q in "keys $((job + keybase / 1000))" "stuck 0 --limit 20" workers stats status; do
+			# shellcheck disable=SC2086
+			timeout 20 "$bin/control/tallyctl" --socket "$E2E_TMP/ctl.sock" $q 2>&1 |
+				head -n 80 | sed "s/^/  tallyctl ${q%% *}: /"
+		done
+	fi
+	dtfail=0
 	# Next dtype: new keys (a key's dtype is fixed) in a new job: a rank whose BYE was lost
 	# on an impaired link stays bound to its old address for the rejoin timeout.
 	keybase=$((keybase + 1000))
