@@ -206,6 +206,9 @@ int tallyd_lcore_main(void *arg)
 	tally_dpdk_tx_flush(&lc->tx, 1);
 	lc->running = 0;
 	lc_commands(lc, 1);
+	/* after the acks: the main thread may take back what is posted from now on */
+	rte_smp_wmb();
+	lc->stopped = 1;
 	return 0;
 }
 
@@ -238,10 +241,17 @@ static int lc_wait(struct tallyd *d, unsigned idx, struct tallyd_cmd *cmd)
 				return cmd->result;
 			continue;
 		}
-		if (!lc->running && !rte_ring_count(lc->ack)) {
-			/* an lcore that stopped answers what it finds; take ours back if there */
-			if (rte_ring_count(lc->cmd) == 0 && !lc->running)
-				return -ESHUTDOWN;
+		if (lc->stopped && !rte_ring_count(lc->ack)) {
+			/* The lcore left and answered what it found. A command posted after its
+			 * last look (exec checked `running` just before it stopped) would wait
+			 * forever: tallyd hung at shutdown in lc_wait, its lcore gone, SIGTERM
+			 * unanswered. The main thread is the only consumer now: take them back. */
+			void *o;
+
+			rte_smp_rmb();
+			while (rte_ring_sc_dequeue(lc->cmd, &o) == 0)
+				((struct tallyd_cmd *)o)->result = -ESHUTDOWN;
+			return -ESHUTDOWN;
 		}
 		rte_delay_us_sleep(10);
 	}
