@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -30,45 +29,9 @@ static struct {
 	struct tally_dpdk_client *x;
 } creg;
 
-/* A memif peer leaving while the server copies a burst crashes the server: DPDK 22.11's
- * memif unmaps the rings from its interrupt thread as soon as the peer goes, while the
- * server's lcore may be inside rx/tx on them (its CONNECTED check comes first; tallyd
- * segfaulted in librte_net_memif.so about once in 15 tally-linegen runs). Nothing the
- * server does can close that window (memif raises no link event before the unmap), so
- * the peer leaves quiet: nothing more sent, what is in flight received and dropped, until
- * CREG_QUIET_NS pass with nothing (CREG_QUIET_MAX_NS at most). The server is then polling
- * empty rings, a few loads, not copying 32 frames, when they go away. */
-#define CREG_QUIET_NS 100000000ull
-#define CREG_QUIET_MAX_NS 1000000000ull
-
-static void creg_quiesce(void)
-{
-	struct rte_eth_dev_info info;
-	uint64_t hz = rte_get_tsc_hz(), t0 = rte_rdtsc(), last = t0;
-
-	if (rte_eth_dev_info_get(creg.port_id, &info) || !info.driver_name ||
-	    strcmp(info.driver_name, "net_memif"))
-		return;
-	tally_dpdk_client_set_rx(creg.x, NULL, NULL); /* the session may be gone already */
-	uint64_t seen = tally_dpdk_client_stats(creg.x)->rx_pkts;
-
-	while ((rte_rdtsc() - last) * 1000000000ull / hz < CREG_QUIET_NS &&
-	       (rte_rdtsc() - t0) * 1000000000ull / hz < CREG_QUIET_MAX_NS) {
-		(void)tally_dpdk_client_ops.poll(creg.x, 10000000);
-		uint64_t n = tally_dpdk_client_stats(creg.x)->rx_pkts;
-
-		if (n != seen) {
-			seen = n;
-			last = rte_rdtsc();
-		}
-	}
-}
-
 static void creg_close(void *ctx)
 {
 	(void)ctx;
-	if (creg.x && creg.port_started)
-		creg_quiesce();
 	if (creg.x)
 		tally_dpdk_client_destroy(creg.x);
 	creg.x = NULL;
