@@ -137,6 +137,11 @@ static const struct tally_aopt table[] = {
 	{ .name = "idle-max-us", .apps = TD, .type = TALLY_AOPT_UINT,
 	  .id = TALLY_AOPT_ID_IDLE_MAX_US, .min = 1, .max = TALLY_AOPT_IDLE_MAX_US, .what = "",
 	  .arg = "N", .help = "longest idle sleep, 1..1000 (20)" },
+	{ .name = "dispatch-ring", .apps = TD, .type = TALLY_AOPT_UINT,
+	  .id = TALLY_AOPT_ID_DISPATCH_RING, .min = 32, .max = 65536,
+	  .what = "the dispatch ring size", .arg = "N",
+	  .help = "software dispatch and TX relay ring per core, a power of\n"
+		  "two (1024; frames for another core wait there)" },
 	{ .name = "tx-flush-us", .apps = TD, .type = TALLY_AOPT_UINT,
 	  .id = TALLY_AOPT_ID_TX_FLUSH_US, .min = 1, .max = 10000,
 	  .what = "the TX flush deadline", .arg = "N",

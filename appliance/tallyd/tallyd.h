@@ -82,6 +82,7 @@ struct tallyd_lcore {
 	uint16_t txq;                   /* our TX queue on our port (= rxq) */
 	struct rte_ring *cmd, *ack;     /* SP/SC: main → lcore, lcore → main */
 	volatile int running;
+	volatile int stopped;            /* left its loop and answered its last commands */
 	volatile int draining;
 	struct tally_dpdk_tx tx;        /* our TX queue on our port; other ports via txin */
 	struct tally_verbs *verbs;      /* rdma-listen: this core's connections (verbsx.ctx) */

@@ -17,6 +17,7 @@
 #include "tally_pkt.h"
 #include "tally_proto.h"
 #include "tallyd_config.h"
+#include "tallyd_size.h"
 
 static int cfg_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -38,6 +39,7 @@ void tallyd_conf_init(struct tallyd_conf *c)
 	c->mem_budget = 256ull << 20;
 	c->frame_room = 9216;
 	c->rx_desc = 1024;
+	c->dispatch_ring = TALLYD_RING_SIZE;
 	c->tx_desc = 1024;
 	c->mtu = 9000;
 	c->max_chunk = 8192;
@@ -295,6 +297,7 @@ static const struct tally_aopt_field cfg_fields[] = {
 	TD_F(BASE_PORT, base_port), TD_F(CORES, cores), TD_F(MEM, mem_budget),
 	TD_F(DET_POOL, det_pool), TD_F(FRAME_SIZE, frame_room), TD_F(MAX_CHUNK, max_chunk),
 	TD_F(MAX_JOBS, max_jobs), TD_F(RX_DESC, rx_desc), TD_F(TX_DESC, tx_desc),
+	TD_F(DISPATCH_RING, dispatch_ring),
 	TD_F(MTU, mtu), TD_F(OPEN_ADMISSION, open_admission), TD_F(RDMA, rdma),
 	TD_F(IDLE, idle_mode), TD_F(IDLE_POLLS, idle_polls), TD_F(IDLE_MAX_US, idle_max_us),
 	TD_F(TX_FLUSH_US, tx_flush_us), TD_F(RSS, rss), TD_F(DRAIN_TIMEOUT, drain_timeout_ms),
@@ -426,6 +429,9 @@ int tallyd_conf_validate(const struct tallyd_conf *c, char *err, size_t errlen)
 	if (!cfg_is_pow2(c->rx_desc) || !cfg_is_pow2(c->tx_desc))
 		return cfg_err(err, errlen, "rx-desc %u / tx-desc %u: descriptor counts must be "
 			       "powers of two", c->rx_desc, c->tx_desc);
+	if (!cfg_is_pow2(c->dispatch_ring))
+		return cfg_err(err, errlen, "dispatch-ring %u: must be a power of two",
+			       c->dispatch_ring);
 	unsigned need = TALLY_PKT_HDRS_LEN + TALLY_HDR_MAX + c->max_chunk;
 	if (need > c->frame_room)
 		return cfg_err(err, errlen, "max-chunk %u needs frames of %u bytes but frame-size "

@@ -55,6 +55,7 @@ struct tallyd_conf {
 	uint64_t det_pool;         /* deterministic staging pool per core */
 	uint32_t frame_room;       /* largest frame an RX mbuf holds (data room - headroom) */
 	uint16_t rx_desc, tx_desc;
+	uint32_t dispatch_ring;    /* software dispatch / TX relay ring slots per core */
 	uint32_t mtu;              /* 0: leave alone */
 	uint32_t max_chunk;        /* largest payload accepted */
 	uint32_t max_jobs;         /* engine job table (a sharded agent takes one per local rank) */

@@ -163,13 +163,13 @@ rings:
 	lc->ack = rte_ring_create(name, TALLYD_CMD_RING, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
 	if (pi != TALLYD_NO_PORT && (d->conf.nports > 1 || tallyd_conf_ncores(&d->conf) > 1)) {
 		snprintf(name, sizeof(name), "tallyd_disp%u", idx);
-		lc->dispatch = rte_ring_create(name, TALLYD_RING_SIZE, socket, RING_F_SC_DEQ);
+		lc->dispatch = rte_ring_create(name, d->conf.dispatch_ring, socket, RING_F_SC_DEQ);
 		if (!lc->dispatch)
 			goto ring_fail;
 	}
 	if (d->conf.nports > 1) {
 		snprintf(name, sizeof(name), "tallyd_txin%u", idx);
-		lc->txin = rte_ring_create(name, TALLYD_RING_SIZE, socket, RING_F_SC_DEQ);
+		lc->txin = rte_ring_create(name, d->conf.dispatch_ring, socket, RING_F_SC_DEQ);
 		if (!lc->txin)
 			goto ring_fail;
 	}

@@ -46,7 +46,7 @@ int tallyd_size(const struct tallyd_conf *c, size_t hugepage_size, struct tallyd
 	memset(s, 0, sizeof(*s));
 	s->ncores = tallyd_conf_ncores(c);
 	s->hugepage_size = hugepage_size ? hugepage_size : (2u << 20);
-	unsigned ring = s->ncores > 1 ? TALLYD_RING_SIZE : 0;
+	unsigned ring = s->ncores > 1 ? c->dispatch_ring : 0;
 	unsigned cache = TALLYD_POOL_CACHE * (s->ncores + 1);
 	/* an RX mbuf lives in the RX ring, a burst, a dispatch ring, or (ARP/ICMP answers and
 	 * io-forward) a TX buffer and TX ring of any port */

@@ -10,7 +10,7 @@
 
 #include "tallyd_config.h"
 
-#define TALLYD_RING_SIZE 1024      /* software dispatch ring per core */
+#define TALLYD_RING_SIZE 1024      /* software dispatch ring per core (default) */
 #define TALLYD_POOL_CACHE 256
 #define TALLYD_HDR_POOL_MAX 32767  /* extbuf refcounts are 16-bit */
 #define TALLYD_EAL_OVERHEAD (24u << 20)

@@ -54,6 +54,7 @@ struct engine_chunk {
 	uint32_t crc;         /* CRC32C of the RESULT payload, once complete */
 	uint32_t stamp;       /* once complete: the send stamp of its last RESULT copy
 			       * (tally_proto.h, TALLY_F_DONE) */
+	uint32_t ask_ms;      /* engine ms of its last NEED_RESULT asks (asked: rate limit) */
 	uint64_t first_ns;    /* now_ns() of the first push (deadline, stuck age); once
 			       * complete, of the completion (did a PULL cross the RESULT?) */
 };
@@ -259,9 +260,9 @@ int engine_addr_eq_l3(const struct tally_addr *a, const struct tally_addr *b);
 void engine_live_heard(struct tally_engine *e, uint32_t job, uint32_t rank, uint32_t ip);
 int engine_live_other(const struct tally_engine *e, uint32_t job, uint32_t rank, uint32_t ip,
 		      uint64_t now);
-/* Heard by any core of this appliance within window_ns? (cfg.live NULL: never) */
-int engine_live_within(const struct tally_engine *e, uint32_t job, uint32_t rank, uint64_t now,
-		       uint64_t window_ns);
+/* ns since any core heard (job, rank); UINT64_MAX when the table cannot say (cfg.live NULL,
+ * never heard, or its slot taken by another rank). */
+uint64_t engine_live_age(const struct tally_engine *e, uint32_t job, uint32_t rank, uint64_t now);
 enum tally_reason engine_bind_check(const struct tally_engine *e, const struct engine_job *job,
 				    uint32_t rank, const struct tally_addr *from, uint64_t now);
 /* Job, token, rank < world, rank bound to `from` (MAC_MISMATCH: its IP/port from another

@@ -72,18 +72,30 @@ static void life_idle(struct tally_engine *e, uint64_t now)
 	e->st.jobs_freed_idle++;
 }
 
+/* How long rank w has been silent to the whole appliance: to this core, and to every other
+ * core through the shared "last heard" table (engine_live.c). A rank waiting on another
+ * core's key, or whose packets to this core are dropped on their way in (a full software
+ * dispatch ring), is alive: reporting it dead failed every rank waiting here. */
+static uint64_t rank_silence(const struct tally_engine *e, const struct engine_key *k,
+			     uint32_t w, uint64_t now)
+{
+	const struct engine_rank *r = &k->job->ranks[w];
+	uint64_t here = r->last_ns ? now - r->last_ns : UINT64_MAX;
+	uint64_t any = engine_live_age(e, k->job->id, w, now);
+
+	return any < here ? any : here;
+}
+
 /* The first participant missing from bitmap `have` who has been silent for `timeout`
- * here and on every other core of the appliance (a rank that never joined has never been
- * heard: silent since 0), ENGINE_NIL if none. With skip_left, a rank that left with BYE is
- * not waited for. */
+ * (a rank that never joined has never been heard: silent since 0), ENGINE_NIL if none.
+ * With skip_left, a rank that left with BYE is not waited for. */
 static uint32_t silent_rank(const struct tally_engine *e, const struct engine_key *k,
 			    const uint64_t *have, uint64_t now, uint64_t timeout, int skip_left)
 {
 	const struct engine_rank *ranks = k->job->ranks;
 	for (uint32_t w = 0; w < k->reg.participants; w++)
 		if (!engine_bit(have, w) && !(skip_left && ranks[w].left) &&
-		    now - ranks[w].last_ns >= timeout &&
-		    !engine_live_within(e, k->job->id, w, now, timeout))
+		    rank_silence(e, k, w, now) >= timeout)
 			return w;
 	return ENGINE_NIL;
 }
@@ -94,13 +106,13 @@ static void silent_report(struct tally_engine *e, struct engine_key *k, uint32_t
 			  uint32_t round, const uint64_t *have, uint32_t dead, uint64_t now)
 {
 	struct engine_rank *ranks = k->job->ranks;
-	uint64_t ms = (now - ranks[dead].last_ns) / 1000000u;
+	uint64_t ms = rank_silence(e, k, dead, now) / 1000000u;
 	struct tally_hdr h;
 
 	engine_chunk_error_hdr(&h, k, idx, TALLY_R_RANK_SILENT, dead);
 	h.round = round;
-	/* UINT32_MAX: never heard (the rank has not joined) */
-	h.count = ms >= UINT32_MAX || !ranks[dead].last_ns ? UINT32_MAX : (uint32_t)ms;
+	/* UINT32_MAX: never heard by any core (the rank has not joined) */
+	h.count = ms >= UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
 	for (uint32_t w = 0; w < k->reg.participants; w++) {
 		if (!ranks[w].bound || !engine_bit(have, w))
 			continue;

@@ -9,8 +9,9 @@
  * overwrites (the entry then names another rank and is ignored: liveness falls back to the
  * core's own), and a torn read can refuse one re-bind spuriously (the worker retries). The
  * same IP is never refused here: a restarted worker on its own host re-binds as before.
- * The same stamp keeps a rank that talks to another core from being named silent here
- * (engine_life.c): a rank waiting on core 0 is alive for a chunk of core 1.
+ * The dead-rank report asks here too (engine_life.c): a rank stuck on one core's key, or
+ * whose packets to one core are dropped on their way (a full software dispatch ring under
+ * load), is alive while any core hears it.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -85,10 +86,11 @@ static uint64_t live_stamp(const struct tally_engine *e, uint32_t job, uint32_t 
 	return atomic_load_explicit(&s->key, memory_order_relaxed) == key ? v : 0;
 }
 
-static int live_recent(uint64_t v, uint64_t now, uint64_t window_ns)
+/* ns since stamp v (a stamp from another core's clock read may be a little ahead of ours) */
+static uint64_t live_age_ns(uint64_t v, uint64_t now)
 {
 	uint32_t age_ms = (uint32_t)(now / 1000000u) - (uint32_t)(v >> 32);
-	return (uint64_t)age_ms * 1000000u < window_ns;
+	return (int32_t)age_ms < 0 ? 0 : (uint64_t)age_ms * 1000000u;
 }
 
 int engine_live_other(const struct tally_engine *e, uint32_t job, uint32_t rank, uint32_t ip,
@@ -96,13 +98,12 @@ int engine_live_other(const struct tally_engine *e, uint32_t job, uint32_t rank,
 {
 	uint64_t v = live_stamp(e, job, rank);
 
-	return v && (uint32_t)v != ip && live_recent(v, now, e->cfg.rejoin_timeout_ns);
+	return v && (uint32_t)v != ip && live_age_ns(v, now) < e->cfg.rejoin_timeout_ns;
 }
 
-int engine_live_within(const struct tally_engine *e, uint32_t job, uint32_t rank, uint64_t now,
-		       uint64_t window_ns)
+uint64_t engine_live_age(const struct tally_engine *e, uint32_t job, uint32_t rank, uint64_t now)
 {
 	uint64_t v = live_stamp(e, job, rank);
 
-	return v && live_recent(v, now, window_ns);
+	return v ? live_age_ns(v, now) : UINT64_MAX;
 }

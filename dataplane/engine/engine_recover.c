@@ -47,6 +47,13 @@ enum tally_reason engine_rx_ping(struct tally_engine *e, const struct tally_pkt 
  * (tally-worker's barrier key), so none pushes r+1 (see engine_recover_probe). */
 #define RECOVER_PROBE_AGE_NS 500000000ull
 
+/* Asks for one chunk go out at most this often. They are advisory (a lost one is asked
+ * again), and every probe and push of the chunk calls here: unlimited, a chunk waiting on
+ * a slow rank under load asked it once per probe of every other rank -- 58,095 asks in a
+ * 35 s memif run (63% of what the appliance sent), crowding out of the dispatch and TX
+ * relay rings the MISSING answers and re-sent pushes that would have repaired it. */
+#define RECOVER_ASK_GAP_MS 1000u
+
 /* Slot idx holds round r open: ask every bound rank in `oseen` (seen in r+1) but not seen
  * in r for r's sum; oseen NULL: every bound rank not seen in r. Most such ranks do not
  * hold the sum (they re-pushed r+1 before r, or are slow); they ignore the ask (it is
@@ -56,12 +63,17 @@ static void recover_ask(struct tally_engine *e, struct engine_key *k, uint32_t i
 {
 	const uint64_t *seen = engine_seen_bm(k, idx);
 	uint32_t c = idx >= k->nchunks ? idx - k->nchunks : idx;
+	struct engine_chunk *ch = &k->chunks[idx];
+	uint32_t now_ms = (uint32_t)(engine_now_cached(e) / 1000000u);
 	struct tally_hdr h;
 
 	/* Only keys whose every round takes every rank: with quorum, a deadline or one-bit,
 	 * ranks a round apart are normal (eager-SGD) and no complete sum could be installed. */
 	if (k->reg.compression || k->reg.quorum < k->reg.participants || k->reg.deadline_us)
 		return;
+	if (ch->asked && now_ms - ch->ask_ms < RECOVER_ASK_GAP_MS)
+		return;
+	ch->ask_ms = now_ms;
 
 	for (uint32_t wd = 0; wd < k->bm_words; wd++) {
 		uint64_t ask = (oseen ? oseen[wd] : ~0ull) & ~seen[wd];
@@ -77,7 +89,7 @@ static void recover_ask(struct tally_engine *e, struct engine_key *k, uint32_t i
 			h.count = engine_chunk_len(k, c);
 			h.reserved = e->cfg.boot_id;
 			e->st.need_asks++;
-			k->chunks[idx].asked = 1;
+			ch->asked = 1;
 			engine_send(e, &k->job->ranks[w].addr, &h, NULL, 0);
 		}
 	}
@@ -109,7 +121,10 @@ void engine_recover_probe(struct tally_engine *e, struct engine_key *k, uint32_t
 	if (ch->state != ENGINE_CH_OPEN ||
 	    engine_now_cached(e) - ch->first_ns < RECOVER_PROBE_AGE_NS)
 		return;
-	if (o->state != ENGINE_CH_UNUSED && o->round == ch->round + 1)
-		return; /* engine_recover_check asks the ranks seen there */
+	/* The other slot holds r-1 (this engine carried it: every rank got r-1's sum here,
+	 * so none can hold r's from an appliance before it) or r+1 (engine_recover_check
+	 * asks the ranks seen there): only a first round here can be the lagging case. */
+	if (o->state != ENGINE_CH_UNUSED)
+		return;
 	recover_ask(e, k, idx, NULL);
 }

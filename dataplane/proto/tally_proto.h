@@ -371,6 +371,19 @@ static inline size_t tally_proto_hdr_len(const uint8_t *hdr)
 	return hdr[5] == TALLY_OP_RESULT ? TALLY_HDR_MAX : TALLY_HDR_AUTH;
 }
 
+/* The op of a received datagram, before any validation, for a dispatcher that sheds load
+ * by kind (tallyd drops PULL probes first when a core's software dispatch ring runs full):
+ * the op byte of a datagram that holds a whole header and starts with our magic and
+ * version, else 0. Decide nothing else from it: the packet is not validated. */
+static inline uint8_t tally_proto_peek_op(const uint8_t *buf, size_t len)
+{
+	if (len < TALLY_HDR_LEN || buf[0] != (uint8_t)TALLY_MAGIC ||
+	    buf[1] != (uint8_t)(TALLY_MAGIC >> 8) || buf[2] != (uint8_t)(TALLY_MAGIC >> 16) ||
+	    buf[3] != (uint8_t)(TALLY_MAGIC >> 24) || buf[4] != TALLY_VERSION)
+		return 0;
+	return buf[5];
+}
+
 /* Encode a header into 64 bytes at `out`. Sets magic/version; `hdr->payload_len` and
  * `hdr->crc` are written as given (use tally_proto_finish()). */
 void tally_proto_encode_hdr(uint8_t out[TALLY_HDR_LEN], const struct tally_hdr *hdr);

@@ -177,6 +177,7 @@ static void test_bad_flags(void **state)
 	BAD("size like 512M", 0, "--mem", "-5M");
 	BAD("size like 512M", 0, "--det-pool", "M");
 	BAD("RX descriptors", 0, "--rx-desc", "32");
+	BAD("dispatch ring size", 0, "--dispatch-ring", "16");
 	BAD("largest chunk", 0, "--max-chunk", "9001");
 	BAD("number of jobs", 0, "--max-jobs", "65");
 	BAD("number of jobs", 0, "--max-jobs", "0");
@@ -215,6 +216,8 @@ static void test_bad_combinations(void **state)
 	BAD("runs past UDP port 65535", 1, "--base-port", "65535", "--port", "net_null0", "--ip",
 	    "10.0.0.1/24", "--queues", "2");
 	BAD("powers of two", 1, "--port", "net_null0", "--ip", "10.0.0.1/24", "--rx-desc", "1000");
+	BAD("dispatch-ring 1000: must be a power of two", 1, "--port", "net_null0", "--ip",
+	    "10.0.0.1/24", "--dispatch-ring", "1000");
 	BAD("raise frame-size or lower max-chunk", 1, "--port", "net_null0", "--ip", "10.0.0.1/24",
 	    "--frame-size", "2048", "--max-chunk", "4096");
 	BAD("at least 1 MiB per core", 1, "--port", "net_null0", "--ip", "10.0.0.1/24",

@@ -6,13 +6,13 @@
 #   e2e_run.sh --tag T --bin BUILDDIR [--appliance udpd|afpacket|memif] [--workers 4]
 #              [--bytes 64M] [--rounds 3] [--keys 16] [--dtypes "f32 bf16"] [--cores 2]
 #              [--impair none|nft-drop:PCT|nft-dup:PCT|relay:ARGS] [--expect-retx]
-#              [--expect-dups] [--worker-args "..."]
+#              [--expect-dups] [--worker-args "..."] [--appliance-args "..."]
 # relay:ARGS is a comma list of tly_relay options, e.g. relay:drop=1,dup=1,reorder=5,delay-us=50
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
 tag=x bin= appliance=udpd workers=4 bytes=64M rounds=3 keys=16 dtypes="f32 bf16" cores=2
-impair=none expect_retx=0 expect_dups=0 worker_args= time_limit=150
+impair=none expect_retx=0 expect_dups=0 worker_args= time_limit=150 appliance_args=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--tag) tag=$2; shift ;;
@@ -28,6 +28,7 @@ while [ $# -gt 0 ]; do
 	--expect-retx) expect_retx=1 ;;
 	--expect-dups) expect_dups=1 ;;
 	--worker-args) worker_args=$2; shift ;;
+	--appliance-args) appliance_args=$2; shift ;; # tallyd settings (e.g. --dispatch-ring 64)
 	--time-limit) time_limit=$2; shift ;;
 	*) echo "e2e_run.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -84,10 +85,11 @@ afpacket)
 	# One datapath lcore per queue; EAL lcore 0 is the main thread.
 	lcores="0-$cores"
 	[ "$cores" -ge 2 ] && lcores="0@0,$(seq -s, 1 "$cores" | sed 's/\([0-9]*\)/\1@1/g')"
+	# shellcheck disable=SC2086
 	e2e_bg a appliance "$TALLYD" \
 		--port "net_af_packet0,iface=${ID}a0,framesz=9216,blocksz=36864,framecnt=4096,qpairs=$cores" \
 		--ip $app_ip/24 --queues "$cores" --base-port $port --open-admission --mem 2G --det-pool 64M \
-		--log-level debug --idle-backoff on --ctl-socket "$E2E_TMP/ctl.sock" \
+		--log-level debug --idle-backoff on --ctl-socket "$E2E_TMP/ctl.sock" $appliance_args \
 		-- --no-huge --no-pci -m 3072 --file-prefix "$ID" --lcores "$lcores"
 	app_pid=$E2E_LAST_PID
 	;;
@@ -101,8 +103,9 @@ memif)
 			--ip "10.99.$((r + 1)).1/24")
 		lc="$lc,$((r + 1))@$(( (r + 1) % 2 ))"
 	done
+	# shellcheck disable=SC2086
 	e2e_bg a appliance "$TALLYD" "${ports[@]}" --base-port $port --open-admission --mem 2G --det-pool 64M \
-		--log-level debug --idle-backoff on --ctl-socket "$E2E_TMP/ctl.sock" \
+		--log-level debug --idle-backoff on --ctl-socket "$E2E_TMP/ctl.sock" $appliance_args \
 		-- --no-huge --no-pci -m 3072 --file-prefix "$ID" --lcores "$lc"
 	app_pid=$E2E_LAST_PID
 	;;
@@ -210,9 +213,19 @@ if bad or (expect_retx and retx == 0):
         print("  expected retransmissions on this impaired link, saw none")
     sys.exit(1)
 PY
-) || fail=1
+) || { fail=1; dtfail=1; }
 	echo "$res"
 	summary+=("$res")
+	# A failed round: what the appliance still waits for, per core, before it is stopped
+	# (the chunks, the ranks missing, the key's owning core).
+	if [ "${dtfail:-0}" = 1 ] && [ -x "$bin/control/tallyctl" ] && [ -S "$E2E_TMP/ctl.sock" ]; then
+		for q in "keys $((job + keybase / 1000))" "stuck 0 --limit 20" workers stats status; do
+			# shellcheck disable=SC2086
+			timeout 20 "$bin/control/tallyctl" --socket "$E2E_TMP/ctl.sock" $q 2>&1 |
+				head -n 80 | sed "s/^/  tallyctl ${q%% *}: /"
+		done
+	fi
+	dtfail=0
 	# Next dtype: new keys (a key's dtype is fixed) in a new job: a rank whose BYE was lost
 	# on an impaired link stays bound to its old address for the rejoin timeout.
 	keybase=$((keybase + 1000))

@@ -46,7 +46,9 @@ for mode in aggregation io-forward; do
 	if [ $mode = io-forward ]; then
 		[ "$(num unpaced_dut_engine_rejects "$line")" = 0 ] || fail "io-forward ran an engine: $line"
 	fi
-	kill "$tpid"; wait "$tpid"; tpid=
+	kill "$tpid"; wait "$tpid"; st=$?; tpid=
+	# a signal: tallyd crashed, e.g. the memif peer left while it copied a burst (dpdk_creg.c)
+	[ "$st" -lt 128 ] || fail "$mode: tallyd died of signal $((st - 128)) (exit $st): $(tail -n 5 "$dir/td.log")"
 done
 /usr/bin/python3 "$report" --linegen-table "$dir/out.json" >"$dir/table.md" || fail "no table"
 grep -q '^| - | dpdk | 1024 | ' "$dir/table.md" || fail "no ratio row: $(cat "$dir/table.md")"

@@ -545,6 +545,29 @@ static void test_random_garbage(void **state)
 	assert_int_equal(ok, 0);
 }
 
+/* tally_proto_peek_op: the op byte of anything that starts like a header, 0 for the rest
+ * (what tallyd's dispatcher sheds by, before validation). */
+static void test_peek_op(void **state)
+{
+	(void)state;
+	struct tally_hdr h;
+	uint8_t buf[TALLY_HDR_LEN + 8];
+
+	memset(&h, 0, sizeof(h));
+	h.op = TALLY_OP_PULL;
+	tally_proto_finish(buf, &h, NULL, 0);
+	assert_int_equal(tally_proto_peek_op(buf, TALLY_HDR_LEN), TALLY_OP_PULL);
+	assert_int_equal(tally_proto_peek_op(buf, TALLY_HDR_LEN - 1), 0); /* short */
+	h.op = TALLY_OP_PUSH;
+	tally_proto_finish(buf, &h, NULL, 0);
+	assert_int_equal(tally_proto_peek_op(buf, sizeof(buf)), TALLY_OP_PUSH);
+	buf[4] = TALLY_VERSION + 1; /* another version */
+	assert_int_equal(tally_proto_peek_op(buf, sizeof(buf)), 0);
+	buf[4] = TALLY_VERSION;
+	buf[3] ^= 0xff; /* another magic */
+	assert_int_equal(tally_proto_peek_op(buf, sizeof(buf)), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -557,6 +580,7 @@ int main(void)
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_held),
 		cmocka_unit_test(test_random_garbage),
+		cmocka_unit_test(test_peek_op),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

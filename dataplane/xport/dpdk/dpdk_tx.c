@@ -73,7 +73,7 @@ void tally_dpdk_tx_enqueue(struct tally_dpdk_tx *tx, uint16_t pi, struct rte_mbu
 
 	if (p->via) {
 		if (rte_ring_mp_enqueue(p->via, m)) {
-			tx->st.drops[TALLY_PKT_D_RING_FULL]++;
+			tx->st.drops[TALLY_PKT_D_RELAY_FULL]++;
 			rte_pktmbuf_free(m);
 		} else {
 			tx->st.relayed++;

@@ -100,7 +100,7 @@ struct tally_dpdk_txport {
 struct tally_dpdk_tx_stats {
 	uint64_t tx_pkts, tx_bytes;
 	uint64_t relayed;                /* frames handed to another lcore's TX ring */
-	uint64_t drops[TALLY_PKT_D_COUNT]; /* TX_FULL, NO_MBUF, RING_FULL (relay) */
+	uint64_t drops[TALLY_PKT_D_COUNT]; /* TX_FULL, NO_MBUF, RELAY_FULL */
 };
 
 struct tally_dpdk_tx {

@@ -41,6 +41,8 @@ static const char *const pkt_drop_names[TALLY_PKT_D_COUNT] = {
 	[TALLY_PKT_D_HW_CSUM_BAD] = "hw_checksum_bad",
 	[TALLY_PKT_D_RING_FULL] = "dispatch_ring_full",
 	[TALLY_PKT_D_TX_FULL] = "tx_full",
+	[TALLY_PKT_D_RELAY_FULL] = "tx_relay_ring_full",
+	[TALLY_PKT_D_PROBE_SHED] = "dispatch_probe_shed",
 	[TALLY_PKT_D_NO_MBUF] = "no_mbuf",
 };
 

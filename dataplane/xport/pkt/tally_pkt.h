@@ -55,6 +55,9 @@ enum tally_pkt_drop {
 	TALLY_PKT_D_RING_FULL,     /* software dispatch ring to the owning core full */
 	TALLY_PKT_D_TX_FULL,       /* transmit buffer full (device back-pressure) */
 	TALLY_PKT_D_NO_MBUF,       /* mempool empty when building a packet */
+	TALLY_PKT_D_RELAY_FULL,    /* TX relay ring to the core that sends on that port full */
+	TALLY_PKT_D_PROBE_SHED,    /* PULL probe not dispatched: the owning core's ring is 3/4
+				    * full, the rest kept for pushes and control packets */
 	TALLY_PKT_D_COUNT
 };
 
