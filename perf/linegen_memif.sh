@@ -32,12 +32,15 @@ for mode in ${MODES:-aggregation io-forward}; do
 	dpid=$(pgrep -P $tpid -x tallyd) # timeout's child: its lcores' CPU time
 	echo "# $mode: tallyd $(grep -o 'ready.*' $d/tallyd.log | head -1 | cut -c1-120)"
 	uptime
-	timeout 600 "$b/perf/tally-linegen" --transport dpdk --eal "--no-huge --no-pci -m 512 --file-prefix ${pf}w --lcores 0@${GEN_CPU:-0} --vdev net_memif0,role=client,socket=$d/ma0.sock,socket-abstract=no,bsize=9216,id=0" --local-ip 10.99.1.2/24 --host 10.99.1.1 --port 9170 --ctl-socket $d/ctl.sock --dut-pid ${dpid:-0} "${gen[@]}" "$@" --json | tee -a "$out"
-	echo "rc=${PIPESTATUS[0]}"
+	# --leave-last: the generator keeps its port until tallyd is gone (DPDK 22.11's memif
+	# unmaps rings under a peer lcore still polling: tallyd segfaulted when we left first)
+	( set -o pipefail; timeout 600 "$b/perf/tally-linegen" --transport dpdk --eal "--no-huge --no-pci -m 512 --file-prefix ${pf}w --lcores 0@${GEN_CPU:-0} --vdev net_memif0,role=client,socket=$d/ma0.sock,socket-abstract=no,bsize=9216,id=0" --local-ip 10.99.1.2/24 --host 10.99.1.1 --port 9170 --ctl-socket $d/ctl.sock --dut-pid ${dpid:-0} --leave-last 60 "${gen[@]}" "$@" --json 2> >(tee $d/gen.err >&2) | tee -a "$out" ) &
+	gpid=$!
+	for i in $(seq 6000); do grep -q "leaving last" $d/gen.err 2>/dev/null && break; kill -0 $gpid 2>/dev/null || break; sleep 0.1; done
 	uptime
 	kill $tpid 2>/dev/null; wait $tpid; st=$?; tpid=
-	# 0: stopped by our SIGTERM; 3: its drain timed out on rounds the generator left open;
-	# 139 (SIGSEGV in librte_net_memif, rte-worker-1) was seen once, before our SIGTERM
+	wait $gpid; echo "rc=$?"
+	# 0: stopped by our SIGTERM; 3: its drain timed out on rounds the generator left open
 	[ $st = 0 ] || echo "# $mode: tallyd exited with status $st"
 	[ -n "${OUT:-}" ] && cp $d/tallyd.log "$OUT.tallyd-$mode.log"
 	grep "totals" $d/tallyd.log | cut -c1-300; grep -o "loops=[0-9]*\|busy_loops=[0-9]*\|stale_round=[0-9]*\|too_early=[0-9]*\|duplicates=[0-9]*\|completions=[0-9]*\|resends=[0-9]*" $d/tallyd.log | sort -u | tr '\n' ' '; echo

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@ struct lg_opts {
 	unsigned ranks, keys, chunks, window, burst, sample, steps, trials, repair_us;
 	unsigned sizes[8], nsizes;
 	int json, io_forward;
+	double leave_last_s; /* keep the port open until dut_pid exits (up to this long) */
 	const char *ctl; /* the appliance's control socket (tally-linegen) */
 	const char *transport, *host, *eal, *local_ip, *dpdk_port; /* tally-linegen only */
 	unsigned port;
@@ -126,6 +128,10 @@ static void lg_usage(FILE *f)
 		"                     polls around the reported trials\n"
 		"  --dut-pid PID      the appliance's pid (same host): its DPDK worker threads' CPU\n"
 		"                     time / wall time around the reported trials\n"
+		"  --leave-last S     after the runs, keep the port open until the --dut-pid\n"
+		"                     process exits (up to S seconds), so the appliance leaves\n"
+		"                     first: DPDK 22.11's memif unmaps its rings under a peer\n"
+		"                     lcore still polling them (tallyd segfaulted when we left)\n"
 		"  --drain-s S        after a trial, wait up to S for its last rounds (0.05; with\n"
 		"                     --transport 3: a round left open puts its keys out of step)\n"
 		"  --repair-us US     re-send a closed window's unanswered chunks after US (1000):\n"
@@ -145,7 +151,7 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		{ "eal", 1, 0, 'E' }, { "local-ip", 1, 0, 'L' }, { "dpdk-port", 1, 0, 'D' },
 		{ "io-forward", 0, 0, 'F' }, { "ctl-socket", 1, 0, 'X' },
 		{ "repair-us", 1, 0, 'R' }, { "dut-pid", 1, 0, 'p' },
-		{ "drain-s", 1, 0, 'd' }, { 0, 0, 0, 0 }
+		{ "drain-s", 1, 0, 'd' }, { "leave-last", 1, 0, 'W' }, { 0, 0, 0, 0 }
 	};
 	const char *sizes = "1,4,8";
 	int c;
@@ -178,6 +184,7 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		case 'X': o->ctl = optarg; break;
 		case 'd': o->drain_s = atof(optarg); break;
 		case 'p': o->dut_pid = atoi(optarg); break;
+		case 'W': o->leave_last_s = atof(optarg); break;
 		case 'R': o->repair_us = (unsigned)atoi(optarg); break;
 		default: lg_usage(stderr); return 2;
 		}
@@ -193,6 +200,10 @@ static int lg_check(struct lg_opts *o, const char *sizes)
 		o->cap = 1e6; /* only the default search bounds come from it */
 	if (o->transport && !o->host) {
 		fprintf(stderr, "tally-linegen: --transport needs --host (the appliance)\n");
+		return 2;
+	}
+	if (o->leave_last_s > 0 && o->dut_pid <= 0) {
+		fprintf(stderr, "tally-linegen: --leave-last needs --dut-pid (the appliance to outlast)\n");
 		return 2;
 	}
 	if ((o->io_forward || o->ctl) && !o->transport) {
@@ -410,6 +421,28 @@ out:
 	return rc;
 }
 
+#ifdef LG_PORT
+/* --leave-last: wait (port open, not polling) until the appliance's process is gone */
+static void lg_outlast(int pid, double max_s)
+{
+	struct timespec nap = { 0, 20 * 1000 * 1000 };
+	double waited = 0;
+
+	fflush(stdout);
+	/* the runs' output is complete: a script waits for this line before stopping pid */
+	fprintf(stderr, "tally-linegen: done; leaving last: waiting for pid %d to exit\n", pid);
+	while (kill(pid, 0) == 0 || errno != ESRCH) {
+		if (waited >= max_s) {
+			fprintf(stderr, "tally-linegen: --leave-last: pid %d still runs after %.0f s: "
+				"leaving first\n", pid, max_s);
+			return;
+		}
+		nanosleep(&nap, NULL);
+		waited += 0.02;
+	}
+}
+#endif
+
 int perf_linegen_main(int argc, char **argv)
 {
 	struct lg_opts o;
@@ -436,6 +469,8 @@ int perf_linegen_main(int argc, char **argv)
 	for (unsigned i = 0; i < o.nsizes && !rc; i++)
 		rc = lg_size(&o, o.sizes[i]) ? 1 : 0;
 #ifdef LG_PORT
+	if (o.leave_last_s > 0)
+		lg_outlast(o.dut_pid, o.leave_last_s);
 	gp_close(&lg_port);
 #endif
 	return rc;

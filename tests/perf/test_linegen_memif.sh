@@ -13,8 +13,8 @@ fail() { echo "FAIL: $*" >&2; threads >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "SKIP: tallyd on net_memif needs root (DPDK)"; exit 77; }
 dir=$(mktemp -d /tmp/lgmemif.XXXXXX)
 pf=tlgm$$
-tpid=
-cleanup() { [ -n "$tpid" ] && kill "$tpid" 2>/dev/null && wait "$tpid" 2>/dev/null; [ -n "${KEEP:-}" ] && cp -r "$dir" /tmp/lgmemif.kept; rm -rf "$dir"; }
+tpid= gpid=
+cleanup() { [ -n "$gpid" ] && kill "$gpid" 2>/dev/null; [ -n "$tpid" ] && kill "$tpid" 2>/dev/null && wait "$tpid" 2>/dev/null; [ -n "${KEEP:-}" ] && cp -r "$dir" /tmp/lgmemif.kept; rm -rf "$dir"; }
 trap cleanup EXIT
 mult=${TALLY_TIMEOUT_MULTIPLIER:-1}
 num() { grep -o "\"$1\":[0-9.]*" <<<"$2" | head -1 | cut -d: -f2; }
@@ -33,8 +33,18 @@ for mode in aggregation io-forward; do
 		--local-ip 10.99.7.2/24 --host 10.99.7.1 --port 9170 --ctl-socket "$dir/ctl.sock" \
 		--dut-pid "${dpid:-0}" $gen --chunk-kib 1 --keys 2 --chunks 2 --trial-s 0.05 \
 		--trials 1 --steps 1 --lo 200 --hi 2000 --repair-us 50000 --json \
-		>>"$dir/out.json" 2>"$dir/err.txt" || { cat "$dir/err.txt"; fail "$mode: tally-linegen exited $?"; }
-	line=$(grep "\"mode\":\"$mode\"" "$dir/out.json") || fail "no $mode line: $(cat "$dir/out.json")"
+		--leave-last $((30 * mult)) >>"$dir/out.json" 2>"$dir/err.txt" &
+	gpid=$!
+	# the generator keeps its port until tallyd is gone (--leave-last): DPDK 22.11's memif
+	# unmaps the rings under an lcore still polling them, so the side that leaves first
+	# must be the one that stopped polling (tallyd segfaulted when the generator left first)
+	for _ in $(seq $((900 * mult))); do
+		grep -q "leaving last" "$dir/err.txt" && break
+		kill -0 $gpid 2>/dev/null || break
+		sleep 0.1
+	done
+	line=$(grep "\"mode\":\"$mode\"" "$dir/out.json") || {
+		kill $gpid 2>/dev/null; wait $gpid; cat "$dir/err.txt"; fail "no $mode line: $(cat "$dir/out.json")"; }
 	[ "$(num unpaced_checked "$line")" -gt 0 ] || fail "$mode: nothing checked: $line"
 	[ "$(num unpaced_bad "$line")" = 0 ] || fail "$mode: bad answers: $line"
 	# counted around the unpaced trial and the latency trials (on a loaded box one trial can
@@ -47,8 +57,10 @@ for mode in aggregation io-forward; do
 		[ "$(num unpaced_dut_engine_rejects "$line")" = 0 ] || fail "io-forward ran an engine: $line"
 	fi
 	kill "$tpid"; wait "$tpid"; st=$?; tpid=
+	wait $gpid; gst=$?
 	# a signal: tallyd crashed, e.g. the memif peer left while it copied a burst (dpdk_creg.c)
 	[ "$st" -lt 128 ] || fail "$mode: tallyd died of signal $((st - 128)) (exit $st): $(tail -n 5 "$dir/td.log")"
+	[ "$gst" = 0 ] || { cat "$dir/err.txt"; fail "$mode: tally-linegen exited $gst"; }
 done
 /usr/bin/python3 "$report" --linegen-table "$dir/out.json" >"$dir/table.md" || fail "no table"
 grep -q '^| - | dpdk | 1024 | ' "$dir/table.md" || fail "no ratio row: $(cat "$dir/table.md")"
