@@ -18,10 +18,10 @@
 
 #include "tally_actl.h"
 #include "tally_engine.h"
-#include "tally_udp.h"
+#include "tally_aopt.h"
 #include "tally_xport_reg.h"
 
-#define UDPD_MAX_CORES TALLY_UDP_MAX_CORES
+#define UDPD_MAX_CORES TALLY_AOPT_UDPD_MAX_CORES
 
 struct udpd_conf {
 	char host[64];             /* address to bind ("" = any) */

@@ -24,6 +24,7 @@ extern "C" {
 
 #define TALLY_XPORT_MAX 16      /* transports a program may register */
 #define TALLY_XPORT_MUX_MAX 4   /* members of one multiplexer */
+#define TALLY_XPORT_BUSY_POLL_MAX_US 10000 /* opts.busy_poll_us's bound, every transport */
 
 struct tally_auth;
 struct tally_client;
@@ -48,7 +49,8 @@ struct tally_xport_opts {
 	const char *host;         /* client: appliance address; listen: local address */
 	uint16_t port;            /* (base) port, 0: TALLY_DEFAULT_PORT */
 	uint16_t ncores;          /* listen: cores served (required); client: upper bound */
-	int busy_poll_us;         /* udp, verbs: spin before blocking; 0 default, < 0 off */
+	int busy_poll_us;         /* udp, verbs: spin before blocking; 0 default, < 0 off, at
+				   * most TALLY_XPORT_BUSY_POLL_MAX_US */
 	/* udp (tally_udp.h) */
 	const char *bind_host;    /* client: local address */
 	int gso, gro;             /* UDP_SEGMENT on send, UDP_GRO on receive: 1 on, 0 off */
