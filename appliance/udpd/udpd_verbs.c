@@ -46,6 +46,8 @@ static int open_member(struct udpd *d, const char *name, const char *setting,
 	const struct tally_xport_rx rx = { .rx = on_rx, .arg = d };
 	int rc;
 
+	if (!tally_xport_lookup(name, setting, err, el)) /* the error names the setting */
+		return -ENOTSUP;
 	if ((rc = tally_xport_opts_env(name, o, getenv, err, el)) ||
 	    (rc = tally_xport_open(name, setting, o, x, err, el)))
 		return rc;
