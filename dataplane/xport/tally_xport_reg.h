@@ -213,7 +213,8 @@ unsigned tally_xport_conns(const struct tally_xport *x);
 size_t tally_xport_counters(const struct tally_xport *x, struct tally_xport_counter *out,
 			    size_t max);
 const char *tally_xport_strerror(const struct tally_xport *x);
-/* One counter of x's counters() by name: 0 and *v, or -ENOENT (it has none such). */
+/* One counter of x by name, from its counters() or else its control-plane counters
+ * (ctl_defs): 0 and *v, or -ENOENT (it has none such). */
 int tally_xport_counter_get(const struct tally_xport *x, const char *name, uint64_t *v);
 /* Fill o's zero fields with transport `name`'s defaults (nothing if unknown). */
 void tally_xport_opts_defaults(const char *name, struct tally_xport_opts *o);

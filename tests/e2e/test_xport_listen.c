@@ -143,6 +143,10 @@ static void test_per_core(void **state)
 	L->npending = 4;
 	assert_int_equal(tally_xport_listen_poll(&l), 4);
 	assert_int_equal(L->rejected, 1);          /* core 7: the program refused it */
+	uint64_t rej = 0;                           /* by name: a control-plane-only counter */
+	assert_int_equal(tally_xport_counter_get(&l, "rejected", &rej), 0);
+	assert_int_equal(rej, 1);
+	assert_int_equal(tally_xport_counter_get(&l, "bogus", &rej), -ENOENT);
 	assert_int_equal(p.n[0], 1);
 	assert_int_equal(p.n[1], 2);
 	for (unsigned k = 0; k < 2; k++)            /* each core accepts its own */

@@ -190,11 +190,21 @@ const char *tally_xport_strerror(const struct tally_xport *x)
 int tally_xport_counter_get(const struct tally_xport *x, const char *name, uint64_t *v)
 {
 	struct tally_xport_counter ct[64];
+	uint64_t cv[TALLY_XPORT_CTL_MAX];
 	size_t n = tally_xport_counters(x, ct, 64);
 
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(ct[i].name, name)) {
 			*v = ct[i].value;
+			return 0;
+		}
+	/* then the control plane's (a listener's refusals, conns_rejected, are only there) */
+	if (!x->impl || !x->impl->ctl_counters || x->impl->nctl > TALLY_XPORT_CTL_MAX)
+		return -ENOENT;
+	x->impl->ctl_counters(x->ctx, cv);
+	for (size_t i = 0; i < x->impl->nctl; i++)
+		if (!strcmp(x->impl->ctl_defs[i].name, name)) {
+			*v = cv[i];
 			return 0;
 		}
 	return -ENOENT;
