@@ -109,7 +109,8 @@ static const struct tally_ctl_method methods[TALLY_CTL_M_COUNT] = {
 	  "{interval_s, rates:{rx/tx_pps, rx/tx_bps, pushes_pps, goodput_bps, results_pps}, "
 	  "totals:{...}, cores:[{core, ...}], ports:[{port, ...}]}; counters: rx/tx_pkts, "
 	  "rx/tx_bytes, pushes, summed_bytes, results, resends (retransmitted results), "
-	  "duplicates, late_pushes, completions, verbs_* (RDMA verbs, per core), "
+	  "duplicates, late_pushes, completions, <transport>_* (each transport's own, "
+	  "per core: verbs_*, udp_*), "
 	  "drops:{reason: n}, frame_drops:{reason: n}",
 	  P_END(p_stats),
 	  0, 0 },

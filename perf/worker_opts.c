@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tally_udp.h"
+#include "tally_xport_reg.h"
 #include "worker_opts.h"
 
 void wk_usage(FILE *f)
@@ -220,7 +220,7 @@ int wk_parse(int argc, char **argv, struct wk_opts *o)
 			uint32_t v = 0;
 
 			/* 0 means off here; the transport takes < 0 as off, 0 as its default */
-			bad |= wk_u32(optarg, &v) || v > TALLY_UDP_BUSY_POLL_MAX_US;
+			bad |= wk_u32(optarg, &v) || v > TALLY_XPORT_BUSY_POLL_MAX_US;
 			o->x.busy_poll_us = v ? (int)v : -1;
 			break;
 		}

@@ -22,12 +22,26 @@ void tally_actl_counters_add(struct tally_actl_counters *sum, const struct tally
 #define ADD(f, help) sum->io.f += c->io.f;
 	TALLY_ACTL_IO_STATS(ADD)
 #undef ADD
-#define ADD(f, help) sum->verbs.f += c->verbs.f;
-	TALLY_ACTL_VERBS_STATS(ADD)
-#undef ADD
+	for (size_t i = 0; i < TALLY_XPORT_CTL_MAX; i++)
+		sum->xport[i] += c->xport[i];
 	tally_actl_engine_stats_add(&sum->eng, &c->eng);
 	for (int k = 0; k < TALLY_PKT_D_COUNT; k++)
 		sum->frame_drops[k] += c->frame_drops[k];
+}
+
+/* Each transport's counters as <transport>_<name>. */
+static void xport_each(const struct tally_actl_counters *c, tally_actl_counter_fn fn, void *arg)
+{
+	size_t n = tally_xport_ctl_count();
+
+	for (size_t i = 0; i < n; i++) {
+		const char *x = "";
+		const struct tally_xport_counter_def *d = tally_xport_ctl_def(i, &x);
+		char name[64];
+
+		snprintf(name, sizeof(name), "%s_%s", x, d->name);
+		fn(arg, NULL, name, c->xport[i]);
+	}
 }
 
 void tally_actl_counters_each(const struct tally_actl_counters *c, tally_actl_counter_fn fn,
@@ -39,9 +53,7 @@ void tally_actl_counters_each(const struct tally_actl_counters *c, tally_actl_co
 #define ENG(f, name, help) fn(arg, NULL, #name, c->eng.f);
 	TALLY_ENGINE_STATS(ENG)
 #undef ENG
-#define VERBS(f, help) fn(arg, NULL, "verbs_" #f, c->verbs.f);
-	TALLY_ACTL_VERBS_STATS(VERBS)
-#undef VERBS
+	xport_each(c, fn, arg);
 	/* the goodput under its older name, kept for existing readers */
 	fn(arg, NULL, "summed_bytes", c->eng.push_bytes);
 	for (int k = 1; k < TALLY_R_COUNT; k++) /* 0 is TALLY_OK */

@@ -9,7 +9,7 @@
  * `collect` only reads plain counters (any thread, torn reads tolerated).
  *
  * Counters: one X-macro list per block (engine: TALLY_ENGINE_STATS in tally_engine.h; per
- * core I/O: TALLY_ACTL_IO_STATS below; drop reasons: enum tally_reason and enum
+ * core I/O: TALLY_ACTL_IO_STATS below; transports: their registrations' ctl_defs; drop reasons: enum tally_reason and enum
  * tally_pkt_drop with their name functions). The struct, the names and the sum come from
  * those lists; tally_actl_collect is the one place that sums cores, and `stats`, DPDK
  * telemetry and the exit logs all print what it returns, every counter and every reason.
@@ -25,6 +25,7 @@
 
 #include "tally_engine.h"
 #include "tally_pkt.h"
+#include "tally_xport_reg.h"
 
 /* Per-core I/O counters: X(field, help). Zero where a backend has no such thing. */
 #define TALLY_ACTL_IO_STATS(X) \
@@ -52,51 +53,14 @@ struct tally_actl_io_stats {
 #undef TALLY_ACTL_IO_FIELD
 };
 
-/* Per-core RDMA verbs counters (the listener's connections of that core; zero without
- * rdma-listen): X(field, help), the fields of struct tally_verbs_stats of the same names.
- * Shown as plain counters named verbs_<field>. */
-#define TALLY_ACTL_VERBS_STATS(X) \
-	X(tx_pkts, "packets posted (RDMA WRITE_WITH_IMM)") \
-	X(tx_bytes, "their bytes") \
-	X(tx_credit_msgs, "zero-length credit messages sent") \
-	X(tx_no_credit, "dropped: staging full, the peer returned no credit in time") \
-	X(tx_not_conn, "dropped: no live connection to that peer") \
-	X(tx_errors, "dropped: ibv_post_send failed") \
-	X(rx_pkts, "packets landed") \
-	X(rx_bytes, "their bytes") \
-	X(rx_credit_msgs, "credit messages received") \
-	X(rx_bad_len, "dropped: a write shorter than a header or longer than a slot") \
-	X(rx_bad_credit, "connections dropped: the peer returned credits it never had") \
-	X(conns_up, "connections up") \
-	X(conns_down, "connections lost (peer killed, link down, QP error)") \
-	X(conns_rejected, "connect requests refused (bad core, full, no memory)") \
-	X(wc_errors, "completions with an error status") \
-	X(stall_probes, "zero-length writes to a peer where nothing moved") \
-	X(stalls_dead, "connections dropped: such a write never completed") \
-	X(up_by_packet, "connections brought up by their first packet") \
-	X(conns_authed, "connections authenticated at setup (keyed jobs)") \
-	X(auth_no_key, "connect requests refused: no such job, or it has no key") \
-	X(auth_bad_mac, "connect requests refused: the tag does not verify (wrong key)") \
-	X(auth_replay, "connect requests refused: a nonce seen before (replayed)") \
-	X(auth_stale, "connect requests refused: clock outside the window") \
-	X(auth_off, "connect requests refused: rdma-auth packet (setup auth off)") \
-	X(auth_bad_accept, "accepts whose proof of the key did not verify") \
-	X(adv_ok, "result-buffer advertisements taken (RESULTs placed by RDMA WRITE)") \
-	X(adv_refused, "advertisements refused: malformed, out of range, another rank's") \
-	X(results_placed, "RESULTs written straight into the worker's buffer") \
-	X(results_copied, "RESULTs sent with their payload in the landing slot") \
-	X(place_out_of_range, "of those: advertised, but the chunk fell outside the buffer")
-
-struct tally_actl_verbs_stats {
-#define TALLY_ACTL_VERBS_FIELD(f, help) uint64_t f;
-	TALLY_ACTL_VERBS_STATS(TALLY_ACTL_VERBS_FIELD)
-#undef TALLY_ACTL_VERBS_FIELD
-};
-
+/* Per-core transport counters: every transport the program has shows the counters its
+ * registration lists (tally_xport_reg.h: ctl_defs, e.g. verbs_conns_up, udp_tx_calls), in
+ * the registry's order, zeros included; a backend's collect adds an open transport's with
+ * tally_xport_ctl_add(x, out->xport). */
 /* Everything counted on one core (or summed over all). */
 struct tally_actl_counters {
 	struct tally_actl_io_stats io;
-	struct tally_actl_verbs_stats verbs;
+	uint64_t xport[TALLY_XPORT_CTL_MAX];     /* tally_xport_ctl_def(i) names xport[i] */
 	struct tally_engine_stats eng;
 	uint64_t frame_drops[TALLY_PKT_D_COUNT]; /* frames dropped before the engine */
 };

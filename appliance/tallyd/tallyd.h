@@ -31,7 +31,6 @@
 
 struct tallyd;
 struct tallyd_lcore;
-struct tally_verbs;
 
 enum tallyd_cmd_op {
 	TALLYD_CMD_NOP = 0,
@@ -85,7 +84,7 @@ struct tallyd_lcore {
 	volatile int stopped;            /* left its loop and answered its last commands */
 	volatile int draining;
 	struct tally_dpdk_tx tx;        /* our TX queue on our port; other ports via txin */
-	struct tally_verbs *verbs;      /* rdma-listen: this core's connections (verbsx.ctx) */
+	void *verbs;                    /* rdma-listen: this core's connections (verbsx.ctx) */
 	struct tally_xport verbsx;      /* the same, opened from the transport registry */
 	struct tally_xport_mux mux;     /* the engine's transport: the port and verbs at once */
 	struct rte_ring *verbs_req;     /* SP/SC: connect requests from the listener */
@@ -122,7 +121,7 @@ struct tallyd {
 	volatile int stop;              /* lcores leave their loops */
 	volatile int draining;
 	struct tally_actl *ctl;         /* the control plane (appliance/ctl) */
-	struct tally_verbs *verbs;      /* rdma-listen's listener (main thread), or NULL */
+	void *verbs;                    /* rdma-listen's listener (main thread), or NULL */
 	struct tally_xport verbsx;      /* the same, opened from the transport registry */
 };
 

@@ -6,7 +6,9 @@
  * CQ, its QPs, its registered rings): it polls the CQ every loop (no syscall) and accepts
  * requests and reads its rdma_cm events at the slow cadence. The engine's transport on an
  * lcore sends each packet the way its rank joined (a verbs peer's address carries the verbs
- * cookie, anything else goes out of the DPDK port), so one job may mix both.
+ * cookie, anything else goes out of the DPDK port), so one job may mix both. Every call goes
+ * through the transport registry (tally_xport_reg.h: per-core listening, counters): a build
+ * without verbs refuses rdma-listen in tallyd_config.c and never comes here.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,9 +27,6 @@
  * linked into tallyd: production cannot inject faults. */
 const struct tally_xport_fault *tally_test_xport_fault(char *err, size_t errlen)
 	__attribute__((weak));
-
-#ifdef TALLY_HAVE_VERBS
-#include "tally_verbs.h"
 
 /* A packet landed on one of lc's connections (its CQ poll, its thread). */
 static void on_rx(void *arg, const void *buf, size_t len, const struct tally_addr *from)
@@ -59,7 +58,7 @@ const struct tally_xport_ops *tallyd_verbs_xport(struct tallyd_lcore *lc, void *
 }
 
 /* Listener's thread: queue the request for its core (that lcore is the ring's consumer). */
-static int handoff(void *arg, const struct tally_verbs_req *req)
+static int handoff(void *arg, const struct tally_xport_req *req)
 {
 	struct tallyd *d = arg;
 
@@ -85,7 +84,7 @@ static int core_create(struct tallyd *d, struct tallyd_lcore *lc, struct tally_x
 	char name[RTE_RING_NAMESIZE];
 	int rc = 0;
 
-	o.per_core = TALLY_VERBS_CORE;
+	o.per_core = TALLY_XPORT_CORE;
 	if (!d->conf.rdma.auth_packet) { /* rdma-auth packet: signed requests refused */
 		o.auth_lookup = core_auth_lookup;
 		o.auth_arg = lc;
@@ -96,12 +95,12 @@ static int core_create(struct tallyd *d, struct tallyd_lcore *lc, struct tally_x
 		return rc;
 	lc->verbs = lc->verbsx.ctx;
 	tally_xport_set_rx(&lc->verbsx, &rx);
-	if ((rc = tally_verbs_attach(d->verbs, lc->idx, lc->verbs))) {
-		snprintf(err, errlen, "core %u: %s", lc->idx, tally_verbs_strerror(lc->verbs));
+	if ((rc = tally_xport_attach(&d->verbsx, lc->idx, &lc->verbsx))) {
+		snprintf(err, errlen, "core %u: %s", lc->idx, tally_xport_strerror(&lc->verbsx));
 		return rc;
 	}
 	snprintf(name, sizeof(name), "tallyd_vreq%u", lc->idx);
-	lc->verbs_req = rte_ring_create_elem(name, sizeof(struct tally_verbs_req),
+	lc->verbs_req = rte_ring_create_elem(name, sizeof(struct tally_xport_req),
 					     TALLYD_VERBS_REQ_RING, lc->socket,
 					     RING_F_SP_ENQ | RING_F_SC_DEQ);
 	if (!lc->verbs_req) {
@@ -114,18 +113,15 @@ static int core_create(struct tallyd *d, struct tallyd_lcore *lc, struct tally_x
 
 int tallyd_verbs_create(struct tallyd *d, char *err, size_t errlen)
 {
-	struct tally_verbs_cfg vc = { .max_conns = d->conf.rdma.max_conns, .slots = d->conf.rdma.slots };
 	struct tally_xport_opts o = { .listen = 1, .ncores = (uint16_t)d->ncores,
 		.host = d->conf.rdma.listen, .slots = d->conf.rdma.slots,
 		.gid_index = d->conf.rdma.gid_index, .max_conns = d->conf.rdma.max_conns,
-		.per_core = TALLY_VERBS_LISTENER };
+		.per_core = TALLY_XPORT_LISTENER };
 	int rc = 0;
 
 	if (!d->conf.rdma.listen[0])
 		return 0;
-	tally_verbs_cfg_defaults(&vc); /* the listener's defaults, for each core's share */
-	o.max_conns = vc.max_conns;
-	o.slots = vc.slots;
+	tally_xport_opts_defaults("verbs", &o); /* the listener's defaults, for each core's share */
 	err[0] = 0;
 	if (tally_test_xport_fault && !(o.fault = tally_test_xport_fault(err, errlen)) && *err)
 		return -EINVAL;
@@ -133,7 +129,7 @@ int tallyd_verbs_create(struct tallyd *d, char *err, size_t errlen)
 	    (rc = tally_xport_open("verbs", "rdma-listen", &o, &d->verbsx, err, errlen)))
 		return rc;
 	d->verbs = d->verbsx.ctx;
-	tally_verbs_set_handoff(d->verbs, handoff, d);
+	tally_xport_set_handoff(&d->verbsx, handoff, d);
 	for (unsigned i = 0; i < d->ncores; i++)
 		if ((rc = core_create(d, d->lcore[i], o, err, errlen)))
 			return rc;
@@ -145,7 +141,7 @@ int tallyd_verbs_create(struct tallyd *d, char *err, size_t errlen)
 
 void tallyd_verbs_destroy(struct tallyd *d)
 {
-	struct tally_verbs_req r;
+	struct tally_xport_req r;
 
 	/* the listener first: nothing more is handed off; then what is queued is refused */
 	tally_xport_close(&d->verbsx);
@@ -154,7 +150,7 @@ void tallyd_verbs_destroy(struct tallyd *d)
 		struct tallyd_lcore *lc = d->lcore[i];
 
 		while (lc->verbs_req && !rte_ring_sc_dequeue_elem(lc->verbs_req, &r, sizeof(r)))
-			tally_verbs_refuse(&r);
+			tally_xport_refuse(&lc->verbsx, &r);
 		rte_ring_free(lc->verbs_req);
 		lc->verbs_req = NULL;
 		tally_xport_close(&lc->verbsx);
@@ -164,34 +160,42 @@ void tallyd_verbs_destroy(struct tallyd *d)
 
 int tallyd_verbs_poll(struct tallyd_lcore *lc)
 {
-	return tally_verbs_poll_burst(lc->verbs);
+	return tally_xport_poll_burst(&lc->verbsx);
+}
+
+/* One connection counter of x (0 when it has none such). */
+static uint64_t conn_ctr(const struct tally_xport *x, const char *name)
+{
+	uint64_t v = 0;
+
+	tally_xport_counter_get(x, name, &v);
+	return v;
 }
 
 /* Log what the transport refused or lost since the last look (control path). */
-static void log_news(const struct tally_verbs *v, unsigned core, uint64_t *rejected,
+static void log_news(const struct tally_xport *x, unsigned core, uint64_t *rejected,
 		     uint64_t *down)
 {
-	const struct tally_verbs_stats *s = tally_verbs_stats(v);
+	uint64_t rej = conn_ctr(x, "conns_rejected"), dn = conn_ctr(x, "conns_down");
 
-	if (s->conns_rejected != *rejected || s->conns_down != *down)
-		LOG(WARNING, "%s %u: verbs connections refused %llu, lost %llu: %s\n",
-		    core == ~0u ? "listener" : "core", core == ~0u ? 0 : core,
-		    (unsigned long long)s->conns_rejected, (unsigned long long)s->conns_down,
-		    tally_verbs_strerror(v));
-	*rejected = s->conns_rejected;
-	*down = s->conns_down;
+	if (rej != *rejected || dn != *down)
+		LOG(WARNING, "%s %u: %s connections refused %llu, lost %llu: %s\n",
+		    core == ~0u ? "listener" : "core", core == ~0u ? 0 : core, x->impl->name,
+		    (unsigned long long)rej, (unsigned long long)dn, tally_xport_strerror(x));
+	*rejected = rej;
+	*down = dn;
 }
 
 void tallyd_verbs_slow(struct tallyd_lcore *lc)
 {
-	const struct tally_verbs_stats *s = tally_verbs_stats(lc->verbs);
-	uint64_t rejected = s->conns_rejected, down = s->conns_down;
-	struct tally_verbs_req r;
+	uint64_t rejected = conn_ctr(&lc->verbsx, "conns_rejected");
+	uint64_t down = conn_ctr(&lc->verbsx, "conns_down");
+	struct tally_xport_req r;
 
 	while (!rte_ring_sc_dequeue_elem(lc->verbs_req, &r, sizeof(r)))
-		tally_verbs_accept(lc->verbs, &r);
-	tally_verbs_cm_poll(lc->verbs);
-	log_news(lc->verbs, lc->idx, &rejected, &down);
+		tally_xport_accept(&lc->verbsx, &r);
+	tally_xport_events(&lc->verbsx);
+	log_news(&lc->verbsx, lc->idx, &rejected, &down);
 }
 
 void tallyd_verbs_listen(struct tallyd *d)
@@ -200,26 +204,23 @@ void tallyd_verbs_listen(struct tallyd *d)
 
 	if (!d->verbs)
 		return;
-	rejected = tally_verbs_stats(d->verbs)->conns_rejected;
+	rejected = conn_ctr(&d->verbsx, "conns_rejected");
 	down = 0;
-	tally_verbs_listen_poll(d->verbs);
-	log_news(d->verbs, ~0u, &rejected, &down);
+	tally_xport_listen_poll(&d->verbsx);
+	log_news(&d->verbsx, ~0u, &rejected, &down);
 }
 
-/* The listener's refusals (a bad core, no room) count as core 0's. */
+/* Each core's instance's counters; the listener's (its refusals: a bad core, no room)
+ * count as core 0's. */
 void tallyd_verbs_collect(const struct tallyd *d, unsigned core, struct tally_actl_counters *out)
 {
 	const struct tallyd_lcore *lc = d->lcore[core];
-	const struct tally_verbs_stats *s;
 
 	if (!lc->verbs)
 		return;
-	s = tally_verbs_stats(lc->verbs);
-#define CP(f, help) out->verbs.f = s->f;
-	TALLY_ACTL_VERBS_STATS(CP)
-#undef CP
+	tally_xport_ctl_add(&lc->verbsx, out->xport);
 	if (core == 0 && d->verbs)
-		out->verbs.conns_rejected += tally_verbs_stats(d->verbs)->conns_rejected;
+		tally_xport_ctl_add(&d->verbsx, out->xport);
 }
 
 void tallyd_verbs_status(const struct tallyd *d, json_t *out, json_t *cores)
@@ -230,7 +231,7 @@ void tallyd_verbs_status(const struct tallyd *d, json_t *out, json_t *cores)
 	if (!d->conf.rdma.listen[0] || !(o = tally_actl_verbs_json(&d->conf.rdma)))
 		return;
 	for (unsigned i = 0; i < d->ncores; i++) {
-		unsigned n = d->lcore[i]->verbs ? tally_verbs_conns(d->lcore[i]->verbs) : 0;
+		unsigned n = tally_xport_conns(&d->lcore[i]->verbsx);
 
 		total += n;
 		json_object_set_new(json_array_get(cores, i), "verbs_connections",
@@ -239,54 +240,3 @@ void tallyd_verbs_status(const struct tallyd *d, json_t *out, json_t *cores)
 	json_object_set_new(o, "connections", json_integer((json_int_t)total));
 	json_object_set_new(out, "rdma", o);
 }
-#else
-const struct tally_xport_ops *tallyd_verbs_xport(struct tallyd_lcore *lc, void **ctx)
-{
-	*ctx = &lc->tx;
-	return &tally_dpdk_engine_ops;
-}
-
-int tallyd_verbs_create(struct tallyd *d, char *err, size_t errlen)
-{
-	if (!d->conf.rdma.listen[0])
-		return 0;
-	snprintf(err, errlen, "rdma-listen: this tallyd was built without verbs (install "
-		 "libibverbs-dev and librdmacm-dev and rebuild; meson option verbs)");
-	return -ENOTSUP;
-}
-
-void tallyd_verbs_destroy(struct tallyd *d)
-{
-	(void)d;
-}
-
-int tallyd_verbs_poll(struct tallyd_lcore *lc)
-{
-	(void)lc;
-	return 0;
-}
-
-void tallyd_verbs_slow(struct tallyd_lcore *lc)
-{
-	(void)lc;
-}
-
-void tallyd_verbs_listen(struct tallyd *d)
-{
-	(void)d;
-}
-
-void tallyd_verbs_collect(const struct tallyd *d, unsigned core, struct tally_actl_counters *out)
-{
-	(void)d;
-	(void)core;
-	(void)out;
-}
-
-void tallyd_verbs_status(const struct tallyd *d, json_t *out, json_t *cores)
-{
-	(void)d;
-	(void)out;
-	(void)cores;
-}
-#endif

@@ -18,10 +18,10 @@
 
 #include "tally_actl.h"
 #include "tally_engine.h"
-#include "tally_udp.h"
+#include "tally_aopt.h"
 #include "tally_xport_reg.h"
 
-#define UDPD_MAX_CORES TALLY_UDP_MAX_CORES
+#define UDPD_MAX_CORES TALLY_AOPT_UDPD_MAX_CORES
 
 struct udpd_conf {
 	char host[64];             /* address to bind ("" = any) */
@@ -77,8 +77,6 @@ struct udpd {
 	struct udpd_conf conf;
 	struct tally_xport udpx;   /* the UDP sockets, from the transport registry */
 	struct tally_xport verbsx; /* rdma-listen's transport (ctx NULL: none) */
-	struct tally_udp *udp;     /* udpx.ctx, for its counters */
-	struct tally_verbs *verbs; /* verbsx.ctx, or NULL */
 	struct tally_xport_mux mux; /* the engines' transport: UDP and verbs at once */
 	struct tally_engine *eng[UDPD_MAX_CORES];
 	struct tally_engine_live *live; /* "last heard" per rank, shared by the engines */
@@ -107,8 +105,9 @@ uint64_t udpd_now_ns(void);
  * the configuration and, at this edge, the environment (TALLY_UDP_BUSY_POLL_US, ...). */
 int udpd_xport_open(struct udpd *d, char *err, size_t el);
 void udpd_xport_close(struct udpd *d);
-/* Its counters (core 0 holds the one listener's) and its status fields. */
-void udpd_verbs_collect(struct udpd *d, struct tally_actl_counters *out);
+/* The transports' counters (all sockets and the one listener: core 0's) and the verbs
+ * listener's status fields. */
+void udpd_xport_collect(struct udpd *d, struct tally_actl_counters *out);
 void udpd_verbs_status(struct udpd *d, json_t *out);
 
 /* udpd_ctl.c: the control plane's backend */

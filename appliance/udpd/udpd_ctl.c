@@ -49,16 +49,8 @@ static void b_collect(void *ctx, unsigned core, struct tally_actl_counters *out)
 	out->io.tally_pkts = es->rx_pkts;
 	for (int k = 1; k < TALLY_R_COUNT; k++)
 		out->io.engine_rejects += es->drops[k];
-	if (core == 0) {
-		const struct tally_udp_stats *us = tally_udp_stats(d->udp);
-		out->io.rx_pkts = us->rx_pkts;
-		out->io.rx_bytes = us->rx_bytes;
-		out->io.tx_pkts = us->tx_pkts;
-		out->io.tx_bytes = us->tx_bytes;
-		out->io.rx_truncated = us->rx_truncated;
-		out->io.tx_send_errors = us->tx_errors;
-		udpd_verbs_collect(d, out);
-	}
+	if (core == 0)
+		udpd_xport_collect(d, out);
 }
 
 static int e_reset(struct tally_engine *e, unsigned core, void *arg)

@@ -141,7 +141,7 @@ void *udpd_engine_main(void *arg)
 			atomic_store_explicit(&c->done, 1, memory_order_release);
 		}
 	}
-	tally_udp_flush(d->udp);
+	tally_xport_flush(&d->udpx);
 	atomic_store(&d->running, 0);
 	return NULL;
 }

@@ -69,15 +69,8 @@ static void write_stats(struct udpd *d)
 
 	udpd_ctl_collect(d, &t);
 	json_t *o = tally_actl_counters_json(&t);
-	const struct tally_udp_stats *us = d->udp ? tally_udp_stats(d->udp) : NULL;
-
-	if (o && us) { /* the kernel transport's own: system calls and GSO/GRO batching */
-		json_object_set_new(o, "udp_tx_calls", json_integer((json_int_t)us->tx_calls));
-		json_object_set_new(o, "udp_tx_gso_sends", json_integer((json_int_t)us->tx_gso_sends));
-		json_object_set_new(o, "udp_rx_calls", json_integer((json_int_t)us->rx_calls));
-		json_object_set_new(o, "udp_rx_gro_batches",
-				    json_integer((json_int_t)us->rx_gro_batches));
-	}
+	/* the transports' own (udp_tx_calls, ...: system calls and GSO/GRO batching) are
+	 * among the counters, as their registrations list them */
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	if (!f)
 		f = stdout;

@@ -7,15 +7,12 @@
  * UDP and verbs workers); the engine thread polls both through it.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "udpd.h"
-
-#ifdef TALLY_HAVE_VERBS
-#include "tally_verbs.h"
-#endif
 
 /* Test builds only (tests/xport_fault, tally-udpd-fault): TALLY_VERBS_FAULT's faults. Not
  * linked into tally-udpd: production cannot inject faults. */
@@ -49,6 +46,8 @@ static int open_member(struct udpd *d, const char *name, const char *setting,
 	const struct tally_xport_rx rx = { .rx = on_rx, .arg = d };
 	int rc;
 
+	if (!tally_xport_lookup(name, setting, err, el)) /* the error names the setting */
+		return -ENOTSUP;
 	if ((rc = tally_xport_opts_env(name, o, getenv, err, el)) ||
 	    (rc = tally_xport_open(name, setting, o, x, err, el)))
 		return rc;
@@ -73,7 +72,6 @@ static int open_verbs(struct udpd *d, char *err, size_t el)
 	/* verbs polls its CQ without a syscall: the cheap member */
 	if ((rc = open_member(d, "verbs", "rdma-listen", &o, &d->verbsx, 1, err, el)))
 		return rc;
-	d->verbs = d->verbsx.ctx;
 	fprintf(stderr, "tally-udpd: rdma_cm listening on %s\n", d->conf.rdma.listen);
 	return 0;
 }
@@ -90,45 +88,51 @@ int udpd_xport_open(struct udpd *d, char *err, size_t el)
 	tally_xport_mux_init(&d->mux);
 	if ((rc = open_member(d, "udp", NULL, &o, &d->udpx, 0, err, el)))
 		return rc;
-	d->udp = d->udpx.ctx;
 	return d->conf.rdma.listen[0] ? open_verbs(d, err, el) : 0;
+}
+
+/* A transport's control-plane counters as "name value" pairs on stderr (exit). */
+static void print_totals(const struct tally_xport *x)
+{
+	uint64_t v[TALLY_XPORT_CTL_MAX];
+	const struct tally_xport_impl *t = x->impl;
+
+	if (!x->ctx || !t->ctl_counters || t->nctl > TALLY_XPORT_CTL_MAX)
+		return;
+	t->ctl_counters(x->ctx, v);
+	fprintf(stderr, "tally-udpd: %s totals:", t->name);
+	for (size_t i = 0; i < t->nctl; i++)
+		fprintf(stderr, " %s %llu", t->ctl_defs[i].name, (unsigned long long)v[i]);
+	fputc('\n', stderr);
 }
 
 void udpd_xport_close(struct udpd *d)
 {
-#ifdef TALLY_HAVE_VERBS
-	if (d->verbs) {
-		const struct tally_verbs_stats *s = tally_verbs_stats(d->verbs);
-
-		/* the verbs counter list the control plane shows, as "name value" pairs */
-		fprintf(stderr, "tally-udpd: verbs totals:");
-#define PR(f, help) fprintf(stderr, " %s %llu", #f, (unsigned long long)s->f);
-		TALLY_ACTL_VERBS_STATS(PR)
-#undef PR
-		fputc('\n', stderr);
-	}
-#endif
+	print_totals(&d->verbsx);
 	tally_xport_close(&d->verbsx);
-	d->verbs = NULL;
 	tally_xport_close(&d->udpx);
-	d->udp = NULL;
 }
 
-void udpd_verbs_collect(struct udpd *d, struct tally_actl_counters *out)
-{
-#ifdef TALLY_HAVE_VERBS
-	const struct tally_verbs_stats *s;
+/* The I/O block from the sockets' counters, by the registry's generic names. */
+static const struct {
+	const char *name;
+	size_t off;
+} io_names[] = {
+	{ "rx_pkts", offsetof(struct tally_actl_io_stats, rx_pkts) },
+	{ "rx_bytes", offsetof(struct tally_actl_io_stats, rx_bytes) },
+	{ "tx_pkts", offsetof(struct tally_actl_io_stats, tx_pkts) },
+	{ "tx_bytes", offsetof(struct tally_actl_io_stats, tx_bytes) },
+	{ "rx_truncated", offsetof(struct tally_actl_io_stats, rx_truncated) },
+	{ "tx_errors", offsetof(struct tally_actl_io_stats, tx_send_errors) },
+};
 
-	if (!d->verbs)
-		return;
-	s = tally_verbs_stats(d->verbs);
-#define CP(f, help) out->verbs.f = s->f;
-	TALLY_ACTL_VERBS_STATS(CP)
-#undef CP
-#else
-	(void)d;
-	(void)out;
-#endif
+void udpd_xport_collect(struct udpd *d, struct tally_actl_counters *out)
+{
+	for (size_t i = 0; i < sizeof(io_names) / sizeof(io_names[0]); i++)
+		tally_xport_counter_get(&d->udpx, io_names[i].name,
+					(uint64_t *)((char *)&out->io + io_names[i].off));
+	tally_xport_ctl_add(&d->udpx, out->xport);
+	tally_xport_ctl_add(&d->verbsx, out->xport);
 }
 
 void udpd_verbs_status(struct udpd *d, json_t *out)

@@ -24,6 +24,7 @@ extern "C" {
 
 #define TALLY_XPORT_MAX 16      /* transports a program may register */
 #define TALLY_XPORT_MUX_MAX 4   /* members of one multiplexer */
+#define TALLY_XPORT_BUSY_POLL_MAX_US 10000 /* opts.busy_poll_us's bound, every transport */
 
 struct tally_auth;
 struct tally_client;
@@ -48,7 +49,8 @@ struct tally_xport_opts {
 	const char *host;         /* client: appliance address; listen: local address */
 	uint16_t port;            /* (base) port, 0: TALLY_DEFAULT_PORT */
 	uint16_t ncores;          /* listen: cores served (required); client: upper bound */
-	int busy_poll_us;         /* udp, verbs: spin before blocking; 0 default, < 0 off */
+	int busy_poll_us;         /* udp, verbs: spin before blocking; 0 default, < 0 off, at
+				   * most TALLY_XPORT_BUSY_POLL_MAX_US */
 	/* udp (tally_udp.h) */
 	const char *bind_host;    /* client: local address */
 	int gso, gro;             /* UDP_SEGMENT on send, UDP_GRO on receive: 1 on, 0 off */
@@ -60,13 +62,14 @@ struct tally_xport_opts {
 	/* verbs (tally_verbs.h) */
 	int gid_index;            /* < 0 rdma_cm picks (callers set -1 for the default) */
 	uint32_t slots, timeout_ms, max_conns;
-	int per_core;             /* TALLY_VERBS_LISTENER / TALLY_VERBS_CORE (tallyd) */
+	int per_core;             /* listen: 0, or TALLY_XPORT_LISTENER / TALLY_XPORT_CORE
+				   * (per-core listening, below; tallyd) */
 	const uint8_t *auth_key;  /* client: the job key (NULL: none), connections authenticated
 				   * at setup as (auth_job, auth_rank) unless auth_packet */
 	uint32_t auth_job, auth_rank;
 	int auth_packet;          /* client: keep per-packet MACs (plain connect) */
 	struct tally_auth *(*auth_lookup)(void *arg, uint32_t core, uint32_t job_id);
-	void *auth_arg;           /* listen: as tally_verbs_cfg's */
+	void *auth_arg;           /* listen: auth_lookup's first argument */
 	int32_t mr_cache;         /* client: result buffers kept registered; 0 default, < 0 none */
 	const struct tally_xport_fault *fault; /* test builds only (tests/xport_fault) */
 };
@@ -97,6 +100,37 @@ struct tally_xport_counter {
 size_t tally_xport_counters_copy(struct tally_xport_counter *out, size_t max,
 				 const struct tally_xport_counter *all, size_t n);
 
+/* ---- Per-core listening (an appliance whose cores each own their connections) --------
+ * Modelled on SPDK nvmf's listen / accept / poll_group_add. One listener (opts.per_core =
+ * TALLY_XPORT_LISTENER, on the main thread) binds the address and owns no connection; one
+ * instance per core (TALLY_XPORT_CORE, binds nothing; opts.max_conns is that core's share)
+ * is attached to it (tally_xport_attach). The listener's round (tally_xport_listen_poll)
+ * hands each connection request to `fn` with the core it names; the program queues it for
+ * that core (e.g. an SP/SC ring: no lock), and the core accepts it on its own thread
+ * (tally_xport_accept), reads its connections' events (tally_xport_events, slow path) and
+ * polls them (tally_xport_poll_burst, datapath: no syscall). Close the listener first,
+ * then refuse what is still queued (tally_xport_refuse), then the core instances. */
+#define TALLY_XPORT_LISTENER 1
+#define TALLY_XPORT_CORE 2
+#define TALLY_XPORT_REQ_BYTES 80
+/* A connection request on its way to its core: copy it whole (the bytes are the
+ * transport's own). */
+struct tally_xport_req {
+	uint32_t core;                             /* the core the request names */
+	uint32_t len;                              /* bytes of data in use */
+	uint64_t data[TALLY_XPORT_REQ_BYTES / 8];
+};
+/* Queues req for core req->core: 0, or a negative errno (the transport refuses it). On
+ * the listener's thread. */
+typedef int (*tally_xport_handoff_fn)(void *arg, const struct tally_xport_req *req);
+
+/* A counter an appliance's control plane shows for a listening transport: name and help.
+ * Shown as <transport>_<name> (e.g. verbs_conns_up), per core and in total, zeros included,
+ * for every transport the program has. */
+struct tally_xport_counter_def {
+	const char *name, *help;
+};
+
 /* A transport's implementation, registered by name. */
 struct tally_xport_impl {
 	const char *name;
@@ -119,10 +153,24 @@ struct tally_xport_impl {
 	int (*setup_authed)(const void *ctx);      /* optional: connections keyed at setup */
 	unsigned (*conns)(const void *ctx);        /* optional: live connections */
 	int (*owns)(const struct tally_addr *a);   /* optional: a peer of this transport */
-	/* optional: listen side, one non-blocking round of connection events (accept) */
-	int (*accept)(void *ctx);
+	/* optional: fills the fields of o left 0 with this transport's defaults */
+	void (*defaults)(struct tally_xport_opts *o);
+	/* optional: one non-blocking round of connection events (connects, disconnects) */
+	int (*events)(void *ctx);
 	size_t (*counters)(const void *ctx, struct tally_xport_counter *out, size_t max);
 	const char *(*strerror)(const void *ctx);
+	/* optional: per-core listening (above); all or none */
+	void (*set_handoff)(void *listener, tally_xport_handoff_fn fn, void *arg);
+	int (*attach)(void *listener, unsigned core, void *core_ctx);
+	int (*listen_poll)(void *listener);
+	void (*accept)(void *core_ctx, const struct tally_xport_req *req);
+	void (*refuse)(const struct tally_xport_req *req);
+	int (*poll_burst)(void *core_ctx);
+	/* optional: the counters the control plane shows (ctl_defs[nctl]), their values in
+	 * that order into v[nctl] */
+	const struct tally_xport_counter_def *ctl_defs;
+	size_t nctl;
+	void (*ctl_counters)(const void *ctx, uint64_t *v);
 };
 
 /* Registration (TALLY_XPORT_REGISTER in the transport's folder). 0, or -ENOSPC/-EEXIST. */
@@ -138,6 +186,8 @@ int tally_xport_register(const struct tally_xport_impl *impl);
  * program was built without it. */
 const struct tally_xport_impl *tally_xport_lookup(const char *name, const char *setting,
 						  char *err, size_t errlen);
+/* The i-th registered transport (registration order), NULL past the last. */
+const struct tally_xport_impl *tally_xport_impl_at(unsigned i);
 /* "udp, dpdk, verbs": the transports this program has. */
 const char *tally_xport_names(char *buf, size_t len);
 
@@ -172,6 +222,33 @@ unsigned tally_xport_conns(const struct tally_xport *x);
 size_t tally_xport_counters(const struct tally_xport *x, struct tally_xport_counter *out,
 			    size_t max);
 const char *tally_xport_strerror(const struct tally_xport *x);
+/* One counter of x by name, from its counters() or else its control-plane counters
+ * (ctl_defs): 0 and *v, or -ENOENT (it has none such). */
+int tally_xport_counter_get(const struct tally_xport *x, const char *name, uint64_t *v);
+/* Fill o's zero fields with transport `name`'s defaults (nothing if unknown). */
+void tally_xport_opts_defaults(const char *name, struct tally_xport_opts *o);
+/* A connection round (impl->events; 0 without). */
+int tally_xport_events(struct tally_xport *x);
+
+/* Per-core listening over open transports (-ENOTSUP where the transport has none). */
+int tally_xport_set_handoff(struct tally_xport *listener, tally_xport_handoff_fn fn, void *arg);
+int tally_xport_attach(struct tally_xport *listener, unsigned core, struct tally_xport *c);
+int tally_xport_listen_poll(struct tally_xport *listener);
+void tally_xport_accept(struct tally_xport *c, const struct tally_xport_req *req);
+void tally_xport_refuse(const struct tally_xport *x, const struct tally_xport_req *req);
+/* Datapath: poll a core instance's completions, no syscall; returns completions handled. */
+static inline int tally_xport_poll_burst(struct tally_xport *c)
+{
+	return c->impl->poll_burst(c->ctx);
+}
+
+/* ---- The control plane's transport counters (every registered transport's ctl_defs, one
+ * stable order): how many, the i-th (its transport's name and def), and x's values added
+ * into v[tally_xport_ctl_count()] at x's place. */
+#define TALLY_XPORT_CTL_MAX 96
+size_t tally_xport_ctl_count(void);
+const struct tally_xport_counter_def *tally_xport_ctl_def(size_t i, const char **xport);
+void tally_xport_ctl_add(const struct tally_xport *x, uint64_t *v);
 
 /* ---- The multiplexer: one engine over several transports at once (appliances) ----
  * Each packet goes out the way its rank joined: through the first member whose owns()

@@ -85,7 +85,14 @@ start_app() {
 		--dead-rank-timeout-ms 15000 --rejoin-timeout-ms 2000 --ctl-socket $T/ctl.sock \
 		--stats $T/app$1.json >$T/app$1.out 2>$T/app$1.err &
 	app=$!
-	for _ in $(seq 1 100); do grep -q "rdma_cm listening" $T/app$1.err && return 0; sleep 0.1; done
+	# ready: verbs listening, and the control socket answering (it starts after the
+	# transports: a job-add right after start raced it on a loaded host)
+	for _ in $(seq 1 100); do
+		grep -q "rdma_cm listening" $T/app$1.err &&
+			{ [ ! -x $B/tallyctl ] || $B/tallyctl --socket $T/ctl.sock --timeout 2000 \
+				status >/dev/null 2>&1; } && return 0
+		sleep 0.1
+	done
 	bad "tally-udpd did not start: $(cat $T/app$1.err)"; return 1
 }
 start_app 1 || exit 1

@@ -12,17 +12,21 @@
 #include "tally_client.h"
 
 /* Transports a full build has, and what a build needs for each: only for the error when
- * this program lacks one. A new transport adds its line here. */
+ * this program lacks one. Generated from dataplane/meson.build's list tally_xports, the one
+ * that builds them (xport_known.h). */
+#define XPORT_KNOWN(n, a, needs) { n, a, needs },
+#include "xport_known.h"
 static const struct {
 	const char *name, *alias, *needs;
-} xport_known[] = {
-	{ "udp", NULL, "(always built)" },
-	{ "dpdk", NULL, "DPDK (libdpdk-dev, meson option dpdk)" },
-	{ "verbs", "rdma", "libibverbs-dev and librdmacm-dev (meson option verbs)" },
-};
+} xport_known[] = { TALLY_XPORT_KNOWN(XPORT_KNOWN) };
 
 static const struct tally_xport_impl *xport_tab[TALLY_XPORT_MAX];
 static unsigned xport_n;
+
+const struct tally_xport_impl *tally_xport_impl_at(unsigned i)
+{
+	return i < xport_n ? xport_tab[i] : NULL;
+}
 
 int tally_xport_register(const struct tally_xport_impl *impl)
 {
@@ -104,6 +108,11 @@ int tally_xport_open(const char *name, const char *setting, const struct tally_x
 	memset(x, 0, sizeof(*x));
 	if (!t)
 		return -ENOTSUP;
+	if (o->per_core && !t->attach) {
+		snprintf(err, errlen, "%s: the %s transport has no per-core listening",
+			 setting ? setting : "transport", t->name);
+		return -ENOTSUP;
+	}
 	x->ctx = t->open(o, &rc, err, errlen);
 	if (!x->ctx)
 		return rc ? rc : -EINVAL;
@@ -186,4 +195,41 @@ size_t tally_xport_counters_copy(struct tally_xport_counter *out, size_t max,
 const char *tally_xport_strerror(const struct tally_xport *x)
 {
 	return x->impl && x->impl->strerror ? x->impl->strerror(x->ctx) : "";
+}
+
+int tally_xport_counter_get(const struct tally_xport *x, const char *name, uint64_t *v)
+{
+	struct tally_xport_counter ct[64];
+	uint64_t cv[TALLY_XPORT_CTL_MAX];
+	size_t n = tally_xport_counters(x, ct, 64);
+
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(ct[i].name, name)) {
+			*v = ct[i].value;
+			return 0;
+		}
+	/* then the control plane's (a listener's refusals, conns_rejected, are only there) */
+	if (!x->impl || !x->impl->ctl_counters || x->impl->nctl > TALLY_XPORT_CTL_MAX)
+		return -ENOENT;
+	x->impl->ctl_counters(x->ctx, cv);
+	for (size_t i = 0; i < x->impl->nctl; i++)
+		if (!strcmp(x->impl->ctl_defs[i].name, name)) {
+			*v = cv[i];
+			return 0;
+		}
+	return -ENOENT;
+}
+
+void tally_xport_opts_defaults(const char *name, struct tally_xport_opts *o)
+{
+	char err[160];
+	const struct tally_xport_impl *t = tally_xport_lookup(name, NULL, err, sizeof(err));
+
+	if (t && t->defaults)
+		t->defaults(o);
+}
+
+int tally_xport_events(struct tally_xport *x)
+{
+	return x->impl && x->impl->events ? x->impl->events(x->ctx) : 0;
 }

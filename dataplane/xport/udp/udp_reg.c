@@ -59,8 +59,8 @@ static int udp_gso(const void *ctx)
 	return tally_udp_gso(ctx);
 }
 
-#define UDP_COUNTERS(X) X(tx_pkts) X(tx_calls) X(tx_errors) X(tx_gso_sends) X(rx_pkts) \
-	X(rx_calls) X(rx_gro_batches) X(rx_truncated) X(refused) X(spins) X(spin_hits)
+#define UDP_COUNTERS(X) X(tx_pkts) X(tx_bytes) X(tx_calls) X(tx_errors) X(tx_gso_sends) X(rx_pkts) \
+	X(rx_bytes) X(rx_calls) X(rx_gro_batches) X(rx_truncated) X(refused) X(spins) X(spin_hits)
 
 static size_t udp_counters(const void *ctx, struct tally_xport_counter *out, size_t max)
 {
@@ -73,6 +73,25 @@ static size_t udp_counters(const void *ctx, struct tally_xport_counter *out, siz
 		{ "block_ms", s->block_ns, 1 },
 	};
 	return tally_xport_counters_copy(out, max, all, sizeof(all) / sizeof(all[0]));
+}
+
+/* What the control plane shows beside the I/O block (system calls and GSO/GRO batching,
+ * for all sockets: core 0's), as udp_<name>. */
+static const struct tally_xport_counter_def udp_ctl_defs[] = {
+	{ "tx_calls", "sendmmsg calls" },
+	{ "tx_gso_sends", "of their datagrams, sent as one UDP_SEGMENT batch" },
+	{ "rx_calls", "recvmmsg calls" },
+	{ "rx_gro_batches", "coalesced (UDP_GRO) receives" },
+};
+
+static void udp_ctl_counters(const void *ctx, uint64_t *v)
+{
+	const struct tally_udp_stats *s = tally_udp_stats(ctx);
+
+	v[0] = s->tx_calls;
+	v[1] = s->tx_gso_sends;
+	v[2] = s->rx_calls;
+	v[3] = s->rx_gro_batches;
 }
 
 static const char *udp_strerror(const void *ctx)
@@ -93,5 +112,8 @@ static const struct tally_xport_impl tally_xport_udp = {
 	.gso = udp_gso,
 	.counters = udp_counters,
 	.strerror = udp_strerror,
+	.ctl_defs = udp_ctl_defs,
+	.nctl = sizeof(udp_ctl_defs) / sizeof(udp_ctl_defs[0]),
+	.ctl_counters = udp_ctl_counters,
 };
 TALLY_XPORT_REGISTER(tally_xport_udp)

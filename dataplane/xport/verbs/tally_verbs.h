@@ -188,20 +188,14 @@ const char *tally_verbs_strerror(const struct tally_verbs *v);
  * (tally_verbs_accept: QP on its CQ, rings registered) and from then on reads that
  * connection's events from its own channel (tally_verbs_cm_poll). Destroy the listener
  * first, then refuse what is still queued (tally_verbs_refuse), then the core instances. */
-#define TALLY_VERBS_LISTENER 1
-#define TALLY_VERBS_CORE 2
+#define TALLY_VERBS_LISTENER TALLY_XPORT_LISTENER
+#define TALLY_VERBS_CORE TALLY_XPORT_CORE
 
-struct tally_verbs_req {
-	void *id;          /* its struct rdma_cm_id, already on the core's event channel */
-	uint32_t core;
-	uint32_t len;      /* bytes of private data */
-	uint8_t pd[56];    /* the request's private data (RC's limit) */
-};
-
-/* Queues req for core req->core (copy it): 0, or a negative errno (the request is
- * refused as "the appliance has no free connection"). On the listener's thread. */
-typedef int (*tally_verbs_handoff_fn)(void *arg, const struct tally_verbs_req *req);
-void tally_verbs_set_handoff(struct tally_verbs *l, tally_verbs_handoff_fn fn, void *arg);
+/* Requests travel as the registry's struct tally_xport_req (tally_xport_reg.h): the core
+ * they name, and this transport's cm_id and private data (72 bytes) as its data. fn queues
+ * req for core req->core (copy it): 0, or a negative errno (the request is refused as "the
+ * appliance has no free connection"). On the listener's thread. */
+void tally_verbs_set_handoff(struct tally_verbs *l, tally_xport_handoff_fn fn, void *arg);
 /* Makes v (per_core = TALLY_VERBS_CORE) the instance of core `core` and sets up its PD and
  * CQ on the listener's device. 0 or -errno (tally_verbs_strerror(v) says why). */
 int tally_verbs_attach(struct tally_verbs *l, unsigned core, struct tally_verbs *v);
@@ -209,9 +203,9 @@ int tally_verbs_attach(struct tally_verbs *l, unsigned core, struct tally_verbs 
  * Returns events handled or -errno. */
 int tally_verbs_listen_poll(struct tally_verbs *l);
 /* Core's thread: accept (or refuse, counted) a request handed to this instance. */
-void tally_verbs_accept(struct tally_verbs *v, const struct tally_verbs_req *req);
+void tally_verbs_accept(struct tally_verbs *v, const struct tally_xport_req *req);
 /* Refuse a request nobody will accept (shutdown). */
-void tally_verbs_refuse(const struct tally_verbs_req *req);
+void tally_verbs_refuse(const struct tally_xport_req *req);
 /* Core's thread, datapath: poll the CQ (packets to the rx callback, credits returned) without
  * any syscall; returns completions handled (sends included). */
 int tally_verbs_poll_burst(struct tally_verbs *v);

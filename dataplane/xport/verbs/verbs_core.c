@@ -12,6 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What a request carries to its core, as the data of a struct tally_xport_req. */
+struct verbs_creq {
+	struct rdma_cm_id *id;  /* already on the core's event channel */
+	uint32_t len;           /* bytes of private data */
+	uint8_t pd[56];         /* the request's private data (RC's limit) */
+};
+_Static_assert(sizeof(struct verbs_creq) <= TALLY_XPORT_REQ_BYTES,
+	       "a verbs request fits the registry's request");
+
 static void refuse(struct rdma_cm_id *id, uint32_t why)
 {
 	struct verbs_wire w = { .magic = htonl(VERBS_MAGIC), .reason = htonl(why) };
@@ -34,7 +43,8 @@ static int fault_once(int *armed, int err)
  * id may migrate). The core checks the rest of the request when it accepts. */
 static void handoff(struct tally_verbs *l, struct rdma_cm_id *id, const void *pd, size_t len)
 {
-	struct tally_verbs_req r = { .id = id };
+	struct tally_xport_req x = { 0 };
+	struct verbs_creq r = { .id = id };
 	struct tally_verbs *core = NULL;
 	struct verbs_wire w;
 	uint32_t why = VR_BAD_REQUEST;
@@ -44,27 +54,29 @@ static void handoff(struct tally_verbs *l, struct rdma_cm_id *id, const void *pd
 
 		if (verbs_auth_req_decode(pd, len, &ar))
 			goto refused;
-		r.core = ar.core;
+		x.core = ar.core;
 	} else {
 		if (!pd || len < sizeof(w))
 			goto refused;
 		memcpy(&w, pd, sizeof(w));
-		r.core = ntohl(w.core);
+		x.core = ntohl(w.core);
 	}
 	why = VR_BAD_CORE;
-	if (r.core >= l->cfg.ncores || !l->cores || !(core = l->cores[r.core]))
+	if (x.core >= l->cfg.ncores || !l->cores || !(core = l->cores[x.core]))
 		goto refused;
 	r.len = (uint32_t)(len < sizeof(r.pd) ? len : sizeof(r.pd));
 	memcpy(r.pd, pd, r.len);
+	x.len = sizeof(r);
+	memcpy(x.data, &r, sizeof(r));
 	why = VR_FULL;
 	/* Move first: the core may accept as soon as it sees the request, and its events
 	 * (ESTABLISHED, DISCONNECTED) must then reach the core's channel, not ours. */
 	if (fault_once(&l->fault_migrate_fail, EIO) || rdma_migrate_id(id, core->ch)) {
-		verbs_err(l, "verbs: rdma_migrate_id to core %u: %s", r.core, strerror(errno));
+		verbs_err(l, "verbs: rdma_migrate_id to core %u: %s", x.core, strerror(errno));
 		goto refused;
 	}
 	if (!l->handoff || fault_once(&l->fault_handoff_full, ENOBUFS) ||
-	    l->handoff(l->handoff_arg, &r))
+	    l->handoff(l->handoff_arg, &x))
 		goto refused;
 	return;
 refused:
@@ -72,7 +84,7 @@ refused:
 	refuse(id, why);
 }
 
-void tally_verbs_set_handoff(struct tally_verbs *l, tally_verbs_handoff_fn fn, void *arg)
+void tally_verbs_set_handoff(struct tally_verbs *l, tally_xport_handoff_fn fn, void *arg)
 {
 	l->handoff = fn;
 	l->handoff_arg = arg;
@@ -104,14 +116,20 @@ int tally_verbs_listen_poll(struct tally_verbs *l)
 	return verbs_cm_events(l);
 }
 
-void tally_verbs_accept(struct tally_verbs *v, const struct tally_verbs_req *req)
+void tally_verbs_accept(struct tally_verbs *v, const struct tally_xport_req *req)
 {
-	verbs_cm_accept(v, req->id, req->len ? req->pd : NULL, req->len);
+	struct verbs_creq r;
+
+	memcpy(&r, req->data, sizeof(r));
+	verbs_cm_accept(v, r.id, r.len ? r.pd : NULL, r.len);
 }
 
-void tally_verbs_refuse(const struct tally_verbs_req *req)
+void tally_verbs_refuse(const struct tally_xport_req *req)
 {
-	refuse(req->id, VR_FULL);
+	struct verbs_creq r;
+
+	memcpy(&r, req->data, sizeof(r));
+	refuse(r.id, VR_FULL);
 }
 
 int tally_verbs_cm_poll(struct tally_verbs *v)

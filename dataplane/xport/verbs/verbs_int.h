@@ -119,7 +119,7 @@ struct tally_verbs {
 	 * instance of each core */
 	void (*on_request)(struct tally_verbs *v, struct rdma_cm_id *id, const void *pd,
 			   size_t len);
-	tally_verbs_handoff_fn handoff;
+	tally_xport_handoff_fn handoff;
 	void *handoff_arg;
 	struct tally_verbs **cores;
 	/* RESULT placement, client side (verbs_place.h): the registration cache and, per core,

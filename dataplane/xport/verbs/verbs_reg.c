@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * verbs_reg.c — the RDMA verbs transport registered as "verbs" (alias "rdma";
  * tally_xport_reg.h): options (the host may be ADDR, ADDR:PORT or rdma://ADDR:PORT), its
- * environment settings, receive wiring in the registry's one form, counters.
+ * environment settings, receive wiring in the registry's one form, per-core listening
+ * (tallyd), counters (a worker's, and the listener's that the control plane shows).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -76,9 +77,44 @@ static unsigned verbs_conns(const void *ctx)
 	return tally_verbs_conns(ctx);
 }
 
-static int verbs_accept(void *ctx)
+static int verbs_events(void *ctx)
 {
 	return tally_verbs_cm_poll(ctx);
+}
+
+/* Only what a program shows or divides (tallyd: each core's share of max_conns). */
+static void verbs_defaults(struct tally_xport_opts *o)
+{
+	struct tally_verbs_cfg c = { .max_conns = o->max_conns, .slots = o->slots };
+
+	tally_verbs_cfg_defaults(&c);
+	o->max_conns = c.max_conns;
+	o->slots = c.slots;
+}
+
+static void verbs_set_handoff(void *l, tally_xport_handoff_fn fn, void *arg)
+{
+	tally_verbs_set_handoff(l, fn, arg);
+}
+
+static int verbs_attach(void *l, unsigned core, void *c)
+{
+	return tally_verbs_attach(l, core, c);
+}
+
+static int verbs_listen_poll(void *l)
+{
+	return tally_verbs_listen_poll(l);
+}
+
+static void verbs_accept(void *c, const struct tally_xport_req *req)
+{
+	tally_verbs_accept(c, req);
+}
+
+static int verbs_poll_burst(void *c)
+{
+	return tally_verbs_poll_burst(c);
 }
 
 #define VERBS_COUNTERS(X) X(tx_pkts) X(rx_pkts) X(tx_no_credit) X(tx_not_conn) X(tx_errors) \
@@ -98,6 +134,56 @@ static size_t verbs_counters(const void *ctx, struct tally_xport_counter *out, s
 	return tally_xport_counters_copy(out, max, all, sizeof(all) / sizeof(all[0]));
 }
 
+/* The listener's counters, per core (each core's instance; the listener's own refusals
+ * are added to core 0's): X(field, help), fields of struct tally_verbs_stats. */
+#define VERBS_CTL(X) \
+	X(tx_pkts, "packets posted (RDMA WRITE_WITH_IMM)") \
+	X(tx_bytes, "their bytes") \
+	X(tx_credit_msgs, "zero-length credit messages sent") \
+	X(tx_no_credit, "dropped: staging full, the peer returned no credit in time") \
+	X(tx_not_conn, "dropped: no live connection to that peer") \
+	X(tx_errors, "dropped: ibv_post_send failed") \
+	X(rx_pkts, "packets landed") \
+	X(rx_bytes, "their bytes") \
+	X(rx_credit_msgs, "credit messages received") \
+	X(rx_bad_len, "dropped: a write shorter than a header or longer than a slot") \
+	X(rx_bad_credit, "connections dropped: the peer returned credits it never had") \
+	X(conns_up, "connections up") \
+	X(conns_down, "connections lost (peer killed, link down, QP error)") \
+	X(conns_rejected, "connect requests refused (bad core, full, no memory)") \
+	X(wc_errors, "completions with an error status") \
+	X(stall_probes, "zero-length writes to a peer where nothing moved") \
+	X(stalls_dead, "connections dropped: such a write never completed") \
+	X(up_by_packet, "connections brought up by their first packet") \
+	X(conns_authed, "connections authenticated at setup (keyed jobs)") \
+	X(auth_no_key, "connect requests refused: no such job, or it has no key") \
+	X(auth_bad_mac, "connect requests refused: the tag does not verify (wrong key)") \
+	X(auth_replay, "connect requests refused: a nonce seen before (replayed)") \
+	X(auth_stale, "connect requests refused: clock outside the window") \
+	X(auth_off, "connect requests refused: rdma-auth packet (setup auth off)") \
+	X(auth_bad_accept, "accepts whose proof of the key did not verify") \
+	X(adv_ok, "result-buffer advertisements taken (RESULTs placed by RDMA WRITE)") \
+	X(adv_refused, "advertisements refused: malformed, out of range, another rank's") \
+	X(results_placed, "RESULTs written straight into the worker's buffer") \
+	X(results_copied, "RESULTs sent with their payload in the landing slot") \
+	X(place_out_of_range, "of those: advertised, but the chunk fell outside the buffer")
+
+static const struct tally_xport_counter_def verbs_ctl_defs[] = {
+#define D(f, help) { #f, help },
+	VERBS_CTL(D)
+#undef D
+};
+
+static void verbs_ctl_counters(const void *ctx, uint64_t *v)
+{
+	const struct tally_verbs_stats *s = tally_verbs_stats(ctx);
+	size_t i = 0;
+
+#define V(f, help) v[i++] = s->f;
+	VERBS_CTL(V)
+#undef V
+}
+
 static const char *verbs_strerror(const void *ctx)
 {
 	return tally_verbs_strerror(ctx);
@@ -115,8 +201,18 @@ static const struct tally_xport_impl tally_xport_verbs = {
 	.setup_authed = verbs_setup_authed,
 	.conns = verbs_conns,
 	.owns = tally_verbs_is_addr,
-	.accept = verbs_accept,
+	.defaults = verbs_defaults,
+	.events = verbs_events,
 	.counters = verbs_counters,
 	.strerror = verbs_strerror,
+	.set_handoff = verbs_set_handoff,
+	.attach = verbs_attach,
+	.listen_poll = verbs_listen_poll,
+	.accept = verbs_accept,
+	.refuse = tally_verbs_refuse,
+	.poll_burst = verbs_poll_burst,
+	.ctl_defs = verbs_ctl_defs,
+	.nctl = sizeof(verbs_ctl_defs) / sizeof(verbs_ctl_defs[0]),
+	.ctl_counters = verbs_ctl_counters,
 };
 TALLY_XPORT_REGISTER(tally_xport_verbs)
