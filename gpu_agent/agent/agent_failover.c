@@ -180,6 +180,39 @@ static int fo_apply(struct tally_agent *a, uint32_t g, uint32_t d)
 	return rc;
 }
 
+/* Flights [0, n) still pending on an appliance that is gone now, their key moved: the
+ * other ranks of the round push it at the key's new home (the rank that found the death
+ * did, and ranks that learned it through a survivor route their next rounds there), so
+ * the round is abandoned where it was and pushed again from the saved input (a live
+ * appliance falsely declared dead would otherwise hold it for ever, waiting for the rank
+ * that moved). A compressed round cannot be pushed again: it fails (-EHOSTDOWN), as it
+ * does on the rank that found the death. */
+static void fo_abandon(struct tally_agent *a, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct agent_flight *f = &a->flight[i];
+
+		if (f->result || f->op < 0 || !(a->gone & (1u << f->appl)) ||
+		    part_at(a, f->part)->appl == f->appl)
+			continue;
+		const struct agent_req *rq = &a->reqs[f->req];
+		int rc = a->net->abandon(a->net_ctx, f->appl, f->op);
+
+		if (rc == 1)
+			continue; /* it ended meanwhile: tested as usual */
+		if (rc == 0 && !rq->comp && a->tensors[rq->tensor].saved) {
+			f->op = AGENT_OP_MOVE;
+			a->moving = 1;
+			continue;
+		}
+		f->result = rc < 0 ? rc : -EHOSTDOWN;
+		agent_errf(a->err, sizeof(a->err), "failover: key %u round %u on appliance %u%s "
+			   "was abandoned (the appliance is gone) and cannot be pushed again (a "
+			   "compressed round)", part_at(a, f->part)->key, f->round, f->appl,
+			   a->net_tag);
+	}
+}
+
 void agent_failover_poll(struct tally_agent *a, unsigned n)
 {
 	uint32_t all = a->plan.n >= 32 ? UINT32_MAX : (1u << a->plan.n) - 1;
@@ -191,8 +224,11 @@ void agent_failover_poll(struct tally_agent *a, unsigned n)
 	if (a->net->gone)
 		g |= a->net->gone(a->net_ctx) & all;
 	a->gone_seen = a->drain_seen = 0;
-	if (g != a->gone || d != a->draining || a->evicted)
+	if (g != a->gone || d != a->draining || a->evicted) {
 		rc = fo_apply(a, g, d);
+		if (!rc && a->net->abandon)
+			fo_abandon(a, n);
+	}
 	if (!a->moving)
 		return;
 	a->moving = 0;
