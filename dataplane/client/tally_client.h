@@ -249,6 +249,14 @@ int tally_client_test(struct tally_client *c, int handle);
  * there. The round may be started again on this session. 0 abandoned; 1 it is no longer
  * pending (done or failed: test it as usual, nothing changed); -EINVAL no such handle. */
 int tally_client_abandon(struct tally_client *c, int handle);
+/* A key moved from one appliance's session to another's (failover): the round sums
+ * `from` kept for it (the last RESULT per chunk, as for a restart) go to `to`, registered
+ * with the same layout, so that `to` answers its appliance's NEED_RESULT for a round the
+ * old appliance completed here while a rank that missed that RESULT pushed the round again
+ * to the new one. 0 (codec keys keep none: nothing done), -ENOENT (not registered in one),
+ * -EINVAL (other layouts: element count, chunk size or dtype differ). */
+int tally_client_carry_last(struct tally_client *to, const struct tally_client *from,
+			    uint32_t key);
 /* Block until done: 0 or negative errno. */
 int tally_client_wait(struct tally_client *c, int handle);
 /* start + wait. */

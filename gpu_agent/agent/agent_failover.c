@@ -22,7 +22,7 @@
 #include "agent_core.h"
 
 struct fo_move {
-	uint32_t part, appl, key, ckey;
+	uint32_t part, appl, from, key, ckey;
 	int comp;
 	struct tally_register reg, creg;
 };
@@ -108,7 +108,7 @@ static int fo_plan_locked(struct tally_agent *a, unsigned from, unsigned to,
 				continue;
 			}
 			out[k] = (struct fo_move){.part = pi, .appl = (uint32_t)ap,
-						  .comp = t->comp_keys};
+						  .from = p->appl, .comp = t->comp_keys};
 			agent_part_reg(a, t, p, 0, &out[k].reg, &out[k].key);
 			if (t->comp_keys)
 				agent_part_reg(a, t, p, 1, &out[k].creg, &out[k].ckey);
@@ -133,6 +133,10 @@ static int fo_register(struct tally_agent *a, const struct fo_move *m, unsigned 
 	for (unsigned i = 0; i < n && !rc; i++) {
 		rc = a->net->register_key(a->net_ctx, m[i].appl, m[i].key, &m[i].reg, a->reg_err,
 					  sizeof(a->reg_err));
+		/* the sums the old appliance completed here: a rank that missed one pushes
+		 * that round again to the new home, which asks us for it (NEED_RESULT) */
+		if (!rc && a->net->carry)
+			a->net->carry(a->net_ctx, m[i].from, m[i].appl, m[i].key);
 		if (!rc && m[i].comp)
 			rc = a->net->register_key(a->net_ctx, m[i].appl, m[i].ckey, &m[i].creg,
 						  a->reg_err, sizeof(a->reg_err));

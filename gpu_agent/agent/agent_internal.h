@@ -50,6 +50,10 @@ struct agent_net_ops {
 	 * no more sends for it, its id released, its late answers dropped. 0 abandoned, 1 not
 	 * pending any more (test it as usual), negative errno. NULL: a network without it. */
 	int (*abandon)(void *ctx, unsigned appl, int op);
+	/* A key REGISTERed at appliance `to` in place of `from` (failover): the round sums
+	 * `from` kept for it go along (tally_client_carry_last). 0 or negative errno. NULL:
+	 * none kept. */
+	int (*carry)(void *ctx, unsigned from, unsigned to, uint32_t key);
 	/* Drive I/O and timers; may wait up to timeout_ns for packets. */
 	void (*progress)(void *ctx, uint64_t timeout_ns);
 	/* The last error of an appliance's session, or "". */

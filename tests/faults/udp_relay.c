@@ -19,7 +19,7 @@ static void relay_front(struct udp_relay *r, unsigned i)
 	if (n < 0)
 		return;
 	r->have_peer[i] = 1;
-	if (atomic_load(&r->stall)) {
+	if (atomic_load(&r->stall) & UDP_RELAY_STALL_UP) {
 		atomic_fetch_add(&r->dropped, 1);
 		return;
 	}
@@ -32,7 +32,7 @@ static void relay_up(struct udp_relay *r, unsigned i)
 	static __thread unsigned char buf[65536];
 	ssize_t n = recv(r->up[i], buf, sizeof(buf), MSG_DONTWAIT);
 
-	if (n > 0 && atomic_load(&r->stall) == UDP_RELAY_STALL_BOTH) {
+	if (n > 0 && (atomic_load(&r->stall) & UDP_RELAY_STALL_DOWN)) {
 		atomic_fetch_add(&r->dropped_back, 1);
 		return;
 	}

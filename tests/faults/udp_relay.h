@@ -11,7 +11,8 @@
 
 #define UDP_RELAY_CORES 2
 #define UDP_RELAY_STALL_UP 1   /* drop what the worker sends */
-#define UDP_RELAY_STALL_BOTH 2 /* and what the appliance answers */
+#define UDP_RELAY_STALL_DOWN 2 /* drop what the appliance sends the worker */
+#define UDP_RELAY_STALL_BOTH 3
 
 struct udp_relay {
 	unsigned port;                         /* the worker's side: base port */
@@ -19,7 +20,7 @@ struct udp_relay {
 	int up[UDP_RELAY_CORES];               /* connected to the appliance's port + core */
 	struct sockaddr_in peer[UDP_RELAY_CORES];
 	int have_peer[UDP_RELAY_CORES];
-	atomic_int stall;                      /* UDP_RELAY_STALL_* */
+	atomic_int stall;                      /* UDP_RELAY_STALL_* bits */
 	atomic_int stop;
 	atomic_ulong dropped, forwarded, dropped_back;
 	pthread_t thr;
