@@ -210,10 +210,11 @@ static void fo_abandon(struct tally_agent *a, unsigned n)
 			continue;
 		}
 		f->result = rc < 0 ? rc : -EHOSTDOWN;
-		agent_errf(a->err, sizeof(a->err), "failover: key %u round %u on appliance %u%s "
-			   "was abandoned (the appliance is gone) and cannot be pushed again (a "
-			   "compressed round)", part_at(a, f->part)->key, f->round, f->appl,
-			   a->net_tag);
+		agent_errf(a->err, sizeof(a->err), "failover: tensor '%s' key %u on appliance "
+			   "%u%s, which is gone: %s", a->tensors[rq->tensor].name,
+			   part_at(a, f->part)->key, f->appl, a->net_tag,
+			   rc < 0 ? "its open round could not be abandoned there"
+				  : "its open round cannot be pushed again (a compressed round)");
 	}
 }
 
