@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * client_drive.c — driving a session: tally_client_tick runs the operations' timers
  * (client_op.c) and the appliance liveness timer (client_live.c); tally_client_wait polls
- * the transport and ticks until an operation ends; tally_client_start and
+ * the transport and ticks until an operation ends; tally_client_abandon stops one;
+ * tally_client_start and
  * tally_client_allreduce, the plain calls over tally_client_start_flags (client_op.c).
  */
 #include <errno.h>
@@ -50,6 +51,22 @@ int tally_client_wait(struct tally_client *c, int handle)
 		if (rc < 0 && rc != -EINTR && rc != -EAGAIN)
 			return rc;
 	}
+}
+
+int tally_client_abandon(struct tally_client *c, int handle)
+{
+	uint32_t opi;
+	struct client_op *op = client_handle_op(c, handle, &opi);
+
+	if (!op)
+		return -EINVAL;
+	if (op->state != CLIENT_OP_ACTIVE)
+		return 1;
+	/* as a failure: slots freed, a quorum fold's staged part owed again, the round may
+	 * be started again; then the handle goes (its result is nobody's) */
+	client_op_fail(c, opi, -ECANCELED);
+	c->st.abandoned++;
+	return tally_client_test(c, handle) == -ECANCELED ? 0 : -EINVAL;
 }
 
 int tally_client_start(struct tally_client *c, uint32_t key, uint32_t round, const void *in,

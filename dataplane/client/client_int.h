@@ -361,6 +361,8 @@ void client_pump(struct tally_client *c, uint32_t core);
 void client_slot_release(struct tally_client *c, uint32_t core, uint32_t slot);
 void client_op_finish(struct tally_client *c, uint32_t opi);
 void client_op_fail(struct tally_client *c, uint32_t opi, int err);
+/* The operation a handle names (its slot index in *opi), NULL: no such live handle. */
+struct client_op *client_handle_op(struct tally_client *c, int handle, uint32_t *opi);
 /* nores: the push that was left out asked TALLY_F_NORESULT; so do its re-sends. */
 void client_ackwait_start(struct tally_client *c, struct client_key *k, uint32_t ch, uint32_t round,
 		      const void *payload, bool nores);

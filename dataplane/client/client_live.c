@@ -74,6 +74,25 @@ void client_live_need(struct tally_client *c, const struct tally_hdr *h)
 	client_send(c, k->core, hdr, k->last + client_chunk_boff(k, ch), client_chunk_bytes(k, ch));
 }
 
+int tally_client_carry_last(struct tally_client *to, const struct tally_client *from,
+			    uint32_t key)
+{
+	struct client_key *d = client_key_find(to, key);
+	const struct client_key *k = client_key_find(from, key);
+
+	if (!d || !k)
+		return -ENOENT;
+	if (!d->last || !k->last)
+		return 0; /* codec keys keep none */
+	if (d->reg.nelems != k->reg.nelems || d->reg.chunk_elems != k->reg.chunk_elems ||
+	    d->reg.dtype != k->reg.dtype || d->esize != k->esize)
+		return -EINVAL;
+	memcpy(d->last, k->last, (size_t)k->reg.nelems * k->esize);
+	memcpy(d->last_round, k->last_round, k->nchunks * sizeof(*k->last_round));
+	memcpy(d->last_contrib, k->last_contrib, k->nchunks * sizeof(*k->last_contrib));
+	return 0;
+}
+
 /* Every push in flight goes again (the fresh appliance lost them); re-sends of pushes a
  * quorum left out are dropped (quorum keys are not covered, tally_client.h). */
 static void live_repush(struct tally_client *c, uint64_t now)

@@ -387,7 +387,7 @@ int tally_client_start_flags(struct tally_client *c, uint32_t key, uint32_t roun
 	return (int)(((uint32_t)op->gen << 15) | opi);
 }
 
-static struct client_op *client_handle_op(struct tally_client *c, int handle, uint32_t *opi)
+struct client_op *client_handle_op(struct tally_client *c, int handle, uint32_t *opi)
 {
 	uint32_t i = (uint32_t)handle & 0x7fffu;
 	struct client_op *op;

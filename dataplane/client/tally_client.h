@@ -181,6 +181,9 @@ struct tally_client_stats {
 	uint64_t noresult_payloads; /* RESULTs with payload that came to such operations anyway
 				   * (the appliance had not seen the flag, e.g. the push was lost
 				   * and a quorum completed the chunk): written into out */
+	uint64_t abandoned;       /* operations the caller abandoned while pending
+				   * (tally_client_abandon); their late answers count as
+				   * drops[stale_round] */
 };
 
 /* A keyed session that gets an unsigned ERROR to its JOIN (bad_mac, auth_required, no_key,
@@ -238,6 +241,22 @@ int tally_client_start_flags(struct tally_client *c, uint32_t key, uint32_t roun
 			     const void *in, void *out, unsigned flags);
 /* 1 done, 0 pending, negative errno failed (the handle is released when done or failed). */
 int tally_client_test(struct tally_client *c, int handle);
+/* Abandon a pending operation (the caller pushes it elsewhere: its key moved to another
+ * appliance while this one still answers, gpu_agent/README.md "Failover"): its chunks
+ * stop (no more pushes, re-sends or probes), its window slots are freed, the handle is
+ * released, and RESULTs or ERRORs that come for it later are dropped as stale
+ * (drops[stale_round]); stats.abandoned counts it. What the appliance holds of it stays
+ * there. The round may be started again on this session. 0 abandoned; 1 it is no longer
+ * pending (done or failed: test it as usual, nothing changed); -EINVAL no such handle. */
+int tally_client_abandon(struct tally_client *c, int handle);
+/* A key moved from one appliance's session to another's (failover): the round sums
+ * `from` kept for it (the last RESULT per chunk, as for a restart) go to `to`, registered
+ * with the same layout, so that `to` answers its appliance's NEED_RESULT for a round the
+ * old appliance completed here while a rank that missed that RESULT pushed the round again
+ * to the new one. 0 (codec keys keep none: nothing done), -ENOENT (not registered in one),
+ * -EINVAL (other layouts: element count, chunk size or dtype differ). */
+int tally_client_carry_last(struct tally_client *to, const struct tally_client *from,
+			    uint32_t key);
 /* Block until done: 0 or negative errno. */
 int tally_client_wait(struct tally_client *c, int handle);
 /* start + wait. */

@@ -22,7 +22,7 @@
 #include "agent_core.h"
 
 struct fo_move {
-	uint32_t part, appl, key, ckey;
+	uint32_t part, appl, from, key, ckey;
 	int comp;
 	struct tally_register reg, creg;
 };
@@ -108,7 +108,7 @@ static int fo_plan_locked(struct tally_agent *a, unsigned from, unsigned to,
 				continue;
 			}
 			out[k] = (struct fo_move){.part = pi, .appl = (uint32_t)ap,
-						  .comp = t->comp_keys};
+						  .from = p->appl, .comp = t->comp_keys};
 			agent_part_reg(a, t, p, 0, &out[k].reg, &out[k].key);
 			if (t->comp_keys)
 				agent_part_reg(a, t, p, 1, &out[k].creg, &out[k].ckey);
@@ -133,6 +133,10 @@ static int fo_register(struct tally_agent *a, const struct fo_move *m, unsigned 
 	for (unsigned i = 0; i < n && !rc; i++) {
 		rc = a->net->register_key(a->net_ctx, m[i].appl, m[i].key, &m[i].reg, a->reg_err,
 					  sizeof(a->reg_err));
+		/* the sums the old appliance completed here: a rank that missed one pushes
+		 * that round again to the new home, which asks us for it (NEED_RESULT) */
+		if (!rc && a->net->carry)
+			a->net->carry(a->net_ctx, m[i].from, m[i].appl, m[i].key);
 		if (!rc && m[i].comp)
 			rc = a->net->register_key(a->net_ctx, m[i].appl, m[i].ckey, &m[i].creg,
 						  a->reg_err, sizeof(a->reg_err));
@@ -180,6 +184,40 @@ static int fo_apply(struct tally_agent *a, uint32_t g, uint32_t d)
 	return rc;
 }
 
+/* Flights [0, n) still pending on an appliance that is gone now, their key moved: the
+ * other ranks of the round push it at the key's new home (the rank that found the death
+ * did, and ranks that learned it through a survivor route their next rounds there), so
+ * the round is abandoned where it was and pushed again from the saved input (a live
+ * appliance falsely declared dead would otherwise hold it for ever, waiting for the rank
+ * that moved). A compressed round cannot be pushed again: it fails (-EHOSTDOWN), as it
+ * does on the rank that found the death. */
+static void fo_abandon(struct tally_agent *a, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct agent_flight *f = &a->flight[i];
+
+		if (f->result || f->op < 0 || !(a->gone & (1u << f->appl)) ||
+		    part_at(a, f->part)->appl == f->appl)
+			continue;
+		const struct agent_req *rq = &a->reqs[f->req];
+		int rc = a->net->abandon(a->net_ctx, f->appl, f->op);
+
+		if (rc == 1)
+			continue; /* it ended meanwhile: tested as usual */
+		if (rc == 0 && !rq->comp && a->tensors[rq->tensor].saved) {
+			f->op = AGENT_OP_MOVE;
+			a->moving = 1;
+			continue;
+		}
+		f->result = rc < 0 ? rc : -EHOSTDOWN;
+		agent_errf(a->err, sizeof(a->err), "failover: tensor '%s' key %u on appliance "
+			   "%u%s, which is gone: %s", a->tensors[rq->tensor].name,
+			   part_at(a, f->part)->key, f->appl, a->net_tag,
+			   rc < 0 ? "its open round could not be abandoned there"
+				  : "its open round cannot be pushed again (a compressed round)");
+	}
+}
+
 void agent_failover_poll(struct tally_agent *a, unsigned n)
 {
 	uint32_t all = a->plan.n >= 32 ? UINT32_MAX : (1u << a->plan.n) - 1;
@@ -191,8 +229,11 @@ void agent_failover_poll(struct tally_agent *a, unsigned n)
 	if (a->net->gone)
 		g |= a->net->gone(a->net_ctx) & all;
 	a->gone_seen = a->drain_seen = 0;
-	if (g != a->gone || d != a->draining || a->evicted)
+	if (g != a->gone || d != a->draining || a->evicted) {
 		rc = fo_apply(a, g, d);
+		if (!rc && a->net->abandon)
+			fo_abandon(a, n);
+	}
 	if (!a->moving)
 		return;
 	a->moving = 0;

@@ -46,6 +46,14 @@ struct agent_net_ops {
 	void (*more_stats)(void *ctx, struct tally_agent_stats *st);
 	/* 1 done, 0 pending, negative errno failed (the op id is released when not pending). */
 	int (*test)(void *ctx, unsigned appl, int op);
+	/* Stop a pending op (its key moved while the appliance still answers: failover):
+	 * no more sends for it, its id released, its late answers dropped. 0 abandoned, 1 not
+	 * pending any more (test it as usual), negative errno. NULL: a network without it. */
+	int (*abandon)(void *ctx, unsigned appl, int op);
+	/* A key REGISTERed at appliance `to` in place of `from` (failover): the round sums
+	 * `from` kept for it go along (tally_client_carry_last). 0 or negative errno. NULL:
+	 * none kept. */
+	int (*carry)(void *ctx, unsigned from, unsigned to, uint32_t key);
 	/* Drive I/O and timers; may wait up to timeout_ns for packets. */
 	void (*progress)(void *ctx, uint64_t timeout_ns);
 	/* The last error of an appliance's session, or "". */

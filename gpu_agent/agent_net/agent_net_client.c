@@ -268,6 +268,20 @@ static int ncl_test(void *ctx, unsigned i, int op)
 	return tally_client_test(n->ap[i].c, op);
 }
 
+static int ncl_abandon(void *ctx, unsigned i, int op)
+{
+	struct ncl *n = ctx;
+
+	return tally_client_abandon(n->ap[i].c, op);
+}
+
+static int ncl_carry(void *ctx, unsigned from, unsigned to, uint32_t key)
+{
+	struct ncl *n = ctx;
+
+	return tally_client_carry_last(n->ap[to].c, n->ap[from].c, key);
+}
+
 static void ncl_progress(void *ctx, uint64_t timeout_ns)
 {
 	struct ncl *n = ctx;
@@ -319,6 +333,8 @@ static const struct agent_net_ops ncl_ops = {
 	.start_noresult = ncl_start_noresult,
 	.more_stats = ncl_more_stats,
 	.test = ncl_test,
+	.abandon = ncl_abandon,
+	.carry = ncl_carry,
 	.progress = ncl_progress,
 	.strerror = ncl_strerror,
 	.stats = ncl_stats,

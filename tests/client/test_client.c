@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * test_client.c — the client session against a scripted appliance on the simulated network:
  * JOIN of every core, chunking, windows, RTO and backoff, Karn's rule, give-up text,
- * ERROR → errno, hostile RESULTs counted, quorum fold (f32 exact, f16 residual carried).
+ * ERROR → errno, hostile RESULTs counted, quorum fold (f32 exact, f16 residual carried),
+ * abandoning an operation, carrying a key's last sums to another session.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -735,6 +736,82 @@ static void test_noresult_fallback(void **state)
 	fx_free(x);
 }
 
+/* tally_client_abandon (failover: the key moved while the appliance still answers): the
+ * operation's pushes, re-sends and probes stop, its handle is released, its late RESULTs
+ * are dropped as stale and leave `out` alone, the round may be started again; an operation
+ * that is no longer pending is left to test (1); counted. */
+static void run_for(struct fx *x, uint64_t ns)
+{
+	simnet_run_for(x->net, ns);
+}
+
+static void test_abandon(void **state)
+{
+	(void)state;
+	struct fx *x = fx_new(1, NULL, 0);
+	float in[64], out[64];
+
+	assert_int_equal(tally_client_join(x->c, 100), 0);
+	reg_key(x, 4, 64, 16, TALLY_DT_F32, 1, 1);
+	for (int i = 0; i < 64; i++) {
+		in[i] = (float)i;
+		out[i] = -1.0f;
+	}
+	x->fake[0]->mode = FAKE_HOLD;
+	int h = tally_client_start(x->c, 4, 3, in, out);
+	assert_true(h >= 0);
+	assert_int_equal(drive(x, h, 2 * MS), 0); /* held: pending */
+	assert_true(x->fake[0]->npush >= 4); /* (unanswered: some sent again) */
+	assert_int_equal(tally_client_abandon(x->c, h), 0);
+	unsigned npush = x->fake[0]->npush;
+	assert_int_equal(tally_client_abandon(x->c, h), -EINVAL); /* released */
+	assert_int_equal(tally_client_test(x->c, h), -EINVAL);
+	const struct tally_client_stats *st = tally_client_stats(x->c);
+	uint64_t tx = st->tx_pkts;
+	assert_int_equal(st->abandoned, 1);
+	run_for(x, 200 * MS); /* well past every RTO and probe timer */
+	assert_int_equal(st->tx_pkts, tx);
+	assert_int_equal(x->fake[0]->npush, npush);
+	uint64_t stale = st->drops[TALLY_R_STALE_ROUND];
+	fake_release(x->fake[0]); /* the appliance completes it after all: late RESULTs */
+	run_for(x, 5 * MS);
+	assert_true(st->drops[TALLY_R_STALE_ROUND] >= stale + 4);
+	assert_int_equal(st->results, 0);
+	for (int i = 0; i < 64; i++)
+		assert_true(out[i] == -1.0f);
+	/* the round again, answered: done; abandoning a finished one leaves it to test */
+	x->fake[0]->mode = FAKE_ECHO;
+	h = tally_client_start(x->c, 4, 3, in, out);
+	assert_true(h >= 0);
+	run_for(x, 10 * MS); /* answered within about 4 round trips of 20 us */
+	assert_int_equal(tally_client_abandon(x->c, h), 1);
+	assert_int_equal(tally_client_test(x->c, h), 1);
+	assert_memory_equal(in, out, sizeof(in));
+	assert_int_equal(st->abandoned, 1);
+	fx_free(x);
+}
+
+/* tally_client_carry_last between two sessions: refused for a key one lacks (-ENOENT) or
+ * registered with another layout (-EINVAL). (Its use, answering NEED_RESULT on the new
+ * appliance: tests/faults test_failover_udp, test_false_death_completed.) */
+static void test_carry_last_checks(void **state)
+{
+	(void)state;
+	struct fx *a = fx_new(1, NULL, 0), *b = fx_new(1, NULL, 0);
+
+	assert_int_equal(tally_client_join(a->c, 100), 0);
+	assert_int_equal(tally_client_join(b->c, 100), 0);
+	reg_key(a, 5, 64, 16, TALLY_DT_F32, 1, 1);
+	assert_int_equal(tally_client_carry_last(b->c, a->c, 5), -ENOENT);
+	reg_key(b, 5, 64, 32, TALLY_DT_F32, 1, 1);
+	assert_int_equal(tally_client_carry_last(b->c, a->c, 5), -EINVAL);
+	reg_key(a, 6, 64, 16, TALLY_DT_F32, 1, 1);
+	reg_key(b, 6, 64, 16, TALLY_DT_F32, 1, 1);
+	assert_int_equal(tally_client_carry_last(b->c, a->c, 6), 0);
+	fx_free(a);
+	fx_free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -754,6 +831,8 @@ int main(void)
 		cmocka_unit_test(test_push_error),
 		cmocka_unit_test(test_two_rounds_in_flight),
 		cmocka_unit_test(test_noresult_fallback),
+		cmocka_unit_test(test_abandon),
+		cmocka_unit_test(test_carry_last_checks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
