@@ -197,6 +197,16 @@ static void *worker_main(void *arg)
 }
 
 /* No rank stopped on an error (a failed rank never reaches ITERS). */
+/* One rank's outcome on stdout; its buffers freed. */
+static void report_rank(struct worker *w, int r)
+{
+	printf("# rank %d: rc %d failovers %llu moved pushes %llu appliance 1 liveness %d %s\n",
+	       r, w[r].rc, (unsigned long long)w[r].st.failovers,
+	       (unsigned long long)w[r].st.moved_pushes, w[r].live1, w[r].err);
+	free(w[r].x);
+	free(w[r].s);
+}
+
 static int all_running(const struct worker *w)
 {
 	for (int r = 0; r < W; r++)
@@ -287,11 +297,7 @@ static void run_fault(int sig, struct worker *w)
 		pthread_join(t[r], NULL);
 	atomic_store(&may_leave, 0);
 	for (int r = 0; r < W; r++) {
-		printf("# rank %d: rc %d failovers %llu moved pushes %llu appliance 1 liveness %d %s\n",
-		       r, w[r].rc, (unsigned long long)w[r].st.failovers,
-		       (unsigned long long)w[r].st.moved_pushes, w[r].live1, w[r].err);
-		free(w[r].x);
-		free(w[r].s);
+		report_rank(w, r);
 	}
 	for (int r = 0; r < W; r++) {
 		if (w[r].rc)
@@ -485,11 +491,7 @@ static void false_death(int mode)
 	op_timeout_ms = 20000;
 	unsigned long long others_moved = 0;
 	for (int r = 0; r < W; r++) {
-		printf("# rank %d: rc %d failovers %llu moved pushes %llu appliance 1 liveness %d %s\n",
-		       r, w[r].rc, (unsigned long long)w[r].st.failovers,
-		       (unsigned long long)w[r].st.moved_pushes, w[r].live1, w[r].err);
-		free(w[r].x);
-		free(w[r].s);
+		report_rank(w, r);
 		if (r)
 			others_moved += w[r].st.moved_pushes;
 	}
