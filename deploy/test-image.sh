@@ -59,8 +59,8 @@ if [ -n "${TALLY_DEPLOY_DEBS:-}" ]; then
 else
 	step "building the Debian packages"
 	t0=$SECONDS
-	"$top/deploy/build-debs.sh" "$work/debs"
-	echo "packages built in $((SECONDS - t0)) s"
+	"$top/deploy/build-debs.sh" --cache "$cache/debs" "$work/debs"
+	echo "packages ready in $((SECONDS - t0)) s"
 	debs=$work/debs
 fi
 contains() { # contains PACKAGE PATH-REGEX...

@@ -46,9 +46,9 @@ t0=$SECONDS
 debs=${TALLY_DEPLOY_DEBS:-}
 if [ -z "$debs" ]; then
 	debs=$BUILD/container-debs
-	timeout $((900 * MULT)) "$SRC/deploy/build-debs.sh" "$debs" >"$W/debs.log" 2>&1 || {
-		echo "FAIL: deploy/build-debs.sh"; exit 1; }
-	echo "packages built: $((SECONDS - t0)) s"
+	timeout $((900 * MULT)) "$SRC/deploy/build-debs.sh" --cache "${TALLY_DEPLOY_CACHE:-/var/cache/tally-deploy}/debs" \
+		"$debs" >"$W/debs.log" 2>&1 || { echo "FAIL: deploy/build-debs.sh"; exit 1; }
+	echo "packages ready: $((SECONDS - t0)) s ($(grep -m1 -o 'reused\|built in [0-9]* s' "$W/debs.log"))"
 fi
 t1=$SECONDS
 timeout $((900 * MULT)) "$SRC/deploy/container/build-container.sh" "$debs" "$tag" 2>&1 | tee "$W/image.log"

@@ -16,14 +16,15 @@ vd_key() {
 }
 
 # debs-KEY/v1 (the tree's version) and debs-KEY/v2 (the same tree, version +vmup1)
+# (v1 shared with the image and container tests through the packages' cache)
 vd_debs() {
-	local d=$cache/debs-$1 v
+	local d=$cache/debs-$1 v debcache=${TALLY_DEPLOY_CACHE:-/var/cache/tally-deploy}/debs
 	if [ ! -f "$d/.done" ]; then
 		rm -rf "$cache"/debs-* && mkdir -p "$d"
 		log "building the .debs (v1, then v2 = the same tree with a bumped version)"
-		"$top/deploy/build-debs.sh" "$d/v1" >"$work/debs-v1.log" 2>&1 || { tail -20 "$work/debs-v1.log"; return 1; }
+		"$top/deploy/build-debs.sh" --cache "$debcache" "$d/v1" >"$work/debs-v1.log" 2>&1 || { tail -20 "$work/debs-v1.log"; return 1; }
 		v=$(dpkg-deb -f "$d"/v1/tally-appliance_*.deb Version)
-		"$top/deploy/build-debs.sh" --version "$v+vmup1" "$d/v2" >"$work/debs-v2.log" 2>&1 ||
+		"$top/deploy/build-debs.sh" --cache "$debcache" --version "$v+vmup1" "$d/v2" >"$work/debs-v2.log" 2>&1 ||
 			{ tail -20 "$work/debs-v2.log"; return 1; }
 		rm -f "$d"/v*/*dbgsym*.deb "$d"/v*/python3-tally_*.deb
 		touch "$d/.done"
