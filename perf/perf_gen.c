@@ -106,7 +106,7 @@ static void pg_build(struct pg_gen *g)
 			float *pl = (float *)(f + TALLY_HDR_LEN);
 			struct tally_hdr h = {
 				.op = TALLY_OP_PUSH, .job_id = o->job_id, .rank = r,
-				.token = o->token, .key = o->key_base + s / o->chunks,
+				.token = o->token, .key = pg_key(o, s / o->chunks),
 				.offset = (s % o->chunks) * g->elems, .count = g->elems,
 				.dtype = TALLY_DT_F32,
 			};
@@ -128,7 +128,8 @@ int pg_create(const struct pg_opts *o, struct pg_gen **out)
 	*out = NULL;
 	if (o->ranks < PG_MIN_RANKS || o->ranks > PG_MAX_RANKS || !o->keys || !o->chunks ||
 	    !o->chunk_bytes || o->chunk_bytes % 4 || o->chunk_bytes > TALLY_MAX_PAYLOAD ||
-	    o->window < 2 || !o->burst || o->burst > PG_MAX_BURST || !o->sample_every)
+	    o->window < 2 || !o->burst || o->burst > PG_MAX_BURST || !o->sample_every ||
+	    (o->key_group && o->key_stride < o->key_group))
 		return -EINVAL;
 	g = calloc(1, sizeof(*g));
 	if (!g)
@@ -169,6 +170,28 @@ void pg_free(struct pg_gen *g)
 	free(g->round_got);
 	free(g->round_sent);
 	free(g);
+}
+
+uint32_t pg_key(const struct pg_opts *o, unsigned k)
+{
+	if (!o->key_group)
+		return o->key_base + k;
+	return o->key_base + k / o->key_group * o->key_stride + k % o->key_group;
+}
+
+int pg_key_index(const struct pg_opts *o, uint32_t key)
+{
+	uint32_t d = key - o->key_base, k;
+
+	if (key < o->key_base)
+		return -1;
+	if (!o->key_group)
+		k = d;
+	else if (d % o->key_stride >= o->key_group)
+		return -1;
+	else
+		k = d / o->key_stride * o->key_group + d % o->key_stride;
+	return k < o->keys ? (int)k : -1;
 }
 
 const float *pg_reference(const struct pg_gen *g, unsigned key, unsigned chunk)
@@ -244,7 +267,7 @@ static void pg_result(struct pg_gen *g, const struct pg_frame *f, uint64_t now,
 			st->stray++;
 		return;
 	}
-	key = p.hdr.key - o->key_base;
+	key = (unsigned)pg_key_index(o, p.hdr.key); /* -1: above o->keys, a stray */
 	if (p.hdr.op != (o->echo ? TALLY_OP_PUSH : TALLY_OP_RESULT) || p.hdr.job_id != o->job_id || p.hdr.rank >= o->ranks ||
 	    key >= o->keys || p.hdr.count != g->elems || p.hdr.offset % g->elems ||
 	    p.hdr.offset / g->elems >= o->chunks || (int32_t)(p.hdr.round - g->oldest) < 0 ||
