@@ -172,6 +172,30 @@ void pg_free(struct pg_gen *g)
 	free(g);
 }
 
+void pg_stats_add(struct pg_stats *d, const struct pg_stats *s)
+{
+	d->secs += s->secs;
+	d->offered += s->offered;
+	d->tx_refused += s->tx_refused;
+	d->results += s->results;
+	d->expected += s->expected;
+	d->missing += s->missing;
+	d->crc_bad += s->crc_bad;
+	d->sum_bad += s->sum_bad;
+	d->sum_checked += s->sum_checked;
+	d->dup += s->dup;
+	d->stray += s->stray;
+	d->rounds += s->rounds;
+	d->retx += s->retx;
+	d->held_back += s->held_back;
+	d->polls += s->polls;
+	d->busy_polls += s->busy_polls;
+	d->payload_bytes += s->payload_bytes;
+	ph_merge(&d->chunk_ns, &s->chunk_ns);
+	ph_merge(&d->push_ns, &s->push_ns);
+	ph_merge(&d->round_ns, &s->round_ns);
+}
+
 uint32_t pg_key(const struct pg_opts *o, unsigned k)
 {
 	if (!o->key_group)

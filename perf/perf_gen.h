@@ -91,6 +91,10 @@ struct pg_stats {
 
 struct pg_gen;
 
+/* Add src's counts and histograms into dst (lcores of one trial); secs add up too: divide
+ * by the lcores for the trial's mean sending time. */
+void pg_stats_add(struct pg_stats *dst, const struct pg_stats *src);
+
 /* TSC ticks per second, measured once against CLOCK_MONOTONIC (about 20 ms). */
 double pg_tsc_hz(void);
 int pg_create(const struct pg_opts *o, struct pg_gen **g);

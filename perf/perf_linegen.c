@@ -26,6 +26,12 @@
 #include "perf_gen_port.h"
 static struct gp_port lg_port; /* its staging buffers: 600 KiB */
 #endif
+#ifdef LG_MC
+#include "perf_gen_mc.h"
+static struct gm *lg_mc; /* --gen-lcores: N lcores, a port each */
+#else
+#define GM_MAX_LCORES 1
+#endif
 
 struct lg_opts {
 	double cap, lo, hi, trial_s, drain_s;
@@ -37,6 +43,8 @@ struct lg_opts {
 	const char *transport, *host, *eal, *local_ip, *dpdk_port; /* tally-linegen only */
 	unsigned port;
 	int dut_pid; /* the appliance's pid: its lcores' CPU time (tally-linegen) */
+	unsigned gen_lcores; /* 0: the main thread generates through the registry's port */
+	unsigned dut_cores;  /* the appliance's datapath cores (--dut-cores, default 1) */
 };
 
 #define LG_LOG 96
@@ -52,8 +60,59 @@ struct lg_ctx {
 	unsigned nlog;
 	int nolog;
 	double cpu; /* the generator thread's CPU seconds / wall seconds in the last trial: under
-		     * 1 when the OS ran something else on its core (busy polls cannot see that) */
+		     * 1 when the OS ran something else on its core (busy polls cannot see that);
+		     * with --gen-lcores the lowest lcore's */
+	/* --gen-lcores N: each lcore's generator, stats and CPU share in the last trial; st
+	 * above is their sum (secs: the mean) */
+	unsigned n;
+	struct pg_gen *gens[GM_MAX_LCORES];
+	struct pg_stats sts[GM_MAX_LCORES];
+	double cpus[GM_MAX_LCORES];
 };
+
+#ifdef LG_MC
+/* One trial on every lcore at once (rate / N each); c->st their sum. */
+static int lg_run_mc(struct lg_ctx *c, double rate)
+{
+	int rc = gm_run(lg_mc, c->gens, rate, c->o->trial_s, c->o->drain_s, c->sts, c->cpus);
+
+	if (rc)
+		return rc;
+	memset(&c->st, 0, sizeof(c->st));
+	ph_reset(&c->st.chunk_ns);
+	ph_reset(&c->st.push_ns);
+	ph_reset(&c->st.round_ns);
+	c->cpu = 1e9;
+	for (unsigned g = 0; g < c->n; g++) {
+		pg_stats_add(&c->st, &c->sts[g]);
+		c->cpu = c->cpus[g] < c->cpu ? c->cpus[g] : c->cpu;
+	}
+	c->st.secs /= c->n;
+	return 0;
+}
+#endif
+
+/* Per lcore (--gen-lcores): "gen":[{"offered_pps":..,"accepted_pps":..,"missing":..,
+ * "retx":..,"bad":..,"busy":..,"cpu":..},...], after the summed figures. */
+static void lg_print_lcores(const struct lg_ctx *c, const char *prefix)
+{
+	if (!c->n)
+		return;
+	printf("\"%sgen\":[", prefix);
+	for (unsigned g = 0; g < c->n; g++) {
+		const struct pg_stats *t = &c->sts[g];
+		double s = t->secs > 0 ? t->secs : 1;
+
+		printf("%s{\"offered_pps\":%.0f,\"accepted_pps\":%.0f,\"missing\":%llu,"
+		       "\"retx\":%llu,\"bad\":%llu,\"checked\":%llu,\"busy\":%.4f,\"cpu\":%.3f}",
+		       g ? "," : "", t->offered / s, t->results / s,
+		       (unsigned long long)(t->missing + t->held_back), (unsigned long long)t->retx,
+		       (unsigned long long)(t->crc_bad + t->sum_bad),
+		       (unsigned long long)t->sum_checked,
+		       t->polls ? (double)t->busy_polls / t->polls : 0.0, c->cpus[g]);
+	}
+	printf("],");
+}
 
 static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
 {
@@ -64,6 +123,14 @@ static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
 
 	if (c->t)
 		ps_reset_stats(c->t);
+#ifdef LG_MC
+	if (c->n) {
+		rc = lg_run_mc(c, rate);
+		if (rc)
+			return rc;
+		goto sums;
+	}
+#endif
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	clock_gettime(CLOCK_MONOTONIC, &w0);
 	rc = pg_run(c->g, &c->io, rate, c->o->trial_s, c->o->drain_s, &c->st);
@@ -73,6 +140,9 @@ static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
 	clock_gettime(CLOCK_MONOTONIC, &w1);
 	c->cpu = ((double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9) /
 		 ((double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9);
+#ifdef LG_MC
+sums:
+#endif
 	tr->offered = c->st.secs > 0 ? c->st.offered / c->st.secs : 0;
 	tr->accepted = c->st.secs > 0 ? c->st.results / c->st.secs : 0;
 	/* pushes the device's window held back are offered load it did not take */
@@ -106,6 +176,19 @@ static void lg_print_log(const struct lg_ctx *c)
 
 static int lg_check(struct lg_opts *o, const char *sizes);
 
+/* Busy polls / all polls of the generator: with --gen-lcores the busiest lcore's. */
+static double lg_gen_busy(const struct lg_ctx *c)
+{
+	double b = c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0;
+
+	if (c->n)
+		b = 0;
+	for (unsigned g = 0; g < c->n; g++)
+		if (c->sts[g].polls && (double)c->sts[g].busy_polls / c->sts[g].polls > b)
+			b = (double)c->sts[g].busy_polls / c->sts[g].polls;
+	return b;
+}
+
 static void lg_usage(FILE *f)
 {
 	fprintf(f,
@@ -137,6 +220,14 @@ static void lg_usage(FILE *f)
 		"  --repair-us US     re-send a closed window's unanswered chunks after US (1000):\n"
 		"                     above the round trip, or re-sends are spurious (and fail NDR)\n"
 #endif
+#ifdef LG_MC
+		"  --gen-lcores N     N generator lcores (EAL worker lcores), each on its own port\n"
+		"                     (N --vdev in --eal, in order) playing its own job of --ranks\n"
+		"                     ranks; --host and --local-ip: comma lists of N; each trial\n"
+		"                     runs all N at rate / N, figures summed (perf_gen_mc.h)\n"
+		"  --dut-cores D      the appliance's datapath cores (default 1), a multiple of N:\n"
+		"                     port g is its port g with D / N queues; keys go to every core\n"
+#endif
 		);
 }
 
@@ -151,7 +242,8 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		{ "eal", 1, 0, 'E' }, { "local-ip", 1, 0, 'L' }, { "dpdk-port", 1, 0, 'D' },
 		{ "io-forward", 0, 0, 'F' }, { "ctl-socket", 1, 0, 'X' },
 		{ "repair-us", 1, 0, 'R' }, { "dut-pid", 1, 0, 'p' },
-		{ "drain-s", 1, 0, 'd' }, { "leave-last", 1, 0, 'W' }, { 0, 0, 0, 0 }
+		{ "drain-s", 1, 0, 'd' }, { "leave-last", 1, 0, 'W' },
+		{ "gen-lcores", 1, 0, 'G' }, { "dut-cores", 1, 0, 'U' }, { 0, 0, 0, 0 }
 	};
 	const char *sizes = "1,4,8";
 	int c;
@@ -186,6 +278,8 @@ static int lg_parse(int argc, char **argv, struct lg_opts *o)
 		case 'p': o->dut_pid = atoi(optarg); break;
 		case 'W': o->leave_last_s = atof(optarg); break;
 		case 'R': o->repair_us = (unsigned)atoi(optarg); break;
+		case 'G': o->gen_lcores = (unsigned)atoi(optarg); break;
+		case 'U': o->dut_cores = (unsigned)atoi(optarg); break;
 		default: lg_usage(stderr); return 2;
 		}
 	}
@@ -210,9 +304,25 @@ static int lg_check(struct lg_opts *o, const char *sizes)
 		fprintf(stderr, "tally-linegen: --io-forward and --ctl-socket need --transport\n");
 		return 2;
 	}
+	if (!o->dut_cores)
+		o->dut_cores = 1;
+	if (o->dut_cores > 1 && !o->gen_lcores)
+		o->gen_lcores = 1; /* the appliance's queues: only the lcores' ports have several */
+#ifdef LG_MC
+	if (o->gen_lcores && (!o->transport || strcmp(o->transport, "dpdk"))) {
+		fprintf(stderr, "tally-linegen: --gen-lcores and --dut-cores need --transport dpdk\n");
+		return 2;
+	}
 #else
-	if (o->transport || o->io_forward || o->ctl) {
-		fprintf(stderr, "tally-perf linegen: --transport, --io-forward, --ctl-socket: use "
+	if (o->gen_lcores) {
+		fprintf(stderr, "tally-linegen: --gen-lcores and --dut-cores: this build has no DPDK\n");
+		return 2;
+	}
+#endif
+#else
+	if (o->transport || o->io_forward || o->ctl || o->gen_lcores || o->dut_cores) {
+		fprintf(stderr, "tally-perf linegen: --transport, --io-forward, --ctl-socket, "
+			"--gen-lcores, --dut-cores: use "
 			"tally-linegen (a real port)\n");
 		return 2;
 	}
@@ -312,7 +422,9 @@ static int lg_at(struct lg_ctx *c, const char *name, double rate, int last)
 	       "\"loss\":%.6f,\"payload_gbps\":%.3f,\"gen_busy\":%.4f,\"gen_cpu\":%.3f,", rate,
 	       c->st.offered / s, c->st.results / s, rate > 0 ? pn_loss(&t) : 0.0,
 	       c->st.payload_bytes * 8 / s / 1e9,
-	       c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0, rate > 0 ? c->cpu : 0.0);
+	       lg_gen_busy(c), rate > 0 ? c->cpu : 0.0);
+	if (rate > 0)
+		lg_print_lcores(c, "");
 	lg_lat("chunk", &c->st.chunk_ns, 0);
 	lg_lat("push", &c->st.push_ns, 0);
 	lg_lat("round", &c->st.round_ns, 1);
@@ -333,18 +445,52 @@ static int lg_unpaced(struct lg_ctx *c)
 	       "\"unpaced_gen_busy\":%.4f,\"unpaced_gen_cpu\":%.3f,\"unpaced_missing\":%llu,"
 	       "\"unpaced_retx\":%llu,\"unpaced_dup\":%llu,\"unpaced_stray\":%llu,"
 	       "\"unpaced_checked\":%llu,\"unpaced_bad\":%llu,", t.offered, t.accepted,
-	       c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0, c->cpu,
+	       lg_gen_busy(c), c->cpu,
 	       (unsigned long long)c->st.missing, (unsigned long long)c->st.retx,
 	       (unsigned long long)c->st.dup, (unsigned long long)c->st.stray,
 	       (unsigned long long)c->st.sum_checked, (unsigned long long)t.bad);
+	lg_print_lcores(c, "unpaced_");
 #ifdef LG_PORT
-	if (c->o->transport) /* since the port opened (all chunk sizes so far) */
+	if (c->o->transport) { /* since the port(s) opened (all chunk sizes so far) */
+		uint64_t d = lg_port.delivered, ov = lg_port.overflow, se = lg_port.send_errors;
+
+#ifdef LG_MC
+		for (unsigned g = 0; g < c->n; g++) {
+			d += gm_port(lg_mc, g)->delivered;
+			ov += gm_port(lg_mc, g)->overflow;
+			se += gm_port(lg_mc, g)->send_errors;
+		}
+#endif
 		printf("\"port_delivered\":%llu,\"port_overflow\":%llu,\"port_send_errors\":%llu,",
-		       (unsigned long long)lg_port.delivered, (unsigned long long)lg_port.overflow,
-		       (unsigned long long)lg_port.send_errors);
+		       (unsigned long long)d, (unsigned long long)ov, (unsigned long long)se);
+	}
 #endif
 	return 0;
 }
+
+#ifdef LG_MC
+/* --gen-lcores: lcore g's generator (its own job, keys on its port's cores), joined and
+ * registered through its own port. */
+static int lg_mc_setup(struct lg_ctx *c, const struct pg_opts *go)
+{
+	char err[256] = "";
+	int rc = 0;
+
+	c->n = gm_lcores(lg_mc);
+	for (unsigned g = 0; g < c->n && !rc; g++) {
+		struct pg_opts o = *go;
+
+		rc = gm_keys(lg_mc, g, &o, go->chunk_bytes * c->o->dut_cores, err, sizeof(err));
+		if (!rc)
+			rc = pg_create(&o, &c->gens[g]);
+		if (!rc && !c->o->io_forward)
+			rc = gp_setup(gm_port(lg_mc, g), &o, 10, err, sizeof(err));
+		if (rc && err[0])
+			fprintf(stderr, "tally-linegen: generator lcore %u: %s\n", g, err);
+	}
+	return rc;
+}
+#endif
 
 static int lg_size(const struct lg_opts *o, unsigned chunk)
 {
@@ -372,11 +518,16 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 		go.repair_us = o->repair_us;
 	}
 #endif
-	rc = pg_create(&go, &c.g);
+#ifdef LG_MC
+	if (lg_mc)
+		rc = lg_mc_setup(&c, &go);
+	else
+#endif
+		rc = pg_create(&go, &c.g);
 	if (rc)
 		goto out;
 #ifdef LG_PORT
-	if (o->transport && !o->io_forward) { /* a forwarder has no job to join */
+	if (o->transport && !o->io_forward && !c.n) { /* a forwarder has no job to join */
 		char err[256] = "";
 
 		rc = gp_setup(&lg_port, &go, 10, err, sizeof(err));
@@ -385,10 +536,10 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 			goto out;
 		}
 	}
-	if (o->transport)
+	if (o->transport && !c.n)
 		gp_io(&lg_port, &c.io);
 #endif
-	if (!c.io.tx) {
+	if (!c.io.tx && !c.n) {
 		rc = ps_create(&so, &c.t);
 		if (rc)
 			goto out;
@@ -401,9 +552,11 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 	printf("{\"dut\":\"%s\",\"mode\":\"%s\",\"cap_pps\":%.0f,\"chunk_bytes\":%u,"
 	       "\"ranks\":%u,\"keys\":%u,\"chunks\":%u,\"trials\":%u,\"steps\":%u,"
 	       "\"trial_s\":%.3f,\"runs\":%u,\"ndr_pps\":%.0f,\"pdr_pps\":%.0f,"
-	       "\"gen_limited_trials\":%u,", o->transport ? o->transport : "synthetic",
+	       "\"gen_limited_trials\":%u,\"gen_lcores\":%u,\"dut_cores\":%u,",
+	       o->transport ? o->transport : "synthetic",
 	       o->io_forward ? "io-forward" : "aggregation", o->cap, chunk, o->ranks, o->keys,
-	       o->chunks, o->trials, o->steps, o->trial_s, r.runs, r.ndr, r.pdr, r.gen_limited);
+	       o->chunks, o->trials, o->steps, o->trial_s, r.runs, r.ndr, r.pdr, r.gen_limited,
+	       c.n ? c.n : 1, o->dut_cores ? o->dut_cores : 1);
 	lg_print_log(&c);
 	rc = lg_unpaced(&c);
 	if (rc)
@@ -415,6 +568,8 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 	fflush(stdout);
 out:
 	pg_free(c.g);
+	for (unsigned g = 0; g < c.n; g++)
+		pg_free(c.gens[g]);
 	ps_free(c.t);
 	if (rc)
 		fprintf(stderr, "tally-perf linegen: chunk %u B: %s\n", chunk, strerror(-rc));
@@ -452,8 +607,22 @@ int perf_linegen_main(int argc, char **argv)
 		return rc == 1 ? 0 : 2;
 	if (!o.json)
 		fprintf(stderr, "tally-perf linegen: JSON lines follow (--json is the only format)\n");
+#ifdef LG_MC
+	if (o.gen_lcores) {
+		struct gm_opts mo = { .lcores = o.gen_lcores, .dut_cores = o.dut_cores,
+				      .eal = o.eal, .hosts = o.host, .local_ips = o.local_ip,
+				      .base_port = (uint16_t)o.port, .prog = "tally-linegen" };
+		char err[256] = "";
+
+		if (gm_open(&mo, &lg_mc, err, sizeof(err))) {
+			fprintf(stderr, "tally-linegen: --gen-lcores %u --dut-cores %u: %s\n",
+				o.gen_lcores, o.dut_cores, err);
+			return 1;
+		}
+	}
+#endif
 #ifdef LG_PORT
-	if (o.transport) {
+	if (o.transport && !o.gen_lcores) {
 		struct tally_xport_opts xo = { .host = o.host, .port = (uint16_t)o.port,
 					       .eal_args = o.eal, .local_ip = o.local_ip,
 					       .dpdk_port = o.dpdk_port, .prog = "tally-linegen",
@@ -472,6 +641,9 @@ int perf_linegen_main(int argc, char **argv)
 	if (o.leave_last_s > 0)
 		lg_outlast(o.dut_pid, o.leave_last_s);
 	gp_close(&lg_port);
+#endif
+#ifdef LG_MC
+	gm_close(lg_mc);
 #endif
 	return rc;
 }
