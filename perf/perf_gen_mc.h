@@ -6,9 +6,9 @@
  * Topology (the one tallyd supports): tallyd polls each of its queues with one lcore, and
  * a memif client cannot have more queue pairs than its server, so every (port, queue) the
  * generator can own privately is one of tallyd's D. Generator lcore g therefore owns port g
- * (the g-th ethdev of the EAL arguments, e.g. the g-th net_memif client), which is tallyd's
- * port g with m = D / N queues (tallyd numbers cores port by port: port g's queue j is core
- * g*m + j). Lcore g plays its own job (job id 1 + g, its own ranks) whose keys are owned by
+ * (an instance of the registry's "dpdk" transport on the g-th ethdev of the EAL arguments,
+ * e.g. the g-th net_memif client, with m queue pairs), which is tallyd's port g with
+ * m = D / N queues (tallyd numbers cores port by port: port g's queue j is core g*m + j). Lcore g plays its own job (job id 1 + g, its own ranks) whose keys are owned by
  * port g's cores only (key id % D in g*m .. g*m+m-1, perf_gen.h key_group / key_stride),
  * and sends each push on the queue its key's core polls (the steering an rte_flow rule
  * does on a NIC), so tallyd dispatches nothing in software and every RESULT comes back on

@@ -16,7 +16,7 @@ static double gp_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void gp_deliver(void *arg, const void *buf, size_t len, const struct tally_addr *from)
+static void gp_rx(void *arg, const void *buf, size_t len, const struct tally_addr *from)
 {
 	struct gp_port *p = arg;
 
@@ -57,7 +57,7 @@ void gp_deliver(void *arg, const void *buf, size_t len, const struct tally_addr 
 int gp_open(struct gp_port *p, const char *name, const struct tally_xport_opts *xo, char *err,
 	    size_t errlen)
 {
-	struct tally_xport_rx rx = { .rx = gp_deliver, .arg = p };
+	struct tally_xport_rx rx = { .rx = gp_rx, .arg = p };
 	int rc;
 
 	memset(p, 0, sizeof(*p));
@@ -70,18 +70,10 @@ int gp_open(struct gp_port *p, const char *name, const struct tally_xport_opts *
 	return 0;
 }
 
-void gp_attach(struct gp_port *p, const struct tally_xport_ops *ops, void *ctx)
-{
-	memset(p, 0, sizeof(*p));
-	p->ops = ops;
-	p->ctx = ctx;
-}
-
 void gp_close(struct gp_port *p)
 {
-	if (p->x.ctx)
+	if (p->ctx)
 		tally_xport_close(&p->x);
-	p->x.ctx = NULL;
 	p->ctx = NULL;
 }
 
@@ -90,15 +82,7 @@ static unsigned gp_ncores(const struct gp_port *p)
 	return p->ncores ? p->ncores : 1;
 }
 
-/* Push the queued packets out: the registry's flush, or a zero-wait poll (which sends what
- * is queued first) for an attached port. */
-static void gp_flush(struct gp_port *p)
-{
-	if (p->x.ctx)
-		tally_xport_flush(&p->x);
-	else
-		p->ops->poll(p->ctx, 0);
-}
+
 
 static int gp_send_ctl(struct gp_port *p, struct tally_hdr *h, const uint8_t *pl, size_t len,
 		       unsigned core)
@@ -162,7 +146,7 @@ static int gp_phase(struct gp_port *p, const struct pg_opts *o, int join, double
 								 TALLY_REGISTER_LEN,
 						    join ? k : key % nc);
 				}
-			gp_flush(p);
+			tally_xport_flush(&p->x);
 			next = gp_now() + 1;
 		}
 		p->ops->poll(p->ctx, 1000000);

@@ -6,7 +6,7 @@
  * per rank and key at the key's core (key id % cores, as the client library does)
  * (participants = quorum = R); each push goes to its key's core (UDP port base + core).
  * tally-linegen --gen-lcores N (perf_gen_mc.c) gives each generator lcore a gp_port of its
- * own over its own DPDK port (gp_attach): no state shared between lcores.
+ * own, over its own instance of the "dpdk" transport (its own port): nothing shared.
  */
 #ifndef PERF_GEN_PORT_H
 #define PERF_GEN_PORT_H
@@ -43,10 +43,6 @@ struct gp_port {
 /* Open transport `name` as a client of host:port (tally_xport_opts fields as given). */
 int gp_open(struct gp_port *p, const char *name, const struct tally_xport_opts *xo, char *err,
 	    size_t errlen);
-/* Use ops/ctx (an already open port, e.g. one lcore's DPDK queues) instead of the registry;
- * its receive path must call gp_deliver(p, ...). gp_close leaves ops/ctx alone. */
-void gp_attach(struct gp_port *p, const struct tally_xport_ops *ops, void *ctx);
-void gp_deliver(void *p, const void *buf, size_t len, const struct tally_addr *from);
 void gp_close(struct gp_port *p);
 /* JOIN and REGISTER every rank and key of o; 0, or -ETIMEDOUT / -EPROTO (err says). */
 int gp_setup(struct gp_port *p, const struct pg_opts *o, double timeout_s, char *err,
