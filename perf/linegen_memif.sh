@@ -31,8 +31,15 @@ fi
 d=$(mktemp -d /tmp/tly-lg.XXXXXX); pf=tlylg$$
 out=${OUT:-$d/lines.json}
 : > "$out"
-# CPU list item i (0-based) of a comma list, or the default
-cpu() { local v; v=$(cut -d, -f$(($2 + 1)) <<<"$1,"); echo "${v:-$3}"; }
+# CPU list item i (0-based) of a comma list, or the default (which must exist here)
+cpu() {
+	local v; v=$(cut -d, -f$(($2 + 1)) <<<"$1,")
+	if [ -z "$v" ] && [ "$3" -ge "$(nproc)" ]; then
+		echo "linegen_memif.sh: CPU $3 (a default) is not on this $(nproc)-CPU host: give TD_CPUS and GEN_CPUS" >&2
+		exit 2
+	fi
+	echo "${v:-$3}"
+}
 memif() { echo "net_memif$1,role=$2,socket=$d/ma$1.sock,socket-abstract=no,bsize=9216,id=0"; }
 if [ "$N" = 1 ] && [ "$D" = 1 ]; then
 	td_ports=(--port "$(memif 0 server)" --ip 10.99.1.1/24)
@@ -43,10 +50,14 @@ else
 	m=$((D / N)) td_ports=() hosts= locals=
 	td_eal="-m $((2048 + 192 * (D - 1))) --lcores 0@${TD_MAIN_CPU:-0}"
 	gen_eal="-m $((512 + 24 * (D + N))) --lcores 0@${GEN_MAIN_CPU:-0}"
-	for i in $(seq 0 $((D - 1))); do td_eal+=",$((i + 1))@$(cpu "${TD_CPUS:-}" $i $((i + 1)))"; done
+	for i in $(seq 0 $((D - 1))); do
+		c=$(cpu "${TD_CPUS:-}" $i $((i + 1))) || exit 2
+		td_eal+=",$((i + 1))@$c"
+	done
 	for g in $(seq 0 $((N - 1))); do
 		td_ports+=(--port "$(memif $g server)" --ip 10.99.$((g + 1)).1/24 --queues $m)
-		gen_eal+=",$((g + 1))@$(cpu "${GEN_CPUS:-}" $g $((D + g + 1)))"
+		c=$(cpu "${GEN_CPUS:-}" $g $((D + g + 1))) || exit 2
+		gen_eal+=",$((g + 1))@$c"
 		hosts+=${hosts:+,}10.99.$((g + 1)).1 locals+=${locals:+,}10.99.$((g + 1)).2/24
 	done
 	for g in $(seq 0 $((N - 1))); do gen_eal+=" --vdev $(memif $g client)"; done
