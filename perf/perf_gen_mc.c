@@ -208,7 +208,14 @@ int gm_run(struct gm *m, struct pg_gen *const *gens, double rate, double seconds
 			rc = rc ? rc : lrc;
 		}
 	}
+	/* the main lcore may share a CPU with a generator lcore (2 CPUs here; 16 for 8 + 8
+	 * lcores and two main ones on the GPU host): sleep, do not spin (rte_eal_wait_lcore
+	 * spins), until every lcore is back */
 	for (unsigned g = 0; g < m->n; g++) {
+		struct timespec nap = { 0, 1000 * 1000 };
+
+		while (rte_eal_get_lcore_state(m->lc[g]->lcore_id) == RUNNING)
+			nanosleep(&nap, NULL);
 		rte_eal_wait_lcore(m->lc[g]->lcore_id);
 		cpu[g] = m->lc[g]->cpu;
 		if (m->lc[g]->rc && !rc)
