@@ -106,7 +106,8 @@ static int gp_phase(struct gp_port *p, const struct pg_opts *o, int join, double
 	double end = gp_now() + timeout_s, next = 0;
 
 	*got = 0;
-	while (*got < want) {
+	p->bad_ncores = 0;
+	while (*got < want || (join && p->bad_ncores)) {
 		if (join && p->bad_ncores) {
 			snprintf(err, errlen, "JOIN_OK: the appliance has %u cores, not %u (give "
 				 "tally-linegen --dut-cores %u)", p->seen_ncores, nc, p->seen_ncores);

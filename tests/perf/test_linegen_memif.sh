@@ -39,7 +39,7 @@ for mode in aggregation io-forward; do
 	# unmaps the rings under an lcore still polling them, so the side that leaves first
 	# must be the one that stopped polling (tallyd segfaulted when the generator left first)
 	for _ in $(seq $((900 * mult))); do
-		grep -q "leaving last" "$dir/err.txt" && break
+		grep -q "leaving last" "$dir/err.txt" 2>/dev/null && break
 		kill -0 $gpid 2>/dev/null || break
 		sleep 0.1
 	done

@@ -4,8 +4,9 @@
 # datapath lcore each; DPDK, root), aggregating and then --io-forward: each generator lcore
 # (its own port and job of 16 ranks) sent and had its answers back and checked, none bad;
 # the summed rates are the lcores' sum; both appliance cores found work; both sides exit
-# cleanly (tallyd leaves first: --leave-last). Then --gen-lcores 2 --dut-cores 1 is refused
-# with the reason, and perf_report.py --linegen-table prints the 2 / 2 ratio row.
+# cleanly (tallyd leaves first: --leave-last). --gen-lcores 2 --dut-cores 1 is refused with
+# the reason; a generator told 1 core against a 2-core tallyd stops at JOIN_OK naming
+# --dut-cores 2; perf_report.py --linegen-table prints the 2 / 2 ratio row.
 # Functional only (2 CPUs shared by 4 polling lcores): counts, no timing.
 set -u
 lg=$1 td=$2 report=$3
@@ -42,7 +43,7 @@ for mode in aggregation io-forward; do
 		--repair-us 50000 --json --leave-last $((30 * mult)) >>"$dir/out.json" 2>"$dir/err.txt" &
 	gpid=$!
 	for _ in $(seq $((900 * mult))); do
-		grep -q "leaving last" "$dir/err.txt" && break
+		grep -q "leaving last" "$dir/err.txt" 2>/dev/null && break
 		kill -0 $gpid 2>/dev/null || break
 		sleep 0.1
 	done
@@ -84,6 +85,32 @@ PY
 	[ "$gst" = 0 ] || { cat "$dir/err.txt"; fail "$mode: tally-linegen exited $gst"; }
 	grep -q "drops: none" "$dir/td.log" || fail "$mode: tallyd dropped frames: $(grep totals "$dir/td.log")"
 done
+# an appliance with 2 cores and a generator told 1 (the default): JOIN_OK's core count
+# stops the setup, naming the option to give; the generator still leaves last
+rm -f "$dir"/*.sock "$dir/td.log" "$dir/err.txt"
+timeout $((60 * mult)) "$td" --port "$(memif 0 server)" --ip 10.99.5.1/24 --queues 2 \
+	--ctl-socket "$dir/ctl.sock" --idle-backoff off --mem 256M --open-admission \
+	-- --no-huge --no-pci -m 1024 --lcores 0@0,1@1,2@1 --file-prefix ${pf}c >"$dir/td.log" 2>&1 &
+tpid=$!
+for _ in $(seq $((100 * mult))); do grep -q ready "$dir/td.log" 2>/dev/null && break; sleep 0.1; done
+grep -q "ready: 2 cores" "$dir/td.log" || { cat "$dir/td.log"; fail "mismatch: tallyd did not start with 2 cores"; }
+dpid=$(pgrep -P "$tpid" -x tallyd)
+timeout $((60 * mult)) "$lg" --transport dpdk \
+	--eal "--no-huge --no-pci -m 512 --file-prefix ${pf}x --lcores 0@0 --vdev $(memif 0 client)" \
+	--host 10.99.5.1 --local-ip 10.99.5.2/24 --port 9170 --dut-pid "${dpid:-0}" --ranks 4 \
+	--chunk-kib 1 --keys 2 --chunks 2 --json --leave-last $((30 * mult)) >"$dir/mm.json" 2>"$dir/err.txt" &
+gpid=$!
+for _ in $(seq $((300 * mult))); do
+	grep -q "leaving last" "$dir/err.txt" 2>/dev/null && break
+	kill -0 $gpid 2>/dev/null || break
+	sleep 0.1
+done
+kill "$tpid"; wait "$tpid"; st=$?; tpid=
+wait $gpid; gst=$?; gpid=
+[ "$st" -lt 128 ] || fail "mismatch: tallyd died of signal $((st - 128))"
+[ "$gst" = 1 ] && grep -q "appliance has 2 cores, not 1 (give tally-linegen --dut-cores 2)" "$dir/err.txt" ||
+	fail "mismatch: exit $gst, $(grep -v EAL "$dir/err.txt")"
+[ ! -s "$dir/mm.json" ] || fail "mismatch: a JSON line anyway: $(cat "$dir/mm.json")"
 /usr/bin/python3 "$report" --linegen-table "$dir/out.json" >"$dir/table.md" || fail "no table"
 grep -q '^| - | dpdk | 2 / 2 | 1024 | ' "$dir/table.md" || fail "no 2 / 2 ratio row: $(cat "$dir/table.md")"
 echo "ok: $(grep -c . "$dir/out.json") lines; $(grep '^| - | dpdk | 2 / 2 | 1024 | ' "$dir/table.md")"
