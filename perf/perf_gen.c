@@ -120,6 +120,18 @@ static void pg_build(struct pg_gen *g)
 	}
 }
 
+/* Zeroed, in whole cache lines of its own: generators of several lcores (tally-linegen
+ * --gen-lcores) write their state on every send, and no line may hold two lcores' data. */
+static void *pg_zalloc(size_t n, size_t size)
+{
+	size_t bytes = (n * size + 63) / 64 * 64;
+	void *p = aligned_alloc(64, bytes ? bytes : 64);
+
+	if (p)
+		memset(p, 0, bytes ? bytes : 64);
+	return p;
+}
+
 int pg_create(const struct pg_opts *o, struct pg_gen **out)
 {
 	struct pg_gen *g;
@@ -131,7 +143,7 @@ int pg_create(const struct pg_opts *o, struct pg_gen **out)
 	    o->window < 2 || !o->burst || o->burst > PG_MAX_BURST || !o->sample_every ||
 	    (o->key_group && o->key_stride < o->key_group))
 		return -EINVAL;
-	g = calloc(1, sizeof(*g));
+	g = pg_zalloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
 	g->o = *o;
@@ -141,12 +153,12 @@ int pg_create(const struct pg_opts *o, struct pg_gen **out)
 	g->round_off = pg_find_round();
 	per = (size_t)o->window * g->slots * o->ranks;
 	g->frames = aligned_alloc(64, ((size_t)g->slots * o->ranks * g->flen + 63) / 64 * 64);
-	g->ref = calloc((size_t)g->slots * g->elems, sizeof(float));
-	g->sent_tsc = calloc(per, sizeof(uint64_t));
-	g->got = calloc(per, 1);
-	g->round_t0 = calloc(o->window, sizeof(uint64_t));
-	g->round_got = calloc(o->window, sizeof(uint64_t));
-	g->round_sent = calloc(o->window, sizeof(uint64_t));
+	g->ref = pg_zalloc((size_t)g->slots * g->elems, sizeof(float));
+	g->sent_tsc = pg_zalloc(per, sizeof(uint64_t));
+	g->got = pg_zalloc(per, 1);
+	g->round_t0 = pg_zalloc(o->window, sizeof(uint64_t));
+	g->round_got = pg_zalloc(o->window, sizeof(uint64_t));
+	g->round_sent = pg_zalloc(o->window, sizeof(uint64_t));
 	g->hz = pg_tsc_hz();
 	if (!g->frames || !g->ref || !g->sent_tsc || !g->got || !g->round_t0 || !g->round_got ||
 	    !g->round_sent) {

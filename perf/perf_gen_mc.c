@@ -20,12 +20,14 @@
 struct gm_lcore {
 	unsigned g, lcore_id, m, first_core, dut_cores;
 	struct gp_port *port;   /* its own "dpdk" transport instance: its own port and queues */
-	/* the trial: written by the main lcore before the launch, read after the wait */
+	/* the trial: written by the main lcore before the launch, read after the wait; the
+	 * stats here, in this lcore's own cache-aligned block (copied out after the wait), so
+	 * that no cache line is written by two lcores */
 	struct pg_gen *gen;
 	struct pg_io io;
 	double rate, secs, drain, cpu;
-	struct pg_stats *st;
 	int rc;
+	struct pg_stats st;
 } __rte_cache_aligned;
 
 struct gm {
@@ -57,14 +59,17 @@ static int gm_item(const char *list, unsigned i, char *buf, size_t len)
 static int gm_lcore_open(struct gm *m, const struct gm_opts *o, unsigned g, char *err,
 			 size_t errlen)
 {
-	struct gm_lcore *lc = calloc(1, sizeof(*lc));
+	struct gm_lcore *lc = aligned_alloc(RTE_CACHE_LINE_SIZE, sizeof(*lc));
 	char host[64], local[64];
 	struct tally_xport_opts xo = { .port = o->base_port, .eal_args = o->eal,
 				       .prog = o->prog ? o->prog : "tally-linegen",
 				       .ncores = (uint16_t)o->dut_cores, .host = host,
 				       .local_ip = local };
 
-	if (!lc || !(lc->port = aligned_alloc(64, (sizeof(*lc->port) + 63) / 64 * 64)))
+	if (!lc)
+		return -ENOMEM;
+	memset(lc, 0, sizeof(*lc));
+	if (!(lc->port = aligned_alloc(64, (sizeof(*lc->port) + 63) / 64 * 64)))
 		return free(lc), -ENOMEM;
 	m->lc[g] = lc;
 	lc->g = g;
@@ -178,7 +183,7 @@ static int gm_worker(void *arg)
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	clock_gettime(CLOCK_MONOTONIC, &w0);
-	lc->rc = pg_run(lc->gen, &lc->io, lc->rate, lc->secs, lc->drain, lc->st);
+	lc->rc = pg_run(lc->gen, &lc->io, lc->rate, lc->secs, lc->drain, &lc->st);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
 	clock_gettime(CLOCK_MONOTONIC, &w1);
 	lc->cpu = gm_secs(&c0, &c1) / gm_secs(&w0, &w1);
@@ -197,7 +202,6 @@ int gm_run(struct gm *m, struct pg_gen *const *gens, double rate, double seconds
 		lc->rate = rate / m->n;
 		lc->secs = seconds;
 		lc->drain = drain_s;
-		lc->st = &st[g];
 		lc->rc = 0;
 	}
 	for (unsigned g = 0; g < m->n; g++) {
@@ -217,6 +221,7 @@ int gm_run(struct gm *m, struct pg_gen *const *gens, double rate, double seconds
 		while (rte_eal_get_lcore_state(m->lc[g]->lcore_id) == RUNNING)
 			nanosleep(&nap, NULL);
 		rte_eal_wait_lcore(m->lc[g]->lcore_id);
+		st[g] = m->lc[g]->st;
 		cpu[g] = m->lc[g]->cpu;
 		if (m->lc[g]->rc && !rc)
 			rc = m->lc[g]->rc;
