@@ -162,7 +162,6 @@ static void lg_print_log(const struct lg_ctx *c)
 	printf("],");
 }
 
-
 /* Busy polls / all polls of the generator: with --gen-lcores the busiest lcore's. */
 static double lg_gen_busy(const struct lg_ctx *c)
 {
