@@ -106,7 +106,7 @@ static void pg_build(struct pg_gen *g)
 			float *pl = (float *)(f + TALLY_HDR_LEN);
 			struct tally_hdr h = {
 				.op = TALLY_OP_PUSH, .job_id = o->job_id, .rank = r,
-				.token = o->token, .key = o->key_base + s / o->chunks,
+				.token = o->token, .key = pg_key(o, s / o->chunks),
 				.offset = (s % o->chunks) * g->elems, .count = g->elems,
 				.dtype = TALLY_DT_F32,
 			};
@@ -120,6 +120,18 @@ static void pg_build(struct pg_gen *g)
 	}
 }
 
+/* Zeroed, in whole cache lines of its own: generators of several lcores (tally-linegen
+ * --gen-lcores) write their state on every send, and no line may hold two lcores' data. */
+static void *pg_zalloc(size_t n, size_t size)
+{
+	size_t bytes = (n * size + 63) / 64 * 64;
+	void *p = aligned_alloc(64, bytes ? bytes : 64);
+
+	if (p)
+		memset(p, 0, bytes ? bytes : 64);
+	return p;
+}
+
 int pg_create(const struct pg_opts *o, struct pg_gen **out)
 {
 	struct pg_gen *g;
@@ -128,9 +140,10 @@ int pg_create(const struct pg_opts *o, struct pg_gen **out)
 	*out = NULL;
 	if (o->ranks < PG_MIN_RANKS || o->ranks > PG_MAX_RANKS || !o->keys || !o->chunks ||
 	    !o->chunk_bytes || o->chunk_bytes % 4 || o->chunk_bytes > TALLY_MAX_PAYLOAD ||
-	    o->window < 2 || !o->burst || o->burst > PG_MAX_BURST || !o->sample_every)
+	    o->window < 2 || !o->burst || o->burst > PG_MAX_BURST || !o->sample_every ||
+	    (o->key_group && o->key_stride < o->key_group))
 		return -EINVAL;
-	g = calloc(1, sizeof(*g));
+	g = pg_zalloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
 	g->o = *o;
@@ -140,12 +153,12 @@ int pg_create(const struct pg_opts *o, struct pg_gen **out)
 	g->round_off = pg_find_round();
 	per = (size_t)o->window * g->slots * o->ranks;
 	g->frames = aligned_alloc(64, ((size_t)g->slots * o->ranks * g->flen + 63) / 64 * 64);
-	g->ref = calloc((size_t)g->slots * g->elems, sizeof(float));
-	g->sent_tsc = calloc(per, sizeof(uint64_t));
-	g->got = calloc(per, 1);
-	g->round_t0 = calloc(o->window, sizeof(uint64_t));
-	g->round_got = calloc(o->window, sizeof(uint64_t));
-	g->round_sent = calloc(o->window, sizeof(uint64_t));
+	g->ref = pg_zalloc((size_t)g->slots * g->elems, sizeof(float));
+	g->sent_tsc = pg_zalloc(per, sizeof(uint64_t));
+	g->got = pg_zalloc(per, 1);
+	g->round_t0 = pg_zalloc(o->window, sizeof(uint64_t));
+	g->round_got = pg_zalloc(o->window, sizeof(uint64_t));
+	g->round_sent = pg_zalloc(o->window, sizeof(uint64_t));
 	g->hz = pg_tsc_hz();
 	if (!g->frames || !g->ref || !g->sent_tsc || !g->got || !g->round_t0 || !g->round_got ||
 	    !g->round_sent) {
@@ -169,6 +182,52 @@ void pg_free(struct pg_gen *g)
 	free(g->round_got);
 	free(g->round_sent);
 	free(g);
+}
+
+void pg_stats_add(struct pg_stats *d, const struct pg_stats *s)
+{
+	d->secs += s->secs;
+	d->offered += s->offered;
+	d->tx_refused += s->tx_refused;
+	d->results += s->results;
+	d->expected += s->expected;
+	d->missing += s->missing;
+	d->crc_bad += s->crc_bad;
+	d->sum_bad += s->sum_bad;
+	d->sum_checked += s->sum_checked;
+	d->dup += s->dup;
+	d->stray += s->stray;
+	d->rounds += s->rounds;
+	d->retx += s->retx;
+	d->held_back += s->held_back;
+	d->polls += s->polls;
+	d->busy_polls += s->busy_polls;
+	d->payload_bytes += s->payload_bytes;
+	ph_merge(&d->chunk_ns, &s->chunk_ns);
+	ph_merge(&d->push_ns, &s->push_ns);
+	ph_merge(&d->round_ns, &s->round_ns);
+}
+
+uint32_t pg_key(const struct pg_opts *o, unsigned k)
+{
+	if (!o->key_group)
+		return o->key_base + k;
+	return o->key_base + k / o->key_group * o->key_stride + k % o->key_group;
+}
+
+int pg_key_index(const struct pg_opts *o, uint32_t key)
+{
+	uint32_t d = key - o->key_base, k;
+
+	if (key < o->key_base)
+		return -1;
+	if (!o->key_group)
+		k = d;
+	else if (d % o->key_stride >= o->key_group)
+		return -1;
+	else
+		k = d / o->key_stride * o->key_group + d % o->key_stride;
+	return k < o->keys ? (int)k : -1;
 }
 
 const float *pg_reference(const struct pg_gen *g, unsigned key, unsigned chunk)
@@ -244,7 +303,7 @@ static void pg_result(struct pg_gen *g, const struct pg_frame *f, uint64_t now,
 			st->stray++;
 		return;
 	}
-	key = p.hdr.key - o->key_base;
+	key = (unsigned)pg_key_index(o, p.hdr.key); /* -1: above o->keys, a stray */
 	if (p.hdr.op != (o->echo ? TALLY_OP_PUSH : TALLY_OP_RESULT) || p.hdr.job_id != o->job_id || p.hdr.rank >= o->ranks ||
 	    key >= o->keys || p.hdr.count != g->elems || p.hdr.offset % g->elems ||
 	    p.hdr.offset / g->elems >= o->chunks || (int32_t)(p.hdr.round - g->oldest) < 0 ||

@@ -47,6 +47,12 @@ struct pg_opts {
 	uint32_t job_id;
 	uint64_t token;
 	uint32_t key_base;      /* first key id */
+	unsigned key_group;     /* 0: keys key_base .. key_base + keys - 1. Else key k is
+				 * key_base + (k / key_group) * key_stride + k % key_group: an
+				 * appliance with key_stride cores owns key id % key_stride, so
+				 * key_base % key_stride .. + key_group - 1 are the cores this
+				 * lcore's keys go to (the cores of its own port) */
+	unsigned key_stride;
 	int repair;             /* a real appliance: when a round leaves the window with chunks
 				 * unanswered, re-send those chunks' pushes once (the engine
 				 * keeps two rounds per chunk: a chunk never completed blocks its
@@ -85,10 +91,18 @@ struct pg_stats {
 
 struct pg_gen;
 
+/* Add src's counts and histograms into dst (lcores of one trial); secs add up too: divide
+ * by the lcores for the trial's mean sending time. */
+void pg_stats_add(struct pg_stats *dst, const struct pg_stats *src);
+
 /* TSC ticks per second, measured once against CLOCK_MONOTONIC (about 20 ms). */
 double pg_tsc_hz(void);
 int pg_create(const struct pg_opts *o, struct pg_gen **g);
 void pg_free(struct pg_gen *g);
+/* The key id of the lcore's k-th key (key_base, key_group, key_stride), and the index of a
+ * key id (-1: not one of o's keys). */
+uint32_t pg_key(const struct pg_opts *o, unsigned k);
+int pg_key_index(const struct pg_opts *o, uint32_t key);
 /* The reference sum of one chunk (f32, elements of chunk_bytes / 4). */
 const float *pg_reference(const struct pg_gen *g, unsigned key, unsigned chunk);
 /* Offer pushes at `rate` per second (0: as fast as the port takes them) for `seconds`, then

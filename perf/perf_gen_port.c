@@ -23,13 +23,23 @@ static void gp_rx(void *arg, const void *buf, size_t len, const struct tally_add
 	(void)from;
 	if (p->setup) { /* JOIN_OK, REGISTER acks, ERRORs: count them */
 		struct tally_hdr h;
+		const uint8_t *b = buf;
 
 		if (len < TALLY_HDR_LEN)
 			return;
 		tally_proto_peek_hdr(buf, &h);
-		if (h.op == TALLY_OP_JOIN_OK)
+		if (h.op == TALLY_OP_JOIN_OK && len >= TALLY_HDR_LEN + TALLY_JOIN_OK_LEN) {
+			/* struct tally_join_ok: base_port, then ncores (u16, little-endian) */
+			unsigned n = b[TALLY_HDR_LEN + 2] | (unsigned)b[TALLY_HDR_LEN + 3] << 8;
+
+			if (n != (p->ncores ? p->ncores : 1)) {
+				p->bad_ncores++;
+				p->seen_ncores = n;
+			}
 			p->join_ok++;
-		else if (h.op == TALLY_OP_REGISTER && (h.flags & TALLY_F_ACK))
+		} else if (h.op == TALLY_OP_JOIN_OK) {
+			p->join_ok++;
+		} else if (h.op == TALLY_OP_REGISTER && (h.flags & TALLY_F_ACK))
 			p->reg_ok++;
 		else if (h.op == TALLY_OP_ERROR)
 			p->errors++;
@@ -67,24 +77,42 @@ void gp_close(struct gp_port *p)
 	p->ctx = NULL;
 }
 
-static int gp_send_ctl(struct gp_port *p, struct tally_hdr *h, const uint8_t *pl, size_t len)
+static unsigned gp_ncores(const struct gp_port *p)
 {
-	uint8_t hdr[TALLY_HDR_LEN];
-
-	tally_proto_finish(hdr, h, pl, len);
-	return p->ops->send(p->ctx, &p->to, hdr, pl, len);
+	return p->ncores ? p->ncores : 1;
 }
 
-/* Send every rank's control packet (join: JOIN, else REGISTER of every key), then wait for
- * as many answers; resend all once a second. */
+
+
+static int gp_send_ctl(struct gp_port *p, struct tally_hdr *h, const uint8_t *pl, size_t len,
+		       unsigned core)
+{
+	uint8_t hdr[TALLY_HDR_LEN];
+	struct tally_addr to = p->to;
+
+	to.core = core;
+	tally_proto_finish(hdr, h, pl, len);
+	return p->ops->send(p->ctx, &to, hdr, pl, len);
+}
+
+/* Send every rank's control packet (join: JOIN at every core, else REGISTER of every key at
+ * its core), then wait for as many answers; resend all once a second. */
 static int gp_phase(struct gp_port *p, const struct pg_opts *o, int join, double timeout_s,
 		    char *err, size_t errlen)
 {
-	unsigned want = join ? o->ranks : o->ranks * o->keys, *got = join ? &p->join_ok : &p->reg_ok;
+	unsigned nc = gp_ncores(p);
+	unsigned want = join ? o->ranks * nc : o->ranks * o->keys;
+	unsigned *got = join ? &p->join_ok : &p->reg_ok;
 	double end = gp_now() + timeout_s, next = 0;
 
 	*got = 0;
-	while (*got < want) {
+	p->bad_ncores = 0;
+	while (*got < want || (join && p->bad_ncores)) {
+		if (join && p->bad_ncores) {
+			snprintf(err, errlen, "JOIN_OK: the appliance has %u cores, not %u (give "
+				 "tally-linegen --dut-cores %u)", p->seen_ncores, nc, p->seen_ncores);
+			return -EPROTO;
+		}
 		if (gp_now() > end) {
 			snprintf(err, errlen, "%s: %u of %u answers in %.0f s (%u errors)",
 				 join ? "JOIN" : "REGISTER", *got, want, timeout_s, p->errors);
@@ -93,12 +121,13 @@ static int gp_phase(struct gp_port *p, const struct pg_opts *o, int join, double
 		if (gp_now() >= next) {
 			*got = 0;
 			for (unsigned r = 0; r < o->ranks; r++)
-				for (unsigned k = 0; k < (join ? 1 : o->keys); k++) {
+				for (unsigned k = 0; k < (join ? nc : o->keys); k++) {
+					uint32_t key = join ? pg_key(o, 0) : pg_key(o, k);
 					struct tally_hdr h = { .op = join ? TALLY_OP_JOIN :
 								   TALLY_OP_REGISTER,
 							       .job_id = o->job_id, .rank = r,
 							       .token = o->token,
-							       .key = o->key_base + k };
+							       .key = key };
 					uint8_t pl[32];
 
 					if (join) {
@@ -115,7 +144,8 @@ static int gp_phase(struct gp_port *p, const struct pg_opts *o, int join, double
 						tally_proto_put_register(pl, &g);
 					}
 					gp_send_ctl(p, &h, pl, join ? TALLY_JOIN_LEN :
-								 TALLY_REGISTER_LEN);
+								 TALLY_REGISTER_LEN,
+						    join ? k : key % nc);
 				}
 			tally_xport_flush(&p->x);
 			next = gp_now() + 1;
@@ -143,9 +173,16 @@ int gp_setup(struct gp_port *p, const struct pg_opts *o, double timeout_s, char 
 static unsigned gp_tx(void *ctx, const uint8_t *const *frames, const uint32_t *lens, unsigned n)
 {
 	struct gp_port *p = ctx;
-	unsigned sent = 0;
+	unsigned sent = 0, nc = gp_ncores(p);
 
 	for (unsigned i = 0; i < n; i++) {
+		if (nc > 1) { /* the key's core: its UDP port, and on a port of several queues
+			       * the queue that core polls */
+			struct tally_hdr h;
+
+			tally_proto_peek_hdr(frames[i], &h);
+			p->to.core = h.key % nc;
+		}
 		if (p->ops->send(p->ctx, &p->to, frames[i], frames[i] + TALLY_HDR_LEN,
 				 lens[i] - TALLY_HDR_LEN))
 			p->send_errors++;

@@ -2,8 +2,11 @@
  * perf_gen_port.h — the generator's port to a real appliance: any transport of the registry
  * (udp against tally-udpd, dpdk on net_memif against tallyd), opened by name, received
  * raw (tally_xport_set_rx), and the job's setup done by hand for all R ranks from this one
- * address: JOIN per rank, REGISTER per rank and key (participants = quorum = R). One
- * appliance core (core 0) for now.
+ * address: JOIN per rank at every appliance core (each keeps its own job table), REGISTER
+ * per rank and key at the key's core (key id % cores, as the client library does)
+ * (participants = quorum = R); each push goes to its key's core (UDP port base + core).
+ * tally-linegen --gen-lcores N (perf_gen_mc.c) gives each generator lcore a gp_port of its
+ * own, over its own instance of the "dpdk" transport (its own port): nothing shared.
  */
 #ifndef PERF_GEN_PORT_H
 #define PERF_GEN_PORT_H
@@ -32,6 +35,9 @@ struct gp_port {
 	/* setup replies */
 	unsigned join_ok, reg_ok, errors;
 	int setup;
+	unsigned ncores;      /* the appliance's cores (0 or 1: one); set before gp_setup */
+	unsigned bad_ncores;  /* JOIN_OKs that named another core count */
+	unsigned seen_ncores; /* the last such count */
 };
 
 /* Open transport `name` as a client of host:port (tally_xport_opts fields as given). */

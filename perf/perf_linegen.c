@@ -7,10 +7,11 @@
  * offer) and the search; and in tally-linegen (LG_PORT) a real appliance through a transport
  * of the registry, aggregating or, with --io-forward, tallyd --io-forward bouncing every push
  * (the twin on the same port, frames and cores), its lcores' busy polls read from its control
- * socket around the reported trials (--ctl-socket, perf_gen_ctl.h).
+ * socket around the reported trials (--ctl-socket, perf_gen_ctl.h). With --gen-lcores N
+ * (DPDK) N generator lcores run each trial at once, a port and a job each, and the figures
+ * are their sums (perf_gen_mc.h). Options: perf_linegen_opts.c.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 
 #include "perf_cmds.h"
+#include "perf_linegen.h"
 #include "perf_gen.h"
 #include "perf_gen_synth.h"
 #include "perf_ndr.h"
@@ -26,18 +28,12 @@
 #include "perf_gen_port.h"
 static struct gp_port lg_port; /* its staging buffers: 600 KiB */
 #endif
-
-struct lg_opts {
-	double cap, lo, hi, trial_s, drain_s;
-	unsigned ranks, keys, chunks, window, burst, sample, steps, trials, repair_us;
-	unsigned sizes[8], nsizes;
-	int json, io_forward;
-	double leave_last_s; /* keep the port open until dut_pid exits (up to this long) */
-	const char *ctl; /* the appliance's control socket (tally-linegen) */
-	const char *transport, *host, *eal, *local_ip, *dpdk_port; /* tally-linegen only */
-	unsigned port;
-	int dut_pid; /* the appliance's pid: its lcores' CPU time (tally-linegen) */
-};
+#ifdef LG_MC
+#include "perf_gen_mc.h"
+static struct gm *lg_mc; /* --gen-lcores: N lcores, a port each */
+#else
+#define GM_MAX_LCORES 1
+#endif
 
 #define LG_LOG 96
 
@@ -52,8 +48,59 @@ struct lg_ctx {
 	unsigned nlog;
 	int nolog;
 	double cpu; /* the generator thread's CPU seconds / wall seconds in the last trial: under
-		     * 1 when the OS ran something else on its core (busy polls cannot see that) */
+		     * 1 when the OS ran something else on its core (busy polls cannot see that);
+		     * with --gen-lcores the lowest lcore's */
+	/* --gen-lcores N: each lcore's generator, stats and CPU share in the last trial; st
+	 * above is their sum (secs: the mean) */
+	unsigned n;
+	struct pg_gen *gens[GM_MAX_LCORES];
+	struct pg_stats sts[GM_MAX_LCORES];
+	double cpus[GM_MAX_LCORES];
 };
+
+#ifdef LG_MC
+/* One trial on every lcore at once (rate / N each); c->st their sum. */
+static int lg_run_mc(struct lg_ctx *c, double rate)
+{
+	int rc = gm_run(lg_mc, c->gens, rate, c->o->trial_s, c->o->drain_s, c->sts, c->cpus);
+
+	if (rc)
+		return rc;
+	memset(&c->st, 0, sizeof(c->st));
+	ph_reset(&c->st.chunk_ns);
+	ph_reset(&c->st.push_ns);
+	ph_reset(&c->st.round_ns);
+	c->cpu = 1e9;
+	for (unsigned g = 0; g < c->n; g++) {
+		pg_stats_add(&c->st, &c->sts[g]);
+		c->cpu = c->cpus[g] < c->cpu ? c->cpus[g] : c->cpu;
+	}
+	c->st.secs /= c->n;
+	return 0;
+}
+#endif
+
+/* Per lcore (--gen-lcores): "gen":[{"offered_pps":..,"accepted_pps":..,"missing":..,
+ * "retx":..,"bad":..,"busy":..,"cpu":..},...], after the summed figures. */
+static void lg_print_lcores(const struct lg_ctx *c, const char *prefix)
+{
+	if (!c->n)
+		return;
+	printf("\"%sgen\":[", prefix);
+	for (unsigned g = 0; g < c->n; g++) {
+		const struct pg_stats *t = &c->sts[g];
+		double s = t->secs > 0 ? t->secs : 1;
+
+		printf("%s{\"offered_pps\":%.0f,\"accepted_pps\":%.0f,\"missing\":%llu,"
+		       "\"retx\":%llu,\"bad\":%llu,\"checked\":%llu,\"busy\":%.4f,\"cpu\":%.3f}",
+		       g ? "," : "", t->offered / s, t->results / s,
+		       (unsigned long long)(t->missing + t->held_back), (unsigned long long)t->retx,
+		       (unsigned long long)(t->crc_bad + t->sum_bad),
+		       (unsigned long long)t->sum_checked,
+		       t->polls ? (double)t->busy_polls / t->polls : 0.0, c->cpus[g]);
+	}
+	printf("],");
+}
 
 static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
 {
@@ -64,6 +111,14 @@ static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
 
 	if (c->t)
 		ps_reset_stats(c->t);
+#ifdef LG_MC
+	if (c->n) {
+		rc = lg_run_mc(c, rate);
+		if (rc)
+			return rc;
+		goto sums;
+	}
+#endif
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	clock_gettime(CLOCK_MONOTONIC, &w0);
 	rc = pg_run(c->g, &c->io, rate, c->o->trial_s, c->o->drain_s, &c->st);
@@ -73,6 +128,9 @@ static int lg_trial(void *ctx, double rate, struct pn_trial *tr)
 	clock_gettime(CLOCK_MONOTONIC, &w1);
 	c->cpu = ((double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9) /
 		 ((double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9);
+#ifdef LG_MC
+sums:
+#endif
 	tr->offered = c->st.secs > 0 ? c->st.offered / c->st.secs : 0;
 	tr->accepted = c->st.secs > 0 ? c->st.results / c->st.secs : 0;
 	/* pushes the device's window held back are offered load it did not take */
@@ -104,153 +162,19 @@ static void lg_print_log(const struct lg_ctx *c)
 	printf("],");
 }
 
-static int lg_check(struct lg_opts *o, const char *sizes);
-
-static void lg_usage(FILE *f)
+/* Busy polls / all polls of the generator: with --gen-lcores the busiest lcore's. */
+static double lg_gen_busy(const struct lg_ctx *c)
 {
-	fprintf(f,
-		"usage: tally-perf linegen --synthetic-cap PPS [options]\n"
-		"  NDR/PDR search of the line-rate generator (one lcore, many ranks) against the\n"
-		"  synthetic appliance admitting PPS pushes/s; latency at the found rates.\n"
-		"  --chunk-kib LIST   chunk sizes (default 1,4,8)\n"
-		"  --ranks N          ranks this lcore plays (default 32)\n"
-		"  --keys N           keys (default 4), --chunks N chunks per key (default 4)\n"
-		"  --trial-s S        seconds per trial (default 0.5), --trials N (default 3)\n"
-		"  --steps N          bisection steps (default 8)\n"
-		"  --lo PPS --hi PPS  search bounds (default cap/100, 4 x cap)\n"
-		"  --json             one JSON line per chunk size\n"
-#ifdef LG_PORT
-		"  --transport NAME --host IP --port P [--eal ARGS --local-ip A/N]: a real\n"
-		"                     appliance instead (udp: tally-udpd, dpdk: tallyd)\n"
-		"  --io-forward       the appliance is tallyd --io-forward: no JOIN/REGISTER, each\n"
-		"                     push's answer is the push bounced (the I/O twin)\n"
-		"  --ctl-socket PATH  the appliance's control socket: its lcores' busy polls / all\n"
-		"                     polls around the reported trials\n"
-		"  --dut-pid PID      the appliance's pid (same host): its DPDK worker threads' CPU\n"
-		"                     time / wall time around the reported trials\n"
-		"  --leave-last S     after the runs, keep the port open until the --dut-pid\n"
-		"                     process exits (up to S seconds), so the appliance leaves\n"
-		"                     first: DPDK 22.11's memif unmaps its rings under a peer\n"
-		"                     lcore still polling them (tallyd segfaulted when we left)\n"
-		"  --drain-s S        after a trial, wait up to S for its last rounds (0.05; with\n"
-		"                     --transport 3: a round left open puts its keys out of step)\n"
-		"  --repair-us US     re-send a closed window's unanswered chunks after US (1000):\n"
-		"                     above the round trip, or re-sends are spurious (and fail NDR)\n"
-#endif
-		);
+	double b = c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0;
+
+	if (c->n)
+		b = 0;
+	for (unsigned g = 0; g < c->n; g++)
+		if (c->sts[g].polls && (double)c->sts[g].busy_polls / c->sts[g].polls > b)
+			b = (double)c->sts[g].busy_polls / c->sts[g].polls;
+	return b;
 }
 
-static int lg_parse(int argc, char **argv, struct lg_opts *o)
-{
-	static const struct option lo[] = {
-		{ "synthetic-cap", 1, 0, 'c' }, { "chunk-kib", 1, 0, 'k' }, { "ranks", 1, 0, 'r' },
-		{ "keys", 1, 0, 'K' }, { "chunks", 1, 0, 'C' }, { "trial-s", 1, 0, 's' },
-		{ "trials", 1, 0, 't' }, { "steps", 1, 0, 'S' }, { "lo", 1, 0, 'l' },
-		{ "hi", 1, 0, 'h' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'H' },
-		{ "transport", 1, 0, 'T' }, { "host", 1, 0, 'A' }, { "port", 1, 0, 'P' },
-		{ "eal", 1, 0, 'E' }, { "local-ip", 1, 0, 'L' }, { "dpdk-port", 1, 0, 'D' },
-		{ "io-forward", 0, 0, 'F' }, { "ctl-socket", 1, 0, 'X' },
-		{ "repair-us", 1, 0, 'R' }, { "dut-pid", 1, 0, 'p' },
-		{ "drain-s", 1, 0, 'd' }, { "leave-last", 1, 0, 'W' }, { 0, 0, 0, 0 }
-	};
-	const char *sizes = "1,4,8";
-	int c;
-
-	*o = (struct lg_opts){ .ranks = 32, .keys = 4, .chunks = 4, .window = 16, .burst = 32,
-			       .sample = 16, .steps = 8, .trials = 3, .trial_s = 0.5,
-			       .drain_s = -1 };
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (c) {
-		case 'c': o->cap = atof(optarg); break;
-		case 'k': sizes = optarg; break;
-		case 'r': o->ranks = (unsigned)atoi(optarg); break;
-		case 'K': o->keys = (unsigned)atoi(optarg); break;
-		case 'C': o->chunks = (unsigned)atoi(optarg); break;
-		case 's': o->trial_s = atof(optarg); break;
-		case 't': o->trials = (unsigned)atoi(optarg); break;
-		case 'S': o->steps = (unsigned)atoi(optarg); break;
-		case 'l': o->lo = atof(optarg); break;
-		case 'h': o->hi = atof(optarg); break;
-		case 'j': o->json = 1; break;
-		case 'H': lg_usage(stdout); return 1;
-		case 'T': o->transport = optarg; break;
-		case 'A': o->host = optarg; break;
-		case 'P': o->port = (unsigned)atoi(optarg); break;
-		case 'E': o->eal = optarg; break;
-		case 'L': o->local_ip = optarg; break;
-		case 'D': o->dpdk_port = optarg; break;
-		case 'F': o->io_forward = 1; break;
-		case 'X': o->ctl = optarg; break;
-		case 'd': o->drain_s = atof(optarg); break;
-		case 'p': o->dut_pid = atoi(optarg); break;
-		case 'W': o->leave_last_s = atof(optarg); break;
-		case 'R': o->repair_us = (unsigned)atoi(optarg); break;
-		default: lg_usage(stderr); return 2;
-		}
-	}
-	return lg_check(o, sizes);
-}
-
-/* What lg_parse read: consistent, defaults filled in; 0 or 2 (usage, said why). */
-static int lg_check(struct lg_opts *o, const char *sizes)
-{
-#ifdef LG_PORT
-	if (o->transport && o->cap <= 0)
-		o->cap = 1e6; /* only the default search bounds come from it */
-	if (o->transport && !o->host) {
-		fprintf(stderr, "tally-linegen: --transport needs --host (the appliance)\n");
-		return 2;
-	}
-	if (o->leave_last_s > 0 && o->dut_pid <= 0) {
-		fprintf(stderr, "tally-linegen: --leave-last needs --dut-pid (the appliance to outlast)\n");
-		return 2;
-	}
-	if ((o->io_forward || o->ctl) && !o->transport) {
-		fprintf(stderr, "tally-linegen: --io-forward and --ctl-socket need --transport\n");
-		return 2;
-	}
-#else
-	if (o->transport || o->io_forward || o->ctl) {
-		fprintf(stderr, "tally-perf linegen: --transport, --io-forward, --ctl-socket: use "
-			"tally-linegen (a real port)\n");
-		return 2;
-	}
-#endif
-	if (o->cap <= 0) {
-		fprintf(stderr, "tally-perf linegen: give --synthetic-cap PPS (> 0); a real appliance: "
-			"tally-linegen --transport (perf/linegen_memif.sh)\n");
-		return 2;
-	}
-	for (char *p = (char *)sizes; *p && o->nsizes < 8;) {
-		char *e;
-		unsigned long v = strtoul(p, &e, 10);
-
-		if (e == p || !v || v * 1024 > 8192 || (*e && *e != ',')) {
-			fprintf(stderr, "tally-perf linegen: --chunk-kib: 1..8 KiB, comma list\n");
-			return 2;
-		}
-		o->sizes[o->nsizes++] = (unsigned)v * 1024;
-		p = *e ? e + 1 : e;
-	}
-	if (o->ranks < 1 || o->ranks > PG_MAX_RANKS || !o->keys || !o->chunks || !o->trials ||
-	    o->trial_s <= 0) {
-		fprintf(stderr, "tally-perf linegen: --ranks 1..%u, --keys, --chunks, --trials >= 1, "
-			"--trial-s > 0\n", PG_MAX_RANKS);
-		return 2;
-	}
-	if (o->drain_s < 0) /* the drain ends once every round is in: long costs nothing then */
-		o->drain_s = o->transport ? 3.0 : 0.05;
-	if (o->lo <= 0)
-		o->lo = o->cap / 100;
-	if (o->hi <= 0)
-		o->hi = 4 * o->cap;
-	if (o->hi < o->lo) {
-		fprintf(stderr, "tally-perf linegen: --lo %.0f above --hi %.0f\n", o->lo, o->hi);
-		return 2;
-	}
-	return 0;
-}
 
 static void lg_lat(const char *name, const struct ph_hist *h, int last)
 {
@@ -312,7 +236,9 @@ static int lg_at(struct lg_ctx *c, const char *name, double rate, int last)
 	       "\"loss\":%.6f,\"payload_gbps\":%.3f,\"gen_busy\":%.4f,\"gen_cpu\":%.3f,", rate,
 	       c->st.offered / s, c->st.results / s, rate > 0 ? pn_loss(&t) : 0.0,
 	       c->st.payload_bytes * 8 / s / 1e9,
-	       c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0, rate > 0 ? c->cpu : 0.0);
+	       lg_gen_busy(c), rate > 0 ? c->cpu : 0.0);
+	if (rate > 0)
+		lg_print_lcores(c, "");
 	lg_lat("chunk", &c->st.chunk_ns, 0);
 	lg_lat("push", &c->st.push_ns, 0);
 	lg_lat("round", &c->st.round_ns, 1);
@@ -333,18 +259,52 @@ static int lg_unpaced(struct lg_ctx *c)
 	       "\"unpaced_gen_busy\":%.4f,\"unpaced_gen_cpu\":%.3f,\"unpaced_missing\":%llu,"
 	       "\"unpaced_retx\":%llu,\"unpaced_dup\":%llu,\"unpaced_stray\":%llu,"
 	       "\"unpaced_checked\":%llu,\"unpaced_bad\":%llu,", t.offered, t.accepted,
-	       c->st.polls ? (double)c->st.busy_polls / c->st.polls : 0.0, c->cpu,
+	       lg_gen_busy(c), c->cpu,
 	       (unsigned long long)c->st.missing, (unsigned long long)c->st.retx,
 	       (unsigned long long)c->st.dup, (unsigned long long)c->st.stray,
 	       (unsigned long long)c->st.sum_checked, (unsigned long long)t.bad);
+	lg_print_lcores(c, "unpaced_");
 #ifdef LG_PORT
-	if (c->o->transport) /* since the port opened (all chunk sizes so far) */
+	if (c->o->transport) { /* since the port(s) opened (all chunk sizes so far) */
+		uint64_t d = lg_port.delivered, ov = lg_port.overflow, se = lg_port.send_errors;
+
+#ifdef LG_MC
+		for (unsigned g = 0; g < c->n; g++) {
+			d += gm_port(lg_mc, g)->delivered;
+			ov += gm_port(lg_mc, g)->overflow;
+			se += gm_port(lg_mc, g)->send_errors;
+		}
+#endif
 		printf("\"port_delivered\":%llu,\"port_overflow\":%llu,\"port_send_errors\":%llu,",
-		       (unsigned long long)lg_port.delivered, (unsigned long long)lg_port.overflow,
-		       (unsigned long long)lg_port.send_errors);
+		       (unsigned long long)d, (unsigned long long)ov, (unsigned long long)se);
+	}
 #endif
 	return 0;
 }
+
+#ifdef LG_MC
+/* --gen-lcores: lcore g's generator (its own job, keys on its port's cores), joined and
+ * registered through its own port. */
+static int lg_mc_setup(struct lg_ctx *c, const struct pg_opts *go)
+{
+	char err[256] = "";
+	int rc = 0;
+
+	c->n = gm_lcores(lg_mc);
+	for (unsigned g = 0; g < c->n && !rc; g++) {
+		struct pg_opts o = *go;
+
+		rc = gm_keys(lg_mc, g, &o, go->chunk_bytes * c->o->dut_cores, err, sizeof(err));
+		if (!rc)
+			rc = pg_create(&o, &c->gens[g]);
+		if (!rc && !c->o->io_forward)
+			rc = gp_setup(gm_port(lg_mc, g), &o, 10, err, sizeof(err));
+		if (rc && err[0])
+			fprintf(stderr, "tally-linegen: generator lcore %u: %s\n", g, err);
+	}
+	return rc;
+}
+#endif
 
 static int lg_size(const struct lg_opts *o, unsigned chunk)
 {
@@ -372,11 +332,16 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 		go.repair_us = o->repair_us;
 	}
 #endif
-	rc = pg_create(&go, &c.g);
+#ifdef LG_MC
+	if (lg_mc)
+		rc = lg_mc_setup(&c, &go);
+	else
+#endif
+		rc = pg_create(&go, &c.g);
 	if (rc)
 		goto out;
 #ifdef LG_PORT
-	if (o->transport && !o->io_forward) { /* a forwarder has no job to join */
+	if (o->transport && !o->io_forward && !c.n) { /* a forwarder has no job to join */
 		char err[256] = "";
 
 		rc = gp_setup(&lg_port, &go, 10, err, sizeof(err));
@@ -385,10 +350,10 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 			goto out;
 		}
 	}
-	if (o->transport)
+	if (o->transport && !c.n)
 		gp_io(&lg_port, &c.io);
 #endif
-	if (!c.io.tx) {
+	if (!c.io.tx && !c.n) {
 		rc = ps_create(&so, &c.t);
 		if (rc)
 			goto out;
@@ -401,9 +366,11 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 	printf("{\"dut\":\"%s\",\"mode\":\"%s\",\"cap_pps\":%.0f,\"chunk_bytes\":%u,"
 	       "\"ranks\":%u,\"keys\":%u,\"chunks\":%u,\"trials\":%u,\"steps\":%u,"
 	       "\"trial_s\":%.3f,\"runs\":%u,\"ndr_pps\":%.0f,\"pdr_pps\":%.0f,"
-	       "\"gen_limited_trials\":%u,", o->transport ? o->transport : "synthetic",
+	       "\"gen_limited_trials\":%u,\"gen_lcores\":%u,\"dut_cores\":%u,",
+	       o->transport ? o->transport : "synthetic",
 	       o->io_forward ? "io-forward" : "aggregation", o->cap, chunk, o->ranks, o->keys,
-	       o->chunks, o->trials, o->steps, o->trial_s, r.runs, r.ndr, r.pdr, r.gen_limited);
+	       o->chunks, o->trials, o->steps, o->trial_s, r.runs, r.ndr, r.pdr, r.gen_limited,
+	       c.n ? c.n : 1, o->dut_cores ? o->dut_cores : 1);
 	lg_print_log(&c);
 	rc = lg_unpaced(&c);
 	if (rc)
@@ -415,6 +382,8 @@ static int lg_size(const struct lg_opts *o, unsigned chunk)
 	fflush(stdout);
 out:
 	pg_free(c.g);
+	for (unsigned g = 0; g < c.n; g++)
+		pg_free(c.gens[g]);
 	ps_free(c.t);
 	if (rc)
 		fprintf(stderr, "tally-perf linegen: chunk %u B: %s\n", chunk, strerror(-rc));
@@ -452,8 +421,22 @@ int perf_linegen_main(int argc, char **argv)
 		return rc == 1 ? 0 : 2;
 	if (!o.json)
 		fprintf(stderr, "tally-perf linegen: JSON lines follow (--json is the only format)\n");
+#ifdef LG_MC
+	if (o.gen_lcores) {
+		struct gm_opts mo = { .lcores = o.gen_lcores, .dut_cores = o.dut_cores,
+				      .eal = o.eal, .hosts = o.host, .local_ips = o.local_ip,
+				      .base_port = (uint16_t)o.port, .prog = "tally-linegen" };
+		char err[256] = "";
+
+		if (gm_open(&mo, &lg_mc, err, sizeof(err))) {
+			fprintf(stderr, "tally-linegen: --gen-lcores %u --dut-cores %u: %s\n",
+				o.gen_lcores, o.dut_cores, err);
+			return 1;
+		}
+	}
+#endif
 #ifdef LG_PORT
-	if (o.transport) {
+	if (o.transport && !o.gen_lcores) {
 		struct tally_xport_opts xo = { .host = o.host, .port = (uint16_t)o.port,
 					       .eal_args = o.eal, .local_ip = o.local_ip,
 					       .dpdk_port = o.dpdk_port, .prog = "tally-linegen",
@@ -472,6 +455,9 @@ int perf_linegen_main(int argc, char **argv)
 	if (o.leave_last_s > 0)
 		lg_outlast(o.dut_pid, o.leave_last_s);
 	gp_close(&lg_port);
+#endif
+#ifdef LG_MC
+	gm_close(lg_mc);
 #endif
 	return rc;
 }

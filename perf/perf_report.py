@@ -327,6 +327,26 @@ def _at_hi(r):
     return f"{log[0][0]:.0f}: {log[0][1]:.0f} / {log[0][2]:.0f}"
 
 
+def _gen_limited(r):
+    """The generator may have been the limit of this row, or the OS (on either side: then
+    the figures are the scheduler's)."""
+    return bool(r.get("gen_limited_trials")) or _bottleneck(r).startswith(("generator", "OS:"))
+
+
+def _cores(r):
+    return f"{r.get('gen_lcores', 1)} / {r.get('dut_cores', 1)}"
+
+
+def cores_per_100g(r):
+    """Appliance cores per 100 Gbit/s of gradient payload at the NDR: 100 / (NDR payload
+    Gbit/s / appliance cores); "-" where the generator was the limit (the figure would be the
+    generator's, or the OS's) or nothing passed."""
+    g = _ndr(r, "payload_gbps", None)
+    if _gen_limited(r) or not isinstance(g, (int, float)) or g <= 0:
+        return "-"
+    return round(100.0 * r.get("dut_cores", 1) / g, 1)
+
+
 def linegen_rows_md(rows):
     """The NDR/PDR table of linegen rows, one per DUT, mode and chunk size."""
     def lat(r, k, q):
@@ -335,14 +355,16 @@ def linegen_rows_md(rows):
     def mpps(r):
         v = r.get("ndr_pps")
         return round(v / 1e6, 4) if isinstance(v, (int, float)) else "-"
-    return table(["DUT", "mode", "chunk", "ranks", "NDR push/s", "NDR Mpps", "PDR push/s",
+    return table(["DUT", "mode", "gen lcores / DUT cores", "chunk", "ranks", "NDR push/s",
+                  "NDR Mpps", "PDR push/s",
                   "gen-limited trials", "NDR Gbit/s payload", "unpaced offered/s",
                   "unpaced accepted/s", "upper bound: offered / accepted", "gen busy at NDR",
                   "DUT busy at NDR",
                   "unpaced gen / DUT busy", "unpaced gen / DUT CPU",
                   "chunk p50/p99/p99.9/max us", "push p99 us",
-                  "round p99 us", "limit"],
-                 [[r["dut"], r.get("mode", "aggregation"), r["chunk_bytes"], r["ranks"],
+                  "round p99 us", "limit", "DUT cores per 100G at NDR"],
+                 [[r["dut"], r.get("mode", "aggregation"), _cores(r), r["chunk_bytes"],
+                   r["ranks"],
                    r["ndr_pps"], mpps(r), r["pdr_pps"], r.get("gen_limited_trials", "-"),
                    _ndr(r, "payload_gbps"), r["unpaced_offered_pps"],
                    r["unpaced_accepted_pps"], _at_hi(r), _ndr(r, "gen_busy"),
@@ -351,7 +373,8 @@ def linegen_rows_md(rows):
                    f"{_fmt(_cpu(r, 'unpaced_gen_cpu'))} / {_fmt(_cpu(r, 'unpaced_dut_cpu'))}",
                    "/".join(str(lat(r, "chunk", q)) for q in
                             ("p50_us", "p99_us", "p999_us", "max_us")),
-                   lat(r, "push", "p99_us"), lat(r, "round", "p99_us"), _bottleneck(r)]
+                   lat(r, "push", "p99_us"), lat(r, "round", "p99_us"), _bottleneck(r),
+                   cores_per_100g(r)]
                   for r in rows])
 
 
@@ -365,21 +388,22 @@ def linegen_ratio_md(rows):
     DUT and chunk."""
     pairs = {}
     for r in rows:
-        pairs.setdefault((r.get("_step", ""), r["dut"], r["chunk_bytes"]),
+        pairs.setdefault((r.get("_step", ""), r["dut"], r.get("gen_lcores", 1),
+                          r.get("dut_cores", 1), r["chunk_bytes"]),
                          {})[r.get("mode", "aggregation")] = r
     out = []
-    for (step, dut, chunk), m in sorted(pairs.items()):
+    for (step, dut, gl, dc, chunk), m in sorted(pairs.items()):
         a, f = m.get("aggregation"), m.get("io-forward")
         if not a or not f:
             continue
-        out.append([step or "-", dut, chunk, a["ndr_pps"], f["ndr_pps"], _ratio(a["ndr_pps"], f["ndr_pps"]),
+        out.append([step or "-", dut, f"{gl} / {dc}", chunk, a["ndr_pps"], f["ndr_pps"], _ratio(a["ndr_pps"], f["ndr_pps"]),
                     a["pdr_pps"], f["pdr_pps"], _ratio(a["pdr_pps"], f["pdr_pps"]),
                     a["unpaced_accepted_pps"], f["unpaced_accepted_pps"],
                     _ratio(a["unpaced_accepted_pps"], f["unpaced_accepted_pps"]),
                     a.get("gen_limited_trials", "-"), f.get("gen_limited_trials", "-")])
     if not out:
         return ""
-    return table(["run", "DUT", "chunk", "aggr NDR", "fwd NDR", "NDR ratio", "aggr PDR", "fwd PDR",
+    return table(["run", "DUT", "gen lcores / DUT cores", "chunk", "aggr NDR", "fwd NDR", "NDR ratio", "aggr PDR", "fwd PDR",
                   "PDR ratio", "aggr unpaced acc/s", "fwd unpaced acc/s", "unpaced ratio",
                   "aggr gen-limited", "fwd gen-limited"], out)
 
@@ -402,7 +426,13 @@ LINEGEN_TEXT = (
     "else on that core, which busy polls cannot show. `limit`: the OS if either side's lcore "
     "ran under 90% of the time in the unpaced trial; else the generator if any search trial "
     "was gen-limited; else the appliance if its lcore was >= 90% busy in the unpaced trial, "
-    "the generator if its lcore was; else neither.")
+    "the generator if its lcore was; else neither. `gen lcores / DUT cores`: tally-linegen "
+    "--gen-lcores N (N generator lcores, a memif port and a job each, every trial at rate / N "
+    "per lcore, figures summed; gen busy: the busiest lcore, gen CPU: the lowest) against "
+    "tallyd's D datapath cores (perf/linegen_memif.sh GEN_LCORES=N DUT_LCORES=D). `DUT cores "
+    "per 100G at NDR`: 100 / (gradient payload Gbit/s at the NDR / D), shown only where the "
+    "limit is not the generator (no gen-limited trial, limit not the generator) nor the OS: "
+    "else '-'.")
 
 
 def sec_linegen(out, ent):

@@ -59,6 +59,12 @@ struct tally_xport_opts {
 	/* dpdk client (tally_dpdk.h): EAL arguments (space separated), our ADDR/LEN, port name */
 	const char *eal_args, *local_ip, *dpdk_port;
 	const char *prog;         /* argv[0] for the EAL */
+	/* dpdk client: queue pairs on the port (0: 1, at most 8), every RX queue polled; a
+	 * packet for appliance core c goes out on queue c - dpdk_core_base when that is one of
+	 * them (a memif peer polls its queue j with core dpdk_core_base + j), else on queue 0.
+	 * Several may be open in one process, a port each (the first open's eal_args start
+	 * the EAL; without dpdk_port each takes the first port no other one has) */
+	uint16_t dpdk_queues, dpdk_core_base;
 	/* verbs (tally_verbs.h) */
 	int gid_index;            /* < 0 rdma_cm picks (callers set -1 for the default) */
 	uint32_t slots, timeout_ms, max_conns;

@@ -486,6 +486,42 @@ static void gen_bad_options(void **state)
 	assert_int_equal(pg_create(&o, &g), -22);
 }
 
+/* --gen-lcores: lcore g of N against D cores gets key_base = base + g*m, group m = D/N,
+ * stride D: its keys are owned (key % D) by its port's cores g*m .. g*m+m-1 only, every one
+ * of them, and each id maps back to its index; other ids are not its keys. */
+static void gen_key_layout(void **state)
+{
+	const unsigned D = 8, N = 2, m = D / N, keys = 6, base = 1024 * D;
+
+	(void)state;
+	for (unsigned g = 0; g < N; g++) {
+		struct pg_opts o = gen_opts(1024);
+		unsigned seen = 0;
+
+		o.keys = keys;
+		o.key_base = base + g * m;
+		o.key_group = m;
+		o.key_stride = D;
+		for (unsigned k = 0; k < keys; k++) {
+			uint32_t id = pg_key(&o, k);
+
+			assert_true(id % D >= g * m && id % D < (g + 1) * m);
+			seen |= 1u << (id % D);
+			assert_int_equal(pg_key_index(&o, id), (int)k);
+		}
+		assert_int_equal(seen, ((1u << m) - 1) << (g * m));
+		assert_int_equal(pg_key_index(&o, base + (g + 1) * m % D), -1); /* another's */
+		assert_int_equal(pg_key_index(&o, pg_key(&o, keys)), -1);     /* past the last */
+		assert_int_equal(pg_key_index(&o, base - 1), -1);
+	}
+	struct pg_opts o = gen_opts(1024);
+	struct pg_gen *gen;
+
+	o.key_group = 4;
+	o.key_stride = 2; /* a group wider than the stride: keys would collide */
+	assert_int_equal(pg_create(&o, &gen), -22);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -498,6 +534,7 @@ int main(void)
 		cmocka_unit_test(gen_repair),
 		cmocka_unit_test(gen_echo),
 		cmocka_unit_test(gen_bad_options),
+		cmocka_unit_test(gen_key_layout),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -298,6 +298,20 @@ class Figures(unittest.TestCase):
 
 
 class Report(unittest.TestCase):
+    def test_cores_per_100g(self):
+        row = {"dut": "dpdk", "gen_lcores": 4, "dut_cores": 2, "gen_limited_trials": 0,
+               "unpaced_gen_cpu": 0.99, "unpaced_dut_cpu": [0.99, 0.98],
+               "unpaced_dut_busy": 0.95, "at_ndr": {"payload_gbps": 40.0}}
+        self.assertEqual(pr.cores_per_100g(row), 5.0)  # 20 Gbit/s per appliance core
+        self.assertEqual(pr.cores_per_100g(dict(row, gen_limited_trials=1)), "-")
+        self.assertEqual(pr.cores_per_100g(dict(row, unpaced_gen_cpu=0.5)), "-")  # OS
+        self.assertEqual(pr.cores_per_100g(dict(row, at_ndr={"payload_gbps": 0})), "-")
+        self.assertIn("| 4 / 2 |", pr.linegen_rows_md([dict(row, mode="aggregation",
+                                                            chunk_bytes=1024, ranks=32,
+                                                            ndr_pps=1, pdr_pps=1,
+                                                            unpaced_offered_pps=1,
+                                                            unpaced_accepted_pps=1)]))
+
     def test_suite_covers_every_bench(self):
         for quick in (True, False):
             keys = {s[0] for s in pr.suite(quick)}
@@ -365,18 +379,22 @@ class Report(unittest.TestCase):
             self.assertIn("Engine rate: 26.0 Gbit/s per core", txt)
             self.assertIn("| 1024 | 400 | 1024 |", txt)
             self.assertIn("not measured: check: no emulated allreduce", txt)
-            self.assertIn("| synthetic | aggregation | 1024 | 32 | 101750 | 0.1017 | 151625 | 2 | "
+            self.assertIn("| synthetic | aggregation | 1 / 1 | 1024 | 32 | 101750 | 0.1017 | "
+                          "151625 | 2 | "
                           "0.834 | 9000000.0 | 0 | - | 0.0018 | - | - / - | - / - | "
                           "163.8/311.3/311.3/332.6 | 600.5 | 5023.0 | "
-                          "generator (gen-limited trials) |", txt)
+                          "generator (gen-limited trials) | - |", txt)
             # which side: the appliance's lcore busy and running; the twin's starved by the OS
-            self.assertIn("| dpdk | aggregation | 8192 | 32 | 50000 | 0.05 | 60000 | 0 | 3.277 | "
+            # cores per 100G at the NDR: 100 / 3.277 Gbit/s on one core
+            self.assertIn("| dpdk | aggregation | 1 / 1 | 8192 | 32 | 50000 | 0.05 | 60000 | 0 | "
+                          "3.277 | "
                           "80000 | 80000 | 200000: 150000 / 90000 | 0.01 | 0.9 | 0.01 / 0.95 | "
                           "0.99 / 0.98 | "
-                          "10.0/20.0/30.0/40.0 | - | - | appliance |", txt)
-            self.assertIn("| OS: appliance lcore ran 50% of the time |", txt)
+                          "10.0/20.0/30.0/40.0 | - | - | appliance | 30.5 |", txt)
+            self.assertIn("| OS: appliance lcore ran 50% of the time | - |", txt)
             # like for like: aggregation / io-forward per chunk size
-            self.assertIn("| - | dpdk | 8192 | 50000 | 100000 | 0.5 | 60000 | 100000 | 0.6 | 80000 | "
+            self.assertIn("| - | dpdk | 1 / 1 | 8192 | 50000 | 100000 | 0.5 | 60000 | 100000 | 0.6 | "
+                          "80000 | "
                           "160000 | 0.5 | 0 | 0 |", txt)
             for png in ("sum.png", "engine.png", "allreduce1.png", "model.png",
                         "linegen_latency.png"):

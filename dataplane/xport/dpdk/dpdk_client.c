@@ -64,7 +64,14 @@ struct tally_dpdk_client *tally_dpdk_client_create(const struct tally_dpdk_clien
 		x->mac_known = 1;
 	}
 	tally_dpdk_tx_init(&x->tx, 0, cfg->pool, cfg->flush_us ? cfg->flush_us : 5);
-	tally_dpdk_tx_add_port(&x->tx, cfg->port_id, cfg->txq, &x->ifa);
+	/* one transmit entry per TX queue: entry i is queue txq + i */
+	for (uint16_t q = 0; q < (cfg->nb_txq ? cfg->nb_txq : 1); q++)
+		if (tally_dpdk_tx_add_port(&x->tx, cfg->port_id, (uint16_t)(cfg->txq + q),
+					   &x->ifa)) {
+			rte_free(x);
+			*err = -EINVAL;
+			return NULL;
+		}
 	*err = 0;
 	return x;
 }
@@ -74,8 +81,9 @@ void tally_dpdk_client_destroy(struct tally_dpdk_client *x)
 	if (!x)
 		return;
 	tally_dpdk_tx_flush(&x->tx, 1);
-	for (uint16_t i = 0; i < x->tx.port[0].n; i++)
-		rte_pktmbuf_free(x->tx.port[0].buf[i]);
+	for (uint16_t p = 0; p < x->tx.nports; p++)
+		for (uint16_t i = 0; i < x->tx.port[p].n; i++)
+			rte_pktmbuf_free(x->tx.port[p].buf[i]);
 	rte_free(x);
 }
 
@@ -153,7 +161,9 @@ static int dpdk_cli_send(void *ctx, const struct tally_addr *to, const uint8_t *
 	memcpy(d + TALLY_PKT_HDRS_LEN, hdr, hl);
 	if (len)
 		memcpy(d + TALLY_PKT_HDRS_LEN + hl, payload, len);
-	tally_dpdk_tx_enqueue(&x->tx, 0, m);
+	/* the queue the appliance core polls (unsigned: a core below core_base wraps high) */
+	uint32_t q = to->core - x->cfg.core_base;
+	tally_dpdk_tx_enqueue(&x->tx, (uint16_t)(q < x->tx.nports ? q : 0), m);
 	return 0;
 }
 

@@ -171,6 +171,12 @@ struct tally_dpdk_client_cfg {
 	uint16_t nb_rxq;                 /* poll RX queues rxq..rxq+nb_rxq-1 (0: 1). On
 					  * net_memif each appliance core answers on its own
 					  * queue pair, so open and poll as many as it has cores */
+	uint16_t nb_txq;                 /* send on TX queues txq..txq+nb_txq-1 (0: 1, at most
+					  * TALLY_DPDK_MAX_PORTS): a packet for appliance core c
+					  * on queue txq + c - core_base when that is one of
+					  * them, else on txq (a memif peer's queue j is polled
+					  * by its core core_base + j: no software dispatch) */
+	uint16_t core_base;
 };
 
 struct tally_dpdk_client_stats {
