@@ -42,6 +42,27 @@ def with_overheads(prof, rng):
     return prof
 
 
+MULT = float(os.environ.get("TALLY_TIMEOUT_MULTIPLIER", "1"))
+
+
+def _solo_rank(rank, store, q):
+    """One rank of test_profile_solo: profile with solo=True in a 2-rank gloo group."""
+    try:
+        import datetime
+        import torch
+        import torch.distributed as dist
+        from tally.plan import profile
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", store=dist.FileStore(store, 2), rank=rank,
+                                world_size=2, timeout=datetime.timedelta(seconds=60))
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+        q.put((rank, profile(m, torch.randn(16, 8), minibatches=3, messages=False, solo=True)))
+        dist.destroy_process_group()
+    except Exception as e:  # the test prints it
+        q.put((rank, f"rank {rank}: {type(e).__name__}: {e}"))
+
+
 class Planner(unittest.TestCase):
     def test_equals_exhaustive(self):
         rng = random.Random(36)
@@ -402,6 +423,43 @@ class Planner(unittest.TestCase):
         # messages="group" outside torch.distributed: refused, naming the other setting
         with self.assertRaisesRegex(RuntimeError, "messages=True"):
             profile(m, torch.randn(8, 4), minibatches=1, messages="group")
+
+    def test_profile_solo(self):
+        """solo=True on 2 ranks of a gloo group (a FileStore): the profile says ranks_at_once
+        2 and has each layer's solo times, and it plans on a shared host; without
+        torch.distributed, solo=True is refused naming solo=False."""
+        try:
+            import torch
+            import torch.multiprocessing as mp
+        except ImportError:
+            self.skipTest("torch not importable")
+        from tally.plan import profile
+        with self.assertRaisesRegex(RuntimeError, "solo=False"):
+            profile(torch.nn.Sequential(torch.nn.Linear(2, 2)), torch.randn(1, 2),
+                    minibatches=1, messages=False, solo=True)
+        ctx = mp.get_context("spawn")
+        with tempfile.TemporaryDirectory() as d:
+            q = ctx.Queue()
+            ps = [ctx.Process(target=_solo_rank, args=(r, os.path.join(d, "store"), q))
+                  for r in range(2)]
+            for p in ps:
+                p.start()
+            try:
+                got = dict(q.get(timeout=120 * MULT) for _ in ps)
+            finally:
+                for p in ps:
+                    p.join(30)
+                    if p.is_alive():
+                        p.kill()
+                        p.join()
+        for r in range(2):
+            self.assertNotIsInstance(got[r], str, got[r])
+            self.assertEqual(got[r]["ranks_at_once"], 2)
+            for layer in got[r]["layers"]:
+                self.assertGreater(layer["fwd_solo_s"], 0)
+                self.assertGreater(layer["bwd_solo_s"], 0)
+            p = plan(got[r], {"workers": 2, "link_gbit": 1, "host_cores": 1})
+            self.assertEqual(p["stages"][-1]["layers"][1], 3)
 
     def test_shared_host_equals_exhaustive(self):
         """With host_cores and solo times (the shared-host term) the program still equals
