@@ -77,6 +77,21 @@ def digits():
     return X[perm], y[perm]
 
 
+def tcp_counters():
+    """This namespace's TCP retransmitted segments and retransmission timeouts (a stall in a
+    run: losses at a tbf queue, or the host's load?)."""
+    got = {}
+    for path, want in (("/proc/net/snmp", {"RetransSegs": "retrans_segs"}),
+                       ("/proc/net/netstat", {"TCPTimeouts": "rto_timeouts"})):
+        with open(path) as f:
+            rows = [line.split() for line in f if line.startswith(("Tcp:", "TcpExt:"))]
+        for head, vals in zip(rows[::2], rows[1::2]):
+            for k, v in zip(head[1:], vals[1:]):
+                if k in want:
+                    got[want[k]] = int(v)
+    return got
+
+
 def full_batches(X, y, batch, n):
     """n minibatches of exactly `batch` samples, cycling over the data set's whole batches.
     (Slicing past the end gave the runs of h36 at batch 32 empty minibatches from the 57th on:
@@ -138,13 +153,16 @@ def rank_main(a):
                                  token=1, op_timeout_ms=60000)
             batches = full_batches(X, y, a.batch, nmb)
             dist.barrier()
+            tcp0 = tcp_counters()
             t0 = time.perf_counter()
             losses = tr.train_1f1b(batches)
             wall = time.perf_counter() - t0
+            tcp1 = tcp_counters()
             dist.barrier()
             out["runs"].append(dict(stage=tr.s, replicas=tr.reps[tr.s],
                                     done_at=[x - t0 for x in tr.done_at], wall_s=wall,
-                                    losses=losses))
+                                    losses=losses,
+                                    tcp={k: tcp1[k] - tcp0[k] for k in tcp1}))
             tr.close()
     dist.destroy_process_group()
     with open(a.out, "w") as f:
@@ -352,12 +370,15 @@ def launch(a):
             nmb = len(res[0]["runs"][k]["done_at"]) * res[0]["runs"][k]["replicas"]
             wall /= nmb
             rows.append((name, describe(stages), pred[name], st["mean"], wall, st, pred0[name]))
+            tcp = {f: sum(x["runs"][k]["tcp"][f] for x in res) for f in res[0]["runs"][k]["tcp"]}
             print(f"run {k} {name:8s} [{describe(stages)}]: predicted {pred[name] * 1e3:.2f} ms "
                   f"(without the shared-host term {pred0[name] * 1e3:.2f}), measured "
                   f"{st['mean'] * 1e3:.2f} ms (steady mean; median of {st['n']} windows of "
                   f"{a.window} {st['median'] * 1e3:.2f}, p10-p90 {st['p10'] * 1e3:.2f}-"
                   f"{st['p90'] * 1e3:.2f}; {st['stalls']} stalls, {st['stall_share']:.0%} of "
-                  f"the steady time; whole run {wall * 1e3:.2f} ms/minibatch, {nmb}), "
+                  f"the steady time; TCP retransmitted segments {tcp['retrans_segs']}, "
+                  f"timeouts {tcp['rto_timeouts']}; whole run {wall * 1e3:.2f} ms/minibatch, "
+                  f"{nmb}), "
                   f"measured/predicted {st['mean'] / pred[name]:.3f} (without the term "
                   f"{st['mean'] / pred0[name]:.3f}), {a.batch / st['mean']:.0f} samples/s",
                   flush=True)
@@ -390,7 +411,7 @@ def launch(a):
                "plan_stages": p["stages"], "plan": p,
                "runs": [{"name": r[0], "predicted_s": r[2], "predicted_s_no_share": r[6],
                          "measured": r[5]} for r in rows],
-               "ranks": [[{f: x[f] for f in ("stage", "replicas", "wall_s", "done_at")}
+               "ranks": [[{f: x[f] for f in ("stage", "replicas", "wall_s", "done_at", "tcp")}
                           for x in rk["runs"]] for rk in res]}
         with open(a.json, "w") as f:
             json.dump(rec, f)
