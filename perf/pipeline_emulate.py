@@ -92,6 +92,23 @@ def tcp_counters():
     return got
 
 
+def cpu_s():
+    """This process's CPU seconds (every thread, user + system)."""
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def host_cpu():
+    """The host's CPU seconds by state (/proc/stat's cpu line): how busy the cores were in a
+    run, and what the hypervisor took (steal)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return dict(zip(("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"),
+                    (x / hz for x in v)))
+
+
 def full_batches(X, y, batch, n):
     """n minibatches of exactly `batch` samples, cycling over the data set's whole batches.
     (Slicing past the end gave the runs of h36 at batch 32 empty minibatches from the 57th on:
@@ -153,16 +170,18 @@ def rank_main(a):
                                  token=1, op_timeout_ms=60000)
             batches = full_batches(X, y, a.batch, nmb)
             dist.barrier()
-            tcp0 = tcp_counters()
+            tcp0, cpu0, host0 = tcp_counters(), cpu_s(), host_cpu()
             t0 = time.perf_counter()
             losses = tr.train_1f1b(batches)
             wall = time.perf_counter() - t0
-            tcp1 = tcp_counters()
+            tcp1, cpu1, host1 = tcp_counters(), cpu_s(), host_cpu()
             dist.barrier()
             out["runs"].append(dict(stage=tr.s, replicas=tr.reps[tr.s],
                                     done_at=[x - t0 for x in tr.done_at], wall_s=wall,
                                     losses=losses,
-                                    tcp={k: tcp1[k] - tcp0[k] for k in tcp1}))
+                                    tcp={k: tcp1[k] - tcp0[k] for k in tcp1},
+                                    cpu_s=cpu1 - cpu0,
+                                    host_cpu_s={k: host1[k] - host0[k] for k in host1}))
             tr.close()
     dist.destroy_process_group()
     with open(a.out, "w") as f:
@@ -371,12 +390,17 @@ def launch(a):
             wall /= nmb
             rows.append((name, describe(stages), pred[name], st["mean"], wall, st, pred0[name]))
             tcp = {f: sum(x["runs"][k]["tcp"][f] for x in res) for f in res[0]["runs"][k]["tcp"]}
+            cpu = " ".join(f"{x['runs'][k]['cpu_s'] / nmb * 1e3:.1f}" for x in res)
+            hc = res[0]["runs"][k]["host_cpu_s"]
+            busy = 1 - (hc["idle"] + hc["iowait"] + hc["steal"]) / max(sum(hc.values()), 1e-9)
             print(f"run {k} {name:8s} [{describe(stages)}]: predicted {pred[name] * 1e3:.2f} ms "
                   f"(without the shared-host term {pred0[name] * 1e3:.2f}), measured "
                   f"{st['mean'] * 1e3:.2f} ms (steady mean; median of {st['n']} windows of "
                   f"{a.window} {st['median'] * 1e3:.2f}, p10-p90 {st['p10'] * 1e3:.2f}-"
                   f"{st['p90'] * 1e3:.2f}; {st['stalls']} stalls, {st['stall_share']:.0%} of "
                   f"the steady time; TCP retransmitted segments {tcp['retrans_segs']}, "
+                  f"CPU ms per minibatch by rank {cpu}, host busy {busy:.0%}, steal "
+                  f"{hc['steal'] / max(sum(hc.values()), 1e-9):.0%}; "
                   f"timeouts {tcp['rto_timeouts']}; whole run {wall * 1e3:.2f} ms/minibatch, "
                   f"{nmb}), "
                   f"measured/predicted {st['mean'] / pred[name]:.3f} (without the term "
@@ -411,7 +435,8 @@ def launch(a):
                "plan_stages": p["stages"], "plan": p,
                "runs": [{"name": r[0], "predicted_s": r[2], "predicted_s_no_share": r[6],
                          "measured": r[5]} for r in rows],
-               "ranks": [[{f: x[f] for f in ("stage", "replicas", "wall_s", "done_at", "tcp")}
+               "ranks": [[{f: x[f] for f in ("stage", "replicas", "wall_s", "done_at", "tcp",
+                                             "cpu_s", "host_cpu_s")}
                           for x in rk["runs"]] for rk in res]}
         with open(a.json, "w") as f:
             json.dump(rec, f)
