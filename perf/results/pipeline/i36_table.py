@@ -98,9 +98,16 @@ def main():
                 c[1] += 1
             rtx = sum(x["tcp"]["retrans_segs"] for x in res if "tcp" in x)
             rto = sum(x["tcp"]["rto_timeouts"] for x in res if "tcp" in x)
+            cpu = ""
+            if "cpu_s" in res[0]:  # the busiest rank's CPU per minibatch, the host's busy share
+                nmb = len(res[0]["done_at"]) * res[0]["replicas"]
+                hc = res[0]["host_cpu_s"]
+                busy = 1 - (hc["idle"] + hc["iowait"] + hc["steal"]) / sum(hc.values())
+                cpu = (f"; CPU {max(x['cpu_s'] for x in res) / nmb * 1e3:.1f} ms, "
+                       f"host {busy:.0%}")
             cells.append(f"{k} {n}: {p * 1e3:.1f} ({p0 * 1e3:.1f}) / {m['mean'] * 1e3:.1f} "
                          f"[{m['median'] * 1e3:.1f}; {m['stalls']} stalls "
-                         f"{m['stall_share']:.0%}; TCP rtx {rtx}, RTO {rto}] "
+                         f"{m['stall_share']:.0%}; TCP rtx {rtx}, RTO {rto}{cpu}] "
                          f"**{m['mean'] / p:.2f}** ({m['mean'] / p0:.2f})")
         sh = L["plan"].get("shared_host") or {}
         comp = sum(x["fwd_s"] + x["bwd_s"] for x in L["profile"]["layers"])
@@ -121,7 +128,8 @@ def main():
         print("\n| launch | setup | start UTC, load avg start → end | plan chosen | profiled "
               "compute ms, all ranks at once / alone | other load e | run: predicted ms "
               "(without the shared-host term) / measured ms [median of windows of 4; stalls; TCP "
-              "retransmitted segments, timeouts, all ranks] "
+              "retransmitted segments, timeouts, all ranks; the busiest rank's CPU ms per "
+              "minibatch, the host's cores busy] "
               "**measured/predicted** (without the term) |")
         print("|---|---|---|---|---|---|---|")
         print("\n".join(lines))
