@@ -8,7 +8,9 @@ The cluster is allreduce_netns.py's (as `tally-perf allreduce --emulate`): every
 own network namespace, one tally-udpd in another, all on one bridge, every host link shaped
 with tc tbf. The cost model's inputs are measured, never fitted to the answer:
   - layer times and sizes: tally.plan.profile run by all ranks at once in the cluster (the
-    compute each rank gets while the others compute on this host's shared cores);
+    compute each rank gets while the others compute on this host's shared cores), and each
+    layer alone (solo=True: the ranks take turns) for the shared-host term;
+  - host_cores: this host's cores (--host-cores), which the ranks share;
   - link rate: the tbf rate set (--link-gbit, --appliance-gbit); alpha: half the median round
     trip of a small gloo send/recv between two ranks of the cluster;
   - appliance rate: one agent's push_pull of --engine-bytes through a tally-udpd on loopback
@@ -17,14 +19,15 @@ with tc tbf. The cost model's inputs are measured, never fitted to the answer:
     fixed work, gloo message calls): measured by the same profile (tally.plan.profiler).
 Then for each plan (the planner's, pure DP through Tally, pure DP over a gloo ring), --repeat
 times in ABBA order in one launch of the ranks (the host's load drifts alike for each), the
-ranks train --minibatches minibatches with 1F1B (tally.plan.runtime) on digits; measured = the
-median of the steady-state time per minibatch over sliding windows of --window finished
-minibatches of a last-stage replica after the first quarter of its run (divided by that
-stage's replicas, pooled over them; the mean over the steady part and the 10th-90th
-percentiles of the windows are printed too); predicted =
-tally.plan.evaluate of the plan on the measured cluster, with "overlap": false (the runtime
-sums a replica's gradients after its backward). Prints one line per run (every run) with
-predicted, measured and measured/predicted, the means, and samples/s ratios.
+ranks train --minibatches minibatches of --batch samples (digits' whole batches, cycled)
+with 1F1B (tally.plan.runtime); measured = the steady-state time per minibatch: a
+last-stage replica's minibatches finished after its first quarter (warm-up, the pipeline
+filling) over the time they took, / that stage's replicas, the mean over them (measured()
+also prints the median over short windows and the stalls); predicted = tally.plan.evaluate
+of the plan on the measured cluster, with "overlap": false (the runtime sums a replica's
+gradients after its backward), and without the shared-host term. Prints one line per run
+(every run) with predicted, measured and measured/predicted, the means, and samples/s
+ratios; --json writes the launch with every rank's finish times.
 
     sudo /usr/bin/python3 perf/pipeline_emulate.py --bin build [--model vgg|mlp]
 """
@@ -74,6 +77,49 @@ def digits():
     return X[perm], y[perm]
 
 
+def tcp_counters():
+    """This namespace's TCP retransmitted segments and retransmission timeouts (a stall in a
+    run: losses at a tbf queue, or the host's load?)."""
+    got = {}
+    for path, want in (("/proc/net/snmp", {"RetransSegs": "retrans_segs"}),
+                       ("/proc/net/netstat", {"TCPTimeouts": "rto_timeouts"})):
+        with open(path) as f:
+            rows = [line.split() for line in f if line.startswith(("Tcp:", "TcpExt:"))]
+        for head, vals in zip(rows[::2], rows[1::2]):
+            for k, v in zip(head[1:], vals[1:]):
+                if k in want:
+                    got[want[k]] = int(v)
+    return got
+
+
+def cpu_s():
+    """This process's CPU seconds (every thread, user + system)."""
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def host_cpu():
+    """The host's CPU seconds by state (/proc/stat's cpu line): how busy the cores were in a
+    run, and what the hypervisor took (steal)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return dict(zip(("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"),
+                    (x / hz for x in v)))
+
+
+def full_batches(X, y, batch, n):
+    """n minibatches of exactly `batch` samples, cycling over the data set's whole batches.
+    (Slicing past the end gave the runs of h36 at batch 32 empty minibatches from the 57th on:
+    digits has 1797 samples, 96 x 32 = 3072; those finished in ~5 ms, no data to send.)"""
+    whole = len(X) // batch
+    if whole < 1:
+        raise ValueError(f"batch {batch} is larger than the data set ({len(X)} samples)")
+    return [(X[k * batch:(k + 1) * batch], y[k * batch:(k + 1) * batch])
+            for k in (i % whole for i in range(n))]
+
+
 # ---------------------------------------------------------------------------------------------
 # one rank (run in its namespace by the launcher)
 
@@ -94,7 +140,8 @@ def rank_main(a):
         dist.barrier()
         prof = tp.profile(torch.nn.Sequential(*layers(a.model, a.seed, a.width)),
                           X[:a.batch], minibatches=a.profile_minibatches, messages="group",
-                          loss_fn=torch.nn.functional.cross_entropy, target=y[:a.batch])
+                          loss_fn=torch.nn.functional.cross_entropy, target=y[:a.batch],
+                          solo=True)
         dist.barrier()
         rtts = []
         t = torch.zeros(1)
@@ -121,16 +168,20 @@ def rank_main(a):
                                  torch.nn.functional.cross_entropy, lr=0.05,
                                  appliances=a.appliance, job_base=a.job_base + 10 * n,
                                  token=1, op_timeout_ms=60000)
-            batches = [(X[i * a.batch:(i + 1) * a.batch], y[i * a.batch:(i + 1) * a.batch])
-                       for i in range(nmb)]
+            batches = full_batches(X, y, a.batch, nmb)
             dist.barrier()
+            tcp0, cpu0, host0 = tcp_counters(), cpu_s(), host_cpu()
             t0 = time.perf_counter()
             losses = tr.train_1f1b(batches)
             wall = time.perf_counter() - t0
+            tcp1, cpu1, host1 = tcp_counters(), cpu_s(), host_cpu()
             dist.barrier()
             out["runs"].append(dict(stage=tr.s, replicas=tr.reps[tr.s],
                                     done_at=[x - t0 for x in tr.done_at], wall_s=wall,
-                                    losses=losses))
+                                    losses=losses,
+                                    tcp={k: tcp1[k] - tcp0[k] for k in tcp1},
+                                    cpu_s=cpu1 - cpu0,
+                                    host_cpu_s={k: host1[k] - host0[k] for k in host1}))
             tr.close()
     dist.destroy_process_group()
     with open(a.out, "w") as f:
@@ -201,16 +252,19 @@ def run_ranks(cl, a, phase, tag, plan_path=None, job_base=100):
 
 
 def measured(res, window=4):
-    """Steady-state seconds per minibatch from the last stage's replicas, after each
-    replica's first quarter (warm-up: the pipeline filling): the time of every `window`
-    consecutive finished minibatches of a replica (sliding), / window / that stage's
-    replicas, pooled over its replicas. A window, not single intervals: a pipeline's last
-    stage finishes minibatches in bursts (intervals alternate short and long), and the median
-    of single intervals then picks one of the two. Returns {median, p10, p90, n} of those,
-    mean (the whole steady part's time / its minibatches, the mean over replicas) and the
-    longest rank's whole run (s)."""
+    """Steady-state seconds per minibatch from the last stage's replicas: per replica, the
+    time from its finish at the end of its first quarter (the pipeline filling, warm-up) to
+    its last finish, over the minibatches it finished in between, / that stage's replicas;
+    the mean over its replicas ("mean": minibatches done / time taken, the figure compared
+    with the prediction). The last stage finishes a minibatch as soon as its forward
+    arrives, so the end has no drain to leave out. For information also the median and
+    10th-90th percentiles of the same over sliding windows of `window` finished minibatches
+    (a pipeline's last stage finishes in bursts: the median of short windows can pick the
+    fast mode; h36 headlined it and read 0.21x predicted where the mean read 0.48x), and the
+    stalls: intervals between finishes longer than 4x their median and 150 ms, their count
+    and share of the steady time. Returns that dict and the longest rank's whole run (s)."""
     last = max(x["stage"] for x in res)
-    per, means = [], []
+    per, means, stalls, steady = [], [], [], 0.0
     for x in res:
         if x["stage"] != last:
             continue
@@ -221,9 +275,15 @@ def measured(res, window=4):
             raise RuntimeError("too few minibatches per replica to time: raise --minibatches")
         per += [(st[k + w] - st[k]) / w / x["replicas"] for k in range(len(st) - w)]
         means.append((st[-1] - st[0]) / (len(st) - 1) / x["replicas"])
+        iv = [b - a for a, b in zip(st, st[1:])]
+        med = statistics.median(iv)
+        stalls += [v for v in iv if v > 4 * med and v > 0.15]
+        steady += st[-1] - st[0]
     q = statistics.quantiles(per, n=10)
-    return dict(median=statistics.median(per), mean=statistics.mean(means), p10=q[0], p90=q[-1],
-                n=len(per), window=window), max(x["wall_s"] for x in res)
+    return dict(mean=statistics.mean(means), median=statistics.median(per), p10=q[0],
+                p90=q[-1], n=len(per), window=window, stalls=len(stalls),
+                stall_share=sum(stalls) / steady if steady else 0.0), \
+        max(x["wall_s"] for x in res)
 
 
 from tally.plan import planner as tp_planner  # noqa: E402
@@ -233,7 +293,7 @@ def mean_profile(profs):
     """The ranks' profiles, layer times averaged (sizes are the same on every rank)."""
     out = json.loads(json.dumps(profs[0]))
     for k, layer in enumerate(out["layers"]):
-        for f in ("fwd_s", "bwd_s") + tp_planner.LAYER_EXTRA:
+        for f in ("fwd_s", "bwd_s") + tp_planner.LAYER_EXTRA + tp_planner.LAYER_SOLO:
             layer[f] = statistics.mean(p["layers"][k][f] for p in profs)
     for f in tp_planner.OVERHEAD:
         out["overhead"][f] = statistics.mean(p["overhead"][f] for p in profs)
@@ -262,6 +322,7 @@ def launch(a):
     os.environ["TALLY_AGENT_LIB"] = lib
     os.environ["TALLY_TEST_UDPD"] = udpd
     t_start = time.time()
+    load_start = open("/proc/loadavg").read().strip()
     eng = engine_gbit(a)
     print(f"appliance (tally-udpd, 1 core, loopback): {eng:.2f} Gbit/s for "
           f"{a.engine_bytes >> 20} MiB push_pulls", flush=True)
@@ -278,7 +339,7 @@ def launch(a):
         alpha_us = res[0]["rtt_s"] / 2 * 1e6
         # overlap false: tally.plan.runtime sums a replica's gradients after its backward
         cluster = {"workers": a.workers, "link_gbit": a.link_gbit, "alpha_us": alpha_us,
-                   "overlap": False,
+                   "overlap": False, "host_cores": a.host_cores,
                    "appliance": {"count": 1, "link_gbit": a.appliance_gbit, "cores": 1,
                                  "engine_gbit": eng}}
         comp = sum(x["fwd_s"] + x["bwd_s"] for x in prof["layers"])
@@ -296,6 +357,8 @@ def launch(a):
               f"Gbit/s, alpha {alpha_us:.0f} us (measured)", flush=True)
         p = tp.plan(prof, cluster)
         print(tp.format_plan(p), flush=True)
+        # the same model without the shared-host term (the planner before issue 36's i36)
+        plain = {k: v for k, v in cluster.items() if k != "host_cores"}
         whole = {"stage": 0, "layers": [0, len(prof["layers"])], "names": [],
                  "replicas": a.workers, "ranks": list(range(a.workers))}
         runs = [("plan", p["stages"]), ("dp-tally", [dict(whole, aggregation="tally")]),
@@ -303,9 +366,10 @@ def launch(a):
         order = []
         for k in range(a.repeat):  # ABBA: plan, dp-tally, dp-gloo, dp-gloo, dp-tally, plan, ...
             order += runs if k % 2 == 0 else runs[::-1]
-        pred, files = {}, []
+        pred, pred0, files = {}, {}, []
         for k, (name, stages) in enumerate(order):
             pred[name] = tp.evaluate(prof, cluster, stages)["predicted_s_per_minibatch"]
+            pred0[name] = tp.evaluate(prof, plain, stages)["predicted_s_per_minibatch"]
             # 1F1B runs a multiple of every stage's replicas (each replica, the same count)
             step = math.lcm(*[len(st["ranks"]) for st in stages])
             files.append(os.path.join(tmp, f"{k}-{name}.json"))
@@ -322,20 +386,30 @@ def launch(a):
             cl.stop(app, 10)
         for k, (name, stages) in enumerate(order):
             st, wall = measured([x["runs"][k] for x in res], a.window)
-            meas = st["median"]
             nmb = len(res[0]["runs"][k]["done_at"]) * res[0]["runs"][k]["replicas"]
             wall /= nmb
-            rows.append((name, describe(stages), pred[name], meas, wall, st))
-            print(f"run {k} {name:8s} [{describe(stages)}]: predicted {pred[name] * 1e3:.2f} ms, "
-                  f"measured median {meas * 1e3:.2f} ms (mean {st['mean'] * 1e3:.2f}, p10-p90 "
-                  f"{st['p10'] * 1e3:.2f}-{st['p90'] * 1e3:.2f}, {st['n']} windows of "
-                  f"{a.window}; whole run "
-                  f"{wall * 1e3:.2f} ms/minibatch, {nmb}), measured/predicted "
-                  f"{meas / pred[name]:.3f} (mean: {st['mean'] / pred[name]:.3f}), "
-                  f"{a.batch / meas:.0f} samples/s", flush=True)
+            rows.append((name, describe(stages), pred[name], st["mean"], wall, st, pred0[name]))
+            tcp = {f: sum(x["runs"][k]["tcp"][f] for x in res) for f in res[0]["runs"][k]["tcp"]}
+            cpu = " ".join(f"{x['runs'][k]['cpu_s'] / nmb * 1e3:.1f}" for x in res)
+            hc = res[0]["runs"][k]["host_cpu_s"]
+            busy = 1 - (hc["idle"] + hc["iowait"] + hc["steal"]) / max(sum(hc.values()), 1e-9)
+            print(f"run {k} {name:8s} [{describe(stages)}]: predicted {pred[name] * 1e3:.2f} ms "
+                  f"(without the shared-host term {pred0[name] * 1e3:.2f}), measured "
+                  f"{st['mean'] * 1e3:.2f} ms (steady mean; median of {st['n']} windows of "
+                  f"{a.window} {st['median'] * 1e3:.2f}, p10-p90 {st['p10'] * 1e3:.2f}-"
+                  f"{st['p90'] * 1e3:.2f}; {st['stalls']} stalls, {st['stall_share']:.0%} of "
+                  f"the steady time; TCP retransmitted segments {tcp['retrans_segs']}, "
+                  f"CPU ms per minibatch by rank {cpu}, host busy {busy:.0%}, steal "
+                  f"{hc['steal'] / max(sum(hc.values()), 1e-9):.0%}; "
+                  f"timeouts {tcp['rto_timeouts']}; whole run {wall * 1e3:.2f} ms/minibatch, "
+                  f"{nmb}), "
+                  f"measured/predicted {st['mean'] / pred[name]:.3f} (without the term "
+                  f"{st['mean'] / pred0[name]:.3f}), {a.batch / st['mean']:.0f} samples/s",
+                  flush=True)
     finally:
         cl.cleanup()
-    # per configuration: the mean of its runs' measured (median) times
+    load_end, t_end = open("/proc/loadavg").read().strip(), time.time()
+    # per configuration: the mean of its runs' measured times
     mean = {n: statistics.mean(r[3] for r in rows if r[0] == n) for n, _ in runs}
     for n, _ in runs:
         print(f"mean {n:8s}: predicted {pred[n] * 1e3:.2f} ms, measured {mean[n] * 1e3:.2f} ms "
@@ -346,19 +420,26 @@ def launch(a):
           f"{mean['dp-gloo'] / mean['dp-tally']:.3f}; predicted plan / dp-tally "
           f"{pred['dp-tally'] / pred['plan']:.3f}, plan / dp-gloo "
           f"{pred['dp-gloo'] / pred['plan']:.3f}")
-    print("within 25% (median): " + ", ".join(
-        f"run {k} {r[0]} {'yes' if abs(r[3] / r[2] - 1) <= 0.25 else 'NO'}"
-        for k, r in enumerate(rows)))
-    print("within 25% (mean): " + ", ".join(
-        f"run {k} {r[0]} {'yes' if abs(r[5]['mean'] / r[2] - 1) <= 0.25 else 'NO'}"
-        for k, r in enumerate(rows)) + f"; {time.time() - t_start:.0f} s in all")
+    for label, col in (("", 2), (" (without the shared-host term)", 6)):
+        print(f"within 25%{label}: " + ", ".join(
+            f"run {k} {r[0]} {'yes' if abs(r[3] / r[col] - 1) <= 0.25 else 'NO'}"
+            for k, r in enumerate(rows)))
+    print(f"load average {load_start} -> {load_end}; {t_end - t_start:.0f} s in all")
     if a.json:
+        # as perf/results/pipeline/h36_runs.json's entries: every rank's finish times
+        rec = {"launch": a.label, "command_args": " ".join(sys.argv[1:]),
+               "start_utc": time.strftime("%H:%M:%S", time.gmtime(t_start)),
+               "loadavg_start": load_start,
+               "end_utc": time.strftime("%H:%M:%S", time.gmtime(t_end)),
+               "loadavg_end": load_end, "cluster": cluster, "profile": prof,
+               "plan_stages": p["stages"], "plan": p,
+               "runs": [{"name": r[0], "predicted_s": r[2], "predicted_s_no_share": r[6],
+                         "measured": r[5]} for r in rows],
+               "ranks": [[{f: x[f] for f in ("stage", "replicas", "wall_s", "done_at", "tcp",
+                                             "cpu_s", "host_cpu_s")}
+                          for x in rk["runs"]] for rk in res]}
         with open(a.json, "w") as f:
-            json.dump({"args": {k: v for k, v in vars(a).items()}, "profile": prof,
-                       "cluster": cluster, "plan": p,
-                       "runs": [dict(zip(("name", "plan", "predicted_s", "measured_s",
-                                          "wall_s_per_minibatch", "intervals"), r))
-                                for r in rows]}, f, indent=1)
+            json.dump(rec, f)
     return 0
 
 
@@ -374,7 +455,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each configuration, in ABBA order, in one launch")
     ap.add_argument("--window", type=int, default=4,
-                    help="finished minibatches per timed window (median over the windows)")
+                    help="finished minibatches per window (the windows' median, printed too)")
     ap.add_argument("--profile-minibatches", type=int, default=10)
     ap.add_argument("--link-gbit", type=float, default=0.1, help="every worker's link (tbf)")
     ap.add_argument("--appliance-gbit", type=float, default=0.4, help="the appliance's link")
@@ -382,7 +463,11 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=int, default=240, help="seconds per phase")
     ap.add_argument("--prefix", default=f"pe{os.getpid() % 100000}", help="namespace prefix")
-    ap.add_argument("--json", default=None, help="write every figure here")
+    ap.add_argument("--json", default=None,
+                    help="write the launch here (profile, plan, every rank's finish times)")
+    ap.add_argument("--label", default="", help="the launch's name in --json")
+    ap.add_argument("--host-cores", type=int, default=os.cpu_count(),
+                    help="the cores the ranks share (the cluster's host_cores; this host's)")
     # one rank (internal)
     ap.add_argument("--rank", type=int, default=None)
     ap.add_argument("--phase", choices=("profile", "train"), default="train")

@@ -16,7 +16,8 @@ import unittest
 
 SRC = os.environ.get("TALLY_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SRC, "gpu_agent", "python"))
-from tally.plan import Cluster, ClusterError, ProfileError, evaluate, exhaustive, plan  # noqa: E402
+from tally.plan import (Cluster, ClusterError, ProfileError, evaluate, exhaustive,  # noqa: E402
+                        format_plan, plan)
 from tally.plan.cost import ring_time, tally_time  # noqa: E402
 
 spec = importlib.util.spec_from_file_location("perf_model", os.path.join(SRC, "perf",
@@ -39,6 +40,27 @@ def with_overheads(prof, rng):
     prof["overhead"] = {"microbatch_s": rng.uniform(0, 1e-3), "message_s": rng.uniform(0, 1e-3),
                         "opt_call_s": rng.uniform(0, 1e-4)}
     return prof
+
+
+MULT = float(os.environ.get("TALLY_TIMEOUT_MULTIPLIER", "1"))
+
+
+def _solo_rank(rank, store, q):
+    """One rank of test_profile_solo: profile with solo=True in a 2-rank gloo group."""
+    try:
+        import datetime
+        import torch
+        import torch.distributed as dist
+        from tally.plan import profile
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", store=dist.FileStore(store, 2), rank=rank,
+                                world_size=2, timeout=datetime.timedelta(seconds=60))
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+        q.put((rank, profile(m, torch.randn(16, 8), minibatches=3, messages=False, solo=True)))
+        dist.destroy_process_group()
+    except Exception as e:  # the test prints it
+        q.put((rank, f"rank {rank}: {type(e).__name__}: {e}"))
 
 
 class Planner(unittest.TestCase):
@@ -401,6 +423,156 @@ class Planner(unittest.TestCase):
         # messages="group" outside torch.distributed: refused, naming the other setting
         with self.assertRaisesRegex(RuntimeError, "messages=True"):
             profile(m, torch.randn(8, 4), minibatches=1, messages="group")
+
+    def test_profile_solo(self):
+        """solo=True on 2 ranks of a gloo group (a FileStore): the profile says ranks_at_once
+        2 and has each layer's solo times, and it plans on a shared host; without
+        torch.distributed, solo=True is refused naming solo=False."""
+        try:
+            import torch
+            import torch.multiprocessing as mp
+        except ImportError:
+            self.skipTest("torch not importable")
+        from tally.plan import profile
+        with self.assertRaisesRegex(RuntimeError, "solo=False"):
+            profile(torch.nn.Sequential(torch.nn.Linear(2, 2)), torch.randn(1, 2),
+                    minibatches=1, messages=False, solo=True)
+        ctx = mp.get_context("spawn")
+        with tempfile.TemporaryDirectory() as d:
+            q = ctx.Queue()
+            ps = [ctx.Process(target=_solo_rank, args=(r, os.path.join(d, "store"), q))
+                  for r in range(2)]
+            for p in ps:
+                p.start()
+            try:
+                got = dict(q.get(timeout=120 * MULT) for _ in ps)
+            finally:
+                for p in ps:
+                    p.join(30)
+                    if p.is_alive():
+                        p.kill()
+                        p.join()
+        for r in range(2):
+            self.assertNotIsInstance(got[r], str, got[r])
+            self.assertEqual(got[r]["ranks_at_once"], 2)
+            for layer in got[r]["layers"]:
+                self.assertGreater(layer["fwd_solo_s"], 0)
+                self.assertGreater(layer["bwd_solo_s"], 0)
+            p = plan(got[r], {"workers": 2, "link_gbit": 1, "host_cores": 1})
+            self.assertEqual(p["stages"][-1]["layers"][1], 3)
+
+    def test_shared_host_equals_exhaustive(self):
+        """With host_cores and solo times (the shared-host term) the program still equals
+        exhaustive search, and evaluate() of its stages gives its time."""
+        rng = random.Random(38)
+        for case in range(120):
+            n = rng.randint(1, 5)
+            prof = chain([(rng.uniform(1e-4, 1e-2), rng.uniform(1e-4, 2e-2),
+                           rng.choice([0, rng.randint(1000, 10**6)]), rng.randint(0, 10**7))
+                          for _ in range(n)])
+            w = rng.randint(1, 5)
+            prof["ranks_at_once"] = w
+            for layer in prof["layers"]:
+                k = rng.uniform(0.3, 1.0)
+                layer.update(fwd_solo_s=layer["fwd_s"] * k, bwd_solo_s=layer["bwd_s"] * k)
+            if case % 3 == 0:
+                prof = with_overheads(prof, rng)
+            cl = {"workers": w, "link_gbit": rng.choice([0.1, 1, 10]), "alpha_us": 50,
+                  "overlap": case % 2 == 0, "host_cores": rng.randint(1, 4),
+                  "appliance": {"count": 1, "link_gbit": rng.choice([0.4, 4])}}
+            p = plan(prof, cl)
+            best, _ = exhaustive(prof, cl)
+            with self.subTest(case=case, cl=cl):
+                self.assertAlmostEqual(p["predicted_s_per_minibatch"], best, delta=best * 1e-9)
+                e = evaluate(prof, cl, p["stages"])
+                self.assertAlmostEqual(e["predicted_s_per_minibatch"], best, delta=best * 1e-9)
+
+    def test_other_load(self):
+        """other_load() recovers e of s(k) = max(1, (k + e) / C) from s(R) / s(1) wherever
+        the ratio shows sharing."""
+        from tally.plan.planner import other_load
+        for C in (1, 2, 4):
+            for R in (2, 4, 8):
+                for e in (0.0, 0.5, 1.0, 3.0, 16.0):
+                    s = [max(1.0, (k + e) / C) for k in (1, R)]
+                    rho = s[1] / s[0]
+                    got = other_load(rho, R, C)
+                    with self.subTest(C=C, R=R, e=e):
+                        if rho <= 1.0:
+                            self.assertIsNone(got)
+                            continue
+                        # the load found gives the ratio measured
+                        g = [max(1.0, (k + got) / C) for k in (1, R)]
+                        self.assertAlmostEqual(g[1] / g[0], rho, delta=1e-9)
+                        if e <= C - 1 or rho < R / C:  # the only load that fits, or the smaller
+                            self.assertAlmostEqual(got, e, delta=1e-9)
+        # C = 2, R = 4, rho = 2: e = 0 (and e = 2 fits too: the smaller is taken)
+        self.assertEqual(other_load(2.0, 4, 2), 0.0)
+        self.assertAlmostEqual(other_load(1.5, 4, 2), 5.0, delta=1e-12)  # (4 - 1.5) / 0.5
+        self.assertEqual(other_load(3.0, 4, 2), 1.0)  # above the model's most: C - 1
+        self.assertIsNone(other_load(0.9, 4, 2))
+
+    def test_shared_host_terms(self):
+        """4 ranks profiled at once on 2 cores at twice their solo time (e = 0): a stage of one
+        replica computes at half the profiled time, a stage of 4 at the profiled time (pure
+        data parallelism is unchanged), and the plan is at least the chain's compute / 4;
+        without solo times e = 0 too; at a heavy other load a stage alone gains little;
+        without host_cores nothing changes."""
+        prof = chain([(10e-3, 20e-3, 1000, 0), (20e-3, 40e-3, 1000, 0)])
+        prof["ranks_at_once"] = 4
+        for layer in prof["layers"]:
+            layer.update(fwd_solo_s=layer["fwd_s"] / 2, bwd_solo_s=layer["bwd_s"] / 2)
+        cl = {"workers": 4, "link_gbit": 100, "alpha_us": 0, "host_cores": 2}
+        pipe = [{"layers": [0, 1], "replicas": 1}, {"layers": [1, 2], "replicas": 3}]
+        e = evaluate(prof, cl, pipe)
+        self.assertEqual(e["shared_host"]["other_load"], 0.0)
+        # stage 0: 30 ms x f(1) = 15 ms; stage 1: 60 ms x f(3) (s(3)/s(4) = 1.5/2) / 3 = 15 ms
+        self.assertAlmostEqual(e["stages"][0]["time_s"], 15e-3, delta=1e-12)
+        self.assertAlmostEqual(e["stages"][1]["time_s"], 15e-3, delta=1e-12)
+        # bound: 90 ms x f(4) / 4 = 22.5 ms above both stages
+        self.assertAlmostEqual(e["shared_host"]["cpu_bound_s"], 22.5e-3, delta=1e-12)
+        self.assertAlmostEqual(e["predicted_s_per_minibatch"], 22.5e-3, delta=1e-12)
+        dp = [{"layers": [0, 2], "replicas": 4}]
+        plain = dict(cl)
+        plain.pop("host_cores")
+        self.assertAlmostEqual(evaluate(prof, cl, dp)["predicted_s_per_minibatch"],
+                               evaluate(prof, plain, dp)["predicted_s_per_minibatch"],
+                               delta=1e-12)
+        self.assertAlmostEqual(evaluate(prof, plain, pipe)["predicted_s_per_minibatch"],
+                               30e-3, delta=1e-12)  # stage 0's 30 ms as profiled
+        nosolo = chain([(10e-3, 20e-3, 1000, 0), (20e-3, 40e-3, 1000, 0)])
+        nosolo["ranks_at_once"] = 4
+        self.assertAlmostEqual(evaluate(nosolo, cl, pipe)["predicted_s_per_minibatch"],
+                               22.5e-3, delta=1e-12)
+        # heavy other load: alone 10% faster than with all 4 (rho 1.1 -> e = 29, f(1) = 30/33)
+        for layer in prof["layers"]:
+            layer.update(fwd_solo_s=layer["fwd_s"] / 1.1, bwd_solo_s=layer["bwd_s"] / 1.1)
+        e = evaluate(prof, cl, pipe)
+        self.assertAlmostEqual(e["shared_host"]["other_load"], 29.0, delta=1e-9)
+        self.assertAlmostEqual(e["stages"][0]["time_s"], 30e-3 * 30 / 33, delta=1e-12)
+        # solo no faster than all at once: no sharing term
+        for layer in prof["layers"]:
+            layer.update(fwd_solo_s=layer["fwd_s"], bwd_solo_s=layer["bwd_s"])
+        self.assertNotIn("shared_host", evaluate(prof, cl, pipe))
+        self.assertAlmostEqual(evaluate(prof, cl, pipe)["predicted_s_per_minibatch"], 30e-3,
+                               delta=1e-12)
+        self.assertIn("shared host", format_plan(plan(nosolo, cl)))
+
+    def test_shared_host_bad_input(self):
+        prof = chain([(1e-3, 2e-3, 1000, 10), (1e-3, 2e-3, 1000, 10)])
+        for v in (0, "2", True, 1.5):
+            with self.assertRaisesRegex(ClusterError, "host_cores"):
+                plan(prof, {"workers": 2, "link_gbit": 1, "host_cores": v})
+        with self.assertRaisesRegex(ClusterError, "host_cores.*innermost"):
+            plan(prof, {"levels": [{"workers": 2, "link_gbit": 10},
+                                   {"workers": 2, "link_gbit": 1, "host_cores": 2}]})
+        for v in (0, 2.0, "4"):
+            with self.assertRaisesRegex(ProfileError, "ranks_at_once"):
+                plan(dict(prof, ranks_at_once=v), {"workers": 2, "link_gbit": 1})
+        bad = json.loads(json.dumps(prof))
+        bad["layers"][0].update(fwd_solo_s=1e-3, bwd_solo_s=1e-3)  # layer 1 has none
+        with self.assertRaisesRegex(ProfileError, r"layers\[1\]\.fwd_solo_s"):
+            plan(bad, {"workers": 2, "link_gbit": 1})
 
     def test_cli(self):
         with tempfile.TemporaryDirectory() as d:

@@ -15,7 +15,9 @@ def main(argv=None):
     p.add_argument("--cluster", required=True,
                    help="cluster JSON: workers, link_gbit, alpha_us, appliance {count, "
                         "link_gbit, cores, engine_gbit}, overlap (false: a stage costs compute "
-                        "+ sync, as tally.plan.runtime; default true, PipeDream's max); or "
+                        "+ sync, as tally.plan.runtime; default true, PipeDream's max), "
+                        "host_cores (the workers share one host of that many cores: an "
+                        "emulated cluster; a profile with solo=True times); or "
                         "{\"levels\": [those, innermost first]} (each level's workers: units "
                         "of the level below)")
     p.add_argument("-o", "--output", default=None, help="write the plan JSON here")

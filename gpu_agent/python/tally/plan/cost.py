@@ -34,9 +34,13 @@ class Cluster:
     latency per step; appliance (optional): {count, link_gbit, cores, engine_gbit}; overlap:
     whether the runtime aggregates a stage's gradients while it computes (PipeDream's model,
     a stage costs max(compute, sync)) or after its backward (compute + sync; what
-    tally.plan.runtime does: it sums a replica's gradients once its backward is done)."""
+    tally.plan.runtime does: it sums a replica's gradients once its backward is done);
+    host_cores (optional): the workers share one host of this many cores (an emulated cluster:
+    every rank a process of one machine), so a stage computes faster while fewer ranks
+    compute at once (planner.py's docstring, "Shared host"); absent, each worker has its own."""
 
-    def __init__(self, workers, link_gbit, alpha_us=5.0, appliance=None, overlap=True):
+    def __init__(self, workers, link_gbit, alpha_us=5.0, appliance=None, overlap=True,
+                 host_cores=None):
         if not isinstance(workers, int) or workers < 1:
             raise ClusterError(f"cluster: 'workers' must be an integer >= 1, not {workers!r}")
         if not isinstance(link_gbit, (int, float)) or link_gbit <= 0:
@@ -45,7 +49,12 @@ class Cluster:
             raise ClusterError(f"cluster: 'alpha_us' must be >= 0, not {alpha_us!r}")
         if not isinstance(overlap, bool):
             raise ClusterError(f"cluster: 'overlap' must be true or false, not {overlap!r}")
+        if host_cores is not None and (not isinstance(host_cores, int)
+                                       or isinstance(host_cores, bool) or host_cores < 1):
+            raise ClusterError(f"cluster: 'host_cores' must be an integer >= 1 (the cores the "
+                               f"workers share), not {host_cores!r}")
         self.overlap = overlap
+        self.host_cores = host_cores
         self.workers = workers
         self.link_gbit = float(link_gbit)
         self.alpha_s = alpha_us * 1e-6
@@ -81,19 +90,23 @@ class Cluster:
     def from_dict(cls, d):
         if not isinstance(d, dict):
             raise ClusterError("cluster: a JSON object with 'workers' and 'link_gbit'")
-        unknown = set(d) - {"workers", "link_gbit", "alpha_us", "appliance", "overlap"}
+        unknown = set(d) - {"workers", "link_gbit", "alpha_us", "appliance", "overlap",
+                            "host_cores"}
         if unknown:
             raise ClusterError(f"cluster: unknown field(s) {sorted(unknown)}")
         for f in ("workers", "link_gbit"):
             if f not in d:
                 raise ClusterError(f"cluster: missing '{f}'")
         return cls(d["workers"], d["link_gbit"], d.get("alpha_us", 5.0), d.get("appliance"),
-                   d.get("overlap", True))
+                   d.get("overlap", True), d.get("host_cores"))
 
     def to_dict(self):
-        return {"workers": self.workers, "link_gbit": self.link_gbit,
-                "alpha_us": self.alpha_s * 1e6, "appliance": self.appliance,
-                "overlap": self.overlap}
+        d = {"workers": self.workers, "link_gbit": self.link_gbit,
+             "alpha_us": self.alpha_s * 1e6, "appliance": self.appliance,
+             "overlap": self.overlap}
+        if self.host_cores is not None:
+            d["host_cores"] = self.host_cores
+        return d
 
     def combine(self, compute, sync):
         """A stage replica's time for one round: its compute and its gradients' aggregation,

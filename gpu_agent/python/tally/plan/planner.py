@@ -22,7 +22,19 @@ and of the best pipeline of the first j layers on m workers:
     A(j, m) = min(T(0, j, m),
                   min over i < j, m' < m of max(A(i, m - m'), 2 C(i), T(i, j, m')))
 with C(i) the transfer of layer i-1's activation. The pipeline's time per minibatch is its
-slowest part, A(N, M): every worker is used."""
+slowest part, A(N, M): every worker is used.
+
+Shared host (the cluster's host_cores C: every worker a process of one machine, as on the
+emulated cluster): the profile's layer times were taken by R ranks at once (the profile's
+ranks_at_once; fwd_s, bwd_s), but a pipeline's stages do not all compute at once. Processor
+sharing: a rank computing while k of the plan's ranks compute, and e threads of the host's
+other load run, takes s(k) = max(1, (k + e) / C) times its time alone. e is measured: the
+ratio rho = sum(fwd_s + bwd_s) / sum(fwd_solo_s + bwd_solo_s) (the same layers timed while
+the other ranks wait) is s(R) / s(1); without solo times e = 0 (the host runs nothing else).
+Then a stage's compute on m replicas is compute x f(m), f(k) = s(k) / s(R) (its replicas
+compute in lockstep; the other stages' ranks are counted idle), and A(N, M) is at least the
+whole chain's compute x f(M) / M (the host's capacity: all M ranks computing at once): a
+constant of the chain, so the program stays exact. Without host_cores, f = 1 and no bound."""
 import json
 import math
 
@@ -32,6 +44,8 @@ PROFILE_VERSION = 1
 # optional measured terms (tally.plan.profile writes them; absent counts 0)
 LAYER_EXTRA = ("opt_s", "stash_s", "grad_copy_s")
 OVERHEAD = ("microbatch_s", "message_s", "opt_call_s")
+# optional: the layer timed while the other ranks of the profile waited (shared host)
+LAYER_SOLO = ("fwd_solo_s", "bwd_solo_s")
 
 
 class ProfileError(ValueError):
@@ -60,6 +74,15 @@ def load_profile(src):
             if f in layer and not _nonneg(layer[f]):
                 raise ProfileError(f"profile: layers[{n}].{f} must be a number >= 0, not "
                                    f"{layer[f]!r}")
+    solo = [f for f in LAYER_SOLO if f in src["layers"][0]]
+    for n, layer in enumerate(src["layers"]):
+        for f in solo:
+            if not _nonneg(layer.get(f)):
+                raise ProfileError(f"profile: layers[{n}].{f} must be a number >= 0 (every "
+                                   f"layer or none), not {layer.get(f)!r}")
+    r = src.get("ranks_at_once", 1)
+    if not isinstance(r, int) or isinstance(r, bool) or r < 1:
+        raise ProfileError(f"profile: 'ranks_at_once' must be an integer >= 1, not {r!r}")
     ov = src.get("overhead", {})
     if not isinstance(ov, dict):
         raise ProfileError(f"profile: 'overhead' must be an object, not {ov!r}")
@@ -73,13 +96,50 @@ def _nonneg(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and v == v
 
 
+def other_load(rho, R, C):
+    """e of the module docstring's s(k) = max(1, (k + e) / C) such that s(R) / s(1) = rho
+    (R ranks at once against one alone on C cores); None where rho <= 1 (no sharing seen).
+    Where two loads fit (rho from R / C to (R + C - 1) / C: one rank alone had a core, or
+    even alone it shared one), the smaller: both give the same f(1) and differ only for
+    stages of 2 to R - 1 replicas. Above (R + C - 1) / C (slower than sharing alone makes
+    it), C - 1."""
+    if rho <= 1.0:
+        return None
+    if rho >= R / C:
+        return min(rho * C - R, C - 1.0)  # s(1) = 1: one rank alone had a core
+    return (R - rho) / (rho - 1)  # s(1) > 1: even alone it shared a core
+
+
+def sharing(prof, cluster):
+    """{'cores', 'ranks_at_once', 'other_load', 'f': f(k)} (the module docstring's shared
+    host) or None: no host_cores, or solo times no faster than all ranks at once."""
+    C = cluster.host_cores
+    if C is None:
+        return None
+    R = prof.get("ranks_at_once", 1)
+    layers = prof["layers"]
+    if LAYER_SOLO[0] in layers[0]:
+        solo = sum(x["fwd_solo_s"] + x["bwd_solo_s"] for x in layers)
+        both = sum(x["fwd_s"] + x["bwd_s"] for x in layers)
+        e = other_load(both / solo, R, C) if solo > 0 else None
+        if e is None:
+            return None
+    else:
+        e = 0.0
+
+    def s(k):
+        return max(1.0, (k + e) / C)
+    return {"cores": C, "ranks_at_once": R, "other_load": e, "f": lambda k: s(k) / s(R)}
+
+
 class _Chain:
     """One level's view of the chain: base(i, j) is the time of layers i..j-1 on one unit of
     this level (one worker at the innermost level; one whole component of the level below,
     its best pipeline, above it)."""
 
-    def __init__(self, layers, cluster, base=None, overhead=None):
+    def __init__(self, layers, cluster, base=None, overhead=None, share=None):
         self.cl = cluster
+        self.share = share if base is None else None  # innermost level only
         self.base = base
         self.n = len(layers)
         self.comp = [0.0]
@@ -116,8 +176,17 @@ class _Chain:
         """(T(i, j, m), how the replicas aggregate, sync seconds); how: as Cluster.sync."""
         s, how = self.cl.sync(self.par[j] - self.par[i], m, how)
         b = self.base(i, j) if self.base else self.comp[j] - self.comp[i]
+        if self.share:
+            b *= self.share["f"](m)
         fixed, upd = self.overheads(i, j, how)
         return (self.cl.combine(b + fixed, s) + upd) / m, how, s
+
+    def cpu_bound(self, i, j, m):
+        """The shared host's capacity: layers i..j-1's compute with all m ranks computing,
+        over m (0 without sharing)."""
+        if not self.share:
+            return 0.0
+        return (self.comp[j] - self.comp[i]) * self.share["f"](m) / m
 
     def edge(self, i):
         """2 C(i): layer i-1's activation forward and its gradient back."""
@@ -140,6 +209,7 @@ def _dp(ch, M, i0=0, N=None):
                     if t < best:
                         best, arg = t, (i, mp)
             A[j][m], choice[j][m] = best, arg
+    A[N][M] = max(A[N][M], ch.cpu_bound(i0, N, M))
     bounds = []
     j, m = N, M
     while True:
@@ -166,10 +236,20 @@ def _describe(ch, layers, bounds, total):
                        "param_bytes": ch.par[j] - ch.par[i], "sync_s": sync,
                        "fixed_s": fixed, "update_s": upd, "time_s": t,
                        "send_s": ch.edge(j) if j < ch.n else 0.0})
+        if ch.share:
+            stages[-1]["compute_factor"] = ch.share["f"](m)
         rank += m
-    return {"stages": stages, "predicted_s_per_minibatch": total,
-            # PipeDream's NOAM: enough minibatches to keep every worker busy
-            "in_flight": math.ceil(ch.cl.workers / bounds[0][2])}
+    out = {"stages": stages, "predicted_s_per_minibatch": total,
+           # PipeDream's NOAM: enough minibatches to keep every worker busy
+           "in_flight": math.ceil(ch.cl.workers / bounds[0][2])}
+    if ch.share:
+        out["shared_host"] = _share_out(ch, ch.cl.workers)
+    return out
+
+
+def _share_out(ch, m):
+    return {k: ch.share[k] for k in ("cores", "ranks_at_once", "other_load")} | \
+        {"cpu_bound_s": ch.cpu_bound(0, ch.n, m)}
 
 
 def load_levels(cluster):
@@ -199,10 +279,10 @@ def load_levels(cluster):
     return [Cluster.from_dict(cluster)]
 
 
-def _chains(layers, levels, overhead=None):
+def _chains(layers, levels, overhead=None, share=None):
     """One _Chain per level; level k's base(i, j) is level k-1's best pipeline of layers
     i..j-1 on all of its units (PipeDream's hierarchical program)."""
-    chains = [_Chain(layers, levels[0], overhead=overhead)]
+    chains = [_Chain(layers, levels[0], overhead=overhead, share=share)]
     for k in range(1, len(levels)):
         below, units, memo = chains[-1], levels[k - 1].workers, {}
 
@@ -256,16 +336,21 @@ def plan(profile, cluster):
     prof = load_profile(profile)
     levels = load_levels(cluster)
     layers = prof["layers"]
+    if any(lv.host_cores is not None for lv in levels[1:]):
+        raise ClusterError("cluster: 'host_cores' only at the innermost level (the workers "
+                           "of one host)")
+    share = sharing(prof, levels[0])
     if len(levels) == 1:
-        ch = _Chain(layers, levels[0], overhead=prof.get("overhead"))
+        ch = _Chain(layers, levels[0], overhead=prof.get("overhead"), share=share)
         total, bounds = _dp(ch, levels[0].workers)
         out = {"version": PROFILE_VERSION, "cluster": levels[0].to_dict(),
                "minibatch": prof.get("minibatch"), "layer_count": ch.n}
         out.update(_describe(ch, layers, bounds, total))
         dp_t, dp_how, _ = ch.stage(0, ch.n, levels[0].workers)
+        dp_t = max(dp_t, ch.cpu_bound(0, ch.n, levels[0].workers))
         out["data_parallel"] = {"predicted_s_per_minibatch": dp_t, "aggregation": dp_how}
         return out
-    chains = _chains(layers, levels, prof.get("overhead"))
+    chains = _chains(layers, levels, prof.get("overhead"), share)
     top = chains[-1]
     total, bounds = _dp(top, levels[-1].workers)
     nested = _nested(chains, len(levels) - 1, layers, bounds, total)
@@ -289,6 +374,7 @@ def plan(profile, cluster):
 def _dp_only(chains, layers):
     """Time per minibatch of one stage replicated at every level."""
     t = chains[0].stage(0, chains[0].n, chains[0].cl.workers)[0]
+    t = max(t, chains[0].cpu_bound(0, chains[0].n, chains[0].cl.workers))
     for ch in chains[1:]:
         s, _ = ch.cl.sync(ch.par[-1], ch.cl.workers)
         t = ch.cl.combine(t, s) / ch.cl.workers
@@ -306,14 +392,16 @@ def evaluate(profile, cluster, stages):
     levels = load_levels(cluster)
     if len(levels) != 1:
         raise ClusterError("evaluate: a flat cluster (no 'levels')")
-    ch = _Chain(prof["layers"], levels[0], overhead=prof.get("overhead"))
-    out, total, end = [], 0.0, 0
+    ch = _Chain(prof["layers"], levels[0], overhead=prof.get("overhead"),
+                share=sharing(prof, levels[0]))
+    out, total, end, ranks = [], 0.0, 0, 0
     for n, st in enumerate(stages):
         i, j = st["layers"]
         if i != end or not i < j <= ch.n:
             raise ProfileError(f"evaluate: stage {n} layers {[i, j]} do not follow layer {end}")
         end = j
         m = st.get("replicas") or len(st["ranks"])
+        ranks += m
         how = st.get("aggregation")
         t, how, s = ch.stage(i, j, m, how if how in ("ring", "tally") else None)
         fixed, upd = ch.overheads(i, j, how)
@@ -324,7 +412,13 @@ def evaluate(profile, cluster, stages):
         total = max(total, t, send)
     if end != ch.n:
         raise ProfileError(f"evaluate: the stages end at layer {end}, the chain has {ch.n}")
-    return {"predicted_s_per_minibatch": total, "stages": out}
+    res = {"predicted_s_per_minibatch": max(total, ch.cpu_bound(0, ch.n, ranks)),
+           "stages": out}
+    if ch.share:
+        for x in out:
+            x["compute_factor"] = ch.share["f"](x["replicas"])
+        res["shared_host"] = _share_out(ch, ranks)
+    return res
 
 
 def exhaustive(profile, cluster):
@@ -333,7 +427,8 @@ def exhaustive(profile, cluster):
     prof = load_profile(profile)
     if isinstance(cluster, dict):
         cluster = Cluster.from_dict(cluster)
-    ch = _Chain(prof["layers"], cluster, overhead=prof.get("overhead"))
+    ch = _Chain(prof["layers"], cluster, overhead=prof.get("overhead"),
+                share=sharing(prof, cluster))
     best = [math.inf, None]
 
     def rec(i, m_left, acc, bounds):
@@ -351,7 +446,7 @@ def exhaustive(profile, cluster):
                 bounds.pop()
 
     rec(0, cluster.workers, 0.0, [])
-    return best[0], best[1]
+    return max(best[0], ch.cpu_bound(0, ch.n, cluster.workers)), best[1]
 
 
 def format_plan(p):
@@ -363,10 +458,18 @@ def format_plan(p):
                      f"x{s['replicas']} ranks {s['ranks'][0]}..{s['ranks'][-1]} "
                      f"aggregation {s['aggregation']}  "
                      + (f"compute {s['compute_s'] * 1e3:.3f} ms  " if "compute_s" in s else "")
+                     + (f"(x{s['compute_factor']:.2f} shared host)  " if "compute_factor" in s
+                        else "")
                      + (f"fixed {s['fixed_s'] * 1e3:.3f} ms  update {s['update_s'] * 1e3:.3f} ms  "
                         if s.get("fixed_s") or s.get("update_s") else "")
                      + (f"sync {s['sync_s'] * 1e3:.3f} ms  per minibatch {s['time_s'] * 1e3:.3f} ms"
                         if s.get("time_s") is not None else "(hierarchical: see 'levels')"))
+    sh = p.get("shared_host")
+    if sh:
+        lines.append(f"  shared host: {sh['cores']} core(s), profiled by {sh['ranks_at_once']} "
+                     f"rank(s) at once, other load {sh['other_load']:.2f} (measured); a stage's "
+                     f"compute x f(its replicas); all ranks' compute bound "
+                     f"{sh['cpu_bound_s'] * 1e3:.3f} ms")
     lines.append(f"predicted time per minibatch: {p['predicted_s_per_minibatch'] * 1e3:.3f} ms "
                  f"(pure data parallel: {p['data_parallel']['predicted_s_per_minibatch'] * 1e3:.3f}"
                  f" ms, {p['data_parallel']['aggregation']})")

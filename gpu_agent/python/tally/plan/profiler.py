@@ -18,7 +18,12 @@ timing the runtime's own functions, median of the timed repetitions after warm-u
                          pays it: a gloo send call plus the receive of a message sent 5 ms
                          before (this process and a child, two gloo ranks over loopback; or,
                          messages="group", pairs of ranks of torch.distributed's group)
-The planner (planner.py's docstring) adds them to PipeDream's stage time."""
+The planner (planner.py's docstring) adds them to PipeDream's stage time.
+
+With solo=True (every rank of torch.distributed's default group calling profile at once, as
+on a cluster emulated on one host), each layer is also timed alone: the ranks take turns,
+the others waiting in a barrier, as fwd_solo_s and bwd_solo_s, and the profile says
+ranks_at_once (the group's size): the planner's shared-host term reads them."""
 import datetime
 import json
 import statistics
@@ -205,19 +210,10 @@ def overheads(mods, sample_batch, reps=30, warmup=3, messages=True):
     return per, ov
 
 
-def profile(model, sample_batch, minibatches=10, warmup=2, layers=None, loss_fn=None,
-            target=None, path=None, messages=True):
-    """Profile of the chain over `minibatches` runs (after `warmup`): each layer runs forward
-    on its input (detached, so its backward is timed alone), then backward from the last
-    layer to the first. loss_fn(output, target) gives the last layer's gradient (default: the
-    output's sum). Then the runtime's own costs per minibatch (overheads(), at least 30
-    repetitions each). messages: True times gloo messages between this process and a child
-    over loopback; "group": between pairs of ranks of torch.distributed's default group, the
-    path the runtime's messages take (every rank must then call profile); False leaves the
-    message time out. Returns the profile dict; writes it as JSON to path if given."""
-    if minibatches < 1 or warmup < 0:
-        raise ValueError("tally.plan.profile: minibatches >= 1, warmup >= 0")
-    mods = _layers(model, layers)
+def _time_layers(mods, sample_batch, minibatches, warmup, loss_fn, target):
+    """(fwd, bwd, act): each layer's mean forward and backward seconds over `minibatches`
+    runs after `warmup` (forward on its detached input, so its backward is timed alone;
+    backward from the last layer to the first) and its output's bytes."""
     n = len(mods)
     fwd = [0.0] * n
     bwd = [0.0] * n
@@ -251,16 +247,58 @@ def profile(model, sample_batch, minibatches=10, warmup=2, layers=None, loss_fn=
             grad = ins[k].grad
         for mod in mods:
             mod.zero_grad(set_to_none=True)
+    return [f / minibatches for f in fwd], [b / minibatches for b in bwd], act
+
+
+def _time_solo(mods, sample_batch, minibatches, warmup, loss_fn, target):
+    """_time_layers on this rank while the other ranks of the default group wait in a
+    barrier: the ranks take turns, in rank order. (fwd, bwd, group size)."""
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("tally.plan.profile: solo=True needs torch.distributed's default "
+                           "group initialised (every rank calling profile); pass solo=False")
+    me, n = dist.get_rank(), dist.get_world_size()
+    got = None
+    for r in range(n):
+        dist.barrier()
+        if r == me:
+            got = _time_layers(mods, sample_batch, minibatches, warmup, loss_fn, target)[:2]
+    dist.barrier()
+    return got[0], got[1], n
+
+
+def profile(model, sample_batch, minibatches=10, warmup=2, layers=None, loss_fn=None,
+            target=None, path=None, messages=True, solo=False):
+    """Profile of the chain over `minibatches` runs (after `warmup`): each layer runs forward
+    on its input (detached, so its backward is timed alone), then backward from the last
+    layer to the first. loss_fn(output, target) gives the last layer's gradient (default: the
+    output's sum). Then the runtime's own costs per minibatch (overheads(), at least 30
+    repetitions each). messages: True times gloo messages between this process and a child
+    over loopback; "group": between pairs of ranks of torch.distributed's default group, the
+    path the runtime's messages take (every rank must then call profile); False leaves the
+    message time out. solo: also time each layer with the group's other ranks waiting (the
+    module docstring). Returns the profile dict; writes it as JSON to path if given."""
+    if minibatches < 1 or warmup < 0:
+        raise ValueError("tally.plan.profile: minibatches >= 1, warmup >= 0")
+    mods = _layers(model, layers)
+    fwd, bwd, act = _time_layers(mods, sample_batch, minibatches, warmup, loss_fn, target)
+    if solo:
+        fsolo, bsolo, at_once = _time_solo(mods, sample_batch, minibatches, warmup, loss_fn,
+                                           target)
     per, ov = overheads(mods, sample_batch, max(minibatches, 30), max(warmup, 3), messages)
     prof = {"version": PROFILE_VERSION, "minibatch": int(sample_batch.shape[0]),
             "minibatches": minibatches, "overhead": ov, "layers": []}
+    if solo:
+        prof["ranks_at_once"] = at_once
     for k, mod in enumerate(mods):
         prof["layers"].append(dict({
             "name": f"{k}:{type(mod).__name__}",
-            "fwd_s": fwd[k] / minibatches, "bwd_s": bwd[k] / minibatches,
+            "fwd_s": fwd[k], "bwd_s": bwd[k],
             "act_bytes": act[k],
             "param_bytes": sum(_nbytes(p) for p in mod.parameters() if p.requires_grad)},
             **per[k]))
+        if solo:
+            prof["layers"][-1].update(fwd_solo_s=fsolo[k], bwd_solo_s=bsolo[k])
     if path is not None:
         with open(path, "w") as f:
             json.dump(prof, f, indent=1)
