@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# tests/perf/test_linegen_memif_mc.sh TALLY_LINEGEN TALLYD REPORT_PY — tally-linegen
+# tests/perf/test_linegen_memif_mc.sh TALLY_LINEGEN TALLYD REPORT_PY TALLYCTL — tally-linegen
 # --gen-lcores 2 against tallyd on two net_memif ports, aggregating and then --io-forward,
 # twice: --dut-cores 2 (one queue and one datapath lcore per port) and --dut-cores 1
-# (tallyd --cores 1: its one lcore polls both ports, and says so at start). Each time each
+# (tallyd --cores 1: its one lcore polls both ports, and says so at start and in its
+# status' "polls"). Each time each
 # generator lcore (its own port and job of 16 ranks) sent and had its answers back and
 # checked, none bad; the summed rates are the lcores' sum; every appliance core found work;
 # tallyd dropped nothing; both sides exit cleanly (tallyd leaves first: --leave-last).
@@ -11,7 +12,7 @@
 # prints the 2 / 2 and 2 / 1 ratio rows.
 # Functional only (2 CPUs shared by 4 polling lcores): counts, no timing.
 set -u
-lg=$1 td=$2 report=$3
+lg=$1 td=$2 report=$3 tctl=$4
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "SKIP: tallyd on net_memif needs root (DPDK)"; exit 77; }
 # D >= N not a multiple of N is refused before the EAL starts, saying why
@@ -42,6 +43,15 @@ for D in 2 1; do
 		grep -q "ready: $D cores" "$dir/td.log" || { cat "$dir/td.log"; fail "$mode: tallyd did not start with $D cores"; }
 		[ "$D" = 2 ] || grep -q "core 0 (lcore 1, UDP port 9170) polls port 0 queue 0, port 1 queue 0" "$dir/td.log" ||
 			fail "$mode: no log line of core 0 polling both ports: $(grep polls "$dir/td.log")"
+		if [ "$D" = 1 ]; then
+			st_json=$(timeout 20 "$tctl" --socket "$dir/ctl.sock" --json status) || fail "$mode: tallyctl status"
+			/usr/bin/python3 -c '
+import json, sys
+c = json.loads(sys.argv[1])["cores"]
+want = [{"port": 0, "queue": 0}, {"port": 1, "queue": 0}]
+sys.exit(0 if len(c) == 1 and c[0].get("polls") == want else 1)' "$st_json" ||
+				fail "$mode: status does not say core 0 polls both ports: $st_json"
+		fi
 		dpid=$(pgrep -P "$tpid" -x tallyd)
 		timeout $((90 * mult)) "$lg" --transport dpdk --gen-lcores 2 --dut-cores $D \
 			--eal "--no-huge --no-pci -m 512 --file-prefix ${pf}w$D --lcores 0@0,1@0,2@0 --vdev $(memif 0 client) --vdev $(memif 1 client)" \
