@@ -13,8 +13,9 @@
 # (DPDK, /var/run/dpdk): exits 77 without it.
 #
 # Several cores: GEN_LCORES=N DUT_LCORES=D (defaults 1 and 1: the one-port run above). D
-# must be a multiple of N (perf/perf_gen_mc.h says why): N memif ports, port g with D/N
-# queues on tallyd's side (10.99.g+1.1/24; tallyd's cores g*D/N .. (g+1)*D/N-1), generator
+# a multiple of N (perf/perf_gen_mc.h says why): N memif ports, port g with D/N
+# queues on tallyd's side (10.99.g+1.1/24; tallyd's cores g*D/N .. (g+1)*D/N-1); or D below
+# N: N ports of one queue, tallyd --cores D polling port g with core g % D; generator
 # lcore g on port g (10.99.g+1.2/24) playing its own job of --ranks ranks (32). CPUs:
 # TD_CPUS (D, comma list; default 1..D) for tallyd's datapath lcores, GEN_CPUS (N; default
 # D+1..D+N) for the generator's, TD_MAIN_CPU and GEN_MAIN_CPU (default 0) for the main lcores.
@@ -24,8 +25,8 @@ b=${TALLY_BUILD:-build}
 [ -x "$b/appliance/tallyd" ] && [ -x "$b/perf/tally-linegen" ] ||
 	{ echo "linegen_memif.sh: no $b/appliance/tallyd or $b/perf/tally-linegen: build them" >&2; exit 77; }
 N=${GEN_LCORES:-1} D=${DUT_LCORES:-1}
-if [ "$N" -lt 1 ] || [ "$D" -lt "$N" ] || [ $((D % N)) != 0 ]; then
-	echo "linegen_memif.sh: GEN_LCORES=$N DUT_LCORES=$D: DUT_LCORES must be a multiple of GEN_LCORES (each generator lcore owns a memif port, and tallyd polls each queue with one lcore)" >&2
+if [ "$N" -lt 1 ] || [ "$D" -lt 1 ] || { [ "$D" -ge "$N" ] && [ $((D % N)) != 0 ]; }; then
+	echo "linegen_memif.sh: GEN_LCORES=$N DUT_LCORES=$D: DUT_LCORES must be a multiple of GEN_LCORES, or below it (each generator lcore owns a memif port; tallyd polls each queue with one lcore, and deals more ports than lcores over them: port g on core g % DUT_LCORES)" >&2
 	exit 2
 fi
 d=$(mktemp -d /tmp/tly-lg.XXXXXX); pf=tlylg$$
@@ -47,7 +48,8 @@ if [ "$N" = 1 ] && [ "$D" = 1 ]; then
 	gen_eal="-m 512 --lcores 0@${GEN_CPU:-0} --vdev $(memif 0 client)"
 	gen_net=(--local-ip 10.99.1.2/24 --host 10.99.1.1)
 else
-	m=$((D / N)) td_ports=() hosts= locals=
+	# D >= N: port g with m = D / N queues; N > D: one queue each, tallyd --cores D
+	m=$((D >= N ? D / N : 1)) td_ports=() hosts= locals=
 	td_eal="-m $((2048 + 192 * (D - 1))) --lcores 0@${TD_MAIN_CPU:-0}"
 	gen_eal="-m $((512 + 24 * (D + N))) --lcores 0@${GEN_MAIN_CPU:-0}"
 	for i in $(seq 0 $((D - 1))); do
@@ -55,11 +57,13 @@ else
 		td_eal+=",$((i + 1))@$c"
 	done
 	for g in $(seq 0 $((N - 1))); do
-		td_ports+=(--port "$(memif $g server)" --ip 10.99.$((g + 1)).1/24 --queues $m)
+		td_ports+=(--port "$(memif $g server)" --ip 10.99.$((g + 1)).1/24)
+		[ "$D" -ge "$N" ] && td_ports+=(--queues $m)
 		c=$(cpu "${GEN_CPUS:-}" $g $((D + g + 1))) || exit 2
 		gen_eal+=",$((g + 1))@$c"
 		hosts+=${hosts:+,}10.99.$((g + 1)).1 locals+=${locals:+,}10.99.$((g + 1)).2/24
 	done
+	[ "$N" -gt "$D" ] && td_ports+=(--cores "$D")
 	for g in $(seq 0 $((N - 1))); do gen_eal+=" --vdev $(memif $g client)"; done
 	gen_net=(--local-ip "$locals" --host "$hosts" --gen-lcores "$N" --dut-cores "$D")
 fi

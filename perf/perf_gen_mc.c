@@ -74,8 +74,10 @@ static int gm_lcore_open(struct gm *m, const struct gm_opts *o, unsigned g, char
 	m->lc[g] = lc;
 	lc->g = g;
 	lc->dut_cores = o->dut_cores;
-	lc->m = o->dut_cores / o->lcores;
-	lc->first_core = g * lc->m;
+	/* D >= N: port g is tallyd's port g with D / N queues, its cores g*m .. g*m+m-1;
+	 * N > D: tallyd --cores D polls port g with core g % D (one queue) */
+	lc->m = o->lcores > o->dut_cores ? 1 : o->dut_cores / o->lcores;
+	lc->first_core = o->lcores > o->dut_cores ? g % o->dut_cores : g * lc->m;
 	xo.dpdk_queues = (uint16_t)lc->m;
 	xo.dpdk_core_base = (uint16_t)lc->first_core;
 	if (gm_item(o->hosts, g, host, sizeof(host)) || gm_item(o->local_ips, g, local,
@@ -98,10 +100,11 @@ int gm_open(const struct gm_opts *o, struct gm **out, char *err, size_t errlen)
 
 	*out = NULL;
 	if (o->lcores < 1 || o->lcores > GM_MAX_LCORES || !o->dut_cores ||
-	    o->dut_cores % o->lcores || o->dut_cores / o->lcores > GM_MAX_Q)
+	    (o->dut_cores >= o->lcores && o->dut_cores % o->lcores) ||
+	    o->dut_cores / o->lcores > GM_MAX_Q)
 		return snprintf(err, errlen, "--gen-lcores N (1..%u) and --dut-cores D: D must be "
-				"a multiple of N, at most %u x N (N > D would need lcores sharing "
-				"one of the appliance's queues)", GM_MAX_LCORES, GM_MAX_Q), -EINVAL;
+				"a multiple of N, at most %u x N, or below N (tallyd --cores D: "
+				"port g polled by core g %% D)", GM_MAX_LCORES, GM_MAX_Q), -EINVAL;
 	if (!o->eal)
 		return snprintf(err, errlen, "--gen-lcores needs --eal \"EAL args\""), -EINVAL;
 	m = calloc(1, sizeof(*m));

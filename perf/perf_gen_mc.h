@@ -12,7 +12,10 @@
  * port g's cores only (key id % D in g*m .. g*m+m-1, perf_gen.h key_group / key_stride),
  * and sends each push on the queue its key's core polls (the steering an rte_flow rule
  * does on a NIC), so tallyd dispatches nothing in software and every RESULT comes back on
- * port g. N > D is refused: it would need lcores sharing a queue.
+ * port g. N > D: tallyd runs with --cores D and polls its port g (one queue) with core
+ * g % D (tallyd deals its ports over its cores), so lcore g's keys are core g % D's
+ * (key_base g % D, key_group 1, key_stride D) and several lcores feed one core, each on
+ * its own port; tallyd still dispatches nothing. N neither dividing nor above D is refused.
  *
  * The main lcore coordinates: job setup on each port in turn, then every trial launches all
  * N lcores at once (rte_eal_remote_launch, each pg_run at rate / N) and waits for all
@@ -31,7 +34,7 @@
 
 struct gm_opts {
 	unsigned lcores;        /* N: generator lcores = EAL worker lcores used, ports */
-	unsigned dut_cores;     /* D: the appliance's datapath cores, a multiple of N */
+	unsigned dut_cores;     /* D: the appliance's datapath cores, a multiple of N or < N */
 	const char *eal;        /* EAL arguments: >= N worker lcores, N ports in order */
 	const char *hosts;      /* comma list of N: port g's appliance address */
 	const char *local_ips;  /* comma list of N: port g's own ADDR/LEN */

@@ -49,7 +49,8 @@ static void lg_usage(FILE *f)
 		"                     ranks; --host and --local-ip: comma lists of N; each trial\n"
 		"                     runs all N at rate / N, figures summed (perf_gen_mc.h)\n"
 		"  --dut-cores D      the appliance's datapath cores (default 1), a multiple of N:\n"
-		"                     port g is its port g with D / N queues; keys go to every core\n"
+		"                     port g is its port g with D / N queues; keys go to every core;\n"
+		"                     or below N: tallyd --cores D polls port g with core g %% D\n"
 #endif
 		);
 }

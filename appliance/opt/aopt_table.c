@@ -46,8 +46,9 @@ static const struct tally_aopt table[] = {
 	  .help = "UDP port of core 0; core i listens on N+i (9170)" },
 	{ .name = "cores", .apps = TD, .type = TALLY_AOPT_UINT, .id = TALLY_AOPT_ID_CORES,
 	  .min = 1, .max = TALLY_AOPT_MAX_CORES,
-	  .what = "the datapath cores of a tallyd without ports", .arg = "N",
-	  .help = "datapath lcores of a tallyd without ports (verbs only) (1)" },
+	  .what = "the datapath cores", .arg = "N",
+	  .help = "datapath lcores: of a tallyd without ports (verbs only) (1); with ports, "
+		  "fewer lcores than ports, port p polled by lcore p % N (one queue each)" },
 	{ .name = "cores", .apps = UD, .type = TALLY_AOPT_UINT, .id = TALLY_AOPT_ID_CORES,
 	  .min = 1, .max = TALLY_AOPT_UDPD_MAX_CORES, .what = "the number of engines",
 	  .arg = "N", .help = "engines, one UDP socket each (2)" },

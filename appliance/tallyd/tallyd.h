@@ -68,22 +68,31 @@ struct tallyd_idle {
 	char why[64];                   /* why interrupt mode fell back (status) */
 };
 
+/* One RX queue an lcore polls, and the ring other cores relay that port's TX through. */
+struct tallyd_poll {
+	uint16_t port_idx, port_id, rxq;  /* its TX queue on that port is rxq too */
+	struct rte_ring *txin;          /* MP/SC: frames other cores want sent on the port */
+};
+
 struct tallyd_lcore {
 	struct tallyd *d;
 	unsigned idx;                   /* core index: owns UDP port base + idx */
 	unsigned lcore_id;
 	int socket;
-	uint16_t port_idx, rxq;         /* the RX queue it polls */
+	uint16_t port_idx, rxq;         /* its first RX queue (= poll[0]) */
+	uint16_t npoll;                 /* RX queues it polls: 1, more when `cores` is below
+					 * the number of ports (port p: core p % cores), 0 for
+					 * verbs only */
+	struct tallyd_poll poll[TALLYD_MAX_PORTS];
 	struct tally_engine *engine;    /* NULL with --io-forward */
 	struct rte_mempool *rx_pool, *hdr_pool;
 	struct rte_ring *dispatch;      /* MP/SC: frames for this core from other cores */
-	struct rte_ring *txin;          /* MP/SC: frames other cores want sent on our port */
-	uint16_t txq;                   /* our TX queue on our port (= rxq) */
+	uint16_t txq;                   /* our TX queue on our first port (= rxq) */
 	struct rte_ring *cmd, *ack;     /* SP/SC: main → lcore, lcore → main */
 	volatile int running;
 	volatile int stopped;            /* left its loop and answered its last commands */
 	volatile int draining;
-	struct tally_dpdk_tx tx;        /* our TX queue on our port; other ports via txin */
+	struct tally_dpdk_tx tx;        /* our TX queue on each polled port; others via txin */
 	void *verbs;                    /* rdma-listen: this core's connections (verbsx.ctx) */
 	struct tally_xport verbsx;      /* the same, opened from the transport registry */
 	struct tally_xport_mux mux;     /* the engine's transport: the port and verbs at once */

@@ -347,6 +347,8 @@ unsigned tallyd_conf_ncores(const struct tallyd_conf *c)
 
 	if (!c->nports) /* verbs only */
 		return c->cores ? c->cores : 1;
+	if (c->cores) /* ports dealt over `cores` lcores (tallyd_conf_validate checks them) */
+		return c->cores;
 	for (uint16_t i = 0; i < c->nports; i++)
 		n += c->port[i].queues ? c->port[i].queues :
 		     (c->port[i].nlcores ? c->port[i].nlcores : 1);
@@ -367,9 +369,6 @@ static int cfg_validate_rdma(const struct tallyd_conf *c, char *err, size_t errl
 		return cfg_err(err, errlen, "no port: give at least one --port (a PCI address or "
 			       "a vdev such as net_memif0,role=server,socket=/tmp/x.sock), or "
 			       "--rdma-listen ADDR:PORT for verbs only");
-	if (c->nports && c->cores)
-		return cfg_err(err, errlen, "cores: only for a tallyd without ports (verbs only); "
-			       "with ports, each port's queues set its cores");
 	if (c->io_forward && c->rdma.listen[0])
 		return cfg_err(err, errlen, "io-forward runs no engine: drop rdma-listen (verbs "
 			       "packets would have nowhere to go)");
@@ -381,12 +380,43 @@ static int cfg_is_pow2(unsigned v)
 	return v && !(v & (v - 1));
 }
 
+/* `cores` with ports: fewer lcores than ports, port p polled by core p % cores; each port
+ * one queue, the lcores taken from EAL's worker list (a port's `lcores` would clash). */
+static int cfg_validate_shared(const struct tallyd_conf *c, char *err, size_t errlen)
+{
+	if (!c->nports || !c->cores)
+		return 0;
+	if (c->cores > c->nports)
+		return cfg_err(err, errlen, "cores %u with %u ports: with ports, cores deals them "
+			       "over fewer lcores (port p polled by core p %% cores); for more "
+			       "cores than ports drop cores and give the ports queues", c->cores,
+			       c->nports);
+	for (uint16_t i = 0; i < c->nports; i++) {
+		if (c->port[i].queues > 1)
+			return cfg_err(err, errlen, "port %u: queues %u with cores %u: a port dealt "
+				       "over the cores has one queue (drop queues or cores)", i,
+				       c->port[i].queues, c->cores);
+		if (c->port[i].nlcores)
+			return cfg_err(err, errlen, "port %u: lcores with cores %u: the cores' lcores "
+				       "are EAL's workers in order (drop the port's lcores, or cores)",
+				       i, c->cores);
+	}
+	return 0;
+}
+
+/* Is port pi polled by a core that an earlier port's queue made (`cores` below the number
+ * of ports)? Its lcore is then that of port pi % cores. */
+int tallyd_conf_port_shared(const struct tallyd_conf *c, uint16_t pi)
+{
+	return c->nports && c->cores && pi >= c->cores;
+}
+
 int tallyd_conf_validate(const struct tallyd_conf *c, char *err, size_t errlen)
 {
 	char a[INET_ADDRSTRLEN];
 	int rc = cfg_validate_rdma(c, err, errlen);
 
-	if (rc)
+	if (rc || (rc = cfg_validate_shared(c, err, errlen)))
 		return rc;
 	for (uint16_t i = 0; i < c->nports; i++) {
 		const struct tallyd_port_conf *p = &c->port[i];

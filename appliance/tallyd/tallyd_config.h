@@ -98,7 +98,10 @@ int tallyd_conf_args(struct tallyd_conf *c, int argc, char **argv, char *err, si
 /* Cross-field checks (ports, addresses, lcores, sizes). 0 or -EINVAL with err. */
 int tallyd_conf_validate(const struct tallyd_conf *c, char *err, size_t errlen);
 
-/* Datapath cores the configuration asks for (sum of queues; without a port: cores). */
+/* Is port pi polled by the lcore of port pi % cores (`cores` below the number of ports)? */
+int tallyd_conf_port_shared(const struct tallyd_conf *c, uint16_t pi);
+/* Datapath cores the configuration asks for (sum of queues; `cores` when set, with ports
+ * or without). */
 unsigned tallyd_conf_ncores(const struct tallyd_conf *c);
 
 /* Is `arg` (or one starting with it and '=') among the EAL arguments? Returns its index

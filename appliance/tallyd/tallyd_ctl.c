@@ -162,6 +162,14 @@ static void b_status(void *ctx, json_t *out)
 			json_object_set_new(o, "idle_fallback", json_string(lc->idle.why));
 		json_object_set_new(o, "idle_waits", json_integer((json_int_t)lc->idle.waits));
 		json_object_set_new(o, "idle_wakeups", json_integer((json_int_t)lc->idle.wakeups));
+		if (lc->npoll > 1) { /* ports dealt over fewer cores: every (port, queue) it polls */
+			json_t *pq = json_array();
+
+			for (uint16_t k = 0; k < lc->npoll; k++)
+				json_array_append_new(pq, json_pack("{s:i, s:i}", "port",
+					(int)lc->poll[k].port_idx, "queue", (int)lc->poll[k].rxq));
+			json_object_set_new(o, "polls", pq);
+		}
 		json_array_append_new(cores, o);
 	}
 	for (uint16_t i = 0; i < d->nports; i++)

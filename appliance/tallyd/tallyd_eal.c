@@ -93,6 +93,11 @@ int tallyd_eal_prepare(struct tallyd_conf *c, const struct tallyd_sizing *s,
 			struct tallyd_port_conf *p = &c->port[i];
 			uint16_t q = p->queues ? p->queues : (p->nlcores ? p->nlcores : 1);
 
+			if (tallyd_conf_port_shared(c, i)) { /* the lcore of port i % cores */
+				p->lcores[0] = c->port[i % c->cores].lcores[0];
+				p->nlcores = 1;
+				continue;
+			}
 			if (!p->nlcores) {
 				for (uint16_t j = 0; j < q; j++) {
 					while (next == main_id || eal_used(c, next))

@@ -38,7 +38,9 @@ static const char *idle_intr_refused(const struct tallyd_lcore *lc)
 		return "it polls verbs completions too (they raise no RX interrupt)";
 	if (!d->port[lc->port_idx].rx_intr)
 		return "the port has no RX interrupts";
-	if (lc->txin)
+	if (lc->npoll > 1)
+		return "it polls several ports";
+	if (lc->poll[0].txin)
 		return "other cores relay TX through it";
 	for (uint16_t i = 0; i < d->nports; i++)
 		if (lc->dispatch && !d->port[i].steered)

@@ -141,12 +141,48 @@ static unsigned lc_commands(struct tallyd_lcore *lc, int shutting_down)
 	return n;
 }
 
+/* One burst from each queue this lcore polls (one, or a few when ports outnumber cores). */
+static unsigned lc_rx(struct tallyd_lcore *lc, struct rte_mbuf **pkts)
+{
+	unsigned work = 0;
+
+	for (uint16_t k = 0; k < lc->npoll; k++) {
+		const struct tallyd_poll *q = &lc->poll[k];
+		uint16_t n = rte_eth_rx_burst(q->port_id, q->rxq, pkts, TALLY_DPDK_BURST);
+
+		for (uint16_t i = 0; i < n; i++) {
+			lc->st.io.rx_pkts++;
+			lc->st.io.rx_bytes += pkts[i]->pkt_len;
+			lc_handle(lc, pkts[i], 0);
+		}
+		work += n;
+	}
+	return work;
+}
+
+/* What other cores relay through this lcore for the ports it polls. */
+static unsigned lc_relay(struct tallyd_lcore *lc, struct rte_mbuf **pkts)
+{
+	unsigned work = 0;
+
+	for (uint16_t k = 0; k < lc->npoll; k++) {
+		const struct tallyd_poll *q = &lc->poll[k];
+
+		if (!q->txin)
+			continue;
+		uint16_t n = (uint16_t)rte_ring_sc_dequeue_burst(q->txin, (void **)pkts,
+								 TALLY_DPDK_BURST, NULL);
+		for (uint16_t i = 0; i < n; i++)
+			tally_dpdk_tx_enqueue(&lc->tx, q->port_idx, pkts[i]);
+		work += n;
+	}
+	return work;
+}
+
 int tallyd_lcore_main(void *arg)
 {
 	struct tallyd_lcore *lc = arg;
 	struct tallyd *d = lc->d;
-	/* verbs only: no port; its id never reaches rte_eth_rx_burst */
-	uint16_t port_id = lc->port_idx == TALLYD_NO_PORT ? 0 : d->port[lc->port_idx].port_id;
 	struct rte_mbuf *pkts[TALLY_DPDK_BURST];
 	uint64_t hz = rte_get_tsc_hz();
 	uint64_t poll_cycles = hz / 1000000 * LC_ENGINE_POLL_US, next_poll = 0;
@@ -156,16 +192,10 @@ int tallyd_lcore_main(void *arg)
 	lc->running = 1;
 	while (!d->stop) {
 		unsigned work = 0;
-		uint16_t n = lc->port_idx == TALLYD_NO_PORT ? 0 :
-			     rte_eth_rx_burst(port_id, lc->rxq, pkts, TALLY_DPDK_BURST);
+		uint16_t n;
 
 		lc->st.io.loops++;
-		for (uint16_t i = 0; i < n; i++) {
-			lc->st.io.rx_pkts++;
-			lc->st.io.rx_bytes += pkts[i]->pkt_len;
-			lc_handle(lc, pkts[i], 0);
-		}
-		work += n;
+		work += lc_rx(lc, pkts); /* verbs only: no queue */
 		if (lc->dispatch) {
 			n = (uint16_t)rte_ring_sc_dequeue_burst(lc->dispatch, (void **)pkts,
 								TALLY_DPDK_BURST, NULL);
@@ -174,13 +204,7 @@ int tallyd_lcore_main(void *arg)
 				lc_handle(lc, pkts[i], 1);
 			work += n;
 		}
-		if (lc->txin) {
-			n = (uint16_t)rte_ring_sc_dequeue_burst(lc->txin, (void **)pkts,
-								TALLY_DPDK_BURST, NULL);
-			for (uint16_t i = 0; i < n; i++)
-				tally_dpdk_tx_enqueue(&lc->tx, lc->port_idx, pkts[i]);
-			work += n;
-		}
+		work += lc_relay(lc, pkts);
 		if (lc->verbs)
 			work += (unsigned)tallyd_verbs_poll(lc);
 		uint64_t now = rte_rdtsc();

@@ -81,6 +81,11 @@ static int setup_lcores(struct tallyd *d, char *err, size_t errlen)
 		struct tallyd_port_conf *p = &d->conf.port[i];
 		uint16_t q = p->queues ? p->queues : (p->nlcores ? p->nlcores : 1);
 
+		if (tallyd_conf_port_shared(&d->conf, i)) { /* the lcore of port i % cores */
+			p->lcores[0] = d->conf.port[i % d->conf.cores].lcores[0];
+			p->nlcores = 1;
+			continue;
+		}
 		for (uint16_t j = p->nlcores; j < q; j++) {
 			while (next < RTE_MAX_LCORE) {
 				int taken = 0;
@@ -116,6 +121,35 @@ static int setup_lcores(struct tallyd *d, char *err, size_t errlen)
 	return 0;
 }
 
+/* lc polls queue q of port pi; with several ports, other cores relay that port's TX
+ * through it (its TX queue there is q). */
+static int setup_poll_add(struct tallyd *d, struct tallyd_lcore *lc, uint16_t pi, uint16_t q,
+			  char *err, size_t errlen)
+{
+	struct tallyd_poll *p = &lc->poll[lc->npoll];
+	char name[RTE_MEMZONE_NAMESIZE];
+
+	if (lc->npoll >= TALLYD_MAX_PORTS)
+		return snprintf(err, errlen, "core %u: more than %d queues to poll", lc->idx,
+				TALLYD_MAX_PORTS), -ENOSPC;
+	p->port_idx = pi;
+	p->port_id = d->port[pi].port_id;
+	p->rxq = q;
+	if (d->conf.nports > 1) {
+		/* the first port keeps the name it always had */
+		if (lc->npoll)
+			snprintf(name, sizeof(name), "tallyd_txin%u_%u", lc->idx, pi);
+		else
+			snprintf(name, sizeof(name), "tallyd_txin%u", lc->idx);
+		p->txin = rte_ring_create(name, d->conf.dispatch_ring, lc->socket, RING_F_SC_DEQ);
+		if (!p->txin)
+			return snprintf(err, errlen, "core %u: cannot create its rings: %s", lc->idx,
+					rte_strerror(rte_errno)), -ENOMEM;
+	}
+	lc->npoll++;
+	return 0;
+}
+
 static struct tallyd_lcore *setup_lcore(struct tallyd *d, unsigned idx, uint16_t pi,
 					uint16_t q, unsigned lcore_id, char *err, size_t errlen)
 {
@@ -140,6 +174,8 @@ static struct tallyd_lcore *setup_lcore(struct tallyd *d, unsigned idx, uint16_t
 	lc->txq = q;
 	if (pi == TALLYD_NO_PORT) /* verbs only: no mbufs, no frames between cores */
 		goto rings;
+	if (setup_poll_add(d, lc, pi, q, err, errlen))
+		return NULL;
 	snprintf(name, sizeof(name), "tallyd_rx%u", idx);
 	lc->rx_pool = rte_pktmbuf_pool_create(name, s->rx_mbufs, TALLYD_POOL_CACHE, 0,
 					      (uint16_t)(RTE_PKTMBUF_HEADROOM + d->conf.frame_room),
@@ -167,12 +203,6 @@ rings:
 		if (!lc->dispatch)
 			goto ring_fail;
 	}
-	if (d->conf.nports > 1) {
-		snprintf(name, sizeof(name), "tallyd_txin%u", idx);
-		lc->txin = rte_ring_create(name, d->conf.dispatch_ring, socket, RING_F_SC_DEQ);
-		if (!lc->txin)
-			goto ring_fail;
-	}
 	if (!lc->cmd || !lc->ack)
 		goto ring_fail;
 	return lc;
@@ -192,6 +222,15 @@ static uint64_t setup_boot_id(void)
 	return id;
 }
 
+/* lc's queue on port pi, or NULL when it does not poll that port. */
+static const struct tallyd_poll *setup_poll_of(const struct tallyd_lcore *lc, uint16_t pi)
+{
+	for (uint16_t k = 0; k < lc->npoll; k++)
+		if (lc->poll[k].port_idx == pi)
+			return &lc->poll[k];
+	return NULL;
+}
+
 static int setup_engine(struct tallyd *d, struct tallyd_lcore *lc, char *err, size_t errlen)
 {
 	struct tally_engine_cfg ec;
@@ -200,16 +239,21 @@ static int setup_engine(struct tallyd *d, struct tallyd_lcore *lc, char *err, si
 
 	tally_dpdk_tx_init(&lc->tx, (uint16_t)lc->idx, lc->hdr_pool, d->conf.tx_flush_us);
 	for (uint16_t i = 0; i < d->nports; i++) {
-		tally_dpdk_tx_add_port(&lc->tx, d->port[i].port_id, lc->txq, &d->port[i].ifa);
-		/* a core has a TX queue on its own port only (a memif peer reads as many
-		 * queues as the port has RX queues); the first core of another port sends
-		 * for it */
-		if (i != lc->port_idx)
-			for (unsigned c = 0; c < d->ncores; c++)
-				if (d->lcore[c]->port_idx == i) {
-					lc->tx.port[i].via = d->lcore[c]->txin;
-					break;
-				}
+		const struct tallyd_poll *own = setup_poll_of(lc, i);
+
+		tally_dpdk_tx_add_port(&lc->tx, d->port[i].port_id, own ? own->rxq : lc->txq,
+				       &d->port[i].ifa);
+		/* a core has a TX queue on the ports it polls only (a memif peer reads as
+		 * many queues as the port has RX queues); the first core polling another
+		 * port sends for it */
+		for (unsigned c = 0; !own && c < d->ncores; c++) {
+			const struct tallyd_poll *q = setup_poll_of(d->lcore[c], i);
+
+			if (q) {
+				lc->tx.port[i].via = q->txin;
+				break;
+			}
+		}
 		/* a device without TX chains gets each RESULT copied into one RX-sized mbuf */
 		if (!d->port[i].multiseg)
 			lc->tx.port[i].copy_pool = lc->rx_pool;
@@ -261,10 +305,12 @@ static int setup_port_start(struct tallyd *d, uint16_t pi, char *err, size_t err
 
 	p->nrxq = 0;
 	for (unsigned c = 0; c < d->ncores; c++) {
+		const struct tallyd_poll *q = setup_poll_of(d->lcore[c], pi);
+
 		queue_of_core[c] = UINT16_MAX;
-		if (d->lcore[c]->port_idx == pi) {
-			queue_of_core[c] = d->lcore[c]->rxq;
-			pools[d->lcore[c]->rxq] = d->lcore[c]->rx_pool;
+		if (q) {
+			queue_of_core[c] = q->rxq;
+			pools[q->rxq] = d->lcore[c]->rx_pool;
 			p->nrxq++;
 		}
 	}
@@ -346,6 +392,22 @@ static int setup_wait_links(struct tallyd *d, char *err, size_t errlen)
 	return 0;
 }
 
+/* Ports dealt over fewer cores: say which core polls which port and queue. */
+static void setup_log_polls(const struct tallyd *d)
+{
+	for (unsigned c = 0; d->conf.cores && d->nports && c < d->ncores; c++) {
+		const struct tallyd_lcore *lc = d->lcore[c];
+		char buf[160];
+		int len = 0;
+
+		for (uint16_t k = 0; k < lc->npoll && len < (int)sizeof(buf); k++)
+			len += snprintf(buf + len, sizeof(buf) - (size_t)len, "%sport %u queue %u",
+					k ? ", " : "", lc->poll[k].port_idx, lc->poll[k].rxq);
+		LOG(INFO, "core %u (lcore %u, UDP port %u) polls %s\n", c, lc->lcore_id,
+		    d->conf.base_port + c, buf);
+	}
+}
+
 int tallyd_setup(struct tallyd *d, char *err, size_t errlen)
 {
 	int rc = setup_ports_find(d, err, errlen);
@@ -356,6 +418,12 @@ int tallyd_setup(struct tallyd *d, char *err, size_t errlen)
 	for (uint16_t pi = 0; pi < d->conf.nports; pi++) {
 		const struct tallyd_port_conf *pc = &d->conf.port[pi];
 
+		if (tallyd_conf_port_shared(&d->conf, pi)) {
+			if ((rc = setup_poll_add(d, d->lcore[pi % d->conf.cores], pi, 0, err,
+						 errlen)))
+				return rc;
+			continue;
+		}
 		for (uint16_t q = 0; q < pc->nlcores; q++) {
 			unsigned idx = d->ncores;
 			struct tallyd_lcore *lc = setup_lcore(d, idx, pi, q, pc->lcores[q], err,
@@ -365,6 +433,7 @@ int tallyd_setup(struct tallyd *d, char *err, size_t errlen)
 			d->lcore[d->ncores++] = lc;
 		}
 	}
+	setup_log_polls(d);
 	for (uint16_t i = 0; !d->conf.nports && i < d->conf.ncore_lcores; i++) {
 		struct tallyd_lcore *lc = setup_lcore(d, i, TALLYD_NO_PORT, 0,
 						      d->conf.core_lcores[i], err, errlen);
@@ -402,13 +471,15 @@ void tallyd_teardown(struct tallyd *d)
 		if (lc->engine)
 			tally_engine_destroy(lc->engine);
 		/* frames still in flight between cores */
-		struct rte_ring *rings[2] = { lc->dispatch, lc->txin };
 		void *o;
-		for (int r = 0; r < 2; r++)
-			while (rings[r] && rte_ring_sc_dequeue(rings[r], &o) == 0)
+		while (lc->dispatch && rte_ring_sc_dequeue(lc->dispatch, &o) == 0)
+			rte_pktmbuf_free(o);
+		for (uint16_t k = 0; k < lc->npoll; k++) {
+			while (lc->poll[k].txin && rte_ring_sc_dequeue(lc->poll[k].txin, &o) == 0)
 				rte_pktmbuf_free(o);
+			rte_ring_free(lc->poll[k].txin);
+		}
 		rte_ring_free(lc->dispatch);
-		rte_ring_free(lc->txin);
 		rte_ring_free(lc->cmd);
 		rte_ring_free(lc->ack);
 		rte_mempool_free(lc->hdr_pool);

@@ -48,9 +48,11 @@ int tallyd_size(const struct tallyd_conf *c, size_t hugepage_size, struct tallyd
 	s->hugepage_size = hugepage_size ? hugepage_size : (2u << 20);
 	unsigned ring = s->ncores > 1 ? c->dispatch_ring : 0;
 	unsigned cache = TALLYD_POOL_CACHE * (s->ncores + 1);
-	/* an RX mbuf lives in the RX ring, a burst, a dispatch ring, or (ARP/ICMP answers and
+	/* ports dealt over fewer cores (`cores`): a core fills the RX ring of each it polls */
+	unsigned polls = nports && c->cores ? (nports + s->ncores - 1) / s->ncores : 1;
+	/* an RX mbuf lives in an RX ring, a burst, a dispatch ring, or (ARP/ICMP answers and
 	 * io-forward) a TX buffer and TX ring of any port */
-	s->rx_mbufs = sz_pow2m1(c->rx_desc + TALLY_DPDK_BURST + ring +
+	s->rx_mbufs = sz_pow2m1(polls * c->rx_desc + TALLY_DPDK_BURST + ring +
 				nports * (c->tx_desc + TALLY_DPDK_TXBUF) + cache);
 	s->rx_elt = (unsigned)(sizeof(struct rte_mbuf) + RTE_PKTMBUF_HEADROOM + c->frame_room);
 	s->rx_pool_bytes = sz_pool(s->rx_mbufs, s->rx_elt, s->ncores + 1, s->hugepage_size);

@@ -435,6 +435,55 @@ static void test_eal_prepare(void **state)
 	assert_int_equal(m, 1);
 }
 
+/* `cores` below the number of ports: port p polled by core p % cores, one queue each; the
+ * EAL map names each core's lcore once; what cannot work is refused naming the setting. */
+static void test_ports_over_cores(void **state)
+{
+	(void)state;
+	struct tallyd_conf c;
+	struct tallyd_sizing s;
+	unsigned cpus[2] = { 0, 1 };
+	const char *a[] = { "--port", "net_memif0,role=server", "--ip", "10.0.0.1/24", "--port",
+			    "net_memif1,role=server", "--ip", "10.0.1.1/24", "--port",
+			    "net_memif2,role=server", "--ip", "10.0.2.1/24", "--cores", "2", "--",
+			    "--no-huge", NULL };
+
+	assert_int_equal(args_valid(&c, a), 0);
+	assert_int_equal(tallyd_conf_ncores(&c), 2);
+	assert_false(tallyd_conf_port_shared(&c, 0));
+	assert_false(tallyd_conf_port_shared(&c, 1));
+	assert_true(tallyd_conf_port_shared(&c, 2));
+	assert_int_equal(tallyd_size(&c, 2u << 20, &s, err, sizeof(err)), 0);
+	assert_int_equal(tallyd_eal_prepare(&c, &s, cpus, 2, err, sizeof(err)), 0);
+	int i = tallyd_conf_eal_has(&c, "--lcores");
+	assert_true(i >= 0);
+	assert_string_equal(c.eal_argv[i], "--lcores=0@0,1@1,2@0");
+	assert_int_equal(c.port[0].lcores[0], 1);
+	assert_int_equal(c.port[1].lcores[0], 2);
+	assert_int_equal(c.port[2].nlcores, 1);
+	assert_int_equal(c.port[2].lcores[0], 1); /* port 2: core 2 % 2 = 0 */
+	/* without cores: a core per port, one RX ring each */
+	const char *b[] = { "--port", "net_memif0,role=server", "--ip", "10.0.0.1/24", "--port",
+			    "net_memif1,role=server", "--ip", "10.0.1.1/24", "--port",
+			    "net_memif2,role=server", "--ip", "10.0.2.1/24", NULL };
+	assert_int_equal(args_valid(&c, b), 0);
+	assert_int_equal(tallyd_conf_ncores(&c), 3);
+	assert_false(tallyd_conf_port_shared(&c, 2));
+	/* cores = ports: one port each, as without cores */
+	const char *e[] = { "--port", "net_null0", "--ip", "10.0.0.1/24", "--port", "net_null1",
+			    "--ip", "10.0.1.1/24", "--cores", "2", NULL };
+	assert_int_equal(args_valid(&c, e), 0);
+	assert_int_equal(tallyd_conf_ncores(&c), 2);
+	assert_false(tallyd_conf_port_shared(&c, 1));
+	BAD("cores 3 with 2 ports", 1, "--port", "net_null0", "--ip", "10.0.0.1/24", "--port",
+	    "net_null1", "--ip", "10.0.1.1/24", "--cores", "3");
+	BAD("port 1: queues 2 with cores 1: a port dealt over the cores has one queue", 1,
+	    "--port", "net_null0", "--ip", "10.0.0.1/24", "--port", "net_null1", "--ip",
+	    "10.0.1.1/24", "--queues", "2", "--cores", "1");
+	BAD("port 0: lcores with cores 1", 1, "--port", "net_null0", "--ip", "10.0.0.1/24",
+	    "--lcores", "1", "--port", "net_null1", "--ip", "10.0.1.1/24", "--cores", "1");
+}
+
 /* rdma-listen: verbs only (no port, `cores` lcores) or beside ports; the rdma-* settings
  * with tally-udpd's names, ranges and texts (appliance/ctl/actl_verbs.c). */
 static void test_rdma(void **state)
@@ -483,10 +532,11 @@ static void test_rdma(void **state)
 	BAD("'rdma-max-conns 0': want 1..1024 connections", 0, "--rdma-max-conns", "0");
 	BAD("'rdma-listen eth0': want ADDR:PORT", 0, "--rdma-listen", "eth0");
 	BAD("unknown setting 'rdma-foo'", 0, "--rdma-foo", "1");
-	BAD("the datapath cores of a tallyd without ports", 0, "--cores", "65");
+	BAD("the datapath cores", 0, "--cores", "65");
 	BAD("or --rdma-listen ADDR:PORT for verbs only", 1, "--cores", "2");
-	BAD("cores: only for a tallyd without ports", 1, "--port", "net_null0", "--ip",
-	    "10.0.0.1/24", "--cores", "2", "--rdma-listen", "10.0.0.1:9170");
+	BAD("cores 2 with 1 ports: with ports, cores deals them over fewer lcores", 1, "--port",
+	    "net_null0", "--ip", "10.0.0.1/24", "--cores", "2", "--rdma-listen",
+	    "10.0.0.1:9170");
 	BAD("io-forward runs no engine: drop rdma-listen", 1, "--port", "net_null0", "--ip",
 	    "10.0.0.1/24", "--io-forward", "--rdma-listen", "10.0.0.1:9170");
 	/* and in a config file */
@@ -513,6 +563,7 @@ int main(void)
 		cmocka_unit_test(test_sizing),
 		cmocka_unit_test(test_hugepage_check),
 		cmocka_unit_test(test_eal_prepare),
+		cmocka_unit_test(test_ports_over_cores),
 		cmocka_unit_test(test_rdma),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

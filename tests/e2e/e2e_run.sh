@@ -7,12 +7,13 @@
 #              [--bytes 64M] [--rounds 3] [--keys 16] [--dtypes "f32 bf16"] [--cores 2]
 #              [--impair none|nft-drop:PCT|nft-dup:PCT|relay:ARGS] [--expect-retx]
 #              [--expect-dups] [--worker-args "..."] [--appliance-args "..."]
+#              [--expect-log "TEXT"] (the appliance logs TEXT by the time it is ready)
 # relay:ARGS is a comma list of tly_relay options, e.g. relay:drop=1,dup=1,reorder=5,delay-us=50
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
 tag=x bin= appliance=udpd workers=4 bytes=64M rounds=3 keys=16 dtypes="f32 bf16" cores=2
-impair=none expect_retx=0 expect_dups=0 worker_args= time_limit=150 appliance_args=
+impair=none expect_retx=0 expect_dups=0 worker_args= time_limit=150 appliance_args= expect_log=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--tag) tag=$2; shift ;;
@@ -30,6 +31,7 @@ while [ $# -gt 0 ]; do
 	--worker-args) worker_args=$2; shift ;;
 	--appliance-args) appliance_args=$2; shift ;; # tallyd settings (e.g. --dispatch-ring 64)
 	--time-limit) time_limit=$2; shift ;;
+	--expect-log) expect_log=$2; shift ;;
 	*) echo "e2e_run.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -154,6 +156,10 @@ case "$appliance" in
 udpd) e2e_wait_log appliance "cores on port" 60 "$app_pid" ;;
 *) e2e_wait_log appliance "ready" 90 "$app_pid" ;;
 esac
+if [ -n "$expect_log" ]; then
+	grep -qF "$expect_log" "$E2E_TMP/appliance.log" || e2e_fail "the appliance did not log '$expect_log'"
+	e2e_log "appliance logged: $expect_log"
+fi
 
 fail=0
 summary=()

@@ -488,7 +488,8 @@ static void gen_bad_options(void **state)
 
 /* --gen-lcores: lcore g of N against D cores gets key_base = base + g*m, group m = D/N,
  * stride D: its keys are owned (key % D) by its port's cores g*m .. g*m+m-1 only, every one
- * of them, and each id maps back to its index; other ids are not its keys. */
+ * of them, and each id maps back to its index; other ids are not its keys. N > D: group 1,
+ * base + g % D (perf_gen_mc.c gm_keys). */
 static void gen_key_layout(void **state)
 {
 	const unsigned D = 8, N = 2, m = D / N, keys = 6, base = 1024 * D;
@@ -513,6 +514,22 @@ static void gen_key_layout(void **state)
 		assert_int_equal(pg_key_index(&o, base + (g + 1) * m % D), -1); /* another's */
 		assert_int_equal(pg_key_index(&o, pg_key(&o, keys)), -1);     /* past the last */
 		assert_int_equal(pg_key_index(&o, base - 1), -1);
+	}
+	/* N > D (tallyd --cores D polls port g with core g % D): group 1, base + g % D; every
+	 * key of lcore g is core g % D's */
+	for (unsigned g = 0; g < 4; g++) {
+		const unsigned d2 = 2;
+		struct pg_opts o = gen_opts(1024);
+
+		o.keys = keys;
+		o.key_base = 1024 * d2 + g % d2;
+		o.key_group = 1;
+		o.key_stride = d2;
+		for (unsigned k = 0; k < keys; k++) {
+			assert_int_equal(pg_key(&o, k) % d2, g % d2);
+			assert_int_equal(pg_key_index(&o, pg_key(&o, k)), (int)k);
+		}
+		assert_int_equal(pg_key_index(&o, o.key_base + 1), -1); /* the other core's */
 	}
 	struct pg_opts o = gen_opts(1024);
 	struct pg_gen *gen;
