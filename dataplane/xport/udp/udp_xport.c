@@ -101,10 +101,24 @@ int tally_udp_busy_setting(const char *value, int *busy_poll_us, char *errbuf, s
 }
 
 /* Open the socket of one appliance core (client: connected to base + core; listen: bound). */
+static void udp_buf_init(void *ctx, void *buf, const void *payload, size_t len)
+{
+	(void)ctx; /* the engine zeroed it: no packet references the buffer yet */
+	(void)buf;
+	(void)payload;
+	(void)len;
+}
+
+/* An engine over a listening transport sends RESULTs with send_buf: their payloads are
+ * gathered from its buffers, not copied into the queue (udp_send_buf). */
 static const struct tally_xport_ops udp_ops = {
 	.send = udp_send,
 	.now_ns = udp_now_ns,
 	.poll = udp_poll,
+	.buf_size = sizeof(struct udp_xbuf),
+	.buf_init = udp_buf_init,
+	.send_buf = udp_send_buf,
+	.buf_busy = udp_buf_busy,
 	.peer_error = udp_peer_error,
 	.rx_loss = udp_rx_loss,
 };
@@ -163,15 +177,18 @@ struct tally_udp *tally_udp_create(const struct tally_udp_cfg *cfg, tally_udp_rx
 	u->rbuf = malloc(64 * u->rbuf_len);
 	u->rctl = calloc(64, UDP_CTL_LEN);
 	u->smsg = calloc(u->cfg.batch, sizeof(*u->smsg));
-	u->siov = calloc(u->cfg.batch, sizeof(*u->siov));
+	/* a packet whose payload is referenced takes two iovecs (udp_pkt_iov) */
+	u->siov = calloc(2 * (size_t)u->cfg.batch, sizeof(*u->siov));
 	u->sctl = calloc(u->cfg.batch, UDP_CTL_LEN);
 	if (u->cfg.listen && u->cfg.gso) { /* the destination-grouped flush (udp_io.c) */
 		u->sscratch = malloc((size_t)u->cfg.batch * UDP_SLOT);
 		u->slens = calloc(u->cfg.batch, sizeof(*u->slens));
 		u->sdst = calloc(u->cfg.batch, sizeof(*u->sdst));
+		u->sref = calloc(u->cfg.batch, sizeof(*u->sref));
 	}
 	if (!u->rmsg || !u->riov || !u->rbuf || !u->rctl || !u->smsg || !u->siov || !u->sctl ||
-	    (u->cfg.listen && u->cfg.gso && (!u->sscratch || !u->slens || !u->sdst))) {
+	    (u->cfg.listen && u->cfg.gso && (!u->sscratch || !u->slens || !u->sdst ||
+						   !u->sref))) {
 		snprintf(errbuf, errlen, "udp: out of memory");
 		goto fail;
 	}
@@ -228,12 +245,14 @@ void tally_udp_destroy(struct tally_udp *u)
 		struct udp_sock *s = &u->socks[i];
 
 		if (s->slots) {
+			udp_drop_refs(u, s);
 			udp_flush_sock(u, s);
 			close(s->fd);
 		}
 		free(s->slots);
 		free(s->lens);
 		free(s->dst);
+		free(s->ref);
 	}
 	free(u->rmsg);
 	free(u->riov);
@@ -245,6 +264,7 @@ void tally_udp_destroy(struct tally_udp *u)
 	free(u->sscratch);
 	free(u->slens);
 	free(u->sdst);
+	free(u->sref);
 	free(u);
 }
 
