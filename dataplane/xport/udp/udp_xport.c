@@ -11,7 +11,6 @@
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,17 +68,8 @@ static int udp_busy_cfg(struct tally_udp *u, char *errbuf, size_t errlen)
 			 TALLY_UDP_BUSY_POLL_MAX_US);
 		return -EINVAL;
 	}
-	if (!us) {
-		/* Spinning pays only where the reply is produced on another CPU: with fewer than
-		 * TALLY_UDP_BUSY_POLL_MIN_CPUS usable CPUs the spin takes the CPU that the
-		 * appliance or the peer rank needs (measured on 2 shared cores: no gain, more
-		 * spurious retransmits), so the default there is off. */
-		cpu_set_t set;
-		int ncpu = sched_getaffinity(0, sizeof(set), &set) ? 1 : CPU_COUNT(&set);
-
-		us = u->cfg.listen || ncpu < TALLY_UDP_BUSY_POLL_MIN_CPUS ?
-			     0 : TALLY_UDP_BUSY_POLL_DEFAULT_US;
-	}
+	if (!us) /* both modes: the spin yields to whoever needs the CPU (udp_spin) */
+		us = TALLY_UDP_BUSY_POLL_DEFAULT_US;
 	u->busy_ns = us > 0 ? (uint64_t)us * 1000 : 0;
 	return 0;
 }
