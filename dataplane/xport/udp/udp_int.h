@@ -27,6 +27,7 @@
 #define UDP_GRO_BUF 65536u
 #define UDP_GSO_MAX_BYTES 65000u
 #define UDP_GSO_MAX_SEGS 64u
+#define UDP_SPIN_RECENT_NS 2000000ull /* busy poll only within 2 ms of traffic */
 #define UDP_RX_ROUNDS 4 /* recvmmsg batches per socket per poll, so one socket cannot starve others */
 
 /* The transport's state per engine RESULT buffer (tally_xport_ops.buf_size): how many
@@ -83,6 +84,9 @@ struct tally_udp {
 	struct sockaddr_in *sdst;
 	struct udp_ref *sref;
 	uint64_t busy_ns;            /* busy-poll budget per wait (0: off) */
+	uint64_t busy_until_ns;      /* spin only before this: UDP_SPIN_RECENT_NS after the last
+				      * traffic seen (udp_poll), so an idle socket sleeps */
+	int active;                  /* a datagram went or came since udp_poll last looked */
 	int gso_refused;             /* the kernel refused UDP_SEGMENT once: off for good */
 	struct tally_udp_stats st;
 	char err[256];

@@ -254,6 +254,7 @@ int udp_flush_sock(struct tally_udp *u, struct udp_sock *s)
 			udp_unref(s, ord[first[done] + q]);
 		done++;
 	}
+	u->active |= sent_pkts != 0;
 	if (sent_pkts < s->nq)
 		udp_keep_unsent(u, s, ord, sent_pkts, moved);
 	s->nq -= sent_pkts;
@@ -422,6 +423,7 @@ static int udp_rx_sock(struct tally_udp *u, uint16_t core)
 		if ((uint32_t)r < nb)
 			break;
 	}
+	u->active |= delivered != 0;
 	return delivered;
 }
 
@@ -463,6 +465,21 @@ static int udp_spin(struct tally_udp *u, uint64_t *timeout_ns)
 	return n;
 }
 
+/* Spin before this wait? Only within UDP_SPIN_RECENT_NS of the last datagram sent or
+ * received: during a burst the next one is likely within the spin, while a socket idle
+ * for longer (between training steps, an appliance with no job) sleeps at once instead of
+ * spinning at every poll timeout. */
+static int udp_spin_now(struct tally_udp *u)
+{
+	uint64_t now = udp_now_ns(NULL);
+
+	if (u->active) {
+		u->active = 0;
+		u->busy_until_ns = now + UDP_SPIN_RECENT_NS;
+	}
+	return now < u->busy_until_ns;
+}
+
 int udp_poll(void *ctx, uint64_t timeout_ns)
 {
 	struct tally_udp *u = ctx;
@@ -470,7 +487,7 @@ int udp_poll(void *ctx, uint64_t timeout_ns)
 
 	tally_udp_flush(u);
 	n = udp_rx_all(u);
-	if (!n && timeout_ns && u->busy_ns && u->npfd)
+	if (!n && timeout_ns && u->busy_ns && u->npfd && udp_spin_now(u))
 		n = udp_spin(u, &timeout_ns);
 	if (n || !timeout_ns) {
 		if (n) /* what the rx callbacks queued (next chunks, RESULTs) goes out now */
