@@ -115,14 +115,48 @@ void client_reprobe(struct tally_client *c, uint32_t core, struct client_slot *s
 /* Slots sent before transmission `xseq` (just answered) and still without an answer an RTT
  * plus a reordering allowance later: CLIENT_GAP_RESEND re-sends unanswered pushes (the
  * first answer to a push sent once), CLIENT_GAP_PROBE probes held chunks (a RESULT). */
+/* One in-flight push slot of client_gap_scan. */
+static void gap_one(struct tally_client *c, uint32_t core, struct client_slot *sl,
+		    uint64_t xseq, unsigned how, uint64_t now, uint64_t late)
+{
+	struct client_core *cc = &c->cores[core];
+
+	/* a re-sent push is judged like any other: by answers to pushes sent after it (seq)
+	 * an RTT later (sent_ns), RACK's rule; probes once per RTT */
+	if (sl->seq >= xseq || now - sl->sent_ns < late)
+		return;
+	if (sl->held) {
+		if ((how & CLIENT_GAP_PROBE) && !sl->probed && now - sl->fast_ns >= late)
+			client_probe(c, core, sl, now);
+		return;
+	}
+	if (!(how & CLIENT_GAP_RESEND))
+		return;
+	sl->fast_ns = sl->sent_ns = now;
+	sl->retries++;
+	c->st.retransmits++;
+	c->st.fast_retransmits++;
+	client_xmit(c, core, sl);
+	sl->fast_rtx = true;
+	/* none of the last 16 proven spurious: narrow the allowance again */
+	if (++cc->fast_clean >= 16 && cc->reo_mult > 1) {
+		cc->reo_mult /= 2;
+		cc->fast_clean = 0;
+	}
+}
+
 void client_gap_scan(struct tally_client *c, uint32_t core, uint64_t xseq, unsigned how,
 		     uint64_t now)
 {
 	struct client_core *cc = &c->cores[core];
 	uint64_t reo = cc->min_rtt / 4 * (cc->reo_mult ? cc->reo_mult : 1);
-	uint64_t late;
+	uint64_t late, floor = cc->tx_seq + 1;
 
 	if (!cc->have_rtt)
+		return;
+	/* Answers in the order sent (the usual case) leave nothing older in flight: skip the
+	 * walk over every slot, once per RESULT, that would find nothing. */
+	if (xseq <= cc->gap_floor)
 		return;
 	if (reo > cc->srtt)
 		reo = cc->srtt;
@@ -130,30 +164,13 @@ void client_gap_scan(struct tally_client *c, uint32_t core, uint64_t xseq, unsig
 	for (uint32_t s = 0; s < 2 * c->cfg.window; s++) {
 		struct client_slot *sl = &cc->slots[s];
 
-		/* a re-sent push is judged like any other: by answers to pushes sent after
-		 * it (seq) an RTT later (sent_ns), RACK's rule; probes once per RTT */
-		if (sl->op == CLIENT_NONE || sl->op == CLIENT_ACKWAIT || sl->seq >= xseq ||
-		    now - sl->sent_ns < late)
+		if (sl->op == CLIENT_NONE || sl->op == CLIENT_ACKWAIT)
 			continue;
-		if (sl->held) {
-			if ((how & CLIENT_GAP_PROBE) && !sl->probed && now - sl->fast_ns >= late)
-				client_probe(c, core, sl, now);
-			continue;
-		}
-		if (!(how & CLIENT_GAP_RESEND))
-			continue;
-		sl->fast_ns = sl->sent_ns = now;
-		sl->retries++;
-		c->st.retransmits++;
-		c->st.fast_retransmits++;
-		client_xmit(c, core, sl);
-		sl->fast_rtx = true;
-		/* none of the last 16 proven spurious: narrow the allowance again */
-		if (++cc->fast_clean >= 16 && cc->reo_mult > 1) {
-			cc->reo_mult /= 2;
-			cc->fast_clean = 0;
-		}
+		gap_one(c, core, sl, xseq, how, now, late);
+		if (sl->seq < floor) /* after a re-send: its new seq */
+			floor = sl->seq;
 	}
+	cc->gap_floor = floor;
 }
 
 void client_spurious(struct client_core *cc, struct client_slot *sl)

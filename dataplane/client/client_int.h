@@ -140,6 +140,9 @@ struct client_core {
 	uint64_t est;             /* the estimator's RTO (rto may be backed off above it) */
 	uint64_t min_rtt;         /* shortest sample of a chunk sent once (0: none yet) */
 	uint64_t tx_seq;          /* payload transmissions so far (slot seq) */
+	uint64_t gap_floor;       /* no push slot in flight has a seq below this (slot seqs
+				   * only grow): a gap scan for an answer at or below it has
+				   * nothing to look at (client_gap_scan; 0: not known) */
 	bool seen_held;           /* this core answers HELD and probes (JOIN_OK caps, or seen):
 				   * else old rules, the RTO samples completions */
 	uint64_t last_ans_ns;     /* last first answer (HELD or RESULT) to a push of ours */

@@ -46,16 +46,17 @@ struct tally_xport_ops {
 	int (*poll)(void *ctx, uint64_t timeout_ns);
 
 	/* ---- Optional, engine side: zero-copy RESULT buffers with a reference count. ----
-	 * A transport that references RESULT payloads (DPDK extbufs) sets buf_size > 0: the
-	 * engine then keeps buf_size bytes of transport state per RESULT buffer (one per chunk
-	 * and parity), allocated with the key from the engine's arena, zeroed, 16-aligned.
+	 * A transport that references RESULT payloads (DPDK extbufs; kernel UDP in listen mode,
+	 * whose queued RESULTs are gathered from these buffers by sendmmsg's iovecs) sets
+	 * buf_size > 0: the engine then keeps buf_size bytes of transport state per RESULT
+	 * buffer (one per chunk and parity), allocated with the key from the engine's arena, zeroed, 16-aligned.
 	 * buf_init is called once per buffer when the key is created (on the engine's core:
 	 * no syscall, no lock; e.g. set up a refcounted descriptor, cache the IOVA). RESULTs
 	 * are then sent with send_buf (as send, naming the buffer's state). buf_busy returns
 	 * non-zero while a sent copy still references the buffer (queued, not yet transmitted):
 	 * the engine then refuses to start a new round in that buffer (TALLY_R_TOO_EARLY, the
 	 * worker retries) and keeps a removed key's memory until no buffer is busy. A copying
-	 * transport (kernel UDP, simulations) leaves all four zero. */
+	 * transport (simulations) leaves all four zero. */
 	size_t buf_size;
 	void (*buf_init)(void *ctx, void *buf, const void *payload, size_t len);
 	int (*send_buf)(void *ctx, const struct tally_addr *to, const uint8_t *hdr,

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -212,8 +213,9 @@ static struct tally_udp *env_create(const struct tally_udp_cfg *cfg, int *rc, ch
 	return tally_udp_create(&c, NULL, NULL, rc, err, errlen);
 }
 
-/* The busy-poll setting: cfg at create, TALLY_UDP_BUSY_POLL_US at the program's edge; a
- * spin that finds nothing falls through to ppoll and is counted (no timing asserted). */
+/* The busy-poll setting: cfg at create, TALLY_UDP_BUSY_POLL_US at the program's edge, on by
+ * default; a spin only within 2 ms of traffic, and one that finds nothing falls through to
+ * ppoll and is counted (no timing asserted). */
 static void test_busy_poll(void **state)
 {
 	struct tally_udp_cfg cfg = { .host = "127.0.0.1" };
@@ -245,13 +247,29 @@ static void test_busy_poll(void **state)
 	assert_int_equal(tally_udp_stats(u)->blocks, 1);
 	tally_udp_destroy(u);
 	unsetenv("TALLY_UDP_BUSY_POLL_US");
-	cfg.busy_poll_us = 100; /* spins, finds nothing, then sleeps the rest */
-	u = tally_udp_create(&cfg, NULL, NULL, &rc, err, sizeof(err));
-	assert_non_null(u);
-	assert_true(tally_udp_ops()->poll(u, 1000000) >= 0);
-	assert_int_equal(tally_udp_stats(u)->spins, 1);
-	assert_int_equal(tally_udp_stats(u)->spin_hits, 0);
-	tally_udp_destroy(u);
+	for (int dflt = 0; dflt < 2; dflt++) {
+		/* 100 us, then the default (on, whatever the CPU count) */
+		const struct tally_addr to = { .core = 0 };
+		const uint8_t hdr[TALLY_HDR_LEN] = { 0 };
+		struct timespec idle = { 0, 3000000 }; /* past UDP_SPIN_RECENT_NS (2 ms) */
+
+		cfg.busy_poll_us = dflt ? 0 : 100;
+		u = tally_udp_create(&cfg, NULL, NULL, &rc, err, sizeof(err));
+		assert_non_null(u);
+		/* no traffic yet: sleeps at once, no spin */
+		assert_true(tally_udp_ops()->poll(u, 1000000) >= 0);
+		assert_int_equal(tally_udp_stats(u)->spins, 0);
+		/* just sent: spins, finds nothing, then sleeps the rest */
+		assert_int_equal(tally_udp_ops()->send(u, &to, hdr, NULL, 0), 0);
+		assert_true(tally_udp_ops()->poll(u, 1000000) >= 0);
+		assert_int_equal(tally_udp_stats(u)->spins, 1);
+		assert_int_equal(tally_udp_stats(u)->spin_hits, 0);
+		/* quiet for longer than the recent-traffic window: no spin again */
+		nanosleep(&idle, NULL);
+		assert_true(tally_udp_ops()->poll(u, 1000000) >= 0);
+		assert_int_equal(tally_udp_stats(u)->spins, 1);
+		tally_udp_destroy(u);
+	}
 }
 
 int main(void)

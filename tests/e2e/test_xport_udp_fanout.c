@@ -6,6 +6,9 @@
  * without GSO nothing is joined. Clients receive with GRO, so the split is checked too.
  * sendmmsg is wrapped (-Wl,--wrap=sendmmsg) to make the kernel take part of a grouped flush
  * and then refuse (EAGAIN): what did not go stays queued and leaves in order next time.
+ * RESULT-like packets sent with send_buf (the payload referenced in the sender's buffer, one
+ * buffer shared by every client's copy, as the engine's fan-out does) arrive byte for byte
+ * in order among copied ones, and buf_busy holds while a copy is queued, partial flush too.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -90,8 +93,9 @@ static void cli_rx(void *arg, const void *buf, size_t len, const struct tally_ad
 		l->bad++;
 		return;
 	}
+	/* p[1]: a payload shared by every client (sent by reference), not the client's own */
 	for (size_t i = TALLY_HDR_LEN; i < len; i++)
-		if (p[i] != (uint8_t)(p[0] + seq + i)) {
+		if (p[i] != (uint8_t)((p[1] ? 0 : p[0]) + seq + i)) {
 			l->bad++;
 			return;
 		}
@@ -229,6 +233,92 @@ static void test_fanout_partial(void **state)
 	tally_udp_destroy(srv);
 }
 
+/* Rounds [from, to) of every client, interleaved; even rounds as send_buf: one payload
+ * (pl[seq]) shared by the clients, referenced, its state in xb[seq]. */
+static void queue_seq_ref(struct tally_udp *srv, const struct srv_log *sl, uint32_t from,
+			  uint32_t to, uint8_t (*pl)[PLEN], uint64_t (*xb)[4])
+{
+	const struct tally_xport_ops *ops = tally_udp_ops();
+	static uint8_t pkt[TALLY_HDR_LEN + PLEN];
+
+	for (uint32_t seq = from; seq < to; seq++) {
+		for (size_t i = 0; i < plen(seq); i++)
+			pl[seq][i] = (uint8_t)(seq + TALLY_HDR_LEN + i);
+		for (unsigned c = 0; c < NCLI; c++) {
+			memset(pkt, 0, TALLY_HDR_LEN);
+			pkt[0] = (uint8_t)c;
+			memcpy(pkt + 4, &seq, 4);
+			if (seq % 2) {
+				for (size_t i = TALLY_HDR_LEN; i < TALLY_HDR_LEN + plen(seq); i++)
+					pkt[i] = (uint8_t)(c + seq + i);
+				assert_int_equal(ops->send(srv, &sl->from[c], pkt,
+							   pkt + TALLY_HDR_LEN, plen(seq)), 0);
+				continue;
+			}
+			pkt[1] = 1;
+			assert_int_equal(ops->send_buf(srv, &sl->from[c], pkt, pl[seq], plen(seq),
+						       xb[seq]), 0);
+		}
+		if (seq % 2 == 0) /* queued (or sent, when a batch filled): busy until it left */
+			assert_true(ops->buf_busy(srv, xb[seq]) || tally_udp_stats(srv)->tx_pkts);
+	}
+}
+
+/* RESULT fan-out by reference: a partial flush keeps the unsent copies' buffers busy (and
+ * the sent one's, until every copy left), the next flush sends them, all in order; a
+ * batch filled while queuing flushes references too; destroy drops queued references
+ * without touching their buffers. */
+static void test_fanout_ref(void **state)
+{
+	static uint8_t pl[NSEQ][PLEN];
+	static uint64_t xb[NSEQ][4];
+	const struct tally_xport_ops *ops = tally_udp_ops();
+	struct tally_udp *srv, *cli[NCLI];
+	struct srv_log sl = { 0 };
+	struct cli_log cl[NCLI] = { 0 };
+
+	(void)state;
+	assert_true(ops->buf_size > 0 && ops->buf_size <= sizeof(xb[0]));
+	memset(xb, 0, sizeof(xb));
+	srv = open_cluster(1, (uint16_t)(21000 + getpid() % 20000 + 7), &sl, cli, cl);
+	queue_seq_ref(srv, &sl, 0, 10, pl, xb); /* 30 packets: under one batch */
+	for (uint32_t seq = 0; seq < 10; seq += 2)
+		assert_true(ops->buf_busy(srv, xb[seq]));
+	partial = 1; /* client 0's run goes, then EAGAIN */
+	assert_int_equal(tally_udp_flush(srv), 0);
+	partial = -1;
+	assert_int_equal(tally_udp_stats(srv)->tx_pkts, 10);
+	for (uint32_t seq = 0; seq < 10; seq += 2) /* clients 1 and 2's copies still queued */
+		assert_true(ops->buf_busy(srv, xb[seq]));
+	queue_seq_ref(srv, &sl, 10, NSEQ, pl, xb); /* past a batch: flushes while queuing */
+	assert_int_equal(tally_udp_flush(srv), 0);
+	assert_int_equal(tally_udp_stats(srv)->tx_pkts, NCLI * NSEQ);
+	assert_int_equal(tally_udp_stats(srv)->tx_errors, 0);
+	for (uint32_t seq = 0; seq < NSEQ; seq += 2)
+		assert_false(ops->buf_busy(srv, xb[seq]));
+	assert_true(tally_udp_stats(srv)->tx_gso_sends > 0);
+	/* the payloads may change now: every copy is in the kernel's hands */
+	memset(pl, 0xee, sizeof(pl));
+	poll_until(srv, cli, cl, NSEQ);
+	for (unsigned c = 0; c < NCLI; c++) {
+		assert_int_equal(cl[c].bad, 0);
+		assert_int_equal(cl[c].next, NSEQ);
+	}
+	/* queued references at destroy: dropped, counted, their state left alone (the engine
+	 * that owned it may be gone) */
+	queue_seq_ref(srv, &sl, 0, 2, pl, xb);
+	assert_true(ops->buf_busy(srv, xb[0]));
+	uint64_t errs = tally_udp_stats(srv)->tx_errors;
+	for (unsigned c = 0; c < NCLI; c++)
+		tally_udp_destroy(cli[c]);
+	assert_int_equal(errs, 0);
+	tally_udp_destroy(srv);
+	uint32_t q;
+
+	memcpy(&q, xb[0], sizeof(q)); /* the transport's count of queued copies */
+	assert_int_equal(q, NCLI);
+}
+
 static void test_fanout_gso(void **state)
 {
 	(void)state;
@@ -247,6 +337,7 @@ int main(void)
 		cmocka_unit_test(test_fanout_gso),
 		cmocka_unit_test(test_fanout_plain),
 		cmocka_unit_test(test_fanout_partial),
+		cmocka_unit_test(test_fanout_ref),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

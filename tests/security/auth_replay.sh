@@ -96,8 +96,15 @@ replay_into() {
 	sleep 0.2
 	"${C[@]}" --json workers >"$tmp/$name.w0.json"
 	echo "$name: ranks bound by the replayed JOINs: $(jget "$tmp/$name.w0.json" "len([w for w in d if w['job_id'] == 5])")"
-	"${W[@]}" --rank 0 --bytes 64K --rounds 8000 >"$tmp/$name.0.json" 2>"$tmp/$name.0.err" & w0=$!
-	"${W[@]}" --rank 1 --bytes 64K --rounds 8000 >"$tmp/$name.1.json" 2>"$tmp/$name.1.err" & w1=$!
+	# long enough to outlive the replay (a Python loop, a few seconds) however fast the
+	# ranks' rounds are: a time, not a round count (8000 rounds ended first once the
+	# transport's busy poll was on by default)
+	local secs
+	secs=$(scaled 12)
+	"${W[@]}" --rank 0 --bytes 64K --rounds 10000000 --seconds "$secs" >"$tmp/$name.0.json" \
+		2>"$tmp/$name.0.err" & w0=$!
+	"${W[@]}" --rank 1 --bytes 64K --rounds 10000000 --seconds "$secs" >"$tmp/$name.1.json" \
+		2>"$tmp/$name.1.err" & w1=$!
 	local ok=0
 	for _ in $(seq $(scaled 100)); do
 		"${C[@]}" --json workers >"$tmp/$name.w.json" 2>/dev/null &&

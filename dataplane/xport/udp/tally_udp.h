@@ -52,19 +52,18 @@ struct tally_udp_cfg {
 				* first, so RESULTs queued rank by rank still join per worker. */
 	int gro;               /* UDP_GRO on receive: 0 off, 1 on when available (default 1) */
 	int busy_poll_us;      /* before blocking in ppoll, spin on recvmmsg(MSG_DONTWAIT) this
-				* long: 0 default (client: TALLY_UDP_BUSY_POLL_DEFAULT_US with at
-				* least TALLY_UDP_BUSY_POLL_MIN_CPUS CPUs in the affinity mask,
-				* else off; listen: off), < 0 off, at most
-				* TALLY_UDP_BUSY_POLL_MAX_US. A RESULT that
-				* lands within the spin skips the sleep/wake-up (scheduler latency,
-				* measured 0.1-8 ms on a loaded host). Programs apply the
-				* environment variable TALLY_UDP_BUSY_POLL_US (0 = off) here at
-				* their edge (tally_udp_busy_setting, or tally_xport_opts_env). */
+				* long, yielding the CPU between looks (sched_yield: threads
+				* waiting for this CPU run first): 0 default
+				* (TALLY_UDP_BUSY_POLL_DEFAULT_US, both modes), < 0 off, at most
+				* TALLY_UDP_BUSY_POLL_MAX_US. A RESULT (or, listening, a push)
+				* that lands within the spin skips the sleep/wake-up (scheduler
+				* latency, measured 0.1-8 ms on a loaded host). Programs apply
+				* the environment variable TALLY_UDP_BUSY_POLL_US (0 = off) here
+				* at their edge (tally_udp_busy_setting, or tally_xport_opts_env). */
 };
 
 #define TALLY_UDP_BUSY_POLL_DEFAULT_US 50
 #define TALLY_UDP_BUSY_POLL_MAX_US 10000
-#define TALLY_UDP_BUSY_POLL_MIN_CPUS 4
 
 struct tally_udp_stats {
 	uint64_t tx_pkts, tx_bytes, tx_calls, tx_errors, tx_gso_sends;

@@ -97,10 +97,16 @@ int udp_open(struct tally_udp *u, uint16_t core)
 	s->slots = malloc((size_t)u->cfg.batch * UDP_SLOT);
 	s->lens = calloc(u->cfg.batch, sizeof(*s->lens));
 	s->dst = u->cfg.listen ? calloc(u->cfg.batch, sizeof(*s->dst)) : NULL;
-	if (!s->slots || !s->lens || (u->cfg.listen && !s->dst)) {
+	s->ref = u->cfg.listen ? calloc(u->cfg.batch, sizeof(*s->ref)) : NULL;
+	if (!s->slots || !s->lens || (u->cfg.listen && (!s->dst || !s->ref))) {
 		free(s->slots);
 		free(s->lens);
 		free(s->dst);
+		free(s->ref);
+		s->slots = NULL; /* tally_udp_destroy frees what is left */
+		s->lens = NULL;
+		s->dst = NULL;
+		s->ref = NULL;
 		close(fd);
 		udp_err(u, "udp: out of memory for core %u's queue", core);
 		return -ENOMEM;

@@ -11,7 +11,6 @@
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,17 +68,8 @@ static int udp_busy_cfg(struct tally_udp *u, char *errbuf, size_t errlen)
 			 TALLY_UDP_BUSY_POLL_MAX_US);
 		return -EINVAL;
 	}
-	if (!us) {
-		/* Spinning pays only where the reply is produced on another CPU: with fewer than
-		 * TALLY_UDP_BUSY_POLL_MIN_CPUS usable CPUs the spin takes the CPU that the
-		 * appliance or the peer rank needs (measured on 2 shared cores: no gain, more
-		 * spurious retransmits), so the default there is off. */
-		cpu_set_t set;
-		int ncpu = sched_getaffinity(0, sizeof(set), &set) ? 1 : CPU_COUNT(&set);
-
-		us = u->cfg.listen || ncpu < TALLY_UDP_BUSY_POLL_MIN_CPUS ?
-			     0 : TALLY_UDP_BUSY_POLL_DEFAULT_US;
-	}
+	if (!us) /* both modes: the spin yields to whoever needs the CPU (udp_spin) */
+		us = TALLY_UDP_BUSY_POLL_DEFAULT_US;
 	u->busy_ns = us > 0 ? (uint64_t)us * 1000 : 0;
 	return 0;
 }
@@ -101,10 +91,24 @@ int tally_udp_busy_setting(const char *value, int *busy_poll_us, char *errbuf, s
 }
 
 /* Open the socket of one appliance core (client: connected to base + core; listen: bound). */
+static void udp_buf_init(void *ctx, void *buf, const void *payload, size_t len)
+{
+	(void)ctx; /* the engine zeroed it: no packet references the buffer yet */
+	(void)buf;
+	(void)payload;
+	(void)len;
+}
+
+/* An engine over a listening transport sends RESULTs with send_buf: their payloads are
+ * gathered from its buffers, not copied into the queue (udp_send_buf). */
 static const struct tally_xport_ops udp_ops = {
 	.send = udp_send,
 	.now_ns = udp_now_ns,
 	.poll = udp_poll,
+	.buf_size = sizeof(struct udp_xbuf),
+	.buf_init = udp_buf_init,
+	.send_buf = udp_send_buf,
+	.buf_busy = udp_buf_busy,
 	.peer_error = udp_peer_error,
 	.rx_loss = udp_rx_loss,
 };
@@ -163,15 +167,18 @@ struct tally_udp *tally_udp_create(const struct tally_udp_cfg *cfg, tally_udp_rx
 	u->rbuf = malloc(64 * u->rbuf_len);
 	u->rctl = calloc(64, UDP_CTL_LEN);
 	u->smsg = calloc(u->cfg.batch, sizeof(*u->smsg));
-	u->siov = calloc(u->cfg.batch, sizeof(*u->siov));
+	/* a packet whose payload is referenced takes two iovecs (udp_pkt_iov) */
+	u->siov = calloc(2 * (size_t)u->cfg.batch, sizeof(*u->siov));
 	u->sctl = calloc(u->cfg.batch, UDP_CTL_LEN);
 	if (u->cfg.listen && u->cfg.gso) { /* the destination-grouped flush (udp_io.c) */
 		u->sscratch = malloc((size_t)u->cfg.batch * UDP_SLOT);
 		u->slens = calloc(u->cfg.batch, sizeof(*u->slens));
 		u->sdst = calloc(u->cfg.batch, sizeof(*u->sdst));
+		u->sref = calloc(u->cfg.batch, sizeof(*u->sref));
 	}
 	if (!u->rmsg || !u->riov || !u->rbuf || !u->rctl || !u->smsg || !u->siov || !u->sctl ||
-	    (u->cfg.listen && u->cfg.gso && (!u->sscratch || !u->slens || !u->sdst))) {
+	    (u->cfg.listen && u->cfg.gso && (!u->sscratch || !u->slens || !u->sdst ||
+						   !u->sref))) {
 		snprintf(errbuf, errlen, "udp: out of memory");
 		goto fail;
 	}
@@ -228,12 +235,14 @@ void tally_udp_destroy(struct tally_udp *u)
 		struct udp_sock *s = &u->socks[i];
 
 		if (s->slots) {
+			udp_drop_refs(u, s);
 			udp_flush_sock(u, s);
 			close(s->fd);
 		}
 		free(s->slots);
 		free(s->lens);
 		free(s->dst);
+		free(s->ref);
 	}
 	free(u->rmsg);
 	free(u->riov);
@@ -245,6 +254,7 @@ void tally_udp_destroy(struct tally_udp *u)
 	free(u->sscratch);
 	free(u->slens);
 	free(u->sdst);
+	free(u->sref);
 	free(u);
 }
 
