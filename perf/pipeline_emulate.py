@@ -176,7 +176,7 @@ def rank_main(a):
             wall = time.perf_counter() - t0
             tcp1, cpu1, host1 = tcp_counters(), cpu_s(), host_cpu()
             dist.barrier()
-            out["runs"].append(dict(stage=tr.s, replicas=tr.reps[tr.s],
+            out["runs"].append(dict(stage=tr.s, replicas=tr.reps[tr.s], in_flight=tr.in_flight(),
                                     done_at=[x - t0 for x in tr.done_at], wall_s=wall,
                                     losses=losses,
                                     tcp={k: tcp1[k] - tcp0[k] for k in tcp1},
@@ -435,8 +435,8 @@ def launch(a):
                "plan_stages": p["stages"], "plan": p,
                "runs": [{"name": r[0], "predicted_s": r[2], "predicted_s_no_share": r[6],
                          "measured": r[5]} for r in rows],
-               "ranks": [[{f: x[f] for f in ("stage", "replicas", "wall_s", "done_at", "tcp",
-                                             "cpu_s", "host_cpu_s")}
+               "ranks": [[{f: x[f] for f in ("stage", "replicas", "in_flight", "wall_s",
+                                             "done_at", "tcp", "cpu_s", "host_cpu_s")}
                           for x in rk["runs"]] for rk in res]}
         with open(a.json, "w") as f:
             json.dump(rec, f)
