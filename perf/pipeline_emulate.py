@@ -363,6 +363,12 @@ def launch(a):
                  "replicas": a.workers, "ranks": list(range(a.workers))}
         runs = [("plan", p["stages"]), ("dp-tally", [dict(whole, aggregation="tally")]),
                 ("dp-gloo", [dict(whole, aggregation="ring")])]
+        if a.noam_twin and any(x.get("in_flight", x.get("noam")) != x.get("noam")
+                               for x in p["stages"]):
+            # the same plan with PipeDream's NOAM windows (no per-stage in_flight: the
+            # runtime's fallback), in the same launch: what the deeper windows change
+            runs.insert(1, ("plan-noam", [{k: v for k, v in x.items() if k != "in_flight"}
+                                          for x in p["stages"]]))
         order = []
         for k in range(a.repeat):  # ABBA: plan, dp-tally, dp-gloo, dp-gloo, dp-tally, plan, ...
             order += runs if k % 2 == 0 else runs[::-1]
@@ -466,6 +472,9 @@ def main():
     ap.add_argument("--json", default=None,
                     help="write the launch here (profile, plan, every rank's finish times)")
     ap.add_argument("--label", default="", help="the launch's name in --json")
+    ap.add_argument("--noam-twin", action="store_true",
+                    help="where the planner's 1F1B windows are deeper than NOAM, also run the "
+                         "plan with NOAM's windows (\"plan-noam\")")
     ap.add_argument("--host-cores", type=int, default=os.cpu_count(),
                     help="the cores the ranks share (the cluster's host_cores; this host's)")
     # one rank (internal)

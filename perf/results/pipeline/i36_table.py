@@ -123,7 +123,7 @@ def main():
                      f"{pe.describe(L['plan_stages']).replace('|', '/')}{win} | {comp * 1e3:.1f} / "
                      f"{solo * 1e3:.1f} | {sh.get('other_load', float('nan')):.2f} | "
                      + "<br>".join(cells) + " |")
-    names = ("plan", "plan=dp", "dp-tally", "dp-gloo")
+    names = ("plan", "plan-noam", "plan=dp", "dp-tally", "dp-gloo")
     print("| statistic and model | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))
     for col in dict.fromkeys(c for c, _ in cnt):
