@@ -32,7 +32,8 @@ CFG = {"": "vgg b32", "--batch 16": "vgg b16",
 
 
 def setup(args):
-    a = " ".join(x for x in args.replace("--bin build", "").split() if x)
+    a = " ".join(x for x in args.replace("--bin build", "").replace("--noam-twin", "").split()
+                 if x)
     for k in ("--json", "--label"):  # i36's launches name their output
         if k in a:
             w = a.split()
@@ -123,7 +124,8 @@ def main():
                      f"{pe.describe(L['plan_stages']).replace('|', '/')}{win} | {comp * 1e3:.1f} / "
                      f"{solo * 1e3:.1f} | {sh.get('other_load', float('nan')):.2f} | "
                      + "<br>".join(cells) + " |")
-    names = ("plan", "plan-noam", "plan=dp", "dp-tally", "dp-gloo")
+    names = [n for n in ("plan", "plan-noam", "plan=dp", "dp-tally", "dp-gloo")
+             if any(v[1] for (_, m), v in cnt.items() if m == n)]  # the configurations run
     print("| statistic and model | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))
     for col in dict.fromkeys(c for c, _ in cnt):
