@@ -176,7 +176,7 @@ def rank_main(a):
             wall = time.perf_counter() - t0
             tcp1, cpu1, host1 = tcp_counters(), cpu_s(), host_cpu()
             dist.barrier()
-            out["runs"].append(dict(stage=tr.s, replicas=tr.reps[tr.s],
+            out["runs"].append(dict(stage=tr.s, replicas=tr.reps[tr.s], in_flight=tr.in_flight(),
                                     done_at=[x - t0 for x in tr.done_at], wall_s=wall,
                                     losses=losses,
                                     tcp={k: tcp1[k] - tcp0[k] for k in tcp1},
@@ -363,6 +363,12 @@ def launch(a):
                  "replicas": a.workers, "ranks": list(range(a.workers))}
         runs = [("plan", p["stages"]), ("dp-tally", [dict(whole, aggregation="tally")]),
                 ("dp-gloo", [dict(whole, aggregation="ring")])]
+        if a.noam_twin and any(x.get("in_flight", x.get("noam")) != x.get("noam")
+                               for x in p["stages"]):
+            # the same plan with PipeDream's NOAM windows (no per-stage in_flight: the
+            # runtime's fallback), in the same launch: what the deeper windows change
+            runs.insert(1, ("plan-noam", [{k: v for k, v in x.items() if k != "in_flight"}
+                                          for x in p["stages"]]))
         order = []
         for k in range(a.repeat):  # ABBA: plan, dp-tally, dp-gloo, dp-gloo, dp-tally, plan, ...
             order += runs if k % 2 == 0 else runs[::-1]
@@ -435,8 +441,8 @@ def launch(a):
                "plan_stages": p["stages"], "plan": p,
                "runs": [{"name": r[0], "predicted_s": r[2], "predicted_s_no_share": r[6],
                          "measured": r[5]} for r in rows],
-               "ranks": [[{f: x[f] for f in ("stage", "replicas", "wall_s", "done_at", "tcp",
-                                             "cpu_s", "host_cpu_s")}
+               "ranks": [[{f: x[f] for f in ("stage", "replicas", "in_flight", "wall_s",
+                                             "done_at", "tcp", "cpu_s", "host_cpu_s")}
                           for x in rk["runs"]] for rk in res]}
         with open(a.json, "w") as f:
             json.dump(rec, f)
@@ -466,6 +472,9 @@ def main():
     ap.add_argument("--json", default=None,
                     help="write the launch here (profile, plan, every rank's finish times)")
     ap.add_argument("--label", default="", help="the launch's name in --json")
+    ap.add_argument("--noam-twin", action="store_true",
+                    help="where the planner's 1F1B windows are deeper than NOAM, also run the "
+                         "plan with NOAM's windows (\"plan-noam\")")
     ap.add_argument("--host-cores", type=int, default=os.cpu_count(),
                     help="the cores the ranks share (the cluster's host_cores; this host's)")
     # one rank (internal)

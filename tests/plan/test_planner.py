@@ -574,6 +574,72 @@ class Planner(unittest.TestCase):
         with self.assertRaisesRegex(ProfileError, r"layers\[1\]\.fwd_solo_s"):
             plan(bad, {"workers": 2, "link_gbit": 1})
 
+    def test_windows_hand_worked(self):
+        # 3 stages x 1 replica on 0.1 Gbit/s (12.5e6 B/s), alpha 0: c = 6, 6, 3 ms; 2 C = 10 ms
+        # (62500 B) and 4 ms (25000 B); P = max(6, 6, 3, 10, 4) = 10 ms. Last: RT 0, F 1,
+        # L = 3. Stage 1: RT = 4 + 3 = 7, ceil((6 + 7) / 10) = 2 = NOAM, L = 6 + max(7, 1 x
+        # 10) = 16. Stage 0: RT = 10 + 16 = 26, ceil((6 + 26) / 10) = 4 > NOAM 3
+        prof = chain([(2e-3, 4e-3, 62500, 1000), (2e-3, 4e-3, 25000, 2000),
+                      (1e-3, 2e-3, 10, 3000)])
+        cl = {"workers": 3, "link_gbit": 0.1, "alpha_us": 0}
+        st = [{"layers": [k, k + 1], "replicas": 1} for k in range(3)]
+        ev = evaluate(prof, cl, st)
+        self.assertAlmostEqual(ev["predicted_s_per_minibatch"], 10e-3)
+        got = [(x["noam"], x["in_flight"], round(x["round_trip_s"] * 1e3, 6),
+                x["stash_bytes"]) for x in ev["stages"]]
+        self.assertEqual(got, [(3, 4, 26.0, 4000), (2, 2, 7.0, 4000), (1, 1, 0.0, 3000)])
+        # the planner's own plan carries the windows; the plan-level field is stage 0's
+        p = plan(prof, cl)
+        self.assertEqual(p["in_flight"], p["stages"][0]["in_flight"])
+        ev2 = evaluate(prof, cl, p["stages"])
+        self.assertEqual([x["in_flight"] for x in p["stages"]],
+                         [x["in_flight"] for x in ev2["stages"]])
+        self.assertIn("in flight", format_plan(p))
+        self.assertIn("weight stash", format_plan(p))
+        # free transfers and equal stages: NOAM exactly (4, 3, 2, 1)
+        eq = chain([(1e-3, 2e-3, 0, 100)] * 4)
+        ev = evaluate(eq, {"workers": 4, "link_gbit": 1, "alpha_us": 0},
+                      [{"layers": [k, k + 1], "replicas": 1} for k in range(4)])
+        self.assertEqual([x["in_flight"] for x in ev["stages"]], [4, 3, 2, 1])
+        self.assertEqual([x["noam"] for x in ev["stages"]], [4, 3, 2, 1])
+        # replicas: windows never shallower (in minibatches of the pipeline) downstream
+        rng = random.Random(7)
+        for _ in range(30):
+            n = rng.randint(2, 5)
+            pr = chain([(rng.uniform(1e-4, 5e-3), rng.uniform(1e-4, 1e-2),
+                         rng.choice([0, 1e3, 1e5]), rng.choice([0, 1e4, 1e6])) for _ in range(n)])
+            p = plan(pr, {"workers": rng.randint(2, 6), "link_gbit": rng.choice([0.05, 1, 10])})
+            fs = [(x["in_flight"], x["replicas"]) for x in p["stages"]]
+            for (f, m), (g, mm) in zip(fs, fs[1:]):
+                self.assertGreaterEqual(f * m, g * mm, p["stages"])
+            for x in p["stages"]:
+                self.assertGreaterEqual(x["in_flight"], x["noam"])
+                self.assertLessEqual(x["busy_s"] + x["round_trip_s"],
+                                     x["in_flight"] * x["replicas"]
+                                     * p["predicted_s_per_minibatch"] * (1 + 1e-9))
+
+    def test_windows_old_plan_loads(self):
+        # a plan without per-stage windows (before this change): the runtime uses NOAM; with
+        # them, the plan's; a bad one is refused naming the field
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("no torch")
+        from tally.plan.runtime import PipelineError, PipelineTrainer
+        mods = [torch.nn.Linear(2, 2) for _ in range(3)]
+        old = {"stages": [{"stage": k, "layers": [k, k + 1], "ranks": [k],
+                           "aggregation": "none"} for k in range(3)], "in_flight": 3}
+        self.assertEqual([PipelineTrainer(mods, old, r, None).in_flight() for r in range(3)],
+                         [3, 2, 1])
+        new = json.loads(json.dumps(old))
+        for st, f in zip(new["stages"], (5, 2, 1)):
+            st["in_flight"] = f
+        self.assertEqual([PipelineTrainer(mods, new, r, None).in_flight() for r in range(3)],
+                         [5, 2, 1])
+        new["stages"][0]["in_flight"] = 0
+        with self.assertRaisesRegex(PipelineError, r"stages\[0\]\.in_flight"):
+            PipelineTrainer(mods, new, 0, None).in_flight()
+
     def test_cli(self):
         with tempfile.TemporaryDirectory() as d:
             pf, cf, of = (os.path.join(d, x) for x in ("p.json", "c.json", "o.json"))

@@ -6,7 +6,8 @@ stage's replicas summing through a real tally-udpd as their own job):
     minibatches (fp tolerance), for plans 2x2, 1+3 and 1+1+2 (stages x replicas; its first
     stage has no weights), and 2x2 with stage 0 on a gloo ring ("aggregation": "ring");
   - 1F1B with weight stashing equals a one-process reference of PipeDream's update rule
-    (1+1+1+1 with a first stage without weights, 2x2, 1+3), and differs from plain SGD;
+    (1+1+1+1 with a first stage without weights, 2x2, 1+3), and differs from plain SGD; also
+    with the plan's per-stage windows deeper than NOAM (1+1+1+1 [6, 4, 3, 1], 2x2 [3, 2]);
   - a stage replica killed (SIGKILL) mid-run: every survivor ends with PipelineError naming
     its stage and rank and the peer or the stage's replicas; nothing hangs."""
 import os
@@ -49,12 +50,15 @@ def data(step):
     return torch.randn(MB, 8, generator=g), torch.randint(0, 3, (MB,), generator=g)
 
 
-def mkplan(split):
-    """split: [(first layer, end layer, replicas[, aggregation])]"""
+def mkplan(split, depth=None):
+    """split: [(first layer, end layer, replicas[, aggregation])]; depth: each stage's
+    "in_flight" (the planner's window), or None: a plan without it (NOAM)"""
     st, rank = [], 0
     for s, (i, j, m, *agg) in enumerate(split):
         st.append({"stage": s, "layers": [i, j], "ranks": list(range(rank, rank + m)),
                    "aggregation": agg[0] if agg else "tally"})
+        if depth is not None:
+            st[-1]["in_flight"] = depth[s]
         rank += m
     assert rank == W
     return {"stages": st}
@@ -154,16 +158,17 @@ def check_same(split):
     return fails
 
 
-def ref_1f1b(split):
+def ref_1f1b(split, depth=None):
     """PipeDream's update rule, one process: stage s (m_s replicas, F_s = ceil(sum of m from s
-    on / m_s) minibatches in flight per replica) runs minibatch t's forward and backward with
-    weight version max(0, t // m_s - F_s + 1); version v + 1 = version v - lr * the mean of
-    the gradients of minibatches v m_s .. v m_s + m_s - 1 (each with its stashed weights)."""
+    on / m_s) minibatches in flight per replica, or depth[s]) runs minibatch t's forward and
+    backward with weight version max(0, t // m_s - F_s + 1); version v + 1 = version v - lr *
+    the mean of the gradients of minibatches v m_s .. v m_s + m_s - 1 (each with its stashed
+    weights)."""
     from torch.nn.utils import stateless
     mods = layers()
     S = len(split)
     reps = [m for _, _, m in split]
-    F = [-(-sum(reps[s:]) // reps[s]) for s in range(S)]
+    F = depth or [-(-sum(reps[s:]) // reps[s]) for s in range(S)]
     stages = [torch.nn.Sequential(*mods[i:j]) for i, j, _ in split]
     W_ = [[{n: p.detach().clone() for n, p in st.named_parameters()}] for st in stages]
     acc = [{} for _ in range(S)]
@@ -187,10 +192,17 @@ def ref_1f1b(split):
     return [list(W_[s][-1].values()) for s in range(S)]
 
 
-def check_1f1b(split):
-    plan = mkplan(split)
+def check_1f1b(split, depth=None):
+    plan = mkplan(split, depth)
     out = run(plan, die_at="1f1b")
-    ref = ref_1f1b(split)
+    ref = ref_1f1b(split, depth)
+    if depth is not None:
+        # a deeper window is a different rule: the NOAM reference must differ somewhere
+        noam = ref_1f1b(split)
+        if all(torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+               for s in range(len(split)) for a, b in zip(ref[s], noam[s])):
+            print(f"FAIL 1f1b {split} windows {depth}: same weights as NOAM's windows")
+            return 1
     # plain SGD over the same minibatches, no staleness: 1F1B must differ from it (the test
     # can tell a schedule that ignores the stash or the delay)
     plain = torch.nn.Sequential(*layers())
@@ -223,8 +235,8 @@ def check_1f1b(split):
                                                               atol=1e-6):
                 print(f"FAIL 1f1b {split} rank {rank}: equals plain SGD (no staleness)")
                 fails += 1
-    print(("ok" if not fails else "FAIL") + f": 1F1B + weight stashing {split} == PipeDream's "
-          "update rule")
+    print(("ok" if not fails else "FAIL") + f": 1F1B + weight stashing {split} windows "
+          f"{depth or 'NOAM'} == PipeDream's update rule")
     return fails
 
 
@@ -265,6 +277,11 @@ def main():
     for split in ([(0, 1, 1), (1, 3, 1), (3, 5, 1), (5, 6, 1)], [(0, 3, 2), (3, 6, 2)],
                   [(0, 4, 1), (4, 6, 3)]):
         fails += check_1f1b(split)
+    # the planner's windows deeper than NOAM (a round trip that does not fit behind NOAM's):
+    # 1+1+1+1 NOAM [4, 3, 2, 1], 2x2 NOAM [2, 1]
+    for split, depth in (([(0, 1, 1), (1, 3, 1), (3, 5, 1), (5, 6, 1)], [6, 4, 3, 1]),
+                         ([(0, 3, 2), (3, 6, 2)], [3, 2])):
+        fails += check_1f1b(split, depth)
     fails += check_kill()
     print("FAILED" if fails else "PASS", fails)
     return 1 if fails else 0

@@ -12,6 +12,8 @@ rank counts as DP-Tally's twin, "plan=dp"), by statistic and model:
     without it; then one line per run.
 
     /usr/bin/python3 perf/results/pipeline/i36_table.py [h36_runs.json [i36_runs.json]]
+(i36b_runs.json as the second file: branch i36b's launches, with each stage's 1F1B window and
+NOAM after the plan chosen)
 """
 import collections
 import json
@@ -30,7 +32,8 @@ CFG = {"": "vgg b32", "--batch 16": "vgg b16",
 
 
 def setup(args):
-    a = " ".join(x for x in args.replace("--bin build", "").split() if x)
+    a = " ".join(x for x in args.replace("--bin build", "").replace("--noam-twin", "").split()
+                 if x)
     for k in ("--json", "--label"):  # i36's launches name their output
         if k in a:
             w = a.split()
@@ -70,6 +73,7 @@ def main():
     h36 = json.load(open(sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "h36_runs.json")))
     p2 = sys.argv[2] if len(sys.argv) > 2 else os.path.join(HERE, "i36_runs.json")
     i36 = json.load(open(p2)) if os.path.exists(p2) else []
+    tag = os.path.basename(p2).split("_")[0]  # i36, i36b: the branch whose launches these are
     cnt = collections.defaultdict(lambda: [0, 0])
     for L in h36:
         for k, r in enumerate(L["runs"]):
@@ -90,9 +94,9 @@ def main():
             n = name_of(L, r)
             m, _ = pe.measured(res, 4)
             p, p0 = r["predicted_s"], r["predicted_s_no_share"]
-            for col, v, pp in (("i36: steady mean vs shared-host model", m["mean"], p),
-                               ("i36: steady mean vs model without it", m["mean"], p0),
-                               ("i36: median of windows vs model without it", m["median"], p0)):
+            for col, v, pp in ((f"{tag}: steady mean vs shared-host model", m["mean"], p),
+                               (f"{tag}: steady mean vs model without it", m["mean"], p0),
+                               (f"{tag}: median of windows vs model without it", m["median"], p0)):
                 c = cnt[(col, n)]
                 c[0] += within(v, pp)
                 c[1] += 1
@@ -112,12 +116,16 @@ def main():
         sh = L["plan"].get("shared_host") or {}
         comp = sum(x["fwd_s"] + x["bwd_s"] for x in L["profile"]["layers"])
         solo = sum(x.get("fwd_solo_s", 0) + x.get("bwd_solo_s", 0) for x in L["profile"]["layers"])
+        win = ""
+        if "in_flight" in L["plan_stages"][0]:  # i36b on: the planner's windows (NOAM)
+            win = " [" + ", ".join(f"{x['in_flight']} ({x['noam']})" for x in L["plan_stages"]) + "]"
         lines.append(f"| {L['launch']} | {setup(L['command_args'])} | {L['start_utc']}, "
                      f"{L['loadavg_start'].split()[0]} → {L['loadavg_end'].split()[0]} | "
-                     f"{pe.describe(L['plan_stages']).replace('|', '/')} | {comp * 1e3:.1f} / "
+                     f"{pe.describe(L['plan_stages']).replace('|', '/')}{win} | {comp * 1e3:.1f} / "
                      f"{solo * 1e3:.1f} | {sh.get('other_load', float('nan')):.2f} | "
                      + "<br>".join(cells) + " |")
-    names = ("plan", "plan=dp", "dp-tally", "dp-gloo")
+    names = [n for n in ("plan", "plan-noam", "plan=dp", "dp-tally", "dp-gloo")
+             if any(v[1] for (_, m), v in cnt.items() if m == n)]  # the configurations run
     print("| statistic and model | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))
     for col in dict.fromkeys(c for c, _ in cnt):

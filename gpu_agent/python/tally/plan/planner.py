@@ -34,7 +34,24 @@ the other ranks wait) is s(R) / s(1); without solo times e = 0 (the host runs no
 Then a stage's compute on m replicas is compute x f(m), f(k) = s(k) / s(R) (its replicas
 compute in lockstep; the other stages' ranks are counted idle), and A(N, M) is at least the
 whole chain's compute x f(M) / M (the host's capacity: all M ranks computing at once): a
-constant of the chain, so the program stays exact. Without host_cores, f = 1 and no bound."""
+constant of the chain, so the program stays exact. Without host_cores, f = 1 and no bound.
+
+Windows (1F1B's minibatches in flight per replica): the model above, like PipeDream's, takes
+the transfers 2 C as overlapped with compute. That holds only if a stage keeps enough
+minibatches in flight to cover the round trip from its forward of a minibatch to its backward
+of it. PipeDream's NOAM_s = ceil(workers from stage s on / m_s) covers it where the transfers
+are free; with P the predicted time per minibatch (A(N, M)), a replica of stage s starts one
+of every m_s minibatches, one every m_s P, so its window must be
+    F_s = max(NOAM_s, ceil((c_s + RT_s) / (m_s P)), ceil(F_{s+1} m_{s+1} / m_s))
+with c_s its compute of one minibatch (forward, backward, fixed; x f(m_s) on a shared host),
+RT_s = 2 C(j_s) + L_{s+1} the round trip beyond its end boundary j_s (the activation out, the
+gradient back) and L_{s+1} the next stage's latency from an activation in to its gradient out:
+L_s = c_s + max(RT_s, (F_s - 1) m_s P) (its backward of a minibatch runs after its own round
+trip and after the F_s - 1 forwards its window runs first); the last stage: RT = 0, L = c. The
+third term keeps windows, counted in the pipeline's minibatches, non-increasing down the
+pipeline (a shallower upstream window can deadlock 1F1B). Without transfers and with equal
+stages this is NOAM. Memory: a replica keeps F_s weight stashes (stash_bytes = F_s x its
+weights)."""
 import json
 import math
 
@@ -172,13 +189,19 @@ class _Chain:
             upd += self._x("grad_copy_s", i, j)
         return fixed, upd
 
-    def stage(self, i, j, m, how=None):
-        """(T(i, j, m), how the replicas aggregate, sync seconds); how: as Cluster.sync."""
-        s, how = self.cl.sync(self.par[j] - self.par[i], m, how)
+    def busy(self, i, j, m):
+        """A replica's compute of one minibatch: its layers' forward and backward (x f(m) on a
+        shared host) and the fixed per-minibatch cost; no sync, no update."""
         b = self.base(i, j) if self.base else self.comp[j] - self.comp[i]
         if self.share:
             b *= self.share["f"](m)
+        return b + self.overheads(i, j, None)[0]
+
+    def stage(self, i, j, m, how=None):
+        """(T(i, j, m), how the replicas aggregate, sync seconds); how: as Cluster.sync."""
+        s, how = self.cl.sync(self.par[j] - self.par[i], m, how)
         fixed, upd = self.overheads(i, j, how)
+        b = self.busy(i, j, m) - fixed
         return (self.cl.combine(b + fixed, s) + upd) / m, how, s
 
     def cpu_bound(self, i, j, m):
@@ -223,6 +246,32 @@ def _dp(ch, M, i0=0, N=None):
     return A[N][M], bounds[::-1]
 
 
+def depths(ch, bounds, period):
+    """Each stage's 1F1B window (minibatches in flight per replica) such that the round trip
+    fits behind it, PipeDream's rule made to hold with transfers (module docstring, "Windows"):
+    [{in_flight, noam, round_trip_s, busy_s, stash_bytes}], stages as bounds [(i, j, m)]."""
+    out = [None] * len(bounds)
+    lat, f_next, m_next = 0.0, 0, 1
+    for s in range(len(bounds) - 1, -1, -1):
+        i, j, m = bounds[s]
+        noam = -(-sum(x[2] for x in bounds[s:]) // m)
+        c = ch.busy(i, j, m)
+        rt = ch.edge(j) + lat if s < len(bounds) - 1 else 0.0
+        cycle = m * period  # a replica takes one of every m minibatches
+        need = math.ceil((c + rt) / cycle * (1 - 1e-9)) if cycle > 0 else 1
+        # a window no shallower, in minibatches of the whole pipeline, than the next stage's:
+        # an upstream window shallower than the downstream one can deadlock 1F1B
+        f = max(noam, need, -(-f_next * m_next // m), 1)
+        out[s] = {"in_flight": f, "noam": noam, "round_trip_s": rt, "busy_s": c,
+                  "stash_bytes": f * (ch.par[j] - ch.par[i])}
+        # the latency this stage adds to the round trip of the stage before it: from an
+        # activation in to its gradient out (its backward of t waits for its own round trip
+        # and for the f - 1 forwards it runs first)
+        lat = c + max(rt, (f - 1) * cycle)
+        f_next, m_next = f, m
+    return out
+
+
 def _describe(ch, layers, bounds, total):
     stages = []
     rank = 0
@@ -239,9 +288,12 @@ def _describe(ch, layers, bounds, total):
         if ch.share:
             stages[-1]["compute_factor"] = ch.share["f"](m)
         rank += m
+    for st, d in zip(stages, depths(ch, bounds, total)):
+        st.update(d)
     out = {"stages": stages, "predicted_s_per_minibatch": total,
-           # PipeDream's NOAM: enough minibatches to keep every worker busy
-           "in_flight": math.ceil(ch.cl.workers / bounds[0][2])}
+           # the first stage's window: how many minibatches the pipeline holds per replica
+           # there (PipeDream's NOAM, ceil(workers / its replicas), or deeper: depths())
+           "in_flight": stages[0]["in_flight"]}
     if ch.share:
         out["shared_host"] = _share_out(ch, ch.cl.workers)
     return out
@@ -414,6 +466,9 @@ def evaluate(profile, cluster, stages):
         raise ProfileError(f"evaluate: the stages end at layer {end}, the chain has {ch.n}")
     res = {"predicted_s_per_minibatch": max(total, ch.cpu_bound(0, ch.n, ranks)),
            "stages": out}
+    bounds = [(x["layers"][0], x["layers"][1], x["replicas"]) for x in out]
+    for x, d in zip(out, depths(ch, bounds, res["predicted_s_per_minibatch"])):
+        x.update(d)
     if ch.share:
         for x in out:
             x["compute_factor"] = ch.share["f"](x["replicas"])
@@ -463,7 +518,12 @@ def format_plan(p):
                      + (f"fixed {s['fixed_s'] * 1e3:.3f} ms  update {s['update_s'] * 1e3:.3f} ms  "
                         if s.get("fixed_s") or s.get("update_s") else "")
                      + (f"sync {s['sync_s'] * 1e3:.3f} ms  per minibatch {s['time_s'] * 1e3:.3f} ms"
-                        if s.get("time_s") is not None else "(hierarchical: see 'levels')"))
+                        if s.get("time_s") is not None else "(hierarchical: see 'levels')")
+                     + (f"\n    in flight {s['in_flight']} (NOAM {s['noam']}; round trip "
+                        f"{s['round_trip_s'] * 1e3:.3f} ms behind compute {s['busy_s'] * 1e3:.3f} "
+                        f"ms a minibatch), {s['in_flight']} weight stash(es) "
+                        f"{s['stash_bytes'] / 1e6:.3f} MB per replica"
+                        if "in_flight" in s else ""))
     sh = p.get("shared_host")
     if sh:
         lines.append(f"  shared host: {sh['cores']} core(s), profiled by {sh['ranks_at_once']} "

@@ -198,8 +198,16 @@ class PipelineTrainer:
     # 1F1B with weight stashing (PipeDream)
 
     def in_flight(self):
-        """Minibatches this replica keeps in flight: the workers from this stage on over its
-        replicas (PipeDream's NOAM per stage; S - s without replication)."""
+        """Minibatches this replica keeps in flight: the plan's stage "in_flight" (the planner's
+        window, deep enough that the round trip to the last stage fits: planner.depths), or
+        for a plan without it the workers from this stage on over its replicas (PipeDream's
+        NOAM per stage; S - s without replication)."""
+        f = self.plan["stages"][self.s].get("in_flight")
+        if f is not None:
+            if not isinstance(f, int) or isinstance(f, bool) or f < 1:
+                raise PipelineError(f"{self.where}: the plan's stages[{self.s}].in_flight must "
+                                    f"be an integer >= 1, not {f!r}")
+            return f
         m = self.reps[self.s]
         return -(-sum(self.reps[self.s:]) // m)
 
