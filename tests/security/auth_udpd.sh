@@ -82,10 +82,13 @@ pre() { jget "$tmp/stats2.json" "d['totals']['drops'].get('$1', 0)"; }
 	fail "step 2 JOINs not counted: bad_mac $(pre bad_mac) auth_required $(pre auth_required)"
 echo "ok 2 - wrong key and missing key fail at JOIN naming TALLY_AUTH_KEY_FILE"
 
-# 3. the attacked run: deterministic keys, every result checked bit-exact
-TALLY_AUTH_KEY_FILE=$tmp/key "${W[@]}" --rank 0 --bytes 1M --rounds 500 --deterministic \
+# 3. the attacked run: deterministic keys, every result checked bit-exact; the ranks run for
+# a time that outlives the 2 s attack however fast their rounds are (--seconds: both end at
+# the same round)
+secs=$((6 * ${TALLY_TIMEOUT_MULTIPLIER:-1}))
+TALLY_AUTH_KEY_FILE=$tmp/key "${W[@]}" --rank 0 --bytes 1M --rounds 10000000 --seconds "$secs" --deterministic \
 	--json >"$tmp/w0.json" 2>"$tmp/w0.err" & w0=$!
-"${W[@]}" --rank 1 --key-file "$tmp/key" --bytes 1M --rounds 500 --deterministic \
+"${W[@]}" --rank 1 --key-file "$tmp/key" --bytes 1M --rounds 10000000 --seconds "$secs" --deterministic \
 	--json >"$tmp/w1.json" 2>"$tmp/w1.err" & w1=$!
 for _ in $(seq 100); do
 	"${C[@]}" --json workers >"$tmp/workers.json" 2>/dev/null &&
