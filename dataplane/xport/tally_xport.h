@@ -50,7 +50,7 @@ struct tally_xport_ops {
 	 * whose queued RESULTs are gathered from these buffers by sendmmsg's iovecs) sets
 	 * buf_size > 0: the engine then keeps buf_size bytes of transport state per RESULT
 	 * buffer (one per chunk and parity), allocated with the key from the engine's arena, zeroed, 16-aligned.
-	 * buf_init is called once per buffer when the key is created (on the engine's core:
+	 * buf_init (optional) is called once per buffer when the key is created (on the engine's core:
 	 * no syscall, no lock; e.g. set up a refcounted descriptor, cache the IOVA). RESULTs
 	 * are then sent with send_buf (as send, naming the buffer's state). buf_busy returns
 	 * non-zero while a sent copy still references the buffer (queued, not yet transmitted):

@@ -125,7 +125,7 @@ int tally_xport_mux_add(struct tally_xport_mux *mx, const struct tally_xport_mux
 		mx->dflt = (int)mx->n;
 		if (mb->ops->buf_size) { /* its zero-copy RESULT buffers */
 			mx->ops.buf_size = mb->ops->buf_size;
-			mx->ops.buf_init = mux_buf_init;
+			mx->ops.buf_init = mb->ops->buf_init ? mux_buf_init : NULL;
 			mx->ops.send_buf = mux_send_buf;
 			mx->ops.buf_busy = mux_buf_busy;
 		}

@@ -91,14 +91,6 @@ int tally_udp_busy_setting(const char *value, int *busy_poll_us, char *errbuf, s
 }
 
 /* Open the socket of one appliance core (client: connected to base + core; listen: bound). */
-static void udp_buf_init(void *ctx, void *buf, const void *payload, size_t len)
-{
-	(void)ctx; /* the engine zeroed it: no packet references the buffer yet */
-	(void)buf;
-	(void)payload;
-	(void)len;
-}
-
 /* An engine over a listening transport sends RESULTs with send_buf: their payloads are
  * gathered from its buffers, not copied into the queue (udp_send_buf). */
 static const struct tally_xport_ops udp_ops = {
@@ -106,7 +98,7 @@ static const struct tally_xport_ops udp_ops = {
 	.now_ns = udp_now_ns,
 	.poll = udp_poll,
 	.buf_size = sizeof(struct udp_xbuf),
-	.buf_init = udp_buf_init,
+	/* no buf_init: the engine's zeroed state (no packet references the buffer) is ready */
 	.send_buf = udp_send_buf,
 	.buf_busy = udp_buf_busy,
 	.peer_error = udp_peer_error,
