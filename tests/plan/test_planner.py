@@ -12,6 +12,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 SRC = os.environ.get("TALLY_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -423,6 +424,57 @@ class Planner(unittest.TestCase):
         # messages="group" outside torch.distributed: refused, naming the other setting
         with self.assertRaisesRegex(RuntimeError, "messages=True"):
             profile(m, torch.randn(8, 4), minibatches=1, messages="group")
+
+    def test_profile_times_the_runtime_steps_in_order(self):
+        """The stash, the step and the loss are timed in the layers' own pass, in the order
+        a stage runs them (stashes first to last before the forwards' ends, steps last to
+        first after each backward): runtime functions made to take a known time show in
+        stash_s, opt_s and the last layer's fwd_s; a weightless layer has none; the model's
+        weights and gradients are left as they were."""
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("torch not importable")
+        from tally.plan import profile
+        from tally.plan import runtime as rt
+        calls, stash0, update0 = [], rt.stash_weights, rt.update
+        big = (lambda ps: any(p.numel() > 1 for p in ps))  # not overhead.opt_call_s's probe
+
+        def stash(names, params):
+            if big(params):
+                calls.append(("stash", params[0].shape[0]))
+                time.sleep(0.003)
+            return stash0(names, params)
+
+        def update(params, opt, m):
+            if big(params):
+                calls.append(("update", params[0].shape[0]))
+                time.sleep(0.005)
+            return update0(params, opt, m)
+
+        def loss(out, y):
+            time.sleep(0.004)
+            return torch.nn.functional.cross_entropy(out, y)
+        torch.manual_seed(2)
+        m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+        before = [q.detach().clone() for q in m.parameters()]
+        rt.stash_weights, rt.update = stash, update
+        try:
+            p = profile(m, torch.randn(6, 8), minibatches=3, warmup=1, messages=False,
+                        loss_fn=loss, target=torch.tensor([0, 1, 2, 3, 0, 1]))
+        finally:
+            rt.stash_weights, rt.update = stash0, update0
+        one = [("stash", 16), ("stash", 4), ("update", 4), ("update", 16)]
+        self.assertEqual(calls, one * 4)  # warm-up + 3: the runtime's order, every minibatch
+        for k in (0, 2):
+            self.assertGreaterEqual(p["layers"][k]["stash_s"], 0.003)
+            self.assertGreaterEqual(p["layers"][k]["opt_s"], 0.004)
+        self.assertEqual([p["layers"][1][f] for f in ("opt_s", "stash_s")], [0.0, 0.0])
+        self.assertGreaterEqual(p["layers"][2]["fwd_s"], 0.004)  # the loss is the last's
+        self.assertLess(p["layers"][0]["fwd_s"], 0.004)
+        for a, b in zip(before, m.parameters()):
+            self.assertTrue(torch.equal(a, b))
+            self.assertIsNone(b.grad)
 
     def test_profile_solo(self):
         """solo=True on 2 ranks of a gloo group (a FileStore): the profile says ranks_at_once

@@ -3,8 +3,11 @@
 module list given) its forward and backward time, output activation size and parameter size,
 averaged over a number of minibatches; the planner reads the result.
 
-Besides the layers' compute, it measures what tally.plan.runtime adds per minibatch (each by
-timing the runtime's own functions, median of the timed repetitions after warm-up):
+The layers run as tally.plan.runtime runs a stage: forward through _functional_call on a
+weight stash, the last layer's forward with the loss. Besides the layers' compute, it
+measures what the runtime adds per minibatch by timing the runtime's own functions: the
+first two in the layers' own pass, in the order a stage runs them (mean per minibatch), the
+rest alone (median of the timed repetitions after warm-up):
   layers[k].opt_s        runtime.update() on the layer's weights (gradient averaging and
                          SGD's step), less the step's fixed cost overhead.opt_call_s
   layers[k].stash_s      runtime.stash_weights() of the layer's weights (1F1B's weight stash)
@@ -79,19 +82,17 @@ def _update_s(ws, reps, warmup):
     return _median(lambda: runtime.update(ws, opt, 2), reps, warmup)
 
 
-def _layer_extra(mod, reps, warmup, call_s):
+def _grad_copy_s(mod, reps, warmup):
+    """runtime.pack() + unpack() of the layer's gradients (0 without weights)."""
     ws = _copies([p for p in mod.parameters() if p.requires_grad])
     if not ws:
-        return {"opt_s": 0.0, "stash_s": 0.0, "grad_copy_s": 0.0}
-    names = [str(k) for k in range(len(ws))]
+        return 0.0
     flat = torch.zeros(sum(w.numel() for w in ws), dtype=torch.float32)
 
     def copy():
         runtime.pack(ws, flat)
         runtime.unpack(ws, flat)
-    return {"opt_s": max(_update_s(ws, reps, warmup) - call_s, 0.0),
-            "stash_s": _median(lambda: runtime.stash_weights(names, ws), reps, warmup),
-            "grad_copy_s": _median(copy, reps, warmup)}
+    return _median(copy, reps, warmup)
 
 
 def _microbatch_s(x, reps, warmup):
@@ -198,10 +199,10 @@ def _message_s_group(reps, warmup):
 
 
 def overheads(mods, sample_batch, reps=30, warmup=3, messages=True):
-    """The measured terms besides the layers' compute (the module docstring): (per-layer
-    dicts, overhead dict)."""
+    """The measured terms besides the layers' compute that are not timed in the layers' own
+    pass (the module docstring): (per-layer grad_copy_s, overhead dict)."""
     call_s = _update_s(_copies([torch.nn.Parameter(torch.zeros(1))]), reps, warmup)
-    per = [_layer_extra(m, reps, warmup, call_s) for m in mods]
+    per = [_grad_copy_s(m, reps, warmup) for m in mods]
     ov = {"opt_call_s": call_s, "microbatch_s": _microbatch_s(sample_batch, reps, warmup)}
     if messages == "group":
         ov["message_s"] = _message_s_group(reps, warmup)
@@ -210,49 +211,79 @@ def overheads(mods, sample_batch, reps=30, warmup=3, messages=True):
     return per, ov
 
 
+def _weights(mod):
+    """(names, copies, SGD over the copies) of a layer's trainable weights: the timed steps
+    run on copies, so the model's own weights and gradients are left as they were."""
+    named = [(n, p) for n, p in mod.named_parameters() if p.requires_grad]
+    ws = _copies([p for _, p in named])
+    return [n for n, _ in named], ws, (torch.optim.SGD(ws, lr=1e-3) if ws else None)
+
+
 def _time_layers(mods, sample_batch, minibatches, warmup, loss_fn, target):
-    """(fwd, bwd, act): each layer's mean forward and backward seconds over `minibatches`
-    runs after `warmup` (forward on its detached input, so its backward is timed alone;
-    backward from the last layer to the first) and its output's bytes."""
+    """{'fwd', 'bwd', 'act', 'stash', 'update'}: per layer, the mean seconds of each step the
+    runtime runs on it, timed in the order tally.plan.runtime runs them for a minibatch
+    (each layer as a stage of its own), over `minibatches` runs after `warmup`, and its
+    output's bytes. Forward, first layer to last: runtime.stash_weights() ('stash'), the
+    forward through the stash on the layer's detached input ('fwd'; the last layer's includes
+    the loss and reading it, as the last stage's forward does). Then last layer to first: its
+    backward ('bwd'), its gradients handed to its weights and runtime.update() ('update').
+    Timed in this order, each step finds the caches as a stage leaves them: a stash or step
+    timed alone in a loop runs from warm caches (vgg's 2.1 MB layer: 0.05 ms stash and 0.11
+    ms step so, 0.30 and 0.26 ms in a 1F1B run)."""
     n = len(mods)
-    fwd = [0.0] * n
-    bwd = [0.0] * n
+    sums = {f: [0.0] * n for f in ("fwd", "bwd", "stash", "update")}
     act = [0] * n
+    wts = [_weights(mod) for mod in mods]
+    pc = time.perf_counter
     for it in range(warmup + minibatches):
+        keep = it >= warmup
         x = sample_batch
-        ins, outs = [], []
+        ins, outs, stashes = [], [], []
         for k, mod in enumerate(mods):
             xi = x.detach().requires_grad_(x.is_floating_point())
-            t0 = time.perf_counter()
-            y = mod(xi)
-            t1 = time.perf_counter()
-            if it >= warmup:
-                fwd[k] += t1 - t0
+            t0 = pc()
+            w = runtime.stash_weights(wts[k][0], wts[k][1])
+            t1 = pc()
+            y = runtime._functional_call(mod, w, (xi,))
+            if k == n - 1:
+                out = loss_fn(y, target) if loss_fn is not None else y.sum()
+                float(out)
+            t2 = pc()
+            if keep:
+                sums["stash"][k] += t1 - t0
+                sums["fwd"][k] += t2 - t1
             act[k] = _nbytes(y)
             ins.append(xi)
             outs.append(y)
+            stashes.append(w)
             x = y
-        out = outs[-1]
-        loss = loss_fn(out, target) if loss_fn is not None else out.sum()
         grad = None
         for k in range(n - 1, -1, -1):
-            t0 = time.perf_counter()
+            names, ws, opt = wts[k]
+            t0 = pc()
             if k == n - 1:
-                loss.backward()
+                out.backward()
             else:
                 outs[k].backward(grad)
-            t1 = time.perf_counter()
-            if it >= warmup:
-                bwd[k] += t1 - t0
+            t1 = pc()
+            for name, p in zip(names, ws):
+                g = stashes[k][name].grad
+                p.grad = g if g is not None else torch.zeros_like(p)
+            if ws:
+                runtime.update(ws, opt, 1)
+            t2 = pc()
+            if keep:
+                sums["bwd"][k] += t1 - t0
+                sums["update"][k] += t2 - t1
             grad = ins[k].grad
-        for mod in mods:
-            mod.zero_grad(set_to_none=True)
-    return [f / minibatches for f in fwd], [b / minibatches for b in bwd], act
+    out = {f: [v / minibatches for v in sums[f]] for f in sums}
+    out["act"] = act
+    return out
 
 
 def _time_solo(mods, sample_batch, minibatches, warmup, loss_fn, target):
     """_time_layers on this rank while the other ranks of the default group wait in a
-    barrier: the ranks take turns, in rank order. (fwd, bwd, group size)."""
+    barrier: the ranks take turns, in rank order. (its result, group size)."""
     import torch.distributed as dist
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError("tally.plan.profile: solo=True needs torch.distributed's default "
@@ -262,9 +293,9 @@ def _time_solo(mods, sample_batch, minibatches, warmup, loss_fn, target):
     for r in range(n):
         dist.barrier()
         if r == me:
-            got = _time_layers(mods, sample_batch, minibatches, warmup, loss_fn, target)[:2]
+            got = _time_layers(mods, sample_batch, minibatches, warmup, loss_fn, target)
     dist.barrier()
-    return got[0], got[1], n
+    return got, n
 
 
 def profile(model, sample_batch, minibatches=10, warmup=2, layers=None, loss_fn=None,
@@ -281,24 +312,29 @@ def profile(model, sample_batch, minibatches=10, warmup=2, layers=None, loss_fn=
     if minibatches < 1 or warmup < 0:
         raise ValueError("tally.plan.profile: minibatches >= 1, warmup >= 0")
     mods = _layers(model, layers)
-    fwd, bwd, act = _time_layers(mods, sample_batch, minibatches, warmup, loss_fn, target)
+    t = _time_layers(mods, sample_batch, minibatches, warmup, loss_fn, target)
     if solo:
-        fsolo, bsolo, at_once = _time_solo(mods, sample_batch, minibatches, warmup, loss_fn,
-                                           target)
-    per, ov = overheads(mods, sample_batch, max(minibatches, 30), max(warmup, 3), messages)
+        alone, at_once = _time_solo(mods, sample_batch, minibatches, warmup, loss_fn, target)
+    copy_s, ov = overheads(mods, sample_batch, max(minibatches, 30), max(warmup, 3), messages)
+    # the stash and the step as the runtime runs them, from the pass that had the host as a
+    # stage does (alone where timed alone: the planner scales compute, not these)
+    steps = alone if solo else t
     prof = {"version": PROFILE_VERSION, "minibatch": int(sample_batch.shape[0]),
             "minibatches": minibatches, "overhead": ov, "layers": []}
     if solo:
         prof["ranks_at_once"] = at_once
     for k, mod in enumerate(mods):
+        weighted = any(p.requires_grad for p in mod.parameters())
         prof["layers"].append(dict({
             "name": f"{k}:{type(mod).__name__}",
-            "fwd_s": fwd[k], "bwd_s": bwd[k],
-            "act_bytes": act[k],
-            "param_bytes": sum(_nbytes(p) for p in mod.parameters() if p.requires_grad)},
-            **per[k]))
+            "fwd_s": t["fwd"][k], "bwd_s": t["bwd"][k],
+            "act_bytes": t["act"][k],
+            "param_bytes": sum(_nbytes(p) for p in mod.parameters() if p.requires_grad),
+            "opt_s": max(steps["update"][k] - ov["opt_call_s"], 0.0) if weighted else 0.0,
+            "stash_s": steps["stash"][k] if weighted else 0.0,
+            "grad_copy_s": copy_s[k]}))
         if solo:
-            prof["layers"][-1].update(fwd_solo_s=fsolo[k], bwd_solo_s=bsolo[k])
+            prof["layers"][-1].update(fwd_solo_s=alone["fwd"][k], bwd_solo_s=alone["bwd"][k])
     if path is not None:
         with open(path, "w") as f:
             json.dump(prof, f, indent=1)
