@@ -136,7 +136,8 @@ class Planner(unittest.TestCase):
         """The profile's measured runtime terms enter the stage time as the planner's
         docstring says, worked by hand on synthetic numbers: fixed (per microbatch, and 2
         messages per boundary) beside the compute, the update (stash, optimizer call + per
-        layer, gradient copy where the stage aggregates through Tally) after the sync."""
+        layer, gradient copy where the stage aggregates, through Tally or a ring) after the
+        sync."""
         ms = 1e-3
         prof = chain([(2 * ms, 4 * ms, 10**5, 10**6), (1 * ms, 1 * ms, 10**4, 0),
                       (3 * ms, 5 * ms, 10**3, 2 * 10**6)])
@@ -144,6 +145,7 @@ class Planner(unittest.TestCase):
                 "appliance": {"count": 1, "link_gbit": 4}}
         stages = [{"layers": [0, 2], "replicas": 2, "aggregation": "tally"},
                   {"layers": [2, 3], "replicas": 2, "aggregation": "ring"}]
+        single = [{"layers": [0, 2], "replicas": 1}, {"layers": [2, 3], "replicas": 3}]
         bare_prof = json.loads(json.dumps(prof))
         for layer, (o, st, g) in zip(prof["layers"], [(0.3, 0.2, 0.5), (0, 0, 0),
                                                       (0.7, 0.4, 1.1)]):
@@ -155,8 +157,8 @@ class Planner(unittest.TestCase):
         sync1 = ring_time(2 * 10**6, 2, c.link_bps, c.alpha_s)
         # stage 0: one boundary (after it); aggregates through Tally: its copy counts
         fixed0, upd0 = (0.25 + 2 * 0.125) * ms, (0.2 + 0.05 + 0.3 + 0.5) * ms
-        # stage 1: one boundary (before it); a ring: no copy into the agent's buffer
-        fixed1, upd1 = (0.25 + 2 * 0.125) * ms, (0.4 + 0.05 + 0.7) * ms
+        # stage 1: one boundary (before it); a ring: its copy counts too (one flat allreduce)
+        fixed1, upd1 = (0.25 + 2 * 0.125) * ms, (0.4 + 0.05 + 0.7 + 1.1) * ms
         for overlap in (False, True):
             cl = dict(base, overlap=overlap)
             e = evaluate(prof, cl, stages)
@@ -180,6 +182,10 @@ class Planner(unittest.TestCase):
         self.assertAlmostEqual(e[1]["fixed_s"], (0.25 + 4 * 0.125) * ms, delta=1e-15)
         self.assertEqual(e[1]["update_s"], 0.0)
         self.assertAlmostEqual(e[2]["update_s"], (0.4 + 0.05 + 0.7 + 1.1) * ms, delta=1e-15)
+        # one replica: nothing to aggregate, no copy; three: the copy, whichever way
+        e = evaluate(prof, base, single)["stages"]
+        self.assertAlmostEqual(e[0]["update_s"], (0.2 + 0.05 + 0.3) * ms, delta=1e-15)
+        self.assertAlmostEqual(e[1]["update_s"], (0.4 + 0.05 + 0.7 + 1.1) * ms, delta=1e-15)
         whole = evaluate(prof, base, [{"layers": [0, 3], "replicas": 4, "aggregation": "ring"}])
         self.assertAlmostEqual(whole["stages"][0]["fixed_s"], 0.25 * ms, delta=1e-15)
         # plan() predicts with them too, and data parallelism as well

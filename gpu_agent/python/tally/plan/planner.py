@@ -16,8 +16,8 @@ tally.plan.profile (a profile without them counts them 0: PipeDream's formula):
               and message_s is one message's send and receive calls
     update  = sum of stash_s (1F1B's weight stash) + overhead.opt_call_s + sum of opt_s
               (gradient averaging and the optimizer's step; where the stage has weights)
-              + sum of grad_copy_s (into the agent's flat buffer and back; where the stage
-              aggregates through Tally)
+              + sum of grad_copy_s (into the stage's flat buffer and back; where the stage
+              has replicas to aggregate with, through Tally or a ring)
 and of the best pipeline of the first j layers on m workers:
     A(j, m) = min(T(0, j, m),
                   min over i < j, m' < m of max(A(i, m - m'), 2 C(i), T(i, j, m')))
@@ -185,7 +185,7 @@ class _Chain:
         upd = self._x("stash_s", i, j)
         if self.par[j] > self.par[i]:
             upd += self.ov["opt_call_s"] + self._x("opt_s", i, j)
-        if how == "tally":
+        if how in ("tally", "ring"):
             upd += self._x("grad_copy_s", i, j)
         return fixed, upd
 

@@ -11,8 +11,8 @@ rest alone (median of the timed repetitions after warm-up):
   layers[k].opt_s        runtime.update() on the layer's weights (gradient averaging and
                          SGD's step), less the step's fixed cost overhead.opt_call_s
   layers[k].stash_s      runtime.stash_weights() of the layer's weights (1F1B's weight stash)
-  layers[k].grad_copy_s  runtime.pack() + unpack(): its gradients into the agent's flat
-                         buffer and back
+  layers[k].grad_copy_s  runtime.pack() + unpack(): its gradients into the stage's flat
+                         buffer and back (where the stage's replicas aggregate)
   overhead.opt_call_s    runtime.update() on one 1-element weight: a step's fixed cost
   overhead.microbatch_s  a stage's fixed work per microbatch around its layers: frame() and
                          unframe() of the activation and of its gradient, detach, the stash
