@@ -14,6 +14,7 @@ tolerance: the same sum of per-microbatch gradients, in another order.
 Failures name where they are: a peer that dies makes the point-to-point receive or send, or
 the stage's push_pull (after op_timeout_ms), fail with PipelineError naming this stage and
 rank and the peer stage and rank (or the stage's replica ranks)."""
+import gc
 import time
 
 import torch
@@ -220,7 +221,9 @@ class PipelineTrainer:
         minibatches in flight, then alternates one backward, one forward. A forward uses the
         weights of the time and stashes them; its backward computes the gradient with that
         stash; after each backward the stage's replicas average their gradients (the m_s
-        minibatches of that round) and step. Returns the last stage's losses, else []."""
+        minibatches of that round) and step. The objects alive when it starts are left out
+        of Python's collections until it returns (gc.freeze). Returns the last stage's
+        losses, else []."""
         m = self.reps[self.s]
         if len(batches) % m:
             raise ValueError(f"{len(batches)} minibatches: not a multiple of stage {self.s}'s "
@@ -266,14 +269,22 @@ class PipelineTrainer:
                 update(self.params, self.opt, m)
             self.done_at.append(time.perf_counter())
 
-        for t in mine[:F]:
-            fwd(t)
-        for j, t in enumerate(mine):
-            bwd(t)
-            if j + F < len(mine):
-                fwd(mine[j + F])
-        for h in pend:
-            self._wait(*h)
+        # Python's full collections scan every object the process holds (torch's own: some
+        # 60 ms on the emulated cluster's ranks) and stall the whole pipeline while one rank
+        # runs one; what lived before training is frozen out of them for its duration (as
+        # Megatron-LM's manual GC, for the same straggler)
+        gc.freeze()
+        try:
+            for t in mine[:F]:
+                fwd(t)
+            for j, t in enumerate(mine):
+                bwd(t)
+                if j + F < len(mine):
+                    fwd(mine[j + F])
+            for h in pend:
+                self._wait(*h)
+        finally:
+            gc.unfreeze()
         return losses
 
     def _isend(self, t, dst, k, what):
