@@ -13,7 +13,7 @@ rank counts as DP-Tally's twin, "plan=dp"), by statistic and model:
 
     /usr/bin/python3 perf/results/pipeline/i36_table.py [h36_runs.json [i36_runs.json]]
 (i36b_runs.json as the second file: branch i36b's launches, with each stage's 1F1B window and
-NOAM after the plan chosen)
+NOAM after the plan chosen; "-" as the first: no h36 launches, e.g. `- s6d_runs.json`)
 """
 import collections
 import json
@@ -70,7 +70,8 @@ def within(m, p):
 
 
 def main():
-    h36 = json.load(open(sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "h36_runs.json")))
+    p1 = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "h36_runs.json")
+    h36 = [] if p1 == "-" else json.load(open(p1))
     p2 = sys.argv[2] if len(sys.argv) > 2 else os.path.join(HERE, "i36_runs.json")
     i36 = json.load(open(p2)) if os.path.exists(p2) else []
     tag = os.path.basename(p2).split("_")[0]  # i36, i36b: the branch whose launches these are
