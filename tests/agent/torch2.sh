@@ -13,7 +13,8 @@
 #   test_identity.py    the default job identity (torch's store, torchrun's run id, relaunch)
 #   test_avg16.py       f16/bf16 averages by the appliance; test_user_errors.py error texts
 #   examples/train.py   the quick-start job (software appliance over kernel UDP)
-#   tests/plan/*        tally.plan: planner, pipeline runtime (sync, 1F1B, a killed replica),
+#   tests/plan/*        tally.plan: planner, pipeline runtime (sync, 1F1B, a killed replica,
+#                       1F1B's GC freeze),
 #                       examples/pipeline.py (suite plan)
 # Mounts are made in a private mount namespace (unshare -m): nothing is left mounted.
 #
@@ -115,7 +116,7 @@ for t in tests/agent/test_abi.py tests/agent/test_opt_torch.py tests/agent/test_
 	tests/agent/test_ddp_rebuild.py tests/agent/test_onebit_sim.py tests/agent/test_onebit_appliance.py \
 	tests/agent/test_onebit_train.py tests/agent/test_torch_user.py tests/agent/test_horovod_port.py \
 	tests/agent/test_identity.py tests/agent/test_avg16.py tests/agent/test_user_errors.py \
-	tests/plan/test_planner.py tests/plan/test_runtime.py; do
+	tests/plan/test_planner.py tests/plan/test_runtime.py tests/plan/test_runtime_gc.py; do
 	echo "== torch2: $t"
 	timeout 900 python3 "$t"
 	rc=$?
