@@ -20,6 +20,7 @@
 # TD_CPUS (D, comma list; default 1..D) for tallyd's datapath lcores, GEN_CPUS (N; default
 # D+1..D+N) for the generator's, TD_MAIN_CPU and GEN_MAIN_CPU (default 0) for the main lcores.
 cd "$(dirname "$0")/.."
+. perf/linegen_leave.sh
 b=${TALLY_BUILD:-build}
 [ "$(id -u)" = 0 ] || { echo "linegen_memif.sh: needs root (DPDK): not run" >&2; exit 77; }
 [ -x "$b/appliance/tallyd" ] && [ -x "$b/perf/tally-linegen" ] ||
@@ -80,11 +81,10 @@ for mode in ${MODES:-aggregation io-forward}; do
 	dpid=$(pgrep -P $tpid -x tallyd) # timeout's child: its lcores' CPU time
 	echo "# $mode: GEN_LCORES=$N DUT_LCORES=$D; tallyd $(grep -o 'ready.*' $d/tallyd.log | head -1 | cut -c1-120)"
 	uptime
-	# --leave-last: the generator keeps its port until tallyd is gone (DPDK 22.11's memif
-	# unmaps rings under a peer lcore still polling: tallyd segfaulted when we left first)
+	# --leave-last: tallyd leaves first (perf/linegen_leave.sh says why)
 	( set -o pipefail; timeout 600 "$b/perf/tally-linegen" --transport dpdk --eal "--no-huge --no-pci --file-prefix ${pf}w $gen_eal" "${gen_net[@]}" --port 9170 --ctl-socket $d/ctl.sock --dut-pid ${dpid:-0} --leave-last 60 "${gen[@]}" "$@" --json 2> >(tee $d/gen.err >&2) | tee -a "$out" ) &
 	gpid=$!
-	for i in $(seq 6000); do grep -q "leaving last" $d/gen.err 2>/dev/null && break; kill -0 $gpid 2>/dev/null || break; sleep 0.1; done
+	linegen_await_leave $gpid $d/gen.err 6000
 	uptime
 	kill $tpid 2>/dev/null; wait $tpid; st=$?; tpid=
 	wait $gpid; echo "rc=$?"

@@ -10,6 +10,7 @@ lg=$1 td=$2 report=$3
 # on failure: where tallyd's threads are (a datapath lcore that stopped looping shows here)
 threads() { for t in /proc/${dpid:-0}/task/*; do [ -r "$t/stat" ] && echo "$(cat "$t/comm" 2>/dev/null) $(cut -d' ' -f3,14,15 "$t/stat") $(cat "$t/wchan" 2>/dev/null)"; done; }
 fail() { echo "FAIL: $*" >&2; threads >&2; exit 1; }
+. "$(dirname "$0")/../../perf/linegen_leave.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: tallyd on net_memif needs root (DPDK)"; exit 77; }
 dir=$(mktemp -d /tmp/lgmemif.XXXXXX)
 pf=tlgm$$
@@ -35,14 +36,7 @@ for mode in aggregation io-forward; do
 		--trials 1 --steps 1 --lo 200 --hi 2000 --repair-us 50000 --json \
 		--leave-last $((30 * mult)) >>"$dir/out.json" 2>"$dir/err.txt" &
 	gpid=$!
-	# the generator keeps its port until tallyd is gone (--leave-last): DPDK 22.11's memif
-	# unmaps the rings under an lcore still polling them, so the side that leaves first
-	# must be the one that stopped polling (tallyd segfaulted when the generator left first)
-	for _ in $(seq $((900 * mult))); do
-		grep -q "leaving last" "$dir/err.txt" 2>/dev/null && break
-		kill -0 $gpid 2>/dev/null || break
-		sleep 0.1
-	done
+	linegen_await_leave $gpid "$dir/err.txt" $((900 * mult)) # then tallyd leaves first
 	line=$(grep "\"mode\":\"$mode\"" "$dir/out.json") || {
 		kill $gpid 2>/dev/null; wait $gpid; cat "$dir/err.txt"; fail "no $mode line: $(cat "$dir/out.json")"; }
 	[ "$(num unpaced_checked "$line")" -gt 0 ] || fail "$mode: nothing checked: $line"

@@ -14,6 +14,7 @@
 set -u
 lg=$1 td=$2 report=$3 tctl=$4
 fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../../perf/linegen_leave.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: tallyd on net_memif needs root (DPDK)"; exit 77; }
 # D >= N not a multiple of N is refused before the EAL starts, saying why
 msg=$("$lg" --transport dpdk --gen-lcores 2 --dut-cores 3 --eal "--no-huge" --host 10.99.5.1,10.99.6.1 \
@@ -60,11 +61,7 @@ sys.exit(0 if len(c) == 1 and c[0].get("polls") == want else 1)' "$st_json" ||
 			--keys 2 --chunks 2 --trial-s 0.05 --trials 1 --steps 1 --lo 200 --hi 2000 \
 			--repair-us 50000 --json --leave-last $((30 * mult)) >>"$dir/out.json" 2>"$dir/err.txt" &
 		gpid=$!
-		for _ in $(seq $((900 * mult))); do
-			grep -q "leaving last" "$dir/err.txt" 2>/dev/null && break
-			kill -0 $gpid 2>/dev/null || break
-			sleep 0.1
-		done
+		linegen_await_leave $gpid "$dir/err.txt" $((900 * mult))
 		line=$(grep "\"mode\":\"$mode\"" "$dir/out.json" | grep "\"dut_cores\":$D,") || {
 			kill $gpid 2>/dev/null; wait $gpid; cat "$dir/err.txt"; fail "no $mode line: $(cat "$dir/out.json")"; }
 		/usr/bin/python3 - "$mode" "$line" "$D" <<'PY' || fail "$mode, $D cores: $line"
@@ -119,11 +116,7 @@ timeout $((60 * mult)) "$lg" --transport dpdk \
 	--host 10.99.5.1 --local-ip 10.99.5.2/24 --port 9170 --dut-pid "${dpid:-0}" --ranks 4 \
 	--chunk-kib 1 --keys 2 --chunks 2 --json --leave-last $((30 * mult)) >"$dir/mm.json" 2>"$dir/err.txt" &
 gpid=$!
-for _ in $(seq $((300 * mult))); do
-	grep -q "leaving last" "$dir/err.txt" 2>/dev/null && break
-	kill -0 $gpid 2>/dev/null || break
-	sleep 0.1
-done
+linegen_await_leave $gpid "$dir/err.txt" $((300 * mult))
 kill "$tpid"; wait "$tpid"; st=$?; tpid=
 wait $gpid; gst=$?; gpid=
 [ "$st" -lt 128 ] || fail "mismatch: tallyd died of signal $((st - 128))"
